@@ -1,0 +1,123 @@
+import { Command } from "commander";
+import { fileURLToPath } from "node:url";
+import { pino } from "pino";
+import { startDataPlane } from "../dataplane/src/dataplane.js";
+import type { ModelControlMode } from "../dataplane/src/models/registry.js";
+import { integer, list, option } from "./options.js";
+
+/** The example repository shipped with the project, served when no model source is given. */
+export const EXAMPLE_REPOSITORY = fileURLToPath(new URL("../../examples/model_repository", import.meta.url));
+
+interface DataPlaneFlags {
+  modelRepository?: string[];
+  modelConfig?: string[];
+  modelControlMode: ModelControlMode;
+  loadModel?: string[];
+  repositoryPollSecs: number;
+  host: string;
+  grpcPort: number;
+  metricsPort: number;
+  maxMessageSize: number;
+  shutdownGraceSecs: number;
+  logLevel: string;
+}
+
+export function dataplaneCommand(): Command {
+  return new Command("dataplane")
+    .description("Serve models over the KServe v2 / Triton gRPC protocol")
+    .addOption(
+      option(
+        "--model-repository <dir>",
+        "Triton-layout model repository (repeatable); default: the bundled examples/model_repository",
+        "DYNAMO_MODEL_REPOSITORY",
+      ).argParser(list),
+    )
+    .addOption(
+      option(
+        "--model-config <file>",
+        "a single model configuration file, config.pbtxt text or binary ModelConfig (repeatable)",
+        "DYNAMO_MODEL_CONFIG",
+      ).argParser(list),
+    )
+    .addOption(
+      option(
+        "--model-control-mode <mode>",
+        "none | poll (follow changes on disk) | explicit (load/unload RPCs)",
+        "DYNAMO_MODEL_CONTROL_MODE",
+      )
+        .choices(["none", "poll", "explicit"])
+        .default("poll"),
+    )
+    .addOption(
+      option(
+        "--load-model <name>",
+        "with explicit control: a model to load at start, '*' for all (repeatable)",
+        "DYNAMO_LOAD_MODEL",
+      ).argParser(list),
+    )
+    .addOption(
+      option(
+        "--repository-poll-secs <seconds>",
+        "how often poll mode rereads the repository",
+        "DYNAMO_REPOSITORY_POLL_SECS",
+      )
+        .argParser(integer(0))
+        .default(5),
+    )
+    .addOption(option("--host <address>", "address to listen on", "DYNAMO_HOST").default("0.0.0.0"))
+    .addOption(
+      option("--grpc-port <port>", "gRPC port (0 picks a free one)", "DYNAMO_GRPC_PORT")
+        .argParser(integer(0, 65535))
+        .default(8001),
+    )
+    .addOption(
+      option("--metrics-port <port>", "HTTP port for /v2/health/* probes (0 picks a free one)", "DYNAMO_METRICS_PORT")
+        .argParser(integer(0, 65535))
+        .default(8002),
+    )
+    .addOption(
+      option("--max-message-size <bytes>", "largest gRPC message accepted or sent", "DYNAMO_MAX_MESSAGE_SIZE")
+        .argParser(integer(1024, 2 ** 31 - 1))
+        .default(2 ** 31 - 1),
+    )
+    .addOption(
+      option(
+        "--shutdown-grace-secs <seconds>",
+        "on SIGTERM, how long in-flight requests may finish",
+        "DYNAMO_SHUTDOWN_GRACE_SECS",
+      )
+        .argParser(integer(0))
+        .default(30),
+    )
+    .addOption(
+      option("--log-level <level>", "trace | debug | info | warn | error", "DYNAMO_LOG_LEVEL")
+        .choices(["trace", "debug", "info", "warn", "error"])
+        .default("info"),
+    )
+    .action(async (flags: DataPlaneFlags) => {
+      const logger = pino({ level: flags.logLevel, base: { component: "dataplane" } });
+      const repositories = flags.modelRepository ?? (flags.modelConfig === undefined ? [EXAMPLE_REPOSITORY] : []);
+      const dataPlane = await startDataPlane({
+        modelRepositories: repositories,
+        modelConfigFiles: flags.modelConfig ?? [],
+        modelControlMode: flags.modelControlMode,
+        loadModels: flags.loadModel ?? [],
+        repositoryPollSeconds: flags.repositoryPollSecs,
+        host: flags.host,
+        grpcPort: flags.grpcPort,
+        httpPort: flags.metricsPort,
+        maxMessageSize: flags.maxMessageSize,
+        shutdownGraceSeconds: flags.shutdownGraceSecs,
+        logger,
+      });
+      const stop = (signal: string): void => {
+        logger.info({ signal }, "stopping");
+        dataPlane.stop().then(
+          () => process.exit(0),
+          () => process.exit(1),
+        );
+      };
+      process.once("SIGTERM", () => stop("SIGTERM"));
+      process.once("SIGINT", () => stop("SIGINT"));
+    });
+}

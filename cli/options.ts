@@ -1,0 +1,29 @@
+import { InvalidArgumentError, Option } from "commander";
+
+/**
+ * Options are declared once each: flag, environment variable, default and help. Commander
+ * applies the precedence flag > environment variable > default and prints all of it in
+ * --help.
+ */
+
+export function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
+  return (value: string): number => {
+    const parsed = Number(value);
+    if (!Number.isInteger(parsed) || parsed < min || parsed > max) {
+      throw new InvalidArgumentError(`expected a whole number from ${min} to ${max}, got '${value}'`);
+    }
+    return parsed;
+  };
+}
+
+/** A list option: repeated flags accumulate; an environment variable holds a comma-separated list. */
+export function list(value: string, previous: string[] | undefined): string[] {
+  const items = value
+    .split(",")
+    .map((item) => item.trim())
+    .filter((item) => item !== "");
+  return [...(previous ?? []), ...items];
+}
+
+export const option = (flags: string, description: string, env: string): Option =>
+  new Option(flags, description).env(env);

@@ -1,0 +1,113 @@
+import type { Server as HttpServer } from "node:http";
+import type { Server as GrpcServer } from "@grpc/grpc-js";
+import type { Logger } from "pino";
+import type { GRPCInferenceServiceServer } from "../../proto/gen/ts/grpc_service.js";
+import { createEngine } from "./engines/index.js";
+import { errorMessage } from "./errors.js";
+import { ModelRegistry, type ModelControlMode } from "./models/registry.js";
+import { startGrpcServer, stopGrpcServer } from "./server/grpc.js";
+import { startHttpServer } from "./server/http.js";
+import { extensionHandlers } from "./services/extensions.js";
+import { healthHandlers } from "./services/health.js";
+import { modelInferHandler } from "./services/infer.js";
+import { metadataHandlers } from "./services/metadata.js";
+import { repositoryHandlers } from "./services/repository.js";
+import { modelStreamInferHandler } from "./services/stream.js";
+
+export interface DataPlaneOptions {
+  readonly modelRepositories: readonly string[];
+  readonly modelConfigFiles: readonly string[];
+  readonly modelControlMode: ModelControlMode;
+  readonly loadModels: readonly string[];
+  readonly repositoryPollSeconds: number;
+  readonly host: string;
+  readonly grpcPort: number;
+  readonly httpPort: number;
+  readonly maxMessageSize: number;
+  readonly shutdownGraceSeconds: number;
+  readonly logger: Logger;
+}
+
+export interface RunningDataPlane {
+  readonly grpcPort: number;
+  readonly httpPort: number;
+  readonly registry: ModelRegistry;
+  /** Stops taking new work, drains in-flight calls (up to the grace period), closes engines. */
+  stop(): Promise<void>;
+}
+
+/** Loads the models, then serves gRPC and the HTTP health port until stopped. */
+export async function startDataPlane(options: DataPlaneOptions): Promise<RunningDataPlane> {
+  const { logger } = options;
+  const registry = new ModelRegistry({
+    repositories: options.modelRepositories,
+    configFiles: options.modelConfigFiles,
+    controlMode: options.modelControlMode,
+    startupModels: options.loadModels,
+    createEngine,
+    logger,
+  });
+  await registry.start();
+  let stopping = false;
+  const implementation: GRPCInferenceServiceServer = {
+    ...healthHandlers(registry, () => stopping),
+    ...metadataHandlers(registry),
+    modelInfer: modelInferHandler(registry),
+    modelStreamInfer: modelStreamInferHandler(registry),
+    ...repositoryHandlers(registry),
+    ...extensionHandlers(),
+  };
+  const grpc = await startGrpcServer(implementation, {
+    host: options.host,
+    port: options.grpcPort,
+    maxMessageSize: options.maxMessageSize,
+  });
+  const http = await startHttpServer(options.host, options.httpPort, {
+    live: () => true,
+    ready: () => !stopping && registry.readyCount() > 0,
+  });
+  const poller = schedulePolling(registry, options, logger);
+  logger.info(
+    { grpcPort: grpc.port, httpPort: http.port, models: registry.readyCount(), controlMode: options.modelControlMode },
+    "data plane listening",
+  );
+  return {
+    grpcPort: grpc.port,
+    httpPort: http.port,
+    registry,
+    async stop() {
+      if (stopping) return;
+      stopping = true;
+      if (poller !== undefined) clearInterval(poller);
+      await shutdown(grpc.server, http.server, registry, options.shutdownGraceSeconds * 1000);
+      logger.info("data plane stopped");
+    },
+  };
+}
+
+function schedulePolling(
+  registry: ModelRegistry,
+  options: DataPlaneOptions,
+  logger: Logger,
+): NodeJS.Timeout | undefined {
+  if (options.modelControlMode !== "poll" || options.repositoryPollSeconds <= 0) return undefined;
+  let running = false;
+  const timer = setInterval(() => {
+    if (running) return;
+    running = true;
+    registry
+      .sync()
+      .catch((error: unknown) => logger.error({ err: errorMessage(error) }, "model repository poll failed"))
+      .finally(() => {
+        running = false;
+      });
+  }, options.repositoryPollSeconds * 1000);
+  timer.unref();
+  return timer;
+}
+
+async function shutdown(grpc: GrpcServer, http: HttpServer, registry: ModelRegistry, graceMs: number): Promise<void> {
+  http.closeAllConnections();
+  await Promise.all([stopGrpcServer(grpc, graceMs), new Promise<void>((resolve) => http.close(() => resolve()))]);
+  await registry.close();
+}

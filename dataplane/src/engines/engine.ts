@@ -1,0 +1,40 @@
+import type { InferParameter } from "../../../proto/gen/ts/grpc_service.js";
+import type { ModelSpec } from "../models/spec.js";
+import type { Tensor } from "../tensors/tensor.js";
+
+/** One inference request as an engine sees it: validated raw tensors, no gRPC types. */
+export interface EngineRequest {
+  readonly id: string;
+  readonly parameters: Readonly<Record<string, InferParameter>>;
+  readonly inputs: readonly Tensor[];
+  /** Names the client asked for; empty means every output. Engines may skip the others. */
+  readonly requestedOutputs: ReadonlySet<string>;
+}
+
+export interface EngineResponse {
+  readonly outputs: readonly Tensor[];
+  readonly parameters?: Readonly<Record<string, InferParameter>>;
+}
+
+export interface InferOptions {
+  /** Aborted when the client cancels or the deadline passes; engines stop promptly. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * The contract between the gRPC services and whatever runs the model. A unary model
+ * yields exactly one response; a decoupled one yields any number, and the end of the
+ * iteration is the end of the request. Errors are DataPlaneErrors.
+ */
+export interface Engine {
+  infer(request: EngineRequest, options: InferOptions): AsyncIterable<EngineResponse>;
+  /** Releases what the engine holds; called when its model is unloaded or replaced. */
+  close(): Promise<void>;
+}
+
+/** Builds an engine for a model, or throws a ConfigError if the model does not suit it. */
+export interface EngineFactory {
+  /** The `backend` (or `platform`) value in config.pbtxt that selects this engine. */
+  readonly backend: string;
+  create(spec: ModelSpec, source: string): Engine;
+}

@@ -1,0 +1,80 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { DataPlaneError } from "../../errors.js";
+import { ConfigError } from "../../models/config.js";
+import type { ModelSpec } from "../../models/spec.js";
+import type { Datatype } from "../../tensors/datatypes.js";
+import type { Tensor } from "../../tensors/tensor.js";
+import { rawToTyped } from "../../tensors/typed.js";
+import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
+
+/**
+ * `backend: "repeat"`, a decoupled test engine modelled on Triton's repeat backend: for
+ * an INT32 input `IN` of N elements it sends N responses, response i carrying
+ * `OUT` = [IN[i]] and `IDX` = [i]. Optional UINT32 inputs: `DELAY` (milliseconds to
+ * wait before response i) and `WAIT` (milliseconds to wait after the last response
+ * before the request completes).
+ */
+class RepeatEngine implements Engine {
+  constructor(private readonly hasIdx: boolean) {}
+
+  async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
+    const values = int32s(request.inputs.find((tensor) => tensor.name === "IN"));
+    const delays = uint32s(request.inputs.find((tensor) => tensor.name === "DELAY"));
+    const wait = uint32s(request.inputs.find((tensor) => tensor.name === "WAIT"))[0] ?? 0;
+    const wanted = (name: string): boolean => request.requestedOutputs.size === 0 || request.requestedOutputs.has(name);
+    for (let i = 0; i < values.length; i++) {
+      await pause(delays[i] ?? 0, signal);
+      const outputs: Tensor[] = [];
+      if (wanted("OUT")) outputs.push(scalar("OUT", "INT32", Int32Array.of(values[i] as number)));
+      if (this.hasIdx && wanted("IDX")) outputs.push(scalar("IDX", "UINT32", Uint32Array.of(i)));
+      yield { outputs };
+    }
+    await pause(wait, signal);
+  }
+
+  async close(): Promise<void> {}
+}
+
+async function pause(milliseconds: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) throw new DataPlaneError("Cancelled", "request cancelled");
+  if (milliseconds <= 0) return;
+  try {
+    await sleep(milliseconds, undefined, { signal });
+  } catch {
+    throw new DataPlaneError("Cancelled", "request cancelled");
+  }
+}
+
+function scalar(name: string, datatype: Datatype, values: Int32Array | Uint32Array): Tensor {
+  return { name, datatype, shape: [1], data: new Uint8Array(values.buffer) };
+}
+
+function int32s(tensor: Tensor | undefined): number[] {
+  return tensor === undefined ? [] : rawToTyped("INT32", tensor.data).intContents;
+}
+
+function uint32s(tensor: Tensor | undefined): number[] {
+  return tensor === undefined ? [] : rawToTyped("UINT32", tensor.data).uintContents;
+}
+
+export const repeatEngineFactory: EngineFactory = {
+  backend: "repeat",
+  create(spec: ModelSpec, source: string): Engine {
+    const problem = (detail: string): ConfigError => new ConfigError(source, `backend repeat: ${detail}`);
+    if (!spec.decoupled) throw problem("needs model_transaction_policy { decoupled: true }");
+    const expect = (list: ModelSpec["inputs"], name: string, datatype: Datatype, required: boolean): boolean => {
+      const tensor = list.find((candidate) => candidate.name === name);
+      if (tensor === undefined) {
+        if (required) throw problem(`declare '${name}' (${datatype})`);
+        return false;
+      }
+      if (tensor.datatype !== datatype) throw problem(`'${name}' must be ${datatype}, not ${tensor.datatype}`);
+      return true;
+    };
+    expect(spec.inputs, "IN", "INT32", true);
+    expect(spec.inputs, "DELAY", "UINT32", false);
+    expect(spec.inputs, "WAIT", "UINT32", false);
+    expect(spec.outputs, "OUT", "INT32", true);
+    return new RepeatEngine(expect(spec.outputs, "IDX", "UINT32", false));
+  },
+};

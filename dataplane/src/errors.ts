@@ -1,0 +1,38 @@
+/**
+ * The data plane's error kinds. Every room throws these; the gRPC layer maps them to
+ * status codes in one table (server/status.ts). Messages name the model, tensor or
+ * field so a user can act on them without reading logs.
+ */
+export type ErrorKind =
+  | "InvalidArgument"
+  | "NotFound"
+  | "Unavailable"
+  | "DeadlineExceeded"
+  | "Cancelled"
+  | "FailedPrecondition"
+  | "ResourceExhausted"
+  | "Unimplemented"
+  | "Internal";
+
+export class DataPlaneError extends Error {
+  constructor(
+    readonly kind: ErrorKind,
+    message: string,
+  ) {
+    super(message);
+    this.name = `DataPlaneError(${kind})`;
+  }
+}
+
+export const invalidArgument = (message: string): DataPlaneError => new DataPlaneError("InvalidArgument", message);
+export const notFound = (message: string): DataPlaneError => new DataPlaneError("NotFound", message);
+export const unavailable = (message: string): DataPlaneError => new DataPlaneError("Unavailable", message);
+export const unimplemented = (message: string): DataPlaneError => new DataPlaneError("Unimplemented", message);
+export const failedPrecondition = (message: string): DataPlaneError =>
+  new DataPlaneError("FailedPrecondition", message);
+export const internal = (message: string): DataPlaneError => new DataPlaneError("Internal", message);
+
+/** The message of anything thrown, for logs and error replies. */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

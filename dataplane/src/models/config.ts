@@ -1,0 +1,110 @@
+import { fromJsonString, toBinary } from "@bufbuild/protobuf";
+import { fromText } from "@bufbuild/protobuf/txtpb";
+import { ModelConfigSchema } from "../../../proto/gen/es/model_config_pb.js";
+import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
+import { DataPlaneError, errorMessage } from "../errors.js";
+
+/**
+ * Reading Triton model configurations. The text format (config.pbtxt) and JSON are
+ * parsed by protobuf-es against the schema generated from model_config.proto; the
+ * result is handed to the rest of the data plane as ts-proto's ModelConfig, the one
+ * type the services and engines use.
+ */
+
+export type ConfigFormat = "text" | "binary" | "json";
+
+/** A configuration that could not be read, with where and why. */
+export class ConfigError extends DataPlaneError {
+  constructor(
+    readonly source: string,
+    readonly detail: string,
+    readonly line?: number,
+  ) {
+    super("InvalidArgument", `${source}${line === undefined ? "" : `:${line}`}: ${detail}`);
+  }
+}
+
+const TEXT_EXTENSIONS = [".pbtxt", ".txtpb", ".textproto", ".prototxt"];
+const BINARY_EXTENSIONS = [".pb", ".binpb"];
+
+/** The format of a configuration file, from its name; undefined if it is not one. */
+export function configFormatOf(fileName: string): ConfigFormat | undefined {
+  const lower = fileName.toLowerCase();
+  if (TEXT_EXTENSIONS.some((ext) => lower.endsWith(ext))) return "text";
+  if (BINARY_EXTENSIONS.some((ext) => lower.endsWith(ext))) return "binary";
+  if (lower.endsWith(".json")) return "json";
+  return undefined;
+}
+
+export function parseModelConfig(content: Uint8Array, format: ConfigFormat, source: string): ModelConfig {
+  switch (format) {
+    case "binary":
+      return parseBinary(content, source);
+    case "json":
+      return parseJson(decodeUtf8(content, source), source);
+    case "text":
+      return parseText(decodeUtf8(content, source), source);
+  }
+}
+
+export function parseText(text: string, source: string): ModelConfig {
+  try {
+    return ModelConfig.decode(toBinary(ModelConfigSchema, fromText(ModelConfigSchema, text)));
+  } catch (error) {
+    const detail = errorMessage(error);
+    const line = locateTextError(text, detail);
+    const lineText = text.split("\n")[line - 1]?.trim() ?? "";
+    throw new ConfigError(source, lineText ? `${detail} (at '${lineText}')` : detail, line);
+  }
+}
+
+/** The JSON mapping of ModelConfig, as RepositoryModelLoad's "config" parameter carries it. */
+export function parseJson(json: string, source: string): ModelConfig {
+  try {
+    return ModelConfig.decode(toBinary(ModelConfigSchema, fromJsonString(ModelConfigSchema, json)));
+  } catch (error) {
+    throw new ConfigError(source, errorMessage(error));
+  }
+}
+
+export function parseBinary(content: Uint8Array, source: string): ModelConfig {
+  try {
+    return ModelConfig.decode(content);
+  } catch (error) {
+    throw new ConfigError(source, `not a serialized inference.ModelConfig: ${errorMessage(error)}`);
+  }
+}
+
+function decodeUtf8(content: Uint8Array, source: string): string {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(content);
+  } catch {
+    throw new ConfigError(source, "not valid UTF-8 text");
+  }
+}
+
+/**
+ * The line a text-format error belongs to. The parser reports no positions, so we look
+ * for the shortest prefix of whole lines that fails with the same message: the parser
+ * reads tokens in order, so that prefix ends at the token that caused the error. Text
+ * format strings cannot span lines, so cutting at line ends never splits a token.
+ */
+function locateTextError(text: string, message: string): number {
+  const lines = text.split("\n");
+  const failsTheSame = (count: number): boolean => {
+    try {
+      fromText(ModelConfigSchema, lines.slice(0, count).join("\n"));
+      return false;
+    } catch (error) {
+      return errorMessage(error) === message;
+    }
+  };
+  let low = 1;
+  let high = lines.length;
+  while (low < high) {
+    const middle = Math.floor((low + high) / 2);
+    if (failsTheSame(middle)) high = middle;
+    else low = middle + 1;
+  }
+  return low;
+}

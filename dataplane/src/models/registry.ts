@@ -1,0 +1,338 @@
+import type { Logger } from "pino";
+import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
+import type { Engine } from "../engines/engine.js";
+import { errorMessage, failedPrecondition, notFound, unavailable } from "../errors.js";
+import { ConfigError, parseModelConfig } from "./config.js";
+import { scanModelSources, type ModelSource } from "./repository.js";
+import { toModelSpec, type ModelSpec } from "./spec.js";
+import { VersionStatistics } from "./statistics.js";
+import { servedVersions } from "./versions.js";
+
+/**
+ * Triton's model control modes: `none` loads everything at start and never changes,
+ * `poll` also follows changes on disk, `explicit` loads only what it is told to
+ * (--load-model, RepositoryModelLoad) and lets clients unload.
+ */
+export type ModelControlMode = "none" | "poll" | "explicit";
+
+export type ModelState = "READY" | "UNAVAILABLE";
+
+/** A model that can take requests: its spec, engine and the versions it serves. */
+export interface LiveModel {
+  readonly spec: ModelSpec;
+  readonly engine: Engine;
+  readonly versions: readonly string[];
+  readonly source: string;
+}
+
+interface ModelRecord {
+  readonly name: string;
+  state: ModelState;
+  reason: string;
+  live: LiveModel | undefined;
+  /** Of the source last loaded (successfully or not), to skip unchanged sources. */
+  fingerprint: string | undefined;
+  readonly statistics: Map<string, VersionStatistics>;
+}
+
+export interface IndexEntry {
+  readonly name: string;
+  readonly version: string;
+  readonly state: ModelState | "";
+  readonly reason: string;
+}
+
+export interface RegistryOptions {
+  readonly repositories: readonly string[];
+  readonly configFiles: readonly string[];
+  readonly controlMode: ModelControlMode;
+  /** With explicit control: the models to load at start ("*" for all). */
+  readonly startupModels: readonly string[];
+  readonly createEngine: (spec: ModelSpec, source: string) => Engine;
+  readonly logger: Logger;
+}
+
+/** A parsed source: the model name it defines and its config, or why it could not be read. */
+interface Candidate {
+  readonly name: string;
+  readonly source: ModelSource;
+  readonly config: ModelConfig | ConfigError;
+}
+
+/**
+ * The models this data plane serves. Loads them from the repository, keeps the last
+ * good configuration of each when an update is broken, and answers which engine serves
+ * a (model, version). All changes go through one queue so a poll and a load RPC never
+ * interleave.
+ */
+export class ModelRegistry {
+  private readonly records = new Map<string, ModelRecord>();
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly options: RegistryOptions) {}
+
+  get controlMode(): ModelControlMode {
+    return this.options.controlMode;
+  }
+
+  /** Loads the models the control mode asks for at start. */
+  async start(): Promise<void> {
+    const { controlMode, startupModels } = this.options;
+    if (controlMode !== "explicit" || startupModels.includes("*")) {
+      await this.sync();
+      return;
+    }
+    for (const name of startupModels) {
+      await this.load(name).catch((error: unknown) =>
+        this.options.logger.error({ model: name, err: errorMessage(error) }, "model failed to load at start"),
+      );
+    }
+  }
+
+  /** Brings every model in line with the repository (poll mode's tick). */
+  sync(): Promise<void> {
+    return this.serialize(async () => {
+      const candidates = await this.candidates();
+      const names = new Set(candidates.map((candidate) => candidate.name));
+      for (const candidate of candidates) {
+        const record = this.records.get(candidate.name);
+        if (record?.fingerprint === candidate.source.fingerprint) continue;
+        await this.apply(candidate).catch(() => undefined);
+      }
+      for (const [name, record] of this.records) {
+        if (names.has(name)) continue;
+        await this.retire(record, "removed from the model repository");
+        this.records.delete(name);
+      }
+    });
+  }
+
+  /**
+   * Loads (or reloads) one model from the repository, or from `override` (a config
+   * given with the request). Throws if the model cannot be served with it; a model
+   * already serving keeps its previous configuration then.
+   */
+  load(name: string, override?: ModelConfig): Promise<void> {
+    return this.serialize(async () => {
+      const candidates = await this.candidates();
+      const found = candidates.find((candidate) => candidate.name === name);
+      if (found === undefined && override === undefined) {
+        throw notFound(`model '${name}' is not in the model repository`);
+      }
+      const candidate: Candidate =
+        override === undefined
+          ? found!
+          : {
+              name,
+              source: found?.source ?? overrideSource(name),
+              config: override,
+            };
+      await this.apply(candidate);
+    });
+  }
+
+  unload(name: string): Promise<void> {
+    return this.serialize(async () => {
+      const record = this.records.get(name);
+      if (record === undefined || record.live === undefined) {
+        throw notFound(`model '${name}' is not loaded`);
+      }
+      await this.retire(record, "unloaded");
+      record.fingerprint = undefined;
+    });
+  }
+
+  /** Checks that explicit load/unload requests are allowed in this control mode. */
+  assertExplicitControl(action: string): void {
+    if (this.options.controlMode !== "explicit") {
+      throw failedPrecondition(
+        `${action} needs --model-control-mode=explicit; this data plane runs in '${this.options.controlMode}' mode`,
+      );
+    }
+  }
+
+  /** The model and version a request names; an empty version means the latest served. */
+  resolve(name: string, version: string): { model: LiveModel; version: string; statistics: VersionStatistics } {
+    const record = this.records.get(name);
+    if (record === undefined) throw notFound(`model '${name}' is not found`);
+    const model = record.live;
+    if (model === undefined) throw unavailable(`model '${name}' is not ready: ${record.reason || "not loaded"}`);
+    const chosen = version || (model.versions[model.versions.length - 1] as string);
+    if (!model.versions.includes(chosen)) {
+      throw notFound(`model '${name}' has no version '${version}' (serving: ${model.versions.join(", ")})`);
+    }
+    let statistics = record.statistics.get(chosen);
+    if (statistics === undefined) {
+      statistics = new VersionStatistics();
+      record.statistics.set(chosen, statistics);
+    }
+    return { model, version: chosen, statistics };
+  }
+
+  isReady(name: string, version: string): boolean {
+    const model = this.records.get(name)?.live;
+    return model !== undefined && (version === "" || model.versions.includes(version));
+  }
+
+  readyCount(): number {
+    let count = 0;
+    for (const record of this.records.values()) if (record.live !== undefined) count++;
+    return count;
+  }
+
+  /** Statistics of every served (model, version), optionally narrowed to one model/version. */
+  statistics(name: string, version: string): { name: string; version: string; statistics: VersionStatistics }[] {
+    if (name !== "") this.resolve(name, version);
+    const rows: { name: string; version: string; statistics: VersionStatistics }[] = [];
+    for (const record of this.records.values()) {
+      if (record.live === undefined || (name !== "" && record.name !== name)) continue;
+      for (const served of record.live.versions) {
+        if (version !== "" && served !== version) continue;
+        const { statistics } = this.resolve(record.name, served);
+        rows.push({ name: record.name, version: served, statistics });
+      }
+    }
+    return rows;
+  }
+
+  /** Every model in the repository or loaded, with its state, as RepositoryIndex reports it. */
+  async index(readyOnly: boolean): Promise<IndexEntry[]> {
+    const candidates = await this.candidates().catch(() => [] as Candidate[]);
+    const names = new Set([...candidates.map((candidate) => candidate.name), ...this.records.keys()]);
+    const entries: IndexEntry[] = [];
+    for (const name of [...names].sort()) {
+      const record = this.records.get(name);
+      if (record?.live !== undefined) {
+        for (const version of record.live.versions) {
+          entries.push({ name, version, state: "READY", reason: record.reason });
+        }
+      } else if (!readyOnly) {
+        entries.push({ name, version: "", state: record?.state ?? "", reason: record?.reason ?? "" });
+      }
+    }
+    return entries;
+  }
+
+  /** Stops polling-driven changes and closes every engine. */
+  close(): Promise<void> {
+    return this.serialize(async () => {
+      for (const record of this.records.values()) await this.retire(record, "server shutting down");
+    });
+  }
+
+  private serialize<T>(task: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(task, task);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async candidates(): Promise<Candidate[]> {
+    const sources = await scanModelSources(this.options.repositories, this.options.configFiles);
+    const byName = new Map<string, Candidate>();
+    for (const source of sources) {
+      const candidate = parseCandidate(source);
+      const twin = byName.get(candidate.name);
+      if (twin !== undefined) {
+        this.options.logger.error(
+          { model: candidate.name, first: twin.source.path, second: source.path },
+          "two sources define the same model; keeping the first",
+        );
+        continue;
+      }
+      byName.set(candidate.name, candidate);
+    }
+    return [...byName.values()];
+  }
+
+  /** Loads a candidate; on failure keeps the last good model (if any) and rethrows. */
+  private async apply(candidate: Candidate): Promise<void> {
+    const { logger } = this.options;
+    let record = this.records.get(candidate.name);
+    if (record === undefined) {
+      record = {
+        name: candidate.name,
+        state: "UNAVAILABLE",
+        reason: "",
+        live: undefined,
+        fingerprint: undefined,
+        statistics: new Map(),
+      };
+      this.records.set(candidate.name, record);
+    }
+    record.fingerprint = candidate.source.fingerprint;
+    try {
+      const live = this.build(candidate);
+      const previous = record.live;
+      record.live = live;
+      record.state = "READY";
+      record.reason = "";
+      if (previous !== undefined) await previous.engine.close();
+      logger.info(
+        { model: candidate.name, versions: live.versions, backend: live.spec.backend },
+        previous ? "model reloaded" : "model loaded",
+      );
+    } catch (error) {
+      const message = errorMessage(error);
+      if (record.live !== undefined) {
+        record.reason = `configuration update rejected, still serving the previous one: ${message}`;
+        logger.error(
+          { model: candidate.name, err: message },
+          "model update rejected; keeping the last good configuration",
+        );
+      } else {
+        record.state = "UNAVAILABLE";
+        record.reason = message;
+        logger.error({ model: candidate.name, err: message }, "model failed to load");
+      }
+      throw error;
+    }
+  }
+
+  private build(candidate: Candidate): LiveModel {
+    const { source, config } = candidate;
+    if (config instanceof ConfigError) throw config;
+    const spec = toModelSpec(config, source.path, source.nameFixed ? source.nameHint : undefined);
+    const versions = servedVersions(spec.config.versionPolicy, source.versions, source.path);
+    const engine = this.options.createEngine(spec, source.path);
+    return { spec, engine, versions, source: source.path };
+  }
+
+  private async retire(record: ModelRecord, reason: string): Promise<void> {
+    const live = record.live;
+    record.live = undefined;
+    record.state = "UNAVAILABLE";
+    record.reason = reason;
+    if (live !== undefined) {
+      await live.engine.close();
+      this.options.logger.info({ model: record.name, reason }, "model unloaded");
+    }
+  }
+}
+
+function parseCandidate(source: ModelSource): Candidate {
+  if (source.content === undefined || source.format === undefined) {
+    const detail = "no config.pbtxt (or config.pb) found; this data plane needs a configuration for every model";
+    return { name: source.nameHint, source, config: new ConfigError(source.path, detail) };
+  }
+  try {
+    const config = parseModelConfig(source.content, source.format, source.path);
+    const name = source.nameFixed ? source.nameHint : config.name || source.nameHint;
+    return { name, source, config };
+  } catch (error) {
+    const config = error instanceof ConfigError ? error : new ConfigError(source.path, errorMessage(error));
+    return { name: source.nameHint, source, config };
+  }
+}
+
+/** Where a model loaded from a request's "config" parameter (and not on disk) comes from. */
+function overrideSource(name: string): ModelSource {
+  return {
+    nameHint: name,
+    nameFixed: true,
+    path: `RepositoryModelLoad(${name}).parameters["config"]`,
+    format: "json",
+    content: undefined,
+    versions: [],
+    fingerprint: "override",
+  };
+}

@@ -1,0 +1,99 @@
+import { createHash } from "node:crypto";
+import { readdir, readFile, stat } from "node:fs/promises";
+import { basename, dirname, extname, join } from "node:path";
+import { configFormatOf, type ConfigFormat } from "./config.js";
+
+/**
+ * Finding models on disk. A repository is a folder in Triton's layout
+ * (`<repo>/<model>/config.pbtxt` with numeric version folders) that may also hold
+ * single configuration files (`<repo>/<model>.pbtxt`), which is what a ConfigMap with
+ * one key per model looks like when mounted. Entries starting with "." are skipped, so
+ * the `..data` folders of a ConfigMap volume are never read as models; reading through
+ * the symlinks picks up Kubernetes' atomic swap of `..data`.
+ */
+
+/** Names a model folder may use for its configuration, in order of preference. */
+const FOLDER_CONFIG_NAMES = ["config.pbtxt", "config.pb", "config.binpb"];
+
+export interface ModelSource {
+  /** The name the location gives: the folder name, or the file name without extension. */
+  readonly nameHint: string;
+  /** True for folders: the config's `name` must then equal the folder name (as in Triton). */
+  readonly nameFixed: boolean;
+  /** Path of the configuration file (or of the folder when it has none). */
+  readonly path: string;
+  readonly format: ConfigFormat | undefined;
+  readonly content: Uint8Array | undefined;
+  /** Numeric version folders found (empty for single files and folders without any). */
+  readonly versions: readonly number[];
+  /** Changes whenever the configuration or the version folders change. */
+  readonly fingerprint: string;
+}
+
+/** Every model source in the repositories plus the single configuration files given. */
+export async function scanModelSources(
+  repositories: readonly string[],
+  configFiles: readonly string[],
+): Promise<ModelSource[]> {
+  const sources: ModelSource[] = [];
+  for (const repository of repositories) sources.push(...(await scanRepository(repository)));
+  for (const file of configFiles) sources.push(await readConfigFile(file));
+  return sources;
+}
+
+async function scanRepository(repository: string): Promise<ModelSource[]> {
+  const entries = await readdir(repository);
+  const sources: ModelSource[] = [];
+  for (const entry of entries.sort()) {
+    if (entry.startsWith(".")) continue;
+    const path = join(repository, entry);
+    const info = await stat(path).catch(() => undefined);
+    if (info?.isDirectory()) sources.push(await readModelFolder(path));
+    else if (info?.isFile() && configFormatOf(entry) !== undefined) sources.push(await readConfigFile(path));
+  }
+  return sources;
+}
+
+async function readModelFolder(folder: string): Promise<ModelSource> {
+  const entries = await readdir(folder, { withFileTypes: true });
+  const versions: number[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    const info = await stat(join(folder, entry.name)).catch(() => undefined);
+    if (info?.isDirectory()) versions.push(Number(entry.name));
+  }
+  versions.sort((a, b) => a - b);
+  const configName = FOLDER_CONFIG_NAMES.find((name) => entries.some((entry) => entry.name === name));
+  const path = configName === undefined ? folder : join(folder, configName);
+  const content = configName === undefined ? undefined : await readFile(path);
+  return {
+    nameHint: basename(folder),
+    nameFixed: true,
+    path,
+    format: configName === undefined ? undefined : configFormatOf(configName),
+    content,
+    versions,
+    fingerprint: fingerprintOf(content, versions),
+  };
+}
+
+async function readConfigFile(file: string): Promise<ModelSource> {
+  const content = await readFile(file).catch(() => undefined);
+  const stem = basename(file, extname(file));
+  return {
+    nameHint: stem === "config" ? basename(dirname(file)) : stem,
+    nameFixed: false,
+    path: file,
+    format: configFormatOf(file),
+    content,
+    versions: [],
+    fingerprint: fingerprintOf(content, []),
+  };
+}
+
+function fingerprintOf(content: Uint8Array | undefined, versions: readonly number[]): string {
+  const hash = createHash("sha256");
+  hash.update(content ?? "<missing>");
+  hash.update(versions.join(","));
+  return hash.digest("hex");
+}

@@ -1,0 +1,83 @@
+import type { ModelConfig, ModelInput, ModelOutput } from "../../../proto/gen/ts/model_config.js";
+import { datatypeFromConfig } from "../tensors/datatypes.js";
+import type { TensorSpec } from "../tensors/tensor.js";
+import { ConfigError } from "./config.js";
+
+/**
+ * A model as the data plane serves it: the checked, normalized view of its
+ * ModelConfig. Built once per (re)load; requests only read it.
+ */
+export interface ModelSpec {
+  readonly name: string;
+  /** What ModelMetadata reports: the config's platform, else its backend. */
+  readonly platform: string;
+  readonly backend: string;
+  readonly maxBatchSize: number;
+  readonly inputs: readonly TensorSpec[];
+  readonly outputs: readonly TensorSpec[];
+  /** model_transaction_policy { decoupled: true }: any number of responses per request. */
+  readonly decoupled: boolean;
+  /** The config's `parameters` map, string values. */
+  readonly parameters: Readonly<Record<string, string>>;
+  /** The configuration as loaded, for the ModelConfig RPC (name filled in). */
+  readonly config: ModelConfig;
+}
+
+/**
+ * Checks a configuration and builds the spec. `expectedName` is the repository folder
+ * (or file) name: an empty config name takes it, a different one is an error, as in
+ * Triton.
+ */
+export function toModelSpec(config: ModelConfig, source: string, expectedName?: string): ModelSpec {
+  const fail = (field: string, detail: string): never => {
+    throw new ConfigError(source, `${field}: ${detail}`);
+  };
+  const name = config.name || expectedName || "";
+  if (!name) fail("name", "a model needs a name");
+  if (expectedName !== undefined && config.name && config.name !== expectedName) {
+    fail("name", `'${config.name}' does not match the model's folder or file name '${expectedName}'`);
+  }
+  if (config.maxBatchSize < 0) fail("max_batch_size", `must be 0 or more, got ${config.maxBatchSize}`);
+  if (!config.backend && !config.platform)
+    fail("backend", "set `backend` (or `platform`) to choose how the model runs");
+  const inputs = tensorSpecs(config.input, "input", fail);
+  const outputs = tensorSpecs(config.output, "output", fail);
+  const parameters = Object.fromEntries(
+    Object.entries(config.parameters).map(([key, value]) => [key, value.stringValue]),
+  );
+  return {
+    name,
+    platform: config.platform || config.backend,
+    backend: config.backend || config.platform,
+    maxBatchSize: config.maxBatchSize,
+    inputs,
+    outputs,
+    decoupled: config.modelTransactionPolicy?.decoupled ?? false,
+    parameters,
+    config: { ...config, name },
+  };
+}
+
+function tensorSpecs(
+  tensors: readonly (ModelInput | ModelOutput)[],
+  kind: "input" | "output",
+  fail: (field: string, detail: string) => never,
+): TensorSpec[] {
+  const names = new Set<string>();
+  return tensors.map((tensor, index) => {
+    const field = `${kind}[${index}]${tensor.name ? ` '${tensor.name}'` : ""}`;
+    if (!tensor.name) fail(`${field}.name`, "every tensor needs a name");
+    if (names.has(tensor.name)) fail(`${field}.name`, `${kind} '${tensor.name}' is declared twice`);
+    names.add(tensor.name);
+    const datatype = datatypeFromConfig(tensor.dataType);
+    if (datatype === undefined) fail(`${field}.data_type`, "set a data_type such as TYPE_FP32");
+    const hasReshape = tensor.reshape !== undefined;
+    if (tensor.dims.length === 0 && !hasReshape) fail(`${field}.dims`, "list at least one dimension (-1 for any size)");
+    const dims = tensor.dims.map((dim) => {
+      if (dim === 0n || dim < -1n) fail(`${field}.dims`, `dimension ${dim} is not allowed (use a size >= 1, or -1)`);
+      return Number(dim);
+    });
+    const optional = kind === "input" && (tensor as ModelInput).optional;
+    return { name: tensor.name, datatype: datatype!, dims, optional };
+  });
+}

@@ -1,0 +1,33 @@
+import type { GRPCInferenceServiceServer } from "../../../proto/gen/ts/grpc_service.js";
+import { notImplemented, unary } from "./unary.js";
+
+type ExtensionHandlers = Pick<
+  GRPCInferenceServiceServer,
+  | "systemSharedMemoryStatus"
+  | "systemSharedMemoryRegister"
+  | "systemSharedMemoryUnregister"
+  | "cudaSharedMemoryStatus"
+  | "cudaSharedMemoryRegister"
+  | "cudaSharedMemoryUnregister"
+  | "traceSetting"
+  | "logSettings"
+>;
+
+const NO_SHARED_MEMORY = "shared-memory tensors are not supported; send tensors in the request";
+
+/**
+ * Shared memory, trace and log settings. Status calls answer truthfully (no region is
+ * ever registered); the calls that would change something answer UNIMPLEMENTED.
+ */
+export function extensionHandlers(): ExtensionHandlers {
+  return {
+    systemSharedMemoryStatus: unary(() => ({ regions: {} })),
+    systemSharedMemoryRegister: notImplemented("SystemSharedMemoryRegister", NO_SHARED_MEMORY),
+    systemSharedMemoryUnregister: notImplemented("SystemSharedMemoryUnregister", NO_SHARED_MEMORY),
+    cudaSharedMemoryStatus: unary(() => ({ regions: {} })),
+    cudaSharedMemoryRegister: notImplemented("CudaSharedMemoryRegister", NO_SHARED_MEMORY),
+    cudaSharedMemoryUnregister: notImplemented("CudaSharedMemoryUnregister", NO_SHARED_MEMORY),
+    traceSetting: notImplemented("TraceSetting", "request tracing is not available yet"),
+    logSettings: notImplemented("LogSettings", "changing log settings at run time is not available yet"),
+  };
+}

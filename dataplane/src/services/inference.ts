@@ -1,0 +1,126 @@
+import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import type { EngineResponse } from "../engines/engine.js";
+import { DataPlaneError, internal, invalidArgument, unimplemented } from "../errors.js";
+import type { ModelRegistry } from "../models/registry.js";
+import { nowNs } from "../models/statistics.js";
+import { decodeInputs, encodeOutputs } from "../tensors/request.js";
+
+/**
+ * The one inference pipeline behind ModelInfer and ModelStreamInfer: resolve the model,
+ * decode and check the inputs against its config, run its engine, encode each response
+ * and keep the model's statistics.
+ */
+
+/** Request parameters that steer the protocol and are not echoed back. */
+const ENABLE_EMPTY_FINAL = "triton_enable_empty_final_response";
+const FINAL_RESPONSE = "triton_final_response";
+
+export type InferenceMode = "unary" | "stream";
+
+export async function* runInference(
+  registry: ModelRegistry,
+  request: ModelInferRequest,
+  mode: InferenceMode,
+  signal: AbortSignal,
+): AsyncGenerator<ModelInferResponse> {
+  const received = nowNs();
+  const { model, version, statistics } = registry.resolve(request.modelName, request.modelVersion);
+  const { spec, engine } = model;
+  if (mode === "unary" && spec.decoupled) {
+    throw unimplemented(
+      `model '${spec.name}' is decoupled (model_transaction_policy.decoupled); use the ModelStreamInfer RPC`,
+    );
+  }
+  const started = nowNs();
+  let computeInferNs = 0n;
+  let computeOutputNs = 0n;
+  let responses = 0;
+  try {
+    const inputs = decodeInputs(request, {
+      modelName: spec.name,
+      inputs: spec.inputs,
+      maxBatchSize: spec.maxBatchSize,
+    });
+    const requestedOutputs = new Set(request.outputs.map((output) => output.name));
+    for (const name of requestedOutputs) {
+      if (!spec.outputs.some((output) => output.name === name)) {
+        const known = spec.outputs.map((output) => output.name).join(", ");
+        throw invalidArgument(
+          `model '${spec.name}': unexpected requested output '${name}'; the model's outputs are: ${known}`,
+        );
+      }
+    }
+    const decoded = nowNs();
+    const echoed = echoedParameters(request.parameters);
+    const streamFlags = mode === "stream";
+    const engineRequest = { id: request.id, parameters: request.parameters, inputs: inputs.tensors, requestedOutputs };
+    const results = engine.infer(engineRequest, { signal })[Symbol.asyncIterator]();
+    let mark = nowNs();
+    for (;;) {
+      const next = await results.next();
+      const produced = nowNs();
+      computeInferNs += produced - mark;
+      if (next.done === true) break;
+      if (mode === "unary" && responses > 0) {
+        throw internal(`model '${spec.name}' produced more than one response for a unary request`);
+      }
+      responses++;
+      const finalFlag: Record<string, InferParameter> = streamFlags
+        ? { [FINAL_RESPONSE]: boolParameter(!spec.decoupled) }
+        : {};
+      const response = encodeResponse(request, version, next.value, inputs.usedRaw, { ...echoed, ...finalFlag });
+      mark = nowNs();
+      computeOutputNs += mark - produced;
+      yield response;
+      mark = nowNs();
+    }
+    if (mode === "unary" && responses === 0) {
+      throw internal(`model '${spec.name}' produced no response`);
+    }
+    if (streamFlags && spec.decoupled && isTrue(request.parameters[ENABLE_EMPTY_FINAL])) {
+      yield encodeResponse(request, version, { outputs: [] }, inputs.usedRaw, {
+        ...echoed,
+        [FINAL_RESPONSE]: boolParameter(true),
+      });
+    }
+    statistics.recordSuccess(nowNs() - received, inputs.batchSize, {
+      queueNs: started - received,
+      computeInputNs: decoded - started,
+      computeInferNs,
+      computeOutputNs,
+    });
+  } catch (error) {
+    statistics.recordFailure(nowNs() - received);
+    if (signal.aborted && !(error instanceof DataPlaneError))
+      throw new DataPlaneError("Cancelled", "request cancelled");
+    throw error;
+  }
+}
+
+function encodeResponse(
+  request: ModelInferRequest,
+  version: string,
+  response: EngineResponse,
+  preferRaw: boolean,
+  parameters: Record<string, InferParameter>,
+): ModelInferResponse {
+  const { outputs, rawOutputContents } = encodeOutputs(response.outputs, preferRaw);
+  return {
+    modelName: request.modelName,
+    modelVersion: version,
+    id: request.id,
+    parameters: { ...parameters, ...(response.parameters ?? {}) },
+    outputs,
+    rawOutputContents,
+  };
+}
+
+function echoedParameters(parameters: Record<string, InferParameter>): Record<string, InferParameter> {
+  return Object.fromEntries(Object.entries(parameters).filter(([key]) => key !== ENABLE_EMPTY_FINAL));
+}
+
+const boolParameter = (value: boolean): InferParameter => ({ parameterChoice: { $case: "boolParam", value } });
+
+function isTrue(parameter: InferParameter | undefined): boolean {
+  return parameter?.parameterChoice?.$case === "boolParam" && parameter.parameterChoice.value;
+}

@@ -1,0 +1,38 @@
+import type {
+  GRPCInferenceServiceServer,
+  ModelMetadataResponse_TensorMetadata,
+} from "../../../proto/gen/ts/grpc_service.js";
+import type { ModelRegistry } from "../models/registry.js";
+import type { TensorSpec } from "../tensors/tensor.js";
+import { SERVER_NAME, VERSION } from "../version.js";
+import { unary } from "./unary.js";
+
+type MetadataHandlers = Pick<GRPCInferenceServiceServer, "serverMetadata" | "modelMetadata" | "modelConfig">;
+
+/** The protocol extensions this data plane implements, as ServerMetadata lists them. */
+export const EXTENSIONS = ["model_repository", "model_configuration", "statistics", "parameters"];
+
+/** ServerMetadata, ModelMetadata and ModelConfig. */
+export function metadataHandlers(registry: ModelRegistry): MetadataHandlers {
+  return {
+    serverMetadata: unary(() => ({ name: SERVER_NAME, version: VERSION, extensions: EXTENSIONS })),
+    modelMetadata: unary((request) => {
+      const { model } = registry.resolve(request.name, request.version);
+      const { spec } = model;
+      const describe = (tensor: TensorSpec): ModelMetadataResponse_TensorMetadata => ({
+        name: tensor.name,
+        datatype: tensor.datatype,
+        // As Triton does: a batching model's tensors show the batch dimension as -1.
+        shape: (spec.maxBatchSize > 0 ? [-1, ...tensor.dims] : tensor.dims).map(BigInt),
+      });
+      return {
+        name: spec.name,
+        versions: [...model.versions],
+        platform: spec.platform,
+        inputs: spec.inputs.map(describe),
+        outputs: spec.outputs.map(describe),
+      };
+    }),
+    modelConfig: unary((request) => ({ config: registry.resolve(request.name, request.version).model.spec.config })),
+  };
+}

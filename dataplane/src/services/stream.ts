@@ -1,0 +1,86 @@
+import type { handleBidiStreamingCall, ServerDuplexStream } from "@grpc/grpc-js";
+import type {
+  ModelInferRequest,
+  ModelInferResponse,
+  ModelStreamInferResponse,
+} from "../../../proto/gen/ts/grpc_service.js";
+import { errorMessage } from "../errors.js";
+import type { ModelRegistry } from "../models/registry.js";
+import { runInference } from "./inference.js";
+
+type StreamCall = ServerDuplexStream<ModelInferRequest, ModelStreamInferResponse>;
+
+/**
+ * ModelStreamInfer: requests on one stream run concurrently and their responses
+ * interleave as they are produced. A failing request is answered with `error_message`
+ * (and its id) while the stream stays open; the stream ends after the client has
+ * half-closed and every request has finished.
+ */
+export function modelStreamInferHandler(
+  registry: ModelRegistry,
+): handleBidiStreamingCall<ModelInferRequest, ModelStreamInferResponse> {
+  return (call) => {
+    const controller = new AbortController();
+    const pending = new Set<Promise<void>>();
+    let clientDone = false;
+    const finishIfDone = (): void => {
+      if (clientDone && pending.size === 0 && !controller.signal.aborted) call.end();
+    };
+    call.on("cancelled", () => controller.abort());
+    call.on("error", () => controller.abort());
+    call.on("data", (request: ModelInferRequest) => {
+      const task = serveRequest(registry, call, request, controller.signal).finally(() => {
+        pending.delete(task);
+        finishIfDone();
+      });
+      pending.add(task);
+    });
+    call.on("end", () => {
+      clientDone = true;
+      finishIfDone();
+    });
+  };
+}
+
+async function serveRequest(
+  registry: ModelRegistry,
+  call: StreamCall,
+  request: ModelInferRequest,
+  signal: AbortSignal,
+): Promise<void> {
+  try {
+    for await (const response of runInference(registry, request, "stream", signal)) {
+      await send(call, { errorMessage: "", inferResponse: response }, signal);
+    }
+  } catch (error) {
+    if (signal.aborted) return;
+    await send(call, { errorMessage: errorMessage(error), inferResponse: errorReply(request) }, signal);
+  }
+}
+
+/** The reply that carries a failed request's identity next to its error_message. */
+function errorReply(request: ModelInferRequest): ModelInferResponse {
+  return {
+    modelName: request.modelName,
+    modelVersion: request.modelVersion,
+    id: request.id,
+    parameters: {},
+    outputs: [],
+    rawOutputContents: [],
+  };
+}
+
+/** Writes one message, waiting for the transport to drain when its buffer is full. */
+function send(call: StreamCall, message: ModelStreamInferResponse, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  if (call.write(message)) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      call.off("drain", done);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    call.once("drain", done);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

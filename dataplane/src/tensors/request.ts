@@ -1,0 +1,156 @@
+import type {
+  InferParameter,
+  ModelInferRequest,
+  ModelInferRequest_InferInputTensor,
+  ModelInferResponse_InferOutputTensor,
+} from "../../../proto/gen/ts/grpc_service.js";
+import { invalidArgument } from "../errors.js";
+import { countBytesElements } from "./bytes.js";
+import { DATATYPES, isDatatype } from "./datatypes.js";
+import { elementCount, type Tensor, type TensorSpec } from "./tensor.js";
+import { emptyContents, isEmptyContents, rawToTyped, typedToRaw } from "./typed.js";
+
+/** What the request's tensors must match: the model's declared inputs and batching. */
+export interface InputContract {
+  readonly modelName: string;
+  readonly inputs: readonly TensorSpec[];
+  /** 0 when the model does not batch; otherwise the request's first dimension is the batch. */
+  readonly maxBatchSize: number;
+}
+
+export interface DecodedInputs {
+  readonly tensors: Tensor[];
+  /** The request sent raw_input_contents; the reply then uses raw_output_contents too. */
+  readonly usedRaw: boolean;
+  /** The request's batch size (1 for a model that does not batch). */
+  readonly batchSize: number;
+}
+
+/**
+ * Turns a request's input tensors into raw tensors, checking each against the model's
+ * declared inputs. Raw input bytes are not copied: tensors keep views of the request.
+ */
+export function decodeInputs(request: ModelInferRequest, contract: InputContract): DecodedInputs {
+  const usedRaw = request.rawInputContents.length > 0;
+  if (usedRaw && request.rawInputContents.length !== request.inputs.length) {
+    throw invalidArgument(
+      `model '${contract.modelName}': raw_input_contents has ${request.rawInputContents.length} entries but the request has ${request.inputs.length} inputs; send one per input, in order`,
+    );
+  }
+  const specs = new Map(contract.inputs.map((spec) => [spec.name, spec]));
+  const seen = new Set<string>();
+  const batchSizes = new Set<number>();
+  const tensors = request.inputs.map((input, index) => {
+    const spec = specs.get(input.name);
+    if (spec === undefined) {
+      const expected = contract.inputs.map((known) => known.name).join(", ");
+      throw invalidArgument(
+        `model '${contract.modelName}': unexpected input '${input.name}'; the model's inputs are: ${expected || "(none)"}`,
+      );
+    }
+    if (seen.has(input.name))
+      throw invalidArgument(`model '${contract.modelName}': input '${input.name}' is given twice`);
+    seen.add(input.name);
+    const shape = checkShape(input, spec, contract);
+    if (contract.maxBatchSize > 0) batchSizes.add(shape[0] as number);
+    const data = usedRaw
+      ? checkRaw(input, shape, request.rawInputContents[index] as Uint8Array)
+      : fromTyped(input, shape);
+    const tensor: Tensor = { name: input.name, datatype: spec.datatype, shape, data, parameters: input.parameters };
+    return tensor;
+  });
+  for (const spec of contract.inputs) {
+    if (!spec.optional && !seen.has(spec.name)) {
+      throw invalidArgument(`model '${contract.modelName}': missing required input '${spec.name}'`);
+    }
+  }
+  if (batchSizes.size > 1) {
+    throw invalidArgument(
+      `model '${contract.modelName}': inputs disagree on the batch size (${[...batchSizes].join(", ")})`,
+    );
+  }
+  return { tensors, usedRaw, batchSize: [...batchSizes][0] ?? 1 };
+}
+
+function checkShape(input: ModelInferRequest_InferInputTensor, spec: TensorSpec, contract: InputContract): number[] {
+  if (input.datatype !== spec.datatype) {
+    const known = isDatatype(input.datatype) ? "" : " (not a KServe datatype)";
+    throw invalidArgument(
+      `tensor '${input.name}': datatype mismatch: model '${contract.modelName}' expects ${spec.datatype}, got '${input.datatype}'${known}`,
+    );
+  }
+  const shape = input.shape.map((dim) => {
+    if (dim < 0n || dim > BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw invalidArgument(`tensor '${input.name}': invalid dimension ${dim} in shape [${input.shape.join(",")}]`);
+    }
+    return Number(dim);
+  });
+  const batched = contract.maxBatchSize > 0;
+  const expected = batched ? [-1, ...spec.dims] : [...spec.dims];
+  const describe = (): string =>
+    `tensor '${input.name}': shape [${shape.join(",")}] does not match the model's [${expected.join(",")}]` +
+    (batched ? ` (first dimension is the batch, max_batch_size ${contract.maxBatchSize})` : "");
+  if (shape.length !== expected.length) throw invalidArgument(describe());
+  expected.forEach((dim, i) => {
+    if (dim !== -1 && dim !== shape[i]) throw invalidArgument(describe());
+  });
+  if (batched) {
+    const batch = shape[0] as number;
+    if (batch < 1 || batch > contract.maxBatchSize) {
+      throw invalidArgument(
+        `tensor '${input.name}': batch size ${batch} is outside 1..${contract.maxBatchSize} (max_batch_size of model '${contract.modelName}')`,
+      );
+    }
+  }
+  return shape;
+}
+
+function checkRaw(input: ModelInferRequest_InferInputTensor, shape: number[], data: Uint8Array): Uint8Array {
+  if (!isEmptyContents(input.contents)) {
+    throw invalidArgument(
+      `tensor '${input.name}': both 'contents' and raw_input_contents are set; a request uses one or the other`,
+    );
+  }
+  const count = elementCount(shape);
+  const datatype = DATATYPES[input.datatype as keyof typeof DATATYPES];
+  if (datatype.name === "BYTES") {
+    const found = countBytesElements(data, input.name);
+    if (found !== count) {
+      throw invalidArgument(
+        `tensor '${input.name}': shape [${shape.join(",")}] needs ${count} BYTES elements, raw data holds ${found}`,
+      );
+    }
+  } else if (data.byteLength !== count * datatype.byteSize) {
+    throw invalidArgument(
+      `tensor '${input.name}': raw data is ${data.byteLength} bytes, but shape [${shape.join(",")}] of ${datatype.name} needs ${count * datatype.byteSize}`,
+    );
+  }
+  return data;
+}
+
+function fromTyped(input: ModelInferRequest_InferInputTensor, shape: number[]): Uint8Array {
+  const datatype = DATATYPES[input.datatype as keyof typeof DATATYPES];
+  return typedToRaw(input.name, datatype.name, input.contents ?? emptyContents(), elementCount(shape));
+}
+
+export interface EncodedOutputs {
+  readonly outputs: ModelInferResponse_InferOutputTensor[];
+  readonly rawOutputContents: Uint8Array[];
+}
+
+/**
+ * Encodes output tensors for a reply: raw when the request used raw inputs (the Python
+ * tritonclient reads only raw outputs) or when some datatype has no typed form (FP16,
+ * BF16), typed contents otherwise. The KServe protocol allows no mix within a reply.
+ */
+export function encodeOutputs(tensors: readonly Tensor[], preferRaw: boolean): EncodedOutputs {
+  const useRaw = preferRaw || tensors.some((tensor) => DATATYPES[tensor.datatype].typedField === undefined);
+  const outputs = tensors.map((tensor): ModelInferResponse_InferOutputTensor => ({
+    name: tensor.name,
+    datatype: tensor.datatype,
+    shape: tensor.shape.map(BigInt),
+    parameters: { ...(tensor.parameters ?? {}) } as Record<string, InferParameter>,
+    contents: useRaw ? undefined : rawToTyped(tensor.datatype, tensor.data),
+  }));
+  return { outputs, rawOutputContents: useRaw ? tensors.map((tensor) => tensor.data) : [] };
+}

@@ -1,0 +1,31 @@
+import type { InferParameter } from "../../../proto/gen/ts/grpc_service.js";
+import type { Datatype } from "./datatypes.js";
+
+/**
+ * A tensor inside the data plane. Elements are always held in raw form: little-endian
+ * values, or for BYTES the length-prefixed elements. Raw request bytes stay views into
+ * the received gRPC message, so an identity model never copies them.
+ */
+export interface Tensor {
+  readonly name: string;
+  readonly datatype: Datatype;
+  readonly shape: readonly number[];
+  readonly data: Uint8Array;
+  readonly parameters?: Readonly<Record<string, InferParameter>>;
+}
+
+/** What a model declares for one of its tensors (from config.pbtxt). */
+export interface TensorSpec {
+  readonly name: string;
+  readonly datatype: Datatype;
+  /** Dimensions without the batch dimension; -1 accepts any size. */
+  readonly dims: readonly number[];
+  /** An input the request may leave out. */
+  readonly optional: boolean;
+}
+
+export function elementCount(shape: readonly number[]): number {
+  let count = 1;
+  for (const dim of shape) count *= dim;
+  return count;
+}
