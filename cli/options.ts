@@ -16,6 +16,15 @@ export function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
   };
 }
 
+/** A duration in seconds; fractions allowed (tests poll every 0.2 s). */
+export function seconds(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isFinite(parsed) || parsed < 0) {
+    throw new InvalidArgumentError(`expected a number of seconds (0 or more), got '${value}'`);
+  }
+  return parsed;
+}
+
 /** A list option: repeated flags accumulate; an environment variable holds a comma-separated list. */
 export function list(value: string, previous: string[] | undefined): string[] {
   const items = value

@@ -1,0 +1,158 @@
+import assert from "node:assert/strict";
+import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
+import { ConfigError, configFormatOf, parseJson, parseModelConfig, parseText } from "../../src/models/config.js";
+import { toModelSpec } from "../../src/models/spec.js";
+import { servedVersions } from "../../src/models/versions.js";
+import { IDENTITY_PAIR } from "../fixtures/repository.js";
+
+const configError = (fn: () => unknown): ConfigError => {
+  try {
+    fn();
+  } catch (error) {
+    assert.ok(error instanceof ConfigError, `expected a ConfigError, got ${String(error)}`);
+    return error;
+  }
+  assert.fail("expected a ConfigError");
+};
+
+describe("model configuration parsing", () => {
+  it("reads config.pbtxt with the protobuf text format", () => {
+    const config = parseText(IDENTITY_PAIR, "identity_pair/config.pbtxt");
+    assert.equal(config.name, "identity_pair");
+    assert.equal(config.maxBatchSize, 4);
+    assert.deepEqual(
+      config.input.map((input) => [input.name, input.dims, input.optional]),
+      [
+        ["A", [2n, 3n], false],
+        ["B", [-1n], true],
+      ],
+    );
+  });
+
+  it("accepts comments, repeated-field blocks, angle brackets and parameters", () => {
+    const config = parseText(
+      `# a comment
+name: "m" backend: "identity"
+input { name: "X" data_type: TYPE_BF16 dims: -1 }
+input < name: "Y" data_type: TYPE_STRING dims: [ 1 ] >
+parameters { key: "k" value { string_value: "v" } }
+model_transaction_policy { decoupled: true }
+version_policy: { specific: { versions: [1, 3] } }`,
+      "m.pbtxt",
+    );
+    assert.deepEqual(
+      config.input.map((input) => input.name),
+      ["X", "Y"],
+    );
+    assert.equal(config.parameters["k"]?.stringValue, "v");
+    assert.equal(config.modelTransactionPolicy?.decoupled, true);
+    assert.equal(config.versionPolicy?.policyChoice?.$case, "specific");
+  });
+
+  it("names the file, line and field of an unknown field", () => {
+    const error = configError(() =>
+      parseText(
+        'name: "m"\nbackend: "identity"\ninput [\n  {\n    name: "X"\n    dimz: [ 4 ]\n  }\n]\n',
+        "m/config.pbtxt",
+      ),
+    );
+    assert.equal(error.line, 6);
+    assert.match(error.message, /^m\/config\.pbtxt:6: /);
+    assert.match(error.message, /dimz/);
+  });
+
+  it("names the line of a bad enum value and of a syntax error", () => {
+    const badEnum = configError(() => parseText('name: "m"\ninput { name: "X"\n data_type: TYPE_FLOAT }', "c.pbtxt"));
+    assert.equal(badEnum.line, 3);
+    assert.match(badEnum.message, /TYPE_FLOAT/);
+    const unclosed = configError(() => parseText('name: "m"\ninput {\n  name: "X"\n', "c.pbtxt"));
+    assert.match(unclosed.message, /^c\.pbtxt:\d+: /);
+    const badValue = configError(() => parseText('name: "m"\nmax_batch_size: "eight"\n', "c.pbtxt"));
+    assert.equal(badValue.line, 2);
+    assert.match(badValue.message, /max_batch_size/);
+  });
+
+  it("reads binary ModelConfig and the JSON mapping", () => {
+    const text = parseText(IDENTITY_PAIR, "text");
+    const binary = parseModelConfig(ModelConfig.encode(text).finish(), "binary", "config.pb");
+    assert.deepEqual(binary, text);
+    const json = parseJson(
+      JSON.stringify({ name: "j", backend: "identity", input: [{ name: "X", data_type: "TYPE_FP32", dims: ["4"] }] }),
+      "override",
+    );
+    assert.equal(json.input[0]?.dims[0], 4n);
+    assert.throws(() => parseModelConfig(Uint8Array.of(0xff, 0xff, 0xff), "binary", "bad.pb"), /bad\.pb/);
+    assert.throws(() => parseJson("{ not json", "override"), /override/);
+  });
+
+  it("knows configuration file formats by extension", () => {
+    assert.equal(configFormatOf("config.pbtxt"), "text");
+    assert.equal(configFormatOf("model.pb"), "binary");
+    assert.equal(configFormatOf("model.json"), "json");
+    assert.equal(configFormatOf("README.md"), undefined);
+  });
+});
+
+describe("model spec checks", () => {
+  const spec = (text: string, expectedName?: string) =>
+    toModelSpec(parseText(text, "c.pbtxt"), "c.pbtxt", expectedName);
+
+  it("normalizes dims, datatypes and decoupling", () => {
+    const model = spec(IDENTITY_PAIR);
+    assert.deepEqual(model.inputs[0], { name: "A", datatype: "FP32", dims: [2, 3], optional: false });
+    assert.equal(model.inputs[1]?.datatype, "INT64");
+    assert.equal(model.decoupled, false);
+    assert.equal(model.platform, "identity");
+  });
+
+  it("takes the folder name when the config has none, and rejects a different one", () => {
+    assert.equal(spec('backend: "identity"', "folder").name, "folder");
+    assert.throws(() => spec('name: "other" backend: "identity"', "folder"), /name: 'other' does not match/);
+  });
+
+  it("rejects missing data types, bad dims and duplicate tensors, naming the field", () => {
+    assert.throws(() => spec('name: "m" backend: "identity" input { name: "X" dims: 1 }'), /input\[0\] 'X'\.data_type/);
+    assert.throws(
+      () => spec('name: "m" backend: "identity" input { name: "X" data_type: TYPE_FP32 dims: 0 }'),
+      /input\[0\] 'X'\.dims: dimension 0/,
+    );
+    assert.throws(
+      () => spec('name: "m" backend: "identity" input { name: "X" data_type: TYPE_FP32 }'),
+      /input\[0\] 'X'\.dims/,
+    );
+    assert.throws(
+      () =>
+        spec(
+          'name: "m" backend: "identity" output { name: "X" data_type: TYPE_FP32 dims: 1 } output { name: "X" data_type: TYPE_FP32 dims: 1 }',
+        ),
+      /declared twice/,
+    );
+    assert.throws(() => spec('name: "m" max_batch_size: -1 backend: "x"'), /max_batch_size/);
+    assert.throws(() => spec('name: "m"'), /backend/);
+  });
+});
+
+describe("version policy", () => {
+  it("serves the latest version by default, or as many as asked", () => {
+    assert.deepEqual(servedVersions(undefined, [1, 3, 2], "s"), ["3"]);
+    assert.deepEqual(servedVersions({ policyChoice: { $case: "latest", value: { numVersions: 2 } } }, [1, 2, 3], "s"), [
+      "2",
+      "3",
+    ]);
+  });
+
+  it("serves all or specific versions and reports missing ones", () => {
+    assert.deepEqual(servedVersions({ policyChoice: { $case: "all", value: {} } }, [2, 1], "s"), ["1", "2"]);
+    assert.deepEqual(servedVersions({ policyChoice: { $case: "specific", value: { versions: [1n] } } }, [1, 2], "s"), [
+      "1",
+    ]);
+    assert.throws(
+      () => servedVersions({ policyChoice: { $case: "specific", value: { versions: [7n] } } }, [1], "s"),
+      /version\(s\) 7 not found/,
+    );
+  });
+
+  it("serves version 1 of a model without version folders", () => {
+    assert.deepEqual(servedVersions(undefined, [], "s"), ["1"]);
+  });
+});

@@ -1,0 +1,180 @@
+import assert from "node:assert/strict";
+import { DataPlaneError } from "../../src/errors.js";
+import { countBytesElements, joinBytesElements, splitBytesElements } from "../../src/tensors/bytes.js";
+import { DATATYPE_NAMES, DATATYPES, datatypeFromConfig } from "../../src/tensors/datatypes.js";
+import { decodeInputs, encodeOutputs, type InputContract } from "../../src/tensors/request.js";
+import { emptyContents, rawToTyped, typedToRaw } from "../../src/tensors/typed.js";
+
+const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
+
+const invalid = (fn: () => unknown, pattern: RegExp): void => {
+  assert.throws(fn, (error: unknown) => {
+    assert.ok(error instanceof DataPlaneError);
+    assert.equal(error.kind, "InvalidArgument");
+    assert.match(error.message, pattern);
+    return true;
+  });
+};
+
+describe("datatypes", () => {
+  it("maps every KServe datatype to its config enum and back", () => {
+    for (const name of DATATYPE_NAMES) assert.equal(datatypeFromConfig(DATATYPES[name].configType), name);
+    assert.equal(datatypeFromConfig(0), undefined);
+  });
+});
+
+describe("BYTES framing", () => {
+  it("frames and splits elements, including empty ones", () => {
+    const framed = joinBytesElements([utf8("ab"), utf8(""), utf8("xyz")]);
+    assert.deepEqual([...framed.subarray(0, 4)], [2, 0, 0, 0]);
+    assert.equal(countBytesElements(framed, "T"), 3);
+    assert.deepEqual(
+      splitBytesElements(framed).map((element) => new TextDecoder().decode(element)),
+      ["ab", "", "xyz"],
+    );
+  });
+
+  it("rejects a truncated prefix and an overlong element, naming the tensor", () => {
+    invalid(() => countBytesElements(Uint8Array.of(1, 0), "T"), /tensor 'T'.*truncated 4-byte length prefix/);
+    invalid(() => countBytesElements(Uint8Array.of(9, 0, 0, 0, 65), "T"), /declares 9 bytes but only 1 remain/);
+  });
+});
+
+describe("typed contents", () => {
+  const roundTrip: [(typeof DATATYPE_NAMES)[number], unknown[]][] = [
+    ["BOOL", [true, false, true]],
+    ["UINT8", [0, 255]],
+    ["UINT16", [0, 65535]],
+    ["UINT32", [0, 4294967295]],
+    ["UINT64", [0n, 18446744073709551615n]],
+    ["INT8", [-128, 127]],
+    ["INT16", [-32768, 32767]],
+    ["INT32", [-2147483648, 2147483647]],
+    ["INT64", [-9223372036854775808n, 9223372036854775807n]],
+    ["FP32", [1.5, -2.25]],
+    ["FP64", [Math.PI, -1e300]],
+    ["BYTES", [utf8("hello"), utf8("")]],
+  ];
+  for (const [datatype, values] of roundTrip) {
+    it(`round-trips ${datatype} through raw form`, () => {
+      const field = DATATYPES[datatype].typedField!;
+      const contents = { ...emptyContents(), [field]: values };
+      const raw = typedToRaw("T", datatype, contents, values.length);
+      if (datatype !== "BYTES") assert.equal(raw.byteLength, values.length * DATATYPES[datatype].byteSize);
+      assert.deepEqual(rawToTyped(datatype, raw)[field], values);
+    });
+  }
+
+  it("reads raw values at unaligned offsets", () => {
+    const buffer = new Uint8Array(9);
+    new DataView(buffer.buffer).setFloat64(1, 2.5, true);
+    assert.deepEqual(rawToTyped("FP64", buffer.subarray(1)).fp64Contents, [2.5]);
+  });
+
+  it("rejects counts, ranges and fields that do not fit the datatype", () => {
+    invalid(
+      () => typedToRaw("T", "INT32", { ...emptyContents(), intContents: [1] }, 2),
+      /needs 2 elements.*int_contents holds 1/,
+    );
+    invalid(
+      () => typedToRaw("T", "INT8", { ...emptyContents(), intContents: [128] }, 1),
+      /element 0 \(128\) is out of range for INT8/,
+    );
+    invalid(() => typedToRaw("T", "UINT8", { ...emptyContents(), uintContents: [256] }, 1), /out of range for UINT8/);
+    invalid(
+      () => typedToRaw("T", "INT32", { ...emptyContents(), intContents: [1], fp32Contents: [1] }, 1),
+      /takes contents\.int_contents, but contents\.fp32_contents is set/,
+    );
+    invalid(() => typedToRaw("T", "FP16", emptyContents(), 0), /FP16 has no typed 'contents' field/);
+  });
+});
+
+describe("request decoding", () => {
+  const contract: InputContract = {
+    modelName: "m",
+    maxBatchSize: 4,
+    inputs: [
+      { name: "A", datatype: "FP32", dims: [2], optional: false },
+      { name: "B", datatype: "BYTES", dims: [-1], optional: true },
+    ],
+  };
+  const request = (inputs: { name: string; datatype: string; shape: bigint[] }[], raw: Uint8Array[] = []) => ({
+    modelName: "m",
+    modelVersion: "",
+    id: "",
+    parameters: {},
+    outputs: [],
+    inputs: inputs.map((input) => ({ ...input, parameters: {}, contents: undefined })),
+    rawInputContents: raw,
+  });
+  const fp32 = (...values: number[]): Uint8Array => new Uint8Array(Float32Array.from(values).buffer);
+
+  it("keeps raw inputs as views and reports the batch size", () => {
+    const data = fp32(1, 2, 3, 4);
+    const decoded = decodeInputs(request([{ name: "A", datatype: "FP32", shape: [2n, 2n] }], [data]), contract);
+    assert.equal(decoded.usedRaw, true);
+    assert.equal(decoded.batchSize, 2);
+    assert.equal(decoded.tensors[0]?.data, data);
+  });
+
+  it("rejects each kind of bad input with a message naming it", () => {
+    const a = { name: "A", datatype: "FP32", shape: [1n, 2n] };
+    invalid(() => decodeInputs(request([{ ...a, name: "Z" }], [fp32(1, 2)]), contract), /unexpected input 'Z'.*A, B/);
+    invalid(
+      () => decodeInputs(request([{ ...a, datatype: "INT32" }], [fp32(1, 2)]), contract),
+      /expects FP32, got 'INT32'/,
+    );
+    invalid(
+      () => decodeInputs(request([{ ...a, shape: [1n, 3n] }], [fp32(1, 2, 3)]), contract),
+      /shape \[1,3\] does not match/,
+    );
+    invalid(() => decodeInputs(request([{ ...a, shape: [2n] }], [fp32(1, 2)]), contract), /shape \[2\] does not match/);
+    invalid(
+      () => decodeInputs(request([{ ...a, shape: [5n, 2n] }], [fp32(...new Array(10).fill(0))]), contract),
+      /batch size 5 is outside 1\.\.4/,
+    );
+    invalid(() => decodeInputs(request([a], [fp32(1)]), contract), /raw data is 4 bytes.*needs 8/);
+    invalid(() => decodeInputs(request([a, a], [fp32(1, 2), fp32(1, 2)]), contract), /given twice/);
+    invalid(() => decodeInputs(request([a], []), contract), /needs 2 elements/);
+    invalid(
+      () => decodeInputs(request([a], [fp32(1, 2), fp32(3)]), contract),
+      /raw_input_contents has 2 entries but the request has 1 inputs/,
+    );
+    const onlyB = request([{ name: "B", datatype: "BYTES", shape: [1n, 1n] }], [joinBytesElements([utf8("x")])]);
+    invalid(() => decodeInputs(onlyB, contract), /missing required input 'A'/);
+    invalid(
+      () =>
+        decodeInputs(
+          request([a, { name: "B", datatype: "BYTES", shape: [1n, 2n] }], [fp32(1, 2), joinBytesElements([utf8("x")])]),
+          contract,
+        ),
+      /needs 2 BYTES elements, raw data holds 1/,
+    );
+    invalid(
+      () =>
+        decodeInputs(
+          request(
+            [a, { name: "B", datatype: "BYTES", shape: [2n, 1n] }],
+            [fp32(1, 2), joinBytesElements([utf8("x"), utf8("y")])],
+          ),
+          contract,
+        ),
+      /disagree on the batch size/,
+    );
+  });
+
+  it("rejects a request that mixes typed and raw contents", () => {
+    const mixed = request([{ name: "A", datatype: "FP32", shape: [1n, 2n] }], [fp32(1, 2)]);
+    mixed.inputs[0]!.contents = { ...emptyContents(), fp32Contents: [1, 2] } as never;
+    invalid(() => decodeInputs(mixed, contract), /both 'contents' and raw_input_contents/);
+  });
+
+  it("replies raw when asked for or when a datatype has no typed form", () => {
+    const tensor = { name: "O", datatype: "FP32" as const, shape: [1], data: fp32(1) };
+    assert.equal(encodeOutputs([tensor], false).rawOutputContents.length, 0);
+    assert.deepEqual(encodeOutputs([tensor], false).outputs[0]?.contents?.fp32Contents, [1]);
+    assert.equal(encodeOutputs([tensor], true).rawOutputContents[0], tensor.data);
+    const half = { name: "H", datatype: "FP16" as const, shape: [1], data: Uint8Array.of(0, 60) };
+    assert.equal(encodeOutputs([tensor, half], false).rawOutputContents.length, 2);
+  });
+});
