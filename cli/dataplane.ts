@@ -61,7 +61,7 @@ export function dataplaneCommand(): Command {
         "how often poll mode rereads the repository",
         "DYNAMO_REPOSITORY_POLL_SECS",
       )
-        .argParser(integer(0))
+        .argParser(seconds)
         .default(5),
     )
     .addOption(option("--host <address>", "address to listen on", "DYNAMO_HOST").default("0.0.0.0"))
