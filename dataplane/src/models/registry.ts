@@ -120,13 +120,7 @@ export class ModelRegistry {
         throw notFound(`model '${name}' is not in the model repository`);
       }
       const candidate: Candidate =
-        override === undefined
-          ? found!
-          : {
-              name,
-              source: found?.source ?? overrideSource(name),
-              config: override,
-            };
+        override === undefined ? found! : { name, source: overrideSource(name, found?.source), config: override };
       await this.apply(candidate);
     });
   }
@@ -324,15 +318,18 @@ function parseCandidate(source: ModelSource): Candidate {
   }
 }
 
-/** Where a model loaded from a request's "config" parameter (and not on disk) comes from. */
-function overrideSource(name: string): ModelSource {
+/**
+ * The source of a model loaded with a request's "config" parameter: the override stands
+ * in for the configuration file; version folders on disk (if any) still count.
+ */
+function overrideSource(name: string, onDisk: ModelSource | undefined): ModelSource {
   return {
     nameHint: name,
     nameFixed: true,
     path: `RepositoryModelLoad(${name}).parameters["config"]`,
     format: "json",
     content: undefined,
-    versions: [],
+    versions: onDisk?.versions ?? [],
     fingerprint: "override",
   };
 }

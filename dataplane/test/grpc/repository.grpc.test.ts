@@ -1,0 +1,280 @@
+import { status } from "@grpc/grpc-js";
+import assert from "node:assert/strict";
+import { mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
+import { parseText } from "../../src/models/config.js";
+import { TestRepository } from "../fixtures/repository.js";
+import {
+  call,
+  callError,
+  eventually,
+  infer,
+  inferRequest,
+  startServer,
+  type ServerProcess,
+} from "../fixtures/server.js";
+
+const identityConfig = (name: string, datatype: string, dims: string): string => `
+name: "${name}"
+backend: "identity"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: ${datatype} dims: ${dims} } ]
+output [ { name: "OUTPUT0" data_type: ${datatype} dims: ${dims} } ]
+`;
+
+const BROKEN = 'name: "identity_int32"\nbackend: "identity"\ninput [ { name: "INPUT0" datatype: TYPE_INT32 } ]\n';
+
+const inputShape = async (server: ServerProcess, model: string): Promise<bigint[] | undefined> =>
+  (await call(server.client, "modelMetadata", { name: model, version: "" })).inputs[0]?.shape;
+
+const indexEntry = async (server: ServerProcess, name: string) =>
+  (await call(server.client, "repositoryIndex", { repositoryName: "", ready: false })).models.find(
+    (model) => model.name === name,
+  );
+
+const int32Request = (model: string, values: number[]) =>
+  inferRequest({
+    modelName: model,
+    inputs: [
+      { name: "INPUT0", datatype: "INT32", shape: [BigInt(values.length)], parameters: {}, contents: undefined },
+    ],
+    rawInputContents: [new Uint8Array(Int32Array.from(values).buffer)],
+  });
+
+describe("model repository (real server over loopback)", function () {
+  this.timeout(30_000);
+
+  describe("poll mode", () => {
+    let repository: TestRepository;
+    let configMap: string;
+    let server: ServerProcess;
+
+    /** Publishes files the way the kubelet updates a ConfigMap volume: a new ..data target, swapped atomically. */
+    const publishConfigMap = (generation: number, files: Record<string, string>): void => {
+      const target = `..${generation}`;
+      mkdirSync(join(configMap, target));
+      for (const [name, content] of Object.entries(files)) {
+        writeFileSync(join(configMap, target, name), content);
+        try {
+          symlinkSync(join("..data", name), join(configMap, name));
+        } catch {
+          // the key's symlink exists from an earlier generation
+        }
+      }
+      symlinkSync(target, join(configMap, "..data_tmp"));
+      renameSync(join(configMap, "..data_tmp"), join(configMap, "..data"));
+    };
+
+    before(async () => {
+      repository = new TestRepository({ bad_model: 'name: "bad_model"\nbackend: "identity"\nmax_batch_sise: 4\n' });
+      configMap = repository.path("..configmap");
+      mkdirSync(configMap);
+      publishConfigMap(1, { "identity_cm.pbtxt": identityConfig("identity_cm", "TYPE_INT32", "[ 2 ]") });
+      const binary = repository.path("..binary.pb");
+      writeFileSync(
+        binary,
+        ModelConfig.encode(parseText(identityConfig("identity_bin", "TYPE_INT32", "[ 3 ]"), "b")).finish(),
+      );
+      server = await startServer([
+        "--model-repository",
+        repository.dir,
+        "--model-repository",
+        configMap,
+        "--model-config",
+        binary,
+        "--repository-poll-secs",
+        "0.2",
+      ]);
+    });
+
+    after(async () => {
+      await server.stop();
+      repository.remove();
+    });
+
+    it("reports a model with a bad config as UNAVAILABLE with file, line and field, and serves the rest", async () => {
+      const entry = await indexEntry(server, "bad_model");
+      assert.equal(entry?.state, "UNAVAILABLE");
+      assert.match(entry!.reason, /bad_model\/config\.pbtxt:3: .*max_batch_sise/);
+      assert.equal((await call(server.client, "modelReady", { name: "bad_model", version: "" })).ready, false);
+      const error = await callError(server.client, "modelInfer", inferRequest({ modelName: "bad_model" }));
+      assert.equal(error.code, status.UNAVAILABLE);
+      assert.match(error.details, /model 'bad_model' is not ready: .*max_batch_sise/);
+      assert.equal((await indexEntry(server, "identity_fp32"))?.state, "READY");
+      const ready = await call(server.client, "repositoryIndex", { repositoryName: "", ready: true });
+      assert.ok(ready.models.every((model) => model.state === "READY"));
+      assert.ok(!ready.models.some((model) => model.name === "bad_model"));
+    });
+
+    it("serves single config files, text from a ConfigMap volume and binary ModelConfig", async () => {
+      assert.deepEqual(await inputShape(server, "identity_cm"), [2n]);
+      assert.deepEqual(await inputShape(server, "identity_bin"), [3n]);
+      const reply = await infer(server.client, int32Request("identity_bin", [1, 2, 3]));
+      assert.equal(reply.outputs[0]?.name, "OUTPUT0");
+    });
+
+    it("picks up the atomic ..data swap of a ConfigMap volume", async () => {
+      publishConfigMap(2, { "identity_cm.pbtxt": identityConfig("identity_cm", "TYPE_INT32", "[ 5 ]") });
+      await eventually(async () => assert.deepEqual(await inputShape(server, "identity_cm"), [5n]));
+    });
+
+    it("reloads a changed config without a restart", async () => {
+      repository.writeModel("identity_int32", identityConfig("identity_int32", "TYPE_INT32", "[ 2 ]"));
+      await eventually(async () => assert.deepEqual(await inputShape(server, "identity_int32"), [2n]));
+      await infer(server.client, int32Request("identity_int32", [1, 2]));
+    });
+
+    it("keeps serving the last good config when an update is broken", async () => {
+      repository.writeModel("identity_int32", BROKEN);
+      await eventually(async () => {
+        const entry = await indexEntry(server, "identity_int32");
+        assert.equal(entry?.state, "READY");
+        assert.match(entry!.reason, /configuration update rejected.*identity_int32\/config\.pbtxt:3: .*datatype/);
+      });
+      assert.deepEqual(await inputShape(server, "identity_int32"), [2n]);
+      await infer(server.client, int32Request("identity_int32", [3, 4]));
+    });
+
+    it("loads a fixed config, a new model, and drops a removed one", async () => {
+      repository.writeModel("bad_model", identityConfig("bad_model", "TYPE_FP32", "[ 1 ]"));
+      repository.writeModel("added", identityConfig("added", "TYPE_INT32", "[ 1 ]"));
+      await eventually(async () => {
+        assert.equal((await indexEntry(server, "bad_model"))?.state, "READY");
+        assert.equal((await call(server.client, "modelReady", { name: "added", version: "" })).ready, true);
+      });
+      rmSync(repository.path("added"), { recursive: true });
+      await eventually(async () => assert.equal(await indexEntry(server, "added"), undefined));
+      const error = await callError(server.client, "modelInfer", int32Request("added", [1]));
+      assert.equal(error.code, status.NOT_FOUND);
+    });
+
+    it("refuses explicit load and unload outside explicit mode", async () => {
+      const error = await callError(server.client, "repositoryModelLoad", {
+        repositoryName: "",
+        modelName: "identity_fp32",
+        parameters: {},
+      });
+      assert.equal(error.code, status.FAILED_PRECONDITION);
+      assert.match(error.details, /--model-control-mode=explicit/);
+    });
+  });
+
+  describe("explicit mode", () => {
+    let repository: TestRepository;
+    let server: ServerProcess;
+
+    before(async () => {
+      repository = new TestRepository();
+      server = await startServer([
+        "--model-repository",
+        repository.dir,
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "identity_fp32",
+      ]);
+    });
+
+    after(async () => {
+      await server.stop();
+      repository.remove();
+    });
+
+    it("loads only the models it is told to", async () => {
+      assert.equal((await indexEntry(server, "identity_fp32"))?.state, "READY");
+      const notLoaded = await indexEntry(server, "identity_int32");
+      assert.equal(notLoaded?.state, "");
+      assert.equal(notLoaded?.version, "");
+    });
+
+    it("loads and unloads models on request", async () => {
+      const { client } = server;
+      await call(client, "repositoryModelLoad", { repositoryName: "", modelName: "identity_int32", parameters: {} });
+      assert.equal((await call(client, "modelReady", { name: "identity_int32", version: "" })).ready, true);
+      await infer(client, int32Request("identity_int32", [1, 2, 3, 4]));
+      await call(client, "repositoryModelUnload", { repositoryName: "", modelName: "identity_int32", parameters: {} });
+      assert.equal((await call(client, "modelReady", { name: "identity_int32", version: "" })).ready, false);
+      const entry = await indexEntry(server, "identity_int32");
+      assert.deepEqual([entry?.state, entry?.reason], ["UNAVAILABLE", "unloaded"]);
+      const error = await callError(client, "modelInfer", int32Request("identity_int32", [1, 2, 3, 4]));
+      assert.equal(error.code, status.UNAVAILABLE);
+    });
+
+    it("loads with a JSON config override, and keeps the model when the override is bad", async () => {
+      const { client } = server;
+      const config = JSON.stringify({
+        name: "identity_int32",
+        backend: "identity",
+        input: [{ name: "INPUT0", data_type: "TYPE_INT32", dims: ["6"] }],
+        output: [{ name: "OUTPUT0", data_type: "TYPE_INT32", dims: ["6"] }],
+      });
+      const loadRequest = (json: string) => ({
+        repositoryName: "",
+        modelName: "identity_int32",
+        parameters: { config: { parameterChoice: { $case: "stringParam" as const, value: json } } },
+      });
+      await call(client, "repositoryModelLoad", loadRequest(config));
+      assert.deepEqual(await inputShape(server, "identity_int32"), [6n]);
+      const bad = await callError(
+        client,
+        "repositoryModelLoad",
+        loadRequest('{"name": "identity_int32", "backend": "identity", "input": [{"name": "X"}]}'),
+      );
+      assert.equal(bad.code, status.INVALID_ARGUMENT);
+      assert.match(bad.details, /parameters\["config"\].*input\[0\] 'X'\.data_type/);
+      assert.deepEqual(await inputShape(server, "identity_int32"), [6n]);
+    });
+
+    it("answers NOT_FOUND for a model that is not in the repository", async () => {
+      const error = await callError(server.client, "repositoryModelLoad", {
+        repositoryName: "",
+        modelName: "missing",
+        parameters: {},
+      });
+      assert.equal(error.code, status.NOT_FOUND);
+      assert.match(error.details, /model 'missing' is not in the model repository/);
+    });
+  });
+
+  describe("shutdown", () => {
+    it("finishes in-flight requests on SIGTERM, then exits 0", async () => {
+      const repository = new TestRepository();
+      const server = await startServer(["--model-repository", repository.dir]);
+      try {
+        const stream = server.client.modelStreamInfer();
+        const values: number[] = [];
+        const ended = new Promise<void>((resolve, reject) => {
+          stream.on("data", (reply: { inferResponse?: { rawOutputContents: Uint8Array[] } }) => {
+            const raw = reply.inferResponse!.rawOutputContents[0]!;
+            values.push(new DataView(raw.buffer, raw.byteOffset).getInt32(0, true));
+          });
+          stream.on("end", resolve);
+          stream.on("error", reject);
+        });
+        stream.write(
+          inferRequest({
+            modelName: "repeat_int32",
+            inputs: [
+              { name: "IN", datatype: "INT32", shape: [2n], parameters: {}, contents: undefined },
+              { name: "DELAY", datatype: "UINT32", shape: [2n], parameters: {}, contents: undefined },
+            ],
+            rawInputContents: [
+              new Uint8Array(Int32Array.of(1, 2).buffer),
+              new Uint8Array(Uint32Array.of(0, 500).buffer),
+            ],
+          }),
+        );
+        stream.end();
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        server.process.kill("SIGTERM");
+        await ended;
+        assert.deepEqual(values, [1, 2]);
+        assert.equal(await server.stop(), 0);
+      } finally {
+        await server.stop();
+        repository.remove();
+      }
+    });
+  });
+});
