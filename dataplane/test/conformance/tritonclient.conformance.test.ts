@@ -1,0 +1,81 @@
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { REPO_ROOT } from "../fixtures/paths.js";
+import { IDENTITY_ALL_TYPES, TestRepository } from "../fixtures/repository.js";
+import { startServer, type ServerProcess } from "../fixtures/server.js";
+
+const run = promisify(execFile);
+const cache = process.env["DYNAMO_KSERVE_CACHE"] ?? join(homedir(), ".cache", "dynamo-kserve");
+const python = join(process.env["DYNAMO_KSERVE_VENV"] ?? join(cache, "venv"), "bin", "python");
+const here = join(REPO_ROOT, "dataplane", "test", "conformance");
+
+/** Runs a Python script; resolves with its output whether it passed or not. */
+async function runPython(args: string[]): Promise<{ code: number; output: string }> {
+  try {
+    const { stdout, stderr } = await run(python, args, { timeout: 120_000 });
+    return { code: 0, output: stdout + stderr };
+  } catch (error) {
+    const failed = error as { code?: number; stdout?: string; stderr?: string };
+    return { code: failed.code ?? 1, output: `${failed.stdout ?? ""}${failed.stderr ?? ""}` };
+  }
+}
+
+describe("conformance with the real tritonclient[grpc]", function () {
+  this.timeout(120_000);
+
+  before(function () {
+    if (existsSync(python)) return;
+    const message = `tritonclient venv not found at ${python}; run scripts/setup-python.sh`;
+    if (process.env["CI"] === "true") throw new Error(message);
+    console.warn(`\n  !!! SKIPPING tritonclient conformance: ${message}\n`);
+    this.skip();
+  });
+
+  it("describes the same protocol as tritonclient (every message, field number, enum and RPC)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-desc-"));
+    try {
+      const image = join(dir, "proto.binpb");
+      await run(join(REPO_ROOT, "node_modules", ".bin", "buf"), ["build", "proto", "-o", image], { cwd: REPO_ROOT });
+      const { code, output } = await runPython([join(here, "compare_descriptors.py"), image]);
+      assert.equal(code, 0, output);
+      assert.match(output, /^[1-9]\d* passed, 0 failed$/m);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  describe("against a running data plane", () => {
+    let repository: TestRepository;
+    let server: ServerProcess;
+
+    before(async () => {
+      repository = new TestRepository({ identity_all: IDENTITY_ALL_TYPES });
+      server = await startServer([
+        "--model-repository",
+        repository.dir,
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "*",
+      ]);
+    });
+
+    after(async () => {
+      await server?.stop();
+      repository?.remove();
+    });
+
+    it("passes every tritonclient check (health, metadata, config, index, infer per datatype, stream, stats, load/unload)", async () => {
+      const { code, output } = await runPython([
+        join(here, "tritonclient_conformance.py"),
+        `127.0.0.1:${server.grpcPort}`,
+      ]);
+      assert.equal(code, 0, output);
+      assert.match(output, /^2\d passed, 0 failed$/m);
+    });
+  });
+});

@@ -1,0 +1,183 @@
+"""Drives a running dynamo-kserve data plane with the real tritonclient[grpc].
+
+The server must serve the bundled example repository plus `identity_all` (one optional
+identity input IN_<T> per datatype), in explicit model control with every model loaded.
+Each check is a function; the script prints one line per check and a closing
+'N passed, N failed' line, and exits non-zero if any check failed.
+Usage: tritonclient_conformance.py HOST:PORT
+"""
+
+import json
+import queue
+import sys
+import traceback
+
+import ml_dtypes
+import numpy as np
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+URL = sys.argv[1]
+client = grpcclient.InferenceServerClient(URL)
+checks = []
+
+
+def check(function):
+    checks.append(function)
+    return function
+
+
+@check
+def server_live_and_ready():
+    assert client.is_server_live()
+    assert client.is_server_ready()
+    assert client.is_model_ready("identity_fp32")
+    assert not client.is_model_ready("no_such_model")
+
+
+@check
+def server_metadata():
+    metadata = client.get_server_metadata(as_json=True)
+    assert metadata["name"] == "dynamo-kserve", metadata
+    assert "model_repository" in metadata["extensions"], metadata
+
+
+@check
+def model_metadata():
+    metadata = client.get_model_metadata("identity_fp32", as_json=True)
+    assert metadata["versions"] == ["1"], metadata
+    assert metadata["inputs"] == [{"name": "INPUT0", "datatype": "FP32", "shape": ["-1", "-1"]}], metadata
+
+
+@check
+def model_config():
+    config = client.get_model_config("repeat_int32", as_json=True)["config"]
+    assert config["backend"] == "repeat", config
+    assert config["model_transaction_policy"]["decoupled"] is True, config
+    assert config["input"][0]["data_type"] == "TYPE_INT32", config
+
+
+@check
+def repository_index():
+    index = client.get_model_repository_index(as_json=True)["models"]
+    names = {model["name"]: model.get("state") for model in index}
+    for name in ("identity_fp32", "identity_int32", "identity_bytes", "repeat_int32", "identity_all"):
+        assert names.get(name) == "READY", index
+
+
+SAMPLES = {
+    "BOOL": np.array([True, False, True], dtype=np.bool_),
+    "UINT8": np.array([0, 7, 255], dtype=np.uint8),
+    "UINT16": np.array([0, 7, 65535], dtype=np.uint16),
+    "UINT32": np.array([0, 7, 2**32 - 1], dtype=np.uint32),
+    "UINT64": np.array([0, 7, 2**64 - 1], dtype=np.uint64),
+    "INT8": np.array([-128, 7, 127], dtype=np.int8),
+    "INT16": np.array([-32768, 7, 32767], dtype=np.int16),
+    "INT32": np.array([-(2**31), 7, 2**31 - 1], dtype=np.int32),
+    "INT64": np.array([-(2**63), 7, 2**63 - 1], dtype=np.int64),
+    "FP16": np.array([1.5, -2.0, 65504.0], dtype=np.float16),
+    "BF16": np.array([1.0, -2.0, 0.5], dtype=ml_dtypes.bfloat16),
+    "FP32": np.array([1.5, -0.25, 3.0e38], dtype=np.float32),
+    "FP64": np.array([np.pi, -1e300, 0.0], dtype=np.float64),
+    "BYTES": np.array([b"hello", b"", "h\u00e9llo".encode()], dtype=np.object_),
+}
+
+
+def make_identity_check(datatype, values):
+    def infer_every_datatype():
+        tensor = grpcclient.InferInput(f"IN_{datatype}", list(values.shape), datatype)
+        tensor.set_data_from_numpy(values)
+        output = grpcclient.InferRequestedOutput(f"OUT_{datatype}")
+        result = client.infer("identity_all", [tensor], outputs=[output], request_id=f"id-{datatype}")
+        assert result.get_response().id == f"id-{datatype}"
+        received = result.as_numpy(f"OUT_{datatype}")
+        assert received is not None, result.get_response()
+        assert list(received.shape) == list(values.shape), (received.shape, values.shape)
+        assert (received == values).all(), (received, values)
+
+    infer_every_datatype.__name__ = f"infer_{datatype}"
+    return infer_every_datatype
+
+
+for _datatype, _values in SAMPLES.items():
+    check(make_identity_check(_datatype, _values))
+
+
+@check
+def infer_batched_fp32_and_error():
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)
+    tensor = grpcclient.InferInput("INPUT0", [3, 4], "FP32")
+    tensor.set_data_from_numpy(values)
+    assert (client.infer("identity_fp32", [tensor]).as_numpy("OUTPUT0") == values).all()
+    wrong = grpcclient.InferInput("INPUT0", [1, 4], "INT32")
+    wrong.set_data_from_numpy(np.zeros((1, 4), dtype=np.int32))
+    try:
+        client.infer("identity_fp32", [wrong])
+    except InferenceServerException as error:
+        assert error.status() == "StatusCode.INVALID_ARGUMENT", error.status()
+        assert "datatype mismatch" in error.message(), error.message()
+    else:
+        raise AssertionError("a datatype mismatch was accepted")
+
+
+@check
+def async_stream_infer_decoupled():
+    responses = queue.Queue()
+    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    try:
+        tensor = grpcclient.InferInput("IN", [3], "INT32")
+        tensor.set_data_from_numpy(np.array([4, 5, 6], dtype=np.int32))
+        client.async_stream_infer("repeat_int32", [tensor], request_id="s", enable_empty_final_response=True)
+        values, finals = [], []
+        while True:
+            result, error = responses.get(timeout=10)
+            assert error is None, error
+            final = result.get_response().parameters["triton_final_response"].bool_param
+            finals.append(final)
+            if final:
+                break
+            values.append(int(result.as_numpy("OUT")[0]))
+        assert values == [4, 5, 6], values
+        assert finals == [False, False, False, True], finals
+    finally:
+        client.stop_stream()
+
+
+@check
+def inference_statistics():
+    # Runs after the identity_all checks above: one execution each.
+    stats = client.get_inference_statistics("identity_all", as_json=True)["model_stats"][0]
+    assert int(stats["inference_stats"]["success"]["count"]) == len(SAMPLES), stats
+    assert int(stats["execution_count"]) == len(SAMPLES), stats
+    assert int(stats["inference_stats"]["compute_infer"]["ns"]) > 0, stats
+
+
+@check
+def load_and_unload_model():
+    client.unload_model("identity_int32")
+    assert not client.is_model_ready("identity_int32")
+    client.load_model("identity_int32")
+    assert client.is_model_ready("identity_int32")
+    override = {
+        "name": "identity_int32",
+        "backend": "identity",
+        "input": [{"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [8]}],
+        "output": [{"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [8]}],
+    }
+    client.load_model("identity_int32", config=json.dumps(override))
+    metadata = client.get_model_metadata("identity_int32", as_json=True)
+    assert metadata["inputs"][0]["shape"] == ["8"], metadata
+
+
+passed = failed = 0
+for function in checks:
+    try:
+        function()
+        passed += 1
+        print(f"ok   {function.__name__}")
+    except Exception:  # noqa: BLE001 - every failure is reported, then counted
+        failed += 1
+        print(f"FAIL {function.__name__}\n{traceback.format_exc()}")
+client.close()
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
