@@ -5,8 +5,8 @@ import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { REPO_ROOT } from "../fixtures/paths.js";
-import { IDENTITY_ALL_TYPES, TestRepository } from "../fixtures/repository.js";
-import { startServer, type ServerProcess } from "../fixtures/server.js";
+import { IDENTITY_ALL_TYPES } from "../fixtures/repository.js";
+import { useServer } from "../fixtures/serving.js";
 
 const run = promisify(execFile);
 const cache = process.env["DYNAMO_KSERVE_CACHE"] ?? join(homedir(), ".cache", "dynamo-kserve");
@@ -49,30 +49,17 @@ describe("conformance with the real tritonclient[grpc]", function () {
   });
 
   describe("against a running data plane", () => {
-    let repository: TestRepository;
-    let server: ServerProcess;
-
-    before(async () => {
-      repository = new TestRepository({ identity_all: IDENTITY_ALL_TYPES });
-      server = await startServer([
-        "--model-repository",
-        repository.dir,
-        "--model-control-mode",
-        "explicit",
-        "--load-model",
-        "*",
-      ]);
-    });
-
-    after(async () => {
-      await server?.stop();
-      repository?.remove();
-    });
+    const serving = useServer({ identity_all: IDENTITY_ALL_TYPES }, [
+      "--model-control-mode",
+      "explicit",
+      "--load-model",
+      "*",
+    ]);
 
     it("passes every tritonclient check (health, metadata, config, index, infer per datatype, stream, stats, load/unload)", async () => {
       const { code, output } = await runPython([
         join(here, "tritonclient_conformance.py"),
-        `127.0.0.1:${server.grpcPort}`,
+        `127.0.0.1:${serving.server.grpcPort}`,
       ]);
       assert.equal(code, 0, output);
       assert.match(output, /^2\d passed, 0 failed$/m);

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { parseText } from "../../src/models/config.js";
 import { TestRepository } from "../fixtures/repository.js";
+import { useServer } from "../fixtures/serving.js";
 import {
   call,
   callError,
@@ -161,25 +162,9 @@ describe("model repository (real server over loopback)", function () {
   });
 
   describe("explicit mode", () => {
-    let repository: TestRepository;
+    const serving = useServer({}, ["--model-control-mode", "explicit", "--load-model", "identity_fp32"]);
     let server: ServerProcess;
-
-    before(async () => {
-      repository = new TestRepository();
-      server = await startServer([
-        "--model-repository",
-        repository.dir,
-        "--model-control-mode",
-        "explicit",
-        "--load-model",
-        "identity_fp32",
-      ]);
-    });
-
-    after(async () => {
-      await server.stop();
-      repository.remove();
-    });
+    before(() => ({ server } = serving));
 
     it("loads only the models it is told to", async () => {
       assert.equal((await indexEntry(server, "identity_fp32"))?.state, "READY");

@@ -6,8 +6,9 @@ import { DataType } from "../../../proto/gen/ts/model_config.js";
 import { joinBytesElements } from "../../src/tensors/bytes.js";
 import { DATATYPE_NAMES, DATATYPES, type Datatype } from "../../src/tensors/datatypes.js";
 import { emptyContents } from "../../src/tensors/typed.js";
-import { IDENTITY_ALL_TYPES, IDENTITY_PAIR, TestRepository } from "../fixtures/repository.js";
-import { call, callError, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+import { IDENTITY_ALL_TYPES, IDENTITY_PAIR } from "../fixtures/repository.js";
+import { call, callError, infer, inferRequest, type ServerProcess } from "../fixtures/server.js";
+import { useServer } from "../fixtures/serving.js";
 
 /** Two elements of every datatype, typed (where it has a typed form) and raw. */
 const SAMPLES: Record<Datatype, { typed?: unknown[]; raw: Uint8Array }> = {
@@ -45,18 +46,12 @@ const fp32 = (...values: number[]): Uint8Array => new Uint8Array(Float32Array.fr
 
 describe("data plane RPCs (real server over loopback)", function () {
   this.timeout(20_000);
-  let repository: TestRepository;
+  const serving = useServer({ identity_all: IDENTITY_ALL_TYPES, identity_pair: IDENTITY_PAIR }, [
+    "--model-control-mode",
+    "none",
+  ]);
   let server: ServerProcess;
-
-  before(async () => {
-    repository = new TestRepository({ identity_all: IDENTITY_ALL_TYPES, identity_pair: IDENTITY_PAIR });
-    server = await startServer(["--model-repository", repository.dir, "--model-control-mode", "none"]);
-  });
-
-  after(async () => {
-    await server.stop();
-    repository.remove();
-  });
+  before(() => ({ server } = serving));
 
   describe("health", () => {
     it("is live and ready, and knows which models are ready", async () => {

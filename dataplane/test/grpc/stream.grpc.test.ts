@@ -5,8 +5,8 @@ import type {
   ModelStreamInferResponse,
   GRPCInferenceServiceClient,
 } from "../../../proto/gen/ts/grpc_service.js";
-import { TestRepository } from "../fixtures/repository.js";
-import { call, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+import { call, inferRequest, type ServerProcess } from "../fixtures/server.js";
+import { useServer } from "../fixtures/serving.js";
 
 const int32 = (...values: number[]): Uint8Array => new Uint8Array(Int32Array.from(values).buffer);
 const uint32 = (...values: number[]): Uint8Array => new Uint8Array(Uint32Array.from(values).buffer);
@@ -64,18 +64,9 @@ const finalFlag = (reply: ModelStreamInferResponse): unknown =>
 
 describe("ModelStreamInfer (real server over loopback)", function () {
   this.timeout(20_000);
-  let repository: TestRepository;
+  const serving = useServer();
   let server: ServerProcess;
-
-  before(async () => {
-    repository = new TestRepository();
-    server = await startServer(["--model-repository", repository.dir]);
-  });
-
-  after(async () => {
-    await server.stop();
-    repository.remove();
-  });
+  before(() => ({ server } = serving));
 
   it("runs requests on one stream concurrently and interleaves their responses", async () => {
     const replies = await streamAll(server.client, [
