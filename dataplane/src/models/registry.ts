@@ -67,6 +67,8 @@ interface Candidate {
  */
 export class ModelRegistry {
   private readonly records = new Map<string, ModelRecord>();
+  /** Parsed sources by path, reused while the source's fingerprint is unchanged (polls reparse nothing). */
+  private readonly parsed = new Map<string, Candidate>();
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly options: RegistryOptions) {}
@@ -224,7 +226,10 @@ export class ModelRegistry {
     const sources = await scanModelSources(this.options.repositories, this.options.configFiles);
     const byName = new Map<string, Candidate>();
     for (const source of sources) {
-      const candidate = parseCandidate(source);
+      const cached = this.parsed.get(source.path);
+      const candidate =
+        cached?.source.fingerprint === source.fingerprint ? { ...cached, source } : parseCandidate(source);
+      this.parsed.set(source.path, candidate);
       const twin = byName.get(candidate.name);
       if (twin !== undefined) {
         this.options.logger.error(
@@ -235,6 +240,8 @@ export class ModelRegistry {
       }
       byName.set(candidate.name, candidate);
     }
+    const present = new Set(sources.map((source) => source.path));
+    for (const path of this.parsed.keys()) if (!present.has(path)) this.parsed.delete(path);
     return [...byName.values()];
   }
 
