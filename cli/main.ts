@@ -10,4 +10,10 @@ const program = new Command("dynamo-kserve")
   .addCommand(dataplaneCommand())
   .addCommand(inferCommand());
 
-await program.parseAsync(process.argv);
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  // A start-up failure (unreadable repository, port in use) is one clear line, not a stack.
+  process.stderr.write(`dynamo-kserve: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+}

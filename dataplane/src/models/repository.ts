@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { readdir, readFile, stat } from "node:fs/promises";
 import { basename, dirname, extname, join } from "node:path";
+import { errorMessage, failedPrecondition } from "../errors.js";
 import { configFormatOf, type ConfigFormat } from "./config.js";
 
 /**
@@ -42,7 +43,9 @@ export async function scanModelSources(
 }
 
 async function scanRepository(repository: string): Promise<ModelSource[]> {
-  const entries = await readdir(repository);
+  const entries = await readdir(repository).catch((error: unknown) => {
+    throw failedPrecondition(`model repository '${repository}' cannot be read: ${errorMessage(error)}`);
+  });
   const sources: ModelSource[] = [];
   for (const entry of entries.sort()) {
     if (entry.startsWith(".")) continue;

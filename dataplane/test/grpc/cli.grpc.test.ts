@@ -110,6 +110,12 @@ describe("the dynamo-kserve CLI (real processes)", function () {
     }
   });
 
+  it("fails to start with one clear line when the model repository is missing", async () => {
+    const failed = await runFailing([CLI, "dataplane", "--grpc-port", "0", "--model-repository", "/no/such/repo"]);
+    assert.equal(failed.code, 1);
+    assert.match(failed.stderr, /^dynamo-kserve: model repository '\/no\/such\/repo' cannot be read: .*ENOENT/m);
+  });
+
   it("refuses an invalid option value with a message naming it", async () => {
     const failed = await runFailing([CLI, "dataplane", "--grpc-port", "99999"]);
     assert.equal(failed.code, 1);
