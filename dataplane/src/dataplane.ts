@@ -2,6 +2,7 @@ import type { Server as HttpServer } from "node:http";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { GRPCInferenceServiceServer } from "../../proto/gen/ts/grpc_service.js";
+import { HealthImplementation } from "grpc-health-check";
 import { createEngine } from "./engines/index.js";
 import { errorMessage } from "./errors.js";
 import { ModelRegistry, type ModelControlMode } from "./models/registry.js";
@@ -13,6 +14,9 @@ import { modelInferHandler } from "./services/infer.js";
 import { metadataHandlers } from "./services/metadata.js";
 import { repositoryHandlers } from "./services/repository.js";
 import { modelStreamInferHandler } from "./services/stream.js";
+
+/** The gRPC health service name whose status is the data plane's readiness. */
+export const INFERENCE_SERVICE = "inference.GRPCInferenceService";
 
 export interface DataPlaneOptions {
   readonly modelRepositories: readonly string[];
@@ -47,8 +51,14 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     createEngine,
     logger,
   });
-  await registry.start();
   let stopping = false;
+  const ready = (): boolean => !stopping && registry.readyCount() > 0;
+  // grpc.health.v1 for Kubernetes' native gRPC probes: "" is the process (liveness), the
+  // inference service is SERVING while at least one model is ready (readiness).
+  const health = new HealthImplementation({ "": "SERVING", [INFERENCE_SERVICE]: "NOT_SERVING" });
+  const updateHealth = (): void => health.setStatus(INFERENCE_SERVICE, ready() ? "SERVING" : "NOT_SERVING");
+  registry.onChange(updateHealth);
+  await registry.start();
   const implementation: GRPCInferenceServiceServer = {
     ...healthHandlers(registry, () => stopping),
     ...metadataHandlers(registry),
@@ -57,14 +67,14 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     ...repositoryHandlers(registry),
     ...extensionHandlers(),
   };
-  const grpc = await startGrpcServer(implementation, {
+  const grpc = await startGrpcServer(implementation, health, {
     host: options.host,
     port: options.grpcPort,
     maxMessageSize: options.maxMessageSize,
   });
   const http = await startHttpServer(options.host, options.httpPort, {
     live: () => true,
-    ready: () => !stopping && registry.readyCount() > 0,
+    ready,
   });
   const poller = schedulePolling(registry, options, logger);
   logger.info(
@@ -78,6 +88,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     async stop() {
       if (stopping) return;
       stopping = true;
+      updateHealth();
       if (poller !== undefined) clearInterval(poller);
       await shutdown(grpc.server, http.server, registry, options.shutdownGraceSeconds * 1000);
       logger.info("data plane stopped");

@@ -70,8 +70,14 @@ export class ModelRegistry {
   /** Parsed sources by path, reused while the source's fingerprint is unchanged (polls reparse nothing). */
   private readonly parsed = new Map<string, Candidate>();
   private queue: Promise<unknown> = Promise.resolve();
+  private readonly listeners: (() => void)[] = [];
 
   constructor(private readonly options: RegistryOptions) {}
+
+  /** Calls `listener` whenever a model becomes ready or stops being ready. */
+  onChange(listener: () => void): void {
+    this.listeners.push(listener);
+  }
 
   get controlMode(): ModelControlMode {
     return this.options.controlMode;
@@ -217,7 +223,8 @@ export class ModelRegistry {
   }
 
   private serialize<T>(task: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(task, task);
+    const notify = (): void => this.listeners.forEach((listener) => listener());
+    const run = this.queue.then(task, task).finally(notify);
     this.queue = run.catch(() => undefined);
     return run;
   }

@@ -1,4 +1,5 @@
 import { Server, ServerCredentials, type ServiceDefinition, type UntypedServiceImplementation } from "@grpc/grpc-js";
+import type { HealthImplementation } from "grpc-health-check";
 import {
   GRPCInferenceServiceService,
   ModelInferResponse,
@@ -36,6 +37,7 @@ const inferenceService: ServiceDefinition = {
 /** Starts the gRPC server and resolves with it and the port it is bound to. */
 export async function startGrpcServer(
   implementation: GRPCInferenceServiceServer,
+  health: HealthImplementation,
   options: GrpcServerOptions,
 ): Promise<{ server: Server; port: number }> {
   const server = new Server({
@@ -43,6 +45,7 @@ export async function startGrpcServer(
     "grpc.max_send_message_length": options.maxMessageSize,
   });
   server.addService(inferenceService, implementation as unknown as UntypedServiceImplementation);
+  health.addToServer(server);
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${options.host}:${options.port}`, ServerCredentials.createInsecure(), (error, bound) =>
       error ? reject(error) : resolve(bound),

@@ -1,4 +1,5 @@
-import { status } from "@grpc/grpc-js";
+import { credentials, makeClientConstructor, status } from "@grpc/grpc-js";
+import { service as healthService } from "grpc-health-check";
 import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
 import type { InferTensorContents, ModelInferRequest_InferInputTensor } from "../../../proto/gen/ts/grpc_service.js";
@@ -62,6 +63,28 @@ describe("data plane RPCs (real server over loopback)", function () {
       assert.equal((await call(client, "modelReady", { name: "identity_fp32", version: "1" })).ready, true);
       assert.equal((await call(client, "modelReady", { name: "identity_fp32", version: "9" })).ready, false);
       assert.equal((await call(client, "modelReady", { name: "no_such_model", version: "" })).ready, false);
+    });
+
+    it("answers grpc.health.v1 Check for liveness ('') and readiness (the inference service)", async () => {
+      const Health = makeClientConstructor(healthService, "grpc.health.v1.Health");
+      const health = new Health(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure());
+      const check = (service: string) =>
+        new Promise<unknown>((resolve, reject) =>
+          health.makeUnaryRequest(
+            "/grpc.health.v1.Health/Check",
+            (request: { service: string }) => healthService["Check"]!.requestSerialize(request),
+            (bytes: Buffer) => healthService["Check"]!.responseDeserialize(bytes),
+            { service },
+            (error, reply) => (error ? reject(error) : resolve(reply)),
+          ),
+        );
+      try {
+        assert.deepEqual(await check(""), { status: "SERVING" });
+        assert.deepEqual(await check("inference.GRPCInferenceService"), { status: "SERVING" });
+        await assert.rejects(check("no.such.Service"), { code: status.NOT_FOUND });
+      } finally {
+        health.close();
+      }
     });
 
     it("answers the KServe HTTP health endpoints on the metrics port", async () => {
