@@ -32,7 +32,10 @@ export interface Engine {
   close(): Promise<void>;
 }
 
-/** Builds an engine for a model, or throws a ConfigError if the model does not suit it. */
+/**
+ * Builds an engine for a model, or throws a ConfigError if the model does not suit it.
+ * `create` must do no I/O (connect lazily): the operator calls it to validate configs.
+ */
 export interface EngineFactory {
   /** The `backend` (or `platform`) value in config.pbtxt that selects this engine. */
   readonly backend: string;

@@ -11,6 +11,14 @@ const FACTORIES: ReadonlyMap<string, EngineFactory> = new Map(
 
 export const SUPPORTED_BACKENDS: readonly string[] = [...FACTORIES.keys()];
 
+/**
+ * Checks that a model can run on its engine without running it (the operator validates
+ * configs this way). Engines do no I/O when created; they connect on first use.
+ */
+export function checkEngine(spec: ModelSpec, source: string): void {
+  void createEngine(spec, source).close();
+}
+
 /** Creates the engine a model's config asks for, or throws a ConfigError naming the choices. */
 export function createEngine(spec: ModelSpec, source: string): Engine {
   const factory = FACTORIES.get(spec.backend);

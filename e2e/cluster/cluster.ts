@@ -1,0 +1,382 @@
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { generateKeyPairSync } from "node:crypto";
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { KubeConfig, KubernetesObjectApi, loadAllYaml, type KubernetesObject } from "@kubernetes/client-node";
+
+/**
+ * A real Kubernetes control plane on loopback for tests: etcd, kube-apiserver (RBAC on,
+ * token authentication, an audit log of the operator's writes), kube-controller-manager,
+ * kube-scheduler and kwok with fake nodes so pods get scheduled and become Ready. The
+ * binaries come from build.sh (built from pinned upstream Go modules, cached).
+ */
+
+const HERE = fileURLToPath(new URL(".", import.meta.url));
+/** Source folder of this file (the compiled file sits in dist/e2e/cluster). */
+const SOURCE_DIR = existsSync(join(HERE, "build.sh")) ? HERE : join(HERE, "..", "..", "..", "e2e", "cluster");
+export const REPO_ROOT = join(SOURCE_DIR, "..", "..");
+
+/** The identity the operator uses in tests; the audit log records its writes. */
+export const OPERATOR_USER = "dynamo-kserve-operator";
+const ADMIN_TOKEN = "admin-token-for-tests";
+const OPERATOR_TOKEN = "operator-token-for-tests";
+const FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node";
+const WRITE_VERBS = new Set(["create", "update", "patch", "delete", "deletecollection"]);
+
+export interface AuditEvent {
+  readonly verb: string;
+  readonly user: { readonly username: string };
+  readonly objectRef?: {
+    readonly resource?: string;
+    readonly namespace?: string;
+    readonly name?: string;
+    readonly subresource?: string;
+  };
+  readonly stage: string;
+  readonly responseStatus?: { readonly code?: number };
+}
+
+/** Builds (or finds cached) binaries and returns their folder. */
+export function clusterBinaries(): string {
+  if (process.env["DYNAMO_KSERVE_CLUSTER_BIN"]) return process.env["DYNAMO_KSERVE_CLUSTER_BIN"];
+  const output = execFileSync("bash", [join(SOURCE_DIR, "build.sh")], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return output.trim().split("\n").at(-1)!;
+}
+
+/** Reads a pinned version from versions.env. */
+export function pinnedVersion(name: string): string {
+  const line = readFileSync(join(SOURCE_DIR, "versions.env"), "utf8")
+    .split("\n")
+    .find((candidate) => candidate.startsWith(`${name}=`));
+  if (line === undefined) throw new Error(`${name} is not pinned in e2e/cluster/versions.env`);
+  return line.slice(name.length + 1).trim();
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+export class TestCluster {
+  readonly dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-cluster-"));
+  readonly adminKubeconfig = join(this.dir, "admin.kubeconfig");
+  readonly operatorKubeconfig = join(this.dir, "operator.kubeconfig");
+  private readonly auditLog = join(this.dir, "audit.log");
+  private readonly processes = new Map<string, ChildProcess>();
+  private apiServerPort = 0;
+  private etcdPort = 0;
+
+  private constructor(private readonly bin: string) {}
+
+  static async start(): Promise<TestCluster> {
+    const cluster = new TestCluster(clusterBinaries());
+    try {
+      await cluster.boot();
+    } catch (error) {
+      await cluster.stop();
+      throw error;
+    }
+    return cluster;
+  }
+
+  /** An admin KubeConfig for the test code itself. */
+  adminConfig(): KubeConfig {
+    const config = new KubeConfig();
+    config.loadFromFile(this.adminKubeconfig);
+    return config;
+  }
+
+  /** The operator's writes (create/update/patch/delete) recorded by the API server since `since` lines. */
+  operatorWrites(fromLine = 0): AuditEvent[] {
+    return this.auditEvents()
+      .slice(fromLine)
+      .filter((event) => event.user.username === OPERATOR_USER && WRITE_VERBS.has(event.verb));
+  }
+
+  /** How many audit events exist now: pass it to operatorWrites to count only what follows. */
+  auditMark(): number {
+    return this.auditEvents().length;
+  }
+
+  async stopApiServer(): Promise<void> {
+    await this.stopProcess("kube-apiserver");
+  }
+
+  async startApiServer(): Promise<void> {
+    this.spawn("kube-apiserver", this.apiServerArgs());
+    await this.waitForApiServer();
+  }
+
+  async stop(): Promise<void> {
+    for (const name of ["kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]) {
+      await this.stopProcess(name);
+    }
+    if (process.env["DYNAMO_KSERVE_KEEP_CLUSTER"] === undefined) rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  private auditEvents(): AuditEvent[] {
+    if (!existsSync(this.auditLog)) return [];
+    return readFileSync(this.auditLog, "utf8")
+      .split("\n")
+      .filter((line) => line.trim() !== "")
+      .map((line) => JSON.parse(line) as AuditEvent)
+      .filter((event) => event.stage === "ResponseComplete");
+  }
+
+  private async boot(): Promise<void> {
+    [this.etcdPort, this.apiServerPort] = await Promise.all([freePort(), freePort()]);
+    this.writeCredentials();
+    await this.startEtcd();
+    await this.startApiServer();
+    const kubeconfig = this.adminKubeconfig;
+    this.spawn("kube-controller-manager", [
+      `--kubeconfig=${kubeconfig}`,
+      `--authentication-kubeconfig=${kubeconfig}`,
+      `--authorization-kubeconfig=${kubeconfig}`,
+      "--leader-elect=false",
+      "--bind-address=127.0.0.1",
+      `--secure-port=${await freePort()}`,
+      `--service-account-private-key-file=${join(this.dir, "sa.key")}`,
+      `--root-ca-file=${join(this.dir, "pki", "apiserver.crt")}`,
+      "--controllers=*,-nodeipam,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-cloud-node-lifecycle,-ttl",
+    ]);
+    this.spawn("kube-scheduler", [
+      `--kubeconfig=${kubeconfig}`,
+      `--authentication-kubeconfig=${kubeconfig}`,
+      `--authorization-kubeconfig=${kubeconfig}`,
+      "--leader-elect=false",
+      "--bind-address=127.0.0.1",
+      `--secure-port=${await freePort()}`,
+    ]);
+    this.spawn("kwok", [
+      `--kubeconfig=${kubeconfig}`,
+      `--manage-nodes-with-annotation-selector=${FAKE_NODE_ANNOTATION}=fake`,
+      `--server-address=127.0.0.1:${await freePort()}`,
+    ]);
+    await this.createFakeNodes(2);
+    await this.installCrds();
+  }
+
+  private writeCredentials(): void {
+    const { publicKey, privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+    writeFileSync(join(this.dir, "sa.key"), privateKey.export({ type: "pkcs8", format: "pem" }));
+    writeFileSync(join(this.dir, "sa.pub"), publicKey.export({ type: "spki", format: "pem" }));
+    writeFileSync(
+      join(this.dir, "tokens.csv"),
+      [
+        `${ADMIN_TOKEN},admin,admin,"system:masters"`,
+        `${OPERATOR_TOKEN},${OPERATOR_USER},${OPERATOR_USER},"system:masters"`,
+        "",
+      ].join("\n"),
+    );
+    writeFileSync(
+      join(this.dir, "audit-policy.yaml"),
+      [
+        "apiVersion: audit.k8s.io/v1",
+        "kind: Policy",
+        "omitStages: [RequestReceived]",
+        "rules:",
+        "  - level: Metadata",
+        `    users: [${OPERATOR_USER}]`,
+        "    verbs: [create, update, patch, delete, deletecollection]",
+        "  - level: None",
+        "",
+      ].join("\n"),
+    );
+    for (const [file, token] of [
+      [this.adminKubeconfig, ADMIN_TOKEN],
+      [this.operatorKubeconfig, OPERATOR_TOKEN],
+    ] as const) {
+      writeFileSync(
+        file,
+        JSON.stringify({
+          apiVersion: "v1",
+          kind: "Config",
+          clusters: [
+            {
+              name: "test",
+              cluster: { server: `https://127.0.0.1:${this.apiServerPort}`, "insecure-skip-tls-verify": true },
+            },
+          ],
+          users: [{ name: "user", user: { token } }],
+          contexts: [{ name: "test", context: { cluster: "test", user: "user" } }],
+          "current-context": "test",
+        }),
+      );
+    }
+  }
+
+  private async startEtcd(): Promise<void> {
+    const peerPort = await freePort();
+    this.spawn("etcd", [
+      "--name=test",
+      `--data-dir=${join(this.dir, "etcd")}`,
+      `--listen-client-urls=http://127.0.0.1:${this.etcdPort}`,
+      `--advertise-client-urls=http://127.0.0.1:${this.etcdPort}`,
+      `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-cluster=test=http://127.0.0.1:${peerPort}`,
+      "--unsafe-no-fsync",
+      "--log-level=warn",
+    ]);
+    await waitFor("etcd", async () => (await fetch(`http://127.0.0.1:${this.etcdPort}/health`)).ok);
+  }
+
+  private apiServerArgs(): string[] {
+    mkdirSync(join(this.dir, "pki"), { recursive: true });
+    return [
+      `--etcd-servers=http://127.0.0.1:${this.etcdPort}`,
+      "--bind-address=127.0.0.1",
+      "--advertise-address=127.0.0.1",
+      `--secure-port=${this.apiServerPort}`,
+      `--cert-dir=${join(this.dir, "pki")}`,
+      `--token-auth-file=${join(this.dir, "tokens.csv")}`,
+      "--authorization-mode=RBAC",
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      `--service-account-key-file=${join(this.dir, "sa.pub")}`,
+      `--service-account-signing-key-file=${join(this.dir, "sa.key")}`,
+      "--service-cluster-ip-range=10.96.0.0/16",
+      `--audit-policy-file=${join(this.dir, "audit-policy.yaml")}`,
+      `--audit-log-path=${this.auditLog}`,
+      "--audit-log-format=json",
+      "--enable-priority-and-fairness=false",
+      "--profiling=false",
+    ];
+  }
+
+  private async waitForApiServer(): Promise<void> {
+    const url = `https://127.0.0.1:${this.apiServerPort}/readyz`;
+    await waitFor("kube-apiserver", async () => {
+      const { status } = await apiRequest(url);
+      return status === 200;
+    });
+  }
+
+  private async createFakeNodes(count: number): Promise<void> {
+    const api = KubernetesObjectApi.makeApiClient(this.adminConfig());
+    for (let i = 0; i < count; i++) {
+      await api.create({
+        apiVersion: "v1",
+        kind: "Node",
+        metadata: {
+          name: `kwok-node-${i}`,
+          annotations: { [FAKE_NODE_ANNOTATION]: "fake", "node.alpha.kubernetes.io/ttl": "0" },
+          labels: { type: "kwok", "kubernetes.io/hostname": `kwok-node-${i}`, "kubernetes.io/os": "linux" },
+        },
+        status: {
+          allocatable: { cpu: "32", memory: "256Gi", pods: "110" },
+          capacity: { cpu: "32", memory: "256Gi", pods: "110" },
+        },
+      } as KubernetesObject);
+    }
+  }
+
+  /** Our CRD from crds/, and the upstream ones later work needs, from their Go modules. */
+  private async installCrds(): Promise<void> {
+    const files = [
+      join(REPO_ROOT, "crds", "dynamokserve.dev_dynamokservemodels.yaml"),
+      join(
+        goModuleDir(
+          "sigs.k8s.io/gateway-api-inference-extension",
+          pinnedVersion("GATEWAY_API_INFERENCE_EXTENSION_VERSION"),
+        ),
+        "config/crd/bases/inference.networking.k8s.io_inferencepools.yaml",
+      ),
+      join(
+        goModuleDir("github.com/prometheus-operator/prometheus-operator", pinnedVersion("PROMETHEUS_OPERATOR_VERSION")),
+        "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
+      ),
+    ];
+    for (const file of files) {
+      for (const crd of loadAllYaml(readFileSync(file, "utf8")) as (KubernetesObject | null)[]) {
+        if (crd === null) continue;
+        // Sent as raw JSON: client-node's typed serializer would drop x-kubernetes-* keys.
+        const created = await this.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd);
+        if (created.status !== 201) throw new Error(`creating CRD ${crd.metadata?.name}: ${created.body}`);
+        await waitFor(`CRD ${crd.metadata?.name} established`, async () => {
+          const live = await this.request(
+            "GET",
+            `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata?.name}`,
+          );
+          const conditions = (JSON.parse(live.body) as { status?: { conditions?: { type: string; status: string }[] } })
+            .status?.conditions;
+          return conditions?.some((c) => c.type === "Established" && c.status === "True") ?? false;
+        });
+      }
+    }
+  }
+
+  /** A raw request to the API server as admin (test setup only). */
+  request(method: string, path: string, body?: unknown): Promise<{ status: number; body: string }> {
+    return apiRequest(`https://127.0.0.1:${this.apiServerPort}${path}`, method, body);
+  }
+
+  private spawn(name: string, args: string[]): void {
+    const log = createWriteStream(join(this.dir, `${name}.log`), { flags: "a" });
+    const child = spawn(join(this.bin, name), args, { stdio: ["ignore", "pipe", "pipe"] });
+    child.stdout!.pipe(log);
+    child.stderr!.pipe(log);
+    this.processes.set(name, child);
+  }
+
+  private async stopProcess(name: string): Promise<void> {
+    const child = this.processes.get(name);
+    this.processes.delete(name);
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+/** The folder of a Go module version, downloaded by the Go toolchain into its module cache. */
+export function goModuleDir(module: string, version: string): string {
+  const output = execFileSync("go", ["mod", "download", "-json", `${module}@${version}`], { encoding: "utf8" });
+  return (JSON.parse(output) as { Dir: string }).Dir;
+}
+
+/** A request to the API server as admin, skipping its self-signed certificate's verification. */
+async function apiRequest(url: string, method = "GET", body?: unknown): Promise<{ status: number; body: string }> {
+  const { request } = await import("node:https");
+  return new Promise((resolve, reject) => {
+    const outgoing = request(
+      url,
+      {
+        method,
+        rejectUnauthorized: false,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+      },
+      (response) => {
+        let text = "";
+        response.setEncoding("utf8");
+        response.on("data", (chunk: string) => (text += chunk));
+        response.on("end", () => resolve({ status: response.statusCode ?? 0, body: text }));
+      },
+    );
+    outgoing.on("error", reject);
+    outgoing.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}

@@ -1,0 +1,145 @@
+// Generated from crds/dynamokserve.dev_dynamokservemodels.yaml by scripts/gen-api-types.mjs. DO NOT EDIT: change the CRD and run `npm run api:gen`.
+
+export const GROUP = "dynamokserve.dev";
+export const VERSION = "v1alpha1";
+export const KIND = "DynamoKserveModel";
+export const PLURAL = "dynamokservemodels";
+
+/** Defaults the API server applies (from the schema's `default` values). */
+export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"grpcPort":8001,"metricsPort":8002,"logLevel":"info"} as const;
+
+/**
+ * What to serve and how to run it.
+ */
+export interface DynamoKserveModelSpec {
+  /**
+   * The name clients use for the model in inference requests (model_name). Defaults to metadata.name. If the config.pbtxt sets `name`, it must be this name.
+   */
+  modelName?: string;
+  /**
+   * Where the model's Triton configuration (triton_model_config, a config.pbtxt) comes from: a key of an existing ConfigMap, or inline text. Exactly one.
+   */
+  modelConfig: {
+    /**
+     * A key of a ConfigMap in this namespace. A key under `data` is read as config.pbtxt text; a key under `binaryData` as a binary serialized inference.ModelConfig.
+     */
+    configMapRef?: {
+      /**
+       * Name of the ConfigMap.
+       */
+      name: string;
+      /**
+       * Key within the ConfigMap.
+       */
+      key?: string;
+    };
+    /**
+     * The config.pbtxt text itself.
+     */
+    inline?: string;
+  };
+  /**
+   * Number of data-plane pods. Leave it unset to let something else own the count (a HorizontalPodAutoscaler); the operator then never writes the Deployment's replicas.
+   */
+  replicas?: number;
+  /**
+   * Data-plane container image. Defaults to the image the operator was started with.
+   */
+  image?: string;
+  /**
+   * Pull policy of the data-plane image.
+   */
+  imagePullPolicy?: "Always" | "IfNotPresent" | "Never";
+  /**
+   * CPU and memory requests and limits of the data-plane container.
+   */
+  resources?: {
+    /**
+     * Minimum resources, e.g. cpu: 500m, memory: 256Mi.
+     */
+    requests?: {
+      [k: string]: number | string | undefined;
+    };
+    /**
+     * Maximum resources, e.g. cpu: 2, memory: 1Gi.
+     */
+    limits?: {
+      [k: string]: number | string | undefined;
+    };
+  };
+  /**
+   * Port of the KServe v2 gRPC service (the Service port named grpc).
+   */
+  grpcPort?: number;
+  /**
+   * Port of the HTTP health and metrics endpoint (the Service port named metrics).
+   */
+  metricsPort?: number;
+  /**
+   * Largest gRPC message the data plane accepts or sends, in bytes (default 2 GiB - 1).
+   */
+  maxMessageSize?: number;
+  /**
+   * Data-plane log level.
+   */
+  logLevel?: "trace" | "debug" | "info" | "warn" | "error";
+}
+
+/**
+ * What the operator observed; written only by the operator.
+ */
+export interface DynamoKserveModelStatus {
+  /**
+   * The metadata.generation this status describes.
+   */
+  observedGeneration?: number;
+  /**
+   * The model name clients use.
+   */
+  modelName?: string;
+  /**
+   * The backend of the model's config (what runs it).
+   */
+  backend?: string;
+  /**
+   * The in-cluster gRPC address: <service>.<namespace>.svc:<port>.
+   */
+  endpoint?: string;
+  /**
+   * Data-plane pods that exist.
+   */
+  replicas?: number;
+  /**
+   * Data-plane pods that are ready to serve.
+   */
+  readyReplicas?: number;
+  /**
+   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention).
+   */
+  conditions?: {
+    /**
+     * Condition type.
+     */
+    type: string;
+    /**
+     * True, False or Unknown.
+     */
+    status: "True" | "False" | "Unknown";
+    /**
+     * The metadata.generation the condition was set for.
+     */
+    observedGeneration?: number;
+    /**
+     * When the status last changed.
+     */
+    lastTransitionTime: string;
+    /**
+     * A CamelCase reason a program can match.
+     */
+    reason: string;
+    /**
+     * What a person should know, and what to do.
+     */
+    message: string;
+  }[];
+}

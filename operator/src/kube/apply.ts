@@ -1,0 +1,99 @@
+import { createHash } from "node:crypto";
+import { PatchStrategy, type KubernetesObject, type KubernetesObjectApi } from "@kubernetes/client-node";
+import { OPERATOR_NAME } from "../resources/names.js";
+
+/** Annotation holding a hash of what the operator last applied to an object. */
+export const APPLIED_HASH_ANNOTATION = "dynamokserve.dev/applied-hash";
+
+export type ApplyResult = { readonly changed: boolean; readonly object: KubernetesObject };
+
+/**
+ * Server-side apply with our field manager, skipped when it would change nothing: the
+ * live object carries the hash of this exact desired state (so no field we used to set
+ * needs removing) and still holds every desired value (so nobody has drifted it). A
+ * steady state therefore makes no API writes; drift or a spec change makes exactly one.
+ */
+export async function applyIfChanged(
+  api: KubernetesObjectApi,
+  desired: KubernetesObject,
+  live: KubernetesObject | undefined,
+): Promise<ApplyResult> {
+  const hash = hashOf(desired);
+  if (live !== undefined && live.metadata?.annotations?.[APPLIED_HASH_ANNOTATION] === hash && contains(live, desired)) {
+    return { changed: false, object: live };
+  }
+  const body: KubernetesObject = {
+    ...desired,
+    metadata: {
+      ...desired.metadata,
+      annotations: { ...desired.metadata?.annotations, [APPLIED_HASH_ANNOTATION]: hash },
+    },
+  };
+  const object = await api.patch(body, undefined, undefined, OPERATOR_NAME, true, PatchStrategy.ServerSideApply);
+  return { changed: true, object };
+}
+
+export function hashOf(value: unknown): string {
+  return createHash("sha256").update(canonicalJson(value)).digest("hex").slice(0, 16);
+}
+
+/** JSON with object keys sorted, so equal values hash equally. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, nested: unknown) =>
+    nested !== null && typeof nested === "object" && !Array.isArray(nested)
+      ? Object.fromEntries(Object.entries(nested).sort(([a], [b]) => a.localeCompare(b)))
+      : nested,
+  );
+}
+
+/**
+ * Does `live` hold every value of `desired`? Extra fields in `live` (defaults, other
+ * managers' fields, status) are fine; lists must match element by element. Resource
+ * quantities compare by value, as the API server rewrites them ("1000m" -> "1").
+ */
+export function contains(live: unknown, desired: unknown, inResources = false): boolean {
+  if (Array.isArray(desired)) {
+    return (
+      Array.isArray(live) &&
+      live.length === desired.length &&
+      desired.every((item, index) => contains(live[index], item, inResources))
+    );
+  }
+  if (desired !== null && typeof desired === "object") {
+    if (live === null || typeof live !== "object" || Array.isArray(live)) return false;
+    const liveObject = live as Record<string, unknown>;
+    return Object.entries(desired).every(([key, value]) =>
+      contains(liveObject[key], value, inResources || key === "resources"),
+    );
+  }
+  if (inResources && typeof desired === "string" && typeof live === "string") {
+    const [a, b] = [quantityValue(desired), quantityValue(live)];
+    if (a !== undefined && b !== undefined) return Math.abs(a - b) <= Math.abs(a) * 1e-12;
+  }
+  return live === desired;
+}
+
+const QUANTITY_SUFFIXES: Readonly<Record<string, number>> = {
+  n: 1e-9,
+  u: 1e-6,
+  m: 1e-3,
+  "": 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+};
+
+function quantityValue(text: string): number | undefined {
+  const match = /^([+-]?\d*\.?\d+(?:[eE][+-]?\d+)?)([a-zA-Z]*)$/.exec(text);
+  const scale = match === null ? undefined : QUANTITY_SUFFIXES[match[2] as string];
+  return scale === undefined ? undefined : Number(match![1]) * scale;
+}

@@ -1,0 +1,108 @@
+import type { Logger } from "pino";
+import { errorMessage } from "../../../dataplane/src/errors.js";
+
+export interface QueueMetrics {
+  depth(value: number): void;
+  added(): void;
+  retried(): void;
+}
+
+export interface WorkQueueOptions {
+  readonly name: string;
+  readonly workers: number;
+  /** Delay after the first failure of a key; doubles with each further failure. */
+  readonly baseDelayMs: number;
+  readonly maxDelayMs: number;
+  readonly logger: Logger;
+  readonly metrics?: QueueMetrics;
+}
+
+/**
+ * A work queue in the manner of client-go's: a key is queued at most once, a key is
+ * handled by at most one worker at a time (one added while it is being handled runs again
+ * afterwards), N workers, and a key whose handler fails comes back after an exponentially
+ * growing delay (reset when it succeeds).
+ */
+export class WorkQueue {
+  private readonly queue: string[] = [];
+  private readonly queued = new Set<string>();
+  private readonly processing = new Set<string>();
+  private readonly dirty = new Set<string>();
+  private readonly failures = new Map<string, number>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly idleWorkers: (() => void)[] = [];
+  private running = false;
+  private workers: Promise<void>[] = [];
+
+  constructor(
+    private readonly handler: (key: string) => Promise<void>,
+    private readonly options: WorkQueueOptions,
+  ) {}
+
+  add(key: string): void {
+    if (!this.running) return;
+    this.options.metrics?.added();
+    if (this.processing.has(key)) {
+      this.dirty.add(key);
+      return;
+    }
+    if (this.queued.has(key)) return;
+    this.queued.add(key);
+    this.queue.push(key);
+    this.options.metrics?.depth(this.queue.length);
+    this.idleWorkers.shift()?.();
+  }
+
+  addAfter(key: string, delayMs: number): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      this.add(key);
+    }, delayMs);
+    timer.unref();
+    this.timers.add(timer);
+  }
+
+  get length(): number {
+    return this.queue.length;
+  }
+
+  start(): void {
+    this.running = true;
+    this.workers = Array.from({ length: this.options.workers }, () => this.work());
+  }
+
+  /** Stops taking keys and waits for the handlers in progress to finish. */
+  async stop(): Promise<void> {
+    this.running = false;
+    for (const timer of this.timers) clearTimeout(timer);
+    this.idleWorkers.splice(0).forEach((wake) => wake());
+    await Promise.all(this.workers);
+  }
+
+  private async work(): Promise<void> {
+    while (this.running) {
+      const key = this.queue.shift();
+      if (key === undefined) {
+        await new Promise<void>((resolve) => this.idleWorkers.push(resolve));
+        continue;
+      }
+      this.options.metrics?.depth(this.queue.length);
+      this.queued.delete(key);
+      this.processing.add(key);
+      try {
+        await this.handler(key);
+        this.failures.delete(key);
+      } catch (error) {
+        const failures = (this.failures.get(key) ?? 0) + 1;
+        this.failures.set(key, failures);
+        const delay = Math.min(this.options.maxDelayMs, this.options.baseDelayMs * 2 ** (failures - 1));
+        this.options.logger.warn({ key, err: errorMessage(error), retryInMs: delay }, "reconcile failed; will retry");
+        this.options.metrics?.retried();
+        this.addAfter(key, delay);
+      } finally {
+        this.processing.delete(key);
+        if (this.dirty.delete(key)) this.add(key);
+      }
+    }
+  }
+}

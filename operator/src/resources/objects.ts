@@ -1,0 +1,153 @@
+import type { V1ConfigMap, V1Deployment, V1ResourceRequirements, V1Service } from "@kubernetes/client-node";
+import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
+import type { ValidConfig } from "./model-config.js";
+import { labelsFor, MODEL_REPOSITORY_PATH, objectNames, ownerReference, selectorFor } from "./names.js";
+
+/**
+ * Pure desired-state builders: a DynamoKserveModel (plus what was observed) in, the
+ * objects it should own out. No I/O; the controller applies what these return.
+ */
+
+/** Operator-wide settings the builders need. */
+export interface BuildSettings {
+  /** The data-plane image used when spec.image is unset. */
+  readonly dataplaneImage: string;
+}
+
+/** The gRPC health service name whose status is a data-plane pod's readiness. */
+const READINESS_SERVICE = "inference.GRPCInferenceService";
+const UNPRIVILEGED_USER = 65532;
+
+function metadataFor(model: DynamoKserveModel, name: string) {
+  return {
+    name,
+    namespace: model.metadata.namespace,
+    labels: labelsFor(model),
+    ownerReferences: [ownerReference(model)],
+  };
+}
+
+/** Resource quantities as strings, the form Kubernetes returns them in (2 -> "2"). */
+function quantities(resources: NonNullable<DynamoKserveModel["spec"]["resources"]>): V1ResourceRequirements {
+  const asStrings = (values: Record<string, string | number | undefined> | undefined) =>
+    values === undefined
+      ? undefined
+      : Object.fromEntries(Object.entries(values).map(([key, value]) => [key, String(value)]));
+  return {
+    ...(resources.requests !== undefined ? { requests: asStrings(resources.requests) } : {}),
+    ...(resources.limits !== undefined ? { limits: asStrings(resources.limits) } : {}),
+  };
+}
+
+export function portsOf(model: DynamoKserveModel): { grpc: number; metrics: number } {
+  return {
+    grpc: model.spec.grpcPort ?? SPEC_DEFAULTS.grpcPort,
+    metrics: model.spec.metricsPort ?? SPEC_DEFAULTS.metricsPort,
+  };
+}
+
+/** The ConfigMap mounted as the data plane's model repository: one file, the model's config. */
+export function desiredConfigMap(model: DynamoKserveModel, config: ValidConfig): V1ConfigMap {
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: metadataFor(model, objectNames(model).configMap),
+    ...(config.text !== undefined ? { data: { [config.fileName]: config.text } } : {}),
+    ...(config.binaryBase64 !== undefined ? { binaryData: { [config.fileName]: config.binaryBase64 } } : {}),
+  };
+}
+
+/** The Service: `grpc` with appProtocol kubernetes.io/h2c (gRPC without TLS), `metrics` over http. */
+export function desiredService(model: DynamoKserveModel): V1Service {
+  const ports = portsOf(model);
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: metadataFor(model, objectNames(model).service),
+    spec: {
+      type: "ClusterIP",
+      selector: selectorFor(model),
+      ports: [
+        { name: "grpc", port: ports.grpc, targetPort: "grpc", protocol: "TCP", appProtocol: "kubernetes.io/h2c" },
+        { name: "metrics", port: ports.metrics, targetPort: "metrics", protocol: "TCP", appProtocol: "http" },
+      ],
+    },
+  };
+}
+
+/**
+ * The data-plane Deployment. Config changes reach pods through the mounted ConfigMap
+ * (the data plane reloads them), so the pod template carries no config hash: only
+ * changes to the template itself roll pods.
+ */
+export function desiredDeployment(model: DynamoKserveModel, settings: BuildSettings): V1Deployment {
+  const { spec } = model;
+  const ports = portsOf(model);
+  const args = [
+    "dataplane",
+    "--model-repository",
+    MODEL_REPOSITORY_PATH,
+    "--grpc-port",
+    String(ports.grpc),
+    "--metrics-port",
+    String(ports.metrics),
+    "--log-level",
+    spec.logLevel ?? SPEC_DEFAULTS.logLevel,
+    ...(spec.maxMessageSize !== undefined ? ["--max-message-size", String(spec.maxMessageSize)] : []),
+  ];
+  const labels = labelsFor(model);
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: metadataFor(model, objectNames(model).deployment),
+    spec: {
+      // Unset replicas leave the count to whoever owns it (an HPA); the field is not applied.
+      ...(spec.replicas !== undefined ? { replicas: spec.replicas } : {}),
+      selector: { matchLabels: selectorFor(model) },
+      template: {
+        metadata: { labels },
+        spec: {
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: UNPRIVILEGED_USER,
+            runAsGroup: UNPRIVILEGED_USER,
+            fsGroup: UNPRIVILEGED_USER,
+            seccompProfile: { type: "RuntimeDefault" },
+          },
+          containers: [
+            {
+              name: "dataplane",
+              image: spec.image ?? settings.dataplaneImage,
+              ...(spec.imagePullPolicy !== undefined ? { imagePullPolicy: spec.imagePullPolicy } : {}),
+              args,
+              ports: [
+                { name: "grpc", containerPort: ports.grpc, protocol: "TCP" },
+                { name: "metrics", containerPort: ports.metrics, protocol: "TCP" },
+              ],
+              livenessProbe: { grpc: { port: ports.grpc }, periodSeconds: 10, failureThreshold: 3 },
+              readinessProbe: { grpc: { port: ports.grpc, service: READINESS_SERVICE }, periodSeconds: 5 },
+              ...(spec.resources !== undefined ? { resources: quantities(spec.resources) } : {}),
+              securityContext: {
+                allowPrivilegeEscalation: false,
+                readOnlyRootFilesystem: true,
+                runAsNonRoot: true,
+                capabilities: { drop: ["ALL"] },
+                seccompProfile: { type: "RuntimeDefault" },
+              },
+              volumeMounts: [
+                { name: "model-config", mountPath: MODEL_REPOSITORY_PATH, readOnly: true },
+                { name: "tmp", mountPath: "/tmp" },
+              ],
+            },
+          ],
+          volumes: [
+            { name: "model-config", configMap: { name: objectNames(model).configMap } },
+            { name: "tmp", emptyDir: {} },
+          ],
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,144 @@
+import type { V1Deployment } from "@kubernetes/client-node";
+import type { Condition, ConditionType, DynamoKserveModel, DynamoKserveModelStatus } from "../api/v1alpha1.js";
+import type { ConfigCheck } from "./model-config.js";
+import { objectNames, servedModelName } from "./names.js";
+import { portsOf } from "./objects.js";
+
+/** What the controller observed for one model, the input of the status builder. */
+export interface Observed {
+  readonly config: ConfigCheck;
+  /** The owned Deployment, if it exists. */
+  readonly deployment: V1Deployment | undefined;
+}
+
+/** A condition that changed status: worth a Kubernetes Event. */
+export interface Transition {
+  readonly type: "Normal" | "Warning";
+  readonly reason: string;
+  readonly message: string;
+}
+
+type ConditionValue = Pick<Condition, "status" | "reason" | "message">;
+
+/**
+ * The status a model should have given what was observed, and the condition changes
+ * worth an Event. Pure: `now` is passed in; a condition keeps its lastTransitionTime
+ * while its status does not change, so an unchanged world yields an identical status.
+ */
+export function desiredStatus(
+  model: DynamoKserveModel,
+  observed: Observed,
+  now: string,
+): { status: DynamoKserveModelStatus; transitions: Transition[] } {
+  const endpoint = `${objectNames(model).service}.${model.metadata.namespace}.svc:${portsOf(model).grpc}`;
+  const configValid = configCondition(observed.config);
+  const available = availableCondition(observed);
+  const degraded = degradedCondition(observed);
+  const ready: ConditionValue =
+    configValid.status !== "True"
+      ? { status: "False", reason: "ConfigInvalid", message: `ConfigValid is False: ${configValid.message}` }
+      : available.status !== "True"
+        ? { status: "False", reason: available.reason, message: available.message }
+        : { status: "True", reason: "Ready", message: `model '${servedModelName(model)}' is served at ${endpoint}` };
+  const values: Record<ConditionType, ConditionValue> = {
+    Ready: ready,
+    ConfigValid: configValid,
+    Available: available,
+    Degraded: degraded,
+  };
+  const previous = model.status?.conditions ?? [];
+  const generation = model.metadata.generation ?? 0;
+  const transitions: Transition[] = [];
+  const conditions = (Object.keys(values) as ConditionType[]).map((type): Condition => {
+    const value = values[type];
+    const before = previous.find((condition) => condition.type === type);
+    const changed = before?.status !== value.status;
+    if (changed) transitions.push(transitionOf(type, value));
+    return {
+      type,
+      ...value,
+      observedGeneration: generation,
+      lastTransitionTime: changed || before === undefined ? now : before.lastTransitionTime,
+    };
+  });
+  const deploymentStatus = observed.deployment?.status;
+  return {
+    status: {
+      observedGeneration: generation,
+      modelName: servedModelName(model),
+      ...(observed.config.valid
+        ? { backend: observed.config.backend }
+        : model.status?.backend !== undefined
+          ? { backend: model.status.backend }
+          : {}),
+      endpoint,
+      replicas: deploymentStatus?.replicas ?? 0,
+      readyReplicas: deploymentStatus?.readyReplicas ?? 0,
+      conditions,
+    },
+    transitions,
+  };
+}
+
+function configCondition(config: ConfigCheck): ConditionValue {
+  return config.valid
+    ? { status: "True", reason: "Valid", message: `the config parses and backend '${config.backend}' can run it` }
+    : { status: "False", reason: config.reason, message: config.message };
+}
+
+function availableCondition({ deployment, config }: Observed): ConditionValue {
+  if (deployment === undefined) {
+    return config.valid
+      ? { status: "False", reason: "DeploymentPending", message: "the data-plane Deployment is being created" }
+      : {
+          status: "False",
+          reason: "NoValidConfig",
+          message: "no data plane runs: the model has never had a valid config",
+        };
+  }
+  const wanted = deployment.spec?.replicas ?? 1;
+  const ready = deployment.status?.readyReplicas ?? 0;
+  const available = deployment.status?.availableReplicas ?? 0;
+  if (wanted === 0)
+    return { status: "False", reason: "ScaledToZero", message: "replicas is 0; no pod serves the model" };
+  if (available > 0) {
+    return { status: "True", reason: "MinimumReplicasAvailable", message: `${ready}/${wanted} data-plane pods ready` };
+  }
+  return {
+    status: "False",
+    reason: "NoReplicasAvailable",
+    message: `0/${wanted} data-plane pods ready; see \`kubectl describe deployment ${deployment.metadata?.name}\``,
+  };
+}
+
+function degradedCondition({ deployment, config }: Observed): ConditionValue {
+  if (!config.valid && deployment !== undefined) {
+    return {
+      status: "True",
+      reason: "ServingLastValidConfig",
+      message: `the new config is rejected (${config.reason}); pods keep serving the last valid one`,
+    };
+  }
+  const failing = deployment?.status?.conditions?.find(
+    (condition) =>
+      (condition.type === "Progressing" && condition.status === "False") ||
+      (condition.type === "ReplicaFailure" && condition.status === "True"),
+  );
+  if (failing !== undefined) {
+    return {
+      status: "True",
+      reason: failing.reason ?? "DeploymentFailing",
+      message: failing.message ?? `Deployment condition ${failing.type} is ${failing.status}`,
+    };
+  }
+  return { status: "False", reason: "AsExpected", message: "nothing needs attention" };
+}
+
+function transitionOf(type: ConditionType, value: ConditionValue): Transition {
+  const good = type === "Degraded" ? value.status === "False" : value.status === "True";
+  return {
+    type: good ? "Normal" : "Warning",
+    reason: value.reason,
+    message: `${type}=${value.status}: ${value.message}`,
+  };
+}

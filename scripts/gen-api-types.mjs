@@ -1,0 +1,71 @@
+#!/usr/bin/env node
+// Generates operator/src/api/v1alpha1.generated.ts from the CRD in crds/ (the source of
+// truth): TypeScript types for spec and status, and the schema's defaults as constants.
+// With --check, fails if the checked-in file differs.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { compile } from "json-schema-to-typescript";
+import { parse } from "yaml";
+import { syncGenerated } from "./lib/generated.mjs";
+
+const root = new URL("..", import.meta.url).pathname;
+const crdFile = "crds/dynamokserve.dev_dynamokservemodels.yaml";
+const crd = parse(readFileSync(join(root, crdFile), "utf8"));
+const version = crd.spec.versions.find((candidate) => candidate.storage);
+const schema = version.schema.openAPIV3Schema;
+
+/** Kubernetes' OpenAPI dialect -> plain JSON Schema: drop x-kubernetes-* and CEL. */
+function plain(node) {
+  if (Array.isArray(node)) return node.map(plain);
+  if (node === null || typeof node !== "object") return node;
+  return Object.fromEntries(
+    Object.entries(node)
+      .filter(([key]) => !key.startsWith("x-kubernetes-"))
+      .map(([key, value]) => [key, key === "properties" ? mapValues(value, plain) : plain(value)]),
+  );
+}
+const mapValues = (object, fn) => Object.fromEntries(Object.entries(object).map(([k, v]) => [k, fn(v)]));
+
+/** The `default` of every property, nested objects included, as one object. */
+function defaultsOf(node) {
+  const result = {};
+  for (const [key, property] of Object.entries(node.properties ?? {})) {
+    if (property.default !== undefined) result[key] = property.default;
+    else if (property.type === "object" && property.properties) {
+      const nested = defaultsOf(property);
+      if (Object.keys(nested).length > 0) result[key] = nested;
+    }
+  }
+  return result;
+}
+
+const options = { additionalProperties: false, bannerComment: "", format: true, strictIndexSignatures: true };
+const spec = await compile({ ...plain(schema.properties.spec), title: "DynamoKserveModelSpec" }, "Spec", options);
+const status = await compile(
+  { ...plain(schema.properties.status), title: "DynamoKserveModelStatus" },
+  "Status",
+  options,
+);
+const content = [
+  `// Generated from ${crdFile} by scripts/gen-api-types.mjs. DO NOT EDIT: change the CRD and run \`npm run api:gen\`.`,
+  "",
+  `export const GROUP = ${JSON.stringify(crd.spec.group)};`,
+  `export const VERSION = ${JSON.stringify(version.name)};`,
+  `export const KIND = ${JSON.stringify(crd.spec.names.kind)};`,
+  `export const PLURAL = ${JSON.stringify(crd.spec.names.plural)};`,
+  "",
+  "/** Defaults the API server applies (from the schema's `default` values). */",
+  `export const SPEC_DEFAULTS = ${JSON.stringify(defaultsOf(schema.properties.spec))} as const;`,
+  "",
+  spec.trim(),
+  "",
+  status.trim(),
+  "",
+].join("\n");
+syncGenerated({
+  label: "api",
+  dir: join(root, "operator", "src", "api"),
+  files: new Map([["v1alpha1.generated.ts", content]]),
+  check: process.argv.includes("--check"),
+  owned: (file) => file.endsWith(".generated.ts"),
+});
