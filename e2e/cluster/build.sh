@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes components the tests run, from pinned upstream Go modules,
 # with this machine's Go. Output: $DYNAMO_KSERVE_CACHE/cluster/<versions>/bin/{etcd,
-# kube-apiserver,kube-controller-manager,kube-scheduler,kwok}. A finished build is reused
+# kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kwok}. A finished build is reused
 # (CI's fresh clone on the same machine skips straight to the tests).
 #
 # k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces every k8s.io/<staging>
@@ -14,7 +14,7 @@ source "$here/versions.env"
 cache="${DYNAMO_KSERVE_CACHE:-$HOME/.cache/dynamo-kserve}"
 out="$cache/cluster/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
 bin="$out/bin"
-components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
 
 complete() {
   for component in "${components[@]}"; do [[ -x "$bin/$component" ]] || return 1; done
@@ -55,10 +55,11 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
   go mod tidy >/dev/null 2>&1 || go mod download
-  for component in kube-apiserver kube-controller-manager kube-scheduler; do
+  for component in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     if [[ ! -x "$bin/$component" ]]; then
       echo "cluster: building $component $KUBERNETES_VERSION (slow the first time)"
       go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION" \

@@ -328,8 +328,8 @@ export class TestCluster {
   }
 
   /** A raw request to the API server as admin (test setup only). */
-  request(method: string, path: string, body?: unknown): Promise<{ status: number; body: string }> {
-    return apiRequest(`https://127.0.0.1:${this.apiServerPort}${path}`, method, body);
+  request(method: string, path: string, body?: unknown, accept?: string): Promise<{ status: number; body: string }> {
+    return apiRequest(`https://127.0.0.1:${this.apiServerPort}${path}`, method, body, accept);
   }
 
   private spawn(name: string, args: string[]): void {
@@ -359,7 +359,12 @@ export function goModuleDir(module: string, version: string): string {
 }
 
 /** A request to the API server as admin, skipping its self-signed certificate's verification. */
-async function apiRequest(url: string, method = "GET", body?: unknown): Promise<{ status: number; body: string }> {
+async function apiRequest(
+  url: string,
+  method = "GET",
+  body?: unknown,
+  accept = "application/json",
+): Promise<{ status: number; body: string }> {
   const { request } = await import("node:https");
   return new Promise((resolve, reject) => {
     const outgoing = request(
@@ -367,7 +372,7 @@ async function apiRequest(url: string, method = "GET", body?: unknown): Promise<
       {
         method,
         rejectUnauthorized: false,
-        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json", accept },
       },
       (response) => {
         let text = "";

@@ -19,7 +19,9 @@ export async function applyIfChanged(
   live: KubernetesObject | undefined,
 ): Promise<ApplyResult> {
   const hash = hashOf(desired);
-  if (live !== undefined && live.metadata?.annotations?.[APPLIED_HASH_ANNOTATION] === hash && contains(live, desired)) {
+  // Objects from a list response carry no apiVersion/kind; the cache already knows them.
+  const { apiVersion: _apiVersion, kind: _kind, ...fields } = desired;
+  if (live !== undefined && live.metadata?.annotations?.[APPLIED_HASH_ANNOTATION] === hash && contains(live, fields)) {
     return { changed: false, object: live };
   }
   const body: KubernetesObject = {

@@ -106,16 +106,17 @@ export class WatchedObjects<T extends KubernetesObject> {
       await informer.start().catch(onFailure);
       if (!failedSinceStart) failures = 0;
     };
-    const stopped = (): boolean => this.stopped;
-    const logger = this.options.logger;
-    function onFailure(this: void, error: unknown): void {
+    const onFailure = (error: unknown): void => {
       failedSinceStart = true;
-      if (stopped()) return;
+      if (this.stopped) return;
       const delay = Math.min(maxMs, initialMs * 2 ** failures);
       failures++;
-      logger.warn({ kind, namespace, err: errorMessage(error), retryInMs: delay }, "watch failed; restarting");
+      this.options.logger.warn(
+        { kind, namespace, err: errorMessage(error), retryInMs: delay },
+        "watch failed; restarting",
+      );
       setTimeout(() => void restart(), delay).unref();
-    }
+    };
     informer.on("error", onFailure);
     await restart();
     await synced;

@@ -10,11 +10,18 @@ export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
 /** Where the model's configuration is mounted in data-plane pods (the model repository). */
 export const MODEL_REPOSITORY_PATH = "/models";
 
-/** Names of the objects one DynamoKserveModel owns. */
-export function objectNames(model: DynamoKserveModel): { deployment: string; service: string; configMap: string } {
-  const name = model.metadata.name;
+export interface OwnedNames {
+  readonly deployment: string;
+  readonly service: string;
+  readonly configMap: string;
+}
+
+/** Names of the objects the DynamoKserveModel called `name` owns. */
+export function ownedNames(name: string): OwnedNames {
   return { deployment: name, service: name, configMap: `${name}-model-config` };
 }
+
+export const objectNames = (model: DynamoKserveModel): OwnedNames => ownedNames(model.metadata.name);
 
 /** Labels on every owned object and on the data-plane pods. */
 export function labelsFor(model: DynamoKserveModel): Record<string, string> {

@@ -53,7 +53,8 @@ export function desiredStatus(
     const value = values[type];
     const before = previous.find((condition) => condition.type === type);
     const changed = before?.status !== value.status;
-    if (changed) transitions.push(transitionOf(type, value));
+    // Events tell of changes; of a model's first conditions, only whether its config is valid.
+    if (changed && (before !== undefined || type === "ConfigValid")) transitions.push(transitionOf(type, value));
     return {
       type,
       ...value,

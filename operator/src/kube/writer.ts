@@ -1,0 +1,118 @@
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  KubernetesObjectApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+  type KubernetesObject,
+} from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import { GROUP, PLURAL, VERSION, type DynamoKserveModel, type DynamoKserveModelStatus } from "../api/v1alpha1.js";
+import { OPERATOR_NAME } from "../resources/names.js";
+import type { Transition } from "../resources/status.js";
+import { APPLIED_HASH_ANNOTATION, applyIfChanged, canonicalJson, hashOf, type ApplyResult } from "./apply.js";
+import type { OperatorMetrics } from "./metrics.js";
+
+/**
+ * Every write the operator makes goes through here: server-side apply of owned objects,
+ * status updates and Events, each counted in dynamo_operator_api_writes_total.
+ */
+/** How long a cached object may lag behind an apply we made before it counts as drift. */
+const CACHE_LAG_WINDOW_MS = 10_000;
+
+export class KubeWriter {
+  private readonly recentApplies = new Map<string, { hash: string; at: number; object: KubernetesObject }>();
+  private readonly objects: KubernetesObjectApi;
+  private readonly custom: CustomObjectsApi;
+  private readonly core: CoreV1Api;
+
+  constructor(
+    config: KubeConfig,
+    private readonly metrics: OperatorMetrics,
+    private readonly logger?: Logger,
+  ) {
+    this.objects = KubernetesObjectApi.makeApiClient(config);
+    this.custom = config.makeApiClient(CustomObjectsApi);
+    this.core = config.makeApiClient(CoreV1Api);
+  }
+
+  /**
+   * Applies an owned object unless it would change nothing. For a short while after an
+   * apply, a cached copy that does not carry the applied hash yet is taken as the watch
+   * lagging behind our own write (not as drift), so the same apply is not sent twice.
+   */
+  async apply(desired: KubernetesObject, live: KubernetesObject | undefined): Promise<ApplyResult> {
+    const key = `${desired.kind}/${desired.metadata?.namespace}/${desired.metadata?.name}`;
+    const hash = hashOf(desired);
+    const recent = this.recentApplies.get(key);
+    const lagging = live?.metadata?.annotations?.[APPLIED_HASH_ANNOTATION] !== hash;
+    if (recent !== undefined && recent.hash === hash && lagging && Date.now() - recent.at < CACHE_LAG_WINDOW_MS) {
+      return { changed: false, object: recent.object };
+    }
+    const result = await applyIfChanged(this.objects, desired, live);
+    if (result.changed) {
+      this.recentApplies.set(key, { hash, at: Date.now(), object: result.object });
+      this.metrics.apiWrites.inc({ verb: "apply", resource: desired.kind?.toLowerCase() ?? "" });
+    }
+    return result;
+  }
+
+  /** Forgets what was applied for objects of a deleted model. */
+  forget(namespace: string, names: readonly string[]): void {
+    for (const key of this.recentApplies.keys()) {
+      const [, keyNamespace, keyName] = key.split("/");
+      if (keyNamespace === namespace && names.includes(keyName ?? "")) this.recentApplies.delete(key);
+    }
+  }
+
+  /** Applies the status (our field manager owns it all) when it differs from what is there. */
+  async status(model: DynamoKserveModel, status: DynamoKserveModelStatus): Promise<boolean> {
+    if (canonicalJson(model.status ?? {}) === canonicalJson(status)) return false;
+    this.logger?.debug({ model: model.metadata.name, before: model.status, after: status }, "status changed");
+    await this.custom.patchNamespacedCustomObjectStatus(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: model.metadata.namespace,
+        plural: PLURAL,
+        name: model.metadata.name,
+        body: { apiVersion: model.apiVersion, kind: model.kind, metadata: { name: model.metadata.name }, status },
+        fieldManager: OPERATOR_NAME,
+        force: true,
+      },
+      setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply),
+    );
+    this.metrics.apiWrites.inc({ verb: "apply", resource: "dynamokservemodels/status" });
+    return true;
+  }
+
+  /** Records a Kubernetes Event on the model (what `kubectl describe dkm` shows). */
+  async event(model: DynamoKserveModel, transition: Transition): Promise<void> {
+    const now = new Date();
+    await this.core.createNamespacedEvent({
+      namespace: model.metadata.namespace,
+      body: {
+        metadata: { generateName: `${model.metadata.name}.`, namespace: model.metadata.namespace },
+        involvedObject: {
+          apiVersion: model.apiVersion,
+          kind: model.kind,
+          name: model.metadata.name,
+          namespace: model.metadata.namespace,
+          uid: model.metadata.uid,
+          resourceVersion: model.metadata.resourceVersion,
+        },
+        type: transition.type,
+        reason: transition.reason,
+        message: transition.message,
+        source: { component: OPERATOR_NAME },
+        reportingComponent: OPERATOR_NAME,
+        reportingInstance: OPERATOR_NAME,
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      },
+    });
+    this.metrics.apiWrites.inc({ verb: "create", resource: "events" });
+  }
+}

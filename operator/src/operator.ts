@@ -1,0 +1,159 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import {
+  KubeConfig,
+  KubernetesObjectApi,
+  type KubernetesObject,
+  type V1ConfigMap,
+  type V1Deployment,
+  type V1Service,
+} from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import { API_VERSION, KIND, PLURAL, type DynamoKserveModel } from "./api/v1alpha1.js";
+import { DynamoKserveModelController, keyOf, type ModelCaches } from "./controllers/dynamokservemodel.js";
+import { WatchedObjects, type WatchedKind } from "./kube/informer.js";
+import { OperatorMetrics } from "./kube/metrics.js";
+import { WorkQueue } from "./kube/queue.js";
+import { KubeWriter } from "./kube/writer.js";
+import { MANAGED_BY_LABEL, OPERATOR_NAME } from "./resources/names.js";
+
+export interface OperatorOptions {
+  /** Path of a kubeconfig; undefined loads the default (in-cluster, $KUBECONFIG, ~/.kube/config). */
+  readonly kubeconfig: string | undefined;
+  /** Namespaces to manage; empty means all. */
+  readonly namespaces: readonly string[];
+  readonly dataplaneImage: string;
+  readonly workers: number;
+  readonly httpHost: string;
+  readonly httpPort: number;
+  /** Every model is reconciled again this often, as a safety net behind the watches. */
+  readonly resyncSeconds: number;
+  readonly logger: Logger;
+}
+
+export interface RunningOperator {
+  readonly httpPort: number;
+  readonly metrics: OperatorMetrics;
+  stop(): Promise<void>;
+}
+
+const CONTROLLER = "dynamokservemodel";
+
+/** Starts the watches, the work queue and the HTTP endpoint (/healthz, /readyz, /metrics). */
+export async function startOperator(options: OperatorOptions): Promise<RunningOperator> {
+  const { logger } = options;
+  const config = new KubeConfig();
+  if (options.kubeconfig !== undefined) config.loadFromFile(options.kubeconfig);
+  else config.loadFromDefault();
+  const objectsApi = KubernetesObjectApi.makeApiClient(config);
+  const metrics = new OperatorMetrics();
+  const writer = new KubeWriter(config, metrics, logger);
+
+  let controller: DynamoKserveModelController | undefined;
+  const queue = new WorkQueue((key) => reconcileMeasured(key), {
+    name: CONTROLLER,
+    workers: options.workers,
+    baseDelayMs: 200,
+    maxDelayMs: 60_000,
+    logger,
+    metrics: metrics.queue(CONTROLLER),
+  });
+  const watch = <T extends KubernetesObject>(kind: WatchedKind, labelSelector?: string): WatchedObjects<T> =>
+    new WatchedObjects<T>(config, objectsApi, kind, {
+      namespaces: options.namespaces,
+      ...(labelSelector !== undefined ? { labelSelector } : {}),
+      logger,
+      onEvent: (_event, object) => controller?.keysFor(kind.kind, object).forEach((key) => queue.add(key)),
+    });
+  const owned = `${MANAGED_BY_LABEL}=${OPERATOR_NAME}`;
+  const caches: ModelCaches = {
+    models: watch<DynamoKserveModel & KubernetesObject>({ apiVersion: API_VERSION, kind: KIND, plural: PLURAL }),
+    deployments: watch<V1Deployment & KubernetesObject>(
+      { apiVersion: "apps/v1", kind: "Deployment", plural: "deployments" },
+      owned,
+    ),
+    services: watch<V1Service & KubernetesObject>({ apiVersion: "v1", kind: "Service", plural: "services" }, owned),
+    // All ConfigMaps: models may name any ConfigMap of their namespace in configMapRef.
+    configMaps: watch<V1ConfigMap & KubernetesObject>({ apiVersion: "v1", kind: "ConfigMap", plural: "configmaps" }),
+  };
+  controller = new DynamoKserveModelController(
+    caches,
+    writer,
+    { dataplaneImage: options.dataplaneImage },
+    logger.child({ controller: CONTROLLER }),
+  );
+
+  async function reconcileMeasured(key: string): Promise<void> {
+    const stopTimer = metrics.reconcileTime.startTimer({ controller: CONTROLLER });
+    try {
+      await controller!.reconcile(key);
+      metrics.reconcileTotal.inc({ controller: CONTROLLER, result: "success" });
+    } catch (error) {
+      metrics.reconcileTotal.inc({ controller: CONTROLLER, result: "error" });
+      metrics.reconcileErrors.inc({ controller: CONTROLLER });
+      throw error;
+    } finally {
+      stopTimer();
+    }
+  }
+
+  let ready = false;
+  const http = await startHttp(options, metrics, () => ready);
+  // Fill every cache before the first reconcile, so a restart starts from what exists
+  // (and writes nothing) rather than from half-listed caches.
+  await Promise.all(Object.values(caches).map((cache: WatchedObjects<KubernetesObject>) => cache.start()));
+  queue.start();
+  const enqueueAll = (): void =>
+    caches.models.list().forEach((model) => queue.add(keyOf(model.metadata.namespace, model.metadata.name)));
+  enqueueAll();
+  const resync = setInterval(enqueueAll, options.resyncSeconds * 1000);
+  resync.unref();
+  ready = true;
+  logger.info(
+    {
+      httpPort: http.port,
+      namespaces: options.namespaces.length > 0 ? options.namespaces : "all",
+      workers: options.workers,
+    },
+    "operator ready",
+  );
+  return {
+    httpPort: http.port,
+    metrics,
+    async stop() {
+      ready = false;
+      clearInterval(resync);
+      await queue.stop();
+      await Promise.all(Object.values(caches).map((cache: WatchedObjects<KubernetesObject>) => cache.stop()));
+      await new Promise<void>((resolve) => http.server.close(() => resolve()));
+      logger.info("operator stopped");
+    },
+  };
+}
+
+async function startHttp(
+  options: OperatorOptions,
+  metrics: OperatorMetrics,
+  isReady: () => boolean,
+): Promise<{ server: Server; port: number }> {
+  const server = createServer((request, response) => {
+    const path = (request.url ?? "/").split("?")[0];
+    if (path === "/healthz") {
+      response.writeHead(200).end("ok\n");
+    } else if (path === "/readyz") {
+      response.writeHead(isReady() ? 200 : 503).end(isReady() ? "ok\n" : "caches not synced\n");
+    } else if (path === "/metrics") {
+      metrics.registry.metrics().then(
+        (text) => response.writeHead(200, { "content-type": metrics.registry.contentType }).end(text),
+        () => response.writeHead(500).end(),
+      );
+    } else {
+      response.writeHead(404).end(`not found: ${path}\n`);
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.httpPort, options.httpHost, () => resolve());
+  });
+  return { server, port: (server.address() as AddressInfo).port };
+}

@@ -1,0 +1,123 @@
+import assert from "node:assert/strict";
+import { testCluster } from "../../../e2e/cluster/mocha-global.js";
+import type { TestCluster } from "../../../e2e/cluster/cluster.js";
+import { IDENTITY_CONFIG, KubeTestClient } from "../fixtures/kube.js";
+
+/** Specs the API server must refuse, each with the message a user would see. */
+const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
+  ["no modelConfig", {}, /spec\.modelConfig: Required value/],
+  [
+    "both configMapRef and inline",
+    { modelConfig: { inline: IDENTITY_CONFIG, configMapRef: { name: "x" } } },
+    /set exactly one of modelConfig\.configMapRef and modelConfig\.inline/,
+  ],
+  [
+    "neither configMapRef nor inline",
+    { modelConfig: {} },
+    /set exactly one of modelConfig\.configMapRef and modelConfig\.inline/,
+  ],
+  [
+    "the same gRPC and metrics port",
+    { modelConfig: { inline: IDENTITY_CONFIG }, grpcPort: 9000, metricsPort: 9000 },
+    /spec\.metricsPort: Invalid value: .*grpcPort and metricsPort must differ/,
+  ],
+  [
+    "a port out of range",
+    { modelConfig: { inline: IDENTITY_CONFIG }, grpcPort: 70000 },
+    /spec\.grpcPort: Invalid value: 70000: spec\.grpcPort in body should be less than or equal to 65535/,
+  ],
+  [
+    "negative replicas",
+    { modelConfig: { inline: IDENTITY_CONFIG }, replicas: -1 },
+    /spec\.replicas: Invalid value: -1: spec\.replicas in body should be greater than or equal to 0/,
+  ],
+  [
+    "a model name with a slash",
+    { modelName: "a/b", modelConfig: { inline: IDENTITY_CONFIG } },
+    /spec\.modelName: Invalid value: "a\/b": spec\.modelName in body should match/,
+  ],
+  [
+    "an unknown log level",
+    { modelConfig: { inline: IDENTITY_CONFIG }, logLevel: "loud" },
+    /spec\.logLevel: Unsupported value: "loud": supported values: "trace", "debug", "info", "warn", "error"/,
+  ],
+  [
+    "an unknown pull policy",
+    { modelConfig: { inline: IDENTITY_CONFIG }, imagePullPolicy: "Sometimes" },
+    /spec\.imagePullPolicy: Unsupported value: "Sometimes"/,
+  ],
+  [
+    "a bad resource quantity",
+    { modelConfig: { inline: IDENTITY_CONFIG }, resources: { limits: { cpu: "lots" } } },
+    /spec\.resources\.limits\.cpu: Invalid value: "lots"/,
+  ],
+  [
+    "an empty configMapRef name",
+    { modelConfig: { configMapRef: { name: "" } } },
+    /spec\.modelConfig\.configMapRef\.name: Invalid value: "": spec\.modelConfig\.configMapRef\.name in body should be at least 1 chars long/,
+  ],
+];
+
+describe("DynamoKserveModel CRD (real API server)", function () {
+  this.timeout(30_000);
+  let cluster: TestCluster;
+  let namespace: string;
+
+  before(async function () {
+    cluster = testCluster(this);
+    namespace = await new KubeTestClient(cluster.adminConfig()).createNamespace("crd");
+  });
+
+  const createRaw = (name: string, spec: Record<string, unknown>) =>
+    cluster.request("POST", `/apis/dynamokserve.dev/v1alpha1/namespaces/${namespace}/dynamokservemodels`, {
+      apiVersion: "dynamokserve.dev/v1alpha1",
+      kind: "DynamoKserveModel",
+      metadata: { name },
+      spec,
+    });
+
+  for (const [what, spec, message] of INVALID_SPECS) {
+    it(`rejects ${what}`, async () => {
+      const response = await createRaw(`bad-${INVALID_SPECS.findIndex(([w]) => w === what)}`, spec);
+      assert.equal(response.status, 422, response.body);
+      assert.match((JSON.parse(response.body) as { message: string }).message, message);
+    });
+  }
+
+  it("applies the schema's defaults", async () => {
+    const response = await createRaw("defaults", { modelConfig: { configMapRef: { name: "cm" } } });
+    assert.equal(response.status, 201, response.body);
+    const { spec } = JSON.parse(response.body) as { spec: Record<string, unknown> };
+    assert.deepEqual(spec, {
+      modelConfig: { configMapRef: { name: "cm", key: "config.pbtxt" } },
+      grpcPort: 8001,
+      metricsPort: 8002,
+      logLevel: "info",
+    });
+  });
+
+  it("publishes a description for every field (what kubectl explain shows)", async () => {
+    const response = await cluster.request(
+      "GET",
+      "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/dynamokservemodels.dynamokserve.dev",
+    );
+    const crd = JSON.parse(response.body) as { spec: { versions: { schema: { openAPIV3Schema: Schema } }[] } };
+    const missing: string[] = [];
+    const walk = (schema: Schema, path: string): void => {
+      for (const [name, property] of Object.entries(schema.properties ?? {})) {
+        if (path === "" && name === "metadata") continue;
+        if (!property.description) missing.push(`${path}${name}`);
+        walk(property, `${path}${name}.`);
+        if (property.items !== undefined) walk(property.items, `${path}${name}[].`);
+      }
+    };
+    walk(crd.spec.versions[0]!.schema.openAPIV3Schema, "");
+    assert.deepEqual(missing, []);
+  });
+});
+
+interface Schema {
+  description?: string;
+  properties?: Record<string, Schema>;
+  items?: Schema;
+}

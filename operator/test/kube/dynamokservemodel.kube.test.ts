@@ -1,0 +1,249 @@
+import assert from "node:assert/strict";
+import type { V1ConfigMap, V1Deployment, V1Service } from "@kubernetes/client-node";
+import { testCluster } from "../../../e2e/cluster/mocha-global.js";
+import type { TestCluster } from "../../../e2e/cluster/cluster.js";
+import { eventually } from "../../../e2e/support/eventually.js";
+import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
+import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
+import { startOperatorProcess, TEST_DATAPLANE_IMAGE, type OperatorProcess } from "../fixtures/operator.js";
+
+const DKM = ["dynamokserve.dev/v1alpha1", "DynamoKserveModel"] as const;
+
+describe("DynamoKserveModel operator (real API server, controller-manager, scheduler, kwok)", function () {
+  this.timeout(60_000);
+  let cluster: TestCluster;
+  let kube: KubeTestClient;
+  let namespace: string;
+  let operator: OperatorProcess;
+
+  const readModel = (name: string) => kube.read<DynamoKserveModel>(...DKM, namespace, name);
+  const readDeployment = (name: string) => kube.read<V1Deployment>("apps/v1", "Deployment", namespace, name);
+  const waitForCondition = (name: string, type: string, status: string) =>
+    eventually(async () => {
+      const model = await readModel(name);
+      const condition = conditionOf(model, type);
+      assert.equal(condition?.status, status, `${type}: ${JSON.stringify(condition)}`);
+      return model;
+    }, 30_000);
+
+  before(async function () {
+    cluster = testCluster(this);
+    kube = new KubeTestClient(cluster.adminConfig());
+    namespace = await kube.createNamespace("dkm");
+    operator = await startOperatorProcess(cluster.operatorKubeconfig, ["--namespace", namespace]);
+  });
+
+  after(async () => {
+    await operator?.stop();
+  });
+
+  it("creates the Deployment, Service and ConfigMap with the exact fields, owned by the model", async () => {
+    const created = await kube.create(
+      modelObject(namespace, "ident", { replicas: 2, modelConfig: { inline: IDENTITY_CONFIG } }),
+    );
+    const deployment = await eventually(() => readDeployment("ident"));
+    const owner = deployment.metadata?.ownerReferences?.[0];
+    assert.deepEqual(
+      [owner?.kind, owner?.name, owner?.uid, owner?.controller],
+      ["DynamoKserveModel", "ident", created.metadata?.uid, true],
+    );
+    assert.equal(deployment.spec?.replicas, 2);
+    const pod = deployment.spec!.template.spec!;
+    const container = pod.containers[0]!;
+    assert.equal(container.image, TEST_DATAPLANE_IMAGE);
+    assert.deepEqual(container.args, [
+      "dataplane",
+      "--model-repository",
+      "/models",
+      "--grpc-port",
+      "8001",
+      "--metrics-port",
+      "8002",
+      "--log-level",
+      "info",
+    ]);
+    assert.deepEqual({ ...container.readinessProbe?.grpc }, { port: 8001, service: "inference.GRPCInferenceService" });
+    assert.equal(container.livenessProbe?.grpc?.port, 8001);
+    assert.deepEqual(container.securityContext?.capabilities?.drop, ["ALL"]);
+    assert.equal(container.securityContext?.readOnlyRootFilesystem, true);
+    assert.equal(container.securityContext?.allowPrivilegeEscalation, false);
+    assert.equal(pod.securityContext?.runAsNonRoot, true);
+    assert.equal(pod.securityContext?.seccompProfile?.type, "RuntimeDefault");
+    assert.equal(pod.volumes?.[0]?.configMap?.name, "ident-model-config");
+
+    const service = await kube.read<V1Service>("v1", "Service", namespace, "ident");
+    assert.deepEqual(
+      service.spec?.ports?.map((port) => [port.name, port.port, port.appProtocol]),
+      [
+        ["grpc", 8001, "kubernetes.io/h2c"],
+        ["metrics", 8002, "http"],
+      ],
+    );
+    assert.deepEqual(service.spec?.selector, { "dynamokserve.dev/model": "ident" });
+    const configMap = await kube.read<V1ConfigMap>("v1", "ConfigMap", namespace, "ident-model-config");
+    assert.deepEqual(configMap.data, { "ident.pbtxt": IDENTITY_CONFIG });
+  });
+
+  it("reports Ready with endpoint and printer columns once kwok makes the pods Ready", async () => {
+    const model = await waitForCondition("ident", "Ready", "True");
+    assert.equal(model.status?.endpoint, `ident.${namespace}.svc:8001`);
+    assert.equal(model.status?.readyReplicas, 2);
+    assert.equal(model.status?.backend, "identity");
+    assert.equal(model.status?.observedGeneration, model.metadata.generation);
+    assert.equal(conditionOf(model, "ConfigValid")?.reason, "Valid");
+    assert.equal(conditionOf(model, "Available")?.status, "True");
+    assert.equal(conditionOf(model, "Degraded")?.status, "False");
+    const table = await cluster.request(
+      "GET",
+      `/apis/dynamokserve.dev/v1alpha1/namespaces/${namespace}/dynamokservemodels/ident`,
+      undefined,
+      "application/json;as=Table;v=v1;g=meta.k8s.io",
+    );
+    const parsed = JSON.parse(table.body) as { columnDefinitions: { name: string }[]; rows: { cells: unknown[] }[] };
+    const columns = parsed.columnDefinitions.map((column) => column.name);
+    assert.deepEqual(columns, ["Name", "Ready", "Model", "Backend", "Endpoint", "Age"]);
+    assert.deepEqual(parsed.rows[0]?.cells.slice(0, 5), [
+      "ident",
+      "True",
+      "ident",
+      "identity",
+      `ident.${namespace}.svc:8001`,
+    ]);
+  });
+
+  it("updates the owned objects when the model is edited", async () => {
+    await kube.mergePatch({
+      ...modelObject(namespace, "ident", { replicas: 3, logLevel: "debug", modelConfig: { inline: IDENTITY_CONFIG } }),
+    });
+    await eventually(async () => {
+      const deployment = await readDeployment("ident");
+      assert.equal(deployment.spec?.replicas, 3);
+      assert.ok(deployment.spec?.template.spec?.containers[0]?.args?.includes("debug"));
+    });
+    const model = await waitForCondition("ident", "Ready", "True");
+    await eventually(async () => assert.equal((await readModel("ident")).status?.readyReplicas, 3));
+    assert.equal(model.status?.observedGeneration, model.metadata.generation);
+  });
+
+  it("corrects drift on the Deployment", async () => {
+    await kube.mergePatch(
+      {
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        metadata: { name: "ident", namespace },
+        spec: { template: { spec: { containers: [{ name: "dataplane", image: "someone-else:1" }] } } },
+      } as never,
+      "someone-else",
+    );
+    await eventually(async () =>
+      assert.equal((await readDeployment("ident")).spec?.template.spec?.containers[0]?.image, TEST_DATAPLANE_IMAGE),
+    );
+  });
+
+  it("rejects a bad config with ConfigValid=False (file, line, field) and leaves the Deployment untouched", async () => {
+    const before = await readDeployment("ident");
+    const broken = `${IDENTITY_CONFIG}max_batch_sise: 4\n`;
+    await kube.mergePatch(modelObject(namespace, "ident", { modelConfig: { inline: broken } }));
+    const model = await waitForCondition("ident", "ConfigValid", "False");
+    const condition = conditionOf(model, "ConfigValid")!;
+    assert.equal(condition.reason, "InvalidConfig");
+    assert.match(condition.message, /^spec\.modelConfig\.inline:5: .*max_batch_sise/);
+    assert.equal(conditionOf(model, "Ready")?.status, "False");
+    assert.equal(conditionOf(model, "Degraded")?.reason, "ServingLastValidConfig");
+    const after = await readDeployment("ident");
+    assert.equal(after.metadata?.generation, before.metadata?.generation);
+    const configMap = await kube.read<V1ConfigMap>("v1", "ConfigMap", namespace, "ident-model-config");
+    assert.deepEqual(configMap.data, { "ident.pbtxt": IDENTITY_CONFIG });
+    await kube.mergePatch(modelObject(namespace, "ident", { modelConfig: { inline: IDENTITY_CONFIG } }));
+    await waitForCondition("ident", "ConfigValid", "True");
+  });
+
+  it("follows a user's ConfigMap named by configMapRef, and says when it is missing", async () => {
+    await kube.create(modelObject(namespace, "from-cm", { modelConfig: { configMapRef: { name: "user-config" } } }));
+    const missing = await waitForCondition("from-cm", "ConfigValid", "False");
+    assert.equal(conditionOf(missing, "ConfigValid")?.reason, "ConfigMapNotFound");
+    assert.equal(await kube.exists("apps/v1", "Deployment", namespace, "from-cm"), false);
+    await kube.create({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "user-config", namespace },
+      data: { "config.pbtxt": IDENTITY_CONFIG },
+    });
+    await waitForCondition("from-cm", "Ready", "True");
+    const edited = IDENTITY_CONFIG.replace("max_batch_size: 8", "max_batch_size: 16");
+    await kube.mergePatch({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "user-config", namespace },
+      data: { "config.pbtxt": edited },
+    } as never);
+    await eventually(async () => {
+      const owned = await kube.read<V1ConfigMap>("v1", "ConfigMap", namespace, "from-cm-model-config");
+      assert.equal(owned.data?.["from-cm.pbtxt"], edited);
+    });
+  });
+
+  it("records Events for condition changes", async () => {
+    await eventually(async () => {
+      const events = await cluster.request("GET", `/api/v1/namespaces/${namespace}/events`);
+      const items = (
+        JSON.parse(events.body) as { items: { involvedObject: { name: string }; reason: string; type: string }[] }
+      ).items;
+      const forIdent = items
+        .filter((event) => event.involvedObject.name === "ident")
+        .map((event) => `${event.type}/${event.reason}`);
+      assert.ok(forIdent.includes("Normal/Valid"), forIdent.join(", "));
+      assert.ok(forIdent.includes("Warning/InvalidConfig"), forIdent.join(", "));
+      assert.ok(forIdent.includes("Normal/Ready"), forIdent.join(", "));
+    });
+  });
+
+  it("leaves replicas to another owner when spec.replicas is unset", async () => {
+    await kube.create(modelObject(namespace, "scaled", { modelConfig: { inline: IDENTITY_CONFIG } }));
+    await waitForCondition("scaled", "Ready", "True");
+    await kube.mergePatch(
+      {
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        metadata: { name: "scaled", namespace },
+        spec: { replicas: 4 },
+      } as never,
+      "autoscaler",
+    );
+    await eventually(async () => assert.equal((await readModel("scaled")).status?.readyReplicas, 4));
+    assert.equal((await readDeployment("scaled")).spec?.replicas, 4);
+  });
+
+  it("garbage-collects the owned objects when the model is deleted", async () => {
+    await kube.delete(modelObject(namespace, "scaled", { modelConfig: { inline: IDENTITY_CONFIG } }));
+    await eventually(async () => {
+      assert.equal(await kube.exists("apps/v1", "Deployment", namespace, "scaled"), false);
+      assert.equal(await kube.exists("v1", "Service", namespace, "scaled"), false);
+      assert.equal(await kube.exists("v1", "ConfigMap", namespace, "scaled-model-config"), false);
+    }, 30_000);
+  });
+
+  it("makes no API writes in a steady state (audit log of the operator's user)", async () => {
+    await waitForCondition("ident", "Ready", "True");
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const mark = cluster.auditMark();
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    assert.deepEqual(cluster.operatorWrites(mark), []);
+  });
+
+  it("serves /healthz, /readyz and controller metrics", async () => {
+    const get = async (path: string) => {
+      const response = await fetch(`http://127.0.0.1:${operator.httpPort}${path}`);
+      return { status: response.status, text: await response.text() };
+    };
+    assert.equal((await get("/healthz")).status, 200);
+    assert.equal((await get("/readyz")).status, 200);
+    const metrics = (await get("/metrics")).text;
+    assert.match(
+      metrics,
+      /controller_runtime_reconcile_total\{controller="dynamokservemodel",result="success"\} [1-9]/,
+    );
+    assert.match(metrics, /controller_runtime_reconcile_time_seconds_bucket/);
+    assert.match(metrics, /workqueue_depth\{name="dynamokservemodel"\} 0/);
+  });
+});
