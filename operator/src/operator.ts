@@ -49,7 +49,6 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
   const metrics = new OperatorMetrics();
   const writer = new KubeWriter(config, metrics, logger);
 
-  let controller: DynamoKserveModelController | undefined;
   const queue = new WorkQueue((key) => reconcileMeasured(key), {
     name: CONTROLLER,
     workers: options.workers,
@@ -63,7 +62,8 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
       namespaces: options.namespaces,
       ...(labelSelector !== undefined ? { labelSelector } : {}),
       logger,
-      onEvent: (_event, object) => controller?.keysFor(kind.kind, object).forEach((key) => queue.add(key)),
+      // Events arrive only after start(), when `controller` below exists.
+      onEvent: (_event, object) => controller.keysFor(kind.kind, object).forEach((key) => queue.add(key)),
     });
   const owned = `${MANAGED_BY_LABEL}=${OPERATOR_NAME}`;
   const caches: ModelCaches = {
@@ -76,7 +76,7 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     // All ConfigMaps: models may name any ConfigMap of their namespace in configMapRef.
     configMaps: watch<V1ConfigMap & KubernetesObject>({ apiVersion: "v1", kind: "ConfigMap", plural: "configmaps" }),
   };
-  controller = new DynamoKserveModelController(
+  const controller = new DynamoKserveModelController(
     caches,
     writer,
     { dataplaneImage: options.dataplaneImage },
@@ -86,7 +86,7 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
   async function reconcileMeasured(key: string): Promise<void> {
     const stopTimer = metrics.reconcileTime.startTimer({ controller: CONTROLLER });
     try {
-      await controller!.reconcile(key);
+      await controller.reconcile(key);
       metrics.reconcileTotal.inc({ controller: CONTROLLER, result: "success" });
     } catch (error) {
       metrics.reconcileTotal.inc({ controller: CONTROLLER, result: "error" });
