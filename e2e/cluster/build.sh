@@ -27,7 +27,7 @@ fi
 
 command -v go >/dev/null || { echo "cluster: Go is needed to build the test cluster" >&2; exit 1; }
 mkdir -p "$bin" "$out/src"
-export GOFLAGS="-mod=mod" CGO_ENABLED=0 GOTOOLCHAIN=local
+export GOFLAGS="-mod=mod" CGO_ENABLED=0
 
 # --- Kubernetes control plane --------------------------------------------------------
 kube="$out/src/kubernetes"

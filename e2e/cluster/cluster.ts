@@ -159,6 +159,10 @@ export class TestCluster {
       `--secure-port=${await freePort()}`,
       `--service-account-private-key-file=${join(this.dir, "sa.key")}`,
       `--root-ca-file=${join(this.dir, "pki", "apiserver.crt")}`,
+      // kwok posts node status rarely; with the default 50 s grace the node lifecycle
+      // controller would flap fake nodes NotReady and mark their pods NotReady for good.
+      "--node-monitor-grace-period=1h",
+      "--node-startup-grace-period=1h",
       "--controllers=*,-nodeipam,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-cloud-node-lifecycle,-ttl",
     ]);
     this.spawn("kube-scheduler", [
@@ -285,8 +289,8 @@ export class TestCluster {
           labels: { type: "kwok", "kubernetes.io/hostname": `kwok-node-${i}`, "kubernetes.io/os": "linux" },
         },
         status: {
-          allocatable: { cpu: "32", memory: "256Gi", pods: "110" },
-          capacity: { cpu: "32", memory: "256Gi", pods: "110" },
+          allocatable: { cpu: "64", memory: "512Gi", pods: "1000" },
+          capacity: { cpu: "64", memory: "512Gi", pods: "1000" },
         },
       } as KubernetesObject);
     }

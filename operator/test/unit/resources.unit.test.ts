@@ -1,0 +1,205 @@
+import assert from "node:assert/strict";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { V1ConfigMap, V1Deployment } from "@kubernetes/client-node";
+import { stringify } from "yaml";
+import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
+import { parseText } from "../../../dataplane/src/models/config.js";
+import { REPO_ROOT } from "../../../dataplane/test/fixtures/paths.js";
+import type { DynamoKserveModel, DynamoKserveModelSpec } from "../../src/api/v1alpha1.js";
+import { checkModelConfig, type ValidConfig } from "../../src/resources/model-config.js";
+import { desiredConfigMap, desiredDeployment, desiredService } from "../../src/resources/objects.js";
+import { desiredStatus } from "../../src/resources/status.js";
+import { IDENTITY_CONFIG } from "../fixtures/kube.js";
+
+const GOLDEN_DIR = join(REPO_ROOT, "operator", "test", "unit", "golden");
+
+/** Compares with a golden YAML file; `npm run golden:update` rewrites the files instead. */
+function assertGolden(name: string, value: unknown): void {
+  const file = join(GOLDEN_DIR, `${name}.yaml`);
+  const text = stringify(value);
+  if (process.env["UPDATE_GOLDEN"] === "1") {
+    writeFileSync(file, text);
+    return;
+  }
+  assert.ok(existsSync(file), `golden file ${file} is missing; run npm run golden:update`);
+  assert.equal(
+    text,
+    readFileSync(file, "utf8"),
+    `${name} differs from its golden file; run npm run golden:update if intended`,
+  );
+}
+
+function model(spec: Partial<DynamoKserveModelSpec> = {}, status?: DynamoKserveModel["status"]): DynamoKserveModel {
+  return {
+    apiVersion: "dynamokserve.dev/v1alpha1",
+    kind: "DynamoKserveModel",
+    metadata: { name: "ident", namespace: "models", uid: "00000000-0000-0000-0000-000000000001", generation: 3 },
+    spec: { modelConfig: { inline: IDENTITY_CONFIG }, ...spec },
+    ...(status !== undefined ? { status } : {}),
+  };
+}
+
+const valid = (target: DynamoKserveModel): ValidConfig => {
+  const check = checkModelConfig(target, undefined);
+  assert.ok(check.valid, JSON.stringify(check));
+  return check;
+};
+
+describe("desired-state builders (golden objects)", () => {
+  const full = model({
+    replicas: 2,
+    image: "registry.example/dynamo-kserve:1.0",
+    imagePullPolicy: "IfNotPresent",
+    resources: { requests: { cpu: "500m", memory: "256Mi" }, limits: { cpu: 2 } },
+    grpcPort: 9001,
+    metricsPort: 9002,
+    maxMessageSize: 1048576,
+    logLevel: "debug",
+  });
+
+  it("builds the Deployment", () => {
+    assertGolden("deployment", desiredDeployment(full, { dataplaneImage: "dynamo-kserve:default" }));
+  });
+
+  it("builds the Deployment with defaults, leaving replicas unset", () => {
+    const deployment: V1Deployment = desiredDeployment(model(), { dataplaneImage: "dynamo-kserve:default" });
+    assert.equal(deployment.spec?.replicas, undefined);
+    assert.equal(deployment.spec?.template.spec?.containers[0]?.image, "dynamo-kserve:default");
+    assertGolden("deployment-defaults", deployment);
+  });
+
+  it("builds the Service with appProtocol kubernetes.io/h2c for gRPC", () => {
+    assertGolden("service", desiredService(full));
+  });
+
+  it("builds the ConfigMap with the config as <model>.pbtxt", () => {
+    assertGolden("configmap", desiredConfigMap(full, valid(full)));
+  });
+});
+
+describe("model config checks", () => {
+  const configMap = (data: Record<string, string>, binaryData: Record<string, string> = {}): V1ConfigMap => ({
+    metadata: { name: "user", namespace: "models" },
+    data,
+    binaryData,
+  });
+  const fromMap = (key?: string) =>
+    model({ modelConfig: { configMapRef: { name: "user", ...(key !== undefined ? { key } : {}) } } });
+
+  it("reads text and binary configs from a ConfigMap", () => {
+    const text = checkModelConfig(fromMap(), configMap({ "config.pbtxt": IDENTITY_CONFIG }));
+    assert.deepEqual(
+      [text.valid, text.valid && text.fileName, text.valid && text.backend],
+      [true, "ident.pbtxt", "identity"],
+    );
+    const binary = Buffer.from(ModelConfig.encode(parseText(IDENTITY_CONFIG, "x")).finish()).toString("base64");
+    const fromBinary = checkModelConfig(fromMap("model.pb"), configMap({}, { "model.pb": binary }));
+    assert.ok(fromBinary.valid);
+    assert.deepEqual([fromBinary.fileName, fromBinary.binaryBase64], ["ident.pb", binary]);
+  });
+
+  it("names what is missing or wrong, with a condition reason", () => {
+    assert.deepEqual(checkModelConfig(fromMap(), undefined), {
+      valid: false,
+      reason: "ConfigMapNotFound",
+      message: "ConfigMap 'user' (spec.modelConfig.configMapRef) was not found in namespace 'models'",
+    });
+    const noKey = checkModelConfig(fromMap("other"), configMap({ "config.pbtxt": "x" }));
+    assert.equal(noKey.valid ? "" : noKey.reason, "ConfigKeyNotFound");
+    assert.match(noKey.valid ? "" : noKey.message, /no key 'other'.*its keys: config\.pbtxt/);
+    const broken = checkModelConfig(
+      model({ modelConfig: { inline: 'backend: "identity"\nmax_batch: 1\n' } }),
+      undefined,
+    );
+    assert.match(broken.valid ? "" : broken.message, /^spec\.modelConfig\.inline:2: .*max_batch/);
+    const otherName = checkModelConfig(
+      model({ modelConfig: { inline: `name: "other"\n${IDENTITY_CONFIG}` } }),
+      undefined,
+    );
+    assert.match(otherName.valid ? "" : otherName.message, /name 'other' differs from the served model name 'ident'/);
+    const backend = checkModelConfig(
+      model({ modelConfig: { inline: IDENTITY_CONFIG.replace("identity", "pytorch_libtorch") } }),
+      undefined,
+    );
+    assert.match(
+      backend.valid ? "" : backend.message,
+      /backend: 'pytorch_libtorch' is not supported.*identity, repeat/,
+    );
+  });
+});
+
+describe("status", () => {
+  const now = "2026-01-01T00:00:00Z";
+  const later = "2026-01-01T00:05:00Z";
+  const deployment = (ready: number, wanted = 2): V1Deployment => ({
+    metadata: { name: "ident" },
+    spec: { replicas: wanted, selector: {}, template: {} },
+    status: { replicas: wanted, readyReplicas: ready, availableReplicas: ready },
+  });
+
+  it("is Ready when the config is valid and a pod is available", () => {
+    const target = model();
+    const { status, transitions } = desiredStatus(target, { config: valid(target), deployment: deployment(2) }, now);
+    assert.deepEqual(
+      status.conditions?.map((c) => [c.type, c.status, c.reason]),
+      [
+        ["Ready", "True", "Ready"],
+        ["ConfigValid", "True", "Valid"],
+        ["Available", "True", "MinimumReplicasAvailable"],
+        ["Degraded", "False", "AsExpected"],
+      ],
+    );
+    assert.equal(status.endpoint, "ident.models.svc:8001");
+    assert.equal(status.observedGeneration, 3);
+    assert.deepEqual(
+      transitions.map((t) => `${t.type}/${t.reason}`),
+      ["Normal/Valid"],
+    );
+  });
+
+  it("keeps lastTransitionTime while a condition holds, and reports real transitions", () => {
+    const target = model();
+    const first = desiredStatus(target, { config: valid(target), deployment: deployment(0) }, now).status;
+    const second = desiredStatus(model({}, first), { config: valid(target), deployment: deployment(0) }, later);
+    assert.deepEqual(second.status, first);
+    assert.deepEqual(second.transitions, []);
+    const third = desiredStatus(model({}, first), { config: valid(target), deployment: deployment(1) }, later);
+    assert.deepEqual(
+      third.transitions.map((t) => `${t.type}/${t.reason}`),
+      ["Normal/Ready", "Normal/MinimumReplicasAvailable"],
+    );
+    assert.equal(third.status.conditions?.find((c) => c.type === "Ready")?.lastTransitionTime, later);
+    assert.equal(third.status.conditions?.find((c) => c.type === "ConfigValid")?.lastTransitionTime, now);
+  });
+
+  it("is Degraded, not Ready, when a new config is refused while pods serve the old one", () => {
+    const target = model();
+    const { status, transitions } = desiredStatus(
+      target,
+      { config: { valid: false, reason: "InvalidConfig", message: "x:1: bad" }, deployment: deployment(2) },
+      now,
+    );
+    const byType = Object.fromEntries(status.conditions!.map((c) => [c.type, c]));
+    assert.equal(byType["Ready"]?.reason, "ConfigInvalid");
+    assert.equal(byType["Degraded"]?.reason, "ServingLastValidConfig");
+    assert.equal(byType["ConfigValid"]?.message, "x:1: bad");
+    assert.deepEqual(
+      transitions.map((t) => `${t.type}/${t.reason}`),
+      ["Warning/InvalidConfig"],
+    );
+  });
+
+  it("says why no pod serves: pending, never valid, scaled to zero", () => {
+    const target = model();
+    const reasonOf = (observed: Parameters<typeof desiredStatus>[1]) =>
+      desiredStatus(target, observed, now).status.conditions?.find((c) => c.type === "Available")?.reason;
+    assert.equal(reasonOf({ config: valid(target), deployment: undefined }), "DeploymentPending");
+    assert.equal(
+      reasonOf({ config: { valid: false, reason: "InvalidConfig", message: "" }, deployment: undefined }),
+      "NoValidConfig",
+    );
+    assert.equal(reasonOf({ config: valid(target), deployment: deployment(0, 0) }), "ScaledToZero");
+    assert.equal(reasonOf({ config: valid(target), deployment: deployment(0) }), "NoReplicasAvailable");
+  });
+});

@@ -1,0 +1,90 @@
+import assert from "node:assert/strict";
+import { pino } from "pino";
+import { contains, hashOf } from "../../src/kube/apply.js";
+import { WorkQueue } from "../../src/kube/queue.js";
+
+describe("apply: does the live object hold the desired one?", () => {
+  it("ignores extra live fields and compares lists element by element", () => {
+    const desired = { spec: { ports: [{ name: "grpc", port: 1 }] } };
+    assert.ok(
+      contains({ spec: { ports: [{ name: "grpc", port: 1, protocol: "TCP" }], clusterIP: "1.2.3.4" } }, desired),
+    );
+    assert.ok(!contains({ spec: { ports: [{ name: "grpc", port: 2 }] } }, desired));
+    assert.ok(
+      !contains(
+        {
+          spec: {
+            ports: [
+              { name: "grpc", port: 1 },
+              { name: "x", port: 3 },
+            ],
+          },
+        },
+        desired,
+      ),
+    );
+    assert.ok(!contains({ spec: {} }, desired));
+  });
+
+  it("compares resource quantities by value, as the API server rewrites them", () => {
+    assert.ok(contains({ resources: { limits: { cpu: "1" } } }, { resources: { limits: { cpu: "1000m" } } }));
+    assert.ok(contains({ resources: { limits: { memory: "1Gi" } } }, { resources: { limits: { memory: "1024Mi" } } }));
+    assert.ok(!contains({ resources: { limits: { cpu: "2" } } }, { resources: { limits: { cpu: "1000m" } } }));
+    assert.ok(!contains({ image: "1" }, { image: "1000m" }), "only resources compare as quantities");
+  });
+
+  it("hashes equal objects equally whatever their key order", () => {
+    assert.equal(hashOf({ a: 1, b: { c: 2, d: 3 } }), hashOf({ b: { d: 3, c: 2 }, a: 1 }));
+    assert.notEqual(hashOf({ a: 1 }), hashOf({ a: 2 }));
+  });
+});
+
+describe("work queue", () => {
+  const logger = pino({ level: "silent" });
+  const tick = (ms = 20) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it("queues a key once and never runs one key on two workers at a time", async () => {
+    const running = new Set<string>();
+    const runs: string[] = [];
+    let overlap = false;
+    const queue = new WorkQueue(
+      async (key) => {
+        if (running.has(key)) overlap = true;
+        running.add(key);
+        runs.push(key);
+        await tick();
+        running.delete(key);
+      },
+      { name: "t", workers: 4, baseDelayMs: 5, maxDelayMs: 50, logger },
+    );
+    queue.start();
+    queue.add("a");
+    queue.add("a");
+    queue.add("b");
+    await tick(5);
+    queue.add("a"); // while "a" runs: runs once more afterwards
+    await tick(100);
+    await queue.stop();
+    assert.equal(overlap, false);
+    assert.deepEqual(runs.sort(), ["a", "a", "b"]);
+  });
+
+  it("retries a failing key with growing delays until it succeeds", async () => {
+    const attempts: number[] = [];
+    const queue = new WorkQueue(
+      async () => {
+        attempts.push(Date.now());
+        if (attempts.length < 4) throw new Error("not yet");
+      },
+      { name: "t", workers: 1, baseDelayMs: 10, maxDelayMs: 1000, logger },
+    );
+    queue.start();
+    queue.add("k");
+    await tick(300);
+    await queue.stop();
+    assert.equal(attempts.length, 4);
+    const gaps = attempts.slice(1).map((at, i) => at - attempts[i]!);
+    assert.ok(gaps[2]! >= gaps[0]!, `delays grow: ${gaps.join(", ")}`);
+    assert.ok(gaps[0]! >= 9, `first retry waits the base delay: ${gaps[0]}`);
+  });
+});
