@@ -1,6 +1,5 @@
 import { Command } from "commander";
 import { pino } from "pino";
-import { startOperator } from "../operator/src/operator.js";
 import { integer, list, option, seconds } from "./options.js";
 
 interface OperatorFlags {
@@ -69,6 +68,9 @@ export function operatorCommand(): Command {
     )
     .action(async (flags: OperatorFlags) => {
       const logger = pino({ level: flags.logLevel, base: { component: "operator" } });
+      // Loaded on use: the Kubernetes client costs about a second of start-up that the
+      // dataplane and infer commands should not pay.
+      const { startOperator } = await import("../operator/src/operator.js");
       const operator = await startOperator({
         kubeconfig: flags.kubeconfig,
         namespaces: flags.namespace ?? [],

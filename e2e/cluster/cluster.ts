@@ -100,6 +100,13 @@ export class TestCluster {
     return cluster;
   }
 
+  /** Runs the pinned kubectl as admin and returns its output. */
+  kubectl(...args: string[]): string {
+    return execFileSync(join(this.bin, "kubectl"), ["--kubeconfig", this.adminKubeconfig, ...args], {
+      encoding: "utf8",
+    });
+  }
+
   /** An admin KubeConfig for the test code itself. */
   adminConfig(): KubeConfig {
     const config = new KubeConfig();

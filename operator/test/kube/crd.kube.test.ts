@@ -96,6 +96,18 @@ describe("DynamoKserveModel CRD (real API server)", function () {
     });
   });
 
+  it("teaches the API through kubectl explain and answers to the short name dkm", () => {
+    const explained = cluster.kubectl("explain", "dkm.spec.modelConfig").replace(/\s+/g, " ");
+    assert.match(explained, /KIND: DynamoKserveModel/);
+    assert.match(
+      explained,
+      /Where the model's Triton configuration \(triton_model_config, a config\.pbtxt\) comes from/,
+    );
+    assert.match(explained, /configMapRef <Object>/);
+    const table = cluster.kubectl("get", "dkm", "-n", namespace, "defaults");
+    assert.match(table.split("\n")[0] ?? "", /^NAME\s+READY\s+MODEL\s+BACKEND\s+ENDPOINT\s+AGE$/);
+  });
+
   it("publishes a description for every field (what kubectl explain shows)", async () => {
     const response = await cluster.request(
       "GET",
