@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
+import { join } from "node:path";
+import { REPO_ROOT, type TestCluster } from "../../../e2e/cluster/cluster.js";
 import { testCluster } from "../../../e2e/cluster/mocha-global.js";
-import type { TestCluster } from "../../../e2e/cluster/cluster.js";
 import { IDENTITY_CONFIG, KubeTestClient } from "../fixtures/kube.js";
 
 /** Specs the API server must refuse, each with the message a user would see. */
@@ -106,6 +107,12 @@ describe("DynamoKserveModel CRD (real API server)", function () {
     assert.match(explained, /configMapRef <Object>/);
     const table = cluster.kubectl("get", "dkm", "-n", namespace, "defaults");
     assert.match(table.split("\n")[0] ?? "", /^NAME\s+READY\s+MODEL\s+BACKEND\s+ENDPOINT\s+AGE$/);
+  });
+
+  it("accepts the example model a newcomer applies", () => {
+    const example = join(REPO_ROOT, "examples", "models", "identity-fp32.yaml");
+    const output = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", example);
+    assert.match(output, /dynamokservemodel\.dynamokserve\.dev\/identity-fp32 created \(server dry run\)/);
   });
 
   it("publishes a description for every field (what kubectl explain shows)", async () => {
