@@ -85,9 +85,14 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
   });
 
   it("reports Ready with endpoint and printer columns once kwok makes the pods Ready", async () => {
-    const model = await waitForCondition("ident", "Ready", "True");
+    await waitForCondition("ident", "Ready", "True");
+    // Ready needs one serving pod; wait for the second too before reading the rest.
+    const model = await eventually(async () => {
+      const current = await readModel("ident");
+      assert.equal(current.status?.readyReplicas, 2);
+      return current;
+    });
     assert.equal(model.status?.endpoint, `ident.${namespace}.svc:8001`);
-    assert.equal(model.status?.readyReplicas, 2);
     assert.equal(model.status?.backend, "identity");
     assert.equal(model.status?.observedGeneration, model.metadata.generation);
     assert.equal(conditionOf(model, "ConfigValid")?.reason, "Valid");
