@@ -125,9 +125,12 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
       assert.equal(deployment.spec?.replicas, 3);
       assert.ok(deployment.spec?.template.spec?.containers[0]?.args?.includes("debug"));
     });
-    const model = await waitForCondition("ident", "Ready", "True");
-    await eventually(async () => assert.equal((await readModel("ident")).status?.readyReplicas, 3));
-    assert.equal(model.status?.observedGeneration, model.metadata.generation);
+    await eventually(async () => {
+      const model = await readModel("ident");
+      assert.equal(model.status?.observedGeneration, model.metadata.generation);
+      assert.equal(model.status?.readyReplicas, 3);
+      assert.equal(conditionOf(model, "Ready")?.status, "True");
+    }, 30_000);
   });
 
   it("corrects drift on the Deployment", async () => {
