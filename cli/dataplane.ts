@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { startDataPlane } from "../dataplane/src/dataplane.js";
 import type { ModelControlMode } from "../dataplane/src/models/registry.js";
-import { integer, list, option, seconds } from "./options.js";
+import { integer, list, option, seconds, stopOnSignals } from "./options.js";
 
 /** The example repository shipped with the project, served when no model source is given. */
 export const EXAMPLE_REPOSITORY = fileURLToPath(new URL("../../examples/model_repository", import.meta.url));
@@ -110,14 +110,6 @@ export function dataplaneCommand(): Command {
         shutdownGraceSeconds: flags.shutdownGraceSecs,
         logger,
       });
-      const stop = (signal: string): void => {
-        logger.info({ signal }, "stopping");
-        dataPlane.stop().then(
-          () => process.exit(0),
-          () => process.exit(1),
-        );
-      };
-      process.once("SIGTERM", () => stop("SIGTERM"));
-      process.once("SIGINT", () => stop("SIGINT"));
+      stopOnSignals(dataPlane, logger);
     });
 }

@@ -1,6 +1,6 @@
 import { Command } from "commander";
 import { pino } from "pino";
-import { integer, list, option, seconds } from "./options.js";
+import { integer, list, option, seconds, stopOnSignals } from "./options.js";
 
 interface OperatorFlags {
   kubeconfig?: string;
@@ -81,14 +81,6 @@ export function operatorCommand(): Command {
         resyncSeconds: flags.resyncSecs,
         logger,
       });
-      const stop = (signal: string): void => {
-        logger.info({ signal }, "stopping");
-        operator.stop().then(
-          () => process.exit(0),
-          () => process.exit(1),
-        );
-      };
-      process.once("SIGTERM", () => stop("SIGTERM"));
-      process.once("SIGINT", () => stop("SIGINT"));
+      stopOnSignals(operator, logger);
     });
 }

@@ -34,5 +34,21 @@ export function list(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), ...items];
 }
 
+/** Stops a long-running service on SIGTERM or SIGINT, then exits 0 (1 if stopping failed). */
+export function stopOnSignals(
+  service: { stop(): Promise<void> },
+  logger: { info(object: object, message: string): void },
+): void {
+  const stop = (signal: string): void => {
+    logger.info({ signal }, "stopping");
+    service.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once("SIGTERM", () => stop("SIGTERM"));
+  process.once("SIGINT", () => stop("SIGINT"));
+}
+
 export const option = (flags: string, description: string, env: string): Option =>
   new Option(flags, description).env(env);

@@ -157,13 +157,18 @@ export class TestCluster {
     await this.startEtcd();
     await this.startApiServer();
     const kubeconfig = this.adminKubeconfig;
-    this.spawn("kube-controller-manager", [
+    // What controller-manager and scheduler share: who they are, no leader election, a
+    // loopback serving port of their own.
+    const controlPlaneArgs = async (): Promise<string[]> => [
       `--kubeconfig=${kubeconfig}`,
       `--authentication-kubeconfig=${kubeconfig}`,
       `--authorization-kubeconfig=${kubeconfig}`,
       "--leader-elect=false",
       "--bind-address=127.0.0.1",
       `--secure-port=${await freePort()}`,
+    ];
+    this.spawn("kube-controller-manager", [
+      ...(await controlPlaneArgs()),
       `--service-account-private-key-file=${join(this.dir, "sa.key")}`,
       `--root-ca-file=${join(this.dir, "pki", "apiserver.crt")}`,
       // kwok posts node status rarely; with the default 50 s grace the node lifecycle
@@ -172,14 +177,7 @@ export class TestCluster {
       "--node-startup-grace-period=1h",
       "--controllers=*,-nodeipam,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-cloud-node-lifecycle,-ttl",
     ]);
-    this.spawn("kube-scheduler", [
-      `--kubeconfig=${kubeconfig}`,
-      `--authentication-kubeconfig=${kubeconfig}`,
-      `--authorization-kubeconfig=${kubeconfig}`,
-      "--leader-elect=false",
-      "--bind-address=127.0.0.1",
-      `--secure-port=${await freePort()}`,
-    ]);
+    this.spawn("kube-scheduler", await controlPlaneArgs());
     this.spawn("kwok", [
       `--kubeconfig=${kubeconfig}`,
       `--manage-nodes-with-annotation-selector=${FAKE_NODE_ANNOTATION}=fake`,

@@ -1,0 +1,54 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+
+/** A `dynamo-kserve` process started by a test, with its JSON log lines. */
+export interface CliProcess {
+  readonly process: ChildProcess;
+  /** Every JSON log line written so far (non-JSON lines as { msg }). */
+  readonly logs: Record<string, unknown>[];
+  /** The log line announcing the process is ready. */
+  readonly ready: Record<string, unknown>;
+  /** Sends `signal` once (unless the process already ended) and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/**
+ * Runs `node <cli> ...args` and waits for the JSON log line whose msg is `readyMessage`;
+ * rejects with stderr if the process exits first.
+ */
+export async function startCli(
+  cli: string,
+  args: readonly string[],
+  readyMessage: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<CliProcess> {
+  const child = spawn(process.execPath, [cli, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const logs: Record<string, unknown>[] = [];
+  let stderr = "";
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      try {
+        const entry = JSON.parse(line) as Record<string, unknown>;
+        logs.push(entry);
+        if (entry["msg"] === readyMessage) resolve(entry);
+      } catch {
+        logs.push({ msg: line });
+      }
+    });
+    void exited.then((code) => reject(new Error(`${args[0]} exited with ${code} before '${readyMessage}': ${stderr}`)));
+  });
+  return {
+    process: child,
+    logs,
+    ready,
+    stop(signal: NodeJS.Signals = "SIGTERM") {
+      if (child.exitCode === null && child.signalCode === null && !child.killed) child.kill(signal);
+      return exited;
+    },
+  };
+}
