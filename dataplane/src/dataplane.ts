@@ -9,6 +9,7 @@ import { ModelRegistry, type ModelControlMode } from "./models/registry.js";
 import { startGrpcServer, stopGrpcServer } from "./server/grpc.js";
 import { startHttpServer } from "./server/http.js";
 import { extensionHandlers } from "./services/extensions.js";
+import { inferStreamHandlers } from "./services/infer-stream.js";
 import { healthHandlers } from "./services/health.js";
 import { modelInferHandler } from "./services/infer.js";
 import { metadataHandlers } from "./services/metadata.js";
@@ -67,7 +68,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     ...repositoryHandlers(registry),
     ...extensionHandlers(),
   };
-  const grpc = await startGrpcServer(implementation, health, {
+  const grpc = await startGrpcServer(implementation, inferStreamHandlers(registry), health, {
     host: options.host,
     port: options.grpcPort,
     maxMessageSize: options.maxMessageSize,

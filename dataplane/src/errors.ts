@@ -24,6 +24,20 @@ export class DataPlaneError extends Error {
   }
 }
 
+/**
+ * An error an upstream server returned: its gRPC status code is passed back to our
+ * client unchanged (the kind only classifies it for logs and conditions).
+ */
+export class UpstreamStatusError extends DataPlaneError {
+  constructor(
+    kind: ErrorKind,
+    readonly grpcCode: number,
+    message: string,
+  ) {
+    super(kind, message);
+  }
+}
+
 export const invalidArgument = (message: string): DataPlaneError => new DataPlaneError("InvalidArgument", message);
 export const notFound = (message: string): DataPlaneError => new DataPlaneError("NotFound", message);
 export const unavailable = (message: string): DataPlaneError => new DataPlaneError("Unavailable", message);

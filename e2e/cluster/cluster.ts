@@ -1,10 +1,10 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
 import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort } from "../support/ports.js";
 import { KubeConfig, KubernetesObjectApi, loadAllYaml, type KubernetesObject } from "@kubernetes/client-node";
 
 /**
@@ -56,17 +56,6 @@ export function pinnedVersion(name: string): string {
     .find((candidate) => candidate.startsWith(`${name}=`));
   if (line === undefined) throw new Error(`${name} is not pinned in e2e/cluster/versions.env`);
   return line.slice(name.length + 1).trim();
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {

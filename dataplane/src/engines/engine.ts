@@ -28,6 +28,8 @@ export interface InferOptions {
  */
 export interface Engine {
   infer(request: EngineRequest, options: InferOptions): AsyncIterable<EngineResponse>;
+  /** False while the engine cannot serve (e.g. no healthy upstream); absent means always ready. */
+  ready?(): boolean;
   /** Releases what the engine holds; called when its model is unloaded or replaced. */
   close(): Promise<void>;
 }

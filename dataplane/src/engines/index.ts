@@ -2,11 +2,16 @@ import { ConfigError } from "../models/config.js";
 import type { ModelSpec } from "../models/spec.js";
 import type { Engine, EngineFactory } from "./engine.js";
 import { identityEngineFactory } from "./identity/identity.js";
+import { kserveGrpcEngineFactory } from "./kserve-grpc/kserve-grpc.js";
+import { mockerEngineFactory } from "./mocker/mocker.js";
 import { repeatEngineFactory } from "./repeat/repeat.js";
 
 /** Every engine this data plane can run, by the `backend` name that selects it. */
 const FACTORIES: ReadonlyMap<string, EngineFactory> = new Map(
-  [identityEngineFactory, repeatEngineFactory].map((factory) => [factory.backend, factory]),
+  [identityEngineFactory, repeatEngineFactory, mockerEngineFactory, kserveGrpcEngineFactory].map((factory) => [
+    factory.backend,
+    factory,
+  ]),
 );
 
 export const SUPPORTED_BACKENDS: readonly string[] = [...FACTORIES.keys()];
@@ -21,11 +26,15 @@ export function checkEngine(spec: ModelSpec, source: string): void {
 
 /** Creates the engine a model's config asks for, or throws a ConfigError naming the choices. */
 export function createEngine(spec: ModelSpec, source: string): Engine {
-  const factory = FACTORIES.get(spec.backend);
+  // parameters["engine"] lets a Triton config keep its own backend (e.g. "python") and
+  // still say how this data plane runs it (e.g. "kserve-grpc": forward to that Triton).
+  const engine = spec.parameters["engine"] ?? spec.backend;
+  const factory = FACTORIES.get(engine);
   if (factory === undefined) {
+    const field = spec.parameters["engine"] !== undefined ? 'parameters["engine"]' : "backend";
     throw new ConfigError(
       source,
-      `backend: '${spec.backend}' is not supported by this data plane; supported backends: ${SUPPORTED_BACKENDS.join(", ")}`,
+      `${field}: '${engine}' is not supported by this data plane; supported engines: ${SUPPORTED_BACKENDS.join(", ")}`,
     );
   }
   return factory.create(spec, source);

@@ -173,12 +173,12 @@ export class ModelRegistry {
 
   isReady(name: string, version: string): boolean {
     const model = this.records.get(name)?.live;
-    return model !== undefined && (version === "" || model.versions.includes(version));
+    return model !== undefined && engineReady(model) && (version === "" || model.versions.includes(version));
   }
 
   readyCount(): number {
     let count = 0;
-    for (const record of this.records.values()) if (record.live !== undefined) count++;
+    for (const record of this.records.values()) if (record.live !== undefined && engineReady(record.live)) count++;
     return count;
   }
 
@@ -316,6 +316,8 @@ export class ModelRegistry {
     }
   }
 }
+
+const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
 
 function parseCandidate(source: ModelSource): Candidate {
   if (source.content === undefined || source.format === undefined) {

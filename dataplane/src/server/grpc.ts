@@ -1,5 +1,6 @@
 import { Server, ServerCredentials, type ServiceDefinition, type UntypedServiceImplementation } from "@grpc/grpc-js";
 import type { HealthImplementation } from "grpc-health-check";
+import { InferenceExtensionsService, type InferenceExtensionsServer } from "../../../proto/gen/ts/extensions.js";
 import {
   GRPCInferenceServiceService,
   ModelInferResponse,
@@ -34,9 +35,18 @@ const inferenceService: ServiceDefinition = {
   },
 };
 
+const extensionsService: ServiceDefinition = {
+  ...InferenceExtensionsService,
+  modelInferStream: {
+    ...InferenceExtensionsService.modelInferStream,
+    responseSerialize: (value: ModelInferResponse): Buffer => asBuffer(ModelInferResponse.encode(value).finish()),
+  },
+};
+
 /** Starts the gRPC server and resolves with it and the port it is bound to. */
 export async function startGrpcServer(
   implementation: GRPCInferenceServiceServer,
+  extensions: InferenceExtensionsServer,
   health: HealthImplementation,
   options: GrpcServerOptions,
 ): Promise<{ server: Server; port: number }> {
@@ -45,6 +55,7 @@ export async function startGrpcServer(
     "grpc.max_send_message_length": options.maxMessageSize,
   });
   server.addService(inferenceService, implementation as unknown as UntypedServiceImplementation);
+  server.addService(extensionsService, extensions);
   health.addToServer(server);
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${options.host}:${options.port}`, ServerCredentials.createInsecure(), (error, bound) =>

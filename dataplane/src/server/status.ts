@@ -1,5 +1,5 @@
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
-import { DataPlaneError, errorMessage, type ErrorKind } from "../errors.js";
+import { DataPlaneError, errorMessage, UpstreamStatusError, type ErrorKind } from "../errors.js";
 
 /** The one table from the data plane's error kinds to gRPC status codes. */
 export const GRPC_CODE_OF: Readonly<Record<ErrorKind, status>> = {
@@ -16,6 +16,11 @@ export const GRPC_CODE_OF: Readonly<Record<ErrorKind, status>> = {
 
 /** A gRPC error for anything thrown; unknown errors become INTERNAL with their message. */
 export function toServiceError(error: unknown): Partial<ServiceError> {
-  const code = error instanceof DataPlaneError ? GRPC_CODE_OF[error.kind] : status.INTERNAL;
+  const code =
+    error instanceof UpstreamStatusError
+      ? error.grpcCode
+      : error instanceof DataPlaneError
+        ? GRPC_CODE_OF[error.kind]
+        : status.INTERNAL;
   return { code, details: errorMessage(error), metadata: new Metadata() };
 }

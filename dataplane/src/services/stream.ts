@@ -7,6 +7,7 @@ import type {
 import { errorMessage } from "../errors.js";
 import type { ModelRegistry } from "../models/registry.js";
 import { runInference } from "./inference.js";
+import { send } from "./send.js";
 
 type StreamCall = ServerDuplexStream<ModelInferRequest, ModelStreamInferResponse>;
 
@@ -68,19 +69,4 @@ function errorReply(request: ModelInferRequest): ModelInferResponse {
     outputs: [],
     rawOutputContents: [],
   };
-}
-
-/** Writes one message, waiting for the transport to drain when its buffer is full. */
-function send(call: StreamCall, message: ModelStreamInferResponse, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  if (call.write(message)) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = (): void => {
-      call.off("drain", done);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    call.once("drain", done);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

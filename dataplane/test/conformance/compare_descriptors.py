@@ -55,7 +55,8 @@ def main():
     ours = descriptor_pb2.FileDescriptorSet()
     with open(sys.argv[1], "rb") as handle:
         ours.ParseFromString(handle.read())
-    mine = describe(ours.file)
+    # Only the standard protocol; our own extensions (package dynamokserve.v1) are ours.
+    mine = describe([file for file in ours.file if file.package == "inference"])
     theirs = describe(reference_files())
     problems = []
     for key in sorted(set(mine) | set(theirs)):

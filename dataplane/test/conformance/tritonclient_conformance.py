@@ -13,8 +13,10 @@ import sys
 import traceback
 
 import ml_dtypes
+import grpc
 import numpy as np
 import tritonclient.grpc as grpcclient
+from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
 URL = sys.argv[1]
@@ -141,6 +143,58 @@ def async_stream_infer_decoupled():
         assert finals == [False, False, False, True], finals
     finally:
         client.stop_stream()
+
+
+def llm_prompt(text):
+    tensor = grpcclient.InferInput("text_input", [1], "BYTES")
+    tensor.set_data_from_numpy(np.array([text.encode()], dtype=np.object_))
+    return tensor
+
+
+@check
+def async_stream_infer_mocker_llm():
+    responses = queue.Queue()
+    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    try:
+        client.async_stream_infer(
+            "mock_llm",
+            [llm_prompt("hello")],
+            request_id="llm",
+            parameters={"max_tokens": 6},
+            enable_empty_final_response=True,
+        )
+        tokens = []
+        while True:
+            result, error = responses.get(timeout=10)
+            assert error is None, error
+            if result.get_response().parameters["triton_final_response"].bool_param:
+                break
+            tokens.append(result.as_numpy("text_output")[0].decode())
+        assert len(tokens) == 6, tokens
+        assert len("".join(tokens).split(" ")) == 6, tokens
+    finally:
+        client.stop_stream()
+
+
+@check
+def model_infer_stream_extension():
+    request = service_pb2.ModelInferRequest(model_name="mock_llm", id="ext")
+    request.parameters["max_tokens"].int64_param = 4
+    tensor = request.inputs.add(name="text_input", datatype="BYTES", shape=[1])
+    text = b"hello"
+    request.raw_input_contents.append(len(text).to_bytes(4, "little") + text)
+    assert tensor.name == "text_input"
+    with grpc.insecure_channel(URL) as channel:
+        stream = channel.unary_stream(
+            "/dynamokserve.v1.InferenceExtensions/ModelInferStream",
+            request_serializer=service_pb2.ModelInferRequest.SerializeToString,
+            response_deserializer=service_pb2.ModelInferResponse.FromString,
+        )
+        responses = list(stream(request, timeout=10))
+    assert len(responses) == 4, responses
+    assert all(response.id == "ext" for response in responses)
+    last = grpcclient.InferResult(responses[-1])
+    assert last.as_numpy("finish_reason")[0] == b"length", last.as_numpy("finish_reason")
 
 
 @check

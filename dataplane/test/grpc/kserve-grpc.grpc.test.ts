@@ -1,0 +1,220 @@
+import { credentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
+import assert from "node:assert/strict";
+import {
+  GRPCInferenceServiceClient,
+  type ModelInferRequest,
+  type ModelInferResponse,
+  type ModelStreamInferResponse,
+} from "../../../proto/gen/ts/grpc_service.js";
+import { splitBytesElements } from "../../src/tensors/bytes.js";
+import { TestRepository } from "../fixtures/repository.js";
+import {
+  call,
+  callError,
+  eventually,
+  infer,
+  inferRequest,
+  startServer,
+  type ServerProcess,
+} from "../fixtures/server.js";
+import { requireTritonPeers, startTritonPeer, type TritonPeer } from "../fixtures/triton.js";
+
+const whoamiConfig = (name: string, upstream: string, extra = "") => `
+name: "${name}"
+backend: "python"
+max_batch_size: 8
+parameters { key: "engine" value { string_value: "kserve-grpc" } }
+parameters { key: "upstream" value { string_value: "${upstream}" } }
+parameters { key: "upstream_model" value { string_value: "whoami" } }
+${extra}
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "SERVER" data_type: TYPE_STRING dims: [ 1 ] } ]
+`;
+
+const streamConfig = (upstream: string) => `
+name: "stream_int32"
+backend: "python"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+parameters { key: "engine" value { string_value: "kserve-grpc" } }
+parameters { key: "upstream" value { string_value: "${upstream}" } }
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }, { name: "DELAY_MS" data_type: TYPE_INT32 dims: [ 1 ] optional: true } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+`;
+
+const whoamiRequest = (model: string, parameters: ModelInferRequest["parameters"] = {}) =>
+  inferRequest({
+    modelName: model,
+    parameters,
+    inputs: [{ name: "INPUT0", datatype: "FP32", shape: [1n, 3n], parameters: {}, contents: undefined }],
+    rawInputContents: [new Uint8Array(Float32Array.of(1, 2, 3).buffer)],
+  });
+
+const serverOf = (reply: ModelInferResponse): string => {
+  const index = reply.outputs.findIndex((output) => output.name === "SERVER");
+  return new TextDecoder().decode(splitBytesElements(reply.rawOutputContents[index]!)[0]);
+};
+
+const streamRequest = (values: number[], delayMs: number) =>
+  inferRequest({
+    modelName: "stream_int32",
+    id: "s",
+    inputs: [
+      { name: "IN", datatype: "INT32", shape: [BigInt(values.length)], parameters: {}, contents: undefined },
+      { name: "DELAY_MS", datatype: "INT32", shape: [1n], parameters: {}, contents: undefined },
+    ],
+    rawInputContents: [new Uint8Array(Int32Array.from(values).buffer), new Uint8Array(Int32Array.of(delayMs).buffer)],
+  });
+
+const outOf = (reply: ModelStreamInferResponse): number => {
+  const raw = reply.inferResponse!.rawOutputContents[0]!;
+  return new DataView(raw.buffer, raw.byteOffset).getInt32(0, true);
+};
+
+describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", function () {
+  this.timeout(120_000);
+  let peerA: TritonPeer;
+  let peerB: TritonPeer;
+  let repository: TestRepository;
+  let server: ServerProcess;
+
+  before(async function () {
+    requireTritonPeers(this);
+    [peerA, peerB] = await Promise.all([startTritonPeer("A"), startTritonPeer("B")]);
+    repository = new TestRepository({
+      whoami: whoamiConfig("whoami", `${peerA.address},${peerB.address}`),
+      whoami_least: whoamiConfig(
+        "whoami_least",
+        `${peerA.address},${peerB.address}`,
+        'parameters { key: "routing" value { string_value: "least_outstanding" } }',
+      ),
+      whoami_missing: whoamiConfig("whoami_missing", peerA.address).replace(
+        'string_value: "whoami" }',
+        'string_value: "no_such_model" }',
+      ),
+      stream_int32: streamConfig(peerA.address),
+      dead: whoamiConfig("dead", "127.0.0.1:1"),
+    });
+    server = await startServer(["--model-repository", repository.dir]);
+  });
+
+  after(async () => {
+    await server?.stop();
+    repository?.remove();
+    await Promise.all([peerA?.kill(), peerB?.kill()]);
+  });
+
+  it("forwards ModelInfer and spreads requests round-robin over the upstreams", async () => {
+    const servers: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const reply = await infer(server.client, whoamiRequest("whoami"));
+      assert.deepEqual([...new Float32Array(new Uint8Array(reply.rawOutputContents[0]!).buffer)], [1, 2, 3]);
+      assert.equal(reply.modelName, "whoami");
+      servers.push(serverOf(reply));
+    }
+    assert.deepEqual(servers.filter((name) => name === "A").length, 2, servers.join(","));
+    assert.notEqual(servers[0], servers[1]);
+    const least = await infer(server.client, whoamiRequest("whoami_least"));
+    assert.ok(["A", "B"].includes(serverOf(least)));
+  });
+
+  it("keeps a sequence on one upstream", async () => {
+    const sequence = { sequence_id: { parameterChoice: { $case: "int64Param" as const, value: 42n } } };
+    const servers = new Set<string>();
+    for (let i = 0; i < 5; i++) servers.add(serverOf(await infer(server.client, whoamiRequest("whoami", sequence))));
+    assert.equal(servers.size, 1);
+  });
+
+  it("passes the upstream's status code back unchanged", async () => {
+    const viaUs = await callError(server.client, "modelInfer", whoamiRequest("whoami_missing"));
+    const direct = new GRPCInferenceServiceClient(peerA.address, credentials.createInsecure());
+    const fromTriton = await new Promise<ServiceError>((resolve) =>
+      direct.modelInfer({ ...whoamiRequest("no_such_model") }, new Metadata(), (error) => resolve(error!)),
+    );
+    direct.close();
+    assert.equal(viaUs.code, fromTriton.code);
+    assert.equal(viaUs.details, fromTriton.details);
+  });
+
+  it("streams a decoupled upstream model through ModelStreamInfer", async () => {
+    const stream = server.client.modelStreamInfer();
+    const replies: ModelStreamInferResponse[] = [];
+    await new Promise<void>((resolve, reject) => {
+      stream.on("data", (reply: ModelStreamInferResponse) => replies.push(reply));
+      stream.on("end", resolve);
+      stream.on("error", reject);
+      stream.write(streamRequest([5, 6, 7], 0));
+      stream.end();
+    });
+    assert.deepEqual(
+      replies.map((reply) => reply.errorMessage),
+      ["", "", ""],
+    );
+    assert.deepEqual(replies.map(outOf), [5, 6, 7]);
+    assert.ok(replies.every((reply) => reply.inferResponse?.id === "s"));
+  });
+
+  it("answers UNAVAILABLE naming the upstream when none is reachable, and reports the model not ready", async () => {
+    const error = await callError(server.client, "modelInfer", whoamiRequest("dead"));
+    assert.equal(error.code, status.UNAVAILABLE);
+    assert.match(error.details, /model 'dead'.*127\.0\.0\.1:1/);
+    await eventually(async () =>
+      assert.equal((await call(server.client, "modelReady", { name: "dead", version: "" })).ready, false),
+    );
+  });
+
+  it("fails fast when the upstream dies mid-stream, and recovers when it is back", async () => {
+    const stream = server.client.modelStreamInfer();
+    const replies: ModelStreamInferResponse[] = [];
+    let killedAt = 0;
+    const failed = new Promise<number>((resolve, reject) => {
+      stream.on("data", (reply: ModelStreamInferResponse) => {
+        replies.push(reply);
+        if (reply.errorMessage !== "") resolve(Date.now());
+        else if (replies.length === 2) {
+          killedAt = Date.now();
+          void peerA.kill();
+        }
+      });
+      stream.on("error", reject);
+    });
+    stream.write(streamRequest([1, 2, 3, 4, 5, 6, 7, 8], 300));
+    const failedAt = await failed;
+    stream.end();
+    const last = replies.at(-1)!;
+    assert.match(last.errorMessage, /upstream 127\.0\.0\.1:\d+ is unavailable/);
+    assert.ok(failedAt - killedAt < 5000, `error after ${failedAt - killedAt} ms`);
+    await peerA.restart();
+    await eventually(
+      async () => {
+        const replies2: ModelStreamInferResponse[] = [];
+        const again = server.client.modelStreamInfer();
+        await new Promise<void>((resolve, reject) => {
+          again.on("data", (reply: ModelStreamInferResponse) => replies2.push(reply));
+          again.on("end", resolve);
+          again.on("error", reject);
+          again.write(streamRequest([9], 0));
+          again.end();
+        });
+        assert.deepEqual(replies2.map(outOf), [9]);
+      },
+      60_000,
+      500,
+    );
+  });
+
+  it("fails over to the healthy upstream when one dies, and uses it again when it is back", async () => {
+    await peerB.kill();
+    for (let i = 0; i < 4; i++) assert.equal(serverOf(await infer(server.client, whoamiRequest("whoami"))), "A");
+    await peerB.restart();
+    await eventually(
+      async () => {
+        const seen = new Set<string>();
+        for (let i = 0; i < 4; i++) seen.add(serverOf(await infer(server.client, whoamiRequest("whoami"))));
+        assert.deepEqual([...seen].sort(), ["A", "B"]);
+      },
+      60_000,
+      500,
+    );
+  });
+});
