@@ -4,6 +4,7 @@
 # requirements file changes.
 #   venv        the real tritonclient (conformance tests)       DYNAMO_KSERVE_VENV
 #   venv-peers  real upstream servers: Triton via nvidia-pytriton  DYNAMO_KSERVE_PEERS_VENV
+#   venv-llm    a real OpenAI-compatible server: LiteLLM proxy    DYNAMO_KSERVE_LLM_VENV
 # The peers venv uses Debian's python3: pytriton's Python-backend stub links the system
 # libpython, so the interpreter's standard library must match it.
 set -euo pipefail
@@ -31,3 +32,4 @@ if [[ ! -x /usr/bin/python3 ]] || ! /usr/bin/python3 -m venv --help >/dev/null 2
   apt-get update -qq && apt-get install -y -qq python3 python3-venv libpython3-dev
 fi
 make_venv /usr/bin/python3 "${DYNAMO_KSERVE_PEERS_VENV:-$cache/venv-peers}" "$root/dataplane/test/peers/requirements.txt"
+make_venv /usr/bin/python3 "${DYNAMO_KSERVE_LLM_VENV:-$cache/venv-llm}" "$root/dataplane/test/peers/llm-requirements.txt"

@@ -1,7 +1,9 @@
-import { credentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
+import { credentials, Metadata, Server, ServerCredentials, status, type ServiceError } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import {
   GRPCInferenceServiceClient,
+  GRPCInferenceServiceService,
+  type GRPCInferenceServiceServer,
   type ModelInferRequest,
   type ModelInferResponse,
   type ModelStreamInferResponse,
@@ -17,7 +19,7 @@ import {
   startServer,
   type ServerProcess,
 } from "../fixtures/server.js";
-import { requireTritonPeers, startTritonPeer, type TritonPeer } from "../fixtures/triton.js";
+import { requireTritonPeers, startTritonPeer, type Peer } from "../fixtures/peers.js";
 
 const whoamiConfig = (name: string, upstream: string, extra = "") => `
 name: "${name}"
@@ -71,16 +73,59 @@ const outOf = (reply: ModelStreamInferResponse): number => {
   return new DataView(raw.buffer, raw.byteOffset).getInt32(0, true);
 };
 
+/**
+ * A slow KServe v2 upstream that records when the engine cancels its stream: it measures
+ * how fast a client's cancel reaches the upstream (the behaviour itself is also covered
+ * against Triton above).
+ */
+async function slowGrpcUpstream(): Promise<{ server: Server; address: string; cancelledAt: number[] }> {
+  const cancelledAt: number[] = [];
+  const server = new Server();
+  const implementation: Partial<GRPCInferenceServiceServer> = {
+    serverLive: (_call, callback) => callback(null, { live: true }),
+    modelStreamInfer: (call) => {
+      call.on("data", (request: ModelInferRequest) => {
+        const timer = setInterval(() => {
+          call.write({
+            errorMessage: "",
+            inferResponse: {
+              modelName: request.modelName,
+              modelVersion: "1",
+              id: request.id,
+              parameters: {},
+              outputs: [{ name: "OUT", datatype: "INT32", shape: [1n], parameters: {}, contents: undefined }],
+              rawOutputContents: [new Uint8Array(Int32Array.of(1).buffer)],
+            },
+          });
+        }, 50);
+        call.on("cancelled", () => {
+          clearInterval(timer);
+          cancelledAt.push(Date.now());
+        });
+      });
+    },
+  };
+  server.addService(GRPCInferenceServiceService, implementation as GRPCInferenceServiceServer);
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (error, bound) =>
+      error ? reject(error) : resolve(bound),
+    ),
+  );
+  return { server, address: `127.0.0.1:${port}`, cancelledAt };
+}
+
 describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", function () {
-  this.timeout(120_000);
-  let peerA: TritonPeer;
-  let peerB: TritonPeer;
+  // Starting (and restarting) Triton takes seconds, more on a busy 2-core machine.
+  this.timeout(240_000);
+  let peerA: Peer;
+  let peerB: Peer;
+  let slow: Awaited<ReturnType<typeof slowGrpcUpstream>>;
   let repository: TestRepository;
   let server: ServerProcess;
 
   before(async function () {
     requireTritonPeers(this);
-    [peerA, peerB] = await Promise.all([startTritonPeer("A"), startTritonPeer("B")]);
+    [peerA, peerB, slow] = await Promise.all([startTritonPeer("A"), startTritonPeer("B"), slowGrpcUpstream()]);
     repository = new TestRepository({
       whoami: whoamiConfig("whoami", `${peerA.address},${peerB.address}`),
       whoami_least: whoamiConfig(
@@ -93,6 +138,7 @@ describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", fun
         'string_value: "no_such_model" }',
       ),
       stream_int32: streamConfig(peerA.address),
+      slow_stream: streamConfig(slow.address).replace('name: "stream_int32"', 'name: "slow_stream"'),
       dead: whoamiConfig("dead", "127.0.0.1:1"),
     });
     server = await startServer(["--model-repository", repository.dir]);
@@ -101,6 +147,7 @@ describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", fun
   after(async () => {
     await server?.stop();
     repository?.remove();
+    slow?.server.forceShutdown();
     await Promise.all([peerA?.kill(), peerB?.kill()]);
   });
 
@@ -163,6 +210,22 @@ describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", fun
     );
   });
 
+  it("cancels the upstream stream within 200 ms of the client cancelling", async () => {
+    const stream = server.client.modelStreamInfer();
+    stream.on("error", () => undefined);
+    await new Promise<void>((resolve) => {
+      stream.on("data", () => resolve());
+      stream.write({ ...streamRequest([1], 0), modelName: "slow_stream" });
+    });
+    const before = slow.cancelledAt.length;
+    const cancelledAt = Date.now();
+    stream.cancel();
+    await eventually(() => assert.ok(slow.cancelledAt.length > before), 2000, 5);
+    const delay = slow.cancelledAt[before]! - cancelledAt;
+    console.log(`      client cancel -> upstream cancelled: ${delay} ms`);
+    assert.ok(delay < 200, `${delay} ms`);
+  });
+
   it("fails fast when the upstream dies mid-stream, and recovers when it is back", async () => {
     const stream = server.client.modelStreamInfer();
     const replies: ModelStreamInferResponse[] = [];
@@ -177,6 +240,7 @@ describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", fun
         }
       });
       stream.on("error", reject);
+      setTimeout(() => reject(new Error(`no error ${Date.now() - killedAt} ms after the kill`)), 30_000).unref();
     });
     stream.write(streamRequest([1, 2, 3, 4, 5, 6, 7, 8], 300));
     const failedAt = await failed;

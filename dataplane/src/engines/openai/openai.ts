@@ -1,0 +1,218 @@
+import { createParser, type EventSourceMessage } from "eventsource-parser";
+import { errors as undiciErrors, request, type Dispatcher } from "undici";
+import { DataPlaneError, invalidArgument, internal, type ErrorKind } from "../../errors.js";
+import { ConfigError } from "../../models/config.js";
+import type { ModelSpec } from "../../models/spec.js";
+import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
+import { checkLlmSpec, llmOutputs, readLlmRequest, type LlmRequest } from "../llm/llm.js";
+
+/**
+ * The `openai` engine: an LLM model served by an OpenAI-compatible HTTP server (vLLM,
+ * SGLang, TGI, llama.cpp server). `text_input` becomes the prompt (or, with
+ * `mode: chat`, the messages: a JSON list of {role, content} or plain text as one user
+ * message); request parameters max_tokens, temperature, top_p, top_k, seed, stop,
+ * presence_penalty, frequency_penalty become the same request fields; each choice gives
+ * one `text_output` and one `finish_reason` element. With `streaming` true on a decoupled
+ * model the upstream streams (SSE) and every event becomes one response.
+ * Parameters: `url` (e.g. http://vllm:8000/v1), `upstream_model` (default: the model's
+ * name), `mode` (completions | chat), `api_key_env` (environment variable holding a key).
+ */
+
+interface Settings {
+  readonly model: string;
+  readonly baseUrl: string;
+  readonly upstreamModel: string;
+  readonly chat: boolean;
+  readonly apiKey: string | undefined;
+  readonly decoupled: boolean;
+}
+
+interface Choice {
+  index?: number;
+  text?: string;
+  message?: { content?: string | null };
+  delta?: { content?: string | null };
+  finish_reason?: string | null;
+}
+
+const KIND_OF_HTTP_STATUS = (code: number): ErrorKind =>
+  code === 400 || code === 422
+    ? "InvalidArgument"
+    : code === 404
+      ? "NotFound"
+      : code === 429
+        ? "ResourceExhausted"
+        : code === 408 || code === 504
+          ? "DeadlineExceeded"
+          : code >= 500
+            ? "Unavailable"
+            : "Internal";
+
+class OpenAiEngine implements Engine {
+  constructor(private readonly settings: Settings) {}
+
+  async *infer(engineRequest: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
+    const llm = readLlmRequest(engineRequest);
+    if (llm.streaming && !this.settings.decoupled) {
+      throw invalidArgument(
+        `model '${this.settings.model}': streaming=true needs a decoupled model (model_transaction_policy { decoupled: true }) and ModelStreamInfer`,
+      );
+    }
+    const path = this.settings.chat ? "/chat/completions" : "/completions";
+    const response = await this.post(path, this.body(llm), signal);
+    const wanted = engineRequest.requestedOutputs;
+    if (!llm.streaming) {
+      const json = (await response.body.json()) as { choices?: Choice[] };
+      const choices = json.choices ?? [];
+      yield {
+        outputs: llmOutputs(
+          choices.map((choice) => (this.settings.chat ? (choice.message?.content ?? "") : (choice.text ?? ""))),
+          choices.map((choice) => choice.finish_reason ?? ""),
+          wanted,
+        ),
+      };
+      return;
+    }
+    for await (const choices of this.events(response.body, signal)) {
+      yield {
+        outputs: llmOutputs(
+          choices.map((choice) => (this.settings.chat ? (choice.delta?.content ?? "") : (choice.text ?? ""))),
+          choices.map((choice) => choice.finish_reason ?? ""),
+          wanted,
+        ),
+      };
+    }
+  }
+
+  async close(): Promise<void> {}
+
+  private body(llm: LlmRequest): Record<string, unknown> {
+    const { sampling } = llm;
+    return {
+      model: this.settings.upstreamModel,
+      ...(this.settings.chat ? { messages: messagesOf(llm.prompt) } : { prompt: llm.prompt }),
+      stream: llm.streaming,
+      ...sampling,
+    };
+  }
+
+  private async post(path: string, body: unknown, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
+    const url = `${this.settings.baseUrl}${path}`;
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await request(url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          ...(this.settings.apiKey !== undefined ? { authorization: `Bearer ${this.settings.apiKey}` } : {}),
+        },
+        body: JSON.stringify(body),
+        signal,
+      });
+    } catch (error) {
+      if (signal.aborted || error instanceof undiciErrors.RequestAbortedError) {
+        throw new DataPlaneError("Cancelled", "request cancelled");
+      }
+      throw new DataPlaneError(
+        "Unavailable",
+        `model '${this.settings.model}': upstream ${url} is unavailable: ${(error as Error).message}`,
+      );
+    }
+    if (response.statusCode >= 400) {
+      const text = await response.body.text().catch(() => "");
+      throw new DataPlaneError(
+        KIND_OF_HTTP_STATUS(response.statusCode),
+        `model '${this.settings.model}': upstream ${url} answered HTTP ${response.statusCode}: ${upstreamMessage(text)}`,
+      );
+    }
+    return response;
+  }
+
+  /** The choices of each server-sent event until [DONE]. */
+  private async *events(body: Dispatcher.ResponseData["body"], signal: AbortSignal): AsyncIterable<Choice[]> {
+    const pending: Choice[][] = [];
+    let done = false;
+    let failure: Error | undefined;
+    const parser = createParser({
+      onEvent: (event: EventSourceMessage) => {
+        if (event.data === "[DONE]") {
+          done = true;
+          return;
+        }
+        try {
+          const parsed = JSON.parse(event.data) as { choices?: Choice[]; error?: { message?: string } };
+          if (parsed.error !== undefined) failure = internal(`upstream error: ${parsed.error.message ?? event.data}`);
+          else pending.push(parsed.choices ?? []);
+        } catch {
+          failure = internal(`upstream sent an event that is not JSON: ${event.data.slice(0, 200)}`);
+        }
+      },
+    });
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of body) {
+        // stream: true keeps a character split across two chunks whole.
+        parser.feed(decoder.decode(chunk as Uint8Array, { stream: true }));
+        if (failure !== undefined) throw failure;
+        yield* pending.splice(0);
+        if (done) return;
+      }
+    } catch (error) {
+      if (signal.aborted) throw new DataPlaneError("Cancelled", "request cancelled");
+      if (error instanceof DataPlaneError) throw error;
+      throw new DataPlaneError(
+        "Unavailable",
+        `model '${this.settings.model}': the upstream stream broke: ${(error as Error).message}`,
+      );
+    }
+  }
+}
+
+function messagesOf(text: string): unknown[] {
+  if (text.trimStart().startsWith("[")) {
+    try {
+      const parsed: unknown = JSON.parse(text);
+      if (Array.isArray(parsed)) return parsed;
+    } catch {
+      // plain text that starts with "["
+    }
+  }
+  return [{ role: "user", content: text }];
+}
+
+function upstreamMessage(text: string): string {
+  try {
+    const parsed = JSON.parse(text) as { error?: { message?: string } | string; message?: string; detail?: string };
+    const error = parsed.error;
+    return (typeof error === "string" ? error : error?.message) ?? parsed.message ?? parsed.detail ?? text;
+  } catch {
+    return text.slice(0, 500);
+  }
+}
+
+export const openAiEngineFactory: EngineFactory = {
+  backend: "openai",
+  create(spec: ModelSpec, source: string): Engine {
+    checkLlmSpec(spec, source, "openai");
+    const url = spec.parameters["url"];
+    if (url === undefined || !/^https?:\/\/[^\s]+$/.test(url)) {
+      throw new ConfigError(
+        source,
+        `engine openai: set parameters["url"] to the server's base URL, e.g. http://vllm:8000/v1`,
+      );
+    }
+    const mode = spec.parameters["mode"] ?? "completions";
+    if (mode !== "completions" && mode !== "chat") {
+      throw new ConfigError(source, `engine openai: parameters["mode"] must be completions or chat, not '${mode}'`);
+    }
+    const keyVariable = spec.parameters["api_key_env"];
+    return new OpenAiEngine({
+      model: spec.name,
+      baseUrl: url.replace(/\/+$/, ""),
+      upstreamModel: spec.parameters["upstream_model"] ?? spec.name,
+      chat: mode === "chat",
+      apiKey: keyVariable !== undefined ? process.env[keyVariable] : undefined,
+      decoupled: spec.decoupled,
+    });
+  },
+};

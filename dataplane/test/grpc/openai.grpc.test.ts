@@ -1,0 +1,184 @@
+import { status } from "@grpc/grpc-js";
+import assert from "node:assert/strict";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type {
+  InferParameter,
+  ModelInferRequest,
+  ModelInferResponse,
+  ModelStreamInferResponse,
+} from "../../../proto/gen/ts/grpc_service.js";
+import { joinBytesElements, splitBytesElements } from "../../src/tensors/bytes.js";
+import { TestRepository } from "../fixtures/repository.js";
+import { callError, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+import { requireOpenAiPeer, startOpenAiPeer, type Peer } from "../fixtures/peers.js";
+
+const MOCK_TEXT = "The quick brown fox jumps over the lazy dog";
+
+const llmConfig = (name: string, url: string, { decoupled = false, mode = "completions", model = "mock-gpt" } = {}) => `
+name: "${name}"
+backend: "vllm"
+max_batch_size: 0
+${decoupled ? "model_transaction_policy { decoupled: true }" : ""}
+parameters { key: "engine" value { string_value: "openai" } }
+parameters { key: "url" value { string_value: "${url}" } }
+parameters { key: "upstream_model" value { string_value: "${model}" } }
+parameters { key: "mode" value { string_value: "${mode}" } }
+input [
+  { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] },
+  { name: "streaming" data_type: TYPE_BOOL dims: [ 1 ] optional: true }
+]
+output [
+  { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] },
+  { name: "finish_reason" data_type: TYPE_STRING dims: [ -1 ] }
+]
+`;
+
+function llmRequest(
+  model: string,
+  prompt: string,
+  streaming: boolean,
+  parameters: Record<string, InferParameter> = {},
+) {
+  return inferRequest({
+    modelName: model,
+    id: `r-${model}`,
+    parameters,
+    inputs: [
+      { name: "text_input", datatype: "BYTES", shape: [1n], parameters: {}, contents: undefined },
+      { name: "streaming", datatype: "BOOL", shape: [1n], parameters: {}, contents: undefined },
+    ],
+    rawInputContents: [joinBytesElements([new TextEncoder().encode(prompt)]), Uint8Array.of(streaming ? 1 : 0)],
+  });
+}
+
+const textsOf = (response: ModelInferResponse, name: string): string[] => {
+  const index = response.outputs.findIndex((output) => output.name === name);
+  return splitBytesElements(response.rawOutputContents[index]!).map((bytes) => new TextDecoder().decode(bytes));
+};
+
+async function streamAll(server: ServerProcess, request: ModelInferRequest): Promise<ModelStreamInferResponse[]> {
+  const stream = server.client.modelStreamInfer();
+  const replies: ModelStreamInferResponse[] = [];
+  await new Promise<void>((resolve, reject) => {
+    stream.on("data", (reply: ModelStreamInferResponse) => replies.push(reply));
+    stream.on("end", resolve);
+    stream.on("error", reject);
+    stream.write(request);
+    stream.end();
+  });
+  return replies;
+}
+
+/**
+ * A slow SSE upstream that records when each request's connection closes: it measures how
+ * fast a client's cancel reaches the upstream (LiteLLM's mock answers too fast to cancel).
+ */
+async function slowSseServer(): Promise<{ server: Server; url: string; closedAt: number[] }> {
+  const closedAt: number[] = [];
+  const server = createServer((request, response) => {
+    request.resume();
+    response.writeHead(200, { "content-type": "text/event-stream" });
+    let index = 0;
+    const timer = setInterval(() => {
+      response.write(
+        `data: ${JSON.stringify({ choices: [{ index: 0, text: `t${index++} `, finish_reason: null }] })}\n\n`,
+      );
+    }, 50);
+    response.on("close", () => {
+      clearInterval(timer);
+      closedAt.push(Date.now());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, closedAt };
+}
+
+describe("openai engine against a real OpenAI-compatible server (LiteLLM proxy)", function () {
+  this.timeout(180_000);
+  let peer: Peer;
+  let slow: Awaited<ReturnType<typeof slowSseServer>>;
+  let repository: TestRepository;
+  let server: ServerProcess;
+
+  before(async function () {
+    requireOpenAiPeer(this);
+    [peer, slow] = await Promise.all([startOpenAiPeer(), slowSseServer()]);
+    const url = `http://${peer.address}/v1`;
+    repository = new TestRepository({
+      llm_completions: llmConfig("llm_completions", url),
+      llm_chat_stream: llmConfig("llm_chat_stream", url, { decoupled: true, mode: "chat" }),
+      llm_unknown_model: llmConfig("llm_unknown_model", url, { model: "no-such-model" }),
+      llm_down: llmConfig("llm_down", "http://127.0.0.1:1/v1"),
+      llm_slow: llmConfig("llm_slow", slow.url, { decoupled: true }),
+    });
+    server = await startServer(["--model-repository", repository.dir]);
+  });
+
+  after(async () => {
+    await server?.stop();
+    repository?.remove();
+    slow?.server.close();
+    await peer?.kill();
+  });
+
+  it("maps text_input to a completions prompt and the choice to text_output and finish_reason", async () => {
+    const reply = await infer(
+      server.client,
+      llmRequest("llm_completions", "Say something", false, {
+        max_tokens: { parameterChoice: { $case: "int64Param", value: 16n } },
+        temperature: { parameterChoice: { $case: "doubleParam", value: 0.5 } },
+      }),
+    );
+    assert.deepEqual(textsOf(reply, "text_output"), [MOCK_TEXT]);
+    assert.deepEqual(textsOf(reply, "finish_reason"), ["stop"]);
+    assert.equal(reply.id, "r-llm_completions");
+  });
+
+  it("streams chat deltas from SSE, one response per event, on ModelStreamInfer", async () => {
+    const replies = await streamAll(server, llmRequest("llm_chat_stream", "Hello", true));
+    assert.ok(replies.length > 3, `${replies.length} responses`);
+    assert.ok(replies.every((reply) => reply.errorMessage === ""));
+    assert.equal(replies.map((reply) => textsOf(reply.inferResponse!, "text_output")[0]).join(""), MOCK_TEXT);
+  });
+
+  it("refuses streaming=true on ModelInfer with INVALID_ARGUMENT", async () => {
+    const error = await callError(server.client, "modelInfer", llmRequest("llm_completions", "x", true));
+    assert.equal(error.code, status.INVALID_ARGUMENT);
+    assert.match(error.details, /streaming=true needs a decoupled model/);
+  });
+
+  it("maps upstream HTTP errors and an unreachable upstream to gRPC codes with messages", async () => {
+    const unknown = await callError(server.client, "modelInfer", llmRequest("llm_unknown_model", "x", false));
+    assert.equal(unknown.code, status.INVALID_ARGUMENT);
+    assert.match(unknown.details, /upstream http:\/\/127\.0\.0\.1:\d+\/v1\/completions answered HTTP 400/);
+    const down = await callError(server.client, "modelInfer", llmRequest("llm_down", "x", false));
+    assert.equal(down.code, status.UNAVAILABLE);
+    assert.match(down.details, /model 'llm_down': upstream http:\/\/127\.0\.0\.1:1\/v1\/completions is unavailable/);
+  });
+
+  it("cancels the upstream HTTP request within 200 ms of the client cancelling", async () => {
+    const stream = server.client.modelStreamInfer();
+    stream.on("error", () => undefined);
+    await new Promise<void>((resolve) => {
+      stream.on("data", () => resolve());
+      stream.write(llmRequest("llm_slow", "go", true));
+    });
+    const before = slow.closedAt.length;
+    const cancelledAt = Date.now();
+    stream.cancel();
+    await new Promise<void>((resolve, reject) => {
+      const deadline = setTimeout(() => reject(new Error("upstream request still open after 2 s")), 2000);
+      const poll = setInterval(() => {
+        if (slow.closedAt.length > before) {
+          clearInterval(poll);
+          clearTimeout(deadline);
+          resolve();
+        }
+      }, 5);
+    });
+    const delay = slow.closedAt[before]! - cancelledAt;
+    console.log(`      client cancel -> upstream connection closed: ${delay} ms`);
+    assert.ok(delay < 200, `${delay} ms`);
+  });
+});
