@@ -5,6 +5,8 @@ import type { Tensor } from "../tensors/tensor.js";
 /** One inference request as an engine sees it: validated raw tensors, no gRPC types. */
 export interface EngineRequest {
   readonly id: string;
+  /** The model version the request resolved to (e.g. "1"). */
+  readonly version: string;
   readonly parameters: Readonly<Record<string, InferParameter>>;
   readonly inputs: readonly Tensor[];
   /** Names the client asked for; empty means every output. Engines may skip the others. */

@@ -4,14 +4,20 @@ import type { Engine, EngineFactory } from "./engine.js";
 import { identityEngineFactory } from "./identity/identity.js";
 import { kserveGrpcEngineFactory } from "./kserve-grpc/kserve-grpc.js";
 import { mockerEngineFactory } from "./mocker/mocker.js";
+import { onnxEngineFactories } from "./onnx/onnx.js";
 import { openAiEngineFactory } from "./openai/openai.js";
 import { repeatEngineFactory } from "./repeat/repeat.js";
 
 /** Every engine this data plane can run, by the `backend` name that selects it. */
 const FACTORIES: ReadonlyMap<string, EngineFactory> = new Map(
-  [identityEngineFactory, repeatEngineFactory, mockerEngineFactory, kserveGrpcEngineFactory, openAiEngineFactory].map(
-    (factory) => [factory.backend, factory],
-  ),
+  [
+    identityEngineFactory,
+    repeatEngineFactory,
+    mockerEngineFactory,
+    kserveGrpcEngineFactory,
+    openAiEngineFactory,
+    ...onnxEngineFactories,
+  ].map((factory) => [factory.backend, factory]),
 );
 
 export const SUPPORTED_BACKENDS: readonly string[] = [...FACTORIES.keys()];

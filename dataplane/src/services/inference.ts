@@ -53,7 +53,13 @@ export async function* runInference(
     const decoded = nowNs();
     const echoed = echoedParameters(request.parameters);
     const streamFlags = mode === "stream";
-    const engineRequest = { id: request.id, parameters: request.parameters, inputs: inputs.tensors, requestedOutputs };
+    const engineRequest = {
+      id: request.id,
+      version,
+      parameters: request.parameters,
+      inputs: inputs.tensors,
+      requestedOutputs,
+    };
     const results = engine.infer(engineRequest, { signal })[Symbol.asyncIterator]();
     let mark = nowNs();
     for (;;) {

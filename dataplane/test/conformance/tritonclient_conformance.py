@@ -123,6 +123,18 @@ def infer_batched_fp32_and_error():
 
 
 @check
+def infer_onnx_model():
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    b = np.ones((2, 4), dtype=np.float32)
+    inputs = [grpcclient.InferInput("INPUT0", [2, 4], "FP32"), grpcclient.InferInput("INPUT1", [2, 4], "FP32")]
+    inputs[0].set_data_from_numpy(a)
+    inputs[1].set_data_from_numpy(b)
+    result = client.infer("add_sub_onnx", inputs)
+    assert (result.as_numpy("OUTPUT0") == a + b).all()
+    assert (result.as_numpy("OUTPUT1") == a - b).all()
+
+
+@check
 def async_stream_infer_decoupled():
     responses = queue.Queue()
     client.start_stream(callback=lambda result, error: responses.put((result, error)))

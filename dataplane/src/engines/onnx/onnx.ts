@@ -1,0 +1,148 @@
+import { dirname, join } from "node:path";
+import { InferenceSession, Tensor as OrtTensor } from "onnxruntime-node";
+import { DataPlaneError, errorMessage, internal, unavailable } from "../../errors.js";
+import type { ModelSpec } from "../../models/spec.js";
+import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
+import type { Datatype } from "../../tensors/datatypes.js";
+import type { Tensor } from "../../tensors/tensor.js";
+import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
+
+/**
+ * Triton's `onnxruntime` backend / `onnxruntime_onnx` platform, run in-process on the
+ * CPU with onnxruntime-node. The model file is `<model folder>/<version>/model.onnx` (or
+ * the config's `default_model_filename`); a session is created per served version on its
+ * first request, so creating the engine does no I/O.
+ */
+
+type OrtType = keyof OrtTensor.DataTypeMap;
+
+const ORT_TYPE: Partial<Record<Datatype, OrtType>> = {
+  BOOL: "bool",
+  UINT8: "uint8",
+  UINT16: "uint16",
+  UINT32: "uint32",
+  UINT64: "uint64",
+  INT8: "int8",
+  INT16: "int16",
+  INT32: "int32",
+  INT64: "int64",
+  FP16: "float16",
+  FP32: "float32",
+  FP64: "float64",
+  BYTES: "string",
+};
+
+const DATATYPE_OF: Partial<Record<string, Datatype>> = Object.fromEntries(
+  Object.entries(ORT_TYPE).map(([datatype, ort]) => [ort, datatype as Datatype]),
+);
+
+type NumericArray = Exclude<OrtTensor.DataTypeMap[OrtType], string[]>;
+type NumericArrayConstructor = new (buffer: ArrayBuffer, byteOffset: number, length: number) => NumericArray;
+
+const ARRAY_OF: Partial<Record<OrtType, NumericArrayConstructor>> = {
+  bool: Uint8Array,
+  uint8: Uint8Array,
+  uint16: Uint16Array,
+  uint32: Uint32Array,
+  uint64: BigUint64Array,
+  int8: Int8Array,
+  int16: Int16Array,
+  int32: Int32Array,
+  int64: BigInt64Array,
+  float16: Uint16Array,
+  float32: Float32Array,
+  float64: Float64Array,
+};
+
+class OnnxEngine implements Engine {
+  private readonly sessions = new Map<string, Promise<InferenceSession>>();
+
+  constructor(
+    private readonly modelDir: string,
+    private readonly fileName: string,
+    private readonly outputNames: readonly string[],
+  ) {}
+
+  async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
+    const session = await this.session(request.version);
+    if (signal.aborted) throw new DataPlaneError("Cancelled", "request cancelled");
+    const feeds = Object.fromEntries(request.inputs.map((tensor) => [tensor.name, toOrt(tensor)]));
+    const wanted = this.outputNames.filter(
+      (name) => request.requestedOutputs.size === 0 || request.requestedOutputs.has(name),
+    );
+    let results: InferenceSession.OnnxValueMapType;
+    try {
+      results = await session.run(feeds, wanted as string[]);
+    } catch (error) {
+      throw internal(`onnxruntime failed: ${errorMessage(error)}`);
+    }
+    yield { outputs: wanted.map((name) => fromOrt(name, results[name] as OrtTensor)) };
+  }
+
+  async close(): Promise<void> {
+    const sessions = [...this.sessions.values()];
+    this.sessions.clear();
+    for (const session of sessions) await (await session.catch(() => undefined))?.release();
+  }
+
+  private session(version: string): Promise<InferenceSession> {
+    let session = this.sessions.get(version);
+    if (session === undefined) {
+      const path = join(this.modelDir, version, this.fileName);
+      session = InferenceSession.create(path, { executionProviders: ["cpu"] }).catch((error: unknown) => {
+        this.sessions.delete(version);
+        throw unavailable(`cannot load ONNX model ${path}: ${errorMessage(error)}`);
+      });
+      this.sessions.set(version, session);
+    }
+    return session;
+  }
+}
+
+function toOrt(tensor: Tensor): OrtTensor {
+  const type = ORT_TYPE[tensor.datatype];
+  if (type === undefined) throw internal(`datatype ${tensor.datatype} cannot be given to onnxruntime`);
+  const dims = [...tensor.shape];
+  if (type === "string") {
+    return new OrtTensor(
+      "string",
+      splitBytesElements(tensor.data).map((bytes) => new TextDecoder().decode(bytes)),
+      dims,
+    );
+  }
+  const Array = ARRAY_OF[type]!;
+  const bytes = tensor.data.byteOffset % 8 === 0 ? tensor.data : new Uint8Array(tensor.data);
+  const view = new Array(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.byteLength / bytesPerElement(Array));
+  return new OrtTensor(type, view as never, dims);
+}
+
+const bytesPerElement = (constructor: NumericArrayConstructor): number =>
+  (constructor as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT;
+
+function fromOrt(name: string, value: OrtTensor): Tensor {
+  const datatype = DATATYPE_OF[value.type];
+  if (datatype === undefined) throw internal(`onnxruntime output '${name}' has unsupported type ${value.type}`);
+  const data =
+    value.type === "string"
+      ? joinBytesElements((value.data as string[]).map((text) => new TextEncoder().encode(text)))
+      : new Uint8Array(
+          (value.data as NumericArray).buffer,
+          (value.data as NumericArray).byteOffset,
+          (value.data as NumericArray).byteLength,
+        );
+  return { name, datatype, shape: value.dims.map(Number), data };
+}
+
+const factory = (backend: string): EngineFactory => ({
+  backend,
+  create(spec: ModelSpec, source: string): Engine {
+    return new OnnxEngine(
+      dirname(source),
+      spec.config.defaultModelFilename || "model.onnx",
+      spec.outputs.map((output) => output.name),
+    );
+  },
+});
+
+/** Selected by `backend: "onnxruntime"` or `platform: "onnxruntime_onnx"`, as in Triton. */
+export const onnxEngineFactories: EngineFactory[] = [factory("onnxruntime"), factory("onnxruntime_onnx")];
