@@ -110,9 +110,14 @@ function toOrt(tensor: Tensor): OrtTensor {
       dims,
     );
   }
-  const Array = ARRAY_OF[type]!;
+  const ArrayType = ARRAY_OF[type]!;
+  // Typed arrays need aligned offsets; raw views into a gRPC message may not be.
   const bytes = tensor.data.byteOffset % 8 === 0 ? tensor.data : new Uint8Array(tensor.data);
-  const view = new Array(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.byteLength / bytesPerElement(Array));
+  const view = new ArrayType(
+    bytes.buffer as ArrayBuffer,
+    bytes.byteOffset,
+    bytes.byteLength / bytesPerElement(ArrayType),
+  );
   return new OrtTensor(type, view as never, dims);
 }
 
