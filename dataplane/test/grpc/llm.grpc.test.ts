@@ -1,14 +1,9 @@
 import { credentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { InferenceExtensionsClient } from "../../../proto/gen/ts/extensions.js";
-import type {
-  InferParameter,
-  ModelInferRequest,
-  ModelInferResponse,
-  ModelStreamInferResponse,
-} from "../../../proto/gen/ts/grpc_service.js";
+import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { joinBytesElements, splitBytesElements } from "../../src/tensors/bytes.js";
-import { callError, inferRequest, type ServerProcess } from "../fixtures/server.js";
+import { callError, inferRequest, streamTimed, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
 
 const prompt = (text: string, parameters: Record<string, InferParameter> = {}, model = "mock_llm"): ModelInferRequest =>
@@ -29,21 +24,6 @@ const maxTokens = (value: number): Record<string, InferParameter> => ({
   max_tokens: { parameterChoice: { $case: "int64Param", value: BigInt(value) } },
 });
 
-/** Every reply of one request on ModelStreamInfer, with the time each arrived. */
-async function streamTokens(server: ServerProcess, request: ModelInferRequest) {
-  const stream = server.client.modelStreamInfer();
-  const started = Date.now();
-  const replies: { reply: ModelStreamInferResponse; at: number }[] = [];
-  await new Promise<void>((resolve, reject) => {
-    stream.on("data", (reply: ModelStreamInferResponse) => replies.push({ reply, at: Date.now() - started }));
-    stream.on("end", resolve);
-    stream.on("error", reject);
-    stream.write(request);
-    stream.end();
-  });
-  return replies;
-}
-
 describe("mocker LLM and ModelInferStream (real server over loopback)", function () {
   this.timeout(20_000);
   const serving = useServer();
@@ -51,7 +31,7 @@ describe("mocker LLM and ModelInferStream (real server over loopback)", function
   before(() => ({ server } = serving));
 
   it("streams one token per response on ModelStreamInfer, honouring max_tokens, with the configured latencies", async () => {
-    const replies = await streamTokens(server, prompt("hello", maxTokens(5)));
+    const replies = await streamTimed(server.client, [prompt("hello", maxTokens(5))]);
     assert.equal(replies.length, 5);
     assert.ok(replies.every(({ reply }) => reply.errorMessage === "" && reply.inferResponse?.id === "p-hello"));
     const finish = replies.map(({ reply }) => texts(reply.inferResponse!, "finish_reason")[0]);
@@ -63,11 +43,11 @@ describe("mocker LLM and ModelInferStream (real server over loopback)", function
     );
     const text = replies.map(({ reply }) => texts(reply.inferResponse!, "text_output")[0]).join("");
     assert.equal(text.split(" ").length, 5);
-    const again = (await streamTokens(server, prompt("hello", maxTokens(5))))
+    const again = (await streamTimed(server.client, [prompt("hello", maxTokens(5))]))
       .map(({ reply }) => texts(reply.inferResponse!, "text_output")[0])
       .join("");
     assert.equal(again, text, "deterministic for the same prompt");
-    const other = (await streamTokens(server, prompt("another prompt", maxTokens(5))))
+    const other = (await streamTimed(server.client, [prompt("another prompt", maxTokens(5))]))
       .map(({ reply }) => texts(reply.inferResponse!, "text_output")[0])
       .join("");
     assert.notEqual(other, text);
@@ -83,7 +63,7 @@ describe("mocker LLM and ModelInferStream (real server over loopback)", function
         call.on("end", resolve);
         call.on("error", reject);
       });
-      const viaBidi = (await streamTokens(server, prompt("hello", maxTokens(5)))).map(
+      const viaBidi = (await streamTimed(server.client, [prompt("hello", maxTokens(5))])).map(
         ({ reply }) => texts(reply.inferResponse!, "text_output")[0],
       );
       assert.deepEqual(
@@ -104,10 +84,9 @@ describe("mocker LLM and ModelInferStream (real server over loopback)", function
   });
 
   it("rejects bad LLM inputs with INVALID_ARGUMENT naming them", async () => {
-    const bad = await streamTokens(
-      server,
+    const bad = await streamTimed(server.client, [
       prompt("x", { max_tokens: { parameterChoice: { $case: "stringParam", value: "lots" } } }),
-    );
+    ]);
     assert.match(bad[0]!.reply.errorMessage, /parameter 'max_tokens' must be a number/);
     const twoPrompts = inferRequest({
       ...prompt("x"),
@@ -115,7 +94,7 @@ describe("mocker LLM and ModelInferStream (real server over loopback)", function
       rawInputContents: [joinBytesElements([new TextEncoder().encode("a"), new TextEncoder().encode("b")])],
     });
     assert.match(
-      (await streamTokens(server, twoPrompts))[0]!.reply.errorMessage,
+      (await streamTimed(server.client, [twoPrompts]))[0]!.reply.errorMessage,
       /shape \[2\] does not match the model's \[1\]/,
     );
     const unary = await callError(server.client, "modelInfer", prompt("x"));

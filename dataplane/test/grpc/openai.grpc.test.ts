@@ -2,15 +2,10 @@ import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type {
-  InferParameter,
-  ModelInferRequest,
-  ModelInferResponse,
-  ModelStreamInferResponse,
-} from "../../../proto/gen/ts/grpc_service.js";
+import type { InferParameter, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { joinBytesElements, splitBytesElements } from "../../src/tensors/bytes.js";
 import { TestRepository } from "../fixtures/repository.js";
-import { callError, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+import { callError, infer, inferRequest, startServer, streamAll, type ServerProcess } from "../fixtures/server.js";
 import { requireOpenAiPeer, startOpenAiPeer, type Peer } from "../fixtures/peers.js";
 
 const MOCK_TEXT = "The quick brown fox jumps over the lazy dog";
@@ -56,19 +51,6 @@ const textsOf = (response: ModelInferResponse, name: string): string[] => {
   const index = response.outputs.findIndex((output) => output.name === name);
   return splitBytesElements(response.rawOutputContents[index]!).map((bytes) => new TextDecoder().decode(bytes));
 };
-
-async function streamAll(server: ServerProcess, request: ModelInferRequest): Promise<ModelStreamInferResponse[]> {
-  const stream = server.client.modelStreamInfer();
-  const replies: ModelStreamInferResponse[] = [];
-  await new Promise<void>((resolve, reject) => {
-    stream.on("data", (reply: ModelStreamInferResponse) => replies.push(reply));
-    stream.on("end", resolve);
-    stream.on("error", reject);
-    stream.write(request);
-    stream.end();
-  });
-  return replies;
-}
 
 /**
  * A slow SSE upstream that records when each request's connection closes: it measures how
@@ -136,7 +118,7 @@ describe("openai engine against a real OpenAI-compatible server (LiteLLM proxy)"
   });
 
   it("streams chat deltas from SSE, one response per event, on ModelStreamInfer", async () => {
-    const replies = await streamAll(server, llmRequest("llm_chat_stream", "Hello", true));
+    const replies = await streamAll(server.client, [llmRequest("llm_chat_stream", "Hello", true)]);
     assert.ok(replies.length > 3, `${replies.length} responses`);
     assert.ok(replies.every((reply) => reply.errorMessage === ""));
     assert.equal(replies.map((reply) => textsOf(reply.inferResponse!, "text_output")[0]).join(""), MOCK_TEXT);

@@ -3,9 +3,8 @@ import type {
   InferParameter,
   ModelInferRequest,
   ModelStreamInferResponse,
-  GRPCInferenceServiceClient,
 } from "../../../proto/gen/ts/grpc_service.js";
-import { call, inferRequest, type ServerProcess } from "../fixtures/server.js";
+import { call, inferRequest, streamAll, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
 
 const int32 = (...values: number[]): Uint8Array => new Uint8Array(Int32Array.from(values).buffer);
@@ -35,24 +34,6 @@ function repeatRequest(
 function withDatatype(request: ModelInferRequest, datatype: string): ModelInferRequest {
   const [first, ...rest] = request.inputs;
   return { ...request, inputs: [{ ...first!, datatype }, ...rest] };
-}
-
-/** Opens a ModelStreamInfer stream, writes the requests, half-closes and collects every reply. */
-async function streamAll(
-  client: GRPCInferenceServiceClient,
-  requests: ModelInferRequest[],
-): Promise<ModelStreamInferResponse[]> {
-  const stream = client.modelStreamInfer();
-  const replies: ModelStreamInferResponse[] = [];
-  const done = new Promise<void>((resolve, reject) => {
-    stream.on("data", (reply: ModelStreamInferResponse) => replies.push(reply));
-    stream.on("end", () => resolve());
-    stream.on("error", reject);
-  });
-  for (const request of requests) stream.write(request);
-  stream.end();
-  await done;
-  return replies;
 }
 
 const outValue = (reply: ModelStreamInferResponse): number | undefined => {

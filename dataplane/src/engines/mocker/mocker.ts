@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
-import { DataPlaneError, invalidArgument } from "../../errors.js";
+import { invalidArgument } from "../../errors.js";
 import { ConfigError } from "../../models/config.js";
 import type { ModelSpec } from "../../models/spec.js";
+import { pause } from "../pause.js";
 import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
 import { checkLlmSpec, FINISH_REASON, llmOutputs, readLlmRequest } from "../llm/llm.js";
 
@@ -71,16 +71,6 @@ class MockerEngine implements Engine {
 function wordFor(prompt: string, seed: number, index: number): string {
   const digest = createHash("sha256").update(`${seed}\u0000${prompt}\u0000${index}`).digest();
   return VOCABULARY[digest.readUInt32LE(0) % VOCABULARY.length]!;
-}
-
-async function pause(milliseconds: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) throw new DataPlaneError("Cancelled", "request cancelled");
-  if (milliseconds <= 0) return;
-  try {
-    await sleep(milliseconds, undefined, { signal });
-  } catch {
-    throw new DataPlaneError("Cancelled", "request cancelled");
-  }
 }
 
 function numberParameter(spec: ModelSpec, source: string, name: string, fallback: number): number {

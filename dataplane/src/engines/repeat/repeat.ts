@@ -1,10 +1,9 @@
-import { setTimeout as sleep } from "node:timers/promises";
-import { DataPlaneError } from "../../errors.js";
 import { ConfigError } from "../../models/config.js";
 import type { ModelSpec } from "../../models/spec.js";
 import type { Datatype } from "../../tensors/datatypes.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import { rawToTyped } from "../../tensors/typed.js";
+import { pause } from "../pause.js";
 import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
 
 /**
@@ -33,16 +32,6 @@ class RepeatEngine implements Engine {
   }
 
   async close(): Promise<void> {}
-}
-
-async function pause(milliseconds: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) throw new DataPlaneError("Cancelled", "request cancelled");
-  if (milliseconds <= 0) return;
-  try {
-    await sleep(milliseconds, undefined, { signal });
-  } catch {
-    throw new DataPlaneError("Cancelled", "request cancelled");
-  }
 }
 
 function scalar(name: string, datatype: Datatype, values: Int32Array | Uint32Array): Tensor {
