@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { startDataPlane } from "../dataplane/src/dataplane.js";
 import type { ModelControlMode } from "../dataplane/src/models/registry.js";
-import { integer, list, option, seconds, stopOnSignals } from "./options.js";
+import { integer, list, option, seconds, logLevelOption, stopOnSignals } from "./options.js";
 
 /** The example repository shipped with the project, served when no model source is given. */
 export const EXAMPLE_REPOSITORY = fileURLToPath(new URL("../../examples/model_repository", import.meta.url));
@@ -89,11 +89,7 @@ export function dataplaneCommand(): Command {
         .argParser(integer(0))
         .default(30),
     )
-    .addOption(
-      option("--log-level <level>", "trace | debug | info | warn | error", "DYNAMO_LOG_LEVEL")
-        .choices(["trace", "debug", "info", "warn", "error"])
-        .default("info"),
-    )
+    .addOption(logLevelOption())
     .action(async (flags: DataPlaneFlags) => {
       const logger = pino({ level: flags.logLevel, base: { component: "dataplane" } });
       const repositories = flags.modelRepository ?? (flags.modelConfig === undefined ? [EXAMPLE_REPOSITORY] : []);

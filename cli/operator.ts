@@ -1,6 +1,6 @@
 import { Command } from "commander";
 import { pino } from "pino";
-import { integer, list, option, seconds, stopOnSignals } from "./options.js";
+import { integer, list, option, seconds, logLevelOption, stopOnSignals } from "./options.js";
 
 interface OperatorFlags {
   kubeconfig?: string;
@@ -61,11 +61,7 @@ export function operatorCommand(): Command {
         .argParser(seconds)
         .default(300),
     )
-    .addOption(
-      option("--log-level <level>", "trace | debug | info | warn | error", "DYNAMO_LOG_LEVEL")
-        .choices(["trace", "debug", "info", "warn", "error"])
-        .default("info"),
-    )
+    .addOption(logLevelOption())
     .action(async (flags: OperatorFlags) => {
       const logger = pino({ level: flags.logLevel, base: { component: "operator" } });
       // Loaded on use: the Kubernetes client costs about a second of start-up that the

@@ -52,3 +52,9 @@ export function stopOnSignals(
 
 export const option = (flags: string, description: string, env: string): Option =>
   new Option(flags, description).env(env);
+
+/** --log-level, the same for every long-running command. */
+export const logLevelOption = (): Option =>
+  option("--log-level <level>", "trace | debug | info | warn | error", "DYNAMO_LOG_LEVEL")
+    .choices(["trace", "debug", "info", "warn", "error"])
+    .default("info");
