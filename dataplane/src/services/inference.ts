@@ -3,6 +3,7 @@ import type { EngineResponse } from "../engines/engine.js";
 import { DataPlaneError, internal, invalidArgument, unimplemented } from "../errors.js";
 import type { ModelRegistry } from "../models/registry.js";
 import { nowNs } from "../models/statistics.js";
+import { boolParameter, isTrue } from "../tensors/parameters.js";
 import { decodeInputs, encodeOutputs } from "../tensors/request.js";
 
 /**
@@ -123,10 +124,4 @@ function encodeResponse(
 
 function echoedParameters(parameters: Record<string, InferParameter>): Record<string, InferParameter> {
   return Object.fromEntries(Object.entries(parameters).filter(([key]) => key !== ENABLE_EMPTY_FINAL));
-}
-
-const boolParameter = (value: boolean): InferParameter => ({ parameterChoice: { $case: "boolParam", value } });
-
-function isTrue(parameter: InferParameter | undefined): boolean {
-  return parameter?.parameterChoice?.$case === "boolParam" && parameter.parameterChoice.value;
 }

@@ -9,6 +9,7 @@ import { DataPlaneError, internal, unavailable, UpstreamStatusError, type ErrorK
 import { ConfigError } from "../../models/config.js";
 import type { ModelSpec } from "../../models/spec.js";
 import { isDatatype } from "../../tensors/datatypes.js";
+import { isTrue } from "../../tensors/parameters.js";
 import { elementCount, type Tensor } from "../../tensors/tensor.js";
 import { emptyContents, typedToRaw } from "../../tensors/typed.js";
 import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
@@ -248,10 +249,6 @@ function sequenceKey(parameters: Readonly<Record<string, InferParameter>>): stri
   if (choice === undefined) return undefined;
   const key = String(choice.value);
   return key === "0" || key === "" ? undefined : key;
-}
-
-function isTrue(parameter: InferParameter | undefined): boolean {
-  return parameter?.parameterChoice?.$case === "boolParam" && parameter.parameterChoice.value;
 }
 
 export const kserveGrpcEngineFactory: EngineFactory = {
