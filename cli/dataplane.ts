@@ -14,6 +14,7 @@ interface DataPlaneFlags {
   modelControlMode: ModelControlMode;
   loadModel?: string[];
   repositoryPollSecs: number;
+  disableAutoCompleteConfig?: boolean;
   host: string;
   grpcPort: number;
   metricsPort: number;
@@ -64,6 +65,13 @@ export function dataplaneCommand(): Command {
         .argParser(seconds)
         .default(5),
     )
+    .addOption(
+      option(
+        "--disable-auto-complete-config",
+        "do not fill in what config.pbtxt leaves out from the model file (ONNX inputs, outputs, batching), as Triton's flag",
+        "DYNAMO_DISABLE_AUTO_COMPLETE_CONFIG",
+      ),
+    )
     .addOption(option("--host <address>", "address to listen on", "DYNAMO_HOST").default("0.0.0.0"))
     .addOption(
       option("--grpc-port <port>", "gRPC port (0 picks a free one)", "DYNAMO_GRPC_PORT")
@@ -99,6 +107,7 @@ export function dataplaneCommand(): Command {
         modelControlMode: flags.modelControlMode,
         loadModels: flags.loadModel ?? [],
         repositoryPollSeconds: flags.repositoryPollSecs,
+        autoCompleteConfig: flags.disableAutoCompleteConfig !== true,
         host: flags.host,
         grpcPort: flags.grpcPort,
         httpPort: flags.metricsPort,

@@ -3,7 +3,7 @@ import type { Server as GrpcServer } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { GRPCInferenceServiceServer } from "../../proto/gen/ts/grpc_service.js";
 import { HealthImplementation } from "grpc-health-check";
-import { createEngine } from "./engines/index.js";
+import { autoCompleteConfig, createEngine } from "./engines/index.js";
 import { errorMessage } from "./errors.js";
 import { ModelRegistry, type ModelControlMode } from "./models/registry.js";
 import { startGrpcServer, stopGrpcServer } from "./server/grpc.js";
@@ -25,6 +25,8 @@ export interface DataPlaneOptions {
   readonly modelControlMode: ModelControlMode;
   readonly loadModels: readonly string[];
   readonly repositoryPollSeconds: number;
+  /** Triton's auto-complete of configs from model files (on unless --disable-auto-complete-config). */
+  readonly autoCompleteConfig: boolean;
   readonly host: string;
   readonly grpcPort: number;
   readonly httpPort: number;
@@ -50,6 +52,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     controlMode: options.modelControlMode,
     startupModels: options.loadModels,
     createEngine,
+    completeConfig: options.autoCompleteConfig ? autoCompleteConfig : undefined,
     logger,
   });
   let stopping = false;

@@ -46,6 +46,14 @@ export const failedPrecondition = (message: string): DataPlaneError =>
   new DataPlaneError("FailedPrecondition", message);
 export const internal = (message: string): DataPlaneError => new DataPlaneError("Internal", message);
 
+/**
+ * Why a request's signal was aborted: the reason it was aborted with when that is one of
+ * ours (the deadline passed: DeadlineExceeded), otherwise the client cancelled.
+ */
+export function abortedError(signal: AbortSignal): DataPlaneError {
+  return signal.reason instanceof DataPlaneError ? signal.reason : new DataPlaneError("Cancelled", "request cancelled");
+}
+
 /** The message of anything thrown, for logs and error replies. */
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

@@ -1,4 +1,5 @@
-import type { InferParameter } from "../../../proto/gen/ts/grpc_service.js";
+import type { InferParameter, ModelMetadataResponse } from "../../../proto/gen/ts/grpc_service.js";
+import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import type { ModelSpec } from "../models/spec.js";
 import type { Tensor } from "../tensors/tensor.js";
 
@@ -21,6 +22,8 @@ export interface EngineResponse {
 export interface InferOptions {
   /** Aborted when the client cancels or the deadline passes; engines stop promptly. */
   readonly signal: AbortSignal;
+  /** The client's deadline (ms since the epoch; Infinity for none), for engines to hand on upstream. */
+  readonly deadline: number;
 }
 
 /**
@@ -32,6 +35,13 @@ export interface Engine {
   infer(request: EngineRequest, options: InferOptions): AsyncIterable<EngineResponse>;
   /** False while the engine cannot serve (e.g. no healthy upstream); absent means always ready. */
   ready?(): boolean;
+  /**
+   * Engines in front of another server answer ModelMetadata, ModelConfig and ModelReady
+   * from it (the upstream knows the model); absent, the local config answers.
+   */
+  modelMetadata?(): Promise<ModelMetadataResponse>;
+  modelConfig?(): Promise<ModelConfig>;
+  modelReady?(): Promise<boolean>;
   /** Releases what the engine holds; called when its model is unloaded or replaced. */
   close(): Promise<void>;
 }
@@ -43,5 +53,17 @@ export interface Engine {
 export interface EngineFactory {
   /** The `backend` (or `platform`) value in config.pbtxt that selects this engine. */
   readonly backend: string;
-  create(spec: ModelSpec, source: string): Engine;
+  /** `source` names the config in errors; `files` is where the model's files are (absent when validating a config alone). */
+  create(spec: ModelSpec, source: string, files?: ModelFiles): Engine;
+  /** The model file this engine runs (e.g. model.onnx): a config without a backend gets this engine if it is there. */
+  readonly modelFileName?: string;
+  /** Fills in what the config leaves out from the model file (Triton's auto-complete). May do I/O. */
+  completeConfig?(config: ModelConfig, files: ModelFiles): Promise<ModelConfig>;
+}
+
+/** Where a model in Triton's layout keeps its files: `<folder>/<version>/<model file>`. */
+export interface ModelFiles {
+  readonly folder: string;
+  /** The numeric version folders, ascending. */
+  readonly versions: readonly number[];
 }

@@ -1,6 +1,9 @@
+import { access } from "node:fs/promises";
+import { join } from "node:path";
+import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { ConfigError } from "../models/config.js";
 import type { ModelSpec } from "../models/spec.js";
-import type { Engine, EngineFactory } from "./engine.js";
+import type { Engine, EngineFactory, ModelFiles } from "./engine.js";
 import { identityEngineFactory } from "./identity/identity.js";
 import { kserveGrpcEngineFactory } from "./kserve-grpc/kserve-grpc.js";
 import { mockerEngineFactory } from "./mocker/mocker.js";
@@ -31,10 +34,8 @@ export function checkEngine(spec: ModelSpec, source: string): void {
 }
 
 /** Creates the engine a model's config asks for, or throws a ConfigError naming the choices. */
-export function createEngine(spec: ModelSpec, source: string): Engine {
-  // parameters["engine"] lets a Triton config keep its own backend (e.g. "python") and
-  // still say how this data plane runs it (e.g. "kserve-grpc": forward to that Triton).
-  const engine = spec.parameters["engine"] ?? spec.backend;
+export function createEngine(spec: ModelSpec, source: string, files?: ModelFiles): Engine {
+  const engine = engineName(spec.parameters["engine"], spec.backend);
   const factory = FACTORIES.get(engine);
   if (factory === undefined) {
     const field = spec.parameters["engine"] !== undefined ? 'parameters["engine"]' : "backend";
@@ -43,5 +44,42 @@ export function createEngine(spec: ModelSpec, source: string): Engine {
       `${field}: '${engine}' is not supported by this data plane; supported engines: ${SUPPORTED_BACKENDS.join(", ")}`,
     );
   }
-  return factory.create(spec, source);
+  return factory.create(spec, source, files);
+}
+
+/**
+ * parameters["engine"] lets a Triton config keep its own backend (e.g. "python") and
+ * still say how this data plane runs it (e.g. "kserve-grpc": forward to that Triton).
+ */
+const engineName = (engineParameter: string | undefined, backend: string): string => engineParameter ?? backend;
+
+/**
+ * Triton's auto-complete: a config without backend or platform gets the engine whose
+ * model file (e.g. model.onnx) is in the latest version folder, and the engine fills in
+ * what it can read from that file (inputs, outputs, batching).
+ */
+export async function autoCompleteConfig(config: ModelConfig, files: ModelFiles): Promise<ModelConfig> {
+  let completed = config;
+  if (!config.backend && !config.platform) {
+    const detected = await engineOfModelFile(files);
+    if (detected === undefined) return config;
+    completed = { ...config, backend: detected.backend };
+  }
+  const parameter = completed.parameters["engine"]?.stringValue;
+  const factory = FACTORIES.get(engineName(parameter, completed.backend || completed.platform));
+  return factory?.completeConfig === undefined ? completed : factory.completeConfig(completed, files);
+}
+
+async function engineOfModelFile(files: ModelFiles): Promise<EngineFactory | undefined> {
+  const latest = files.versions[files.versions.length - 1];
+  if (latest === undefined) return undefined;
+  for (const factory of FACTORIES.values()) {
+    if (factory.modelFileName === undefined) continue;
+    const found = await access(join(files.folder, String(latest), factory.modelFileName)).then(
+      () => true,
+      () => false,
+    );
+    if (found) return factory;
+  }
+  return undefined;
 }

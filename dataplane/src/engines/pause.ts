@@ -1,13 +1,13 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { DataPlaneError } from "../errors.js";
+import { abortedError } from "../errors.js";
 
-/** Waits `milliseconds` unless the request is cancelled first (then throws Cancelled). */
+/** Waits `milliseconds` unless the request is cancelled first (then throws why it was). */
 export async function pause(milliseconds: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) throw new DataPlaneError("Cancelled", "request cancelled");
+  if (signal.aborted) throw abortedError(signal);
   if (milliseconds <= 0) return;
   try {
     await sleep(milliseconds, undefined, { signal });
   } catch {
-    throw new DataPlaneError("Cancelled", "request cancelled");
+    throw abortedError(signal);
   }
 }

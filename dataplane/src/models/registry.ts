@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
-import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import type { Engine } from "../engines/engine.js";
+import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
+import type { Engine, ModelFiles } from "../engines/engine.js";
 import { errorMessage, failedPrecondition, notFound, unavailable } from "../errors.js";
 import { ConfigError, parseModelConfig } from "./config.js";
 import { scanModelSources, type ModelSource } from "./repository.js";
@@ -48,7 +48,9 @@ export interface RegistryOptions {
   readonly controlMode: ModelControlMode;
   /** With explicit control: the models to load at start ("*" for all). */
   readonly startupModels: readonly string[];
-  readonly createEngine: (spec: ModelSpec, source: string) => Engine;
+  readonly createEngine: (spec: ModelSpec, source: string, files?: ModelFiles) => Engine;
+  /** Triton's auto-complete (config filled in from model files); undefined turns it off. */
+  readonly completeConfig?: (config: ModelConfig, files: ModelFiles) => Promise<ModelConfig>;
   readonly logger: Logger;
 }
 
@@ -235,7 +237,9 @@ export class ModelRegistry {
     for (const source of sources) {
       const cached = this.parsed.get(source.path);
       const candidate =
-        cached?.source.fingerprint === source.fingerprint ? { ...cached, source } : parseCandidate(source);
+        cached?.source.fingerprint === source.fingerprint
+          ? { ...cached, source }
+          : await parseCandidate(source, this.options.completeConfig);
       this.parsed.set(source.path, candidate);
       const twin = byName.get(candidate.name);
       if (twin !== undefined) {
@@ -301,7 +305,8 @@ export class ModelRegistry {
     if (config instanceof ConfigError) throw config;
     const spec = toModelSpec(config, source.path, source.nameFixed ? source.nameHint : undefined);
     const versions = servedVersions(spec.config.versionPolicy, source.versions, source.path);
-    const engine = this.options.createEngine(spec, source.path);
+    const files = source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions };
+    const engine = this.options.createEngine(spec, source.path, files);
     return { spec, engine, versions, source: source.path };
   }
 
@@ -319,13 +324,25 @@ export class ModelRegistry {
 
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
 
-function parseCandidate(source: ModelSource): Candidate {
-  if (source.content === undefined || source.format === undefined) {
-    const detail = "no config.pbtxt (or config.pb) found; this data plane needs a configuration for every model";
-    return { name: source.nameHint, source, config: new ConfigError(source.path, detail) };
-  }
+async function parseCandidate(source: ModelSource, complete: RegistryOptions["completeConfig"]): Promise<Candidate> {
   try {
-    const config = parseModelConfig(source.content, source.format, source.path);
+    let config: ModelConfig;
+    if (source.content !== undefined && source.format !== undefined) {
+      config = parseModelConfig(source.content, source.format, source.path);
+    } else if (complete !== undefined && source.folder !== undefined) {
+      config = ModelConfig.fromPartial({});
+    } else {
+      const detail = "no config.pbtxt (or config.pb) found; this data plane needs a configuration for every model";
+      return { name: source.nameHint, source, config: new ConfigError(source.path, detail) };
+    }
+    if (complete !== undefined && source.folder !== undefined) {
+      config = await complete(config, { folder: source.folder, versions: source.versions });
+      if (!config.backend && !config.platform && source.content === undefined) {
+        const detail =
+          "no config.pbtxt (or config.pb) found, and no model file to auto-complete one from (e.g. 1/model.onnx)";
+        return { name: source.nameHint, source, config: new ConfigError(source.path, detail) };
+      }
+    }
     const name = source.nameFixed ? source.nameHint : config.name || source.nameHint;
     return { name, source, config };
   } catch (error) {

@@ -27,7 +27,9 @@ export interface ModelSource {
   readonly content: Uint8Array | undefined;
   /** Numeric version folders found (empty for single files and folders without any). */
   readonly versions: readonly number[];
-  /** Changes whenever the configuration or the version folders change. */
+  /** The model's folder in Triton's layout (where version folders hold model files); absent for single files. */
+  readonly folder?: string;
+  /** Changes whenever the configuration, the version folders or the files in them change. */
   readonly fingerprint: string;
 }
 
@@ -60,10 +62,13 @@ async function scanRepository(repository: string): Promise<ModelSource[]> {
 async function readModelFolder(folder: string): Promise<ModelSource> {
   const entries = await readdir(folder, { withFileTypes: true });
   const versions: number[] = [];
+  const files: string[] = [];
   for (const entry of entries) {
     if (!/^\d+$/.test(entry.name)) continue;
     const info = await stat(join(folder, entry.name)).catch(() => undefined);
-    if (info?.isDirectory()) versions.push(Number(entry.name));
+    if (!info?.isDirectory()) continue;
+    versions.push(Number(entry.name));
+    files.push(...(await describeFiles(join(folder, entry.name))));
   }
   versions.sort((a, b) => a - b);
   const configName = FOLDER_CONFIG_NAMES.find((name) => entries.some((entry) => entry.name === name));
@@ -76,8 +81,24 @@ async function readModelFolder(folder: string): Promise<ModelSource> {
     format: configName === undefined ? undefined : configFormatOf(configName),
     content,
     versions,
-    fingerprint: fingerprintOf(content, versions),
+    folder,
+    fingerprint: fingerprintOf(content, versions, files.sort()),
   };
+}
+
+/**
+ * Name, size and modification time of each file in a version folder: replacing a model
+ * file changes the fingerprint, so poll mode reloads the model (as Triton does).
+ */
+async function describeFiles(versionFolder: string): Promise<string[]> {
+  const names = await readdir(versionFolder).catch(() => [] as string[]);
+  const described: string[] = [];
+  for (const name of names) {
+    const path = join(versionFolder, name);
+    const info = await stat(path).catch(() => undefined);
+    if (info?.isFile()) described.push(`${path}:${info.size}:${info.mtimeMs}`);
+  }
+  return described;
 }
 
 async function readConfigFile(file: string): Promise<ModelSource> {
@@ -94,9 +115,14 @@ async function readConfigFile(file: string): Promise<ModelSource> {
   };
 }
 
-function fingerprintOf(content: Uint8Array | undefined, versions: readonly number[]): string {
+function fingerprintOf(
+  content: Uint8Array | undefined,
+  versions: readonly number[],
+  files: readonly string[] = [],
+): string {
   const hash = createHash("sha256");
   hash.update(content ?? "<missing>");
   hash.update(versions.join(","));
+  hash.update(files.join("\n"));
   return hash.digest("hex");
 }

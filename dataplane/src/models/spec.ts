@@ -15,6 +15,11 @@ export interface ModelSpec {
   readonly maxBatchSize: number;
   readonly inputs: readonly TensorSpec[];
   readonly outputs: readonly TensorSpec[];
+  /**
+   * False when the config declares no input and no output: requests then pass through
+   * unchecked (for an upstream that knows the model's tensors, e.g. kserve-grpc).
+   */
+  readonly declaresTensors: boolean;
   /** model_transaction_policy { decoupled: true }: any number of responses per request. */
   readonly decoupled: boolean;
   /** The config's `parameters` map, string values. */
@@ -52,6 +57,7 @@ export function toModelSpec(config: ModelConfig, source: string, expectedName?: 
     maxBatchSize: config.maxBatchSize,
     inputs,
     outputs,
+    declaresTensors: inputs.length > 0 || outputs.length > 0,
     decoupled: config.modelTransactionPolicy?.decoupled ?? false,
     parameters,
     config: { ...config, name },

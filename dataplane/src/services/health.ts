@@ -9,6 +9,11 @@ export function healthHandlers(registry: ModelRegistry, isShuttingDown: () => bo
   return {
     serverLive: unary(() => ({ live: true })),
     serverReady: unary(() => ({ ready: !isShuttingDown() && registry.readyCount() > 0 })),
-    modelReady: unary((request) => ({ ready: registry.isReady(request.name, request.version) })),
+    modelReady: unary(async (request) => {
+      if (!registry.isReady(request.name, request.version)) return { ready: false };
+      // A model served by an upstream is ready when the upstream says its model is.
+      const { engine } = registry.resolve(request.name, request.version).model;
+      return { ready: (await engine.modelReady?.()) ?? true };
+    }),
   };
 }

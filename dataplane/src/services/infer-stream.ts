@@ -5,6 +5,7 @@ import type { ModelRegistry } from "../models/registry.js";
 import { toServiceError } from "../server/status.js";
 import { runInference } from "./inference.js";
 import { send } from "./send.js";
+import { callLifetime } from "./signal.js";
 
 /**
  * dynamokserve.v1.InferenceExtensions/ModelInferStream: one request, every response the
@@ -12,17 +13,17 @@ import { send } from "./send.js";
  */
 export function inferStreamHandlers(registry: ModelRegistry): InferenceExtensionsServer {
   const modelInferStream: handleServerStreamingCall<ModelInferRequest, ModelInferResponse> = (call) => {
-    const controller = new AbortController();
-    call.once("cancelled", () => controller.abort());
+    const lifetime = callLifetime(call);
+    const { signal } = lifetime;
     void (async () => {
       try {
-        for await (const response of runInference(registry, call.request, "stream", controller.signal)) {
-          await send(call, response, controller.signal);
+        for await (const response of runInference(registry, call.request, "stream", lifetime)) {
+          await send(call, response, signal);
         }
-        if (!controller.signal.aborted) call.end();
+        if (!signal.aborted) call.end();
       } catch (error) {
         // grpc-js turns an emitted error into the call's status and ends the stream.
-        if (!controller.signal.aborted) call.emit("error", toServiceError(error));
+        if (!signal.aborted) call.emit("error", toServiceError(error));
       }
     })();
   };

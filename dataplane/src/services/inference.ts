@@ -1,9 +1,10 @@
 import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import type { EngineResponse } from "../engines/engine.js";
-import { DataPlaneError, internal, invalidArgument, unimplemented } from "../errors.js";
+import { abortedError, DataPlaneError, internal, invalidArgument, unimplemented } from "../errors.js";
 import type { ModelRegistry } from "../models/registry.js";
 import { nowNs } from "../models/statistics.js";
 import { boolParameter, isTrue } from "../tensors/parameters.js";
+import type { CallLifetime } from "./signal.js";
 import { decodeInputs, encodeOutputs } from "../tensors/request.js";
 
 /**
@@ -22,7 +23,7 @@ export async function* runInference(
   registry: ModelRegistry,
   request: ModelInferRequest,
   mode: InferenceMode,
-  signal: AbortSignal,
+  { signal, deadline }: CallLifetime,
 ): AsyncGenerator<ModelInferResponse> {
   const received = nowNs();
   const { model, version, statistics } = registry.resolve(request.modelName, request.modelVersion);
@@ -39,12 +40,12 @@ export async function* runInference(
   try {
     const inputs = decodeInputs(request, {
       modelName: spec.name,
-      inputs: spec.inputs,
+      inputs: spec.declaresTensors ? spec.inputs : undefined,
       maxBatchSize: spec.maxBatchSize,
     });
     const requestedOutputs = new Set(request.outputs.map((output) => output.name));
     for (const name of requestedOutputs) {
-      if (!spec.outputs.some((output) => output.name === name)) {
+      if (spec.declaresTensors && !spec.outputs.some((output) => output.name === name)) {
         const known = spec.outputs.map((output) => output.name).join(", ");
         throw invalidArgument(
           `model '${spec.name}': unexpected requested output '${name}'; the model's outputs are: ${known}`,
@@ -61,7 +62,7 @@ export async function* runInference(
       inputs: inputs.tensors,
       requestedOutputs,
     };
-    const results = engine.infer(engineRequest, { signal })[Symbol.asyncIterator]();
+    const results = engine.infer(engineRequest, { signal, deadline })[Symbol.asyncIterator]();
     let mark = nowNs();
     for (;;) {
       const next = await results.next();
@@ -98,8 +99,7 @@ export async function* runInference(
     });
   } catch (error) {
     statistics.recordFailure(nowNs() - received);
-    if (signal.aborted && !(error instanceof DataPlaneError))
-      throw new DataPlaneError("Cancelled", "request cancelled");
+    if (signal.aborted && !(error instanceof DataPlaneError)) throw abortedError(signal);
     throw error;
   }
 }

@@ -16,9 +16,13 @@ export const EXTENSIONS = ["model_repository", "model_configuration", "statistic
 export function metadataHandlers(registry: ModelRegistry): MetadataHandlers {
   return {
     serverMetadata: unary(() => ({ name: SERVER_NAME, version: VERSION, extensions: EXTENSIONS })),
-    modelMetadata: unary((request) => {
+    modelMetadata: unary(async (request) => {
       const { model } = registry.resolve(request.name, request.version);
-      const { spec } = model;
+      const { spec, engine } = model;
+      if (engine.modelMetadata !== undefined) {
+        // The upstream's tensors and platform, under this data plane's name and versions.
+        return { ...(await engine.modelMetadata()), name: spec.name, versions: [...model.versions] };
+      }
       const describe = (tensor: TensorSpec): ModelMetadataResponse_TensorMetadata => ({
         name: tensor.name,
         datatype: tensor.datatype,
@@ -33,6 +37,10 @@ export function metadataHandlers(registry: ModelRegistry): MetadataHandlers {
         outputs: spec.outputs.map(describe),
       };
     }),
-    modelConfig: unary((request) => ({ config: registry.resolve(request.name, request.version).model.spec.config })),
+    modelConfig: unary(async (request) => {
+      const { spec, engine } = registry.resolve(request.name, request.version).model;
+      if (engine.modelConfig === undefined) return { config: spec.config };
+      return { config: { ...(await engine.modelConfig()), name: spec.name } };
+    }),
   };
 }

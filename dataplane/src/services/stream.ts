@@ -8,6 +8,7 @@ import { errorMessage } from "../errors.js";
 import type { ModelRegistry } from "../models/registry.js";
 import { runInference } from "./inference.js";
 import { send } from "./send.js";
+import { callLifetime, type CallLifetime } from "./signal.js";
 
 type StreamCall = ServerDuplexStream<ModelInferRequest, ModelStreamInferResponse>;
 
@@ -21,16 +22,16 @@ export function modelStreamInferHandler(
   registry: ModelRegistry,
 ): handleBidiStreamingCall<ModelInferRequest, ModelStreamInferResponse> {
   return (call) => {
-    const controller = new AbortController();
+    const lifetime = callLifetime(call);
+    const { signal } = lifetime;
     const pending = new Set<Promise<void>>();
     let clientDone = false;
     const finishIfDone = (): void => {
-      if (clientDone && pending.size === 0 && !controller.signal.aborted) call.end();
+      if (clientDone && pending.size === 0 && !signal.aborted) call.end();
     };
-    call.on("cancelled", () => controller.abort());
-    call.on("error", () => controller.abort());
+    call.on("error", lifetime.cancel);
     call.on("data", (request: ModelInferRequest) => {
-      const task = serveRequest(registry, call, request, controller.signal).finally(() => {
+      const task = serveRequest(registry, call, request, lifetime).finally(() => {
         pending.delete(task);
         finishIfDone();
       });
@@ -47,10 +48,11 @@ async function serveRequest(
   registry: ModelRegistry,
   call: StreamCall,
   request: ModelInferRequest,
-  signal: AbortSignal,
+  lifetime: CallLifetime,
 ): Promise<void> {
+  const { signal } = lifetime;
   try {
-    for await (const response of runInference(registry, request, "stream", signal)) {
+    for await (const response of runInference(registry, request, "stream", lifetime)) {
       await send(call, { errorMessage: "", inferResponse: response }, signal);
     }
   } catch (error) {

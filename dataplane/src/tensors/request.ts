@@ -13,7 +13,8 @@ import { emptyContents, isEmptyContents, rawToTyped, typedToRaw } from "./typed.
 /** What the request's tensors must match: the model's declared inputs and batching. */
 export interface InputContract {
   readonly modelName: string;
-  readonly inputs: readonly TensorSpec[];
+  /** Undefined: the model declares no tensors; any well-formed input passes (its datatype is the request's). */
+  readonly inputs: readonly TensorSpec[] | undefined;
   /** 0 when the model does not batch; otherwise the request's first dimension is the batch. */
   readonly maxBatchSize: number;
 }
@@ -37,13 +38,14 @@ export function decodeInputs(request: ModelInferRequest, contract: InputContract
       `model '${contract.modelName}': raw_input_contents has ${request.rawInputContents.length} entries but the request has ${request.inputs.length} inputs; send one per input, in order`,
     );
   }
-  const specs = new Map(contract.inputs.map((spec) => [spec.name, spec]));
+  const declared = contract.inputs ?? [];
+  const specs = new Map(declared.map((spec) => [spec.name, spec]));
   const seen = new Set<string>();
   const batchSizes = new Set<number>();
   const tensors = request.inputs.map((input, index) => {
-    const spec = specs.get(input.name);
+    const spec = contract.inputs === undefined ? undeclaredSpec(input, contract) : specs.get(input.name);
     if (spec === undefined) {
-      const expected = contract.inputs.map((known) => known.name).join(", ");
+      const expected = declared.map((known) => known.name).join(", ");
       throw invalidArgument(
         `model '${contract.modelName}': unexpected input '${input.name}'; the model's inputs are: ${expected || "(none)"}`,
       );
@@ -59,7 +61,7 @@ export function decodeInputs(request: ModelInferRequest, contract: InputContract
     const tensor: Tensor = { name: input.name, datatype: spec.datatype, shape, data, parameters: input.parameters };
     return tensor;
   });
-  for (const spec of contract.inputs) {
+  for (const spec of declared) {
     if (!spec.optional && !seen.has(spec.name)) {
       throw invalidArgument(`model '${contract.modelName}': missing required input '${spec.name}'`);
     }
@@ -70,6 +72,15 @@ export function decodeInputs(request: ModelInferRequest, contract: InputContract
     );
   }
   return { tensors, usedRaw, batchSize: [...batchSizes][0] ?? 1 };
+}
+
+/** The spec an undeclared input is checked against: its own datatype (if KServe knows it), any shape. */
+function undeclaredSpec(input: ModelInferRequest_InferInputTensor, contract: InputContract): TensorSpec {
+  if (!isDatatype(input.datatype)) {
+    throw invalidArgument(`tensor '${input.name}': '${input.datatype}' is not a KServe datatype`);
+  }
+  const dims = input.shape.slice(contract.maxBatchSize > 0 ? 1 : 0).map(() => -1);
+  return { name: input.name, datatype: input.datatype, dims, optional: true };
 }
 
 function checkShape(input: ModelInferRequest_InferInputTensor, spec: TensorSpec, contract: InputContract): number[] {

@@ -6,9 +6,11 @@ import {
   type GRPCInferenceServiceServer,
   type ModelInferRequest,
   type ModelInferResponse,
+  type ModelMetadataResponse,
   type ModelStreamInferResponse,
 } from "../../../proto/gen/ts/grpc_service.js";
 import { splitBytesElements } from "../../src/tensors/bytes.js";
+import { emptyContents } from "../../src/tensors/typed.js";
 import { TestRepository } from "../fixtures/repository.js";
 import {
   call,
@@ -31,6 +33,14 @@ parameters { key: "upstream_model" value { string_value: "whoami" } }
 ${extra}
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "SERVER" data_type: TYPE_STRING dims: [ 1 ] } ]
+`;
+
+/** Only how to reach the model: its tensors, batching and readiness are the upstream's. */
+const openConfig = (name: string, upstream: string, upstreamModel = "whoami") => `
+name: "${name}"
+backend: "kserve-grpc"
+parameters { key: "upstream" value { string_value: "${upstream}" } }
+parameters { key: "upstream_model" value { string_value: "${upstreamModel}" } }
 `;
 
 const streamConfig = (upstream: string) => `
@@ -78,12 +88,19 @@ const outOf = (reply: ModelStreamInferResponse): number => {
  * how fast a client's cancel reaches the upstream (the behaviour itself is also covered
  * against Triton above).
  */
-async function slowGrpcUpstream(): Promise<{ server: Server; address: string; cancelledAt: number[] }> {
+async function slowGrpcUpstream(): Promise<{
+  server: Server;
+  address: string;
+  cancelledAt: number[];
+  deadlines: number[];
+}> {
   const cancelledAt: number[] = [];
+  const deadlines: number[] = [];
   const server = new Server();
   const implementation: Partial<GRPCInferenceServiceServer> = {
     serverLive: (_call, callback) => callback(null, { live: true }),
     modelStreamInfer: (call) => {
+      deadlines.push(Number(call.getDeadline()));
       call.on("data", (request: ModelInferRequest) => {
         const timer = setInterval(() => {
           call.write({
@@ -111,7 +128,7 @@ async function slowGrpcUpstream(): Promise<{ server: Server; address: string; ca
       error ? reject(error) : resolve(bound),
     ),
   );
-  return { server, address: `127.0.0.1:${port}`, cancelledAt };
+  return { server, address: `127.0.0.1:${port}`, cancelledAt, deadlines };
 }
 
 describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", function () {
@@ -140,6 +157,10 @@ describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", fun
       stream_int32: streamConfig(peerA.address),
       slow_stream: streamConfig(slow.address).replace('name: "stream_int32"', 'name: "slow_stream"'),
       dead: whoamiConfig("dead", "127.0.0.1:1"),
+      whoami_open: openConfig("whoami_open", peerA.address),
+      whoami_open_missing: openConfig("whoami_open_missing", peerA.address, "no_such_model"),
+      // A DNS name, as a headless Service gives: resolved to its addresses, one channel each.
+      whoami_dns: openConfig("whoami_dns", peerB.address.replace("127.0.0.1", "localhost")),
     });
     server = await startServer(["--model-repository", repository.dir]);
   });
@@ -183,6 +204,69 @@ describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", fun
     assert.equal(viaUs.details, fromTriton.details);
   });
 
+  it("passes requests through unchecked when the config declares no tensors", async () => {
+    const reply = await infer(server.client, whoamiRequest("whoami_open"));
+    assert.equal(reply.modelName, "whoami_open");
+    assert.deepEqual([...new Float32Array(new Uint8Array(reply.rawOutputContents[0]!).buffer)], [1, 2, 3]);
+    // Typed contents pass too (turned into raw bytes once, as every engine gets them).
+    const typed = inferRequest({
+      modelName: "whoami_open",
+      inputs: [
+        {
+          name: "INPUT0",
+          datatype: "FP32",
+          shape: [1n, 2n],
+          parameters: {},
+          contents: { ...emptyContents(), fp32Contents: [7, 8] },
+        },
+      ],
+    });
+    const typedReply = await infer(server.client, typed);
+    assert.deepEqual(typedReply.outputs[0]?.contents?.fp32Contents, [7, 8]);
+    // The upstream judges what it receives, and its status comes back unchanged.
+    const wrong = await callError(server.client, "modelInfer", {
+      ...whoamiRequest("whoami_open"),
+      inputs: [{ ...whoamiRequest("x").inputs[0]!, name: "NOPE" }],
+    });
+    assert.equal(wrong.code, status.INVALID_ARGUMENT);
+    assert.match(wrong.details, /NOPE/);
+  });
+
+  it("asks the upstream for ModelMetadata, ModelConfig and ModelReady, under this data plane's name", async () => {
+    const direct = new GRPCInferenceServiceClient(peerA.address, credentials.createInsecure());
+    const ask = <T>(method: "modelMetadata" | "modelConfig", name: string) =>
+      new Promise<T>((resolve, reject) =>
+        (direct[method] as CallableFunction)({ name, version: "" }, (error: ServiceError | null, reply: T) =>
+          error ? reject(error) : resolve(reply),
+        ),
+      );
+    try {
+      const upstreamMetadata = await ask<ModelMetadataResponse>("modelMetadata", "whoami");
+      const metadata = await call(server.client, "modelMetadata", { name: "whoami_open", version: "" });
+      assert.equal(metadata.name, "whoami_open");
+      assert.equal(metadata.platform, upstreamMetadata.platform);
+      assert.deepEqual(metadata.inputs, upstreamMetadata.inputs);
+      assert.deepEqual(metadata.outputs, upstreamMetadata.outputs);
+      const upstreamConfig = await ask<{ config: { maxBatchSize: number; backend: string } }>("modelConfig", "whoami");
+      const { config } = await call(server.client, "modelConfig", { name: "whoami_open", version: "" });
+      assert.equal(config?.name, "whoami_open");
+      assert.equal(config?.maxBatchSize, upstreamConfig.config.maxBatchSize);
+      assert.equal(config?.backend, upstreamConfig.config.backend);
+    } finally {
+      direct.close();
+    }
+    assert.equal((await call(server.client, "modelReady", { name: "whoami_open", version: "" })).ready, true);
+    assert.equal((await call(server.client, "modelReady", { name: "whoami_open_missing", version: "" })).ready, false);
+    const missing = await callError(server.client, "modelMetadata", { name: "whoami_open_missing", version: "" });
+    assert.notEqual(missing.code, status.OK);
+    assert.match(missing.details, /no_such_model/);
+  });
+
+  it("reaches an upstream named by DNS", async () => {
+    const reply = await infer(server.client, whoamiRequest("whoami_dns"));
+    assert.equal(serverOf(reply), "B");
+  });
+
   it("streams a decoupled upstream model through ModelStreamInfer", async () => {
     const stream = server.client.modelStreamInfer();
     const replies: ModelStreamInferResponse[] = [];
@@ -224,6 +308,23 @@ describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", fun
     const delay = slow.cancelledAt[before]! - cancelledAt;
     console.log(`      client cancel -> upstream cancelled: ${delay} ms`);
     assert.ok(delay < 200, `${delay} ms`);
+  });
+
+  it("answers DEADLINE_EXCEEDED when the client's deadline passes, and the upstream stops within 200 ms", async () => {
+    const before = slow.cancelledAt.length;
+    const deadline = Date.now() + 500;
+    const stream = server.client.modelStreamInfer({ deadline });
+    const ended = new Promise<ServiceError>((resolve) => stream.on("error", resolve));
+    stream.on("data", () => undefined);
+    stream.write({ ...streamRequest([1], 0), modelName: "slow_stream" });
+    const error = await ended;
+    assert.equal(error.code, status.DEADLINE_EXCEEDED);
+    await eventually(() => assert.ok(slow.cancelledAt.length > before), 2000, 5);
+    const late = slow.cancelledAt[before]! - deadline;
+    console.log(`      deadline -> upstream cancelled: ${late} ms`);
+    assert.ok(late < 200, `${late} ms`);
+    // The deadline went upstream with the request.
+    assert.ok(Math.abs(slow.deadlines.at(-1)! - deadline) < 100, `upstream deadline ${slow.deadlines.at(-1)}`);
   });
 
   it("fails fast when the upstream dies mid-stream, and recovers when it is back", async () => {

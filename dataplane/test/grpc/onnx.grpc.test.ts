@@ -1,7 +1,10 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { DataType } from "../../../proto/gen/ts/model_config.js";
 import type { ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
-import { callError, infer, inferRequest, type ServerProcess } from "../fixtures/server.js";
+import type { TestRepository } from "../fixtures/repository.js";
+import { call, callError, infer, inferRequest, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
 
 const MISSING_FILE = `
@@ -18,28 +21,61 @@ const valuesOf = (reply: ModelInferResponse, name: string): number[] => {
   return [...new Float32Array(new Uint8Array(reply.rawOutputContents[index]!).buffer)];
 };
 
+/** Only `platform` and `max_batch_size`: inputs and outputs come from the model file. */
+const PARTIAL_BATCHED = `platform: "onnxruntime_onnx"\nmax_batch_size: 8\n`;
+
+/** Outputs declared without batching: the inputs are filled in with their full shape. */
+const PARTIAL_OUTPUTS = `
+backend: "onnxruntime"
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]
+`;
+
+/** Model folders with the add_sub model file and the given config.pbtxt (undefined: none). */
+function addSubModels(models: Record<string, string | undefined>): (repository: TestRepository) => void {
+  return (repository) => {
+    for (const [name, config] of Object.entries(models)) {
+      mkdirSync(repository.path(name, "1"), { recursive: true });
+      copyFileSync(repository.path("add_sub_onnx", "1", "model.onnx"), repository.path(name, "1", "model.onnx"));
+      if (config !== undefined) writeFileSync(repository.path(name, "config.pbtxt"), config);
+    }
+    mkdirSync(repository.path("onnx_garbage", "1"), { recursive: true });
+    writeFileSync(repository.path("onnx_garbage", "1", "model.onnx"), "not an onnx model");
+  };
+}
+
+const AUTO_COMPLETE_MODELS = {
+  onnx_no_config: undefined,
+  onnx_partial_batched: PARTIAL_BATCHED,
+  onnx_partial_outputs: PARTIAL_OUTPUTS,
+};
+
+const addSubRequest = (modelName: string, shape: bigint[], outputs: string[] = []) => {
+  const count = shape.reduce((product, dim) => product * Number(dim), 1);
+  return inferRequest({
+    modelName,
+    inputs: ["INPUT0", "INPUT1"].map((name) => ({
+      name,
+      datatype: "FP32",
+      shape,
+      parameters: {},
+      contents: undefined,
+    })),
+    outputs: outputs.map((name) => ({ name, parameters: {} })),
+    rawInputContents: [
+      fp32(...Array.from({ length: count }, (_, i) => i)),
+      fp32(...Array.from({ length: count }, () => 1)),
+    ],
+  });
+};
+
 describe("onnx engine (onnxruntime-node, in-process)", function () {
   this.timeout(20_000);
-  const serving = useServer({ onnx_missing: MISSING_FILE });
+  const serving = useServer({ onnx_missing: MISSING_FILE }, [], addSubModels(AUTO_COMPLETE_MODELS));
   let server: ServerProcess;
   before(() => ({ server } = serving));
 
   const request = (batch: number, outputs: string[] = []) =>
-    inferRequest({
-      modelName: "add_sub_onnx",
-      inputs: ["INPUT0", "INPUT1"].map((name) => ({
-        name,
-        datatype: "FP32",
-        shape: [BigInt(batch), 4n],
-        parameters: {},
-        contents: undefined,
-      })),
-      outputs: outputs.map((name) => ({ name, parameters: {} })),
-      rawInputContents: [
-        fp32(...Array.from({ length: 4 * batch }, (_, i) => i)),
-        fp32(...Array.from({ length: 4 * batch }, () => 1)),
-      ],
-    });
+    addSubRequest("add_sub_onnx", [BigInt(batch), 4n], outputs);
 
   it("runs the bundled add_sub_onnx model, batched", async () => {
     const reply = await infer(server.client, request(2));
@@ -66,5 +102,89 @@ describe("onnx engine (onnxruntime-node, in-process)", function () {
     });
     assert.equal(error.code, status.UNAVAILABLE);
     assert.match(error.details, /cannot load ONNX model .*onnx_missing\/1\/model\.onnx/);
+  });
+});
+
+describe("onnx auto-complete (config derived from the model file, as Triton)", function () {
+  this.timeout(20_000);
+  const serving = useServer({}, [], addSubModels(AUTO_COMPLETE_MODELS));
+  let server: ServerProcess;
+  before(() => ({ server } = serving));
+
+  const configOf = async (name: string) => (await call(server.client, "modelConfig", { name, version: "" })).config!;
+
+  it("serves a model folder with no config.pbtxt: platform, tensors, default max_batch_size 4 and a dynamic batcher", async () => {
+    const config = await configOf("onnx_no_config");
+    assert.equal(config.platform, "onnxruntime_onnx");
+    assert.equal(config.backend, "onnxruntime");
+    assert.equal(config.maxBatchSize, 4);
+    assert.equal(config.schedulingChoice?.$case, "dynamicBatching");
+    assert.deepEqual(
+      config.input.map((input) => [input.name, input.dataType, input.dims]),
+      [
+        ["INPUT0", DataType.TYPE_FP32, [4n]],
+        ["INPUT1", DataType.TYPE_FP32, [4n]],
+      ],
+    );
+    assert.deepEqual(
+      config.output.map((output) => output.name),
+      ["OUTPUT0", "OUTPUT1"],
+    );
+    const metadata = await call(server.client, "modelMetadata", { name: "onnx_no_config", version: "" });
+    assert.equal(metadata.platform, "onnxruntime_onnx");
+    assert.deepEqual(metadata.inputs[0]?.shape, [-1n, 4n]);
+    const reply = await infer(server.client, addSubRequest("onnx_no_config", [2n, 4n]));
+    assert.deepEqual(valuesOf(reply, "OUTPUT0"), [1, 2, 3, 4, 5, 6, 7, 8]);
+    const tooBig = await callError(server.client, "modelInfer", addSubRequest("onnx_no_config", [5n, 4n]));
+    assert.equal(tooBig.code, status.INVALID_ARGUMENT);
+    assert.match(tooBig.details, /batch size 5 is outside 1\.\.4/);
+  });
+
+  it("completes a partial config: keeps its max_batch_size and adds no batcher it did not ask for", async () => {
+    const config = await configOf("onnx_partial_batched");
+    assert.equal(config.maxBatchSize, 8);
+    assert.equal(config.schedulingChoice, undefined);
+    assert.deepEqual(config.input[1]?.dims, [4n]);
+    const reply = await infer(server.client, addSubRequest("onnx_partial_batched", [8n, 4n], ["OUTPUT1"]));
+    assert.equal(valuesOf(reply, "OUTPUT1").length, 32);
+  });
+
+  it("keeps declared tensors and fills in only the missing list, unbatched when max_batch_size is 0", async () => {
+    const config = await configOf("onnx_partial_outputs");
+    assert.equal(config.maxBatchSize, 0);
+    assert.equal(config.platform, "onnxruntime_onnx");
+    assert.deepEqual(
+      config.output.map((output) => output.name),
+      ["OUTPUT0"],
+    );
+    assert.deepEqual(config.input[0]?.dims, [-1n, 4n]);
+    const reply = await infer(server.client, addSubRequest("onnx_partial_outputs", [3n, 4n]));
+    assert.deepEqual(
+      reply.outputs.map((output) => output.name),
+      ["OUTPUT0"],
+    );
+  });
+
+  it("reports a model file onnxruntime cannot read as the model's reason, and serves the rest", async () => {
+    const { models } = await call(server.client, "repositoryIndex", { repositoryName: "", ready: false });
+    const garbage = models.find((model) => model.name === "onnx_garbage");
+    assert.equal(garbage?.state, "UNAVAILABLE");
+    assert.match(garbage?.reason ?? "", /onnx_garbage\/1\/model\.onnx: cannot read the ONNX model to auto-complete/);
+    assert.equal(models.find((model) => model.name === "onnx_no_config")?.state, "READY");
+  });
+});
+
+describe("onnx auto-complete turned off (--disable-auto-complete-config)", function () {
+  this.timeout(20_000);
+  const serving = useServer({}, ["--disable-auto-complete-config"], addSubModels(AUTO_COMPLETE_MODELS));
+
+  it("needs a config.pbtxt again, and does not fill in a partial one", async () => {
+    const { client } = serving.server;
+    const { models } = await call(client, "repositoryIndex", { repositoryName: "", ready: false });
+    const noConfig = models.find((model) => model.name === "onnx_no_config");
+    assert.equal(noConfig?.state, "UNAVAILABLE");
+    assert.match(noConfig?.reason ?? "", /no config\.pbtxt/);
+    const { config } = await call(client, "modelConfig", { name: "onnx_partial_batched", version: "" });
+    assert.deepEqual(config?.input, []);
   });
 });

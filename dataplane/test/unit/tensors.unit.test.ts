@@ -163,6 +163,30 @@ describe("request decoding", () => {
     );
   });
 
+  it("passes any well-formed input through when the model declares no tensors", () => {
+    const open: InputContract = { modelName: "m", maxBatchSize: 4, inputs: undefined };
+    const data = fp32(1, 2, 3);
+    const decoded = decodeInputs(request([{ name: "ANY", datatype: "FP32", shape: [1n, 3n] }], [data]), open);
+    assert.equal(decoded.tensors[0]?.data, data, "raw bytes are not copied");
+    assert.equal(decoded.tensors[0]?.datatype, "FP32");
+    invalid(
+      () => decodeInputs(request([{ name: "X", datatype: "FLOAT", shape: [1n, 1n] }], [fp32(1)]), open),
+      /'FLOAT' is not a KServe datatype/,
+    );
+    invalid(
+      () => decodeInputs(request([{ name: "X", datatype: "FP32", shape: [1n, 2n] }], [fp32(1)]), open),
+      /raw data is 4 bytes.*needs 8/,
+    );
+    invalid(
+      () =>
+        decodeInputs(
+          request([{ name: "X", datatype: "FP32", shape: [9n, 1n] }], [fp32(...new Array(9).fill(0))]),
+          open,
+        ),
+      /batch size 9 is outside 1\.\.4/,
+    );
+  });
+
   it("rejects a request that mixes typed and raw contents", () => {
     const mixed = request([{ name: "A", datatype: "FP32", shape: [1n, 2n] }], [fp32(1, 2)]);
     mixed.inputs[0]!.contents = { ...emptyContents(), fp32Contents: [1, 2] } as never;

@@ -68,7 +68,14 @@ export function probeLive(endpoint: Endpoint, timeoutMs = 1000): Promise<boolean
  * Expands `host:port` entries into addresses: an IP stays as it is; a DNS name becomes
  * one address per A/AAAA record (a headless Service resolves to every pod).
  */
-export async function resolveAddresses(targets: readonly string[]): Promise<string[]> {
+export type HostLookup = (host: string) => Promise<readonly { address: string; family: number }[]>;
+
+const systemLookup: HostLookup = (host) => lookup(host, { all: true });
+
+export async function resolveAddresses(
+  targets: readonly string[],
+  lookupHost: HostLookup = systemLookup,
+): Promise<string[]> {
   const addresses: string[] = [];
   for (const target of targets) {
     const separator = target.lastIndexOf(":");
@@ -78,7 +85,7 @@ export async function resolveAddresses(targets: readonly string[]): Promise<stri
       addresses.push(target);
       continue;
     }
-    const records = await lookup(host, { all: true }).catch(() => []);
+    const records = await lookupHost(host).catch(() => []);
     if (records.length === 0) addresses.push(target);
     for (const record of records) {
       addresses.push(record.family === 6 ? `[${record.address}]:${port}` : `${record.address}:${port}`);

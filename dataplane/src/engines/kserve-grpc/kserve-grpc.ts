@@ -1,11 +1,23 @@
-import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
+import { Metadata, status, type CallOptions, type ServiceError } from "@grpc/grpc-js";
 import type {
+  GRPCInferenceServiceClient,
   InferParameter,
+  ModelConfigResponse,
+  ModelMetadataResponse,
+  ModelReadyResponse,
   ModelInferRequest,
   ModelInferResponse,
   ModelStreamInferResponse,
 } from "../../../../proto/gen/ts/grpc_service.js";
-import { DataPlaneError, internal, unavailable, UpstreamStatusError, type ErrorKind } from "../../errors.js";
+import type { ModelConfig } from "../../../../proto/gen/ts/model_config.js";
+import {
+  abortedError,
+  DataPlaneError,
+  internal,
+  unavailable,
+  UpstreamStatusError,
+  type ErrorKind,
+} from "../../errors.js";
 import { ConfigError } from "../../models/config.js";
 import type { ModelSpec } from "../../models/spec.js";
 import { isDatatype } from "../../tensors/datatypes.js";
@@ -21,7 +33,9 @@ import { Endpoint, isTransportFailure, probeLive, resolveAddresses } from "./end
  * a Triton config's own backend, by `parameters { key: "engine" value { string_value:
  * "kserve-grpc" } }`. Parameters: `upstream` (comma-separated host:port; a DNS name stands
  * for every address it resolves to), `routing` (round_robin | least_outstanding),
- * `upstream_model` (default: the model's name).
+ * `upstream_model` (default: the model's name), `upstream_version` (default: the
+ * upstream's own choice). ModelMetadata, ModelConfig and ModelReady are asked of the
+ * upstream too: it knows the model; a config here may declare no tensors at all.
  */
 
 type Routing = "round_robin" | "least_outstanding";
@@ -31,11 +45,14 @@ interface Settings {
   readonly targets: readonly string[];
   readonly routing: Routing;
   readonly upstreamModel: string;
+  readonly upstreamVersion: string;
   readonly decoupled: boolean;
   readonly maxMessageSize: number;
 }
 
 const RESOLVE_EVERY_MS = 30_000;
+/** How long ModelMetadata/ModelConfig/ModelReady wait for the upstream. */
+const DESCRIBE_DEADLINE_MS = 10_000;
 const STEERING_PARAMETERS = new Set(["triton_final_response"]);
 
 const KIND_OF_CODE: Partial<Record<number, ErrorKind>> = {
@@ -65,7 +82,7 @@ class KserveGrpcEngine implements Engine {
     return this.endpoints.length === 0 || this.endpoints.some((endpoint) => endpoint.healthy);
   }
 
-  async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
+  async *infer(request: EngineRequest, { signal, deadline }: InferOptions): AsyncIterable<EngineResponse> {
     await this.refreshEndpoints();
     const sequence = sequenceKey(request.parameters);
     const upstreamRequest = this.upstreamRequest(request);
@@ -75,9 +92,9 @@ class KserveGrpcEngine implements Engine {
       endpoint.outstanding++;
       try {
         if (this.settings.decoupled) {
-          yield* this.stream(endpoint, upstreamRequest, signal);
+          yield* this.stream(endpoint, upstreamRequest, signal, deadline);
         } else {
-          yield await this.unary(endpoint, upstreamRequest, signal);
+          yield await this.unary(endpoint, upstreamRequest, signal, deadline);
         }
         if (sequence !== undefined && isTrue(request.parameters["sequence_end"])) this.sequences.delete(sequence);
         return;
@@ -91,15 +108,65 @@ class KserveGrpcEngine implements Engine {
     }
   }
 
+  async modelMetadata(): Promise<ModelMetadataResponse> {
+    const request = { name: this.settings.upstreamModel, version: this.settings.upstreamVersion };
+    return this.ask((client, options, done) => client.modelMetadata(request, new Metadata(), options, done));
+  }
+
+  async modelConfig(): Promise<ModelConfig> {
+    const request = { name: this.settings.upstreamModel, version: this.settings.upstreamVersion };
+    const reply = await this.ask<ModelConfigResponse>((client, options, done) =>
+      client.modelConfig(request, new Metadata(), options, done),
+    );
+    if (reply.config === undefined) throw internal(`upstream gave no config for model '${request.name}'`);
+    return reply.config;
+  }
+
+  async modelReady(): Promise<boolean> {
+    const request = { name: this.settings.upstreamModel, version: this.settings.upstreamVersion };
+    const reply = await this.ask<ModelReadyResponse>((client, options, done) =>
+      client.modelReady(request, new Metadata(), options, done),
+    ).catch(() => ({ ready: false }));
+    return reply.ready;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const endpoint of this.endpoints) endpoint.close();
   }
 
+  /**
+   * A unary question to one healthy upstream, the next one if it is unreachable; the
+   * upstream's answer (or status) comes back as it is.
+   */
+  private async ask<Reply>(
+    send: (
+      client: GRPCInferenceServiceClient,
+      options: Partial<CallOptions>,
+      done: (error: ServiceError | null, reply: Reply) => void,
+    ) => void,
+  ): Promise<Reply> {
+    await this.refreshEndpoints();
+    const never = new AbortController().signal;
+    for (let attempt = 1; ; attempt++) {
+      const endpoint = this.pick(undefined);
+      try {
+        return await new Promise<Reply>((resolve, reject) =>
+          send(endpoint.client, { deadline: Date.now() + DESCRIBE_DEADLINE_MS }, (error, reply) =>
+            error === null ? resolve(reply) : reject(this.upstreamError(endpoint, error, never)),
+          ),
+        );
+      } catch (error) {
+        const retryable = error instanceof UpstreamStatusError && error.grpcCode === status.UNAVAILABLE;
+        if (!retryable || attempt >= this.endpoints.length) throw error;
+      }
+    }
+  }
+
   private upstreamRequest(request: EngineRequest): ModelInferRequest {
     return {
       modelName: this.settings.upstreamModel,
-      modelVersion: "",
+      modelVersion: this.settings.upstreamVersion,
       id: request.id,
       parameters: { ...request.parameters },
       inputs: request.inputs.map((tensor) => ({
@@ -145,9 +212,14 @@ class KserveGrpcEngine implements Engine {
     return chosen;
   }
 
-  private unary(endpoint: Endpoint, request: ModelInferRequest, signal: AbortSignal): Promise<EngineResponse> {
+  private unary(
+    endpoint: Endpoint,
+    request: ModelInferRequest,
+    signal: AbortSignal,
+    deadline: number,
+  ): Promise<EngineResponse> {
     return new Promise((resolve, reject) => {
-      const call = endpoint.client.modelInfer(request, new Metadata(), (error, response) => {
+      const call = endpoint.client.modelInfer(request, new Metadata(), { deadline }, (error, response) => {
         signal.removeEventListener("abort", cancel);
         if (error !== null) reject(this.upstreamError(endpoint, error, signal));
         else resolve(fromUpstream(response));
@@ -162,8 +234,10 @@ class KserveGrpcEngine implements Engine {
     endpoint: Endpoint,
     request: ModelInferRequest,
     signal: AbortSignal,
+    deadline: number,
   ): AsyncIterable<EngineResponse> {
-    const call = endpoint.client.modelStreamInfer(new Metadata());
+    // The client's deadline goes upstream too, so the upstream stops when it passes.
+    const call = endpoint.client.modelStreamInfer(new Metadata(), { deadline });
     const cancel = (): void => call.cancel();
     signal.addEventListener("abort", cancel, { once: true });
     try {
@@ -194,7 +268,7 @@ class KserveGrpcEngine implements Engine {
   }
 
   private upstreamError(endpoint: Endpoint, error: ServiceError, signal: AbortSignal): DataPlaneError {
-    if (signal.aborted) return new DataPlaneError("Cancelled", "request cancelled");
+    if (signal.aborted) return abortedError(signal);
     if (isTransportFailure(error)) {
       endpoint.markFailed(error.details, probeLive);
       return new UpstreamStatusError(
@@ -281,6 +355,7 @@ export const kserveGrpcEngineFactory: EngineFactory = {
       targets,
       routing,
       upstreamModel: spec.parameters["upstream_model"] ?? spec.name,
+      upstreamVersion: spec.parameters["upstream_version"] ?? "",
       decoupled: spec.decoupled,
       maxMessageSize: 2 ** 31 - 1,
     });

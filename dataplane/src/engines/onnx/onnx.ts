@@ -1,11 +1,12 @@
 import { dirname, join } from "node:path";
 import { InferenceSession, Tensor as OrtTensor } from "onnxruntime-node";
-import { DataPlaneError, errorMessage, internal, unavailable } from "../../errors.js";
+import { abortedError, errorMessage, internal, unavailable } from "../../errors.js";
 import type { ModelSpec } from "../../models/spec.js";
 import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
-import type { Datatype } from "../../tensors/datatypes.js";
 import type { Tensor } from "../../tensors/tensor.js";
-import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
+import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions, ModelFiles } from "../engine.js";
+import { completeOnnxConfig } from "./autocomplete.js";
+import { ARRAY_OF, DATATYPE_OF_ORT, ORT_TYPE, type NumericArray, type NumericArrayConstructor } from "./types.js";
 
 /**
  * Triton's `onnxruntime` backend / `onnxruntime_onnx` platform, run in-process on the
@@ -13,46 +14,6 @@ import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions
  * the config's `default_model_filename`); a session is created per served version on its
  * first request, so creating the engine does no I/O.
  */
-
-type OrtType = keyof OrtTensor.DataTypeMap;
-
-const ORT_TYPE: Partial<Record<Datatype, OrtType>> = {
-  BOOL: "bool",
-  UINT8: "uint8",
-  UINT16: "uint16",
-  UINT32: "uint32",
-  UINT64: "uint64",
-  INT8: "int8",
-  INT16: "int16",
-  INT32: "int32",
-  INT64: "int64",
-  FP16: "float16",
-  FP32: "float32",
-  FP64: "float64",
-  BYTES: "string",
-};
-
-const DATATYPE_OF: Partial<Record<string, Datatype>> = Object.fromEntries(
-  Object.entries(ORT_TYPE).map(([datatype, ort]) => [ort, datatype as Datatype]),
-);
-
-type NumericArray = Exclude<OrtTensor.DataTypeMap[OrtType], string[]>;
-type NumericArrayConstructor = new (buffer: ArrayBuffer, byteOffset: number, length: number) => NumericArray;
-
-const ARRAY_OF: Partial<Record<OrtType, NumericArrayConstructor>> = {
-  bool: Uint8Array,
-  uint8: Uint8Array,
-  uint16: Uint16Array,
-  uint32: Uint32Array,
-  uint64: BigUint64Array,
-  int8: Int8Array,
-  int16: Int16Array,
-  int32: Int32Array,
-  int64: BigInt64Array,
-  float16: Uint16Array,
-  float32: Float32Array,
-  float64: Float64Array,
-};
 
 class OnnxEngine implements Engine {
   private readonly sessions = new Map<string, Promise<InferenceSession>>();
@@ -65,7 +26,7 @@ class OnnxEngine implements Engine {
 
   async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
     const session = await this.session(request.version);
-    if (signal.aborted) throw new DataPlaneError("Cancelled", "request cancelled");
+    if (signal.aborted) throw abortedError(signal);
     const feeds = Object.fromEntries(request.inputs.map((tensor) => [tensor.name, toOrt(tensor)]));
     const wanted = this.outputNames.filter(
       (name) => request.requestedOutputs.size === 0 || request.requestedOutputs.has(name),
@@ -125,7 +86,7 @@ const bytesPerElement = (constructor: NumericArrayConstructor): number =>
   (constructor as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT;
 
 function fromOrt(name: string, value: OrtTensor): Tensor {
-  const datatype = DATATYPE_OF[value.type];
+  const datatype = DATATYPE_OF_ORT[value.type];
   if (datatype === undefined) throw internal(`onnxruntime output '${name}' has unsupported type ${value.type}`);
   const data =
     value.type === "string"
@@ -140,9 +101,11 @@ function fromOrt(name: string, value: OrtTensor): Tensor {
 
 const factory = (backend: string): EngineFactory => ({
   backend,
-  create(spec: ModelSpec, source: string): Engine {
+  modelFileName: "model.onnx",
+  completeConfig: completeOnnxConfig,
+  create(spec: ModelSpec, source: string, files?: ModelFiles): Engine {
     return new OnnxEngine(
-      dirname(source),
+      files?.folder ?? dirname(source),
       spec.config.defaultModelFilename || "model.onnx",
       spec.outputs.map((output) => output.name),
     );

@@ -1,6 +1,6 @@
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { errors as undiciErrors, request, type Dispatcher } from "undici";
-import { DataPlaneError, invalidArgument, internal, type ErrorKind } from "../../errors.js";
+import { abortedError, DataPlaneError, invalidArgument, internal, type ErrorKind } from "../../errors.js";
 import { ConfigError } from "../../models/config.js";
 import type { ModelSpec } from "../../models/spec.js";
 import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
@@ -111,7 +111,7 @@ class OpenAiEngine implements Engine {
       });
     } catch (error) {
       if (signal.aborted || error instanceof undiciErrors.RequestAbortedError) {
-        throw new DataPlaneError("Cancelled", "request cancelled");
+        throw abortedError(signal);
       }
       throw new DataPlaneError(
         "Unavailable",
@@ -158,7 +158,7 @@ class OpenAiEngine implements Engine {
         if (done) return;
       }
     } catch (error) {
-      if (signal.aborted) throw new DataPlaneError("Cancelled", "request cancelled");
+      if (signal.aborted) throw abortedError(signal);
       if (error instanceof DataPlaneError) throw error;
       throw new DataPlaneError(
         "Unavailable",

@@ -1,0 +1,33 @@
+import type { ServerUnaryCall } from "@grpc/grpc-js";
+import { DataPlaneError } from "../errors.js";
+
+/** What every kind of server call (unary or streaming) offers: its deadline and "cancelled". */
+interface CallSurface {
+  getDeadline: ServerUnaryCall<unknown, unknown>["getDeadline"];
+  once(event: "cancelled", listener: () => void): unknown;
+}
+
+export interface CallLifetime {
+  /** Aborted when the client cancels (reason: Cancelled) or the call's deadline passes (DeadlineExceeded). */
+  readonly signal: AbortSignal;
+  /** The client's deadline in ms since the epoch (Infinity for none), handed on to upstreams. */
+  readonly deadline: number;
+  /** Aborts the work (e.g. the stream broke) as if the client had cancelled. */
+  cancel(): void;
+}
+
+/**
+ * Ties a request's work to its call: grpc-js reports both a client cancel and an expired
+ * deadline as "cancelled", so the deadline decides which of the two it was.
+ */
+export function callLifetime(call: CallSurface): CallLifetime {
+  const controller = new AbortController();
+  const given = call.getDeadline();
+  const deadline = given instanceof Date ? given.getTime() : given;
+  const cancel = (): void => controller.abort(new DataPlaneError("Cancelled", "request cancelled"));
+  call.once("cancelled", () => {
+    if (Date.now() < deadline) return cancel();
+    controller.abort(new DataPlaneError("DeadlineExceeded", "the request's deadline passed before it finished"));
+  });
+  return { signal: controller.signal, deadline, cancel };
+}
