@@ -5,6 +5,7 @@ import type { GRPCInferenceServiceServer } from "../../proto/gen/ts/grpc_service
 import { HealthImplementation } from "grpc-health-check";
 import { autoCompleteConfig, createEngine } from "./engines/index.js";
 import { errorMessage } from "./errors.js";
+import { createMetrics } from "./metrics/index.js";
 import { ModelRegistry, type ModelControlMode } from "./models/registry.js";
 import { startGrpcServer, stopGrpcServer } from "./server/grpc.js";
 import { startHttpServer } from "./server/http.js";
@@ -63,22 +64,26 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const updateHealth = (): void => health.setStatus(INFERENCE_SERVICE, ready() ? "SERVING" : "NOT_SERVING");
   registry.onChange(updateHealth);
   await registry.start();
+  const metrics = createMetrics(registry);
+  const inference = { registry, metrics: metrics.frontend };
   const implementation: GRPCInferenceServiceServer = {
     ...healthHandlers(registry, () => stopping),
     ...metadataHandlers(registry),
-    modelInfer: modelInferHandler(registry),
-    modelStreamInfer: modelStreamInferHandler(registry),
+    modelInfer: modelInferHandler(inference),
+    modelStreamInfer: modelStreamInferHandler(inference),
     ...repositoryHandlers(registry),
     ...extensionHandlers(),
   };
-  const grpc = await startGrpcServer(implementation, inferStreamHandlers(registry), health, {
+  const grpc = await startGrpcServer(implementation, inferStreamHandlers(inference), health, {
     host: options.host,
     port: options.grpcPort,
     maxMessageSize: options.maxMessageSize,
+    interceptors: [metrics.grpcInterceptor],
   });
   const http = await startHttpServer(options.host, options.httpPort, {
     live: () => true,
     ready,
+    metrics: metrics.register,
   });
   const poller = schedulePolling(registry, options, logger);
   logger.info(

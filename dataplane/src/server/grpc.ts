@@ -1,4 +1,10 @@
-import { Server, ServerCredentials, type ServiceDefinition, type UntypedServiceImplementation } from "@grpc/grpc-js";
+import {
+  Server,
+  ServerCredentials,
+  type ServerInterceptor,
+  type ServiceDefinition,
+  type UntypedServiceImplementation,
+} from "@grpc/grpc-js";
 import type { HealthImplementation } from "grpc-health-check";
 import { InferenceExtensionsService, type InferenceExtensionsServer } from "../../../proto/gen/ts/extensions.js";
 import {
@@ -13,6 +19,8 @@ export interface GrpcServerOptions {
   readonly port: number;
   /** Largest message accepted or sent, in bytes. */
   readonly maxMessageSize: number;
+  /** Run around every call, first to last (metrics, then authentication). */
+  readonly interceptors: readonly ServerInterceptor[];
 }
 
 /** A Buffer over the encoder's output, without copying tensor bytes once more. */
@@ -53,6 +61,7 @@ export async function startGrpcServer(
   const server = new Server({
     "grpc.max_receive_message_length": options.maxMessageSize,
     "grpc.max_send_message_length": options.maxMessageSize,
+    interceptors: [...options.interceptors],
   });
   server.addService(inferenceService, implementation as unknown as UntypedServiceImplementation);
   server.addService(extensionsService, extensions);

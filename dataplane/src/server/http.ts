@@ -1,24 +1,39 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Registry } from "prom-client";
 
-export interface HealthProbe {
+export interface MetricsPort {
   live(): boolean;
   ready(): boolean;
+  /** What /metrics shows (Prometheus text format). */
+  readonly metrics: Pick<Registry, "metrics" | "contentType">;
 }
 
 /**
- * The HTTP side port for Kubernetes probes: KServe v2's /v2/health/live and
- * /v2/health/ready (200 or 503). It needs no token and carries no inference.
+ * The HTTP side port for Kubernetes probes and Prometheus: KServe v2's /v2/health/live
+ * and /v2/health/ready (200 or 503), and /metrics. It needs no token and carries no
+ * inference.
  */
 export async function startHttpServer(
   host: string,
   port: number,
-  probe: HealthProbe,
+  served: MetricsPort,
 ): Promise<{ server: Server; port: number }> {
   const server = createServer((request, response) => {
     const path = (request.url ?? "/").split("?")[0];
-    const check = path === "/v2/health/live" ? probe.live : path === "/v2/health/ready" ? probe.ready : undefined;
-    if (check === undefined || (request.method !== "GET" && request.method !== "HEAD")) {
+    if (request.method !== "GET" && request.method !== "HEAD") {
+      response.writeHead(405, { allow: "GET, HEAD" }).end();
+      return;
+    }
+    if (path === "/metrics") {
+      served.metrics.metrics().then(
+        (text) => response.writeHead(200, { "content-type": served.metrics.contentType }).end(text),
+        (error: unknown) => response.writeHead(500, { "content-type": "text/plain" }).end(`${String(error)}\n`),
+      );
+      return;
+    }
+    const check = path === "/v2/health/live" ? served.live : path === "/v2/health/ready" ? served.ready : undefined;
+    if (check === undefined) {
       response.writeHead(404, { "content-type": "text/plain" }).end(`not found: ${path}\n`);
       return;
     }

@@ -1,9 +1,8 @@
 import type { handleServerStreamingCall } from "@grpc/grpc-js";
 import type { InferenceExtensionsServer } from "../../../proto/gen/ts/extensions.js";
 import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
-import type { ModelRegistry } from "../models/registry.js";
 import { toServiceError } from "../server/status.js";
-import { runInference } from "./inference.js";
+import { runInference, type InferenceContext } from "./inference.js";
 import { send } from "./send.js";
 import { callLifetime } from "./signal.js";
 
@@ -11,13 +10,13 @@ import { callLifetime } from "./signal.js";
  * dynamokserve.v1.InferenceExtensions/ModelInferStream: one request, every response the
  * model produces, then OK; a failure ends the stream with its gRPC status.
  */
-export function inferStreamHandlers(registry: ModelRegistry): InferenceExtensionsServer {
+export function inferStreamHandlers(context: InferenceContext): InferenceExtensionsServer {
   const modelInferStream: handleServerStreamingCall<ModelInferRequest, ModelInferResponse> = (call) => {
     const lifetime = callLifetime(call);
     const { signal } = lifetime;
     void (async () => {
       try {
-        for await (const response of runInference(registry, call.request, "stream", lifetime)) {
+        for await (const response of runInference(context, call.request, "ModelInferStream", lifetime)) {
           await send(call, response, signal);
         }
         if (!signal.aborted) call.end();

@@ -1,19 +1,18 @@
 import type { handleUnaryCall, ServerUnaryCall } from "@grpc/grpc-js";
 import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { internal } from "../errors.js";
-import type { ModelRegistry } from "../models/registry.js";
-import { runInference } from "./inference.js";
+import { runInference, type InferenceContext } from "./inference.js";
 import { callLifetime } from "./signal.js";
 import { unary } from "./unary.js";
 
 /** ModelInfer: one request, one response. */
-export function modelInferHandler(registry: ModelRegistry): handleUnaryCall<ModelInferRequest, ModelInferResponse> {
+export function modelInferHandler(context: InferenceContext): handleUnaryCall<ModelInferRequest, ModelInferResponse> {
   return unary(async (request, call: ServerUnaryCall<ModelInferRequest, ModelInferResponse>) => {
     const lifetime = callLifetime(call);
     // Run the pipeline to its end (it checks there is exactly one response and records
     // statistics after it); returning from inside the loop would cut it short.
     let reply: ModelInferResponse | undefined;
-    for await (const response of runInference(registry, request, "unary", lifetime)) reply = response;
+    for await (const response of runInference(context, request, "ModelInfer", lifetime)) reply = response;
     if (reply === undefined) throw internal(`model '${request.modelName}' produced no response`);
     return reply;
   });

@@ -4,6 +4,7 @@ import { abortedError, DataPlaneError, internal, invalidArgument, unimplemented 
 import type { ModelRegistry } from "../models/registry.js";
 import { nowNs } from "../models/statistics.js";
 import { boolParameter, isTrue } from "../tensors/parameters.js";
+import type { FrontendMetrics, InferenceEndpoint, RequestType } from "../metrics/frontend.js";
 import type { CallLifetime } from "./signal.js";
 import { decodeInputs, encodeOutputs } from "../tensors/request.js";
 
@@ -17,17 +18,24 @@ import { decodeInputs, encodeOutputs } from "../tensors/request.js";
 const ENABLE_EMPTY_FINAL = "triton_enable_empty_final_response";
 const FINAL_RESPONSE = "triton_final_response";
 
-export type InferenceMode = "unary" | "stream";
+/** What the inference RPCs share: the models and the metrics they report to. */
+export interface InferenceContext {
+  readonly registry: ModelRegistry;
+  readonly metrics: FrontendMetrics;
+}
 
 export async function* runInference(
-  registry: ModelRegistry,
+  { registry, metrics }: InferenceContext,
   request: ModelInferRequest,
-  mode: InferenceMode,
+  endpoint: InferenceEndpoint,
   { signal, deadline }: CallLifetime,
 ): AsyncGenerator<ModelInferResponse> {
   const received = nowNs();
+  const mode: RequestType = endpoint === "ModelInfer" ? "unary" : "stream";
   const { model, version, statistics } = registry.resolve(request.modelName, request.modelVersion);
   const { spec, engine } = model;
+  const observation = metrics.start(spec.name, endpoint, mode);
+  let outcome: "success" | "error" = "error";
   if (mode === "unary" && spec.decoupled) {
     throw unimplemented(
       `model '${spec.name}' is decoupled (model_transaction_policy.decoupled); use the ModelStreamInfer RPC`,
@@ -79,6 +87,7 @@ export async function* runInference(
       const response = encodeResponse(request, version, next.value, inputs.usedRaw, { ...echoed, ...finalFlag });
       mark = nowNs();
       computeOutputNs += mark - produced;
+      observation.response();
       yield response;
       mark = nowNs();
     }
@@ -97,10 +106,13 @@ export async function* runInference(
       computeInferNs,
       computeOutputNs,
     });
+    outcome = "success";
   } catch (error) {
     statistics.recordFailure(nowNs() - received);
     if (signal.aborted && !(error instanceof DataPlaneError)) throw abortedError(signal);
     throw error;
+  } finally {
+    observation.end(outcome);
   }
 }
 

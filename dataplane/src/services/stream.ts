@@ -5,8 +5,7 @@ import type {
   ModelStreamInferResponse,
 } from "../../../proto/gen/ts/grpc_service.js";
 import { errorMessage } from "../errors.js";
-import type { ModelRegistry } from "../models/registry.js";
-import { runInference } from "./inference.js";
+import { runInference, type InferenceContext } from "./inference.js";
 import { send } from "./send.js";
 import { callLifetime, type CallLifetime } from "./signal.js";
 
@@ -19,7 +18,7 @@ type StreamCall = ServerDuplexStream<ModelInferRequest, ModelStreamInferResponse
  * half-closed and every request has finished.
  */
 export function modelStreamInferHandler(
-  registry: ModelRegistry,
+  context: InferenceContext,
 ): handleBidiStreamingCall<ModelInferRequest, ModelStreamInferResponse> {
   return (call) => {
     const lifetime = callLifetime(call);
@@ -31,7 +30,7 @@ export function modelStreamInferHandler(
     };
     call.on("error", lifetime.cancel);
     call.on("data", (request: ModelInferRequest) => {
-      const task = serveRequest(registry, call, request, lifetime).finally(() => {
+      const task = serveRequest(context, call, request, lifetime).finally(() => {
         pending.delete(task);
         finishIfDone();
       });
@@ -45,14 +44,14 @@ export function modelStreamInferHandler(
 }
 
 async function serveRequest(
-  registry: ModelRegistry,
+  context: InferenceContext,
   call: StreamCall,
   request: ModelInferRequest,
   lifetime: CallLifetime,
 ): Promise<void> {
   const { signal } = lifetime;
   try {
-    for await (const response of runInference(registry, request, "stream", lifetime)) {
+    for await (const response of runInference(context, request, "ModelStreamInfer", lifetime)) {
       await send(call, { errorMessage: "", inferResponse: response }, signal);
     }
   } catch (error) {

@@ -1,0 +1,104 @@
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+
+/**
+ * The reference frontend's dynamo_frontend_* families, for the inference RPCs. For a
+ * streamed request every response is one "token" (an LLM engine sends one delta per
+ * response): time to first token is the time to the first response, inter-token latency
+ * the gap between responses.
+ */
+
+/** The RPC a request came in on (the `endpoint` label). */
+export type InferenceEndpoint = "ModelInfer" | "ModelStreamInfer" | "ModelInferStream";
+export type RequestType = "unary" | "stream";
+
+/** What happens to one request, reported by the inference pipeline. */
+export interface RequestObservation {
+  /** A response was produced (for streams: a token). */
+  response(): void;
+  end(outcome: "success" | "error"): void;
+}
+
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const TOKEN_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
+
+export class FrontendMetrics {
+  private readonly requests: Counter<"model" | "endpoint" | "request_type" | "status">;
+  private readonly inflight: Gauge<"model">;
+  private readonly duration: Histogram<"model">;
+  private readonly timeToFirstToken: Histogram<"model">;
+  private readonly interTokenLatency: Histogram<"model">;
+  private readonly outputTokens: Histogram<"model">;
+
+  constructor(register: Registry) {
+    const registers = [register];
+    this.requests = new Counter({
+      name: "dynamo_frontend_requests_total",
+      help: "Total number of inference requests, by model, endpoint (RPC), request type and status",
+      labelNames: ["model", "endpoint", "request_type", "status"],
+      registers,
+    });
+    this.inflight = new Gauge({
+      name: "dynamo_frontend_inflight_requests",
+      help: "Inference requests being processed now",
+      labelNames: ["model"],
+      registers,
+    });
+    this.duration = new Histogram({
+      name: "dynamo_frontend_request_duration_seconds",
+      help: "Duration of inference requests, from arrival to the last response",
+      labelNames: ["model"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.timeToFirstToken = new Histogram({
+      name: "dynamo_frontend_time_to_first_token_seconds",
+      help: "Time from a streamed request's arrival to its first response",
+      labelNames: ["model"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.interTokenLatency = new Histogram({
+      name: "dynamo_frontend_inter_token_latency_seconds",
+      help: "Time between consecutive responses of a streamed request",
+      labelNames: ["model"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.outputTokens = new Histogram({
+      name: "dynamo_frontend_output_sequence_tokens",
+      help: "Responses (tokens) per streamed request",
+      labelNames: ["model"],
+      buckets: TOKEN_BUCKETS,
+      registers,
+    });
+  }
+
+  /**
+   * Starts observing a request for a served model (requests for unknown models are not
+   * labelled by the name they ask for: clients must not be able to mint series).
+   */
+  start(model: string, endpoint: InferenceEndpoint, requestType: RequestType): RequestObservation {
+    const labels = { model };
+    const startedAt = performance.now();
+    let lastAt = startedAt;
+    let responses = 0;
+    this.inflight.inc(labels);
+    return {
+      response: () => {
+        const now = performance.now();
+        if (requestType === "stream") {
+          const histogram = responses === 0 ? this.timeToFirstToken : this.interTokenLatency;
+          histogram.observe(labels, (now - lastAt) / 1000);
+        }
+        responses++;
+        lastAt = now;
+      },
+      end: (status) => {
+        this.inflight.dec(labels);
+        this.requests.inc({ model, endpoint, request_type: requestType, status });
+        this.duration.observe(labels, (performance.now() - startedAt) / 1000);
+        if (requestType === "stream" && responses > 0) this.outputTokens.observe(labels, responses);
+      },
+    };
+  }
+}

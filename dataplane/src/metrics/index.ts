@@ -1,0 +1,23 @@
+import type { ServerInterceptor } from "@grpc/grpc-js";
+import { collectDefaultMetrics, Registry } from "prom-client";
+import type { ModelRegistry } from "../models/registry.js";
+import { FrontendMetrics } from "./frontend.js";
+import { grpcServerMetrics } from "./grpc.js";
+import { tritonMetrics } from "./triton.js";
+
+/** Everything /metrics on the metrics port shows, in one prom-client registry per data plane. */
+export interface DataPlaneMetrics {
+  readonly register: Registry;
+  readonly frontend: FrontendMetrics;
+  /** Counts every RPC of the gRPC server (grpc_server_*). */
+  readonly grpcInterceptor: ServerInterceptor;
+}
+
+export function createMetrics(models: ModelRegistry): DataPlaneMetrics {
+  const register = new Registry();
+  collectDefaultMetrics({ register });
+  tritonMetrics(register, () =>
+    models.statistics("", "").map(({ name, version, statistics }) => statistics.toProto(name, version)),
+  );
+  return { register, frontend: new FrontendMetrics(register), grpcInterceptor: grpcServerMetrics(register) };
+}

@@ -1,0 +1,134 @@
+import { status } from "@grpc/grpc-js";
+import assert from "node:assert/strict";
+import { InferenceExtensionsClient } from "../../../proto/gen/ts/extensions.js";
+import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
+import { credentials } from "@grpc/grpc-js";
+import { joinBytesElements } from "../../src/tensors/bytes.js";
+import { scrape, valueOf, type Sample } from "../../../e2e/support/prometheus.js";
+import { callError, infer, inferRequest, streamAll, type ServerProcess } from "../fixtures/server.js";
+import { useServer } from "../fixtures/serving.js";
+
+const identity = (batch: number): ModelInferRequest =>
+  inferRequest({
+    modelName: "identity_fp32",
+    inputs: [{ name: "INPUT0", datatype: "FP32", shape: [BigInt(batch), 2n], parameters: {}, contents: undefined }],
+    rawInputContents: [new Uint8Array(new Float32Array(batch * 2).buffer)],
+  });
+
+const prompt = (tokens: number): ModelInferRequest =>
+  inferRequest({
+    modelName: "mock_llm",
+    parameters: { max_tokens: { parameterChoice: { $case: "int64Param", value: BigInt(tokens) } } },
+    inputs: [{ name: "text_input", datatype: "BYTES", shape: [1n], parameters: {}, contents: undefined }],
+    rawInputContents: [joinBytesElements([new TextEncoder().encode("hello")])],
+  });
+
+const INFERENCE = "inference.GRPCInferenceService";
+
+describe("Prometheus metrics after known traffic (dynamo_frontend_*, nv_inference_*, grpc_server_*)", function () {
+  this.timeout(20_000);
+  const serving = useServer();
+  let server: ServerProcess;
+  let samples: Sample[];
+
+  before(async () => {
+    ({ server } = serving);
+    // 3 successes (batch sizes 1, 2, 3), 1 bad request, 1 unknown model.
+    for (const batch of [1, 2, 3]) await infer(server.client, identity(batch));
+    const bad = await callError(server.client, "modelInfer", {
+      ...identity(1),
+      inputs: [{ ...identity(1).inputs[0]!, datatype: "INT32" }],
+    });
+    assert.equal(bad.code, status.INVALID_ARGUMENT);
+    const missing = await callError(server.client, "modelInfer", { ...identity(1), modelName: "no_such_model" });
+    assert.equal(missing.code, status.NOT_FOUND);
+    // One stream carrying two LLM requests of 4 and 6 tokens.
+    const replies = await streamAll(server.client, [prompt(4), prompt(6)]);
+    assert.equal(replies.length, 10);
+    // One server-streaming request of 3 tokens.
+    const extensions = new InferenceExtensionsClient(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure());
+    await new Promise<void>((resolve, reject) => {
+      const call = extensions.modelInferStream(prompt(3));
+      call.on("data", () => undefined);
+      call.on("end", resolve);
+      call.on("error", reject);
+    });
+    extensions.close();
+    samples = await scrape(`http://127.0.0.1:${server.httpPort}/metrics`);
+  });
+
+  it("counts requests by model, endpoint, type and status, and nothing stays in flight", () => {
+    const requests = (labels: Record<string, string>) => valueOf(samples, "dynamo_frontend_requests_total", labels);
+    assert.equal(
+      requests({ model: "identity_fp32", endpoint: "ModelInfer", request_type: "unary", status: "success" }),
+      3,
+    );
+    assert.equal(
+      requests({ model: "identity_fp32", endpoint: "ModelInfer", request_type: "unary", status: "error" }),
+      1,
+    );
+    assert.equal(
+      requests({ model: "mock_llm", endpoint: "ModelStreamInfer", request_type: "stream", status: "success" }),
+      2,
+    );
+    assert.equal(
+      requests({ model: "mock_llm", endpoint: "ModelInferStream", request_type: "stream", status: "success" }),
+      1,
+    );
+    assert.equal(
+      samples.some((sample) => sample.labels["model"] === "no_such_model"),
+      false,
+      "a client cannot mint series with made-up model names",
+    );
+    assert.equal(valueOf(samples, "dynamo_frontend_inflight_requests", { model: "identity_fp32" }), 0);
+    assert.equal(valueOf(samples, "dynamo_frontend_request_duration_seconds_count", { model: "identity_fp32" }), 4);
+  });
+
+  it("times first tokens and the gaps between tokens of streamed requests", () => {
+    const model = { model: "mock_llm" };
+    assert.equal(valueOf(samples, "dynamo_frontend_time_to_first_token_seconds_count", model), 3);
+    // mock_llm waits 50 ms before the first token.
+    assert.ok(valueOf(samples, "dynamo_frontend_time_to_first_token_seconds_sum", model) >= 3 * 0.045);
+    assert.equal(valueOf(samples, "dynamo_frontend_inter_token_latency_seconds_count", model), 3 + 5 + 2);
+    assert.equal(valueOf(samples, "dynamo_frontend_output_sequence_tokens_sum", model), 13);
+    assert.equal(valueOf(samples, "dynamo_frontend_output_sequence_tokens_count", model), 3);
+  });
+
+  it("reports Triton's nv_inference_* per model and version", () => {
+    const version = { model: "identity_fp32", version: "1" };
+    assert.equal(valueOf(samples, "nv_inference_request_success", version), 3);
+    assert.equal(valueOf(samples, "nv_inference_request_failure", version), 1);
+    assert.equal(valueOf(samples, "nv_inference_count", version), 6, "batch sizes 1 + 2 + 3");
+    assert.equal(valueOf(samples, "nv_inference_exec_count", version), 3);
+    assert.ok(valueOf(samples, "nv_inference_request_duration_us", version) > 0);
+    for (const family of ["queue", "compute_input", "compute_infer", "compute_output"]) {
+      assert.ok(
+        samples.some(
+          (sample) =>
+            sample.name === `nv_inference_${family}_duration_us` && sample.labels["model"] === "identity_fp32",
+        ),
+        family,
+      );
+    }
+    assert.equal(valueOf(samples, "nv_inference_request_success", { model: "add_sub_onnx", version: "1" }), 0);
+  });
+
+  it("counts every RPC with the standard grpc_server_* families", () => {
+    const unary = { grpc_type: "unary", grpc_service: INFERENCE, grpc_method: "ModelInfer" };
+    assert.equal(valueOf(samples, "grpc_server_started_total", unary), 5);
+    assert.equal(valueOf(samples, "grpc_server_handled_total", { ...unary, grpc_code: "OK" }), 3);
+    assert.equal(valueOf(samples, "grpc_server_handled_total", { ...unary, grpc_code: "INVALID_ARGUMENT" }), 1);
+    assert.equal(valueOf(samples, "grpc_server_handled_total", { ...unary, grpc_code: "NOT_FOUND" }), 1);
+    assert.equal(valueOf(samples, "grpc_server_handling_seconds_count", unary), 5);
+    const bidi = { grpc_type: "bidi_stream", grpc_service: INFERENCE, grpc_method: "ModelStreamInfer" };
+    assert.equal(valueOf(samples, "grpc_server_msg_received_total", bidi), 2);
+    assert.equal(valueOf(samples, "grpc_server_msg_sent_total", bidi), 10);
+    assert.equal(valueOf(samples, "grpc_server_handled_total", { ...bidi, grpc_code: "OK" }), 1);
+    const serverStream = {
+      grpc_type: "server_stream",
+      grpc_service: "dynamokserve.v1.InferenceExtensions",
+      grpc_method: "ModelInferStream",
+    };
+    assert.equal(valueOf(samples, "grpc_server_msg_sent_total", serverStream), 3);
+  });
+});
