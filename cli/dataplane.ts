@@ -1,8 +1,9 @@
-import { Command } from "commander";
+import { Command, InvalidArgumentError } from "commander";
 import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { startDataPlane } from "../dataplane/src/dataplane.js";
 import type { ModelControlMode } from "../dataplane/src/models/registry.js";
+import type { SecurityOptions } from "../dataplane/src/server/security.js";
 import { integer, list, option, seconds, logLevelOption, stopOnSignals } from "./options.js";
 
 /** The example repository shipped with the project, served when no model source is given. */
@@ -20,6 +21,12 @@ interface DataPlaneFlags {
   metricsPort: number;
   maxMessageSize: number;
   shutdownGraceSecs: number;
+  useTls?: boolean;
+  certFile?: string;
+  keyFile?: string;
+  clientCaFile?: string;
+  authTokenFile?: string;
+  credentialsReloadSecs: number;
   logLevel: string;
 }
 
@@ -97,9 +104,38 @@ export function dataplaneCommand(): Command {
         .argParser(integer(0))
         .default(30),
     )
+    .addOption(option("--use-tls", "serve gRPC over TLS (needs --cert-file and --key-file)", "DYNAMO_USE_TLS"))
+    .addOption(
+      option("--cert-file <pem>", "the server certificate (chain), PEM; reloaded when it changes", "DYNAMO_TLS_CERT"),
+    )
+    .addOption(option("--key-file <pem>", "the server certificate's private key, PEM", "DYNAMO_TLS_KEY"))
+    .addOption(
+      option(
+        "--client-ca-file <pem>",
+        "mTLS: only clients with a certificate signed by this CA may connect",
+        "DYNAMO_TLS_CLIENT_CA",
+      ),
+    )
+    .addOption(
+      option(
+        "--auth-token-file <file>",
+        "accept only calls with 'authorization: Bearer <token>' for a token in this file (one per line; health checks need none)",
+        "DYNAMO_AUTH_TOKEN_FILE",
+      ),
+    )
+    .addOption(
+      option(
+        "--credentials-reload-secs <seconds>",
+        "how often certificate and token files are reread (Secret rotation)",
+        "DYNAMO_CREDENTIALS_RELOAD_SECS",
+      )
+        .argParser(seconds)
+        .default(10),
+    )
     .addOption(logLevelOption())
     .action(async (flags: DataPlaneFlags) => {
       const logger = pino({ level: flags.logLevel, base: { component: "dataplane" } });
+      const security = securityOptions(flags);
       const repositories = flags.modelRepository ?? (flags.modelConfig === undefined ? [EXAMPLE_REPOSITORY] : []);
       const dataPlane = await startDataPlane({
         modelRepositories: repositories,
@@ -113,8 +149,27 @@ export function dataplaneCommand(): Command {
         httpPort: flags.metricsPort,
         maxMessageSize: flags.maxMessageSize,
         shutdownGraceSeconds: flags.shutdownGraceSecs,
+        security,
         logger,
       });
       stopOnSignals(dataPlane, logger);
     });
+}
+
+function securityOptions(flags: DataPlaneFlags): SecurityOptions {
+  const { useTls, certFile, keyFile, clientCaFile } = flags;
+  if (useTls !== true && (certFile !== undefined || keyFile !== undefined || clientCaFile !== undefined)) {
+    throw new InvalidArgumentError("--cert-file, --key-file and --client-ca-file need --use-tls");
+  }
+  if (useTls === true && (certFile === undefined || keyFile === undefined)) {
+    throw new InvalidArgumentError(
+      "--use-tls needs --cert-file and --key-file (or DYNAMO_TLS_CERT and DYNAMO_TLS_KEY)",
+    );
+  }
+  const reloadIntervalMs = flags.credentialsReloadSecs * 1000;
+  return {
+    tls: useTls === true ? { certFile: certFile!, keyFile: keyFile!, clientCaFile, reloadIntervalMs } : undefined,
+    authTokenFile: flags.authTokenFile,
+    reloadIntervalMs,
+  };
 }

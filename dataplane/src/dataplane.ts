@@ -8,6 +8,7 @@ import { errorMessage } from "./errors.js";
 import { createMetrics } from "./metrics/index.js";
 import { ModelRegistry, type ModelControlMode } from "./models/registry.js";
 import { startGrpcServer, stopGrpcServer } from "./server/grpc.js";
+import { serverSecurity, type SecurityOptions } from "./server/security.js";
 import { startHttpServer } from "./server/http.js";
 import { extensionHandlers } from "./services/extensions.js";
 import { inferStreamHandlers } from "./services/infer-stream.js";
@@ -32,6 +33,7 @@ export interface DataPlaneOptions {
   readonly grpcPort: number;
   readonly httpPort: number;
   readonly maxMessageSize: number;
+  readonly security: SecurityOptions;
   readonly shutdownGraceSeconds: number;
   readonly logger: Logger;
 }
@@ -63,6 +65,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const health = new HealthImplementation({ "": "SERVING", [INFERENCE_SERVICE]: "NOT_SERVING" });
   const updateHealth = (): void => health.setStatus(INFERENCE_SERVICE, ready() ? "SERVING" : "NOT_SERVING");
   registry.onChange(updateHealth);
+  const security = await serverSecurity(options.security, logger);
   await registry.start();
   const metrics = createMetrics(registry);
   const inference = { registry, metrics: metrics.frontend };
@@ -78,7 +81,8 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     host: options.host,
     port: options.grpcPort,
     maxMessageSize: options.maxMessageSize,
-    interceptors: [metrics.grpcInterceptor],
+    credentials: security.credentials,
+    interceptors: [metrics.grpcInterceptor, ...security.interceptors],
   });
   const http = await startHttpServer(options.host, options.httpPort, {
     live: () => true,
@@ -87,7 +91,14 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   });
   const poller = schedulePolling(registry, options, logger);
   logger.info(
-    { grpcPort: grpc.port, httpPort: http.port, models: registry.readyCount(), controlMode: options.modelControlMode },
+    {
+      grpcPort: grpc.port,
+      httpPort: http.port,
+      models: registry.readyCount(),
+      controlMode: options.modelControlMode,
+      tls: options.security.tls === undefined ? "off" : options.security.tls.clientCaFile ? "mutual" : "on",
+      auth: options.security.authTokenFile === undefined ? "off" : "bearer",
+    },
     "data plane listening",
   );
   return {
@@ -100,6 +111,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       updateHealth();
       if (poller !== undefined) clearInterval(poller);
       await shutdown(grpc.server, http.server, registry, options.shutdownGraceSeconds * 1000);
+      security.stop();
       logger.info("data plane stopped");
     },
   };

@@ -1,4 +1,5 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { promisify } from "node:util";
 import { createInterface } from "node:readline";
 
 /** A `dynamo-kserve` process started by a test, with its JSON log lines. */
@@ -51,4 +52,14 @@ export async function startCli(
       return exited;
     },
   };
+}
+
+/** Runs `node ...args`, which must fail; resolves with its exit code and stderr. */
+export async function runFailing(args: readonly string[]): Promise<{ code: number; stderr: string }> {
+  try {
+    await promisify(execFile)(process.execPath, [...args]);
+  } catch (error) {
+    return error as { code: number; stderr: string };
+  }
+  throw new Error(`expected ${args.join(" ")} to fail`);
 }

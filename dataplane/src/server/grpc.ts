@@ -1,6 +1,6 @@
 import {
   Server,
-  ServerCredentials,
+  type ServerCredentials,
   type ServerInterceptor,
   type ServiceDefinition,
   type UntypedServiceImplementation,
@@ -19,7 +19,8 @@ export interface GrpcServerOptions {
   readonly port: number;
   /** Largest message accepted or sent, in bytes. */
   readonly maxMessageSize: number;
-  /** Run around every call, first to last (metrics, then authentication). */
+  readonly credentials: ServerCredentials;
+  /** Run around every call; the first is the innermost (metrics, then authentication). */
   readonly interceptors: readonly ServerInterceptor[];
 }
 
@@ -67,7 +68,7 @@ export async function startGrpcServer(
   server.addService(extensionsService, extensions);
   health.addToServer(server);
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${options.host}:${options.port}`, ServerCredentials.createInsecure(), (error, bound) =>
+    server.bindAsync(`${options.host}:${options.port}`, options.credentials, (error, bound) =>
       error ? reject(error) : resolve(bound),
     );
   });

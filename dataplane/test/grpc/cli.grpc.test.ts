@@ -5,18 +5,9 @@ import { CLI } from "../fixtures/paths.js";
 import { TestRepository } from "../fixtures/repository.js";
 import { call, startServer, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
+import { runFailing } from "../../../e2e/support/process.js";
 
 const run = promisify(execFile);
-
-/** Runs a command that must fail; resolves with its exit code and stderr. */
-async function runFailing(args: string[]): Promise<{ code: number; stderr: string }> {
-  try {
-    await run(process.execPath, args);
-  } catch (error) {
-    return error as { code: number; stderr: string };
-  }
-  throw new Error(`expected ${args.join(" ")} to fail`);
-}
 
 describe("the dynamo-kserve CLI (real processes)", function () {
   this.timeout(20_000);

@@ -1,5 +1,4 @@
-import { credentials, makeClientConstructor, status } from "@grpc/grpc-js";
-import { service as healthService } from "grpc-health-check";
+import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
 import type { InferTensorContents, ModelInferRequest_InferInputTensor } from "../../../proto/gen/ts/grpc_service.js";
@@ -10,6 +9,7 @@ import { emptyContents } from "../../src/tensors/typed.js";
 import { IDENTITY_ALL_TYPES, IDENTITY_PAIR } from "../fixtures/repository.js";
 import { call, callError, infer, inferRequest, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
+import { HealthTestClient } from "../fixtures/health.js";
 
 /** Two elements of every datatype, typed (where it has a typed form) and raw. */
 const SAMPLES: Record<Datatype, { typed?: unknown[]; raw: Uint8Array }> = {
@@ -66,22 +66,11 @@ describe("data plane RPCs (real server over loopback)", function () {
     });
 
     it("answers grpc.health.v1 Check for liveness ('') and readiness (the inference service)", async () => {
-      const Health = makeClientConstructor(healthService, "grpc.health.v1.Health");
-      const health = new Health(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure());
-      const check = (service: string) =>
-        new Promise<unknown>((resolve, reject) =>
-          health.makeUnaryRequest(
-            "/grpc.health.v1.Health/Check",
-            (request: { service: string }) => healthService["Check"]!.requestSerialize(request),
-            (bytes: Buffer) => healthService["Check"]!.responseDeserialize(bytes),
-            { service },
-            (error, reply) => (error ? reject(error) : resolve(reply)),
-          ),
-        );
+      const health = new HealthTestClient(`127.0.0.1:${server.grpcPort}`);
       try {
-        assert.deepEqual(await check(""), { status: "SERVING" });
-        assert.deepEqual(await check("inference.GRPCInferenceService"), { status: "SERVING" });
-        await assert.rejects(check("no.such.Service"), { code: status.NOT_FOUND });
+        assert.equal(await health.check(""), "SERVING");
+        assert.equal(await health.check("inference.GRPCInferenceService"), "SERVING");
+        await assert.rejects(health.check("no.such.Service"), { code: status.NOT_FOUND });
       } finally {
         health.close();
       }

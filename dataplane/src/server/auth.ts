@@ -1,0 +1,58 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { ServerInterceptingCall, status, type ServerInterceptor } from "@grpc/grpc-js";
+
+/**
+ * Bearer-token authentication for the gRPC server. Tokens come from a file (a mounted
+ * Secret: one token per line, blank lines and lines starting with "#" ignored) and are
+ * replaced when it changes. Comparison is in constant time, over SHA-256 digests so that
+ * lengths leak nothing either, and every token is compared. Tokens are never logged.
+ */
+export class BearerTokens {
+  private digests: readonly Buffer[] = [];
+
+  /** Replaces the accepted tokens with those in a token file's contents. */
+  load(content: string, source: string): void {
+    const tokens = content
+      .split(/\r?\n/)
+      .map((line) => line.trim())
+      .filter((line) => line !== "" && !line.startsWith("#"));
+    if (tokens.length === 0) throw new Error(`${source} holds no token (one per line)`);
+    this.digests = tokens.map(digest);
+  }
+
+  accepts(token: string): boolean {
+    const presented = digest(token);
+    let match = false;
+    for (const known of this.digests) match = timingSafeEqual(presented, known) || match;
+    return match;
+  }
+}
+
+const digest = (token: string): Buffer => createHash("sha256").update(token).digest();
+
+/** Answers UNAUTHENTICATED unless the call carries `authorization: Bearer <a known token>`. */
+export function bearerTokenInterceptor(tokens: BearerTokens, exempt: (path: string) => boolean): ServerInterceptor {
+  return (method, call) => {
+    if (exempt(method.path)) return new ServerInterceptingCall(call);
+    return new ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMetadata: (metadata, forward) => {
+            const failure = authenticationFailure(metadata.get("authorization"), tokens);
+            if (failure === undefined) forward(metadata);
+            else call.sendStatus({ code: status.UNAUTHENTICATED, details: failure });
+          },
+        }),
+    });
+  };
+}
+
+function authenticationFailure(values: readonly (string | Buffer)[], tokens: BearerTokens): string | undefined {
+  if (values.length === 0) return "missing credentials: send metadata 'authorization: Bearer <token>'";
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(String(values[0]));
+  if (match === null) return "the authorization metadata is not 'Bearer <token>'";
+  return tokens.accepts(match[1]!) ? undefined : "the bearer token is not valid";
+}
+
+/** Kubernetes' gRPC probes and grpc_health_probe send no token: health needs none. */
+export const isHealthCheck = (path: string): boolean => path.startsWith("/grpc.health.v1.Health/");
