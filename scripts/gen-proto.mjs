@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Regenerates proto/gen from proto/*.proto with buf (from npm) and the local ts-proto /
-// protoc-gen-es plugins. With --check, fails if the checked-in output differs.
+// protoc-gen-es plugins, plus descriptors.binpb (the exact FileDescriptorSet, served by gRPC
+// reflection). With --check, fails if the checked-in output differs.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,6 +16,10 @@ try {
     execFileSync(buf, ["generate", "proto", ...args, "-o", outDir], { cwd: root, stdio: "inherit" });
   run(["--template", "proto/buf.gen.yaml"]);
   run(["--template", "proto/buf.gen.es.yaml", "--path", "proto/model_config.proto"]);
+  execFileSync(buf, ["build", "proto", "--exclude-source-info", "-o", join(outDir, "descriptors.binpb")], {
+    cwd: root,
+    stdio: "inherit",
+  });
   syncGenerated({
     label: "proto",
     dir: join(root, "proto", "gen"),

@@ -2,7 +2,6 @@ import type { Server as HttpServer } from "node:http";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { GRPCInferenceServiceServer } from "../../proto/gen/ts/grpc_service.js";
-import { HealthImplementation } from "grpc-health-check";
 import { autoCompleteConfig, createEngine } from "./engines/index.js";
 import { errorMessage } from "./errors.js";
 import { createMetrics } from "./metrics/index.js";
@@ -11,15 +10,13 @@ import { startGrpcServer, stopGrpcServer } from "./server/grpc.js";
 import { serverSecurity, type SecurityOptions } from "./server/security.js";
 import { startHttpServer } from "./server/http.js";
 import { extensionHandlers } from "./services/extensions.js";
+import { GrpcHealth } from "./services/grpc-health.js";
 import { inferStreamHandlers } from "./services/infer-stream.js";
 import { healthHandlers } from "./services/health.js";
 import { modelInferHandler } from "./services/infer.js";
 import { metadataHandlers } from "./services/metadata.js";
 import { repositoryHandlers } from "./services/repository.js";
 import { modelStreamInferHandler } from "./services/stream.js";
-
-/** The gRPC health service name whose status is the data plane's readiness. */
-export const INFERENCE_SERVICE = "inference.GRPCInferenceService";
 
 export interface DataPlaneOptions {
   readonly modelRepositories: readonly string[];
@@ -59,12 +56,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     logger,
   });
   let stopping = false;
-  const ready = (): boolean => !stopping && registry.readyCount() > 0;
-  // grpc.health.v1 for Kubernetes' native gRPC probes: "" is the process (liveness), the
-  // inference service is SERVING while at least one model is ready (readiness).
-  const health = new HealthImplementation({ "": "SERVING", [INFERENCE_SERVICE]: "NOT_SERVING" });
-  const updateHealth = (): void => health.setStatus(INFERENCE_SERVICE, ready() ? "SERVING" : "NOT_SERVING");
-  registry.onChange(updateHealth);
+  const health = new GrpcHealth(registry, () => stopping);
   const security = await serverSecurity(options.security, logger);
   await registry.start();
   const metrics = createMetrics(registry);
@@ -77,7 +69,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     ...repositoryHandlers(registry),
     ...extensionHandlers(),
   };
-  const grpc = await startGrpcServer(implementation, inferStreamHandlers(inference), health, {
+  const grpc = await startGrpcServer(implementation, inferStreamHandlers(inference), health.implementation, {
     host: options.host,
     port: options.grpcPort,
     maxMessageSize: options.maxMessageSize,
@@ -86,7 +78,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   });
   const http = await startHttpServer(options.host, options.httpPort, {
     live: () => true,
-    ready,
+    ready: () => health.ready(),
     metrics: metrics.register,
   });
   const poller = schedulePolling(registry, options, logger);
@@ -108,10 +100,11 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     async stop() {
       if (stopping) return;
       stopping = true;
-      updateHealth();
+      health.update();
       if (poller !== undefined) clearInterval(poller);
       await shutdown(grpc.server, http.server, registry, options.shutdownGraceSeconds * 1000);
       security.stop();
+      health.stop();
       logger.info("data plane stopped");
     },
   };

@@ -178,6 +178,11 @@ export class ModelRegistry {
     return model !== undefined && engineReady(model) && (version === "" || model.versions.includes(version));
   }
 
+  /** Every model the registry has tried to load (ready or not). */
+  modelNames(): string[] {
+    return [...this.records.keys()];
+  }
+
   readyCount(): number {
     let count = 0;
     for (const record of this.records.values()) if (record.live !== undefined && engineReady(record.live)) count++;

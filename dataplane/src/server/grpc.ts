@@ -6,6 +6,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import type { HealthImplementation } from "grpc-health-check";
+import { addReflection } from "./reflection.js";
 import { InferenceExtensionsService, type InferenceExtensionsServer } from "../../../proto/gen/ts/extensions.js";
 import {
   GRPCInferenceServiceService,
@@ -67,6 +68,7 @@ export async function startGrpcServer(
   server.addService(inferenceService, implementation as unknown as UntypedServiceImplementation);
   server.addService(extensionsService, extensions);
   health.addToServer(server);
+  addReflection(server);
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${options.host}:${options.port}`, options.credentials, (error, bound) =>
       error ? reject(error) : resolve(bound),

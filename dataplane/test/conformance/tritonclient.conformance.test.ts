@@ -1,16 +1,16 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { CACHE_DIR, requireProgram } from "../../../e2e/support/prerequisites.js";
 import { REPO_ROOT } from "../fixtures/paths.js";
 import { IDENTITY_ALL_TYPES } from "../fixtures/repository.js";
 import { useServer } from "../fixtures/serving.js";
 
 const run = promisify(execFile);
-const cache = process.env["DYNAMO_KSERVE_CACHE"] ?? join(homedir(), ".cache", "dynamo-kserve");
-const python = join(process.env["DYNAMO_KSERVE_VENV"] ?? join(cache, "venv"), "bin", "python");
+const python = join(process.env["DYNAMO_KSERVE_VENV"] ?? join(CACHE_DIR, "venv"), "bin", "python");
 const here = join(REPO_ROOT, "dataplane", "test", "conformance");
 
 /** Runs a Python script; resolves with its output whether it passed or not. */
@@ -28,11 +28,7 @@ describe("conformance with the real tritonclient[grpc]", function () {
   this.timeout(120_000);
 
   before(function () {
-    if (existsSync(python)) return;
-    const message = `tritonclient venv not found at ${python}; run scripts/setup-python.sh`;
-    if (process.env["CI"] === "true") throw new Error(message);
-    console.warn(`\n  !!! SKIPPING tritonclient conformance: ${message}\n`);
-    this.skip();
+    requireProgram(this, python, "the tritonclient venv", "run scripts/setup-python.sh");
   });
 
   it("describes the same protocol as tritonclient (every message, field number, enum and RPC)", async () => {

@@ -1,0 +1,53 @@
+import { HealthImplementation, type ServingStatus } from "grpc-health-check";
+import type { ModelRegistry } from "../models/registry.js";
+
+/** The gRPC health service name whose status is the data plane's readiness. */
+export const INFERENCE_SERVICE = "inference.GRPCInferenceService";
+
+/** How often readiness is re-read: engines (e.g. an upstream going away) change it on their own. */
+const REFRESH_MS = 1000;
+
+/**
+ * grpc.health.v1 for Kubernetes' native gRPC probes and grpc_health_probe: "" is the
+ * process (liveness); the inference service is SERVING while at least one model is
+ * ready (readiness); each model's name is a service of its own, SERVING while it is.
+ * Watch streams every change. `stopping` turns everything NOT_SERVING except "".
+ */
+export class GrpcHealth {
+  readonly implementation = new HealthImplementation({ "": "SERVING" });
+  /** Last status set per service: Watch streams a status each time it is set, so only changes are. */
+  private readonly statuses = new Map<string, ServingStatus>();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly registry: ModelRegistry,
+    private readonly stopping: () => boolean,
+  ) {
+    registry.onChange(() => this.update());
+    this.timer = setInterval(() => this.update(), REFRESH_MS);
+    this.timer.unref();
+  }
+
+  /** True while the data plane takes inference requests. */
+  ready(): boolean {
+    return !this.stopping() && this.registry.readyCount() > 0;
+  }
+
+  update(): void {
+    this.set(INFERENCE_SERVICE, this.ready());
+    const names = new Set([...this.statuses.keys(), ...this.registry.modelNames()]);
+    names.delete(INFERENCE_SERVICE);
+    for (const name of names) this.set(name, !this.stopping() && this.registry.isReady(name, ""));
+  }
+
+  private set(service: string, serving: boolean): void {
+    const status: ServingStatus = serving ? "SERVING" : "NOT_SERVING";
+    if (this.statuses.get(service) === status) return;
+    this.statuses.set(service, status);
+    this.implementation.setStatus(service, status);
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+}

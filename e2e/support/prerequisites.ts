@@ -1,0 +1,33 @@
+import { existsSync, readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/**
+ * A test tier may skip (loudly) when something it needs is not installed on a laptop; under
+ * CI=true a missing prerequisite fails instead.
+ */
+export function requireProgram(context: Mocha.Context, program: string, what: string, howToGet: string): void {
+  if (existsSync(program)) return;
+  const message = `${what} not found at ${program}; ${howToGet}`;
+  if (process.env["CI"] === "true") throw new Error(message);
+  console.warn(`\n  !!! SKIPPING tests that need ${what}: ${message}\n`);
+  context.skip();
+}
+
+/** Where slow-to-build test tools and venvs are kept, outside the checkout. */
+export const CACHE_DIR = process.env["DYNAMO_KSERVE_CACHE"] ?? join(homedir(), ".cache", "dynamo-kserve");
+
+const TOOLS_DIR = fileURLToPath(new URL("../../../e2e/tools", import.meta.url));
+
+/** The grpcurl that e2e/tools/build.sh builds from its pinned Go module. */
+export function grpcurlBinary(): string {
+  const line = readFileSync(join(TOOLS_DIR, "versions.env"), "utf8")
+    .split("\n")
+    .find((candidate) => candidate.startsWith("GRPCURL_VERSION="));
+  if (line === undefined) throw new Error("GRPCURL_VERSION is not pinned in e2e/tools/versions.env");
+  return join(CACHE_DIR, "tools", `grpcurl-${line.split("=")[1]!.trim()}`, "bin", "grpcurl");
+}
+
+export const requireGrpcurl = (context: Mocha.Context): void =>
+  requireProgram(context, grpcurlBinary(), "grpcurl", "run bash e2e/tools/build.sh");
