@@ -11,6 +11,7 @@ import { serverSecurity, type SecurityOptions } from "./server/security.js";
 import { startHttpServer } from "./server/http.js";
 import { extensionHandlers } from "./services/extensions.js";
 import { GrpcHealth } from "./services/grpc-health.js";
+import { logSettingsHandler } from "./services/log-settings.js";
 import { inferStreamHandlers } from "./services/infer-stream.js";
 import { healthHandlers } from "./services/health.js";
 import { modelInferHandler } from "./services/infer.js";
@@ -60,7 +61,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const security = await serverSecurity(options.security, logger);
   await registry.start();
   const metrics = createMetrics(registry);
-  const inference = { registry, metrics: metrics.frontend };
+  const inference = { registry, metrics: metrics.frontend, logger };
   const implementation: GRPCInferenceServiceServer = {
     ...healthHandlers(registry, () => stopping),
     ...metadataHandlers(registry),
@@ -68,6 +69,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     modelStreamInfer: modelStreamInferHandler(inference),
     ...repositoryHandlers(registry),
     ...extensionHandlers(),
+    logSettings: logSettingsHandler(logger),
   };
   const grpc = await startGrpcServer(implementation, inferStreamHandlers(inference), health.implementation, {
     host: options.host,

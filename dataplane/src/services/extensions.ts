@@ -10,13 +10,12 @@ type ExtensionHandlers = Pick<
   | "cudaSharedMemoryRegister"
   | "cudaSharedMemoryUnregister"
   | "traceSetting"
-  | "logSettings"
 >;
 
 const NO_SHARED_MEMORY = "shared-memory tensors are not supported; send tensors in the request";
 
 /**
- * Shared memory, trace and log settings. Status calls answer truthfully (no region is
+ * Shared memory and trace settings. Status calls answer truthfully (no region is
  * ever registered); the calls that would change something answer UNIMPLEMENTED.
  */
 export function extensionHandlers(): ExtensionHandlers {
@@ -28,6 +27,5 @@ export function extensionHandlers(): ExtensionHandlers {
     cudaSharedMemoryRegister: notImplemented("CudaSharedMemoryRegister", NO_SHARED_MEMORY),
     cudaSharedMemoryUnregister: notImplemented("CudaSharedMemoryUnregister", NO_SHARED_MEMORY),
     traceSetting: notImplemented("TraceSetting", "request tracing is not available yet"),
-    logSettings: notImplemented("LogSettings", "changing log settings at run time is not available yet"),
   };
 }

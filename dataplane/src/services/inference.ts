@@ -1,6 +1,16 @@
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
 import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import type { EngineResponse } from "../engines/engine.js";
-import { abortedError, DataPlaneError, internal, invalidArgument, unimplemented } from "../errors.js";
+import {
+  abortedError,
+  DataPlaneError,
+  errorMessage,
+  internal,
+  type ErrorKind,
+  invalidArgument,
+  unimplemented,
+} from "../errors.js";
 import type { ModelRegistry } from "../models/registry.js";
 import { nowNs } from "../models/statistics.js";
 import { boolParameter, isTrue } from "../tensors/parameters.js";
@@ -22,10 +32,22 @@ const FINAL_RESPONSE = "triton_final_response";
 export interface InferenceContext {
   readonly registry: ModelRegistry;
   readonly metrics: FrontendMetrics;
+  readonly logger: Logger;
 }
 
+/** Failures the caller caused (logged at debug); the others are the data plane's or an upstream's (warn). */
+const CLIENT_ERRORS = new Set<ErrorKind>([
+  "InvalidArgument",
+  "NotFound",
+  "Cancelled",
+  "DeadlineExceeded",
+  "FailedPrecondition",
+  "Unimplemented",
+  "ResourceExhausted",
+]);
+
 export async function* runInference(
-  { registry, metrics }: InferenceContext,
+  { registry, metrics, logger }: InferenceContext,
   request: ModelInferRequest,
   endpoint: InferenceEndpoint,
   { signal, deadline }: CallLifetime,
@@ -36,6 +58,7 @@ export async function* runInference(
   const { spec, engine } = model;
   const observation = metrics.start(spec.name, endpoint, mode);
   let outcome: "success" | "error" = "error";
+  let failure: unknown;
   if (mode === "unary" && spec.decoupled) {
     throw unimplemented(
       `model '${spec.name}' is decoupled (model_transaction_policy.decoupled); use the ModelStreamInfer RPC`,
@@ -109,11 +132,45 @@ export async function* runInference(
     outcome = "success";
   } catch (error) {
     statistics.recordFailure(nowNs() - received);
-    if (signal.aborted && !(error instanceof DataPlaneError)) throw abortedError(signal);
-    throw error;
+    failure = signal.aborted && !(error instanceof DataPlaneError) ? abortedError(signal) : error;
+    throw failure;
   } finally {
     observation.end(outcome);
+    logRequest(logger, { request, endpoint, version, responses, received, failure });
   }
+}
+
+/**
+ * One line per finished request, with its id (the request's `id`, or one made up) so a
+ * user can find it: debug for successes and the caller's mistakes, warn for the rest.
+ */
+function logRequest(
+  logger: Logger,
+  done: {
+    request: ModelInferRequest;
+    endpoint: InferenceEndpoint;
+    version: string;
+    responses: number;
+    received: bigint;
+    failure: unknown;
+  },
+): void {
+  const kind =
+    done.failure instanceof DataPlaneError ? done.failure.kind : done.failure === undefined ? undefined : "Internal";
+  const level = kind === undefined || CLIENT_ERRORS.has(kind) ? "debug" : "warn";
+  if (!logger.isLevelEnabled(level)) return;
+  logger[level](
+    {
+      requestId: done.request.id || randomUUID(),
+      model: done.request.modelName,
+      version: done.version,
+      rpc: done.endpoint,
+      responses: done.responses,
+      ms: Number(nowNs() - done.received) / 1e6,
+      ...(done.failure === undefined ? {} : { err: errorMessage(done.failure), kind }),
+    },
+    done.failure === undefined ? "request served" : "request failed",
+  );
 }
 
 function encodeResponse(

@@ -435,7 +435,6 @@ describe("data plane RPCs (real server over loopback)", function () {
           byteSize: 8n,
         }),
         callError(client, "traceSetting", { settings: {}, modelName: "" }),
-        callError(client, "logSettings", { settings: {} }),
       ];
       for (const error of await Promise.all(others)) {
         assert.equal(error.code, status.UNIMPLEMENTED);
