@@ -3,6 +3,7 @@ import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { startDataPlane } from "../dataplane/src/dataplane.js";
 import type { ModelControlMode } from "../dataplane/src/models/registry.js";
+import type { GrpcTuning } from "../dataplane/src/server/grpc.js";
 import type { SecurityOptions } from "../dataplane/src/server/security.js";
 import { integer, list, option, seconds, logLevelOption, stopOnSignals } from "./options.js";
 
@@ -27,6 +28,15 @@ interface DataPlaneFlags {
   clientCaFile?: string;
   authTokenFile?: string;
   credentialsReloadSecs: number;
+  grpcKeepaliveTimeSecs?: number;
+  grpcKeepaliveTimeoutSecs?: number;
+  grpcMaxConnectionAgeSecs?: number;
+  grpcMaxConnectionAgeGraceSecs?: number;
+  grpcMaxConnectionIdleSecs?: number;
+  grpcMaxConcurrentStreams?: number;
+  grpcInitialConnectionWindowSize?: number;
+  grpcInitialStreamWindowSize?: number;
+  drainDelaySecs: number;
   logLevel: string;
 }
 
@@ -104,6 +114,71 @@ export function dataplaneCommand(): Command {
         .argParser(integer(0))
         .default(30),
     )
+    .addOption(
+      option(
+        "--drain-delay-secs <seconds>",
+        "on SIGTERM, keep serving this long with readiness NOT_SERVING before new calls stop (endpoint propagation)",
+        "DYNAMO_DRAIN_DELAY_SECS",
+      )
+        .argParser(seconds)
+        .default(0),
+    )
+    .addOption(
+      option(
+        "--grpc-keepalive-time-secs <seconds>",
+        "ping an idle client after this long (grpc-js default: 2 h)",
+        "DYNAMO_GRPC_KEEPALIVE_TIME_SECS",
+      ).argParser(seconds),
+    )
+    .addOption(
+      option(
+        "--grpc-keepalive-timeout-secs <seconds>",
+        "close a connection whose ping is not answered this fast (default 20)",
+        "DYNAMO_GRPC_KEEPALIVE_TIMEOUT_SECS",
+      ).argParser(seconds),
+    )
+    .addOption(
+      option(
+        "--grpc-max-connection-age-secs <seconds>",
+        "close connections this old (with GOAWAY) so L4 load balancers rebalance",
+        "DYNAMO_GRPC_MAX_CONNECTION_AGE_SECS",
+      ).argParser(seconds),
+    )
+    .addOption(
+      option(
+        "--grpc-max-connection-age-grace-secs <seconds>",
+        "then give their calls this long to finish",
+        "DYNAMO_GRPC_MAX_CONNECTION_AGE_GRACE_SECS",
+      ).argParser(seconds),
+    )
+    .addOption(
+      option(
+        "--grpc-max-connection-idle-secs <seconds>",
+        "close connections idle this long",
+        "DYNAMO_GRPC_MAX_CONNECTION_IDLE_SECS",
+      ).argParser(seconds),
+    )
+    .addOption(
+      option(
+        "--grpc-max-concurrent-streams <n>",
+        "HTTP/2 streams (calls) per connection at once",
+        "DYNAMO_GRPC_MAX_CONCURRENT_STREAMS",
+      ).argParser(integer(1)),
+    )
+    .addOption(
+      option(
+        "--grpc-initial-connection-window-size <bytes>",
+        "HTTP/2 connection flow-control window of upstream (kserve-grpc) channels; the reference frontend's variable",
+        "DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE",
+      ).argParser(integer(65535, 2 ** 31 - 1)),
+    )
+    .addOption(
+      option(
+        "--grpc-initial-stream-window-size <bytes>",
+        "HTTP/2 stream flow-control window of upstream (kserve-grpc) channels; the reference frontend's variable",
+        "DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE",
+      ).argParser(integer(65535, 2 ** 31 - 1)),
+    )
     .addOption(option("--use-tls", "serve gRPC over TLS (needs --cert-file and --key-file)", "DYNAMO_USE_TLS"))
     .addOption(
       option("--cert-file <pem>", "the server certificate (chain), PEM; reloaded when it changes", "DYNAMO_TLS_CERT"),
@@ -150,6 +225,10 @@ export function dataplaneCommand(): Command {
         maxMessageSize: flags.maxMessageSize,
         shutdownGraceSeconds: flags.shutdownGraceSecs,
         security,
+        tuning: tuningOptions(flags),
+        // grpc-js has one window for a channel's connection and its streams: the larger wins.
+        upstreamFlowControlWindow: largest(flags.grpcInitialConnectionWindowSize, flags.grpcInitialStreamWindowSize),
+        drainDelaySeconds: flags.drainDelaySecs,
         logger,
       });
       stopOnSignals(dataPlane, logger);
@@ -173,3 +252,21 @@ function securityOptions(flags: DataPlaneFlags): SecurityOptions {
     reloadIntervalMs,
   };
 }
+
+function tuningOptions(flags: DataPlaneFlags): GrpcTuning {
+  const ms = (secs: number | undefined): number | undefined =>
+    secs === undefined ? undefined : Math.round(secs * 1000);
+  return {
+    keepaliveTimeMs: ms(flags.grpcKeepaliveTimeSecs),
+    keepaliveTimeoutMs: ms(flags.grpcKeepaliveTimeoutSecs),
+    maxConnectionAgeMs: ms(flags.grpcMaxConnectionAgeSecs),
+    maxConnectionAgeGraceMs: ms(flags.grpcMaxConnectionAgeGraceSecs),
+    maxConnectionIdleMs: ms(flags.grpcMaxConnectionIdleSecs),
+    maxConcurrentStreams: flags.grpcMaxConcurrentStreams,
+  };
+}
+
+const largest = (...values: (number | undefined)[]): number | undefined => {
+  const given = values.filter((value): value is number => value !== undefined);
+  return given.length === 0 ? undefined : Math.max(...given);
+};

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Server as HttpServer } from "node:http";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
 import type { Logger } from "pino";
@@ -6,9 +7,10 @@ import { autoCompleteConfig, createEngine } from "./engines/index.js";
 import { errorMessage } from "./errors.js";
 import { createMetrics } from "./metrics/index.js";
 import { ModelRegistry, type ModelControlMode } from "./models/registry.js";
-import { startGrpcServer, stopGrpcServer } from "./server/grpc.js";
+import { startGrpcServer, stopGrpcServer, type GrpcTuning } from "./server/grpc.js";
 import { serverSecurity, type SecurityOptions } from "./server/security.js";
 import { startHttpServer } from "./server/http.js";
+import { ActiveRequests } from "./services/active-requests.js";
 import { extensionHandlers } from "./services/extensions.js";
 import { GrpcHealth } from "./services/grpc-health.js";
 import { logSettingsHandler } from "./services/log-settings.js";
@@ -32,6 +34,11 @@ export interface DataPlaneOptions {
   readonly httpPort: number;
   readonly maxMessageSize: number;
   readonly security: SecurityOptions;
+  readonly tuning: GrpcTuning;
+  /** HTTP/2 flow-control window of the kserve-grpc engine's upstream channels. */
+  readonly upstreamFlowControlWindow: number | undefined;
+  /** On stop: how long to keep serving while NOT_SERVING spreads to load balancers. */
+  readonly drainDelaySeconds: number;
   readonly shutdownGraceSeconds: number;
   readonly logger: Logger;
 }
@@ -52,7 +59,11 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     configFiles: options.modelConfigFiles,
     controlMode: options.modelControlMode,
     startupModels: options.loadModels,
-    createEngine,
+    createEngine: (spec, source, files) =>
+      createEngine(spec, source, files, {
+        maxMessageSize: options.maxMessageSize,
+        upstreamFlowControlWindow: options.upstreamFlowControlWindow,
+      }),
     completeConfig: options.autoCompleteConfig ? autoCompleteConfig : undefined,
     logger,
   });
@@ -61,7 +72,8 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const security = await serverSecurity(options.security, logger);
   await registry.start();
   const metrics = createMetrics(registry);
-  const inference = { registry, metrics: metrics.frontend, logger };
+  const active = new ActiveRequests();
+  const inference = { registry, metrics: metrics.frontend, logger, active };
   const implementation: GRPCInferenceServiceServer = {
     ...healthHandlers(registry, () => stopping),
     ...metadataHandlers(registry),
@@ -77,6 +89,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     maxMessageSize: options.maxMessageSize,
     credentials: security.credentials,
     interceptors: [metrics.grpcInterceptor, ...security.interceptors],
+    tuning: options.tuning,
   });
   const http = await startHttpServer(options.host, options.httpPort, {
     live: () => true,
@@ -102,9 +115,13 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     async stop() {
       if (stopping) return;
       stopping = true;
+      // Readiness goes first; requests keep being served while load balancers and
+      // Kubernetes endpoints catch up, then new calls stop and in-flight ones finish.
       health.update();
       if (poller !== undefined) clearInterval(poller);
-      await shutdown(grpc.server, http.server, registry, options.shutdownGraceSeconds * 1000);
+      logger.info({ drainDelaySeconds: options.drainDelaySeconds }, "draining: readiness is NOT_SERVING");
+      await sleep(options.drainDelaySeconds * 1000);
+      await shutdown(grpc.server, http.server, registry, active, options.shutdownGraceSeconds * 1000);
       security.stop();
       health.stop();
       logger.info("data plane stopped");
@@ -133,8 +150,17 @@ function schedulePolling(
   return timer;
 }
 
-async function shutdown(grpc: GrpcServer, http: HttpServer, registry: ModelRegistry, graceMs: number): Promise<void> {
+async function shutdown(
+  grpc: GrpcServer,
+  http: HttpServer,
+  registry: ModelRegistry,
+  active: ActiveRequests,
+  graceMs: number,
+): Promise<void> {
   http.closeAllConnections();
-  await Promise.all([stopGrpcServer(grpc, graceMs), new Promise<void>((resolve) => http.close(() => resolve()))]);
+  await Promise.all([
+    stopGrpcServer(grpc, active.idle(), graceMs),
+    new Promise<void>((resolve) => http.close(() => resolve())),
+  ]);
   await registry.close();
 }

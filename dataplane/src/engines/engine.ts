@@ -54,12 +54,22 @@ export interface EngineFactory {
   /** The `backend` (or `platform`) value in config.pbtxt that selects this engine. */
   readonly backend: string;
   /** `source` names the config in errors; `files` is where the model's files are (absent when validating a config alone). */
-  create(spec: ModelSpec, source: string, files?: ModelFiles): Engine;
+  create(spec: ModelSpec, source: string, files?: ModelFiles, runtime?: EngineRuntime): Engine;
   /** The model file this engine runs (e.g. model.onnx): a config without a backend gets this engine if it is there. */
   readonly modelFileName?: string;
   /** Fills in what the config leaves out from the model file (Triton's auto-complete). May do I/O. */
   completeConfig?(config: ModelConfig, files: ModelFiles): Promise<ModelConfig>;
 }
+
+/** Process-wide settings engines that open connections use. */
+export interface EngineRuntime {
+  /** Largest message sent to or accepted from an upstream (the data plane's own limit). */
+  readonly maxMessageSize: number;
+  /** HTTP/2 flow-control window of upstream gRPC channels, in bytes (unset: grpc-js's default). */
+  readonly upstreamFlowControlWindow?: number;
+}
+
+export const DEFAULT_ENGINE_RUNTIME: EngineRuntime = { maxMessageSize: 2 ** 31 - 1 };
 
 /** Where a model in Triton's layout keeps its files: `<folder>/<version>/<model file>`. */
 export interface ModelFiles {

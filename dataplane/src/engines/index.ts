@@ -3,7 +3,13 @@ import { join } from "node:path";
 import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { ConfigError } from "../models/config.js";
 import type { ModelSpec } from "../models/spec.js";
-import type { Engine, EngineFactory, ModelFiles } from "./engine.js";
+import {
+  DEFAULT_ENGINE_RUNTIME,
+  type Engine,
+  type EngineFactory,
+  type EngineRuntime,
+  type ModelFiles,
+} from "./engine.js";
 import { identityEngineFactory } from "./identity/identity.js";
 import { kserveGrpcEngineFactory } from "./kserve-grpc/kserve-grpc.js";
 import { mockerEngineFactory } from "./mocker/mocker.js";
@@ -34,7 +40,12 @@ export function checkEngine(spec: ModelSpec, source: string): void {
 }
 
 /** Creates the engine a model's config asks for, or throws a ConfigError naming the choices. */
-export function createEngine(spec: ModelSpec, source: string, files?: ModelFiles): Engine {
+export function createEngine(
+  spec: ModelSpec,
+  source: string,
+  files?: ModelFiles,
+  runtime: EngineRuntime = DEFAULT_ENGINE_RUNTIME,
+): Engine {
   const engine = engineName(spec.parameters["engine"], spec.backend);
   const factory = FACTORIES.get(engine);
   if (factory === undefined) {
@@ -44,7 +55,7 @@ export function createEngine(spec: ModelSpec, source: string, files?: ModelFiles
       `${field}: '${engine}' is not supported by this data plane; supported engines: ${SUPPORTED_BACKENDS.join(", ")}`,
     );
   }
-  return factory.create(spec, source, files);
+  return factory.create(spec, source, files, runtime);
 }
 
 /**

@@ -23,7 +23,31 @@ export interface GrpcServerOptions {
   readonly credentials: ServerCredentials;
   /** Run around every call; the first is the innermost (metrics, then authentication). */
   readonly interceptors: readonly ServerInterceptor[];
+  readonly tuning: GrpcTuning;
 }
+
+/**
+ * Connection settings grpc-js honours on the server side (unset: grpc-js's defaults).
+ * A maximum connection age makes clients reconnect now and then, so an L4 load balancer
+ * spreads long-lived HTTP/2 connections over new replicas.
+ */
+export interface GrpcTuning {
+  readonly keepaliveTimeMs?: number;
+  readonly keepaliveTimeoutMs?: number;
+  readonly maxConnectionAgeMs?: number;
+  readonly maxConnectionAgeGraceMs?: number;
+  readonly maxConnectionIdleMs?: number;
+  readonly maxConcurrentStreams?: number;
+}
+
+const TUNING_OPTIONS: Readonly<Record<keyof GrpcTuning, string>> = {
+  keepaliveTimeMs: "grpc.keepalive_time_ms",
+  keepaliveTimeoutMs: "grpc.keepalive_timeout_ms",
+  maxConnectionAgeMs: "grpc.max_connection_age_ms",
+  maxConnectionAgeGraceMs: "grpc.max_connection_age_grace_ms",
+  maxConnectionIdleMs: "grpc.max_connection_idle_ms",
+  maxConcurrentStreams: "grpc.max_concurrent_streams",
+};
 
 /** A Buffer over the encoder's output, without copying tensor bytes once more. */
 const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -60,9 +84,13 @@ export async function startGrpcServer(
   health: HealthImplementation,
   options: GrpcServerOptions,
 ): Promise<{ server: Server; port: number }> {
+  const tuning = Object.entries(options.tuning)
+    .filter(([, value]) => value !== undefined)
+    .map(([key, value]) => [TUNING_OPTIONS[key as keyof GrpcTuning], value as number]);
   const server = new Server({
     "grpc.max_receive_message_length": options.maxMessageSize,
     "grpc.max_send_message_length": options.maxMessageSize,
+    ...Object.fromEntries(tuning),
     interceptors: [...options.interceptors],
   });
   server.addService(inferenceService, implementation as unknown as UntypedServiceImplementation);
@@ -77,16 +105,27 @@ export async function startGrpcServer(
   return { server, port };
 }
 
-/** Lets in-flight calls finish for up to `graceMs`, then cancels what is left. */
-export async function stopGrpcServer(server: Server, graceMs: number): Promise<void> {
+/** After the last request's response, how long its final frames get to leave before the cut. */
+const FLUSH_MS = 200;
+
+/**
+ * Stops taking new calls and lets the calls in flight finish: once `workDone` resolves
+ * (no inference request is running, plus a moment for the last responses to be flushed)
+ * or `graceMs` has passed, whatever is still open (health Watch streams, idle
+ * ModelStreamInfer streams, or work past the grace) is cancelled.
+ */
+export async function stopGrpcServer(server: Server, workDone: Promise<void>, graceMs: number): Promise<void> {
   await new Promise<void>((resolve) => {
-    const timer = setTimeout(() => {
+    let done = false;
+    const finish = (): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(graceTimer);
       server.forceShutdown();
       resolve();
-    }, graceMs);
-    server.tryShutdown(() => {
-      clearTimeout(timer);
-      resolve();
-    });
+    };
+    const graceTimer = setTimeout(finish, graceMs);
+    server.tryShutdown(finish);
+    void workDone.then(() => setTimeout(finish, FLUSH_MS));
   });
 }

@@ -15,6 +15,7 @@ import type { ModelRegistry } from "../models/registry.js";
 import { nowNs } from "../models/statistics.js";
 import { boolParameter, isTrue } from "../tensors/parameters.js";
 import type { FrontendMetrics, InferenceEndpoint, RequestType } from "../metrics/frontend.js";
+import type { ActiveRequests } from "./active-requests.js";
 import type { CallLifetime } from "./signal.js";
 import { decodeInputs, encodeOutputs } from "../tensors/request.js";
 
@@ -33,6 +34,7 @@ export interface InferenceContext {
   readonly registry: ModelRegistry;
   readonly metrics: FrontendMetrics;
   readonly logger: Logger;
+  readonly active: ActiveRequests;
 }
 
 /** Failures the caller caused (logged at debug); the others are the data plane's or an upstream's (warn). */
@@ -47,7 +49,7 @@ const CLIENT_ERRORS = new Set<ErrorKind>([
 ]);
 
 export async function* runInference(
-  { registry, metrics, logger }: InferenceContext,
+  { registry, metrics, logger, active }: InferenceContext,
   request: ModelInferRequest,
   endpoint: InferenceEndpoint,
   { signal, deadline }: CallLifetime,
@@ -57,6 +59,7 @@ export async function* runInference(
   const { model, version, statistics } = registry.resolve(request.modelName, request.modelVersion);
   const { spec, engine } = model;
   const observation = metrics.start(spec.name, endpoint, mode);
+  active.begin();
   let outcome: "success" | "error" = "error";
   let failure: unknown;
   if (mode === "unary" && spec.decoupled) {
@@ -136,6 +139,7 @@ export async function* runInference(
     throw failure;
   } finally {
     observation.end(outcome);
+    active.end();
     logRequest(logger, { request, endpoint, version, responses, received, failure });
   }
 }

@@ -2,6 +2,7 @@ import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { credentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import { GRPCInferenceServiceClient } from "../../../../proto/gen/ts/grpc_service.js";
+import type { EngineRuntime } from "../engine.js";
 
 /** One upstream server address with its reused channel and what we know of its health. */
 export class Endpoint {
@@ -14,11 +15,14 @@ export class Endpoint {
 
   constructor(
     readonly address: string,
-    maxMessageSize: number,
+    runtime: EngineRuntime,
   ) {
     this.client = new GRPCInferenceServiceClient(address, credentials.createInsecure(), {
-      "grpc.max_receive_message_length": maxMessageSize,
-      "grpc.max_send_message_length": maxMessageSize,
+      "grpc.max_receive_message_length": runtime.maxMessageSize,
+      "grpc.max_send_message_length": runtime.maxMessageSize,
+      ...(runtime.upstreamFlowControlWindow === undefined
+        ? {}
+        : { "grpc-node.flow_control_window": runtime.upstreamFlowControlWindow }),
     });
   }
 

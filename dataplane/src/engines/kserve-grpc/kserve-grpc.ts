@@ -24,7 +24,16 @@ import { isDatatype } from "../../tensors/datatypes.js";
 import { isTrue } from "../../tensors/parameters.js";
 import { elementCount, type Tensor } from "../../tensors/tensor.js";
 import { emptyContents, typedToRaw } from "../../tensors/typed.js";
-import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
+import {
+  DEFAULT_ENGINE_RUNTIME,
+  type Engine,
+  type EngineFactory,
+  type EngineRequest,
+  type EngineResponse,
+  type EngineRuntime,
+  type InferOptions,
+  type ModelFiles,
+} from "../engine.js";
 import { Endpoint, isTransportFailure, probeLive, resolveAddresses } from "./endpoints.js";
 
 /**
@@ -47,7 +56,7 @@ interface Settings {
   readonly upstreamModel: string;
   readonly upstreamVersion: string;
   readonly decoupled: boolean;
-  readonly maxMessageSize: number;
+  readonly runtime: EngineRuntime;
 }
 
 const RESOLVE_EVERY_MS = 30_000;
@@ -293,7 +302,7 @@ class KserveGrpcEngine implements Engine {
         for (const endpoint of this.endpoints) if (!kept.includes(endpoint)) endpoint.close();
         const known = new Set(kept.map((endpoint) => endpoint.address));
         const added = addresses.filter((address) => !known.has(address));
-        this.endpoints = [...kept, ...added.map((address) => new Endpoint(address, this.settings.maxMessageSize))];
+        this.endpoints = [...kept, ...added.map((address) => new Endpoint(address, this.settings.runtime))];
         this.resolvedAt = Date.now();
       })
       .finally(() => (this.resolving = undefined));
@@ -327,7 +336,7 @@ function sequenceKey(parameters: Readonly<Record<string, InferParameter>>): stri
 
 export const kserveGrpcEngineFactory: EngineFactory = {
   backend: "kserve-grpc",
-  create(spec: ModelSpec, source: string): Engine {
+  create(spec: ModelSpec, source: string, _files?: ModelFiles, runtime = DEFAULT_ENGINE_RUNTIME): Engine {
     const targets = (spec.parameters["upstream"] ?? "")
       .split(",")
       .map((target) => target.trim())
@@ -357,7 +366,7 @@ export const kserveGrpcEngineFactory: EngineFactory = {
       upstreamModel: spec.parameters["upstream_model"] ?? spec.name,
       upstreamVersion: spec.parameters["upstream_version"] ?? "",
       decoupled: spec.decoupled,
-      maxMessageSize: 2 ** 31 - 1,
+      runtime,
     });
   },
 };

@@ -1,0 +1,137 @@
+import { credentials } from "@grpc/grpc-js";
+import assert from "node:assert/strict";
+import { connect, type ClientHttp2Session } from "node:http2";
+import type { ModelInferRequest, ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
+import { joinBytesElements } from "../../src/tensors/bytes.js";
+import { HealthTestClient } from "../fixtures/health.js";
+import { TestRepository } from "../fixtures/repository.js";
+import {
+  call,
+  eventually,
+  infer,
+  inferRequest,
+  startServer,
+  streamAll,
+  type ServerProcess,
+} from "../fixtures/server.js";
+
+/** A unary (not decoupled) simulated LLM that takes ~300 ms: a request that is surely in flight. */
+const SLOW_UNARY = `
+name: "slow_unary"
+backend: "mocker"
+parameters { key: "ttft_ms" value { string_value: "300" } }
+parameters { key: "itl_ms" value { string_value: "5" } }
+parameters { key: "max_tokens" value { string_value: "4" } }
+input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] }, { name: "finish_reason" data_type: TYPE_STRING dims: [ -1 ] } ]
+`;
+
+const prompt = (model: string, tokens?: number): ModelInferRequest =>
+  inferRequest({
+    modelName: model,
+    parameters:
+      tokens === undefined ? {} : { max_tokens: { parameterChoice: { $case: "int64Param", value: BigInt(tokens) } } },
+    inputs: [{ name: "text_input", datatype: "BYTES", shape: [1n], parameters: {}, contents: undefined }],
+    rawInputContents: [joinBytesElements([new TextEncoder().encode("hello")])],
+  });
+
+describe("connection tuning and graceful shutdown (real sockets)", function () {
+  this.timeout(30_000);
+
+  describe("HTTP/2 connection settings", () => {
+    let server: ServerProcess;
+    let session: ClientHttp2Session | undefined;
+    before(async () => {
+      server = await startServer([
+        "--grpc-max-concurrent-streams",
+        "7",
+        "--grpc-keepalive-time-secs",
+        "0.3",
+        "--grpc-max-connection-age-secs",
+        "1",
+        "--grpc-max-connection-age-grace-secs",
+        "1",
+      ]);
+    });
+    after(async () => {
+      session?.destroy();
+      await server?.stop();
+    });
+
+    it("advertises max concurrent streams, pings idle clients, and ages connections out with GOAWAY", async () => {
+      session = connect(`http://127.0.0.1:${server.grpcPort}`);
+      session.on("error", () => undefined);
+      const opened = Date.now();
+      const settings = await new Promise<{ maxConcurrentStreams?: number }>((resolve) =>
+        session!.once("remoteSettings", resolve),
+      );
+      assert.equal(settings.maxConcurrentStreams, 7);
+      const pinged = new Promise<number>((resolve) => session!.once("ping", () => resolve(Date.now() - opened)));
+      const goaway = new Promise<number>((resolve) => session!.once("goaway", () => resolve(Date.now() - opened)));
+      const pingAfter = await pinged;
+      assert.ok(pingAfter < 1500, `first keepalive ping after ${pingAfter} ms`);
+      const goawayAfter = await goaway;
+      // grpc-js adds up to ±10 % jitter to the age.
+      assert.ok(goawayAfter >= 800 && goawayAfter < 3000, `GOAWAY after ${goawayAfter} ms`);
+    });
+
+    it("keeps a client's requests succeeding across connection ageing (it reconnects)", async () => {
+      const client = new GRPCInferenceServiceClient(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure());
+      try {
+        const until = Date.now() + 2500;
+        let served = 0;
+        while (Date.now() < until) {
+          assert.equal((await call(client, "serverLive", {})).live, true);
+          served++;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        assert.ok(served > 50, `${served} requests`);
+      } finally {
+        client.close();
+      }
+    });
+  });
+
+  describe("SIGTERM", () => {
+    const repository = new TestRepository({ slow_unary: SLOW_UNARY });
+    after(() => repository.remove());
+
+    it("drains: NOT_SERVING first, serves during the drain delay, finishes every in-flight call, then exits 0", async () => {
+      const server = await startServer(["--model-repository", repository.dir, "--drain-delay-secs", "0.4"]);
+      const health = new HealthTestClient(`127.0.0.1:${server.grpcPort}`);
+      // Our own channel: the fixture's closes with stop().
+      const client = new GRPCInferenceServiceClient(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure());
+      const watched = health.watch("inference.GRPCInferenceService");
+      try {
+        await eventually(() => assert.deepEqual(watched.statuses, ["SERVING"]));
+        // In flight when SIGTERM arrives: 4 unary calls of ~300 ms, 2 streams of 30 tokens (~350 ms).
+        const unary = Array.from({ length: 4 }, () => infer(client, prompt("slow_unary")));
+        const streams = Array.from({ length: 2 }, () => streamAll(client, [prompt("mock_llm", 30)]));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const exited = server.stop("SIGTERM");
+        await eventually(() => assert.deepEqual(watched.statuses, ["SERVING", "NOT_SERVING"]), 2000, 10);
+        // Still served during the drain delay (endpoints have not caught up yet).
+        const during = await infer(client, prompt("slow_unary"));
+        assert.equal(during.outputs[0]?.name, "text_output");
+        const settled = await Promise.allSettled([...unary, ...streams]);
+        assert.deepEqual(
+          settled
+            .filter((result) => result.status === "rejected")
+            .map((result) => String((result as PromiseRejectedResult).reason)),
+          [],
+        );
+        for (const replies of await Promise.all(streams)) {
+          const tokens = (replies as ModelStreamInferResponse[]).filter((reply) => reply.inferResponse?.outputs.length);
+          assert.equal(tokens.length, 30);
+        }
+        assert.equal(await exited, 0);
+        assert.ok(server.logs.some((entry) => entry["msg"] === "data plane stopped"));
+      } finally {
+        watched.stream.cancel();
+        health.close();
+        client.close();
+      }
+    });
+  });
+});
