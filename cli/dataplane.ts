@@ -1,7 +1,10 @@
 import { Command, InvalidArgumentError } from "commander";
 import { fileURLToPath } from "node:url";
 import { pino } from "pino";
-import { startDataPlane } from "../dataplane/src/dataplane.js";
+import cluster from "node:cluster";
+import { availableParallelism } from "node:os";
+import { startDataPlane, type DataPlaneOptions } from "../dataplane/src/dataplane.js";
+import { runDataPlaneWorker, startDataPlaneWorkers } from "../dataplane/src/workers.js";
 import type { ModelControlMode } from "../dataplane/src/models/registry.js";
 import type { GrpcTuning } from "../dataplane/src/server/grpc.js";
 import type { SecurityOptions } from "../dataplane/src/server/security.js";
@@ -37,6 +40,7 @@ interface DataPlaneFlags {
   grpcInitialConnectionWindowSize?: number;
   grpcInitialStreamWindowSize?: number;
   drainDelaySecs: number;
+  grpcWorkers: number;
   logLevel: string;
 }
 
@@ -113,6 +117,15 @@ export function dataplaneCommand(): Command {
       )
         .argParser(integer(0))
         .default(30),
+    )
+    .addOption(
+      option(
+        "--grpc-workers <n>",
+        "serve gRPC from n processes on the same port (one Node process uses one core); 0: one per core",
+        "DYNAMO_GRPC_WORKERS",
+      )
+        .argParser(integer(0, 256))
+        .default(1),
     )
     .addOption(
       option(
@@ -209,10 +222,10 @@ export function dataplaneCommand(): Command {
     )
     .addOption(logLevelOption())
     .action(async (flags: DataPlaneFlags) => {
-      const logger = pino({ level: flags.logLevel, base: { component: "dataplane" } });
+      const logger = pino({ level: flags.logLevel, base: { component: "dataplane", pid: process.pid } });
       const security = securityOptions(flags);
       const repositories = flags.modelRepository ?? (flags.modelConfig === undefined ? [EXAMPLE_REPOSITORY] : []);
-      const dataPlane = await startDataPlane({
+      const options: DataPlaneOptions = {
         modelRepositories: repositories,
         modelConfigFiles: flags.modelConfig ?? [],
         modelControlMode: flags.modelControlMode,
@@ -230,8 +243,11 @@ export function dataplaneCommand(): Command {
         upstreamFlowControlWindow: largest(flags.grpcInitialConnectionWindowSize, flags.grpcInitialStreamWindowSize),
         drainDelaySeconds: flags.drainDelaySecs,
         logger,
-      });
-      stopOnSignals(dataPlane, logger);
+      };
+      const workers = flags.grpcWorkers === 0 ? availableParallelism() : flags.grpcWorkers;
+      if (cluster.isWorker) stopOnSignals(await runDataPlaneWorker(options, logger), logger);
+      else if (workers > 1) stopOnSignals(await startDataPlaneWorkers(options, workers), logger);
+      else stopOnSignals(await startDataPlane(options), logger);
     });
 }
 

@@ -63,7 +63,7 @@ export function operatorCommand(): Command {
     )
     .addOption(logLevelOption())
     .action(async (flags: OperatorFlags) => {
-      const logger = pino({ level: flags.logLevel, base: { component: "operator" } });
+      const logger = pino({ level: flags.logLevel, base: { component: "operator", pid: process.pid } });
       // Loaded on use: the Kubernetes client costs about a second of start-up that the
       // dataplane and infer commands should not pay.
       const { startOperator } = await import("../operator/src/operator.js");

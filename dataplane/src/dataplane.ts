@@ -5,7 +5,7 @@ import type { Logger } from "pino";
 import type { GRPCInferenceServiceServer } from "../../proto/gen/ts/grpc_service.js";
 import { autoCompleteConfig, createEngine } from "./engines/index.js";
 import { errorMessage } from "./errors.js";
-import { createMetrics } from "./metrics/index.js";
+import { createMetrics, type DataPlaneMetrics } from "./metrics/index.js";
 import { ModelRegistry, type ModelControlMode } from "./models/registry.js";
 import { startGrpcServer, stopGrpcServer, type GrpcTuning } from "./server/grpc.js";
 import { serverSecurity, type SecurityOptions } from "./server/security.js";
@@ -31,7 +31,8 @@ export interface DataPlaneOptions {
   readonly autoCompleteConfig: boolean;
   readonly host: string;
   readonly grpcPort: number;
-  readonly httpPort: number;
+  /** The HTTP port for probes and /metrics; undefined in a --grpc-workers worker (the primary serves it). */
+  readonly httpPort: number | undefined;
   readonly maxMessageSize: number;
   readonly security: SecurityOptions;
   readonly tuning: GrpcTuning;
@@ -41,12 +42,16 @@ export interface DataPlaneOptions {
   readonly drainDelaySeconds: number;
   readonly shutdownGraceSeconds: number;
   readonly logger: Logger;
+  /** Told when LogSettings changes the level (workers pass it on to their siblings). */
+  readonly onLogLevelChange?: (level: string) => void;
 }
 
 export interface RunningDataPlane {
   readonly grpcPort: number;
-  readonly httpPort: number;
+  readonly httpPort: number | undefined;
   readonly registry: ModelRegistry;
+  readonly metrics: DataPlaneMetrics;
+  readonly health: GrpcHealth;
   /** Stops taking new work, drains in-flight calls (up to the grace period), closes engines. */
   stop(): Promise<void>;
 }
@@ -81,7 +86,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     modelStreamInfer: modelStreamInferHandler(inference),
     ...repositoryHandlers(registry),
     ...extensionHandlers(),
-    logSettings: logSettingsHandler(logger),
+    logSettings: logSettingsHandler(logger, options.onLogLevelChange),
   };
   const grpc = await startGrpcServer(implementation, inferStreamHandlers(inference), health.implementation, {
     host: options.host,
@@ -91,27 +96,32 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     interceptors: [metrics.grpcInterceptor, ...security.interceptors],
     tuning: options.tuning,
   });
-  const http = await startHttpServer(options.host, options.httpPort, {
-    live: () => true,
-    ready: () => health.ready(),
-    metrics: metrics.register,
-  });
+  const http =
+    options.httpPort === undefined
+      ? undefined
+      : await startHttpServer(options.host, options.httpPort, {
+          live: () => true,
+          ready: () => health.ready(),
+          metrics: metrics.register,
+        });
   const poller = schedulePolling(registry, options, logger);
   logger.info(
     {
       grpcPort: grpc.port,
-      httpPort: http.port,
+      httpPort: http?.port,
       models: registry.readyCount(),
       controlMode: options.modelControlMode,
       tls: options.security.tls === undefined ? "off" : options.security.tls.clientCaFile ? "mutual" : "on",
       auth: options.security.authTokenFile === undefined ? "off" : "bearer",
     },
-    "data plane listening",
+    options.httpPort === undefined ? "worker listening" : "data plane listening",
   );
   return {
     grpcPort: grpc.port,
-    httpPort: http.port,
+    httpPort: http?.port,
     registry,
+    metrics,
+    health,
     async stop() {
       if (stopping) return;
       stopping = true;
@@ -121,7 +131,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       if (poller !== undefined) clearInterval(poller);
       logger.info({ drainDelaySeconds: options.drainDelaySeconds }, "draining: readiness is NOT_SERVING");
       await sleep(options.drainDelaySeconds * 1000);
-      await shutdown(grpc.server, http.server, registry, active, options.shutdownGraceSeconds * 1000);
+      await shutdown(grpc.server, http?.server, registry, active, options.shutdownGraceSeconds * 1000);
       security.stop();
       health.stop();
       logger.info("data plane stopped");
@@ -152,15 +162,15 @@ function schedulePolling(
 
 async function shutdown(
   grpc: GrpcServer,
-  http: HttpServer,
+  http: HttpServer | undefined,
   registry: ModelRegistry,
   active: ActiveRequests,
   graceMs: number,
 ): Promise<void> {
-  http.closeAllConnections();
+  http?.closeAllConnections();
   await Promise.all([
     stopGrpcServer(grpc, active.idle(), graceMs),
-    new Promise<void>((resolve) => http.close(() => resolve())),
+    new Promise<void>((resolve) => (http === undefined ? resolve() : http.close(() => resolve()))),
   ]);
   await registry.close();
 }

@@ -1,12 +1,11 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Registry } from "prom-client";
 
 export interface MetricsPort {
   live(): boolean;
   ready(): boolean;
   /** What /metrics shows (Prometheus text format). */
-  readonly metrics: Pick<Registry, "metrics" | "contentType">;
+  readonly metrics: { metrics(): Promise<string>; readonly contentType: string };
 }
 
 /**

@@ -18,6 +18,7 @@ export class GrpcHealth {
   /** Last status set per service: Watch streams a status each time it is set, so only changes are. */
   private readonly statuses = new Map<string, ServingStatus>();
   private readonly timer: NodeJS.Timeout;
+  private readonly readyListeners: ((ready: boolean) => void)[] = [];
 
   constructor(
     private readonly registry: ModelRegistry,
@@ -40,11 +41,17 @@ export class GrpcHealth {
     for (const name of names) this.set(name, !this.stopping() && this.registry.isReady(name, ""));
   }
 
+  /** Calls `listener` whenever the data plane's readiness changes. */
+  onReadyChange(listener: (ready: boolean) => void): void {
+    this.readyListeners.push(listener);
+  }
+
   private set(service: string, serving: boolean): void {
     const status: ServingStatus = serving ? "SERVING" : "NOT_SERVING";
     if (this.statuses.get(service) === status) return;
     this.statuses.set(service, status);
     this.implementation.setStatus(service, status);
+    if (service === INFERENCE_SERVICE) for (const listener of this.readyListeners) listener(serving);
   }
 
   stop(): void {

@@ -34,11 +34,18 @@ const LEVEL_RANK: Record<string, number> = {
   silent: 100,
 };
 
-export function logSettingsHandler(logger: Logger): GRPCInferenceServiceServer["logSettings"] {
+export function logSettingsHandler(
+  logger: Logger,
+  onChange: (level: string) => void = () => undefined,
+): GRPCInferenceServiceServer["logSettings"] {
   return unary((request) => {
     const switches = switchesOf(logger.level);
     for (const [key, value] of Object.entries(request.settings)) applySetting(switches, key, value);
-    logger.level = levelOf(switches);
+    const level = levelOf(switches);
+    if (level !== logger.level) {
+      logger.level = level;
+      onChange(level);
+    }
     return { settings: settingsOf(switchesOf(logger.level)) };
   });
 }

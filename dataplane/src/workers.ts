@@ -1,0 +1,103 @@
+import cluster, { type Worker } from "node:cluster";
+import type { Logger } from "pino";
+import { AggregatorRegistry } from "prom-client";
+import { startDataPlane, type DataPlaneOptions, type RunningDataPlane } from "./dataplane.js";
+import { errorMessage } from "./errors.js";
+import { startHttpServer } from "./server/http.js";
+
+/**
+ * --grpc-workers N: one Node process uses one core, so N worker processes serve gRPC on
+ * the same port (the cluster primary hands out connections) and the primary serves the
+ * HTTP port: probes (ready while every worker is) and /metrics summed over the workers.
+ * Each worker loads the repository itself; LogSettings reaches them all. Explicit model
+ * control is refused: a load or unload RPC would reach one worker only.
+ */
+
+type WorkerMessage =
+  { type: "listening"; grpcPort: number } | { type: "ready"; ready: boolean } | { type: "log-level"; level: string };
+
+/** Starts N workers running `startDataPlane` and serves the HTTP port; resolves once all listen. */
+export async function startDataPlaneWorkers(
+  options: DataPlaneOptions,
+  workers: number,
+): Promise<{ stop(): Promise<void> }> {
+  const { logger } = options;
+  if (options.modelControlMode === "explicit") {
+    throw new Error(
+      "--grpc-workers above 1 needs --model-control-mode none or poll: a load/unload RPC would reach one worker",
+    );
+  }
+  if (options.httpPort === undefined) throw new Error("the primary needs the metrics port");
+  const aggregator = new AggregatorRegistry();
+  const ready = new Map<Worker, boolean>();
+  let stopping = false;
+  let grpcPort = 0;
+
+  const fork = (): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const worker = cluster.fork();
+      ready.set(worker, false);
+      worker.on("message", (message: WorkerMessage) => {
+        if (message.type === "listening") {
+          grpcPort = message.grpcPort;
+          resolve();
+        } else if (message.type === "ready") {
+          ready.set(worker, message.ready);
+        } else if (message.type === "log-level") {
+          logger.level = message.level;
+          for (const sibling of ready.keys()) if (sibling !== worker) sibling.send(message);
+        }
+      });
+      worker.once("exit", (code, signal) => {
+        ready.delete(worker);
+        reject(new Error(`worker ${worker.process.pid} exited during start-up (${signal ?? code})`));
+        if (stopping) return;
+        logger.error({ pid: worker.process.pid, code, signal }, "worker died; starting another");
+        fork().catch((error: unknown) => logger.error({ err: errorMessage(error) }, "worker could not be replaced"));
+      });
+    });
+
+  await Promise.all(Array.from({ length: workers }, fork));
+  const http = await startHttpServer(options.host, options.httpPort, {
+    live: () => true,
+    ready: () => !stopping && ready.size === workers && [...ready.values()].every(Boolean),
+    metrics: { metrics: () => aggregator.clusterMetrics(), contentType: aggregator.contentType },
+  });
+  logger.info({ grpcPort, httpPort: http.port, workers }, "data plane listening");
+  return {
+    async stop() {
+      stopping = true;
+      const exited = [...ready.keys()].map(
+        (worker) =>
+          new Promise<void>((resolve) => (worker.isDead() ? resolve() : worker.once("exit", () => resolve()))),
+      );
+      for (const worker of ready.keys()) worker.process.kill("SIGTERM");
+      await Promise.all(exited);
+      http.server.closeAllConnections();
+      await new Promise<void>((resolve) => http.server.close(() => resolve()));
+      logger.info("data plane stopped");
+    },
+  };
+}
+
+/** In a worker: serves gRPC (no HTTP port) and keeps the primary informed. */
+export async function runDataPlaneWorker(options: DataPlaneOptions, logger: Logger): Promise<RunningDataPlane> {
+  const send = (message: WorkerMessage): void => {
+    if (process.connected) process.send?.(message);
+  };
+  process.on("message", (message: WorkerMessage) => {
+    if (message.type === "log-level") logger.level = message.level;
+  });
+  const dataPlane = await startDataPlane({
+    ...options,
+    httpPort: undefined,
+    onLogLevelChange: (level) => send({ type: "log-level", level }),
+  });
+  // Constructing one is what makes prom-client answer the primary's metric requests here.
+  new AggregatorRegistry();
+  AggregatorRegistry.setRegistries([dataPlane.metrics.register]);
+  dataPlane.health.onReadyChange((isReady) => send({ type: "ready", ready: isReady }));
+  send({ type: "ready", ready: dataPlane.health.ready() });
+  send({ type: "listening", grpcPort: dataPlane.grpcPort });
+  return dataPlane;
+}

@@ -1,0 +1,80 @@
+import { credentials } from "@grpc/grpc-js";
+import assert from "node:assert/strict";
+import { GRPCInferenceServiceClient, type ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
+import { runFailing } from "../../../e2e/support/process.js";
+import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
+import { CLI } from "../fixtures/paths.js";
+import { call, eventually, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+
+const identity = (id: string): ModelInferRequest =>
+  inferRequest({
+    modelName: "identity_fp32",
+    id,
+    inputs: [{ name: "INPUT0", datatype: "FP32", shape: [1n, 1n], parameters: {}, contents: undefined }],
+    rawInputContents: [new Uint8Array(4)],
+  });
+
+describe("--grpc-workers: several processes on one port", function () {
+  this.timeout(30_000);
+  let server: ServerProcess;
+  before(async () => (server = await startServer(["--grpc-workers", "2"])));
+  after(async () => server?.stop());
+
+  /** A client on a connection of its own (grpc-js would otherwise share one between clients). */
+  const freshClient = (): GRPCInferenceServiceClient =>
+    new GRPCInferenceServiceClient(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure(), {
+      "grpc.use_local_subchannel_pool": 1,
+    });
+
+  it("spreads connections over the workers, which all follow LogSettings", async () => {
+    const first = freshClient();
+    await call(first, "logSettings", {
+      settings: { log_verbose_level: { parameterChoice: { $case: "uint32Param", value: 1 } } },
+    });
+    first.close();
+    for (let i = 0; i < 20; i++) {
+      const client = freshClient();
+      await infer(client, identity(`spread-${i}`));
+      client.close();
+    }
+    await eventually(() => {
+      const served = server.logs.filter((entry) => String(entry["requestId"]).startsWith("spread-"));
+      assert.equal(served.length, 20);
+      assert.equal(new Set(served.map((entry) => entry["pid"])).size, 2, "both workers served and logged at debug");
+    });
+  });
+
+  it("serves one /metrics summed over the workers, and readiness", async () => {
+    const samples = await scrape(`http://127.0.0.1:${server.httpPort}/metrics`);
+    assert.equal(valueOf(samples, "nv_inference_exec_count", { model: "identity_fp32", version: "1" }), 20);
+    assert.equal(valueOf(samples, "dynamo_frontend_requests_total", { model: "identity_fp32", status: "success" }), 20);
+    const ready = await fetch(`http://127.0.0.1:${server.httpPort}/v2/health/ready`);
+    assert.equal(ready.status, 200);
+  });
+
+  it("stops every worker on SIGTERM and exits 0", async () => {
+    const workers = new Set(
+      server.logs.filter((entry) => entry["msg"] === "worker listening").map((entry) => entry["pid"] as number),
+    );
+    assert.equal(workers.size, 2);
+    assert.equal(await server.stop(), 0);
+    for (const pid of workers) assert.throws(() => process.kill(pid, 0), /ESRCH/, `worker ${pid} is gone`);
+  });
+
+  it("refuses explicit model control with several workers", async () => {
+    const failed = await runFailing([
+      CLI,
+      "dataplane",
+      "--grpc-workers",
+      "2",
+      "--model-control-mode",
+      "explicit",
+      "--grpc-port",
+      "0",
+      "--metrics-port",
+      "0",
+    ]);
+    assert.equal(failed.code, 1);
+    assert.match(failed.stderr, /--grpc-workers above 1 needs --model-control-mode none or poll/);
+  });
+});
