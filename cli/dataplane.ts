@@ -8,7 +8,7 @@ import { runDataPlaneWorker, startDataPlaneWorkers } from "../dataplane/src/work
 import type { ModelControlMode } from "../dataplane/src/models/registry.js";
 import type { GrpcTuning } from "../dataplane/src/server/grpc.js";
 import type { SecurityOptions } from "../dataplane/src/server/security.js";
-import { integer, list, option, seconds, logLevelOption, stopOnSignals } from "./options.js";
+import { integer, list, option, ratio, seconds, logLevelOption, stopOnSignals } from "./options.js";
 
 /** The example repository shipped with the project, served when no model source is given. */
 export const EXAMPLE_REPOSITORY = fileURLToPath(new URL("../../examples/model_repository", import.meta.url));
@@ -41,6 +41,9 @@ interface DataPlaneFlags {
   grpcInitialStreamWindowSize?: number;
   drainDelaySecs: number;
   grpcWorkers: number;
+  otlpTracesEndpoint?: string;
+  otelServiceName: string;
+  traceSampleRatio: number;
   logLevel: string;
 }
 
@@ -220,6 +223,27 @@ export function dataplaneCommand(): Command {
         .argParser(seconds)
         .default(10),
     )
+    .addOption(
+      option(
+        "--otlp-traces-endpoint <url>",
+        "trace each request with OpenTelemetry, exported over OTLP/HTTP (e.g. http://otel-collector:4318/v1/traces); off when unset",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+      ),
+    )
+    .addOption(
+      option("--otel-service-name <name>", "service.name of the traces", "OTEL_SERVICE_NAME").default(
+        "dynamo-kserve-dataplane",
+      ),
+    )
+    .addOption(
+      option(
+        "--trace-sample-ratio <ratio>",
+        "share of new traces recorded, 0 to 1 (a caller's traceparent decision is followed)",
+        "DYNAMO_TRACE_SAMPLE_RATIO",
+      )
+        .argParser(ratio)
+        .default(1),
+    )
     .addOption(logLevelOption())
     .action(async (flags: DataPlaneFlags) => {
       const logger = pino({ level: flags.logLevel, base: { component: "dataplane", pid: process.pid } });
@@ -242,6 +266,14 @@ export function dataplaneCommand(): Command {
         // grpc-js has one window for a channel's connection and its streams: the larger wins.
         upstreamFlowControlWindow: largest(flags.grpcInitialConnectionWindowSize, flags.grpcInitialStreamWindowSize),
         drainDelaySeconds: flags.drainDelaySecs,
+        tracing:
+          flags.otlpTracesEndpoint === undefined
+            ? undefined
+            : {
+                endpoint: flags.otlpTracesEndpoint,
+                serviceName: flags.otelServiceName,
+                sampleRatio: flags.traceSampleRatio,
+              },
         logger,
       };
       const workers = flags.grpcWorkers === 0 ? availableParallelism() : flags.grpcWorkers;

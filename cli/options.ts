@@ -25,6 +25,15 @@ export function seconds(value: string): number {
   return parsed;
 }
 
+/** A fraction from 0 to 1. */
+export function ratio(value: string): number {
+  const parsed = Number(value);
+  if (value.trim() === "" || !Number.isFinite(parsed) || parsed < 0 || parsed > 1) {
+    throw new InvalidArgumentError(`expected a number from 0 to 1, got '${value}'`);
+  }
+  return parsed;
+}
+
 /** A list option: repeated flags accumulate; an environment variable holds a comma-separated list. */
 export function list(value: string, previous: string[] | undefined): string[] {
   const items = value

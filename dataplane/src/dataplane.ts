@@ -6,6 +6,7 @@ import type { GRPCInferenceServiceServer } from "../../proto/gen/ts/grpc_service
 import { autoCompleteConfig, createEngine } from "./engines/index.js";
 import { errorMessage } from "./errors.js";
 import { createMetrics, type DataPlaneMetrics } from "./metrics/index.js";
+import { NO_TRACING, startTracing, type TracingOptions } from "./tracing/tracing.js";
 import { ModelRegistry, type ModelControlMode } from "./models/registry.js";
 import { startGrpcServer, stopGrpcServer, type GrpcTuning } from "./server/grpc.js";
 import { serverSecurity, type SecurityOptions } from "./server/security.js";
@@ -40,6 +41,8 @@ export interface DataPlaneOptions {
   readonly upstreamFlowControlWindow: number | undefined;
   /** On stop: how long to keep serving while NOT_SERVING spreads to load balancers. */
   readonly drainDelaySeconds: number;
+  /** OpenTelemetry tracing of requests; undefined: off. */
+  readonly tracing: TracingOptions | undefined;
   readonly shutdownGraceSeconds: number;
   readonly logger: Logger;
   /** Told when LogSettings changes the level (workers pass it on to their siblings). */
@@ -78,7 +81,8 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   await registry.start();
   const metrics = createMetrics(registry);
   const active = new ActiveRequests();
-  const inference = { registry, metrics: metrics.frontend, logger, active };
+  const tracing = options.tracing === undefined ? NO_TRACING : startTracing(options.tracing);
+  const inference = { registry, metrics: metrics.frontend, logger, active, tracing };
   const implementation: GRPCInferenceServiceServer = {
     ...healthHandlers(registry, () => stopping),
     ...metadataHandlers(registry),
@@ -113,6 +117,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       controlMode: options.modelControlMode,
       tls: options.security.tls === undefined ? "off" : options.security.tls.clientCaFile ? "mutual" : "on",
       auth: options.security.authTokenFile === undefined ? "off" : "bearer",
+      tracing: options.tracing?.endpoint ?? "off",
     },
     options.httpPort === undefined ? "worker listening" : "data plane listening",
   );
@@ -133,6 +138,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       await sleep(options.drainDelaySeconds * 1000);
       await shutdown(grpc.server, http?.server, registry, active, options.shutdownGraceSeconds * 1000);
       security.stop();
+      await tracing.shutdown();
       health.stop();
       logger.info("data plane stopped");
     },

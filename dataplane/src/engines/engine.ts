@@ -24,6 +24,8 @@ export interface InferOptions {
   readonly signal: AbortSignal;
   /** The client's deadline (ms since the epoch; Infinity for none), for engines to hand on upstream. */
   readonly deadline: number;
+  /** W3C trace-context headers of the request's span (empty when tracing is off), for upstream calls. */
+  readonly traceHeaders: Readonly<Record<string, string>>;
 }
 
 /**

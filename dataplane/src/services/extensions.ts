@@ -26,6 +26,9 @@ export function extensionHandlers(): ExtensionHandlers {
     cudaSharedMemoryStatus: unary(() => ({ regions: {} })),
     cudaSharedMemoryRegister: notImplemented("CudaSharedMemoryRegister", NO_SHARED_MEMORY),
     cudaSharedMemoryUnregister: notImplemented("CudaSharedMemoryUnregister", NO_SHARED_MEMORY),
-    traceSetting: notImplemented("TraceSetting", "request tracing is not available yet"),
+    traceSetting: notImplemented(
+      "TraceSetting",
+      "Triton trace settings do not apply; start the data plane with --otlp-traces-endpoint for OpenTelemetry tracing",
+    ),
   };
 }

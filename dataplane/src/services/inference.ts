@@ -15,6 +15,7 @@ import type { ModelRegistry } from "../models/registry.js";
 import { nowNs } from "../models/statistics.js";
 import { boolParameter, isTrue } from "../tensors/parameters.js";
 import type { FrontendMetrics, InferenceEndpoint, RequestType } from "../metrics/frontend.js";
+import type { RequestTracing } from "../tracing/tracing.js";
 import type { ActiveRequests } from "./active-requests.js";
 import type { CallLifetime } from "./signal.js";
 import { decodeInputs, encodeOutputs } from "../tensors/request.js";
@@ -35,6 +36,7 @@ export interface InferenceContext {
   readonly metrics: FrontendMetrics;
   readonly logger: Logger;
   readonly active: ActiveRequests;
+  readonly tracing: RequestTracing;
 }
 
 /** Failures the caller caused (logged at debug); the others are the data plane's or an upstream's (warn). */
@@ -49,14 +51,28 @@ const CLIENT_ERRORS = new Set<ErrorKind>([
 ]);
 
 export async function* runInference(
-  { registry, metrics, logger, active }: InferenceContext,
+  { registry, metrics, logger, active, tracing }: InferenceContext,
   request: ModelInferRequest,
   endpoint: InferenceEndpoint,
-  { signal, deadline }: CallLifetime,
+  { signal, deadline, headers }: CallLifetime,
 ): AsyncGenerator<ModelInferResponse> {
   const received = nowNs();
   const mode: RequestType = endpoint === "ModelInfer" ? "unary" : "stream";
-  const { model, version, statistics } = registry.resolve(request.modelName, request.modelVersion);
+  const span = tracing.start(endpoint, headers, {
+    "rpc.system": "grpc",
+    "rpc.method": endpoint,
+    "model.name": request.modelName,
+    "model.version": request.modelVersion,
+    "request.id": request.id,
+  });
+  let resolved: ReturnType<ModelRegistry["resolve"]>;
+  try {
+    resolved = registry.resolve(request.modelName, request.modelVersion);
+  } catch (error) {
+    span.end(error);
+    throw error;
+  }
+  const { model, version, statistics } = resolved;
   const { spec, engine } = model;
   const observation = metrics.start(spec.name, endpoint, mode);
   active.begin();
@@ -96,7 +112,8 @@ export async function* runInference(
       inputs: inputs.tensors,
       requestedOutputs,
     };
-    const results = engine.infer(engineRequest, { signal, deadline })[Symbol.asyncIterator]();
+    const responsesOf = engine.infer(engineRequest, { signal, deadline, traceHeaders: span.headers });
+    const results = responsesOf[Symbol.asyncIterator]();
     let mark = nowNs();
     for (;;) {
       const next = await results.next();
@@ -140,6 +157,7 @@ export async function* runInference(
   } finally {
     observation.end(outcome);
     active.end();
+    span.end(failure);
     logRequest(logger, { request, endpoint, version, responses, received, failure });
   }
 }

@@ -4,6 +4,7 @@ import { DataPlaneError } from "../errors.js";
 /** What every kind of server call (unary or streaming) offers: its deadline and "cancelled". */
 interface CallSurface {
   getDeadline: ServerUnaryCall<unknown, unknown>["getDeadline"];
+  readonly metadata: ServerUnaryCall<unknown, unknown>["metadata"];
   once(event: "cancelled", listener: () => void): unknown;
 }
 
@@ -14,6 +15,8 @@ export interface CallLifetime {
   readonly deadline: number;
   /** Aborts the work (e.g. the stream broke) as if the client had cancelled. */
   cancel(): void;
+  /** The call's text metadata (e.g. a W3C `traceparent`). */
+  readonly headers: Readonly<Record<string, string>>;
 }
 
 /**
@@ -29,5 +32,8 @@ export function callLifetime(call: CallSurface): CallLifetime {
     if (Date.now() < deadline) return cancel();
     controller.abort(new DataPlaneError("DeadlineExceeded", "the request's deadline passed before it finished"));
   });
-  return { signal: controller.signal, deadline, cancel };
+  const headers: Record<string, string> = {};
+  for (const [key, value] of Object.entries(call.metadata.getMap()))
+    if (typeof value === "string") headers[key] = value;
+  return { signal: controller.signal, deadline, cancel, headers };
 }

@@ -91,7 +91,11 @@ class KserveGrpcEngine implements Engine {
     return this.endpoints.length === 0 || this.endpoints.some((endpoint) => endpoint.healthy);
   }
 
-  async *infer(request: EngineRequest, { signal, deadline }: InferOptions): AsyncIterable<EngineResponse> {
+  async *infer(
+    request: EngineRequest,
+    { signal, deadline, traceHeaders }: InferOptions,
+  ): AsyncIterable<EngineResponse> {
+    const call: UpstreamCall = { signal, deadline, metadata: metadataOf(traceHeaders) };
     await this.refreshEndpoints();
     const sequence = sequenceKey(request.parameters);
     const upstreamRequest = this.upstreamRequest(request);
@@ -101,9 +105,9 @@ class KserveGrpcEngine implements Engine {
       endpoint.outstanding++;
       try {
         if (this.settings.decoupled) {
-          yield* this.stream(endpoint, upstreamRequest, signal, deadline);
+          yield* this.stream(endpoint, upstreamRequest, call);
         } else {
-          yield await this.unary(endpoint, upstreamRequest, signal, deadline);
+          yield await this.unary(endpoint, upstreamRequest, call);
         }
         if (sequence !== undefined && isTrue(request.parameters["sequence_end"])) this.sequences.delete(sequence);
         return;
@@ -224,11 +228,10 @@ class KserveGrpcEngine implements Engine {
   private unary(
     endpoint: Endpoint,
     request: ModelInferRequest,
-    signal: AbortSignal,
-    deadline: number,
+    { signal, deadline, metadata }: UpstreamCall,
   ): Promise<EngineResponse> {
     return new Promise((resolve, reject) => {
-      const call = endpoint.client.modelInfer(request, new Metadata(), { deadline }, (error, response) => {
+      const call = endpoint.client.modelInfer(request, metadata, { deadline }, (error, response) => {
         signal.removeEventListener("abort", cancel);
         if (error !== null) reject(this.upstreamError(endpoint, error, signal));
         else resolve(fromUpstream(response));
@@ -242,11 +245,10 @@ class KserveGrpcEngine implements Engine {
   private async *stream(
     endpoint: Endpoint,
     request: ModelInferRequest,
-    signal: AbortSignal,
-    deadline: number,
+    { signal, deadline, metadata }: UpstreamCall,
   ): AsyncIterable<EngineResponse> {
     // The client's deadline goes upstream too, so the upstream stops when it passes.
-    const call = endpoint.client.modelStreamInfer(new Metadata(), { deadline });
+    const call = endpoint.client.modelStreamInfer(metadata, { deadline });
     const cancel = (): void => call.cancel();
     signal.addEventListener("abort", cancel, { once: true });
     try {
@@ -325,6 +327,19 @@ function fromUpstream(response: ModelInferResponse): EngineResponse {
     Object.entries(response.parameters).filter(([key]) => !STEERING_PARAMETERS.has(key)),
   );
   return { outputs, parameters };
+}
+
+/** What an upstream call carries of the client's call: cancellation, deadline, trace context. */
+interface UpstreamCall {
+  readonly signal: AbortSignal;
+  readonly deadline: number;
+  readonly metadata: Metadata;
+}
+
+function metadataOf(headers: Readonly<Record<string, string>>): Metadata {
+  const metadata = new Metadata();
+  for (const [key, value] of Object.entries(headers)) metadata.set(key, value);
+  return metadata;
 }
 
 function sequenceKey(parameters: Readonly<Record<string, InferParameter>>): string | undefined {

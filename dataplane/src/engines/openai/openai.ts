@@ -51,7 +51,7 @@ const KIND_OF_HTTP_STATUS = (code: number): ErrorKind =>
 class OpenAiEngine implements Engine {
   constructor(private readonly settings: Settings) {}
 
-  async *infer(engineRequest: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
+  async *infer(engineRequest: EngineRequest, { signal, traceHeaders }: InferOptions): AsyncIterable<EngineResponse> {
     const llm = readLlmRequest(engineRequest);
     if (llm.streaming && !this.settings.decoupled) {
       throw invalidArgument(
@@ -59,7 +59,7 @@ class OpenAiEngine implements Engine {
       );
     }
     const path = this.settings.chat ? "/chat/completions" : "/completions";
-    const response = await this.post(path, this.body(llm), signal);
+    const response = await this.post(path, this.body(llm), signal, traceHeaders);
     const wanted = engineRequest.requestedOutputs;
     if (!llm.streaming) {
       const json = (await response.body.json()) as { choices?: Choice[] };
@@ -96,13 +96,19 @@ class OpenAiEngine implements Engine {
     };
   }
 
-  private async post(path: string, body: unknown, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
+  private async post(
+    path: string,
+    body: unknown,
+    signal: AbortSignal,
+    traceHeaders: Readonly<Record<string, string>>,
+  ): Promise<Dispatcher.ResponseData> {
     const url = `${this.settings.baseUrl}${path}`;
     let response: Dispatcher.ResponseData;
     try {
       response = await request(url, {
         method: "POST",
         headers: {
+          ...traceHeaders,
           "content-type": "application/json",
           ...(this.settings.apiKey !== undefined ? { authorization: `Bearer ${this.settings.apiKey}` } : {}),
         },
