@@ -103,7 +103,11 @@ export function dataplaneCommand(): Command {
         .default(8001),
     )
     .addOption(
-      option("--metrics-port <port>", "HTTP port for /v2/health/* probes (0 picks a free one)", "DYNAMO_METRICS_PORT")
+      option(
+        "--metrics-port <port>",
+        "HTTP port for /metrics and the /v2/health/* probes, no token needed (0 picks a free one)",
+        "DYNAMO_METRICS_PORT",
+      )
         .argParser(integer(0, 65535))
         .default(8002),
     )
