@@ -1,20 +1,12 @@
 import { credentials } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { connect, type ClientHttp2Session } from "node:http2";
-import type { ModelInferRequest, ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import type { ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
-import { joinBytesElements } from "../../src/tensors/bytes.js";
 import { HealthTestClient } from "../fixtures/health.js";
+import { promptRequest } from "../fixtures/requests.js";
 import { TestRepository } from "../fixtures/repository.js";
-import {
-  call,
-  eventually,
-  infer,
-  inferRequest,
-  startServer,
-  streamAll,
-  type ServerProcess,
-} from "../fixtures/server.js";
+import { call, eventually, infer, startServer, streamAll, type ServerProcess } from "../fixtures/server.js";
 
 /** A unary (not decoupled) simulated LLM that takes ~300 ms: a request that is surely in flight. */
 const SLOW_UNARY = `
@@ -26,15 +18,6 @@ parameters { key: "max_tokens" value { string_value: "4" } }
 input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]
 output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] }, { name: "finish_reason" data_type: TYPE_STRING dims: [ -1 ] } ]
 `;
-
-const prompt = (model: string, tokens?: number): ModelInferRequest =>
-  inferRequest({
-    modelName: model,
-    parameters:
-      tokens === undefined ? {} : { max_tokens: { parameterChoice: { $case: "int64Param", value: BigInt(tokens) } } },
-    inputs: [{ name: "text_input", datatype: "BYTES", shape: [1n], parameters: {}, contents: undefined }],
-    rawInputContents: [joinBytesElements([new TextEncoder().encode("hello")])],
-  });
 
 describe("connection tuning and graceful shutdown (real sockets)", function () {
   this.timeout(30_000);
@@ -106,13 +89,13 @@ describe("connection tuning and graceful shutdown (real sockets)", function () {
       try {
         await eventually(() => assert.deepEqual(watched.statuses, ["SERVING"]));
         // In flight when SIGTERM arrives: 4 unary calls of ~300 ms, 2 streams of 30 tokens (~350 ms).
-        const unary = Array.from({ length: 4 }, () => infer(client, prompt("slow_unary")));
-        const streams = Array.from({ length: 2 }, () => streamAll(client, [prompt("mock_llm", 30)]));
+        const unary = Array.from({ length: 4 }, () => infer(client, promptRequest({ model: "slow_unary" })));
+        const streams = Array.from({ length: 2 }, () => streamAll(client, [promptRequest({ maxTokens: 30 })]));
         await new Promise((resolve) => setTimeout(resolve, 100));
         const exited = server.stop("SIGTERM");
         await eventually(() => assert.deepEqual(watched.statuses, ["SERVING", "NOT_SERVING"]), 2000, 10);
         // Still served during the drain delay (endpoints have not caught up yet).
-        const during = await infer(client, prompt("slow_unary"));
+        const during = await infer(client, promptRequest({ model: "slow_unary" }));
         assert.equal(during.outputs[0]?.name, "text_output");
         const settled = await Promise.allSettled([...unary, ...streams]);
         assert.deepEqual(

@@ -1,16 +1,9 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
-import type { LogSettingsRequest_SettingValue, ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
-import { call, callError, eventually, infer, inferRequest, type ServerProcess } from "../fixtures/server.js";
+import type { LogSettingsRequest_SettingValue } from "../../../proto/gen/ts/grpc_service.js";
+import { identityRequest } from "../fixtures/requests.js";
+import { call, callError, eventually, infer, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
-
-const identity = (id: string): ModelInferRequest =>
-  inferRequest({
-    modelName: "identity_fp32",
-    id,
-    inputs: [{ name: "INPUT0", datatype: "FP32", shape: [1n, 1n], parameters: {}, contents: undefined }],
-    rawInputContents: [new Uint8Array(4)],
-  });
 
 const bool = (value: boolean): LogSettingsRequest_SettingValue => ({ parameterChoice: { $case: "boolParam", value } });
 const uint32 = (value: number): LogSettingsRequest_SettingValue => ({
@@ -44,13 +37,13 @@ describe("structured logs and the LogSettings RPC", function () {
   });
 
   it("turns on verbose logging at run time: each request is then logged with its id", async () => {
-    await infer(server.client, identity("quiet-1"));
+    await infer(server.client, identityRequest({ id: "quiet-1" }));
     assert.deepEqual(linesFor("quiet-1"), [], "info level logs no per-request lines");
     assert.equal((await settings({ log_verbose_level: uint32(1) }))["log_verbose_level"], 1);
-    await infer(server.client, identity("loud-1"));
+    await infer(server.client, identityRequest({ id: "loud-1" }));
     await callError(server.client, "modelInfer", {
-      ...identity("loud-2"),
-      inputs: [{ ...identity("x").inputs[0]!, name: "NOPE" }],
+      ...identityRequest({ id: "loud-2" }),
+      inputs: [{ ...identityRequest({ id: "x" }).inputs[0]!, name: "NOPE" }],
     });
     await eventually(() => assert.equal(linesFor("loud-2").length, 1));
     const [served] = linesFor("loud-1");
@@ -67,7 +60,7 @@ describe("structured logs and the LogSettings RPC", function () {
   it("maps Triton's switches to one level and back", async () => {
     const warnOnly = await settings({ log_verbose_level: uint32(0), log_info: bool(false) });
     assert.deepEqual([warnOnly["log_info"], warnOnly["log_warning"], warnOnly["log_error"]], [false, true, true]);
-    await infer(server.client, identity("warn-1"));
+    await infer(server.client, identityRequest({ id: "warn-1" }));
     const restored = await settings({ log_info: bool(true) });
     assert.equal(restored["log_info"], true);
   });

@@ -1,27 +1,11 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { InferenceExtensionsClient } from "../../../proto/gen/ts/extensions.js";
-import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { credentials } from "@grpc/grpc-js";
-import { joinBytesElements } from "../../src/tensors/bytes.js";
 import { scrape, valueOf, type Sample } from "../../../e2e/support/prometheus.js";
-import { callError, infer, inferRequest, streamAll, type ServerProcess } from "../fixtures/server.js";
+import { callError, infer, streamAll, type ServerProcess } from "../fixtures/server.js";
+import { identityRequest, promptRequest } from "../fixtures/requests.js";
 import { useServer } from "../fixtures/serving.js";
-
-const identity = (batch: number): ModelInferRequest =>
-  inferRequest({
-    modelName: "identity_fp32",
-    inputs: [{ name: "INPUT0", datatype: "FP32", shape: [BigInt(batch), 2n], parameters: {}, contents: undefined }],
-    rawInputContents: [new Uint8Array(new Float32Array(batch * 2).buffer)],
-  });
-
-const prompt = (tokens: number): ModelInferRequest =>
-  inferRequest({
-    modelName: "mock_llm",
-    parameters: { max_tokens: { parameterChoice: { $case: "int64Param", value: BigInt(tokens) } } },
-    inputs: [{ name: "text_input", datatype: "BYTES", shape: [1n], parameters: {}, contents: undefined }],
-    rawInputContents: [joinBytesElements([new TextEncoder().encode("hello")])],
-  });
 
 const INFERENCE = "inference.GRPCInferenceService";
 
@@ -34,21 +18,24 @@ describe("Prometheus metrics after known traffic (dynamo_frontend_*, nv_inferenc
   before(async () => {
     ({ server } = serving);
     // 3 successes (batch sizes 1, 2, 3), 1 bad request, 1 unknown model.
-    for (const batch of [1, 2, 3]) await infer(server.client, identity(batch));
+    for (const batch of [1, 2, 3]) await infer(server.client, identityRequest({ batch: batch, width: 2 }));
     const bad = await callError(server.client, "modelInfer", {
-      ...identity(1),
-      inputs: [{ ...identity(1).inputs[0]!, datatype: "INT32" }],
+      ...identityRequest({ batch: 1, width: 2 }),
+      inputs: [{ ...identityRequest({ batch: 1, width: 2 }).inputs[0]!, datatype: "INT32" }],
     });
     assert.equal(bad.code, status.INVALID_ARGUMENT);
-    const missing = await callError(server.client, "modelInfer", { ...identity(1), modelName: "no_such_model" });
+    const missing = await callError(server.client, "modelInfer", {
+      ...identityRequest({ batch: 1, width: 2 }),
+      modelName: "no_such_model",
+    });
     assert.equal(missing.code, status.NOT_FOUND);
     // One stream carrying two LLM requests of 4 and 6 tokens.
-    const replies = await streamAll(server.client, [prompt(4), prompt(6)]);
+    const replies = await streamAll(server.client, [promptRequest({ maxTokens: 4 }), promptRequest({ maxTokens: 6 })]);
     assert.equal(replies.length, 10);
     // One server-streaming request of 3 tokens.
     const extensions = new InferenceExtensionsClient(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure());
     await new Promise<void>((resolve, reject) => {
-      const call = extensions.modelInferStream(prompt(3));
+      const call = extensions.modelInferStream(promptRequest({ maxTokens: 3 }));
       call.on("data", () => undefined);
       call.on("end", resolve);
       call.on("error", reject);

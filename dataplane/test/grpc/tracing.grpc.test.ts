@@ -2,9 +2,9 @@ import { Metadata } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { TestRepository } from "../fixtures/repository.js";
-import { inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+import { startServer, type ServerProcess } from "../fixtures/server.js";
+import { identityRequest } from "../fixtures/requests.js";
 
 interface ExportedSpan {
   traceId: string;
@@ -51,14 +51,6 @@ parameters { key: "upstream" value { string_value: "${upstream}" } }
 parameters { key: "upstream_model" value { string_value: "identity_fp32" } }
 `;
 
-const identity = (model: string): ModelInferRequest =>
-  inferRequest({
-    modelName: model,
-    id: "traced-1",
-    inputs: [{ name: "INPUT0", datatype: "FP32", shape: [1n, 2n], parameters: {}, contents: undefined }],
-    rawInputContents: [new Uint8Array(8)],
-  });
-
 const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN = "00f067aa0ba902b7";
 
@@ -93,10 +85,16 @@ describe("OpenTelemetry tracing over OTLP (two data planes, one forwarding to th
     const metadata = new Metadata();
     metadata.set("traceparent", `00-${TRACE_ID}-${CLIENT_SPAN}-01`);
     await new Promise<void>((resolve, reject) =>
-      front.client.modelInfer(identity("forwarded"), metadata, (error) => (error ? reject(error) : resolve())),
+      front.client.modelInfer(identityRequest({ model: "forwarded", id: "traced-1", width: 2 }), metadata, (error) =>
+        error ? reject(error) : resolve(),
+      ),
     );
     const missing = new Promise<void>((resolve) =>
-      front.client.modelInfer(identity("no_such_model"), new Metadata(), () => resolve()),
+      front.client.modelInfer(
+        identityRequest({ model: "no_such_model", id: "traced-1", width: 2 }),
+        new Metadata(),
+        () => resolve(),
+      ),
     );
     await missing;
     // Stopping flushes the span batches.

@@ -1,18 +1,11 @@
 import { credentials } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
-import { GRPCInferenceServiceClient, type ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
+import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
 import { runFailing } from "../../../e2e/support/process.js";
 import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
 import { CLI } from "../fixtures/paths.js";
-import { call, eventually, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
-
-const identity = (id: string): ModelInferRequest =>
-  inferRequest({
-    modelName: "identity_fp32",
-    id,
-    inputs: [{ name: "INPUT0", datatype: "FP32", shape: [1n, 1n], parameters: {}, contents: undefined }],
-    rawInputContents: [new Uint8Array(4)],
-  });
+import { identityRequest } from "../fixtures/requests.js";
+import { call, eventually, infer, startServer, type ServerProcess } from "../fixtures/server.js";
 
 describe("--grpc-workers: several processes on one port", function () {
   this.timeout(30_000);
@@ -34,7 +27,7 @@ describe("--grpc-workers: several processes on one port", function () {
     first.close();
     for (let i = 0; i < 20; i++) {
       const client = freshClient();
-      await infer(client, identity(`spread-${i}`));
+      await infer(client, identityRequest({ id: `spread-${i}` }));
       client.close();
     }
     await eventually(() => {
