@@ -1,4 +1,7 @@
-import { Command } from "commander";
+import { Command, InvalidArgumentError } from "commander";
+import { randomUUID } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { pino } from "pino";
 import { integer, list, option, seconds, logLevelOption, stopOnSignals } from "./options.js";
 
@@ -10,6 +13,12 @@ interface OperatorFlags {
   host: string;
   httpPort: number;
   resyncSecs: number;
+  leaderElect?: boolean;
+  leaderElectionNamespace?: string;
+  leaderElectionId: string;
+  leaderElectionLeaseDurationSecs: number;
+  leaderElectionRenewDeadlineSecs: number;
+  leaderElectionRetryPeriodSecs: number;
   logLevel: string;
 }
 
@@ -61,6 +70,52 @@ export function operatorCommand(): Command {
         .argParser(seconds)
         .default(300),
     )
+    .addOption(
+      option(
+        "--leader-elect",
+        "run several replicas: only the holder of a coordination.k8s.io Lease reconciles",
+        "DYNAMO_OPERATOR_LEADER_ELECT",
+      ),
+    )
+    .addOption(
+      option(
+        "--leader-election-namespace <name>",
+        "namespace of the Lease (default: the pod's own namespace, else default)",
+        "DYNAMO_OPERATOR_LEADER_ELECTION_NAMESPACE",
+      ),
+    )
+    .addOption(
+      option("--leader-election-id <name>", "name of the Lease", "DYNAMO_OPERATOR_LEADER_ELECTION_ID").default(
+        "dynamo-kserve-operator",
+      ),
+    )
+    .addOption(
+      option(
+        "--leader-election-lease-duration-secs <seconds>",
+        "how long a Lease not renewed keeps other candidates waiting (the failover time)",
+        "DYNAMO_OPERATOR_LEADER_ELECTION_LEASE_DURATION_SECS",
+      )
+        .argParser(seconds)
+        .default(15),
+    )
+    .addOption(
+      option(
+        "--leader-election-renew-deadline-secs <seconds>",
+        "how long the leader may fail to renew before it stops leading",
+        "DYNAMO_OPERATOR_LEADER_ELECTION_RENEW_DEADLINE_SECS",
+      )
+        .argParser(seconds)
+        .default(10),
+    )
+    .addOption(
+      option(
+        "--leader-election-retry-period-secs <seconds>",
+        "how often candidates try and the leader renews",
+        "DYNAMO_OPERATOR_LEADER_ELECTION_RETRY_PERIOD_SECS",
+      )
+        .argParser(seconds)
+        .default(2),
+    )
     .addOption(logLevelOption())
     .action(async (flags: OperatorFlags) => {
       const logger = pino({ level: flags.logLevel, base: { component: "operator", pid: process.pid } });
@@ -75,8 +130,33 @@ export function operatorCommand(): Command {
         httpHost: flags.host,
         httpPort: flags.httpPort,
         resyncSeconds: flags.resyncSecs,
+        leaderElection: flags.leaderElect === true ? leaderElectionOptions(flags) : undefined,
+        onLostLeadership: () => process.exit(1),
         logger,
       });
       stopOnSignals(operator, logger);
     });
+}
+
+/** Where a pod finds its own namespace (the service account mount). */
+const POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+function leaderElectionOptions(flags: OperatorFlags) {
+  const leaseDurationMs = flags.leaderElectionLeaseDurationSecs * 1000;
+  const renewDeadlineMs = flags.leaderElectionRenewDeadlineSecs * 1000;
+  const retryPeriodMs = flags.leaderElectionRetryPeriodSecs * 1000;
+  if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
+    throw new InvalidArgumentError(
+      "leader election needs retry period < renew deadline < lease duration (so a stale leader stops before another starts)",
+    );
+  }
+  const podNamespace = existsSync(POD_NAMESPACE_FILE) ? readFileSync(POD_NAMESPACE_FILE, "utf8").trim() : undefined;
+  return {
+    namespace: flags.leaderElectionNamespace ?? podNamespace ?? "default",
+    name: flags.leaderElectionId,
+    identity: `${hostname()}_${randomUUID()}`,
+    leaseDurationMs,
+    renewDeadlineMs,
+    retryPeriodMs,
+  };
 }

@@ -9,11 +9,13 @@ import {
   type V1Service,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { errorMessage } from "../../dataplane/src/errors.js";
 import { API_VERSION, KIND, PLURAL, type DynamoKserveModel } from "./api/v1alpha1.js";
 import { DynamoKserveModelController, keyOf, type ModelCaches } from "./controllers/dynamokservemodel.js";
 import { WatchedObjects, type WatchedKind } from "./kube/informer.js";
 import { OperatorMetrics } from "./kube/metrics.js";
 import { WorkQueue } from "./kube/queue.js";
+import { LeaderElector, type LeaderElectionOptions } from "./kube/leader.js";
 import { KubeWriter } from "./kube/writer.js";
 import { MANAGED_BY_LABEL, OPERATOR_NAME } from "./resources/names.js";
 
@@ -28,6 +30,10 @@ export interface OperatorOptions {
   readonly httpPort: number;
   /** Every model is reconciled again this often, as a safety net behind the watches. */
   readonly resyncSeconds: number;
+  /** With several replicas: only the Lease holder reconciles; undefined runs without election. */
+  readonly leaderElection: Omit<LeaderElectionOptions, "logger"> | undefined;
+  /** Called if leadership is lost (the CLI exits, so the pod restarts as a candidate). */
+  readonly onLostLeadership?: () => void;
   readonly logger: Logger;
 }
 
@@ -100,20 +106,50 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
   let ready = false;
   const http = await startHttp(options, metrics, () => ready);
   // Fill every cache before the first reconcile, so a restart starts from what exists
-  // (and writes nothing) rather than from half-listed caches.
+  // (and writes nothing) rather than from half-listed caches. A candidate that is not the
+  // leader keeps its caches warm too, so it can take over at once.
   await Promise.all(Object.values(caches).map((cache: WatchedObjects<KubernetesObject>) => cache.start()));
-  queue.start();
   const enqueueAll = (): void =>
     caches.models.list().forEach((model) => queue.add(keyOf(model.metadata.namespace, model.metadata.name)));
-  enqueueAll();
-  const resync = setInterval(enqueueAll, options.resyncSeconds * 1000);
-  resync.unref();
+  let resync: NodeJS.Timeout | undefined;
+  const lead = (): void => {
+    queue.start();
+    enqueueAll();
+    resync = setInterval(enqueueAll, options.resyncSeconds * 1000);
+    resync.unref();
+  };
+  const elector =
+    options.leaderElection === undefined ? undefined : new LeaderElector(config, { ...options.leaderElection, logger });
+  const leaderGauge = metrics.leaderStatus(options.leaderElection?.name ?? OPERATOR_NAME);
+  if (elector === undefined) {
+    leaderGauge.set(1);
+    lead();
+  } else {
+    leaderGauge.set(0);
+    void elector.acquire().then(
+      () => {
+        leaderGauge.set(1);
+        lead();
+        elector.keepLeading(() => {
+          leaderGauge.set(0);
+          clearInterval(resync);
+          void queue.stop().then(() => options.onLostLeadership?.());
+        });
+      },
+      (error: unknown) => {
+        if (!ready) return; // stopped while waiting
+        logger.error({ err: errorMessage(error) }, "leader election failed");
+        options.onLostLeadership?.();
+      },
+    );
+  }
   ready = true;
   logger.info(
     {
       httpPort: http.port,
       namespaces: options.namespaces.length > 0 ? options.namespaces : "all",
       workers: options.workers,
+      leaderElection: options.leaderElection === undefined ? "off" : options.leaderElection.identity,
     },
     "operator ready",
   );
@@ -124,6 +160,7 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
       ready = false;
       clearInterval(resync);
       await queue.stop();
+      await elector?.release();
       await Promise.all(Object.values(caches).map((cache: WatchedObjects<KubernetesObject>) => cache.stop()));
       await new Promise<void>((resolve) => http.server.close(() => resolve()));
       logger.info("operator stopped");

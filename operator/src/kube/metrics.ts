@@ -51,8 +51,19 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  private readonly leader = new Gauge({
+    name: "leader_election_master_status",
+    help: "1 while this replica holds the leader Lease (client-go's name), else 0.",
+    labelNames: ["name"] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  leaderStatus(name: string): { set(value: 0 | 1): void } {
+    return { set: (value) => this.leader.set({ name }, value) };
   }
 
   queue(name: string): QueueMetrics {
