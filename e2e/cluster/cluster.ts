@@ -292,37 +292,36 @@ export class TestCluster {
 
   /** Our CRD from crds/, and the upstream ones later work needs, from their Go modules. */
   private async installCrds(): Promise<void> {
-    const files = [
-      join(REPO_ROOT, "crds", "dynamokserve.dev_dynamokservemodels.yaml"),
-      join(
-        goModuleDir(
-          "sigs.k8s.io/gateway-api-inference-extension",
-          pinnedVersion("GATEWAY_API_INFERENCE_EXTENSION_VERSION"),
-        ),
-        "config/crd/bases/inference.networking.k8s.io_inferencepools.yaml",
-      ),
-      join(
-        goModuleDir("github.com/prometheus-operator/prometheus-operator", pinnedVersion("PROMETHEUS_OPERATOR_VERSION")),
-        "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
-      ),
-    ];
-    for (const file of files) {
-      for (const crd of loadAllYaml(readFileSync(file, "utf8")) as (KubernetesObject | null)[]) {
-        if (crd === null) continue;
-        // Sent as raw JSON: client-node's typed serializer would drop x-kubernetes-* keys.
-        const created = await this.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd);
-        if (created.status !== 201) throw new Error(`creating CRD ${crd.metadata?.name}: ${created.body}`);
-        await waitFor(`CRD ${crd.metadata?.name} established`, async () => {
-          const live = await this.request(
-            "GET",
-            `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata?.name}`,
-          );
-          const conditions = (JSON.parse(live.body) as { status?: { conditions?: { type: string; status: string }[] } })
-            .status?.conditions;
-          return conditions?.some((c) => c.type === "Established" && c.status === "True") ?? false;
-        });
-      }
+    await this.installCrdFile(join(REPO_ROOT, "crds", "dynamokserve.dev_dynamokservemodels.yaml"));
+    await this.installCrdFile(upstreamCrdFile("inferencepools"));
+    await this.installCrdFile(upstreamCrdFile("servicemonitors"));
+  }
+
+  /** Creates the CRDs in a YAML file and waits until they are established. */
+  async installCrdFile(file: string): Promise<void> {
+    for (const crd of loadAllYaml(readFileSync(file, "utf8")) as (KubernetesObject | null)[]) {
+      if (crd === null) continue;
+      // Sent as raw JSON: client-node's typed serializer would drop x-kubernetes-* keys.
+      const created = await this.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd);
+      if (created.status !== 201) throw new Error(`creating CRD ${crd.metadata?.name}: ${created.body}`);
+      await waitFor(`CRD ${crd.metadata?.name} established`, async () => {
+        const live = await this.request(
+          "GET",
+          `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata?.name}`,
+        );
+        const conditions = (JSON.parse(live.body) as { status?: { conditions?: { type: string; status: string }[] } })
+          .status?.conditions;
+        return conditions?.some((c) => c.type === "Established" && c.status === "True") ?? false;
+      });
     }
+  }
+
+  /** Deletes a CRD (and so every object of its kind) and waits until it is gone. */
+  async deleteCrd(name: string): Promise<void> {
+    const path = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`;
+    const deleted = await this.request("DELETE", path);
+    if (deleted.status !== 200 && deleted.status !== 404) throw new Error(`deleting CRD ${name}: ${deleted.body}`);
+    await waitFor(`CRD ${name} deleted`, async () => (await this.request("GET", path)).status === 404);
   }
 
   /** A raw request to the API server as admin (test setup only). */
@@ -351,6 +350,26 @@ export class TestCluster {
 }
 
 /** The folder of a Go module version, downloaded by the Go toolchain into its module cache. */
+/**
+ * An upstream CRD file from its pinned Go module: the InferencePool (Gateway API Inference
+ * Extension; `old` is a release before appProtocol) or the ServiceMonitor (Prometheus Operator).
+ */
+export function upstreamCrdFile(kind: "inferencepools" | "servicemonitors", old = false): string {
+  if (kind === "inferencepools") {
+    const version = pinnedVersion(
+      old ? "GATEWAY_API_INFERENCE_EXTENSION_OLD_VERSION" : "GATEWAY_API_INFERENCE_EXTENSION_VERSION",
+    );
+    return join(
+      goModuleDir("sigs.k8s.io/gateway-api-inference-extension", version),
+      "config/crd/bases/inference.networking.k8s.io_inferencepools.yaml",
+    );
+  }
+  return join(
+    goModuleDir("github.com/prometheus-operator/prometheus-operator", pinnedVersion("PROMETHEUS_OPERATOR_VERSION")),
+    "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
+  );
+}
+
 export function goModuleDir(module: string, version: string): string {
   const output = execFileSync("go", ["mod", "download", "-json", `${module}@${version}`], { encoding: "utf8" });
   return (JSON.parse(output) as { Dir: string }).Dir;

@@ -6,12 +6,16 @@ import {
   type KubernetesObject,
   type V1ConfigMap,
   type V1Deployment,
+  type V1CustomResourceDefinition,
   type V1Service,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../dataplane/src/errors.js";
 import { API_VERSION, KIND, PLURAL, type DynamoKserveModel } from "./api/v1alpha1.js";
 import { DynamoKserveModelController, keyOf, type ModelCaches } from "./controllers/dynamokservemodel.js";
+import { InferencePoolController } from "./controllers/inferencepool.js";
+import { OptionalKind } from "./kube/optional-kind.js";
+import { INFERENCE_POOL_KIND, type InferencePool } from "./resources/inference-pool.js";
 import { WatchedObjects, type WatchedKind } from "./kube/informer.js";
 import { OperatorMetrics } from "./kube/metrics.js";
 import { WorkQueue } from "./kube/queue.js";
@@ -43,7 +47,8 @@ export interface RunningOperator {
   stop(): Promise<void>;
 }
 
-const CONTROLLER = "dynamokservemodel";
+const MODEL_CONTROLLER = "dynamokservemodel";
+const POOL_CONTROLLER = "inferencepool";
 
 /** Starts the watches, the work queue and the HTTP endpoint (/healthz, /readyz, /metrics). */
 export async function startOperator(options: OperatorOptions): Promise<RunningOperator> {
@@ -55,24 +60,43 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
   const metrics = new OperatorMetrics();
   const writer = new KubeWriter(config, metrics, logger);
 
-  const queue = new WorkQueue((key) => reconcileMeasured(key), {
-    name: CONTROLLER,
-    workers: options.workers,
-    baseDelayMs: 200,
-    maxDelayMs: 60_000,
-    logger,
-    metrics: metrics.queue(CONTROLLER),
-  });
+  const queueFor = (name: string, reconcile: (key: string) => Promise<void>): WorkQueue =>
+    new WorkQueue((key) => measured(name, () => reconcile(key)), {
+      name,
+      workers: options.workers,
+      baseDelayMs: 200,
+      maxDelayMs: 60_000,
+      logger,
+      metrics: metrics.queue(name),
+    });
+  const modelQueue = queueFor(MODEL_CONTROLLER, (key) => modelController.reconcile(key));
+  const poolQueue = queueFor(POOL_CONTROLLER, (key) => poolController.reconcile(key));
+  // Events arrive only after start(), when the controllers below exist.
+  const route = (kind: string, object: KubernetesObject): void => {
+    modelController.keysFor(kind, object).forEach((key) => modelQueue.add(key));
+    poolController.keysFor(kind, object).forEach((key) => poolQueue.add(key));
+  };
   const watch = <T extends KubernetesObject>(kind: WatchedKind, labelSelector?: string): WatchedObjects<T> =>
     new WatchedObjects<T>(config, objectsApi, kind, {
       namespaces: options.namespaces,
       ...(labelSelector !== undefined ? { labelSelector } : {}),
       logger,
-      // Events arrive only after start(), when `controller` below exists.
-      onEvent: (_event, object) => controller.keysFor(kind.kind, object).forEach((key) => queue.add(key)),
+      onEvent: (_event, object) => route(kind.kind, object),
     });
   const owned = `${MANAGED_BY_LABEL}=${OPERATOR_NAME}`;
-  const caches: ModelCaches = {
+  // CRDs are cluster-scoped: watched to notice InferencePool's (and others') coming and going.
+  const crds = new WatchedObjects<V1CustomResourceDefinition & KubernetesObject>(
+    config,
+    objectsApi,
+    { apiVersion: "apiextensions.k8s.io/v1", kind: "CustomResourceDefinition", plural: "customresourcedefinitions" },
+    {
+      namespaces: [],
+      logger,
+      onEvent: (_event, crd) =>
+        optionalKinds.filter((kind) => kind.crdName === crd.metadata?.name).forEach((kind) => kind.crdChanged()),
+    },
+  );
+  const watchedCaches = {
     models: watch<DynamoKserveModel & KubernetesObject>({ apiVersion: API_VERSION, kind: KIND, plural: PLURAL }),
     deployments: watch<V1Deployment & KubernetesObject>(
       { apiVersion: "apps/v1", kind: "Deployment", plural: "deployments" },
@@ -82,21 +106,38 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     // All ConfigMaps: models may name any ConfigMap of their namespace in configMapRef.
     configMaps: watch<V1ConfigMap & KubernetesObject>({ apiVersion: "v1", kind: "ConfigMap", plural: "configmaps" }),
   };
-  const controller = new DynamoKserveModelController(
+  const pools = new OptionalKind<InferencePool>(
+    INFERENCE_POOL_KIND,
+    crds,
+    () => watch<InferencePool>(INFERENCE_POOL_KIND),
+    () => enqueueEverything(),
+    logger,
+  );
+  const caches: ModelCaches = { ...watchedCaches, pools };
+  const optionalKinds = [pools];
+  const modelController = new DynamoKserveModelController(
     caches,
     writer,
     { dataplaneImage: options.dataplaneImage },
-    logger.child({ controller: CONTROLLER }),
+    logger.child({ controller: MODEL_CONTROLLER }),
   );
+  const poolController = new InferencePoolController(pools, watchedCaches.services, writer);
 
-  async function reconcileMeasured(key: string): Promise<void> {
-    const stopTimer = metrics.reconcileTime.startTimer({ controller: CONTROLLER });
+  /** Every model and every pool: at start, on resync, and when a CRD comes or goes. */
+  function enqueueEverything(): void {
+    for (const model of watchedCaches.models.list())
+      modelQueue.add(keyOf(model.metadata.namespace, model.metadata.name));
+    for (const key of poolController.allKeys()) poolQueue.add(key);
+  }
+
+  async function measured(controller: string, reconcile: () => Promise<void>): Promise<void> {
+    const stopTimer = metrics.reconcileTime.startTimer({ controller });
     try {
-      await controller.reconcile(key);
-      metrics.reconcileTotal.inc({ controller: CONTROLLER, result: "success" });
+      await reconcile();
+      metrics.reconcileTotal.inc({ controller, result: "success" });
     } catch (error) {
-      metrics.reconcileTotal.inc({ controller: CONTROLLER, result: "error" });
-      metrics.reconcileErrors.inc({ controller: CONTROLLER });
+      metrics.reconcileTotal.inc({ controller, result: "error" });
+      metrics.reconcileErrors.inc({ controller });
       throw error;
     } finally {
       stopTimer();
@@ -108,14 +149,16 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
   // Fill every cache before the first reconcile, so a restart starts from what exists
   // (and writes nothing) rather than from half-listed caches. A candidate that is not the
   // leader keeps its caches warm too, so it can take over at once.
-  await Promise.all(Object.values(caches).map((cache: WatchedObjects<KubernetesObject>) => cache.start()));
-  const enqueueAll = (): void =>
-    caches.models.list().forEach((model) => queue.add(keyOf(model.metadata.namespace, model.metadata.name)));
+  const allCaches: WatchedObjects<KubernetesObject>[] = [...Object.values(watchedCaches), crds];
+  await Promise.all(allCaches.map((cache) => cache.start()));
+  optionalKinds.forEach((kind) => kind.crdChanged());
+  await Promise.all(optionalKinds.map((kind) => kind.settled()));
   let resync: NodeJS.Timeout | undefined;
   const lead = (): void => {
-    queue.start();
-    enqueueAll();
-    resync = setInterval(enqueueAll, options.resyncSeconds * 1000);
+    modelQueue.start();
+    poolQueue.start();
+    enqueueEverything();
+    resync = setInterval(enqueueEverything, options.resyncSeconds * 1000);
     resync.unref();
   };
   const elector =
@@ -133,7 +176,7 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
         elector.keepLeading(() => {
           leaderGauge.set(0);
           clearInterval(resync);
-          void queue.stop().then(() => options.onLostLeadership?.());
+          void Promise.all([modelQueue.stop(), poolQueue.stop()]).then(() => options.onLostLeadership?.());
         });
       },
       (error: unknown) => {
@@ -159,9 +202,9 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     async stop() {
       ready = false;
       clearInterval(resync);
-      await queue.stop();
+      await Promise.all([modelQueue.stop(), poolQueue.stop()]);
       await elector?.release();
-      await Promise.all(Object.values(caches).map((cache: WatchedObjects<KubernetesObject>) => cache.stop()));
+      await Promise.all([...allCaches.map((cache) => cache.stop()), ...optionalKinds.map((kind) => kind.stop())]);
       await new Promise<void>((resolve) => http.server.close(() => resolve()));
       logger.info("operator stopped");
     },

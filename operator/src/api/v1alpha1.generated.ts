@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveModel";
 export const PLURAL = "dynamokservemodels";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"grpcPort":8001,"metricsPort":8002,"logLevel":"info"} as const;
+export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"grpcPort":8001,"metricsPort":8002,"logLevel":"info","inferencePool":{"endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
 
 /**
  * What to serve and how to run it.
@@ -83,6 +83,41 @@ export interface DynamoKserveModelSpec {
    * Data-plane log level.
    */
   logLevel?: "trace" | "debug" | "info" | "warn" | "error";
+  /**
+   * Serve the model through the Gateway API Inference Extension: the operator creates an InferencePool (inference.networking.k8s.io/v1) named like this object, selecting exactly this model's data-plane pods on the gRPC port, with appProtocol kubernetes.io/h2c when the installed InferencePool CRD has that field, and a Service fronting the pool.
+   */
+  inferencePool?: {
+    /**
+     * The Endpoint Picker extension the gateway asks which pod serves a request.
+     */
+    endpointPickerRef: {
+      /**
+       * API group of the referent; "" is the core group.
+       */
+      group?: string;
+      /**
+       * Kind of the referent.
+       */
+      kind?: string;
+      /**
+       * Name of the referent.
+       */
+      name: string;
+      /**
+       * The Endpoint Picker's Service port (required for a Service).
+       */
+      port?: {
+        /**
+         * The port number.
+         */
+        number: number;
+      };
+      /**
+       * What the gateway does when the Endpoint Picker does not answer.
+       */
+      failureMode?: "FailOpen" | "FailClose";
+    };
+  };
 }
 
 /**
@@ -114,7 +149,24 @@ export interface DynamoKserveModelStatus {
    */
   readyReplicas?: number;
   /**
-   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention).
+   * The InferencePool serving the model and the Service fronting it, as last made.
+   */
+  inferencePool?: {
+    /**
+     * Name of the InferencePool.
+     */
+    name?: string;
+    /**
+     * The pool's appProtocol (kubernetes.io/h2c), or empty when the installed InferencePool CRD has no appProtocol field.
+     */
+    appProtocol?: string;
+    /**
+     * The Service fronting the pool's pods, with the matching appProtocol.
+     */
+    service?: string;
+  };
+  /**
+   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist).
    */
   conditions?: {
     /**

@@ -7,7 +7,9 @@ import type { KubeWriter } from "../kube/writer.js";
 import { checkModelConfig } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames } from "../resources/names.js";
 import { desiredConfigMap, desiredDeployment, desiredService, type BuildSettings } from "../resources/objects.js";
-import { desiredStatus } from "../resources/status.js";
+import { desiredStatus, type PoolOutcome } from "../resources/status.js";
+import { desiredInferencePool, H2C, poolServiceName, type InferencePool } from "../resources/inference-pool.js";
+import type { OptionalKind } from "../kube/optional-kind.js";
 
 /** The caches the controller reads (all kept current by watches). */
 export interface ModelCaches {
@@ -15,6 +17,8 @@ export interface ModelCaches {
   readonly deployments: WatchedObjects<V1Deployment & KubernetesObject>;
   readonly services: WatchedObjects<V1Service & KubernetesObject>;
   readonly configMaps: WatchedObjects<V1ConfigMap & KubernetesObject>;
+  /** InferencePools, while their CRD is installed. */
+  readonly pools: OptionalKind<InferencePool>;
 }
 
 /** `namespace/name`, the work-queue key of a model. */
@@ -44,6 +48,11 @@ export class DynamoKserveModelController {
     if (kind === "DynamoKserveModel") return [keyOf(namespace, object.metadata?.name ?? "")];
     const owner = object.metadata?.labels?.[MODEL_LABEL];
     const keys = owner !== undefined ? [keyOf(namespace, owner)] : [];
+    if (kind === "InferencePool" && owner === undefined) {
+      // A user's pool taking (or freeing) a model's pool name.
+      const model = this.caches.models.get(namespace, object.metadata?.name ?? "");
+      if (model?.spec.inferencePool !== undefined) keys.push(keyOf(namespace, model.metadata.name));
+    }
     if (kind === "ConfigMap") {
       // A user's ConfigMap: every model whose configMapRef names it.
       for (const model of this.caches.models.list(namespace)) {
@@ -86,7 +95,8 @@ export class DynamoKserveModelController {
       this.logger.warn({ model: key, reason: config.reason, err: config.message }, "model config rejected");
     }
 
-    const { status, transitions } = desiredStatus(model, { config, deployment }, timestamp());
+    const inferencePool = await this.reconcilePool(model);
+    const { status, transitions } = desiredStatus(model, { config, deployment, inferencePool }, timestamp());
     await this.writer.status(model, status);
     this.writtenStatus.set(key, status);
     for (const transition of transitions) {
@@ -96,5 +106,24 @@ export class DynamoKserveModelController {
           this.logger.warn({ model: key, err: errorMessage(error) }, "could not record an event"),
         );
     }
+  }
+
+  /** Creates, updates or removes the model's InferencePool; undefined when it asks for none. */
+  private async reconcilePool(model: DynamoKserveModel): Promise<PoolOutcome | undefined> {
+    const { namespace, name } = model.metadata;
+    const live = this.caches.pools.objects()?.get(namespace, name);
+    const ours = live !== undefined && live.metadata.labels?.[MODEL_LABEL] === name;
+    if (model.spec.inferencePool === undefined) {
+      if (ours) await this.writer.remove(live);
+      return undefined;
+    }
+    if (this.caches.pools.crd() === undefined) return { state: "CRDNotInstalled" };
+    if (live !== undefined && !ours) return { state: "NameTaken", name };
+    const appProtocolSupported = this.caches.pools.specHasField("appProtocol");
+    await this.writer.apply(desiredInferencePool(model, { appProtocolSupported }), live);
+    const service = poolServiceName(name);
+    return appProtocolSupported
+      ? { state: "Created", name, appProtocol: H2C, service }
+      : { state: "CreatedWithoutAppProtocol", name, service };
   }
 }

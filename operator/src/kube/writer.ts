@@ -58,6 +58,17 @@ export class KubeWriter {
     return result;
   }
 
+  /** Deletes an owned object that should no longer exist (a 404 means it is already gone). */
+  async remove(live: KubernetesObject): Promise<void> {
+    try {
+      await this.objects.delete(live);
+    } catch (error) {
+      if ((error as { code?: number }).code !== 404) throw error;
+    }
+    this.recentApplies.delete(`${live.kind}/${live.metadata?.namespace}/${live.metadata?.name}`);
+    this.metrics.apiWrites.inc({ verb: "delete", resource: live.kind?.toLowerCase() ?? "" });
+  }
+
   /** Forgets what was applied for objects of a deleted model. */
   forget(namespace: string, names: readonly string[]): void {
     for (const key of this.recentApplies.keys()) {

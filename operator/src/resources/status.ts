@@ -9,7 +9,16 @@ export interface Observed {
   readonly config: ConfigCheck;
   /** The owned Deployment, if it exists. */
   readonly deployment: V1Deployment | undefined;
+  /** What became of spec.inferencePool (undefined when the model asks for none). */
+  readonly inferencePool?: PoolOutcome;
 }
+
+/** The InferencePool step of a reconcile. */
+export type PoolOutcome =
+  | { readonly state: "Created"; readonly name: string; readonly appProtocol: string; readonly service: string }
+  | { readonly state: "CreatedWithoutAppProtocol"; readonly name: string; readonly service: string }
+  | { readonly state: "CRDNotInstalled" }
+  | { readonly state: "NameTaken"; readonly name: string };
 
 /** A condition that changed status: worth a Kubernetes Event. */
 export interface Transition {
@@ -40,17 +49,18 @@ export function desiredStatus(
       : available.status !== "True"
         ? { status: "False", reason: available.reason, message: available.message }
         : { status: "True", reason: "Ready", message: `model '${servedModelName(model)}' is served at ${endpoint}` };
-  const values: Record<ConditionType, ConditionValue> = {
+  const values: Partial<Record<ConditionType, ConditionValue>> = {
     Ready: ready,
     ConfigValid: configValid,
     Available: available,
     Degraded: degraded,
+    ...(observed.inferencePool !== undefined ? { InferencePoolReady: poolCondition(observed.inferencePool) } : {}),
   };
   const previous = model.status?.conditions ?? [];
   const generation = model.metadata.generation ?? 0;
   const transitions: Transition[] = [];
   const conditions = (Object.keys(values) as ConditionType[]).map((type): Condition => {
-    const value = values[type];
+    const value = values[type]!;
     const before = previous.find((condition) => condition.type === type);
     const changed = before?.status !== value.status;
     // Events tell of changes; of a model's first conditions, only whether its config is valid.
@@ -75,10 +85,51 @@ export function desiredStatus(
       endpoint,
       replicas: deploymentStatus?.replicas ?? 0,
       readyReplicas: deploymentStatus?.readyReplicas ?? 0,
+      ...poolStatus(observed.inferencePool),
       conditions,
     },
     transitions,
   };
+}
+
+function poolCondition(outcome: PoolOutcome): ConditionValue {
+  switch (outcome.state) {
+    case "Created":
+      return {
+        status: "True",
+        reason: "Created",
+        message: `InferencePool ${outcome.name} selects this model's pods with appProtocol ${outcome.appProtocol}; Service ${outcome.service} fronts it`,
+      };
+    case "CreatedWithoutAppProtocol":
+      return {
+        status: "True",
+        reason: "AppProtocolUnsupported",
+        message: `InferencePool ${outcome.name} was created without appProtocol: the installed InferencePool CRD has no such field (Gateway API Inference Extension before v1.4); Service ${outcome.service} fronts it with appProtocol kubernetes.io/h2c`,
+      };
+    case "CRDNotInstalled":
+      return {
+        status: "False",
+        reason: "CRDNotInstalled",
+        message:
+          "the InferencePool CRD (inferencepools.inference.networking.k8s.io, v1) is not installed; install the Gateway API Inference Extension and the pool is created without a restart",
+      };
+    case "NameTaken":
+      return {
+        status: "False",
+        reason: "NameTaken",
+        message: `an InferencePool named ${outcome.name} exists and is not this model's; rename one of them`,
+      };
+  }
+}
+
+function poolStatus(outcome: PoolOutcome | undefined): Pick<DynamoKserveModelStatus, "inferencePool"> {
+  if (outcome?.state === "Created") {
+    return { inferencePool: { name: outcome.name, appProtocol: outcome.appProtocol, service: outcome.service } };
+  }
+  if (outcome?.state === "CreatedWithoutAppProtocol") {
+    return { inferencePool: { name: outcome.name, appProtocol: "", service: outcome.service } };
+  }
+  return {};
 }
 
 function configCondition(config: ConfigCheck): ConditionValue {

@@ -10,6 +10,7 @@ import type { DynamoKserveModel, DynamoKserveModelSpec } from "../../src/api/v1a
 import { checkModelConfig, type ValidConfig } from "../../src/resources/model-config.js";
 import { desiredConfigMap, desiredDeployment, desiredService } from "../../src/resources/objects.js";
 import { desiredStatus } from "../../src/resources/status.js";
+import { desiredInferencePool, desiredPoolService, poolServiceName } from "../../src/resources/inference-pool.js";
 import { IDENTITY_CONFIG } from "../fixtures/kube.js";
 
 const GOLDEN_DIR = join(REPO_ROOT, "operator", "test", "unit", "golden");
@@ -71,6 +72,21 @@ describe("desired-state builders (golden objects)", () => {
 
   it("builds the Service with appProtocol kubernetes.io/h2c for gRPC", () => {
     assertGolden("service", desiredService(full));
+  });
+
+  it("builds the InferencePool (with appProtocol only where the CRD has it) and the Service fronting it", () => {
+    const withPool = model({
+      inferencePool: { endpointPickerRef: { name: "epp", port: { number: 9002 }, failureMode: "FailOpen" } },
+    });
+    const pool = desiredInferencePool(withPool, { appProtocolSupported: true });
+    assertGolden("inferencepool", pool);
+    assert.equal(desiredInferencePool(withPool, { appProtocolSupported: false }).spec.appProtocol, undefined);
+    assertGolden(
+      "inferencepool-service",
+      desiredPoolService({ ...pool, metadata: { ...pool.metadata, uid: "pool-uid" } }),
+    );
+    assert.equal(poolServiceName("p".repeat(70)).length, 63);
+    assert.match(poolServiceName("p".repeat(70)), /^p+-[0-9a-f]{8}-pool$/);
   });
 
   it("builds the ConfigMap with the config as <model>.pbtxt", () => {

@@ -1,0 +1,126 @@
+import { createHash } from "node:crypto";
+import type { KubernetesObject, V1ObjectMeta, V1Service } from "@kubernetes/client-node";
+import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
+import { labelsFor, MANAGED_BY_LABEL, OPERATOR_NAME, ownerReference, selectorFor } from "./names.js";
+import { portsOf } from "./objects.js";
+
+/**
+ * Gateway API Inference Extension objects: the InferencePool a DynamoKserveModel asks
+ * for, and the Service the operator keeps in front of every InferencePool (ours or a
+ * user's) so gateways and meshes that read a Service's appProtocol speak HTTP/2
+ * cleartext to gRPC model servers. Pure builders.
+ */
+
+export const INFERENCE_POOL_KIND = {
+  apiVersion: "inference.networking.k8s.io/v1",
+  kind: "InferencePool",
+  plural: "inferencepools",
+} as const;
+
+export const H2C = "kubernetes.io/h2c";
+
+/** Labels the Service fronting a pool with the pool's name (how its events find the pool). */
+export const POOL_LABEL = "dynamokserve.dev/inference-pool";
+
+/**
+ * The protocol of a pool's pods when the pool cannot say it (an InferencePool CRD older
+ * than appProtocol): set on our pools, and honoured on anyone's.
+ */
+export const APP_PROTOCOL_ANNOTATION = "dynamokserve.dev/app-protocol";
+
+export interface InferencePool extends KubernetesObject {
+  metadata: V1ObjectMeta & { name: string; namespace: string };
+  spec: {
+    selector: { matchLabels: Record<string, string> };
+    targetPorts: { number: number }[];
+    appProtocol?: string;
+    endpointPickerRef: {
+      group?: string;
+      kind?: string;
+      name: string;
+      port?: { number: number };
+      failureMode?: string;
+    };
+  };
+}
+
+/** The InferencePool of a model: its pods, on the gRPC port; appProtocol h2c where the CRD knows the field. */
+export function desiredInferencePool(
+  model: DynamoKserveModel,
+  options: { appProtocolSupported: boolean },
+): InferencePool {
+  const ref = model.spec.inferencePool!.endpointPickerRef;
+  const defaults = SPEC_DEFAULTS.inferencePool.endpointPickerRef;
+  return {
+    apiVersion: INFERENCE_POOL_KIND.apiVersion,
+    kind: INFERENCE_POOL_KIND.kind,
+    metadata: {
+      name: model.metadata.name,
+      namespace: model.metadata.namespace,
+      labels: labelsFor(model),
+      annotations: { [APP_PROTOCOL_ANNOTATION]: H2C },
+      ownerReferences: [ownerReference(model)],
+    },
+    spec: {
+      selector: { matchLabels: selectorFor(model) },
+      targetPorts: [{ number: portsOf(model).grpc }],
+      ...(options.appProtocolSupported ? { appProtocol: H2C } : {}),
+      endpointPickerRef: {
+        group: ref.group ?? defaults.group,
+        kind: ref.kind ?? defaults.kind,
+        name: ref.name,
+        ...(ref.port !== undefined ? { port: { number: ref.port.number } } : {}),
+        failureMode: ref.failureMode ?? defaults.failureMode,
+      },
+    },
+  };
+}
+
+/** `<pool>-pool`, shortened with a hash when a Service name (63 characters) would be too long. */
+export function poolServiceName(pool: string): string {
+  const name = `${pool}-pool`;
+  if (name.length <= 63) return name;
+  const hash = createHash("sha256").update(pool).digest("hex").slice(0, 8);
+  return `${pool.slice(0, 63 - 6 - hash.length).replace(/-+$/, "")}-${hash}-pool`;
+}
+
+/** kubernetes.io/h2c for a gRPC pool (its appProtocol, else our annotation), http otherwise. */
+export function poolAppProtocol(pool: InferencePool): string {
+  const declared = pool.spec.appProtocol ?? pool.metadata.annotations?.[APP_PROTOCOL_ANNOTATION];
+  return declared === H2C ? H2C : "http";
+}
+
+/** The Service fronting a pool's pods on its target ports, owned by the pool. */
+export function desiredPoolService(pool: InferencePool): V1Service {
+  const appProtocol = poolAppProtocol(pool);
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: {
+      name: poolServiceName(pool.metadata.name),
+      namespace: pool.metadata.namespace,
+      labels: { [MANAGED_BY_LABEL]: OPERATOR_NAME, [POOL_LABEL]: pool.metadata.name },
+      ownerReferences: [
+        {
+          apiVersion: INFERENCE_POOL_KIND.apiVersion,
+          kind: INFERENCE_POOL_KIND.kind,
+          name: pool.metadata.name,
+          uid: pool.metadata.uid ?? "",
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    spec: {
+      type: "ClusterIP",
+      selector: { ...pool.spec.selector.matchLabels },
+      ports: pool.spec.targetPorts.map((port, index) => ({
+        name: index === 0 ? (appProtocol === H2C ? "grpc" : "http") : `port-${port.number}`,
+        port: port.number,
+        targetPort: port.number,
+        protocol: "TCP",
+        appProtocol,
+      })),
+    },
+  };
+}

@@ -1,0 +1,156 @@
+import assert from "node:assert/strict";
+import type { KubernetesObject, V1Service } from "@kubernetes/client-node";
+import { testCluster } from "../../../e2e/cluster/mocha-global.js";
+import { upstreamCrdFile, type TestCluster } from "../../../e2e/cluster/cluster.js";
+import { eventually } from "../../../e2e/support/eventually.js";
+import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
+import type { InferencePool } from "../../src/resources/inference-pool.js";
+import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
+import { startOperatorProcess, type OperatorProcess } from "../fixtures/operator.js";
+
+const POOL_API = "inference.networking.k8s.io/v1";
+const POOL_CRD = "inferencepools.inference.networking.k8s.io";
+
+describe("InferencePool (upstream Gateway API Inference Extension CRD, real API server)", function () {
+  this.timeout(180_000);
+  let cluster: TestCluster;
+  let kube: KubeTestClient;
+  let namespace: string;
+  let operator: OperatorProcess;
+
+  before(async function () {
+    cluster = testCluster(this);
+    kube = new KubeTestClient(cluster.adminConfig());
+    namespace = await kube.createNamespace("pool");
+    operator = await startOperatorProcess(cluster.operatorKubeconfig, ["--namespace", namespace]);
+  });
+  after(async () => {
+    await operator?.stop();
+    // Leave the cluster as the other suites expect it: the current InferencePool CRD.
+    if (
+      (await cluster.request("GET", `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${POOL_CRD}`)).status ===
+      200
+    ) {
+      await cluster.deleteCrd(POOL_CRD);
+    }
+    await cluster.installCrdFile(upstreamCrdFile("inferencepools"));
+  });
+
+  const model = () => kube.read<DynamoKserveModel>("dynamokserve.dev/v1alpha1", "DynamoKserveModel", namespace, "llm");
+  const pool = (name: string) => kube.read<InferencePool>(POOL_API, "InferencePool", namespace, name);
+  const service = (name: string) => kube.read<V1Service>("v1", "Service", namespace, name);
+  const poolModel = () =>
+    modelObject(namespace, "llm", {
+      replicas: 1,
+      modelConfig: { inline: IDENTITY_CONFIG },
+      inferencePool: { endpointPickerRef: { name: "llm-epp", port: { number: 9002 } } },
+    });
+
+  it("creates the model's InferencePool (h2c) and a Service fronting it, and reports both", async () => {
+    await kube.create(poolModel());
+    await eventually(
+      async () => assert.equal(conditionOf(await model(), "InferencePoolReady")?.status, "True"),
+      30_000,
+    );
+    const created = await pool("llm");
+    assert.deepEqual(created.spec, {
+      selector: { matchLabels: { "dynamokserve.dev/model": "llm" } },
+      targetPorts: [{ number: 8001 }],
+      appProtocol: "kubernetes.io/h2c",
+      endpointPickerRef: {
+        group: "",
+        kind: "Service",
+        name: "llm-epp",
+        port: { number: 9002 },
+        failureMode: "FailClose",
+      },
+    });
+    const live = await model();
+    assert.equal(created.metadata.ownerReferences?.[0]?.uid, live.metadata.uid);
+    assert.deepEqual(live.status?.inferencePool, {
+      name: "llm",
+      appProtocol: "kubernetes.io/h2c",
+      service: "llm-pool",
+    });
+    assert.equal(conditionOf(live, "InferencePoolReady")?.reason, "Created");
+    await eventually(async () => {
+      const front = await service("llm-pool");
+      assert.deepEqual(front.spec?.selector, { "dynamokserve.dev/model": "llm" });
+      assert.deepEqual(
+        front.spec?.ports?.map((port) => [port.name, port.port, port.targetPort, port.appProtocol]),
+        [["grpc", 8001, 8001, "kubernetes.io/h2c"]],
+      );
+      assert.equal(front.metadata?.ownerReferences?.[0]?.kind, "InferencePool");
+      assert.equal(front.metadata?.ownerReferences?.[0]?.uid, created.metadata.uid);
+    });
+  });
+
+  it("fronts a user's pools too: http unless the pool says h2c", async () => {
+    const userPool = (name: string, appProtocol?: string): InferencePool => ({
+      apiVersion: POOL_API,
+      kind: "InferencePool",
+      metadata: { name, namespace },
+      spec: {
+        selector: { matchLabels: { app: name } },
+        targetPorts: [{ number: 8000 }, { number: 8100 }],
+        ...(appProtocol !== undefined ? { appProtocol } : {}),
+        endpointPickerRef: { name: `${name}-epp`, port: { number: 9002 } },
+      },
+    });
+    await kube.create(userPool("vllm"));
+    await kube.create(userPool("triton", "kubernetes.io/h2c"));
+    await eventually(async () => {
+      const http = await service("vllm-pool");
+      assert.deepEqual(http.spec?.selector, { app: "vllm" });
+      assert.deepEqual(
+        http.spec?.ports?.map((port) => [port.port, port.appProtocol]),
+        [
+          [8000, "http"],
+          [8100, "http"],
+        ],
+      );
+      const grpc = await service("triton-pool");
+      assert.deepEqual(
+        grpc.spec?.ports?.map((port) => port.appProtocol),
+        ["kubernetes.io/h2c", "kubernetes.io/h2c"],
+      );
+    }, 30_000);
+  });
+
+  it("says CRDNotInstalled when the CRD goes, and uses an older CRD (no appProtocol) when it comes back, without a restart", async () => {
+    await cluster.deleteCrd(POOL_CRD);
+    await eventually(async () => {
+      const condition = conditionOf(await model(), "InferencePoolReady");
+      assert.equal(condition?.status, "False");
+      assert.equal(condition?.reason, "CRDNotInstalled");
+    }, 30_000);
+    assert.equal(conditionOf(await model(), "Ready")?.status, "True", "the model itself still serves");
+    await cluster.installCrdFile(upstreamCrdFile("inferencepools", true));
+    await eventually(async () => {
+      const live = await model();
+      assert.equal(conditionOf(live, "InferencePoolReady")?.reason, "AppProtocolUnsupported");
+      assert.equal(live.status?.inferencePool?.appProtocol, "");
+      const recreated = await pool("llm");
+      assert.equal(recreated.spec.appProtocol, undefined);
+      assert.deepEqual(recreated.spec.targetPorts, [{ number: 8001 }]);
+      // Our pods speak gRPC all the same: the Service still says so.
+      assert.deepEqual(
+        (await service("llm-pool")).spec?.ports?.map((port) => port.appProtocol),
+        ["kubernetes.io/h2c"],
+      );
+    }, 60_000);
+    assert.equal(operator.process.exitCode, null, "the operator kept running");
+  });
+
+  it("deletes the pool when the model stops asking for one", async () => {
+    await kube.mergePatch({ ...poolModel(), spec: { inferencePool: null } } as unknown as KubernetesObject & {
+      metadata: { name: string; namespace: string };
+    });
+    await eventually(async () => {
+      assert.equal(await kube.exists(POOL_API, "InferencePool", namespace, "llm"), false);
+      const live = await model();
+      assert.equal(conditionOf(live, "InferencePoolReady"), undefined);
+      assert.equal(live.status?.inferencePool, undefined);
+    }, 30_000);
+  });
+});
