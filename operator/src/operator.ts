@@ -16,6 +16,7 @@ import { DynamoKserveModelController, keyOf, type ModelCaches } from "./controll
 import { InferencePoolController } from "./controllers/inferencepool.js";
 import { OptionalKind } from "./kube/optional-kind.js";
 import { INFERENCE_POOL_KIND, type InferencePool } from "./resources/inference-pool.js";
+import { SERVICE_MONITOR_KIND, type ServiceMonitor } from "./resources/service-monitor.js";
 import { WatchedObjects, type WatchedKind } from "./kube/informer.js";
 import { OperatorMetrics } from "./kube/metrics.js";
 import { WorkQueue } from "./kube/queue.js";
@@ -110,11 +111,18 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     INFERENCE_POOL_KIND,
     crds,
     () => watch<InferencePool>(INFERENCE_POOL_KIND),
-    () => enqueueEverything(),
+    (installed) => crdChanged(INFERENCE_POOL_KIND.kind, installed),
     logger,
   );
-  const caches: ModelCaches = { ...watchedCaches, pools };
-  const optionalKinds = [pools];
+  const monitors = new OptionalKind<ServiceMonitor>(
+    SERVICE_MONITOR_KIND,
+    crds,
+    () => watch<ServiceMonitor>(SERVICE_MONITOR_KIND, owned),
+    (installed) => crdChanged(SERVICE_MONITOR_KIND.kind, installed),
+    logger,
+  );
+  const caches: ModelCaches = { ...watchedCaches, pools, monitors };
+  const optionalKinds: OptionalKind<KubernetesObject>[] = [pools, monitors];
   const modelController = new DynamoKserveModelController(
     caches,
     writer,
@@ -122,6 +130,15 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     logger.child({ controller: MODEL_CONTROLLER }),
   );
   const poolController = new InferencePoolController(pools, watchedCaches.services, writer);
+
+  /**
+   * A CRD came, changed or went: its objects went with a removed CRD, so what we applied
+   * of them is forgotten (they are applied again), and everything is looked at again.
+   */
+  function crdChanged(kind: string, installed: boolean): void {
+    if (!installed) writer.forgetKind(kind);
+    enqueueEverything();
+  }
 
   /** Every model and every pool: at start, on resync, and when a CRD comes or goes. */
   function enqueueEverything(): void {

@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveModel";
 export const PLURAL = "dynamokservemodels";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"grpcPort":8001,"metricsPort":8002,"logLevel":"info","inferencePool":{"endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
+export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"grpcPort":8001,"metricsPort":8002,"logLevel":"info","monitoring":{"interval":"30s"},"inferencePool":{"endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
 
 /**
  * What to serve and how to run it.
@@ -83,6 +83,21 @@ export interface DynamoKserveModelSpec {
    * Data-plane log level.
    */
   logLevel?: "trace" | "debug" | "info" | "warn" | "error";
+  /**
+   * Have Prometheus scrape the data plane: the operator creates a ServiceMonitor (monitoring.coreos.com/v1) for the model's Service, port metrics, path /metrics, when the Prometheus Operator CRD is installed.
+   */
+  monitoring?: {
+    /**
+     * How often Prometheus scrapes, e.g. 30s.
+     */
+    interval?: string;
+    /**
+     * Extra labels on the ServiceMonitor, so a Prometheus serviceMonitorSelector picks it up.
+     */
+    labels?: {
+      [k: string]: string | undefined;
+    };
+  };
   /**
    * Serve the model through the Gateway API Inference Extension: the operator creates an InferencePool (inference.networking.k8s.io/v1) named like this object, selecting exactly this model's data-plane pods on the gRPC port, with appProtocol kubernetes.io/h2c when the installed InferencePool CRD has that field, and a Service fronting the pool.
    */
@@ -166,7 +181,7 @@ export interface DynamoKserveModelStatus {
     service?: string;
   };
   /**
-   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist).
+   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists).
    */
   conditions?: {
     /**

@@ -25,5 +25,12 @@ export interface DynamoKserveModel {
 export type Condition = NonNullable<DynamoKserveModelStatus["conditions"]>[number];
 
 /** The condition types this operator sets on a DynamoKserveModel. */
-export const CONDITION_TYPES = ["Ready", "ConfigValid", "Available", "Degraded", "InferencePoolReady"] as const;
+export const CONDITION_TYPES = [
+  "Ready",
+  "ConfigValid",
+  "Available",
+  "Degraded",
+  "InferencePoolReady",
+  "MonitoringReady",
+] as const;
 export type ConditionType = (typeof CONDITION_TYPES)[number];

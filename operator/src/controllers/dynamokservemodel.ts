@@ -7,7 +7,8 @@ import type { KubeWriter } from "../kube/writer.js";
 import { checkModelConfig } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames } from "../resources/names.js";
 import { desiredConfigMap, desiredDeployment, desiredService, type BuildSettings } from "../resources/objects.js";
-import { desiredStatus, type PoolOutcome } from "../resources/status.js";
+import { desiredStatus, type MonitoringOutcome, type PoolOutcome } from "../resources/status.js";
+import { desiredServiceMonitor, type ServiceMonitor } from "../resources/service-monitor.js";
 import { desiredInferencePool, H2C, poolServiceName, type InferencePool } from "../resources/inference-pool.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
 
@@ -19,6 +20,8 @@ export interface ModelCaches {
   readonly configMaps: WatchedObjects<V1ConfigMap & KubernetesObject>;
   /** InferencePools, while their CRD is installed. */
   readonly pools: OptionalKind<InferencePool>;
+  /** ServiceMonitors, while their CRD is installed. */
+  readonly monitors: OptionalKind<ServiceMonitor>;
 }
 
 /** `namespace/name`, the work-queue key of a model. */
@@ -96,7 +99,12 @@ export class DynamoKserveModelController {
     }
 
     const inferencePool = await this.reconcilePool(model);
-    const { status, transitions } = desiredStatus(model, { config, deployment, inferencePool }, timestamp());
+    const monitoring = await this.reconcileMonitoring(model);
+    const { status, transitions } = desiredStatus(
+      model,
+      { config, deployment, inferencePool, monitoring },
+      timestamp(),
+    );
     await this.writer.status(model, status);
     this.writtenStatus.set(key, status);
     for (const transition of transitions) {
@@ -125,5 +133,19 @@ export class DynamoKserveModelController {
     return appProtocolSupported
       ? { state: "Created", name, appProtocol: H2C, service }
       : { state: "CreatedWithoutAppProtocol", name, service };
+  }
+
+  /** Creates, updates or removes the model's ServiceMonitor; undefined when it asks for none. */
+  private async reconcileMonitoring(model: DynamoKserveModel): Promise<MonitoringOutcome | undefined> {
+    const { namespace, name } = model.metadata;
+    const live = this.caches.monitors.objects()?.get(namespace, objectNames(model).service);
+    if (model.spec.monitoring === undefined) {
+      if (live !== undefined && live.metadata.labels?.[MODEL_LABEL] === name) await this.writer.remove(live);
+      return undefined;
+    }
+    if (this.caches.monitors.crd() === undefined) return { state: "CRDNotInstalled" };
+    const desired = desiredServiceMonitor(model);
+    await this.writer.apply(desired, live);
+    return { state: "Created", name: desired.metadata.name };
   }
 }

@@ -18,7 +18,8 @@ export class OptionalKind<T extends KubernetesObject> {
     readonly kind: WatchedKind,
     private readonly crds: WatchedObjects<V1CustomResourceDefinition & KubernetesObject>,
     private readonly watch: () => WatchedObjects<T>,
-    private readonly onChange: () => void,
+    /** Told `installed` after every CRD change (so models are reconciled again). */
+    private readonly onChange: (installed: boolean) => void,
     private readonly logger: Logger,
   ) {}
 
@@ -82,6 +83,6 @@ export class OptionalKind<T extends KubernetesObject> {
       this.logger.info({ crd: this.crdName }, "CRD removed; no longer watching its objects");
     }
     // Also on schema changes (a CRD upgraded in place): the models look again.
-    this.onChange();
+    this.onChange(installed);
   }
 }

@@ -69,6 +69,11 @@ export class KubeWriter {
     this.metrics.apiWrites.inc({ verb: "delete", resource: live.kind?.toLowerCase() ?? "" });
   }
 
+  /** Forgets every apply of a kind (its CRD was removed, and its objects with it). */
+  forgetKind(kind: string): void {
+    for (const key of this.recentApplies.keys()) if (key.startsWith(`${kind}/`)) this.recentApplies.delete(key);
+  }
+
   /** Forgets what was applied for objects of a deleted model. */
   forget(namespace: string, names: readonly string[]): void {
     for (const key of this.recentApplies.keys()) {

@@ -11,7 +11,12 @@ export interface Observed {
   readonly deployment: V1Deployment | undefined;
   /** What became of spec.inferencePool (undefined when the model asks for none). */
   readonly inferencePool?: PoolOutcome;
+  /** What became of spec.monitoring (undefined when the model asks for none). */
+  readonly monitoring?: MonitoringOutcome;
 }
+
+export type MonitoringOutcome =
+  { readonly state: "Created"; readonly name: string } | { readonly state: "CRDNotInstalled" };
 
 /** The InferencePool step of a reconcile. */
 export type PoolOutcome =
@@ -55,6 +60,7 @@ export function desiredStatus(
     Available: available,
     Degraded: degraded,
     ...(observed.inferencePool !== undefined ? { InferencePoolReady: poolCondition(observed.inferencePool) } : {}),
+    ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
   };
   const previous = model.status?.conditions ?? [];
   const generation = model.metadata.generation ?? 0;
@@ -120,6 +126,21 @@ function poolCondition(outcome: PoolOutcome): ConditionValue {
         message: `an InferencePool named ${outcome.name} exists and is not this model's; rename one of them`,
       };
   }
+}
+
+function monitoringCondition(outcome: MonitoringOutcome): ConditionValue {
+  return outcome.state === "Created"
+    ? {
+        status: "True",
+        reason: "Created",
+        message: `ServiceMonitor ${outcome.name} has Prometheus scrape the model's metrics port at /metrics`,
+      }
+    : {
+        status: "False",
+        reason: "CRDNotInstalled",
+        message:
+          "the ServiceMonitor CRD (servicemonitors.monitoring.coreos.com, v1) is not installed; install the Prometheus Operator and the ServiceMonitor is created without a restart",
+      };
 }
 
 function poolStatus(outcome: PoolOutcome | undefined): Pick<DynamoKserveModelStatus, "inferencePool"> {
