@@ -19,6 +19,8 @@ interface OperatorFlags {
   leaderElectionLeaseDurationSecs: number;
   leaderElectionRenewDeadlineSecs: number;
   leaderElectionRetryPeriodSecs: number;
+  selfSignedValiditySecs: number;
+  selfSignedRenewBeforeSecs: number;
   logLevel: string;
 }
 
@@ -116,6 +118,24 @@ export function operatorCommand(): Command {
         .argParser(seconds)
         .default(2),
     )
+    .addOption(
+      option(
+        "--self-signed-validity-secs <seconds>",
+        "how long tls.mode SelfSigned serving certificates are valid (default 90 days)",
+        "DYNAMO_OPERATOR_SELF_SIGNED_VALIDITY_SECS",
+      )
+        .argParser(seconds)
+        .default(90 * 86_400),
+    )
+    .addOption(
+      option(
+        "--self-signed-renew-before-secs <seconds>",
+        "re-issue a SelfSigned serving certificate when less than this is left (default 30 days)",
+        "DYNAMO_OPERATOR_SELF_SIGNED_RENEW_BEFORE_SECS",
+      )
+        .argParser(seconds)
+        .default(30 * 86_400),
+    )
     .addOption(logLevelOption())
     .action(async (flags: OperatorFlags) => {
       const logger = pino({ level: flags.logLevel, base: { component: "operator", pid: process.pid } });
@@ -132,6 +152,7 @@ export function operatorCommand(): Command {
         resyncSeconds: flags.resyncSecs,
         leaderElection: flags.leaderElect === true ? leaderElectionOptions(flags) : undefined,
         onLostLeadership: () => process.exit(1),
+        certificates: certificateSettings(flags),
         logger,
       });
       stopOnSignals(operator, logger);
@@ -159,4 +180,11 @@ function leaderElectionOptions(flags: OperatorFlags) {
     renewDeadlineMs,
     retryPeriodMs,
   };
+}
+
+function certificateSettings(flags: OperatorFlags) {
+  if (flags.selfSignedRenewBeforeSecs >= flags.selfSignedValiditySecs) {
+    throw new InvalidArgumentError("--self-signed-renew-before-secs must be less than --self-signed-validity-secs");
+  }
+  return { validityMs: flags.selfSignedValiditySecs * 1000, renewBeforeMs: flags.selfSignedRenewBeforeSecs * 1000 };
 }

@@ -1,18 +1,25 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
+  CoreV1Api,
   KubeConfig,
   KubernetesObjectApi,
   type KubernetesObject,
   type V1ConfigMap,
   type V1Deployment,
   type V1CustomResourceDefinition,
+  type V1Secret,
   type V1Service,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../dataplane/src/errors.js";
 import { API_VERSION, KIND, PLURAL, type DynamoKserveModel } from "./api/v1alpha1.js";
-import { DynamoKserveModelController, keyOf, type ModelCaches } from "./controllers/dynamokservemodel.js";
+import {
+  DynamoKserveModelController,
+  keyOf,
+  type CertificateSettings,
+  type ModelCaches,
+} from "./controllers/dynamokservemodel.js";
 import { InferencePoolController } from "./controllers/inferencepool.js";
 import { OptionalKind } from "./kube/optional-kind.js";
 import { INFERENCE_POOL_KIND, type InferencePool } from "./resources/inference-pool.js";
@@ -37,6 +44,8 @@ export interface OperatorOptions {
   readonly resyncSeconds: number;
   /** With several replicas: only the Lease holder reconciles; undefined runs without election. */
   readonly leaderElection: Omit<LeaderElectionOptions, "logger"> | undefined;
+  /** Validity and renewal of tls.mode SelfSigned serving certificates. */
+  readonly certificates: CertificateSettings;
   /** Called if leadership is lost (the CLI exits, so the pod restarts as a candidate). */
   readonly onLostLeadership?: () => void;
   readonly logger: Logger;
@@ -61,7 +70,8 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
   const metrics = new OperatorMetrics();
   const writer = new KubeWriter(config, metrics, logger);
 
-  const queueFor = (name: string, reconcile: (key: string) => Promise<void>): WorkQueue =>
+  /** A work queue whose reconciles are timed and counted; a reconcile may return a Requeue. */
+  const queueFor = (name: string, reconcile: (key: string) => Promise<unknown>): WorkQueue =>
     new WorkQueue((key) => measured(name, () => reconcile(key)), {
       name,
       workers: options.workers,
@@ -121,12 +131,24 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     (installed) => crdChanged(SERVICE_MONITOR_KIND.kind, installed),
     logger,
   );
-  const caches: ModelCaches = { ...watchedCaches, pools, monitors };
+  const core = config.makeApiClient(CoreV1Api);
+  const secrets = {
+    async get(namespace: string, name: string): Promise<V1Secret | undefined> {
+      try {
+        return await core.readNamespacedSecret({ namespace, name });
+      } catch (error) {
+        if ((error as { code?: number }).code === 404) return undefined;
+        throw error;
+      }
+    },
+  };
+  const caches: ModelCaches = { ...watchedCaches, pools, monitors, secrets };
   const optionalKinds: OptionalKind<KubernetesObject>[] = [pools, monitors];
   const modelController = new DynamoKserveModelController(
     caches,
     writer,
     { dataplaneImage: options.dataplaneImage },
+    options.certificates,
     logger.child({ controller: MODEL_CONTROLLER }),
   );
   const poolController = new InferencePoolController(pools, watchedCaches.services, writer);
@@ -147,11 +169,12 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     for (const key of poolController.allKeys()) poolQueue.add(key);
   }
 
-  async function measured(controller: string, reconcile: () => Promise<void>): Promise<void> {
+  async function measured(controller: string, reconcile: () => Promise<unknown>): Promise<unknown> {
     const stopTimer = metrics.reconcileTime.startTimer({ controller });
     try {
-      await reconcile();
+      const requeue = await reconcile();
       metrics.reconcileTotal.inc({ controller, result: "success" });
+      return requeue;
     } catch (error) {
       metrics.reconcileTotal.inc({ controller, result: "error" });
       metrics.reconcileErrors.inc({ controller });

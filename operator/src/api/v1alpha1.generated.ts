@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveModel";
 export const PLURAL = "dynamokservemodels";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"grpcPort":8001,"metricsPort":8002,"logLevel":"info","monitoring":{"interval":"30s"},"inferencePool":{"endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
+export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"grpcPort":8001,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled"},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
 
 /**
  * What to serve and how to run it.
@@ -83,6 +83,37 @@ export interface DynamoKserveModelSpec {
    * Data-plane log level.
    */
   logLevel?: "trace" | "debug" | "info" | "warn" | "error";
+  /**
+   * TLS on the gRPC port. Disabled (plaintext h2c), Secret (your kubernetes.io/tls Secret), or SelfSigned (the operator makes a CA and a serving certificate for the Service's DNS names, renews it before it expires; the data plane reloads it without a restart). With TLS, probes use the HTTP health port (Kubernetes' gRPC probes cannot speak TLS).
+   */
+  tls?: {
+    /**
+     * How the serving certificate is obtained.
+     */
+    mode?: "Disabled" | "Secret" | "SelfSigned";
+    /**
+     * mode Secret: a kubernetes.io/tls Secret in this namespace (tls.crt, tls.key).
+     */
+    secretName?: string;
+  };
+  /**
+   * Bearer-token authentication: the data plane accepts only calls with `authorization: Bearer <token>` for a token in this Secret key (one per line). Rotation (editing the Secret) is picked up live.
+   */
+  auth?: {
+    /**
+     * The Secret key holding the tokens.
+     */
+    tokenSecretRef: {
+      /**
+       * Name of the Secret.
+       */
+      name: string;
+      /**
+       * Key within the Secret.
+       */
+      key?: string;
+    };
+  };
   /**
    * Have Prometheus scrape the data plane: the operator creates a ServiceMonitor (monitoring.coreos.com/v1) for the model's Service, port metrics, path /metrics, when the Prometheus Operator CRD is installed.
    */
@@ -164,6 +195,19 @@ export interface DynamoKserveModelStatus {
    */
   readyReplicas?: number;
   /**
+   * The serving certificate in use.
+   */
+  tls?: {
+    /**
+     * The Secret mounted into the data plane.
+     */
+    secretName?: string;
+    /**
+     * When the serving certificate expires.
+     */
+    notAfter?: string;
+  };
+  /**
    * The InferencePool serving the model and the Service fronting it, as last made.
    */
   inferencePool?: {
@@ -181,7 +225,7 @@ export interface DynamoKserveModelStatus {
     service?: string;
   };
   /**
-   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists).
+   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists), and with TLS or auth, CredentialsReady (the certificate and token Secrets are there and usable).
    */
   conditions?: {
     /**

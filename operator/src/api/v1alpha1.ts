@@ -32,5 +32,6 @@ export const CONDITION_TYPES = [
   "Degraded",
   "InferencePoolReady",
   "MonitoringReady",
+  "CredentialsReady",
 ] as const;
 export type ConditionType = (typeof CONDITION_TYPES)[number];

@@ -1,4 +1,4 @@
-import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Service } from "@kubernetes/client-node";
+import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Secret, V1Service } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../../dataplane/src/errors.js";
 import type { DynamoKserveModel, DynamoKserveModelStatus } from "../api/v1alpha1.js";
@@ -7,7 +7,22 @@ import type { KubeWriter } from "../kube/writer.js";
 import { checkModelConfig } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames } from "../resources/names.js";
 import { desiredConfigMap, desiredDeployment, desiredService, type BuildSettings } from "../resources/objects.js";
-import { desiredStatus, type MonitoringOutcome, type PoolOutcome } from "../resources/status.js";
+import {
+  desiredStatus,
+  type CredentialsOutcome,
+  type MonitoringOutcome,
+  type PoolOutcome,
+} from "../resources/status.js";
+import { issueCa, issueLeaf, needsIssuing, notAfter, type KeyPairPem } from "../resources/certificates.js";
+import {
+  desiredCaSecret,
+  desiredTlsSecret,
+  secretText,
+  serviceDnsNames,
+  tlsMode,
+  tokenKey,
+} from "../resources/credentials.js";
+import type { Requeue } from "../kube/queue.js";
 import { desiredServiceMonitor, type ServiceMonitor } from "../resources/service-monitor.js";
 import { desiredInferencePool, H2C, poolServiceName, type InferencePool } from "../resources/inference-pool.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
@@ -22,7 +37,18 @@ export interface ModelCaches {
   readonly pools: OptionalKind<InferencePool>;
   /** ServiceMonitors, while their CRD is installed. */
   readonly monitors: OptionalKind<ServiceMonitor>;
+  /** Secrets are read when needed, not watched (the operator needs no list/watch on Secrets). */
+  readonly secrets: { get(namespace: string, name: string): Promise<V1Secret | undefined> };
 }
+
+/** How the controller issues tls.mode SelfSigned certificates. */
+export interface CertificateSettings {
+  readonly validityMs: number;
+  readonly renewBeforeMs: number;
+}
+
+/** While a Secret the model needs is missing, look again this often. */
+const MISSING_SECRET_RETRY_MS = 10_000;
 
 /** `namespace/name`, the work-queue key of a model. */
 export const keyOf = (namespace: string, name: string): string => `${namespace}/${name}`;
@@ -39,6 +65,7 @@ export class DynamoKserveModelController {
     private readonly caches: ModelCaches,
     private readonly writer: KubeWriter,
     private readonly settings: BuildSettings,
+    private readonly certificates: CertificateSettings,
     private readonly logger: Logger,
   ) {}
 
@@ -67,7 +94,7 @@ export class DynamoKserveModelController {
     return keys;
   }
 
-  async reconcile(key: string): Promise<void> {
+  async reconcile(key: string): Promise<Requeue | undefined> {
     const [namespace, name] = key.split("/") as [string, string];
     const cached = this.caches.models.get(namespace, name);
     if (cached === undefined || cached.metadata.deletionTimestamp !== undefined) {
@@ -86,6 +113,7 @@ export class DynamoKserveModelController {
       ref === undefined ? undefined : this.caches.configMaps.get(namespace, ref.name),
     );
 
+    const { outcome: credentials, requeueAfterMs } = await this.reconcileCredentials(model);
     await this.writer.apply(desiredService(model), this.caches.services.get(namespace, names.service));
     let deployment = this.caches.deployments.get(namespace, names.deployment);
     if (config.valid) {
@@ -102,7 +130,7 @@ export class DynamoKserveModelController {
     const monitoring = await this.reconcileMonitoring(model);
     const { status, transitions } = desiredStatus(
       model,
-      { config, deployment, inferencePool, monitoring },
+      { config, deployment, inferencePool, monitoring, credentials },
       timestamp(),
     );
     await this.writer.status(model, status);
@@ -114,6 +142,7 @@ export class DynamoKserveModelController {
           this.logger.warn({ model: key, err: errorMessage(error) }, "could not record an event"),
         );
     }
+    return requeueAfterMs === undefined ? undefined : { afterMs: requeueAfterMs };
   }
 
   /** Creates, updates or removes the model's InferencePool; undefined when it asks for none. */
@@ -147,5 +176,107 @@ export class DynamoKserveModelController {
     const desired = desiredServiceMonitor(model);
     await this.writer.apply(desired, live);
     return { state: "Created", name: desired.metadata.name };
+  }
+
+  /**
+   * The certificate and token Secrets: for SelfSigned, a CA and a serving certificate for
+   * the Service's names, re-issued when due (the reconcile asks to run again then); for
+   * Secret mode and tokens, the user's Secrets must be there with their keys.
+   */
+  private async reconcileCredentials(
+    model: DynamoKserveModel,
+  ): Promise<{ outcome: CredentialsOutcome | undefined; requeueAfterMs?: number }> {
+    const { namespace } = model.metadata;
+    const mode = tlsMode(model);
+    if (mode === "Disabled" && model.spec.auth === undefined) return { outcome: undefined };
+    const missing = (reason: string, message: string) => ({
+      outcome: { ready: false as const, reason, message },
+      requeueAfterMs: MISSING_SECRET_RETRY_MS,
+    });
+    let tlsSecret: string | undefined;
+    let notAfterTime: string | undefined;
+    let requeueAfterMs: number | undefined;
+    if (mode === "Secret") {
+      tlsSecret = model.spec.tls!.secretName!;
+      const secret = await this.caches.secrets.get(namespace, tlsSecret);
+      const certificate = secretText(secret, "tls.crt");
+      if (secret === undefined) return missing("SecretNotFound", `TLS Secret ${tlsSecret} does not exist`);
+      if (certificate === undefined || secretText(secret, "tls.key") === undefined) {
+        return missing("SecretInvalid", `TLS Secret ${tlsSecret} needs the keys tls.crt and tls.key`);
+      }
+      try {
+        notAfterTime = notAfter(certificate);
+      } catch (error) {
+        return missing(
+          "SecretInvalid",
+          `TLS Secret ${tlsSecret}: tls.crt is not a PEM certificate (${errorMessage(error)})`,
+        );
+      }
+    } else if (mode === "SelfSigned") {
+      const issued = await this.issueSelfSigned(model);
+      tlsSecret = issued.secret;
+      notAfterTime = issued.notAfter;
+      requeueAfterMs = issued.renewInMs;
+    }
+    if (model.spec.auth !== undefined) {
+      const { name } = model.spec.auth.tokenSecretRef;
+      const secret = await this.caches.secrets.get(namespace, name);
+      if (secret === undefined) return missing("TokenSecretNotFound", `token Secret ${name} does not exist`);
+      const tokens = secretText(secret, tokenKey(model));
+      if (
+        tokens === undefined ||
+        tokens.split("\n").every((line) => line.trim() === "" || line.trim().startsWith("#"))
+      ) {
+        return missing("TokenSecretInvalid", `token Secret ${name} has no tokens under key ${tokenKey(model)}`);
+      }
+    }
+    const parts = [
+      ...(tlsSecret !== undefined
+        ? [`TLS certificate from Secret ${tlsSecret}${notAfterTime ? ` (expires ${notAfterTime})` : ""}`]
+        : []),
+      ...(model.spec.auth !== undefined ? [`bearer tokens from Secret ${model.spec.auth.tokenSecretRef.name}`] : []),
+    ];
+    return {
+      outcome: {
+        ready: true,
+        message: parts.join("; "),
+        ...(tlsSecret !== undefined ? { tlsSecret } : {}),
+        ...(notAfterTime !== undefined ? { notAfter: notAfterTime } : {}),
+      },
+      ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
+    };
+  }
+
+  /** Keeps the model's CA and serving certificate Secrets current; says when to look again. */
+  private async issueSelfSigned(
+    model: DynamoKserveModel,
+  ): Promise<{ secret: string; notAfter: string; renewInMs: number }> {
+    const { namespace, name } = model.metadata;
+    const names = objectNames(model);
+    const caLive = await this.caches.secrets.get(namespace, names.caSecret);
+    let ca: KeyPairPem | undefined;
+    const caCertificate = secretText(caLive, "ca.crt");
+    const caKey = secretText(caLive, "ca.key");
+    if (caCertificate !== undefined && caKey !== undefined) ca = { certificate: caCertificate, privateKey: caKey };
+    if (ca === undefined) {
+      ca = await issueCa(`${name}.${namespace} dynamo-kserve CA`);
+      await this.writer.apply(desiredCaSecret(model, ca), caLive);
+      this.logger.info({ model: `${namespace}/${name}` }, "issued a CA");
+    }
+    const tlsLive = await this.caches.secrets.get(namespace, names.tlsSecret);
+    const current = secretText(tlsLive, "tls.crt");
+    const currentKey = secretText(tlsLive, "tls.key");
+    let serving =
+      current !== undefined && currentKey !== undefined ? { certificate: current, privateKey: currentKey } : undefined;
+    const dnsNames = serviceDnsNames(model);
+    const why = needsIssuing(serving, ca.certificate, dnsNames, this.certificates.renewBeforeMs);
+    if (why !== undefined || secretText(tlsLive, "ca.crt") !== ca.certificate) {
+      serving = await issueLeaf(ca, dnsNames[2]!, { dnsNames, validityMs: this.certificates.validityMs });
+      await this.writer.apply(desiredTlsSecret(model, serving, ca.certificate), tlsLive);
+      this.logger.info({ model: `${namespace}/${name}`, why: why ?? "the CA changed" }, "issued a serving certificate");
+    }
+    const expires = notAfter(serving!.certificate);
+    const renewInMs = Math.max(1000, new Date(expires).getTime() - this.certificates.renewBeforeMs - Date.now());
+    return { secret: names.tlsSecret, notAfter: expires, renewInMs };
   }
 }

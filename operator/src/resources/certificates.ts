@@ -13,9 +13,9 @@ import { webcrypto } from "node:crypto";
 const ALGORITHM = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" } as const;
 const DAY_MS = 86_400_000;
 export const CA_VALIDITY_DAYS = 3650;
-export const SERVING_VALIDITY_DAYS = 90;
-/** A serving certificate is re-issued when less than this much of its life is left. */
-export const RENEW_BEFORE_DAYS = 30;
+/** Serving certificates live 90 days and are re-issued when fewer than 30 are left (defaults). */
+export const SERVING_VALIDITY_MS = 90 * DAY_MS;
+export const RENEW_BEFORE_MS = 30 * DAY_MS;
 
 export interface KeyPairPem {
   readonly certificate: string;
@@ -44,13 +44,13 @@ export interface LeafOptions {
   readonly ipAddresses?: readonly string[];
   /** serverAuth (default) or clientAuth (mTLS clients). */
   readonly usage?: "server" | "client";
-  readonly validityDays?: number;
+  readonly validityMs?: number;
   readonly now?: Date;
 }
 
 /** A certificate signed by `ca`: a serving certificate for DNS/IP names, or a client certificate. */
 export async function issueLeaf(ca: KeyPairPem, commonName: string, options: LeafOptions = {}): Promise<KeyPairPem> {
-  const { dnsNames = [], ipAddresses = [], usage = "server", validityDays = SERVING_VALIDITY_DAYS } = options;
+  const { dnsNames = [], ipAddresses = [], usage = "server", validityMs = SERVING_VALIDITY_MS } = options;
   const now = options.now ?? new Date();
   const names: x509.JsonGeneralName[] = [
     ...dnsNames.map((value) => ({ type: "dns" as const, value })),
@@ -64,7 +64,7 @@ export async function issueLeaf(ca: KeyPairPem, commonName: string, options: Lea
     subject: `CN=${escapeDn(commonName)}`,
     issuer: caCertificate.subject,
     notBefore: new Date(now.getTime() - 60_000),
-    notAfter: new Date(now.getTime() + validityDays * DAY_MS),
+    notAfter: new Date(now.getTime() + validityMs),
     publicKey: keys.publicKey,
     signingKey: caKey,
     signingAlgorithm: ALGORITHM,
@@ -83,12 +83,13 @@ export async function issueLeaf(ca: KeyPairPem, commonName: string, options: Lea
 /**
  * Why a serving certificate must be (re-)issued, or undefined if it can stay: missing or
  * unreadable, not signed by the CA, names that differ from the wanted ones, or less than
- * RENEW_BEFORE_DAYS of validity left.
+ * `renewBeforeMs` of validity left.
  */
 export function needsIssuing(
   serving: KeyPairPem | undefined,
   caCertificate: string,
   dnsNames: readonly string[],
+  renewBeforeMs = RENEW_BEFORE_MS,
   now = new Date(),
 ): string | undefined {
   if (serving === undefined) return "no serving certificate yet";
@@ -108,7 +109,7 @@ export function needsIssuing(
     .sort();
   if (names.join(",") !== [...dnsNames].sort().join(",")) return "the Service's DNS names changed";
   const left = new Date(certificate.validTo).getTime() - now.getTime();
-  if (left < RENEW_BEFORE_DAYS * DAY_MS) return `it expires ${certificate.validTo}: renewing`;
+  if (left < renewBeforeMs) return `it expires ${certificate.validTo}: renewing`;
   return undefined;
 }
 

@@ -14,11 +14,20 @@ export interface OwnedNames {
   readonly deployment: string;
   readonly service: string;
   readonly configMap: string;
+  /** tls.mode SelfSigned: the model's CA, and the serving certificate it signs. */
+  readonly caSecret: string;
+  readonly tlsSecret: string;
 }
 
 /** Names of the objects the DynamoKserveModel called `name` owns. */
 export function ownedNames(name: string): OwnedNames {
-  return { deployment: name, service: name, configMap: `${name}-model-config` };
+  return {
+    deployment: name,
+    service: name,
+    configMap: `${name}-model-config`,
+    caSecret: `${name}-ca`,
+    tlsSecret: `${name}-tls`,
+  };
 }
 
 export const objectNames = (model: DynamoKserveModel): OwnedNames => ownedNames(model.metadata.name);

@@ -1,5 +1,6 @@
 import type { V1ConfigMap, V1Deployment, V1ResourceRequirements, V1Service } from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
+import { AUTH_MOUNT, TLS_MOUNT, tlsSecretName, tokenKey } from "./credentials.js";
 import type { ValidConfig } from "./model-config.js";
 import { labelsFor, MODEL_REPOSITORY_PATH, objectNames, ownerReference, selectorFor } from "./names.js";
 
@@ -57,9 +58,13 @@ export function desiredConfigMap(model: DynamoKserveModel, config: ValidConfig):
   };
 }
 
-/** The Service: `grpc` with appProtocol kubernetes.io/h2c (gRPC without TLS), `metrics` over http. */
+/**
+ * The Service: `grpc` with appProtocol kubernetes.io/h2c (gRPC over cleartext HTTP/2), or
+ * https when the data plane serves TLS; `metrics` over http.
+ */
 export function desiredService(model: DynamoKserveModel): V1Service {
   const ports = portsOf(model);
+  const grpcProtocol = tlsSecretName(model) === undefined ? "kubernetes.io/h2c" : "https";
   return {
     apiVersion: "v1",
     kind: "Service",
@@ -68,7 +73,7 @@ export function desiredService(model: DynamoKserveModel): V1Service {
       type: "ClusterIP",
       selector: selectorFor(model),
       ports: [
-        { name: "grpc", port: ports.grpc, targetPort: "grpc", protocol: "TCP", appProtocol: "kubernetes.io/h2c" },
+        { name: "grpc", port: ports.grpc, targetPort: "grpc", protocol: "TCP", appProtocol: grpcProtocol },
         { name: "metrics", port: ports.metrics, targetPort: "metrics", protocol: "TCP", appProtocol: "http" },
       ],
     },
@@ -83,6 +88,7 @@ export function desiredService(model: DynamoKserveModel): V1Service {
 export function desiredDeployment(model: DynamoKserveModel, settings: BuildSettings): V1Deployment {
   const { spec } = model;
   const ports = portsOf(model);
+  const tlsSecret = tlsSecretName(model);
   const args = [
     "dataplane",
     "--model-repository",
@@ -94,7 +100,37 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
     "--log-level",
     spec.logLevel ?? SPEC_DEFAULTS.logLevel,
     ...(spec.maxMessageSize !== undefined ? ["--max-message-size", String(spec.maxMessageSize)] : []),
+    ...(tlsSecret !== undefined
+      ? ["--use-tls", "--cert-file", `${TLS_MOUNT}/tls.crt`, "--key-file", `${TLS_MOUNT}/tls.key`]
+      : []),
+    ...(spec.auth !== undefined ? ["--auth-token-file", `${AUTH_MOUNT}/${tokenKey(model)}`] : []),
   ];
+  // Kubernetes' gRPC probes cannot speak TLS: with TLS, the HTTP health port answers them.
+  const probes =
+    tlsSecret === undefined
+      ? {
+          livenessProbe: { grpc: { port: ports.grpc }, periodSeconds: 10, failureThreshold: 3 },
+          readinessProbe: { grpc: { port: ports.grpc, service: READINESS_SERVICE }, periodSeconds: 5 },
+        }
+      : {
+          livenessProbe: {
+            httpGet: { path: "/v2/health/live", port: "metrics" },
+            periodSeconds: 10,
+            failureThreshold: 3,
+          },
+          readinessProbe: { httpGet: { path: "/v2/health/ready", port: "metrics" }, periodSeconds: 5 },
+        };
+  const secretVolumes = [
+    ...(tlsSecret !== undefined ? [{ name: "tls", secret: { secretName: tlsSecret, defaultMode: 0o440 } }] : []),
+    ...(spec.auth !== undefined
+      ? [{ name: "auth", secret: { secretName: spec.auth.tokenSecretRef.name, defaultMode: 0o440 } }]
+      : []),
+  ];
+  const secretMounts = secretVolumes.map((volume) => ({
+    name: volume.name,
+    mountPath: volume.name === "tls" ? TLS_MOUNT : AUTH_MOUNT,
+    readOnly: true,
+  }));
   const labels = labelsFor(model);
   return {
     apiVersion: "apps/v1",
@@ -126,8 +162,7 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
                 { name: "grpc", containerPort: ports.grpc, protocol: "TCP" },
                 { name: "metrics", containerPort: ports.metrics, protocol: "TCP" },
               ],
-              livenessProbe: { grpc: { port: ports.grpc }, periodSeconds: 10, failureThreshold: 3 },
-              readinessProbe: { grpc: { port: ports.grpc, service: READINESS_SERVICE }, periodSeconds: 5 },
+              ...probes,
               ...(spec.resources !== undefined ? { resources: quantities(spec.resources) } : {}),
               securityContext: {
                 allowPrivilegeEscalation: false,
@@ -139,12 +174,14 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
               volumeMounts: [
                 { name: "model-config", mountPath: MODEL_REPOSITORY_PATH, readOnly: true },
                 { name: "tmp", mountPath: "/tmp" },
+                ...secretMounts,
               ],
             },
           ],
           volumes: [
             { name: "model-config", configMap: { name: objectNames(model).configMap } },
             { name: "tmp", emptyDir: {} },
+            ...secretVolumes,
           ],
         },
       },

@@ -13,7 +13,13 @@ export interface Observed {
   readonly inferencePool?: PoolOutcome;
   /** What became of spec.monitoring (undefined when the model asks for none). */
   readonly monitoring?: MonitoringOutcome;
+  /** The TLS and token Secrets (undefined when the model uses neither). */
+  readonly credentials?: CredentialsOutcome;
 }
+
+export type CredentialsOutcome =
+  | { readonly ready: true; readonly message: string; readonly tlsSecret?: string; readonly notAfter?: string }
+  | { readonly ready: false; readonly reason: string; readonly message: string };
 
 export type MonitoringOutcome =
   { readonly state: "Created"; readonly name: string } | { readonly state: "CRDNotInstalled" };
@@ -48,12 +54,15 @@ export function desiredStatus(
   const configValid = configCondition(observed.config);
   const available = availableCondition(observed);
   const degraded = degradedCondition(observed);
+  const credentials = observed.credentials === undefined ? undefined : credentialsCondition(observed.credentials);
   const ready: ConditionValue =
     configValid.status !== "True"
       ? { status: "False", reason: "ConfigInvalid", message: `ConfigValid is False: ${configValid.message}` }
-      : available.status !== "True"
-        ? { status: "False", reason: available.reason, message: available.message }
-        : { status: "True", reason: "Ready", message: `model '${servedModelName(model)}' is served at ${endpoint}` };
+      : credentials !== undefined && credentials.status !== "True"
+        ? { status: "False", reason: credentials.reason, message: `CredentialsReady is False: ${credentials.message}` }
+        : available.status !== "True"
+          ? { status: "False", reason: available.reason, message: available.message }
+          : { status: "True", reason: "Ready", message: `model '${servedModelName(model)}' is served at ${endpoint}` };
   const values: Partial<Record<ConditionType, ConditionValue>> = {
     Ready: ready,
     ConfigValid: configValid,
@@ -61,6 +70,7 @@ export function desiredStatus(
     Degraded: degraded,
     ...(observed.inferencePool !== undefined ? { InferencePoolReady: poolCondition(observed.inferencePool) } : {}),
     ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
+    ...(credentials !== undefined ? { CredentialsReady: credentials } : {}),
   };
   const previous = model.status?.conditions ?? [];
   const generation = model.metadata.generation ?? 0;
@@ -92,6 +102,14 @@ export function desiredStatus(
       replicas: deploymentStatus?.replicas ?? 0,
       readyReplicas: deploymentStatus?.readyReplicas ?? 0,
       ...poolStatus(observed.inferencePool),
+      ...(observed.credentials?.ready === true && observed.credentials.tlsSecret !== undefined
+        ? {
+            tls: {
+              secretName: observed.credentials.tlsSecret,
+              ...(observed.credentials.notAfter !== undefined ? { notAfter: observed.credentials.notAfter } : {}),
+            },
+          }
+        : {}),
       conditions,
     },
     transitions,
@@ -126,6 +144,12 @@ function poolCondition(outcome: PoolOutcome): ConditionValue {
         message: `an InferencePool named ${outcome.name} exists and is not this model's; rename one of them`,
       };
   }
+}
+
+function credentialsCondition(outcome: CredentialsOutcome): ConditionValue {
+  return outcome.ready
+    ? { status: "True", reason: "SecretsReady", message: outcome.message }
+    : { status: "False", reason: outcome.reason, message: outcome.message };
 }
 
 function monitoringCondition(outcome: MonitoringOutcome): ConditionValue {

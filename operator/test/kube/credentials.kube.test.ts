@@ -1,0 +1,179 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
+import type { V1Deployment, V1Secret, V1Service } from "@kubernetes/client-node";
+import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
+import { testCluster } from "../../../e2e/cluster/mocha-global.js";
+import type { TestCluster } from "../../../e2e/cluster/cluster.js";
+import { createTestCa } from "../../../e2e/support/certificates.js";
+import { eventually } from "../../../e2e/support/eventually.js";
+import { startServer } from "../../../dataplane/test/fixtures/server.js";
+import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
+import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
+import { startOperatorProcess, type OperatorProcess } from "../fixtures/operator.js";
+
+const text = (secret: V1Secret, key: string): string => Buffer.from(secret.data![key]!, "base64").toString("utf8");
+const secretOf = (namespace: string, name: string, type: string, data: Record<string, string>): V1Secret => ({
+  apiVersion: "v1",
+  kind: "Secret",
+  metadata: { name, namespace },
+  type,
+  data: Object.fromEntries(Object.entries(data).map(([key, value]) => [key, Buffer.from(value).toString("base64")])),
+});
+
+describe("TLS and token Secrets (real API server, and a data plane serving the issued certificate)", function () {
+  this.timeout(180_000);
+  let cluster: TestCluster;
+  let kube: KubeTestClient;
+  let namespace: string;
+  let operator: OperatorProcess;
+
+  before(async function () {
+    cluster = testCluster(this);
+    kube = new KubeTestClient(cluster.adminConfig());
+    namespace = await kube.createNamespace("tls");
+    // Short-lived certificates, so renewal happens while the test watches.
+    operator = await startOperatorProcess(cluster.operatorKubeconfig, [
+      "--namespace",
+      namespace,
+      "--self-signed-validity-secs",
+      "40",
+      "--self-signed-renew-before-secs",
+      "32",
+    ]);
+  });
+  after(async () => operator?.stop());
+
+  const model = (name: string) =>
+    kube.read<DynamoKserveModel>("dynamokserve.dev/v1alpha1", "DynamoKserveModel", namespace, name);
+  const secret = (name: string) => kube.read<V1Secret>("v1", "Secret", namespace, name);
+
+  it("waits for the token Secret (CredentialsReady=False, not Ready), then issues a CA and a serving certificate", async () => {
+    await kube.create(
+      modelObject(namespace, "secure", {
+        replicas: 1,
+        modelConfig: { inline: IDENTITY_CONFIG },
+        tls: { mode: "SelfSigned" },
+        auth: { tokenSecretRef: { name: "tokens" } },
+      }),
+    );
+    await eventually(async () => {
+      const live = await model("secure");
+      assert.equal(conditionOf(live, "CredentialsReady")?.reason, "TokenSecretNotFound");
+      assert.equal(conditionOf(live, "Ready")?.status, "False");
+    }, 30_000);
+    await kube.create(secretOf(namespace, "tokens", "Opaque", { tokens: "# serving tokens\nfirst-token\n" }));
+    await eventually(
+      async () => assert.equal(conditionOf(await model("secure"), "CredentialsReady")?.status, "True"),
+      30_000,
+    );
+    const live = await model("secure");
+    assert.equal(live.status?.tls?.secretName, "secure-tls");
+    assert.ok(live.status?.tls?.notAfter);
+    const tls = await secret("secure-tls");
+    assert.equal(tls.type, "kubernetes.io/tls");
+    assert.equal(text(tls, "ca.crt"), text(await secret("secure-ca"), "ca.crt"));
+    const deployment = await kube.read<V1Deployment>("apps/v1", "Deployment", namespace, "secure");
+    const pod = deployment.spec!.template.spec!;
+    const container = pod.containers[0]!;
+    for (const arg of [
+      "--use-tls",
+      "/etc/dynamo-kserve/tls/tls.crt",
+      "/etc/dynamo-kserve/tls/tls.key",
+      "/etc/dynamo-kserve/auth/tokens",
+    ]) {
+      assert.ok(container.args?.includes(arg), `${arg} in ${container.args?.join(" ")}`);
+    }
+    assert.deepEqual(
+      { ...container.readinessProbe?.httpGet },
+      { path: "/v2/health/ready", port: "metrics", scheme: "HTTP" },
+    );
+    assert.deepEqual(
+      pod.volumes?.filter((volume) => volume.secret !== undefined).map((volume) => volume.secret?.secretName),
+      ["secure-tls", "tokens"],
+    );
+    const service = await kube.read<V1Service>("v1", "Service", namespace, "secure");
+    assert.equal(service.spec?.ports?.find((port) => port.name === "grpc")?.appProtocol, "https");
+  });
+
+  it("issues a certificate whose SANs are the Service's names: a data plane serving it passes a TLS handshake by that name", async () => {
+    const tls = await secret("secure-tls");
+    const dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-issued-"));
+    writeFileSync(join(dir, "tls.crt"), text(tls, "tls.crt"));
+    writeFileSync(join(dir, "tls.key"), text(tls, "tls.key"));
+    writeFileSync(join(dir, "tokens"), text(await secret("tokens"), "tokens"));
+    const server = await startServer([
+      "--use-tls",
+      "--cert-file",
+      join(dir, "tls.crt"),
+      "--key-file",
+      join(dir, "tls.key"),
+      "--auth-token-file",
+      join(dir, "tokens"),
+    ]);
+    const live = (serverName: string): Promise<ServiceError | null> => {
+      const client = new GRPCInferenceServiceClient(
+        `127.0.0.1:${server.grpcPort}`,
+        credentials.createSsl(Buffer.from(text(tls, "ca.crt"))),
+        { "grpc.ssl_target_name_override": serverName, "grpc.default_authority": serverName },
+      );
+      const metadata = new Metadata();
+      metadata.set("authorization", "Bearer first-token");
+      return new Promise((resolve) =>
+        client.serverLive({}, metadata, { deadline: Date.now() + 5000 }, (error) => {
+          client.close();
+          resolve(error);
+        }),
+      );
+    };
+    try {
+      assert.equal(await live(`secure.${namespace}.svc`), null);
+      assert.equal(await live(`secure.${namespace}.svc.cluster.local`), null);
+      assert.notEqual(await live("somebody-else.example"), null, "a name not in the SANs is refused");
+    } finally {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("renews the serving certificate before it expires, with the same CA", async () => {
+    const before = await secret("secure-tls");
+    const ca = text(await secret("secure-ca"), "ca.crt");
+    await eventually(
+      async () => {
+        const after = await secret("secure-tls");
+        assert.notEqual(text(after, "tls.crt"), text(before, "tls.crt"));
+        assert.equal(text(after, "ca.crt"), ca);
+      },
+      30_000,
+      500,
+    );
+    assert.equal(text(await secret("secure-ca"), "ca.crt"), ca);
+  });
+
+  it("uses a user's kubernetes.io/tls Secret once it exists", async () => {
+    await kube.create(
+      modelObject(namespace, "byo", {
+        replicas: 1,
+        modelConfig: { inline: IDENTITY_CONFIG },
+        tls: { mode: "Secret", secretName: "byo-cert" },
+      }),
+    );
+    await eventually(
+      async () => assert.equal(conditionOf(await model("byo"), "CredentialsReady")?.reason, "SecretNotFound"),
+      30_000,
+    );
+    const testCa = await createTestCa();
+    const pem = await testCa.issue("byo", { dns: [`byo.${namespace}.svc`] });
+    await kube.create(
+      secretOf(namespace, "byo-cert", "kubernetes.io/tls", { "tls.crt": pem.certificate, "tls.key": pem.privateKey }),
+    );
+    await eventually(async () => {
+      const live = await model("byo");
+      assert.equal(conditionOf(live, "CredentialsReady")?.status, "True");
+      assert.equal(live.status?.tls?.secretName, "byo-cert");
+    }, 30_000);
+  });
+});
