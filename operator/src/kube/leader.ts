@@ -35,6 +35,8 @@ export class LeaderElector {
   private leading = false;
   private stopped = false;
   private renewTimer: NodeJS.Timeout | undefined;
+  /** The renewal in flight, if any: release waits for it, or the two would race on the Lease. */
+  private renewing: Promise<void> = Promise.resolve();
 
   constructor(
     config: KubeConfig,
@@ -75,15 +77,16 @@ export class LeaderElector {
         onLost();
         return;
       }
-      this.renewTimer = setTimeout(() => void renew(), this.options.retryPeriodMs);
+      this.renewTimer = setTimeout(() => (this.renewing = renew()), this.options.retryPeriodMs);
     };
-    this.renewTimer = setTimeout(() => void renew(), this.options.retryPeriodMs);
+    this.renewTimer = setTimeout(() => (this.renewing = renew()), this.options.retryPeriodMs);
   }
 
   /** Stops renewing and, if leading, gives the Lease up so another candidate takes over at once. */
   async release(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.renewTimer);
+    await this.renewing;
     if (!this.leading) return;
     this.leading = false;
     const { namespace, name, identity } = this.options;
