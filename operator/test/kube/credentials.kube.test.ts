@@ -5,14 +5,12 @@ import { join } from "node:path";
 import { credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
 import type { V1Deployment, V1Secret, V1Service } from "@kubernetes/client-node";
 import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
-import { testCluster } from "../../../e2e/cluster/mocha-global.js";
-import type { TestCluster } from "../../../e2e/cluster/cluster.js";
 import { createTestCa } from "../../../e2e/support/certificates.js";
 import { eventually } from "../../../e2e/support/eventually.js";
 import { startServer } from "../../../dataplane/test/fixtures/server.js";
 import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
 import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
-import { startOperatorProcess, type OperatorProcess } from "../fixtures/operator.js";
+import { useOperator } from "../fixtures/operator.js";
 
 const text = (secret: V1Secret, key: string): string => Buffer.from(secret.data![key]!, "base64").toString("utf8");
 const secretOf = (namespace: string, name: string, type: string, data: Record<string, string>): V1Secret => ({
@@ -25,26 +23,16 @@ const secretOf = (namespace: string, name: string, type: string, data: Record<st
 
 describe("TLS and token Secrets (real API server, and a data plane serving the issued certificate)", function () {
   this.timeout(180_000);
-  let cluster: TestCluster;
+  const suite = useOperator("tls", [
+    // Short-lived certificates, so renewal happens while the test watches.
+    "--self-signed-validity-secs",
+    "40",
+    "--self-signed-renew-before-secs",
+    "32",
+  ]);
   let kube: KubeTestClient;
   let namespace: string;
-  let operator: OperatorProcess;
-
-  before(async function () {
-    cluster = testCluster(this);
-    kube = new KubeTestClient(cluster.adminConfig());
-    namespace = await kube.createNamespace("tls");
-    // Short-lived certificates, so renewal happens while the test watches.
-    operator = await startOperatorProcess(cluster.operatorKubeconfig, [
-      "--namespace",
-      namespace,
-      "--self-signed-validity-secs",
-      "40",
-      "--self-signed-renew-before-secs",
-      "32",
-    ]);
-  });
-  after(async () => operator?.stop());
+  before(() => ({ kube, namespace } = suite));
 
   const model = (name: string) =>
     kube.read<DynamoKserveModel>("dynamokserve.dev/v1alpha1", "DynamoKserveModel", namespace, name);

@@ -1,31 +1,24 @@
 import assert from "node:assert/strict";
 import type { KubernetesObject, V1Service } from "@kubernetes/client-node";
-import { testCluster } from "../../../e2e/cluster/mocha-global.js";
 import { upstreamCrdFile, type TestCluster } from "../../../e2e/cluster/cluster.js";
 import { eventually } from "../../../e2e/support/eventually.js";
 import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
 import type { InferencePool } from "../../src/resources/inference-pool.js";
 import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
-import { startOperatorProcess, type OperatorProcess } from "../fixtures/operator.js";
+import { useOperator, type OperatorProcess } from "../fixtures/operator.js";
 
 const POOL_API = "inference.networking.k8s.io/v1";
 const POOL_CRD = "inferencepools.inference.networking.k8s.io";
 
 describe("InferencePool (upstream Gateway API Inference Extension CRD, real API server)", function () {
   this.timeout(180_000);
+  const suite = useOperator("pool");
   let cluster: TestCluster;
   let kube: KubeTestClient;
   let namespace: string;
   let operator: OperatorProcess;
-
-  before(async function () {
-    cluster = testCluster(this);
-    kube = new KubeTestClient(cluster.adminConfig());
-    namespace = await kube.createNamespace("pool");
-    operator = await startOperatorProcess(cluster.operatorKubeconfig, ["--namespace", namespace]);
-  });
+  before(() => ({ cluster, kube, namespace, operator } = suite));
   after(async () => {
-    await operator?.stop();
     // Leave the cluster as the other suites expect it: the current InferencePool CRD.
     if (
       (await cluster.request("GET", `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${POOL_CRD}`)).status ===

@@ -1,30 +1,23 @@
 import assert from "node:assert/strict";
-import { testCluster } from "../../../e2e/cluster/mocha-global.js";
 import { upstreamCrdFile, type TestCluster } from "../../../e2e/cluster/cluster.js";
 import { eventually } from "../../../e2e/support/eventually.js";
 import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
 import type { ServiceMonitor } from "../../src/resources/service-monitor.js";
 import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
-import { startOperatorProcess, type OperatorProcess } from "../fixtures/operator.js";
+import { useOperator, type OperatorProcess } from "../fixtures/operator.js";
 
 const MONITOR_API = "monitoring.coreos.com/v1";
 const MONITOR_CRD = "servicemonitors.monitoring.coreos.com";
 
 describe("ServiceMonitor (upstream Prometheus Operator CRD, real API server)", function () {
   this.timeout(120_000);
+  const suite = useOperator("monitor");
   let cluster: TestCluster;
   let kube: KubeTestClient;
   let namespace: string;
   let operator: OperatorProcess;
-
-  before(async function () {
-    cluster = testCluster(this);
-    kube = new KubeTestClient(cluster.adminConfig());
-    namespace = await kube.createNamespace("monitor");
-    operator = await startOperatorProcess(cluster.operatorKubeconfig, ["--namespace", namespace]);
-  });
+  before(() => ({ cluster, kube, namespace, operator } = suite));
   after(async () => {
-    await operator?.stop();
     if (
       (await cluster.request("GET", `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${MONITOR_CRD}`))
         .status !== 200
