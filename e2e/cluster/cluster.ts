@@ -301,6 +301,10 @@ export class TestCluster {
   async installCrdFile(file: string): Promise<void> {
     for (const crd of loadAllYaml(readFileSync(file, "utf8")) as (KubernetesObject | null)[]) {
       if (crd === null) continue;
+      // cert-manager ships its CRDs as Helm templates: drop the templated labels and annotations.
+      for (const field of ["labels", "annotations"] as const) {
+        if (JSON.stringify(crd.metadata?.[field] ?? {}).includes("{{")) delete crd.metadata![field];
+      }
       // Sent as raw JSON: client-node's typed serializer would drop x-kubernetes-* keys.
       const created = await this.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd);
       if (created.status !== 201) throw new Error(`creating CRD ${crd.metadata?.name}: ${created.body}`);
@@ -352,9 +356,16 @@ export class TestCluster {
 /** The folder of a Go module version, downloaded by the Go toolchain into its module cache. */
 /**
  * An upstream CRD file from its pinned Go module: the InferencePool (Gateway API Inference
- * Extension; `old` is a release before appProtocol) or the ServiceMonitor (Prometheus Operator).
+ * Extension; `old` is a release before appProtocol), the ServiceMonitor (Prometheus Operator) or
+ * cert-manager's Certificate.
  */
-export function upstreamCrdFile(kind: "inferencepools" | "servicemonitors", old = false): string {
+export function upstreamCrdFile(kind: "inferencepools" | "servicemonitors" | "certificates", old = false): string {
+  if (kind === "certificates") {
+    return join(
+      goModuleDir("github.com/cert-manager/cert-manager", pinnedVersion("CERT_MANAGER_VERSION")),
+      "deploy/crds/crd-certificates.yaml",
+    );
+  }
   if (kind === "inferencepools") {
     const version = pinnedVersion(
       old ? "GATEWAY_API_INFERENCE_EXTENSION_OLD_VERSION" : "GATEWAY_API_INFERENCE_EXTENSION_VERSION",

@@ -24,6 +24,7 @@ import { InferencePoolController } from "./controllers/inferencepool.js";
 import { OptionalKind } from "./kube/optional-kind.js";
 import { INFERENCE_POOL_KIND, type InferencePool } from "./resources/inference-pool.js";
 import { SERVICE_MONITOR_KIND, type ServiceMonitor } from "./resources/service-monitor.js";
+import { CERTIFICATE_KIND, type Certificate } from "./resources/certificate-request.js";
 import { WatchedObjects, type WatchedKind } from "./kube/informer.js";
 import { OperatorMetrics } from "./kube/metrics.js";
 import { WorkQueue } from "./kube/queue.js";
@@ -142,8 +143,15 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
       }
     },
   };
-  const caches: ModelCaches = { ...watchedCaches, pools, monitors, secrets };
-  const optionalKinds: OptionalKind<KubernetesObject>[] = [pools, monitors];
+  const certificates = new OptionalKind<Certificate>(
+    CERTIFICATE_KIND,
+    crds,
+    () => watch<Certificate>(CERTIFICATE_KIND, owned),
+    (installed) => crdChanged(CERTIFICATE_KIND.kind, installed),
+    logger,
+  );
+  const caches: ModelCaches = { ...watchedCaches, pools, monitors, certificates, secrets };
+  const optionalKinds: OptionalKind<KubernetesObject>[] = [pools, monitors, certificates];
   const modelController = new DynamoKserveModelController(
     caches,
     writer,

@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveModel";
 export const PLURAL = "dynamokservemodels";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"grpcPort":8001,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled"},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
+export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"grpcPort":8001,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
 
 /**
  * What to serve and how to run it.
@@ -84,17 +84,34 @@ export interface DynamoKserveModelSpec {
    */
   logLevel?: "trace" | "debug" | "info" | "warn" | "error";
   /**
-   * TLS on the gRPC port. Disabled (plaintext h2c), Secret (your kubernetes.io/tls Secret), or SelfSigned (the operator makes a CA and a serving certificate for the Service's DNS names, renews it before it expires; the data plane reloads it without a restart). With TLS, probes use the HTTP health port (Kubernetes' gRPC probes cannot speak TLS).
+   * TLS on the gRPC port. Disabled (plaintext h2c), Secret (your kubernetes.io/tls Secret), SelfSigned (the operator makes a CA and a serving certificate for the Service's DNS names, renews it before it expires; the data plane reloads it without a restart), or CertManager (a cert-manager Certificate for those names from issuerRef). With TLS, probes use the HTTP health port (Kubernetes' gRPC probes cannot speak TLS).
    */
   tls?: {
     /**
      * How the serving certificate is obtained.
      */
-    mode?: "Disabled" | "Secret" | "SelfSigned";
+    mode?: "Disabled" | "Secret" | "SelfSigned" | "CertManager";
     /**
      * mode Secret: a kubernetes.io/tls Secret in this namespace (tls.crt, tls.key).
      */
     secretName?: string;
+    /**
+     * mode CertManager: the cert-manager Issuer or ClusterIssuer that signs the certificate.
+     */
+    issuerRef?: {
+      /**
+       * Name of the issuer.
+       */
+      name: string;
+      /**
+       * Issuer (this namespace) or ClusterIssuer.
+       */
+      kind?: "Issuer" | "ClusterIssuer";
+      /**
+       * API group of the issuer.
+       */
+      group?: string;
+    };
   };
   /**
    * Bearer-token authentication: the data plane accepts only calls with `authorization: Bearer <token>` for a token in this Secret key (one per line). Rotation (editing the Secret) is picked up live.

@@ -23,6 +23,7 @@ import {
   tokenKey,
 } from "../resources/credentials.js";
 import type { Requeue } from "../kube/queue.js";
+import { desiredCertificate, type Certificate } from "../resources/certificate-request.js";
 import { desiredServiceMonitor, type ServiceMonitor } from "../resources/service-monitor.js";
 import { desiredInferencePool, H2C, poolServiceName, type InferencePool } from "../resources/inference-pool.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
@@ -37,6 +38,8 @@ export interface ModelCaches {
   readonly pools: OptionalKind<InferencePool>;
   /** ServiceMonitors, while their CRD is installed. */
   readonly monitors: OptionalKind<ServiceMonitor>;
+  /** cert-manager Certificates, while their CRD is installed. */
+  readonly certificates: OptionalKind<Certificate>;
   /** Secrets are read when needed, not watched (the operator needs no list/watch on Secrets). */
   readonly secrets: { get(namespace: string, name: string): Promise<V1Secret | undefined> };
 }
@@ -212,6 +215,11 @@ export class DynamoKserveModelController {
           `TLS Secret ${tlsSecret}: tls.crt is not a PEM certificate (${errorMessage(error)})`,
         );
       }
+    } else if (mode === "CertManager") {
+      const issued = await this.requestCertificate(model);
+      if (!issued.ready) return missing(issued.reason, issued.message);
+      tlsSecret = issued.secret;
+      notAfterTime = issued.notAfter;
     } else if (mode === "SelfSigned") {
       const issued = await this.issueSelfSigned(model);
       tlsSecret = issued.secret;
@@ -278,5 +286,32 @@ export class DynamoKserveModelController {
     const expires = notAfter(serving!.certificate);
     const renewInMs = Math.max(1000, new Date(expires).getTime() - this.certificates.renewBeforeMs - Date.now());
     return { secret: names.tlsSecret, notAfter: expires, renewInMs };
+  }
+
+  /** Keeps the model's cert-manager Certificate applied; ready once cert-manager has filled its Secret. */
+  private async requestCertificate(
+    model: DynamoKserveModel,
+  ): Promise<{ ready: true; secret: string; notAfter: string } | { ready: false; reason: string; message: string }> {
+    const { namespace } = model.metadata;
+    if (this.caches.certificates.crd() === undefined) {
+      return {
+        ready: false,
+        reason: "CertManagerNotInstalled",
+        message:
+          "tls.mode CertManager needs cert-manager (certificates.cert-manager.io, v1); it is used once installed, without a restart",
+      };
+    }
+    const desired = desiredCertificate(model);
+    await this.writer.apply(desired, this.caches.certificates.objects()?.get(namespace, desired.metadata.name));
+    const secret = await this.caches.secrets.get(namespace, desired.spec.secretName);
+    const certificate = secretText(secret, "tls.crt");
+    if (certificate === undefined || secretText(secret, "tls.key") === undefined) {
+      return {
+        ready: false,
+        reason: "CertificatePending",
+        message: `waiting for cert-manager to issue Certificate ${desired.metadata.name} into Secret ${desired.spec.secretName}`,
+      };
+    }
+    return { ready: true, secret: desired.spec.secretName, notAfter: notAfter(certificate) };
   }
 }

@@ -13,7 +13,7 @@ import { labelsFor, objectNames, ownerReference } from "./names.js";
 export const TLS_MOUNT = "/etc/dynamo-kserve/tls";
 export const AUTH_MOUNT = "/etc/dynamo-kserve/auth";
 
-export type TlsMode = "Disabled" | "Secret" | "SelfSigned";
+export type TlsMode = "Disabled" | "Secret" | "SelfSigned" | "CertManager";
 
 export const tlsMode = (model: DynamoKserveModel): TlsMode => model.spec.tls?.mode ?? SPEC_DEFAULTS.tls.mode;
 
@@ -23,6 +23,7 @@ export function tlsSecretName(model: DynamoKserveModel): string | undefined {
     case "Secret":
       return model.spec.tls?.secretName;
     case "SelfSigned":
+    case "CertManager":
       return objectNames(model).tlsSecret;
     default:
       return undefined;

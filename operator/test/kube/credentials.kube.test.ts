@@ -11,6 +11,8 @@ import { startServer } from "../../../dataplane/test/fixtures/server.js";
 import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
 import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
 import { useOperator } from "../fixtures/operator.js";
+import { upstreamCrdFile, type TestCluster } from "../../../e2e/cluster/cluster.js";
+import type { Certificate } from "../../src/resources/certificate-request.js";
 
 const text = (secret: V1Secret, key: string): string => Buffer.from(secret.data![key]!, "base64").toString("utf8");
 const secretOf = (namespace: string, name: string, type: string, data: Record<string, string>): V1Secret => ({
@@ -30,9 +32,10 @@ describe("TLS and token Secrets (real API server, and a data plane serving the i
     "--self-signed-renew-before-secs",
     "32",
   ]);
+  let cluster: TestCluster;
   let kube: KubeTestClient;
   let namespace: string;
-  before(() => ({ kube, namespace } = suite));
+  before(() => ({ cluster, kube, namespace } = suite));
 
   const model = (name: string) =>
     kube.read<DynamoKserveModel>("dynamokserve.dev/v1alpha1", "DynamoKserveModel", namespace, name);
@@ -163,5 +166,47 @@ describe("TLS and token Secrets (real API server, and a data plane serving the i
       assert.equal(conditionOf(live, "CredentialsReady")?.status, "True");
       assert.equal(live.status?.tls?.secretName, "byo-cert");
     }, 30_000);
+  });
+
+  it("tls.mode CertManager: waits for cert-manager, requests a Certificate for the Service names, uses the Secret it fills", async () => {
+    await kube.create(
+      modelObject(namespace, "cm", {
+        replicas: 1,
+        modelConfig: { inline: IDENTITY_CONFIG },
+        tls: { mode: "CertManager", issuerRef: { name: "ca-issuer", kind: "ClusterIssuer" } },
+      }),
+    );
+    await eventually(async () => {
+      assert.equal(conditionOf(await model("cm"), "CredentialsReady")?.reason, "CertManagerNotInstalled");
+    }, 30_000);
+    await cluster.installCrdFile(upstreamCrdFile("certificates"));
+    try {
+      const certificate = await eventually(
+        () => kube.read<Certificate>("cert-manager.io/v1", "Certificate", namespace, "cm-tls"),
+        30_000,
+      );
+      assert.deepEqual(certificate.spec, {
+        secretName: "cm-tls",
+        dnsNames: ["cm", `cm.${namespace}`, `cm.${namespace}.svc`, `cm.${namespace}.svc.cluster.local`],
+        issuerRef: { name: "ca-issuer", kind: "ClusterIssuer", group: "cert-manager.io" },
+        privateKey: { algorithm: "ECDSA", size: 256, rotationPolicy: "Always" },
+        usages: ["server auth", "digital signature"],
+      });
+      await eventually(async () => {
+        assert.equal(conditionOf(await model("cm"), "CredentialsReady")?.reason, "CertificatePending");
+      }, 30_000);
+      // What cert-manager's controller would do (it does not run here): fill the Secret.
+      const pem = await (await createTestCa()).issue("cm", { dns: certificate.spec.dnsNames });
+      await kube.create(
+        secretOf(namespace, "cm-tls", "kubernetes.io/tls", { "tls.crt": pem.certificate, "tls.key": pem.privateKey }),
+      );
+      await eventually(async () => {
+        const live = await model("cm");
+        assert.equal(conditionOf(live, "CredentialsReady")?.status, "True");
+        assert.equal(live.status?.tls?.secretName, "cm-tls");
+      }, 30_000);
+    } finally {
+      await cluster.deleteCrd("certificates.cert-manager.io");
+    }
   });
 });
