@@ -302,9 +302,10 @@ export class TestCluster {
     for (const crd of loadAllYaml(readFileSync(file, "utf8")) as (KubernetesObject | null)[]) {
       if (crd === null) continue;
       // cert-manager ships its CRDs as Helm templates: drop the templated labels and annotations.
-      for (const field of ["labels", "annotations"] as const) {
-        if (JSON.stringify(crd.metadata?.[field] ?? {}).includes("{{")) delete crd.metadata![field];
-      }
+      const templated = (values: Record<string, string> | undefined): boolean =>
+        JSON.stringify(values ?? {}).includes("{{");
+      if (crd.metadata !== undefined && templated(crd.metadata.labels)) crd.metadata.labels = {};
+      if (crd.metadata !== undefined && templated(crd.metadata.annotations)) crd.metadata.annotations = {};
       // Sent as raw JSON: client-node's typed serializer would drop x-kubernetes-* keys.
       const created = await this.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd);
       if (created.status !== 201) throw new Error(`creating CRD ${crd.metadata?.name}: ${created.body}`);
