@@ -76,7 +76,7 @@ export class TestCluster {
   private apiServerPort = 0;
   private etcdPort = 0;
 
-  private constructor(private readonly bin: string) {}
+  private constructor(readonly bin: string) {}
 
   static async start(): Promise<TestCluster> {
     const cluster = new TestCluster(clusterBinaries());
@@ -94,6 +94,34 @@ export class TestCluster {
     return execFileSync(join(this.bin, "kubectl"), ["--kubeconfig", this.adminKubeconfig, ...args], {
       encoding: "utf8",
     });
+  }
+
+  /** Writes a kubeconfig that talks to this cluster with a bearer token; returns its path. */
+  writeKubeconfig(file: string, token: string): string {
+    writeFileSync(
+      file,
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Config",
+        clusters: [
+          {
+            name: "test",
+            cluster: { server: `https://127.0.0.1:${this.apiServerPort}`, "insecure-skip-tls-verify": true },
+          },
+        ],
+        users: [{ name: "user", user: { token } }],
+        contexts: [{ name: "test", context: { cluster: "test", user: "user" } }],
+        "current-context": "test",
+      }),
+    );
+    return file;
+  }
+
+  /** Requests `username` made since `fromLine` (an auditMark) that RBAC refused. */
+  forbiddenRequests(username: string, fromLine = 0): AuditEvent[] {
+    return this.auditEvents()
+      .slice(fromLine)
+      .filter((event) => event.user.username === username && event.responseStatus?.code === 403);
   }
 
   /** An admin KubeConfig for the test code itself. */
@@ -202,6 +230,9 @@ export class TestCluster {
         "  - level: Metadata",
         `    users: [${OPERATOR_USER}]`,
         "    verbs: [create, update, patch, delete, deletecollection]",
+        // Service accounts' requests, to see whether an RBAC role let the operator do everything.
+        "  - level: Metadata",
+        "    userGroups: [system:serviceaccounts]",
         "  - level: None",
         "",
       ].join("\n"),
@@ -210,22 +241,7 @@ export class TestCluster {
       [this.adminKubeconfig, ADMIN_TOKEN],
       [this.operatorKubeconfig, OPERATOR_TOKEN],
     ] as const) {
-      writeFileSync(
-        file,
-        JSON.stringify({
-          apiVersion: "v1",
-          kind: "Config",
-          clusters: [
-            {
-              name: "test",
-              cluster: { server: `https://127.0.0.1:${this.apiServerPort}`, "insecure-skip-tls-verify": true },
-            },
-          ],
-          users: [{ name: "user", user: { token } }],
-          contexts: [{ name: "test", context: { cluster: "test", user: "user" } }],
-          "current-context": "test",
-        }),
-      );
+      this.writeKubeconfig(file, token);
     }
   }
 

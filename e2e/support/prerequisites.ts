@@ -20,14 +20,20 @@ export const CACHE_DIR = process.env["DYNAMO_KSERVE_CACHE"] ?? join(homedir(), "
 
 const TOOLS_DIR = fileURLToPath(new URL("../../../e2e/tools", import.meta.url));
 
-/** The grpcurl that e2e/tools/build.sh builds from its pinned Go module. */
-export function grpcurlBinary(): string {
+/** A tool e2e/tools/build.sh builds from its pinned Go module (`name`, pinned as NAME_VERSION). */
+function toolBinary(name: string): string {
+  const variable = `${name.toUpperCase()}_VERSION=`;
   const line = readFileSync(join(TOOLS_DIR, "versions.env"), "utf8")
     .split("\n")
-    .find((candidate) => candidate.startsWith("GRPCURL_VERSION="));
-  if (line === undefined) throw new Error("GRPCURL_VERSION is not pinned in e2e/tools/versions.env");
-  return join(CACHE_DIR, "tools", `grpcurl-${line.split("=")[1]!.trim()}`, "bin", "grpcurl");
+    .find((candidate) => candidate.startsWith(variable));
+  if (line === undefined) throw new Error(`${variable} is not pinned in e2e/tools/versions.env`);
+  return join(CACHE_DIR, "tools", `${name}-${line.slice(variable.length).trim()}`, "bin", name);
 }
+
+export const grpcurlBinary = (): string => toolBinary("grpcurl");
+export const helmBinary = (): string => toolBinary("helm");
 
 export const requireGrpcurl = (context: Mocha.Context): void =>
   requireProgram(context, grpcurlBinary(), "grpcurl", "run bash e2e/tools/build.sh");
+export const requireHelm = (context: Mocha.Context): void =>
+  requireProgram(context, helmBinary(), "helm", "run bash e2e/tools/build.sh");

@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Builds the Go client tools the tests use (grpcurl) from their pinned Go modules with
-# this machine's Go, into $DYNAMO_KSERVE_CACHE/tools/<tool>-<version>/ (reused when
-# present). Prints the folder holding the binaries.
+# Builds the Go client tools the tests use (grpcurl, helm) from their pinned Go modules with
+# this machine's Go, into $DYNAMO_KSERVE_CACHE/tools/<tool>-<version>/bin (reused when
+# present).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 cache="${DYNAMO_KSERVE_CACHE:-$HOME/.cache/dynamo-kserve}"
-bin="$cache/tools/grpcurl-$GRPCURL_VERSION/bin"
 
-if [[ ! -x "$bin/grpcurl" ]]; then
-  command -v go >/dev/null || { echo "tools: Go is needed to build grpcurl" >&2; exit 1; }
+build() {
+  local name="$1" version="$2" package="$3"
+  local bin="$cache/tools/$name-$version/bin"
+  if [[ -x "$bin/$name" ]]; then
+    echo "tools: reusing $bin/$name" >&2
+    return
+  fi
+  command -v go >/dev/null || { echo "tools: Go is needed to build $name" >&2; exit 1; }
   mkdir -p "$bin"
-  echo "tools: building grpcurl $GRPCURL_VERSION" >&2
-  GOBIN="$bin" CGO_ENABLED=0 go install "github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION" >&2
-fi
-echo "$bin"
+  echo "tools: building $name $version" >&2
+  GOBIN="$bin" CGO_ENABLED=0 go install "$package@$version" >&2
+}
+
+build grpcurl "$GRPCURL_VERSION" github.com/fullstorydev/grpcurl/cmd/grpcurl
+build helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm

@@ -1,0 +1,75 @@
+{{- define "dynamo-kserve.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "dynamo-kserve.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "dynamo-kserve.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "dynamo-kserve.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "dynamo-kserve.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "dynamo-kserve.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/*
+The rules the operator needs in the namespaces it manages: exactly the verbs its code uses.
+Server-side apply needs create and patch; deletes are only of InferencePools and
+ServiceMonitors a model stops asking for; Secrets are read one by one, never listed.
+*/}}
+{{- define "dynamo-kserve.namespacedRules" -}}
+- apiGroups: [dynamokserve.dev]
+  resources: [dynamokservemodels]
+  verbs: [get, list, watch]
+- apiGroups: [dynamokserve.dev]
+  resources: [dynamokservemodels/status]
+  verbs: [patch]
+- apiGroups: [dynamokserve.dev]
+  resources: [dynamokservemodels/finalizers]
+  verbs: [update]
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [""]
+  resources: [services, configmaps]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, patch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+- apiGroups: [inference.networking.k8s.io]
+  resources: [inferencepools]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [inference.networking.k8s.io]
+  resources: [inferencepools/finalizers]
+  verbs: [update]
+- apiGroups: [monitoring.coreos.com]
+  resources: [servicemonitors]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [cert-manager.io]
+  resources: [certificates]
+  verbs: [get, list, watch, create, patch]
+{{- end -}}

@@ -1,0 +1,127 @@
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
+import type { V1Deployment } from "@kubernetes/client-node";
+import { testCluster } from "../../../e2e/cluster/mocha-global.js";
+import type { TestCluster } from "../../../e2e/cluster/cluster.js";
+import { eventually } from "../../../e2e/support/eventually.js";
+import { helmBinary, requireHelm } from "../../../e2e/support/prerequisites.js";
+import { REPO_ROOT } from "../../../dataplane/test/fixtures/paths.js";
+import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
+import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
+import { startOperatorProcess, type OperatorProcess } from "../fixtures/operator.js";
+
+const CHART = join(REPO_ROOT, "helm", "dynamo-kserve");
+const RELEASE = "dks";
+const FULLNAME = "dks-dynamo-kserve";
+
+describe("the Helm chart (helm built from its Go module, real API server with RBAC)", function () {
+  this.timeout(180_000);
+  let cluster: TestCluster;
+  let kube: KubeTestClient;
+  let system: string;
+  let models: string;
+  let operator: OperatorProcess | undefined;
+
+  const helm = (...args: string[]): string =>
+    execFileSync(helmBinary(), [...args, "--kubeconfig", cluster.adminKubeconfig], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+  const values = (): string[] => ["--namespace", system, "--set", `watchNamespaces={${models}}`];
+
+  before(async function () {
+    requireHelm(this);
+    cluster = testCluster(this);
+    kube = new KubeTestClient(cluster.adminConfig());
+    [system, models] = await Promise.all([kube.createNamespace("dks-system"), kube.createNamespace("dks-models")]);
+  });
+  after(async () => {
+    await operator?.stop();
+  });
+
+  it("lints, and renders objects the API server accepts (server-side dry run)", () => {
+    const lint = execFileSync(helmBinary(), ["lint", CHART, "--strict"], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    assert.match(lint, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+    const rendered = helm(
+      "template",
+      RELEASE,
+      CHART,
+      ...values(),
+      "--kube-version",
+      "1.34.4",
+      "--set",
+      "grafanaDashboard.enabled=true",
+    );
+    const applied = execFileSync(
+      join(cluster.bin, "kubectl"),
+      ["--kubeconfig", cluster.adminKubeconfig, "apply", "--server-side", "--dry-run=server", "-f", "-"],
+      { input: rendered, encoding: "utf8" },
+    );
+    for (const kind of ["serviceaccount", "clusterrole", "role", "rolebinding", "deployment", "service", "configmap"]) {
+      assert.match(applied, new RegExp(`^${kind}[^ ]*/`, "m"), `${kind} in:\n${applied}`);
+    }
+  });
+
+  it("installs; the operator, run as the chart's ServiceAccount, does its whole job with no request refused", async () => {
+    helm("install", RELEASE, CHART, ...values(), "--wait=false");
+    const deployment = await kube.read<V1Deployment>("apps/v1", "Deployment", system, FULLNAME);
+    assert.equal(deployment.spec?.replicas, 2);
+    const args = deployment.spec?.template.spec?.containers[0]?.args ?? [];
+    assert.ok(args.includes("--leader-elect"));
+    assert.ok(args.includes(`--namespace=${models}`));
+    // The operator as the chart deploys it (kwok's pods do not run it): same identity, same arguments.
+    const token = cluster.kubectl("create", "token", FULLNAME, "--namespace", system, "--duration", "1h").trim();
+    const kubeconfig = cluster.writeKubeconfig(join(cluster.dir, "chart-operator.kubeconfig"), token);
+    const mark = cluster.auditMark();
+    operator = await startOperatorProcess(
+      kubeconfig,
+      args.slice(1).filter((arg) => !arg.startsWith("--http-port")),
+    );
+    await eventually(() => assert.ok(operator!.logs.some((entry) => entry["msg"] === "became leader")), 30_000);
+    await kube.create({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "tokens", namespace: models },
+      data: { tokens: Buffer.from("a-token\n").toString("base64") },
+    });
+    await kube.create(
+      modelObject(models, "everything", {
+        replicas: 1,
+        modelConfig: { inline: IDENTITY_CONFIG },
+        tls: { mode: "SelfSigned" },
+        auth: { tokenSecretRef: { name: "tokens" } },
+        inferencePool: { endpointPickerRef: { name: "epp", port: { number: 9002 } } },
+        monitoring: {},
+      }),
+    );
+    await eventually(async () => {
+      const model = await kube.read<DynamoKserveModel>(
+        "dynamokserve.dev/v1alpha1",
+        "DynamoKserveModel",
+        models,
+        "everything",
+      );
+      for (const type of ["Ready", "CredentialsReady", "InferencePoolReady", "MonitoringReady"]) {
+        assert.equal(conditionOf(model, type)?.status, "True", `${type}: ${JSON.stringify(conditionOf(model, type))}`);
+      }
+      assert.ok(await kube.exists("v1", "Service", models, "everything-pool"), "the pool's Service");
+    }, 60_000);
+    const refused = cluster.forbiddenRequests(`system:serviceaccount:${system}:${FULLNAME}`, mark);
+    assert.deepEqual(
+      refused.map((event) => `${event.verb} ${event.objectRef?.resource}/${event.objectRef?.subresource ?? ""}`),
+      [],
+      "the chart's RBAC lets the operator do everything it needs",
+    );
+  });
+
+  it("upgrades and uninstalls", async () => {
+    helm("upgrade", RELEASE, CHART, ...values(), "--set", "replicaCount=3");
+    assert.equal((await kube.read<V1Deployment>("apps/v1", "Deployment", system, FULLNAME)).spec?.replicas, 3);
+    helm("uninstall", RELEASE, "--namespace", system);
+    await eventually(async () => assert.equal(await kube.exists("apps/v1", "Deployment", system, FULLNAME), false));
+  });
+});
