@@ -1,7 +1,7 @@
 import type { KubernetesObject, V1ObjectMeta } from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
 import { serviceDnsNames } from "./credentials.js";
-import { labelsFor, objectNames, ownerReference } from "./names.js";
+import { objectNames, ownedMetadata } from "./names.js";
 
 /** tls.mode CertManager: the cert-manager Certificate for the model's Service names. Pure builder. */
 
@@ -29,12 +29,7 @@ export function desiredCertificate(model: DynamoKserveModel): Certificate {
   return {
     apiVersion: CERTIFICATE_KIND.apiVersion,
     kind: CERTIFICATE_KIND.kind,
-    metadata: {
-      name: objectNames(model).tlsSecret,
-      namespace: model.metadata.namespace,
-      labels: labelsFor(model),
-      ownerReferences: [ownerReference(model)],
-    },
+    metadata: ownedMetadata(model, objectNames(model).tlsSecret),
     spec: {
       secretName: objectNames(model).tlsSecret,
       dnsNames: serviceDnsNames(model),

@@ -1,7 +1,7 @@
 import type { V1Secret } from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
 import type { KeyPairPem } from "./certificates.js";
-import { labelsFor, objectNames, ownerReference } from "./names.js";
+import { objectNames, ownedMetadata } from "./names.js";
 
 /**
  * What a model's TLS and token settings mean for its objects: which Secret holds the
@@ -52,12 +52,7 @@ function ownedSecret(model: DynamoKserveModel, name: string, type: string, data:
   return {
     apiVersion: "v1",
     kind: "Secret",
-    metadata: {
-      name,
-      namespace: model.metadata.namespace,
-      labels: labelsFor(model),
-      ownerReferences: [ownerReference(model)],
-    },
+    metadata: ownedMetadata(model, name),
     type,
     data: Object.fromEntries(Object.entries(data).map(([key, value]) => [key, base64(value)])),
   };

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { KubernetesObject, V1ObjectMeta, V1Service } from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
-import { labelsFor, MANAGED_BY_LABEL, OPERATOR_NAME, ownerReference, selectorFor } from "./names.js";
+import { MANAGED_BY_LABEL, OPERATOR_NAME, ownedMetadata, selectorFor } from "./names.js";
 import { portsOf } from "./objects.js";
 
 /**
@@ -54,13 +54,7 @@ export function desiredInferencePool(
   return {
     apiVersion: INFERENCE_POOL_KIND.apiVersion,
     kind: INFERENCE_POOL_KIND.kind,
-    metadata: {
-      name: model.metadata.name,
-      namespace: model.metadata.namespace,
-      labels: labelsFor(model),
-      annotations: { [APP_PROTOCOL_ANNOTATION]: H2C },
-      ownerReferences: [ownerReference(model)],
-    },
+    metadata: { ...ownedMetadata(model, model.metadata.name), annotations: { [APP_PROTOCOL_ANNOTATION]: H2C } },
     spec: {
       selector: { matchLabels: selectorFor(model) },
       targetPorts: [{ number: portsOf(model).grpc }],

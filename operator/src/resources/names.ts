@@ -63,3 +63,13 @@ export function ownerReference(model: DynamoKserveModel): V1OwnerReference {
 export function servedModelName(model: DynamoKserveModel): string {
   return model.spec.modelName ?? model.metadata.name;
 }
+
+/** Metadata of an object a model owns: its name and namespace, the model's labels, owned by the model. */
+export function ownedMetadata(model: DynamoKserveModel, name: string) {
+  return {
+    name,
+    namespace: model.metadata.namespace,
+    labels: labelsFor(model),
+    ownerReferences: [ownerReference(model)],
+  };
+}

@@ -2,7 +2,7 @@ import type { V1ConfigMap, V1Deployment, V1ResourceRequirements, V1Service } fro
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
 import { AUTH_MOUNT, TLS_MOUNT, tlsSecretName, tokenKey } from "./credentials.js";
 import type { ValidConfig } from "./model-config.js";
-import { labelsFor, MODEL_REPOSITORY_PATH, objectNames, ownerReference, selectorFor } from "./names.js";
+import { labelsFor, MODEL_REPOSITORY_PATH, objectNames, ownedMetadata, selectorFor } from "./names.js";
 
 /**
  * Pure desired-state builders: a DynamoKserveModel (plus what was observed) in, the
@@ -18,15 +18,6 @@ export interface BuildSettings {
 /** The gRPC health service name whose status is a data-plane pod's readiness. */
 const READINESS_SERVICE = "inference.GRPCInferenceService";
 const UNPRIVILEGED_USER = 65532;
-
-function metadataFor(model: DynamoKserveModel, name: string) {
-  return {
-    name,
-    namespace: model.metadata.namespace,
-    labels: labelsFor(model),
-    ownerReferences: [ownerReference(model)],
-  };
-}
 
 /** Resource quantities as strings, the form Kubernetes returns them in (2 -> "2"). */
 function quantities(resources: NonNullable<DynamoKserveModel["spec"]["resources"]>): V1ResourceRequirements {
@@ -52,7 +43,7 @@ export function desiredConfigMap(model: DynamoKserveModel, config: ValidConfig):
   return {
     apiVersion: "v1",
     kind: "ConfigMap",
-    metadata: metadataFor(model, objectNames(model).configMap),
+    metadata: ownedMetadata(model, objectNames(model).configMap),
     ...(config.text !== undefined ? { data: { [config.fileName]: config.text } } : {}),
     ...(config.binaryBase64 !== undefined ? { binaryData: { [config.fileName]: config.binaryBase64 } } : {}),
   };
@@ -68,7 +59,7 @@ export function desiredService(model: DynamoKserveModel): V1Service {
   return {
     apiVersion: "v1",
     kind: "Service",
-    metadata: metadataFor(model, objectNames(model).service),
+    metadata: ownedMetadata(model, objectNames(model).service),
     spec: {
       type: "ClusterIP",
       selector: selectorFor(model),
@@ -135,7 +126,7 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
-    metadata: metadataFor(model, objectNames(model).deployment),
+    metadata: ownedMetadata(model, objectNames(model).deployment),
     spec: {
       // Unset replicas leave the count to whoever owns it (an HPA); the field is not applied.
       ...(spec.replicas !== undefined ? { replicas: spec.replicas } : {}),

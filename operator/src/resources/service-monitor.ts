@@ -1,6 +1,6 @@
 import type { KubernetesObject, V1ObjectMeta } from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
-import { labelsFor, objectNames, ownerReference, selectorFor } from "./names.js";
+import { labelsFor, objectNames, ownedMetadata, selectorFor } from "./names.js";
 
 /** The Prometheus Operator's ServiceMonitor for a model's data plane. Pure builder. */
 
@@ -25,11 +25,9 @@ export function desiredServiceMonitor(model: DynamoKserveModel): ServiceMonitor 
     apiVersion: SERVICE_MONITOR_KIND.apiVersion,
     kind: SERVICE_MONITOR_KIND.kind,
     metadata: {
-      name: objectNames(model).service,
-      namespace: model.metadata.namespace,
+      ...ownedMetadata(model, objectNames(model).service),
       // The model's labels win: extra labels cannot unhook the object from its model.
       labels: { ...definedValues(monitoring.labels ?? {}), ...labelsFor(model) },
-      ownerReferences: [ownerReference(model)],
     },
     spec: {
       selector: {
