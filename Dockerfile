@@ -1,0 +1,42 @@
+# The one image that runs both `dynamo-kserve operator` and `dynamo-kserve dataplane`.
+# Real users build FROM a public Node image; where no registry is reachable, the tests pass
+# the stand-in made by e2e/image/base-image.sh as BASE_IMAGE.
+ARG BASE_IMAGE=node:20-bookworm-slim
+
+FROM ${BASE_IMAGE} AS build
+WORKDIR /src
+COPY package.json package-lock.json .npmrc ./
+# onnxruntime-node's install script would download GPU extras; the CPU build ships in the package.
+ENV ONNXRUNTIME_NODE_INSTALL=skip
+RUN ["npm", "ci", "--no-audit", "--no-fund"]
+COPY tsconfig.json ./
+COPY cli cli
+COPY dataplane dataplane
+COPY operator operator
+COPY proto proto
+COPY e2e e2e
+COPY bench bench
+RUN ["npm", "run", "build"]
+RUN ["npm", "prune", "--omit=dev", "--no-audit", "--no-fund"]
+# Readable by the unprivileged user whatever the modes in the build context were.
+RUN ["chmod", "-R", "a+rX", "dist", "node_modules", "proto"]
+
+FROM ${BASE_IMAGE}
+WORKDIR /app
+ENV NODE_ENV=production
+# Production dependencies and compiled JavaScript only, plus what the code reads at run time:
+# the reflection descriptors (proto/), the bundled example models, and the CRD (crds/).
+COPY --from=build /src/package.json ./
+COPY --from=build /src/node_modules node_modules
+COPY --from=build /src/dist/cli dist/cli
+COPY --from=build /src/dist/dataplane/src dist/dataplane/src
+COPY --from=build /src/dist/operator/src dist/operator/src
+COPY --from=build /src/dist/proto dist/proto
+COPY --from=build /src/proto proto
+COPY examples/model_repository examples/model_repository
+COPY crds crds
+# Non-root (the uid the operator's pods and the chart run as); no shell needed to start.
+USER 65532:65532
+EXPOSE 8001 8002 8080
+ENTRYPOINT ["node", "/app/dist/cli/main.js"]
+CMD ["dataplane"]
