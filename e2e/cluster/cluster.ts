@@ -341,6 +341,13 @@ export class TestCluster {
     }
   }
 
+  /** Whether a CRD exists. */
+  async hasCrd(name: string): Promise<boolean> {
+    return (
+      (await this.request("GET", `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`)).status === 200
+    );
+  }
+
   /** Deletes a CRD (and so every object of its kind) and waits until it is gone. */
   async deleteCrd(name: string): Promise<void> {
     const path = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`;

@@ -12,10 +12,7 @@ export class BearerTokens {
 
   /** Replaces the accepted tokens with those in a token file's contents. */
   load(content: string, source: string): void {
-    const tokens = content
-      .split(/\r?\n/)
-      .map((line) => line.trim())
-      .filter((line) => line !== "" && !line.startsWith("#"));
+    const tokens = parseTokenFile(content);
     if (tokens.length === 0) throw new Error(`${source} holds no token (one per line)`);
     this.digests = tokens.map(digest);
   }
@@ -26,6 +23,14 @@ export class BearerTokens {
     for (const known of this.digests) match = timingSafeEqual(presented, known) || match;
     return match;
   }
+}
+
+/** The tokens in a token file: one per line; blank lines and lines starting with "#" are not tokens. */
+export function parseTokenFile(content: string): string[] {
+  return content
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== "" && !line.startsWith("#"));
 }
 
 const digest = (token: string): Buffer => createHash("sha256").update(token).digest();

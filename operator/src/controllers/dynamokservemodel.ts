@@ -1,6 +1,7 @@
 import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Secret, V1Service } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../../dataplane/src/errors.js";
+import { parseTokenFile } from "../../../dataplane/src/server/auth.js";
 import type { DynamoKserveModel, DynamoKserveModelStatus } from "../api/v1alpha1.js";
 import type { WatchedObjects } from "../kube/informer.js";
 import type { KubeWriter } from "../kube/writer.js";
@@ -231,10 +232,8 @@ export class DynamoKserveModelController {
       const secret = await this.caches.secrets.get(namespace, name);
       if (secret === undefined) return missing("TokenSecretNotFound", `token Secret ${name} does not exist`);
       const tokens = secretText(secret, tokenKey(model));
-      if (
-        tokens === undefined ||
-        tokens.split("\n").every((line) => line.trim() === "" || line.trim().startsWith("#"))
-      ) {
+      // Checked as the data plane reads the file, so a Secret it would refuse is not Ready.
+      if (tokens === undefined || parseTokenFile(tokens).length === 0) {
         return missing("TokenSecretInvalid", `token Secret ${name} has no tokens under key ${tokenKey(model)}`);
       }
     }

@@ -20,12 +20,7 @@ describe("InferencePool (upstream Gateway API Inference Extension CRD, real API 
   before(() => ({ cluster, kube, namespace, operator } = suite));
   after(async () => {
     // Leave the cluster as the other suites expect it: the current InferencePool CRD.
-    if (
-      (await cluster.request("GET", `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${POOL_CRD}`)).status ===
-      200
-    ) {
-      await cluster.deleteCrd(POOL_CRD);
-    }
+    if (await cluster.hasCrd(POOL_CRD)) await cluster.deleteCrd(POOL_CRD);
     await cluster.installCrdFile(upstreamCrdFile("inferencepools"));
   });
 

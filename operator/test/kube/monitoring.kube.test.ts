@@ -18,12 +18,7 @@ describe("ServiceMonitor (upstream Prometheus Operator CRD, real API server)", f
   let operator: OperatorProcess;
   before(() => ({ cluster, kube, namespace, operator } = suite));
   after(async () => {
-    if (
-      (await cluster.request("GET", `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${MONITOR_CRD}`))
-        .status !== 200
-    ) {
-      await cluster.installCrdFile(upstreamCrdFile("servicemonitors"));
-    }
+    if (!(await cluster.hasCrd(MONITOR_CRD))) await cluster.installCrdFile(upstreamCrdFile("servicemonitors"));
   });
 
   const model = () =>
