@@ -18,6 +18,8 @@ COPY e2e e2e
 COPY bench bench
 RUN ["npm", "run", "build"]
 RUN ["npm", "prune", "--omit=dev", "--no-audit", "--no-fund"]
+COPY scripts/prune-native-binaries.mjs scripts/
+RUN ["node", "scripts/prune-native-binaries.mjs"]
 # Readable by the unprivileged user whatever the modes in the build context were.
 RUN ["chmod", "-R", "a+rX", "dist", "node_modules", "proto"]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes components the tests run, from pinned upstream Go modules,
 # with this machine's Go. Output: $DYNAMO_KSERVE_CACHE/cluster/<versions>/bin/{etcd,
-# kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kwok}. A finished build is reused
+# kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kubelet,kube-proxy,kwok,pause}. A finished build is reused
 # (CI's fresh clone on the same machine skips straight to the tests).
 #
 # k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces every k8s.io/<staging>
@@ -14,7 +14,7 @@ source "$here/versions.env"
 cache="${DYNAMO_KSERVE_CACHE:-$HOME/.cache/dynamo-kserve}"
 out="$cache/cluster/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
 bin="$out/bin"
-components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy kwok pause)
 
 complete() {
   for component in "${components[@]}"; do [[ -x "$bin/$component" ]] || return 1; done
@@ -59,7 +59,7 @@ import (
 )
 GO
   go mod tidy >/dev/null 2>&1 || go mod download
-  for component in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for component in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
     if [[ ! -x "$bin/$component" ]]; then
       echo "cluster: building $component $KUBERNETES_VERSION (slow the first time)"
       go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION" \
@@ -103,6 +103,12 @@ fi
 if [[ ! -x "$bin/kwok" ]]; then
   echo "cluster: building kwok $KWOK_VERSION"
   GOBIN="$bin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+fi
+
+# --- pause: the sandbox container of the real test node's pods (node.ts) -------------------
+if [[ ! -x "$bin/pause" ]]; then
+  echo "cluster: building pause"
+  (cd "$here/pause" && go build -trimpath -ldflags "-s -w" -o "$bin/pause" .)
 fi
 
 complete || { echo "cluster: build incomplete in $bin" >&2; exit 1; }

@@ -1,10 +1,11 @@
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../support/ports.js";
+import { Daemons, waitFor } from "./daemons.js";
 import { KubeConfig, KubernetesObjectApi, loadAllYaml, type KubernetesObject } from "@kubernetes/client-node";
 
 /**
@@ -58,13 +59,14 @@ export function pinnedVersion(name: string): string {
   return line.slice(name.length + 1).trim();
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return;
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  throw new Error(`timed out waiting for ${what}`);
+export interface ClusterOptions {
+  /** kwok-managed fake nodes (pods on them become Ready without running); default 2. */
+  readonly fakeNodes?: number;
+  /**
+   * Serve the API on this machine's own address (not only loopback) and advertise it, so pods
+   * of a real node (node.ts) reach it through the `kubernetes` Service.
+   */
+  readonly reachableFromPods?: boolean;
 }
 
 export class TestCluster {
@@ -72,14 +74,22 @@ export class TestCluster {
   readonly adminKubeconfig = join(this.dir, "admin.kubeconfig");
   readonly operatorKubeconfig = join(this.dir, "operator.kubeconfig");
   private readonly auditLog = join(this.dir, "audit.log");
-  private readonly processes = new Map<string, ChildProcess>();
+  private readonly daemons = new Daemons(this.dir);
   private apiServerPort = 0;
   private etcdPort = 0;
 
-  private constructor(readonly bin: string) {}
+  /** The address the API server advertises (the `kubernetes` Service's endpoint). */
+  readonly advertiseAddress: string;
 
-  static async start(): Promise<TestCluster> {
-    const cluster = new TestCluster(clusterBinaries());
+  private constructor(
+    readonly bin: string,
+    private readonly options: ClusterOptions,
+  ) {
+    this.advertiseAddress = options.reachableFromPods ? hostAddress() : "127.0.0.1";
+  }
+
+  static async start(options: ClusterOptions = {}): Promise<TestCluster> {
+    const cluster = new TestCluster(clusterBinaries(), options);
     try {
       await cluster.boot();
     } catch (error) {
@@ -199,12 +209,15 @@ export class TestCluster {
       "--controllers=*,-nodeipam,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-cloud-node-lifecycle,-ttl",
     ]);
     this.spawn("kube-scheduler", await controlPlaneArgs());
-    this.spawn("kwok", [
-      `--kubeconfig=${kubeconfig}`,
-      `--manage-nodes-with-annotation-selector=${FAKE_NODE_ANNOTATION}=fake`,
-      `--server-address=127.0.0.1:${await freePort()}`,
-    ]);
-    await this.createFakeNodes(2);
+    const fakeNodes = this.options.fakeNodes ?? 2;
+    if (fakeNodes > 0) {
+      this.spawn("kwok", [
+        `--kubeconfig=${kubeconfig}`,
+        `--manage-nodes-with-annotation-selector=${FAKE_NODE_ANNOTATION}=fake`,
+        `--server-address=127.0.0.1:${await freePort()}`,
+      ]);
+      await this.createFakeNodes(fakeNodes);
+    }
     await this.installCrds();
   }
 
@@ -265,8 +278,10 @@ export class TestCluster {
     mkdirSync(join(this.dir, "pki"), { recursive: true });
     return [
       `--etcd-servers=http://127.0.0.1:${this.etcdPort}`,
-      "--bind-address=127.0.0.1",
-      "--advertise-address=127.0.0.1",
+      `--bind-address=${this.options.reachableFromPods ? "0.0.0.0" : "127.0.0.1"}`,
+      `--advertise-address=${this.advertiseAddress}`,
+      // Logs, exec and port-forward reach a real node (node.ts) by its IP: its name is not in DNS.
+      "--kubelet-preferred-address-types=InternalIP,Hostname",
       `--secure-port=${this.apiServerPort}`,
       `--cert-dir=${join(this.dir, "pki")}`,
       `--token-auth-file=${join(this.dir, "tokens.csv")}`,
@@ -362,26 +377,26 @@ export class TestCluster {
   }
 
   private spawn(name: string, args: string[]): void {
-    const log = createWriteStream(join(this.dir, `${name}.log`), { flags: "a" });
-    const child = spawn(join(this.bin, name), args, { stdio: ["ignore", "pipe", "pipe"] });
-    child.stdout!.pipe(log);
-    child.stderr!.pipe(log);
-    this.processes.set(name, child);
+    this.daemons.start(name, join(this.bin, name), args);
   }
 
-  private async stopProcess(name: string): Promise<void> {
-    const child = this.processes.get(name);
-    this.processes.delete(name);
-    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    child.kill("SIGTERM");
-    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-    await exited;
-    clearTimeout(timer);
+  private stopProcess(name: string): Promise<void> {
+    return this.daemons.stop(name);
   }
 }
 
-/** The folder of a Go module version, downloaded by the Go toolchain into its module cache. */
+/** This machine's address on the interface of its default route (what pods can reach). */
+function hostAddress(): string {
+  const routes = readFileSync("/proc/net/route", "utf8").split("\n").slice(1);
+  const device = routes.map((line) => line.trim().split(/\s+/)).find((fields) => fields[1] === "00000000")?.[0];
+  const address = networkInterfaces()[device ?? ""]?.find(
+    (candidate) => candidate.family === "IPv4" && !candidate.internal,
+  )?.address;
+  if (address === undefined)
+    throw new Error("no default route with an IPv4 address: pods could not reach the API server");
+  return address;
+}
+
 /**
  * An upstream CRD file from its pinned Go module: the InferencePool (Gateway API Inference
  * Extension; `old` is a release before appProtocol), the ServiceMonitor (Prometheus Operator) or

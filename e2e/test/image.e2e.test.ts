@@ -39,7 +39,6 @@ describe("the dynamo-kserve image (Dockerfile, run with testcontainers)", functi
   let health: HealthTestClient;
   const logs: string[] = [];
 
-
   before(async function () {
     requireDocker(this);
     const image = buildImage();

@@ -308,7 +308,9 @@ export class ModelRegistry {
   private build(candidate: Candidate): LiveModel {
     const { source, config } = candidate;
     if (config instanceof ConfigError) throw config;
-    const spec = toModelSpec(config, source.path, source.nameFixed ? source.nameHint : undefined);
+    // The candidate's name: the folder's, or a single file's config name, else its file name
+    // (a ConfigMap key such as `identity-fp32.pbtxt` whose config has no `name`).
+    const spec = toModelSpec(config, source.path, candidate.name);
     const versions = servedVersions(spec.config.versionPolicy, source.versions, source.path);
     const files = source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions };
     const engine = this.options.createEngine(spec, source.path, files);

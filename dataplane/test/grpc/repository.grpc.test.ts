@@ -71,7 +71,11 @@ describe("model repository (real server over loopback)", function () {
       repository = new TestRepository({ bad_model: 'name: "bad_model"\nbackend: "identity"\nmax_batch_sise: 4\n' });
       configMap = repository.path("..configmap");
       mkdirSync(configMap);
-      publishConfigMap(1, { "identity_cm.pbtxt": identityConfig("identity_cm", "TYPE_INT32", "[ 2 ]") });
+      publishConfigMap(1, {
+        "identity_cm.pbtxt": identityConfig("identity_cm", "TYPE_INT32", "[ 2 ]"),
+        // What the operator writes for an inline config: no `name`, the key names the model.
+        "unnamed-cm.pbtxt": identityConfig("", "TYPE_INT32", "[ 4 ]").replace('name: ""', ""),
+      });
       const binary = repository.path("..binary.pb");
       writeFileSync(
         binary,
@@ -110,13 +114,17 @@ describe("model repository (real server over loopback)", function () {
 
     it("serves single config files, text from a ConfigMap volume and binary ModelConfig", async () => {
       assert.deepEqual(await inputShape(server, "identity_cm"), [2n]);
+      assert.deepEqual(await inputShape(server, "unnamed-cm"), [4n]);
       assert.deepEqual(await inputShape(server, "identity_bin"), [3n]);
       const reply = await infer(server.client, int32Request("identity_bin", [1, 2, 3]));
       assert.equal(reply.outputs[0]?.name, "OUTPUT0");
     });
 
     it("picks up the atomic ..data swap of a ConfigMap volume", async () => {
-      publishConfigMap(2, { "identity_cm.pbtxt": identityConfig("identity_cm", "TYPE_INT32", "[ 5 ]") });
+      publishConfigMap(2, {
+        "identity_cm.pbtxt": identityConfig("identity_cm", "TYPE_INT32", "[ 5 ]"),
+        "unnamed-cm.pbtxt": identityConfig("", "TYPE_INT32", "[ 4 ]").replace('name: ""', ""),
+      });
       await eventually(async () => assert.deepEqual(await inputShape(server, "identity_cm"), [5n]));
     });
 

@@ -1,0 +1,3 @@
+module dynamo-kserve.dev/cluster/pause
+
+go 1.22
