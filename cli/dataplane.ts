@@ -16,6 +16,7 @@ export const EXAMPLE_REPOSITORY = fileURLToPath(new URL("../../examples/model_re
 interface DataPlaneFlags {
   modelRepository?: string[];
   modelConfig?: string[];
+  modelFilesRoot?: string;
   modelControlMode: ModelControlMode;
   loadModel?: string[];
   repositoryPollSecs: number;
@@ -63,6 +64,13 @@ export function dataplaneCommand(): Command {
         "a single model configuration file, config.pbtxt text or binary ModelConfig (repeatable)",
         "DYNAMO_MODEL_CONFIG",
       ).argParser(list),
+    )
+    .addOption(
+      option(
+        "--model-files-root <dir>",
+        "version folders of models configured by a single file: <dir>/<model>/<version>/model.onnx (a volume beside a ConfigMap of configs)",
+        "DYNAMO_MODEL_FILES_ROOT",
+      ),
     )
     .addOption(
       option(
@@ -256,6 +264,7 @@ export function dataplaneCommand(): Command {
       const options: DataPlaneOptions = {
         modelRepositories: repositories,
         modelConfigFiles: flags.modelConfig ?? [],
+        ...(flags.modelFilesRoot !== undefined ? { modelFilesRoot: flags.modelFilesRoot } : {}),
         modelControlMode: flags.modelControlMode,
         loadModels: flags.loadModel ?? [],
         repositoryPollSeconds: flags.repositoryPollSecs,

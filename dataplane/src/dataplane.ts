@@ -25,6 +25,8 @@ import { modelStreamInferHandler } from "./services/stream.js";
 export interface DataPlaneOptions {
   readonly modelRepositories: readonly string[];
   readonly modelConfigFiles: readonly string[];
+  /** Version folders of single-file configs: `<root>/<model>/<version>/` (undefined: none). */
+  readonly modelFilesRoot?: string;
   readonly modelControlMode: ModelControlMode;
   readonly loadModels: readonly string[];
   readonly repositoryPollSeconds: number;
@@ -65,6 +67,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const registry = new ModelRegistry({
     repositories: options.modelRepositories,
     configFiles: options.modelConfigFiles,
+    ...(options.modelFilesRoot !== undefined ? { modelFilesRoot: options.modelFilesRoot } : {}),
     controlMode: options.modelControlMode,
     startupModels: options.loadModels,
     createEngine: (spec, source, files) =>

@@ -45,6 +45,8 @@ export interface IndexEntry {
 export interface RegistryOptions {
   readonly repositories: readonly string[];
   readonly configFiles: readonly string[];
+  /** Where single-file configs find their version folders: `<root>/<model>/<version>/`. */
+  readonly modelFilesRoot?: string;
   readonly controlMode: ModelControlMode;
   /** With explicit control: the models to load at start ("*" for all). */
   readonly startupModels: readonly string[];
@@ -237,7 +239,11 @@ export class ModelRegistry {
   }
 
   private async candidates(): Promise<Candidate[]> {
-    const sources = await scanModelSources(this.options.repositories, this.options.configFiles);
+    const sources = await scanModelSources(
+      this.options.repositories,
+      this.options.configFiles,
+      this.options.modelFilesRoot,
+    );
     const byName = new Map<string, Candidate>();
     for (const source of sources) {
       const cached = this.parsed.get(source.path);

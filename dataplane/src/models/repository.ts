@@ -33,18 +33,24 @@ export interface ModelSource {
   readonly fingerprint: string;
 }
 
-/** Every model source in the repositories plus the single configuration files given. */
+/**
+ * Every model source in the repositories plus the single configuration files given.
+ * `modelFilesRoot` holds the version folders of models configured by a single file
+ * (`<root>/<model>/<version>/model.onnx`): a ConfigMap carries the config, a volume the
+ * model files.
+ */
 export async function scanModelSources(
   repositories: readonly string[],
   configFiles: readonly string[],
+  modelFilesRoot?: string,
 ): Promise<ModelSource[]> {
   const sources: ModelSource[] = [];
-  for (const repository of repositories) sources.push(...(await scanRepository(repository)));
-  for (const file of configFiles) sources.push(await readConfigFile(file));
+  for (const repository of repositories) sources.push(...(await scanRepository(repository, modelFilesRoot)));
+  for (const file of configFiles) sources.push(await readConfigFile(file, modelFilesRoot));
   return sources;
 }
 
-async function scanRepository(repository: string): Promise<ModelSource[]> {
+async function scanRepository(repository: string, modelFilesRoot: string | undefined): Promise<ModelSource[]> {
   const entries = await readdir(repository).catch((error: unknown) => {
     throw failedPrecondition(`model repository '${repository}' cannot be read: ${errorMessage(error)}`);
   });
@@ -54,23 +60,16 @@ async function scanRepository(repository: string): Promise<ModelSource[]> {
     const path = join(repository, entry);
     const info = await stat(path).catch(() => undefined);
     if (info?.isDirectory()) sources.push(await readModelFolder(path));
-    else if (info?.isFile() && configFormatOf(entry) !== undefined) sources.push(await readConfigFile(path));
+    else if (info?.isFile() && configFormatOf(entry) !== undefined) {
+      sources.push(await readConfigFile(path, modelFilesRoot));
+    }
   }
   return sources;
 }
 
 async function readModelFolder(folder: string): Promise<ModelSource> {
   const entries = await readdir(folder, { withFileTypes: true });
-  const versions: number[] = [];
-  const files: string[] = [];
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    const info = await stat(join(folder, entry.name)).catch(() => undefined);
-    if (!info?.isDirectory()) continue;
-    versions.push(Number(entry.name));
-    files.push(...(await describeFiles(join(folder, entry.name))));
-  }
-  versions.sort((a, b) => a - b);
+  const { versions, files } = await readVersionFolders(folder);
   const configName = FOLDER_CONFIG_NAMES.find((name) => entries.some((entry) => entry.name === name));
   const path = configName === undefined ? folder : join(folder, configName);
   const content = configName === undefined ? undefined : await readFile(path);
@@ -82,8 +81,23 @@ async function readModelFolder(folder: string): Promise<ModelSource> {
     content,
     versions,
     folder,
-    fingerprint: fingerprintOf(content, versions, files.sort()),
+    fingerprint: fingerprintOf(content, versions, files),
   };
+}
+
+/** The numeric version folders of a model folder, sorted, and a description of their files. */
+async function readVersionFolders(folder: string): Promise<{ versions: number[]; files: string[] }> {
+  const entries = await readdir(folder, { withFileTypes: true }).catch(() => []);
+  const versions: number[] = [];
+  const files: string[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    const info = await stat(join(folder, entry.name)).catch(() => undefined);
+    if (!info?.isDirectory()) continue;
+    versions.push(Number(entry.name));
+    files.push(...(await describeFiles(join(folder, entry.name))));
+  }
+  return { versions: versions.sort((a, b) => a - b), files: files.sort() };
 }
 
 /**
@@ -101,17 +115,23 @@ async function describeFiles(versionFolder: string): Promise<string[]> {
   return described;
 }
 
-async function readConfigFile(file: string): Promise<ModelSource> {
+async function readConfigFile(file: string, modelFilesRoot: string | undefined): Promise<ModelSource> {
   const content = await readFile(file).catch(() => undefined);
   const stem = basename(file, extname(file));
+  const nameHint = stem === "config" ? basename(dirname(file)) : stem;
+  // With a files root, the model's folder there is where its files are looked for (and
+  // named in errors) even before it exists.
+  const folder = modelFilesRoot === undefined ? undefined : join(modelFilesRoot, nameHint);
+  const { versions, files } = folder === undefined ? { versions: [], files: [] } : await readVersionFolders(folder);
   return {
-    nameHint: stem === "config" ? basename(dirname(file)) : stem,
+    nameHint,
     nameFixed: false,
     path: file,
     format: configFormatOf(file),
     content,
-    versions: [],
-    fingerprint: fingerprintOf(content, []),
+    versions,
+    ...(folder !== undefined ? { folder } : {}),
+    fingerprint: fingerprintOf(content, versions, files),
   };
 }
 

@@ -1,10 +1,11 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { DataType } from "../../../proto/gen/ts/model_config.js";
 import type { ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
-import type { TestRepository } from "../fixtures/repository.js";
-import { call, callError, infer, inferRequest, type ServerProcess } from "../fixtures/server.js";
+import { TestRepository } from "../fixtures/repository.js";
+import { call, callError, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
 
 const MISSING_FILE = `
@@ -186,5 +187,45 @@ describe("onnx auto-complete turned off (--disable-auto-complete-config)", funct
     assert.match(noConfig?.reason ?? "", /no config\.pbtxt/);
     const { config } = await call(client, "modelConfig", { name: "onnx_partial_batched", version: "" });
     assert.deepEqual(config?.input, []);
+  });
+});
+
+describe("a ConfigMap of configs beside a volume of model files (--model-files-root)", function () {
+  this.timeout(20_000);
+  let repository: TestRepository;
+  let server: ServerProcess;
+
+  before(async () => {
+    repository = new TestRepository({});
+    const configs = repository.path("..configmap");
+    const files = repository.path("..model-files");
+    mkdirSync(configs);
+    mkdirSync(join(files, "add-sub", "1"), { recursive: true });
+    copyFileSync(repository.path("add_sub_onnx", "1", "model.onnx"), join(files, "add-sub", "1", "model.onnx"));
+    // As the operator writes it: the ConfigMap key names the model; the config declares no tensors.
+    writeFileSync(join(configs, "add-sub.pbtxt"), PARTIAL_BATCHED);
+    writeFileSync(join(configs, "no-files.pbtxt"), PARTIAL_BATCHED);
+    server = await startServer(["--model-repository", configs, "--model-files-root", files]);
+  });
+  after(async () => {
+    await server?.stop();
+    repository?.remove();
+  });
+
+  it("finds the single-file config's version folders there, auto-completes and runs the model", async () => {
+    const { config } = await call(server.client, "modelConfig", { name: "add-sub", version: "" });
+    assert.deepEqual(
+      config?.input.map((input) => input.name),
+      ["INPUT0", "INPUT1"],
+    );
+    const reply = await infer(server.client, addSubRequest("add-sub", [1n, 4n]));
+    assert.deepEqual(valuesOf(reply, "OUTPUT0"), [1, 2, 3, 4]);
+  });
+
+  it("reports a model whose files are missing, naming the folder it looked in", async () => {
+    const { models } = await call(server.client, "repositoryIndex", { repositoryName: "", ready: false });
+    const missing = models.find((model) => model.name === "no-files");
+    assert.equal(missing?.state, "UNAVAILABLE");
+    assert.match(missing?.reason ?? "", /no-files/);
   });
 });
