@@ -39,6 +39,75 @@ export interface DynamoKserveModelSpec {
     inline?: string;
   };
   /**
+   * Where the model's version folders (`<version>/model.onnx`, ...) come from, for engines that read model files (onnx). Mounted read-only at /model-files/<model name>: the data plane takes the config from modelConfig and the files from here. Exactly one source.
+   */
+  modelFiles?: {
+    /**
+     * A PersistentVolumeClaim in this namespace holding the files, e.g. a Triton model repository.
+     */
+    persistentVolumeClaim?: {
+      /**
+       * Name of the PersistentVolumeClaim.
+       */
+      claimName: string;
+    };
+    /**
+     * An OCI image or artifact holding the files, mounted as an image volume (Kubernetes 1.33+ with the ImageVolume feature).
+     */
+    image?: {
+      /**
+       * The image reference, e.g. registry.example.com/models/densenet:1.
+       */
+      reference: string;
+      /**
+       * Pull policy of the image.
+       */
+      pullPolicy?: "Always" | "IfNotPresent" | "Never";
+    };
+    /**
+     * A ConfigMap in this namespace whose binaryData keys are the files (small models: a ConfigMap holds at most 1 MiB); items place each key at its path, e.g. 1/model.onnx.
+     */
+    configMap?: {
+      /**
+       * Name of the ConfigMap.
+       */
+      name: string;
+      /**
+       * Which key becomes which file under the model's folder.
+       *
+       * @minItems 1
+       *
+       * Items: One file.
+       */
+      items: [
+        {
+          /**
+           * The ConfigMap key.
+           */
+          key: string;
+          /**
+           * Its path in the model's folder, e.g. 1/model.onnx.
+           */
+          path: string;
+        },
+        ...{
+          /**
+           * The ConfigMap key.
+           */
+          key: string;
+          /**
+           * Its path in the model's folder, e.g. 1/model.onnx.
+           */
+          path: string;
+        }[]
+      ];
+    };
+    /**
+     * The model's folder inside the volume (the one holding the version folders), e.g. its folder in a Triton model repository. Default: the volume's root.
+     */
+    subPath?: string;
+  };
+  /**
    * Number of data-plane pods. Leave it unset to let something else own the count (a HorizontalPodAutoscaler); the operator then never writes the Deployment's replicas.
    */
   replicas?: number;

@@ -9,6 +9,8 @@ export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
 
 /** Where the model's configuration is mounted in data-plane pods (the model repository). */
 export const MODEL_REPOSITORY_PATH = "/models";
+/** Where spec.modelFiles is mounted, under the model's name (the data plane's --model-files-root). */
+export const MODEL_FILES_ROOT = "/model-files";
 
 export interface OwnedNames {
   readonly deployment: string;

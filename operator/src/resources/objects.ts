@@ -1,8 +1,23 @@
-import type { V1ConfigMap, V1Deployment, V1ResourceRequirements, V1Service } from "@kubernetes/client-node";
+import type {
+  V1ConfigMap,
+  V1Deployment,
+  V1ResourceRequirements,
+  V1Service,
+  V1Volume,
+  V1VolumeMount,
+} from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
 import { AUTH_MOUNT, TLS_MOUNT, tlsSecretName, tokenKey } from "./credentials.js";
 import type { ValidConfig } from "./model-config.js";
-import { labelsFor, MODEL_REPOSITORY_PATH, objectNames, ownedMetadata, selectorFor } from "./names.js";
+import {
+  labelsFor,
+  MODEL_FILES_ROOT,
+  MODEL_REPOSITORY_PATH,
+  objectNames,
+  ownedMetadata,
+  selectorFor,
+  servedModelName,
+} from "./names.js";
 
 /**
  * Pure desired-state builders: a DynamoKserveModel (plus what was observed) in, the
@@ -95,7 +110,9 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
       ? ["--use-tls", "--cert-file", `${TLS_MOUNT}/tls.crt`, "--key-file", `${TLS_MOUNT}/tls.key`]
       : []),
     ...(spec.auth !== undefined ? ["--auth-token-file", `${AUTH_MOUNT}/${tokenKey(model)}`] : []),
+    ...(spec.modelFiles !== undefined ? ["--model-files-root", MODEL_FILES_ROOT] : []),
   ];
+  const modelFiles = modelFilesVolume(model);
   // Kubernetes' gRPC probes cannot speak TLS: with TLS, the HTTP health port answers them.
   const probes =
     tlsSecret === undefined
@@ -166,6 +183,7 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
                 { name: "model-config", mountPath: MODEL_REPOSITORY_PATH, readOnly: true },
                 { name: "tmp", mountPath: "/tmp" },
                 ...secretMounts,
+                ...(modelFiles !== undefined ? [modelFiles.mount] : []),
               ],
             },
           ],
@@ -173,9 +191,45 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
             { name: "model-config", configMap: { name: objectNames(model).configMap } },
             { name: "tmp", emptyDir: {} },
             ...secretVolumes,
+            ...(modelFiles !== undefined ? [modelFiles.volume] : []),
           ],
         },
       },
+    },
+  };
+}
+
+/**
+ * spec.modelFiles as a volume mounted at /model-files/<model name> (the data plane's
+ * --model-files-root), so the model's version folders sit where it looks for them.
+ */
+function modelFilesVolume(model: DynamoKserveModel): { volume: V1Volume; mount: V1VolumeMount } | undefined {
+  const files = model.spec.modelFiles;
+  if (files === undefined) return undefined;
+  const name = "model-files";
+  const source: Omit<V1Volume, "name"> =
+    files.persistentVolumeClaim !== undefined
+      ? { persistentVolumeClaim: { claimName: files.persistentVolumeClaim.claimName, readOnly: true } }
+      : files.image !== undefined
+        ? {
+            image: {
+              reference: files.image.reference,
+              ...(files.image.pullPolicy !== undefined ? { pullPolicy: files.image.pullPolicy } : {}),
+            },
+          }
+        : {
+            configMap: {
+              name: files.configMap!.name,
+              items: files.configMap!.items.map(({ key, path }) => ({ key, path })),
+            },
+          };
+  return {
+    volume: { name, ...source },
+    mount: {
+      name,
+      mountPath: `${MODEL_FILES_ROOT}/${servedModelName(model)}`,
+      readOnly: true,
+      ...(files.subPath !== undefined ? { subPath: files.subPath } : {}),
     },
   };
 }

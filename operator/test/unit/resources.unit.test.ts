@@ -70,6 +70,29 @@ describe("desired-state builders (golden objects)", () => {
     assertGolden("deployment-defaults", deployment);
   });
 
+  it("mounts spec.modelFiles at /model-files/<model name>, from a PVC, an image or a ConfigMap", () => {
+    const pvc = desiredDeployment(
+      model({ modelFiles: { persistentVolumeClaim: { claimName: "triton-repo" }, subPath: "densenet_onnx" } }),
+      { dataplaneImage: "dynamo-kserve:default" },
+    );
+    assertGolden("deployment-model-files", pvc);
+    const volumeOf = (files: NonNullable<DynamoKserveModelSpec["modelFiles"]>) =>
+      desiredDeployment(model({ modelFiles: files }), { dataplaneImage: "x" }).spec?.template.spec?.volumes?.find(
+        (volume) => volume.name === "model-files",
+      );
+    assert.deepEqual(volumeOf({ image: { reference: "models/add-sub:1", pullPolicy: "IfNotPresent" } }), {
+      name: "model-files",
+      image: { reference: "models/add-sub:1", pullPolicy: "IfNotPresent" },
+    });
+    assert.deepEqual(
+      volumeOf({ configMap: { name: "add-sub-files", items: [{ key: "1_model.onnx", path: "1/model.onnx" }] } }),
+      {
+        name: "model-files",
+        configMap: { name: "add-sub-files", items: [{ key: "1_model.onnx", path: "1/model.onnx" }] },
+      },
+    );
+  });
+
   it("builds the Service with appProtocol kubernetes.io/h2c for gRPC", () => {
     assertGolden("service", desiredService(full));
   });
