@@ -3,6 +3,7 @@ import { Command } from "commander";
 import { VERSION } from "../dataplane/src/version.js";
 import { dataplaneCommand } from "./dataplane.js";
 import { inferCommand } from "./infer.js";
+import { migrateCommand } from "./migrate.js";
 import { operatorCommand } from "./operator.js";
 
 const program = new Command("dynamo-kserve")
@@ -10,7 +11,8 @@ const program = new Command("dynamo-kserve")
   .version(VERSION)
   .addCommand(dataplaneCommand())
   .addCommand(operatorCommand())
-  .addCommand(inferCommand());
+  .addCommand(inferCommand())
+  .addCommand(migrateCommand());
 
 try {
   await program.parseAsync(process.argv);

@@ -1,5 +1,5 @@
-import { fromJsonString, toBinary } from "@bufbuild/protobuf";
-import { fromText } from "@bufbuild/protobuf/txtpb";
+import { fromBinary, fromJsonString, toBinary } from "@bufbuild/protobuf";
+import { fromText, toText } from "@bufbuild/protobuf/txtpb";
 import { ModelConfigSchema } from "../../../proto/gen/es/model_config_pb.js";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { DataPlaneError, errorMessage } from "../errors.js";
@@ -56,6 +56,11 @@ export function parseText(text: string, source: string): ModelConfig {
     const lineText = text.split("\n")[line - 1]?.trim() ?? "";
     throw new ConfigError(source, lineText ? `${detail} (at '${lineText}')` : detail, line);
   }
+}
+
+/** A configuration as config.pbtxt text (protobuf-es's text format writer), e.g. normalized by `migrate`. */
+export function formatText(config: ModelConfig): string {
+  return toText(ModelConfigSchema, fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish()));
 }
 
 /** The JSON mapping of ModelConfig, as RepositoryModelLoad's "config" parameter carries it. */

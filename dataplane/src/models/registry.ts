@@ -57,7 +57,7 @@ export interface RegistryOptions {
 }
 
 /** A parsed source: the model name it defines and its config, or why it could not be read. */
-interface Candidate {
+export interface Candidate {
   readonly name: string;
   readonly source: ModelSource;
   readonly config: ModelConfig | ConfigError;
@@ -337,7 +337,15 @@ export class ModelRegistry {
 
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
 
-async function parseCandidate(source: ModelSource, complete: RegistryOptions["completeConfig"]): Promise<Candidate> {
+/**
+ * Reads a model source as the registry does: parses its config (or auto-completes one from
+ * the model files) and names the model; a config that cannot be read comes back as a
+ * ConfigError with file, line and field. `migrate` reads repositories with it too.
+ */
+export async function parseCandidate(
+  source: ModelSource,
+  complete: RegistryOptions["completeConfig"],
+): Promise<Candidate> {
   try {
     let config: ModelConfig;
     if (source.content !== undefined && source.format !== undefined) {

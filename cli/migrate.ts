@@ -1,0 +1,122 @@
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { Command, InvalidArgumentError } from "commander";
+import { kubernetesName, migratedObjects, toYaml } from "../operator/src/migrate/manifests.js";
+import { planMigration, type ModelFilesSource, type ModelPlan } from "../operator/src/migrate/plan.js";
+import { option } from "./options.js";
+
+/**
+ * `dynamo-kserve migrate <model_repository>`: a Triton model repository becomes Kubernetes
+ * YAML (per model a ConfigMap with its config.pbtxt and a DynamoKserveModel) for
+ * `kubectl apply -f -`, with a table on stderr of how each model moved. Exits 1 when a
+ * model could not be migrated (the others are still written).
+ */
+
+interface MigrateFlags {
+  namespace?: string;
+  tritonEndpoint?: string;
+  modelFiles: ModelFilesSource;
+  out: string;
+  dryRun?: boolean;
+}
+
+export function migrateCommand(): Command {
+  return new Command("migrate")
+    .description("turn a Triton model repository into DynamoKserveModel YAML (kubectl apply -f -)")
+    .argument("<model_repository>", "a Triton model repository folder")
+    .addOption(option("--namespace <namespace>", "namespace of the objects (default: kubectl's)", "DYNAMO_NAMESPACE"))
+    .addOption(
+      option(
+        "--triton-endpoint <host:port>",
+        "the Triton gRPC endpoint that serves the repository now; models this data plane cannot run are forwarded there",
+        "DYNAMO_TRITON_ENDPOINT",
+      ),
+    )
+    .addOption(
+      option(
+        "--model-files <source>",
+        "where ONNX model files come from: configmap (shipped in a ConfigMap, small models) or pvc:<claim> (a PersistentVolumeClaim holding this repository)",
+        "DYNAMO_MODEL_FILES",
+      )
+        .argParser(parseModelFiles)
+        .default({ kind: "configMap" }, "configmap"),
+    )
+    .addOption(
+      option("--out <dir|->", "a folder for one YAML file per model, or - for stdout", "DYNAMO_OUT").default("-"),
+    )
+    .addOption(option("--dry-run", "print only the table", "DYNAMO_DRY_RUN"))
+    .action(async (repository: string, flags: MigrateFlags) => {
+      const plans = await planMigration(repository, {
+        modelFiles: flags.modelFiles,
+        ...(flags.tritonEndpoint !== undefined ? { tritonEndpoint: flags.tritonEndpoint } : {}),
+      });
+      const checked = rejectNameClashes(plans);
+      process.stderr.write(summaryTable(checked));
+      if (!flags.dryRun) await writeManifests(checked, flags);
+      const failed = checked.filter((plan) => !plan.ok).length;
+      process.stderr.write(`${checked.length - failed} of ${checked.length} models migrated\n`);
+      if (failed > 0) process.exitCode = 1;
+    });
+}
+
+export function parseModelFiles(value: string): ModelFilesSource {
+  if (value === "configmap") return { kind: "configMap" };
+  const claim = /^pvc:([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(value)?.[1];
+  if (claim !== undefined) return { kind: "persistentVolumeClaim", claimName: claim };
+  throw new InvalidArgumentError(`expected configmap or pvc:<claim name>, got '${value}'`);
+}
+
+/** Two Triton names that map to one Kubernetes name (e.g. a_b and a-b) cannot both move. */
+function rejectNameClashes(plans: readonly ModelPlan[]): ModelPlan[] {
+  const owners = new Map<string, string>();
+  return plans.map((plan) => {
+    const name = kubernetesName(plan.model);
+    const owner = owners.get(name);
+    if (owner === undefined) {
+      owners.set(name, plan.model);
+      return plan;
+    }
+    return {
+      ok: false,
+      model: plan.model,
+      platform: plan.platform,
+      error: `its Kubernetes name '${name}' is taken by model '${owner}'; rename one of them`,
+    };
+  });
+}
+
+async function writeManifests(plans: readonly ModelPlan[], flags: MigrateFlags): Promise<void> {
+  const documents = plans.flatMap((plan) =>
+    plan.ok
+      ? [{ name: kubernetesName(plan.model), yaml: toYaml(migratedObjects(plan, flags.namespace, flags.modelFiles)) }]
+      : [],
+  );
+  if (flags.out === "-") {
+    process.stdout.write(documents.map((document) => document.yaml).join(""));
+    return;
+  }
+  await mkdir(flags.out, { recursive: true });
+  for (const document of documents) await writeFile(join(flags.out, `${document.name}.yaml`), document.yaml);
+}
+
+/** MODEL, VERSIONS, PLATFORM/BACKEND, ENGINE, NOTES: one row per model, errors in NOTES. */
+export function summaryTable(plans: readonly ModelPlan[]): string {
+  const rows = [
+    ["MODEL", "VERSIONS", "PLATFORM/BACKEND", "ENGINE", "NOTES"],
+    ...plans.map((plan) =>
+      plan.ok
+        ? [plan.model, plan.versions.join(","), plan.platform, plan.engine, plan.notes.join("; ")]
+        : [plan.model, "-", plan.platform || "-", "FAILED", plan.error],
+    ),
+  ];
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  return rows
+    .map((row) =>
+      row
+        .map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!)))
+        .join("  ")
+        .trimEnd(),
+    )
+    .map((line) => `${line}\n`)
+    .join("");
+}

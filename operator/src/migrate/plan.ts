@@ -1,0 +1,190 @@
+import { readdir, readFile } from "node:fs/promises";
+import { join, relative } from "node:path";
+import { ModelInstanceGroup_Kind, type ModelConfig } from "../../../proto/gen/ts/model_config.js";
+import { autoCompleteConfig } from "../../../dataplane/src/engines/index.js";
+import { errorMessage } from "../../../dataplane/src/errors.js";
+import { ConfigError } from "../../../dataplane/src/models/config.js";
+import { parseCandidate } from "../../../dataplane/src/models/registry.js";
+import { scanModelSources, type ModelSource } from "../../../dataplane/src/models/repository.js";
+import { toModelSpec } from "../../../dataplane/src/models/spec.js";
+import { servedVersions } from "../../../dataplane/src/models/versions.js";
+
+/**
+ * How each model of a Triton model repository moves to dynamo-kserve: read and checked
+ * with the data plane's own parser (auto-completing ONNX models without a config.pbtxt, as
+ * the data plane would), then run in-process where this data plane can, else forwarded to
+ * the Triton that serves it today.
+ */
+
+/** Backends the data plane runs itself; everything else is forwarded to Triton. */
+const LOCAL_BACKENDS = new Set(["identity", "repeat", "mocker", "onnxruntime", "onnxruntime_onnx"]);
+const ONNX_BACKENDS = new Set(["onnxruntime", "onnxruntime_onnx"]);
+
+/** Where the files of in-process (ONNX) models come from in the cluster. */
+export type ModelFilesSource =
+  { readonly kind: "configMap" } | { readonly kind: "persistentVolumeClaim"; readonly claimName: string };
+
+export interface MigrationOptions {
+  /** host:port of the Triton gRPC endpoint that serves the repository today. */
+  readonly tritonEndpoint?: string;
+  readonly modelFiles: ModelFilesSource;
+}
+
+/** One model file shipped in a ConfigMap: its path in the model folder and its bytes. */
+export interface ModelFile {
+  readonly path: string;
+  readonly content: Uint8Array;
+}
+
+export type ModelPlan =
+  | {
+      readonly ok: true;
+      readonly model: string;
+      readonly versions: readonly string[];
+      readonly platform: string;
+      /** The engine that will serve it: a local one, or kserve-grpc (forwarded to Triton). */
+      readonly engine: string;
+      readonly notes: readonly string[];
+      /** The configuration to ship (normalized; engine parameters added for forwarding). */
+      readonly config: ModelConfig;
+      /** For ONNX models: the files, when shipped in a ConfigMap; the folder in the repository otherwise. */
+      readonly modelFiles?: { readonly folder: string; readonly files?: readonly ModelFile[] };
+    }
+  | { readonly ok: false; readonly model: string; readonly platform: string; readonly error: string };
+
+/** A ConfigMap holds at most 1 MiB; leave room for the keys and the object itself. */
+export const CONFIGMAP_FILES_LIMIT = 900 * 1024;
+
+export async function planMigration(repository: string, options: MigrationOptions): Promise<ModelPlan[]> {
+  const sources = await scanModelSources([repository], []);
+  const plans: ModelPlan[] = [];
+  for (const source of sources) plans.push(await planModel(repository, source, options));
+  return plans;
+}
+
+async function planModel(repository: string, source: ModelSource, options: MigrationOptions): Promise<ModelPlan> {
+  const candidate = await parseCandidate(source, autoCompleteConfig);
+  const failed = (error: unknown, platform = ""): ModelPlan => ({
+    ok: false,
+    model: candidate.name,
+    platform,
+    error: error instanceof ConfigError ? error.message : errorMessage(error),
+  });
+  if (candidate.config instanceof ConfigError) return failed(candidate.config);
+  const config = candidate.config;
+  const platform = platformOf(config);
+  try {
+    const spec = toModelSpec(config, source.path, candidate.name);
+    const versions = servedVersions(config.versionPolicy, source.versions, source.path);
+    const notes = [...commonNotes(config, source)];
+    const engine = config.parameters["engine"]?.stringValue ?? (LOCAL_BACKENDS.has(spec.backend) ? spec.backend : "");
+    if (engine === "" || engine === "kserve-grpc") {
+      return forwarded(candidate.name, versions, platform, config, notes, options);
+    }
+    const local = { ok: true as const, model: candidate.name, versions, platform, notes, config };
+    if (!ONNX_BACKENDS.has(engine)) return { ...local, engine };
+    notes.push(...onnxNotes(config));
+    const folder = relative(repository, source.folder ?? source.path);
+    if (options.modelFiles.kind === "persistentVolumeClaim") {
+      notes.push(`files from PVC ${options.modelFiles.claimName}, ${folder}/`);
+      return { ...local, engine: "onnx", modelFiles: { folder } };
+    }
+    const files = await modelFilesOf(source, versions);
+    if (files.length === 0)
+      return failed(`${folder}: no model files in version folder(s) ${versions.join(", ")}`, platform);
+    const size = files.reduce((total, file) => total + file.content.length, 0);
+    if (size > CONFIGMAP_FILES_LIMIT) {
+      return failed(
+        `${folder}: model files of ${Math.round(size / 1024)} KiB do not fit a ConfigMap; pass --model-files pvc:<claim> (a PersistentVolumeClaim holding this repository)`,
+        platform,
+      );
+    }
+    notes.push(`files in a ConfigMap (${Math.max(1, Math.round(size / 1024))} KiB)`);
+    return { ...local, engine: "onnx", modelFiles: { folder, files } };
+  } catch (error) {
+    return failed(error, platform);
+  }
+}
+
+function forwarded(
+  model: string,
+  versions: readonly string[],
+  platform: string,
+  config: ModelConfig,
+  notes: string[],
+  options: MigrationOptions,
+): ModelPlan {
+  if (options.tritonEndpoint === undefined) {
+    return {
+      ok: false,
+      model,
+      platform,
+      error: `'${platform}' does not run in this data plane; pass --triton-endpoint host:port to forward it to the Triton that serves it now`,
+    };
+  }
+  const parameter = (value: string) => ({ stringValue: value });
+  return {
+    ok: true,
+    model,
+    versions,
+    platform,
+    engine: "kserve-grpc",
+    notes: [`forwarded to ${options.tritonEndpoint}`, ...notes, ...forwardedNotes(config)],
+    config: {
+      ...config,
+      parameters: {
+        ...config.parameters,
+        engine: parameter("kserve-grpc"),
+        upstream: parameter(options.tritonEndpoint),
+      },
+    },
+  };
+}
+
+const platformOf = (config: ModelConfig): string => config.platform || config.backend;
+
+function commonNotes(config: ModelConfig, source: ModelSource): string[] {
+  const notes: string[] = [];
+  if (source.content === undefined) notes.push("config auto-completed from the model file");
+  if (config.modelTransactionPolicy?.decoupled) notes.push("decoupled: streams on ModelStreamInfer");
+  if (config.versionPolicy?.policyChoice?.$case === "specific") notes.push("version_policy specific kept");
+  return notes;
+}
+
+/** What Triton keeps doing for a forwarded model. */
+function forwardedNotes(config: ModelConfig): string[] {
+  const notes: string[] = [];
+  if (config.platform === "ensemble") notes.push("ensemble steps run on Triton");
+  const scheduling = config.schedulingChoice?.$case;
+  if (scheduling === "sequenceBatching") notes.push("sequences stay on one upstream (sequence_id)");
+  if (scheduling === "dynamicBatching") notes.push("Triton batches");
+  return notes;
+}
+
+/** What Triton did for an ONNX model that the in-process engine does not. */
+function onnxNotes(config: ModelConfig): string[] {
+  const notes: string[] = [];
+  if (config.schedulingChoice?.$case === "dynamicBatching") {
+    notes.push("dynamic_batching not applied: requests run one by one");
+  }
+  if (config.instanceGroup.some((group) => group.kind === ModelInstanceGroup_Kind.KIND_GPU)) {
+    notes.push("instance_group KIND_GPU ignored: onnxruntime runs on the CPU");
+  }
+  if (config.output.some((output) => output.labelFilename !== "")) {
+    notes.push("label_filename not applied: outputs are raw tensors");
+  }
+  return notes;
+}
+
+/** The files of the served version folders, as paths relative to the model folder. */
+async function modelFilesOf(source: ModelSource, versions: readonly string[]): Promise<ModelFile[]> {
+  if (source.folder === undefined) return [];
+  const files: ModelFile[] = [];
+  for (const version of versions) {
+    const names = await readdir(join(source.folder, version)).catch(() => [] as string[]);
+    for (const name of names.sort()) {
+      files.push({ path: `${version}/${name}`, content: await readFile(join(source.folder, version, name)) });
+    }
+  }
+  return files;
+}
