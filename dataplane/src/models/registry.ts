@@ -316,7 +316,7 @@ export class ModelRegistry {
     if (config instanceof ConfigError) throw config;
     // The candidate's name: the folder's, or a single file's config name, else its file name
     // (a ConfigMap key such as `identity-fp32.pbtxt` whose config has no `name`).
-    const spec = toModelSpec(config, source.path, candidate.name);
+    const spec = toModelSpec(config, source.path, candidate.name, textOf(source));
     const versions = servedVersions(spec.config.versionPolicy, source.versions, source.path);
     const files = source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions };
     const engine = this.options.createEngine(spec, source.path, files);
@@ -334,6 +334,10 @@ export class ModelRegistry {
     }
   }
 }
+
+/** A source's config text (for error lines), when it is text. */
+export const textOf = (source: ModelSource): string | undefined =>
+  source.format === "text" && source.content !== undefined ? Buffer.from(source.content).toString("utf8") : undefined;
 
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
 

@@ -31,11 +31,11 @@ export interface ModelSpec {
 /**
  * Checks a configuration and builds the spec. `expectedName` is the repository folder
  * (or file) name: an empty config name takes it, a different one is an error, as in
- * Triton.
+ * Triton. With the config's `text`, an error carries the line of the field it names.
  */
-export function toModelSpec(config: ModelConfig, source: string, expectedName?: string): ModelSpec {
+export function toModelSpec(config: ModelConfig, source: string, expectedName?: string, text?: string): ModelSpec {
   const fail = (field: string, detail: string): never => {
-    throw new ConfigError(source, `${field}: ${detail}`);
+    throw new ConfigError(source, `${field}: ${detail}`, text === undefined ? undefined : lineOfField(text, field));
   };
   const name = config.name || expectedName || "";
   if (!name) fail("name", "a model needs a name");
@@ -87,3 +87,21 @@ function tensorSpecs(
     return { name: tensor.name, datatype: datatype!, dims, optional };
   });
 }
+
+/**
+ * The line of config.pbtxt a checked field is on, when the text shows it: a tensor's
+ * field (`input[0] 'INPUT0'.dims`) at the line naming the tensor, a top-level field
+ * (`max_batch_size`) at the line that sets it.
+ */
+export function lineOfField(text: string, field: string): number | undefined {
+  const lines = text.split("\n");
+  const tensor = /^(?:input|output)\[\d+\] '([^']+)'/.exec(field)?.[1];
+  const pattern =
+    tensor !== undefined
+      ? new RegExp(`name\\s*:\\s*"${escapeRegExp(tensor)}"`)
+      : new RegExp(`^\\s*${escapeRegExp(field.split(/[.[]/)[0]!)}\\s*:`);
+  const index = lines.findIndex((line) => pattern.test(line));
+  return index === -1 ? undefined : index + 1;
+}
+
+const escapeRegExp = (value: string): string => value.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");

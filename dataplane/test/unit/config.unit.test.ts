@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { ConfigError, configFormatOf, parseJson, parseModelConfig, parseText } from "../../src/models/config.js";
-import { toModelSpec } from "../../src/models/spec.js";
+import { lineOfField, toModelSpec } from "../../src/models/spec.js";
 import { servedVersions } from "../../src/models/versions.js";
 import { IDENTITY_PAIR } from "../fixtures/repository.js";
 
@@ -129,6 +129,20 @@ describe("model spec checks", () => {
     );
     assert.throws(() => spec('name: "m" max_batch_size: -1 backend: "x"'), /max_batch_size/);
     assert.throws(() => spec('name: "m"'), /backend/);
+  });
+
+  it("gives the line of the field it names, when it has the text", () => {
+    const text = [
+      'name: "m"',
+      'backend: "identity"',
+      "max_batch_size: -2",
+      'input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]',
+      'output [ { name: "Y" data_type: TYPE_FP32 } ]',
+    ].join("\n");
+    const withText = (config: string) => toModelSpec(parseText(config, "c.pbtxt"), "c.pbtxt", undefined, config);
+    assert.throws(() => withText(text), /c\.pbtxt:3: max_batch_size: must be 0 or more/);
+    assert.throws(() => withText(text.replace("-2", "0")), /c\.pbtxt:5: output\[0\] 'Y'\.dims/);
+    assert.equal(lineOfField("", "backend"), undefined);
   });
 });
 

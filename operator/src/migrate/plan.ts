@@ -4,7 +4,7 @@ import { ModelInstanceGroup_Kind, type ModelConfig } from "../../../proto/gen/ts
 import { autoCompleteConfig } from "../../../dataplane/src/engines/index.js";
 import { errorMessage } from "../../../dataplane/src/errors.js";
 import { ConfigError } from "../../../dataplane/src/models/config.js";
-import { parseCandidate } from "../../../dataplane/src/models/registry.js";
+import { parseCandidate, textOf } from "../../../dataplane/src/models/registry.js";
 import { scanModelSources, type ModelSource } from "../../../dataplane/src/models/repository.js";
 import { toModelSpec } from "../../../dataplane/src/models/spec.js";
 import { servedVersions } from "../../../dataplane/src/models/versions.js";
@@ -74,7 +74,7 @@ async function planModel(repository: string, source: ModelSource, options: Migra
   const config = candidate.config;
   const platform = platformOf(config);
   try {
-    const spec = toModelSpec(config, source.path, candidate.name);
+    const spec = toModelSpec(config, source.path, candidate.name, textOf(source));
     const versions = servedVersions(config.versionPolicy, source.versions, source.path);
     const notes = [...commonNotes(config, source)];
     const engine = config.parameters["engine"]?.stringValue ?? (LOCAL_BACKENDS.has(spec.backend) ? spec.backend : "");

@@ -43,7 +43,7 @@ export function checkModelConfig(model: DynamoKserveModel, configMap: V1ConfigMa
         `${origin}: name '${config.name}' differs from the served model name '${name}' (spec.modelName, else metadata.name); make them equal or drop \`name\` from the config`,
       );
     }
-    const spec = toModelSpec(config, origin, name);
+    const spec = toModelSpec(config, origin, name, format === "text" ? Buffer.from(bytes).toString("utf8") : undefined);
     checkEngine(spec, origin);
     const fileName = `${name}.${format === "binary" ? "pb" : "pbtxt"}`;
     return format === "binary"

@@ -93,7 +93,7 @@ describe("migrate: a Triton model repository becomes DynamoKserveModels (real AP
     assert.match(rows.get("broken_syntax")![3]!, /broken_syntax\/config\.pbtxt:4: expected "," or "\]"/);
     assert.match(rows.get("broken_unknown_field")![3]!, /config\.pbtxt:3: unknown field "max_batch_sizes"/);
     assert.match(rows.get("broken_enum")![3]!, /config\.pbtxt:3: unknown enum value "TYPE_FLOAT32"/);
-    assert.match(rows.get("broken_dims")![3]!, /input\[0\] 'INPUT0'\.dims/);
+    assert.match(rows.get("broken_dims")![3]!, /config\.pbtxt:3: input\[0\] 'INPUT0'\.dims/);
     assert.match(stderr, /^8 of 13 models migrated$/m);
   });
 
