@@ -17,6 +17,7 @@ interface DataPlaneFlags {
   modelRepository?: string[];
   modelConfig?: string[];
   modelFilesRoot?: string;
+  forwardUnsupported?: string;
   modelControlMode: ModelControlMode;
   loadModel?: string[];
   repositoryPollSecs: number;
@@ -70,6 +71,13 @@ export function dataplaneCommand(): Command {
         "--model-files-root <dir>",
         "version folders of models configured by a single file: <dir>/<model>/<version>/model.onnx (a volume beside a ConfigMap of configs)",
         "DYNAMO_MODEL_FILES_ROOT",
+      ),
+    )
+    .addOption(
+      option(
+        "--forward-unsupported <host:port>",
+        "forward models this data plane cannot run (python, pytorch, tensorflow, tensorrt, ensembles, ...) to this Triton gRPC endpoint, as migrate does",
+        "DYNAMO_FORWARD_UNSUPPORTED",
       ),
     )
     .addOption(
@@ -265,6 +273,7 @@ export function dataplaneCommand(): Command {
         modelRepositories: repositories,
         modelConfigFiles: flags.modelConfig ?? [],
         ...(flags.modelFilesRoot !== undefined ? { modelFilesRoot: flags.modelFilesRoot } : {}),
+        ...(flags.forwardUnsupported !== undefined ? { forwardUnsupportedTo: flags.forwardUnsupported } : {}),
         modelControlMode: flags.modelControlMode,
         loadModels: flags.loadModel ?? [],
         repositoryPollSeconds: flags.repositoryPollSecs,

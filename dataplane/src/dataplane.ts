@@ -3,7 +3,8 @@ import type { Server as HttpServer } from "node:http";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { GRPCInferenceServiceServer } from "../../proto/gen/ts/grpc_service.js";
-import { autoCompleteConfig, createEngine } from "./engines/index.js";
+import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
+import { autoCompleteConfig, createEngine, forwardedConfig, runsLocally } from "./engines/index.js";
 import { errorMessage } from "./errors.js";
 import { createMetrics, type DataPlaneMetrics } from "./metrics/index.js";
 import { NO_TRACING, startTracing, type TracingOptions } from "./tracing/tracing.js";
@@ -25,6 +26,8 @@ import { modelStreamInferHandler } from "./services/stream.js";
 export interface DataPlaneOptions {
   readonly modelRepositories: readonly string[];
   readonly modelConfigFiles: readonly string[];
+  /** A Triton (host:port) that serves the models this data plane cannot run (undefined: they fail). */
+  readonly forwardUnsupportedTo?: string;
   /** Version folders of single-file configs: `<root>/<model>/<version>/` (undefined: none). */
   readonly modelFilesRoot?: string;
   readonly modelControlMode: ModelControlMode;
@@ -76,6 +79,12 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
         upstreamFlowControlWindow: options.upstreamFlowControlWindow,
       }),
     completeConfig: options.autoCompleteConfig ? autoCompleteConfig : undefined,
+    ...(options.forwardUnsupportedTo !== undefined
+      ? {
+          forwardUnsupported: (config: ModelConfig) =>
+            runsLocally(config) ? config : forwardedConfig(config, options.forwardUnsupportedTo!),
+        }
+      : {}),
     logger,
   });
   let stopping = false;

@@ -65,6 +65,32 @@ export function createEngine(
 const engineName = (engineParameter: string | undefined, backend: string): string => engineParameter ?? backend;
 
 /**
+ * Whether this data plane runs a Triton config itself: its `engine` parameter, or its
+ * backend or platform, names one of our engines. Others (python, pytorch_libtorch,
+ * tensorflow, tensorrt, ensembles, ...) are forwarded to a Triton (forwardedConfig); the
+ * data plane's --forward-unsupported and `migrate` apply the same rule.
+ */
+export function runsLocally(config: ModelConfig): boolean {
+  if (config.parameters["engine"] !== undefined) return true;
+  return FACTORIES.has(config.backend) || FACTORIES.has(config.platform);
+}
+
+/**
+ * A config that forwards its model to a KServe v2 endpoint (the Triton that serves it):
+ * the kserve-grpc engine with `upstream`; its own backend, tensors and decoupling are kept.
+ */
+export function forwardedConfig(config: ModelConfig, upstream: string): ModelConfig {
+  return {
+    ...config,
+    parameters: {
+      ...config.parameters,
+      engine: { stringValue: kserveGrpcEngineFactory.backend },
+      upstream: { stringValue: upstream },
+    },
+  };
+}
+
+/**
  * Triton's auto-complete: a config without backend or platform gets the engine whose
  * model file (e.g. model.onnx) is in the latest version folder, and the engine fills in
  * what it can read from that file (inputs, outputs, batching).

@@ -53,6 +53,11 @@ export interface RegistryOptions {
   readonly createEngine: (spec: ModelSpec, source: string, files?: ModelFiles) => Engine;
   /** Triton's auto-complete (config filled in from model files); undefined turns it off. */
   readonly completeConfig?: (config: ModelConfig, files: ModelFiles) => Promise<ModelConfig>;
+  /**
+   * --forward-unsupported: rewrites the config of a model this data plane cannot run itself
+   * so that it is forwarded to a Triton; undefined leaves such a model failing to load.
+   */
+  readonly forwardUnsupported?: (config: ModelConfig) => ModelConfig;
   readonly logger: Logger;
 }
 
@@ -250,7 +255,7 @@ export class ModelRegistry {
       const candidate =
         cached?.source.fingerprint === source.fingerprint
           ? { ...cached, source }
-          : await parseCandidate(source, this.options.completeConfig);
+          : await parseCandidate(source, this.options);
       this.parsed.set(source.path, candidate);
       const twin = byName.get(candidate.name);
       if (twin !== undefined) {
@@ -348,7 +353,7 @@ const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? tru
  */
 export async function parseCandidate(
   source: ModelSource,
-  complete: RegistryOptions["completeConfig"],
+  { completeConfig: complete, forwardUnsupported }: Pick<RegistryOptions, "completeConfig" | "forwardUnsupported">,
 ): Promise<Candidate> {
   try {
     let config: ModelConfig;
@@ -368,6 +373,7 @@ export async function parseCandidate(
         return { name: source.nameHint, source, config: new ConfigError(source.path, detail) };
       }
     }
+    if (forwardUnsupported !== undefined) config = forwardUnsupported(config);
     const name = source.nameFixed ? source.nameHint : config.name || source.nameHint;
     return { name, source, config };
   } catch (error) {

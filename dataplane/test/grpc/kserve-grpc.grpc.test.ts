@@ -22,6 +22,7 @@ import {
   type ServerProcess,
 } from "../fixtures/server.js";
 import { requireTritonPeers, startTritonPeer, type Peer } from "../fixtures/peers.js";
+import { identityRequest } from "../fixtures/requests.js";
 
 const whoamiConfig = (name: string, upstream: string, extra = "") => `
 name: "${name}"
@@ -186,6 +187,27 @@ describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", fun
     assert.ok(["A", "B"].includes(serverOf(least)));
   });
 
+  it("--forward-unsupported: a Triton config this data plane cannot run goes to that Triton, the rest runs here", async () => {
+    const triton = new TestRepository({
+      // Straight from a Triton repository: a Python model, no engine parameters.
+      whoami: whoamiConfig("whoami", "unused")
+        .split("\n")
+        .filter((line) => !line.includes("parameters"))
+        .join("\n"),
+    });
+    const forwarding = await startServer(["--model-repository", triton.dir, "--forward-unsupported", peerA.address]);
+    try {
+      assert.equal(serverOf(await infer(forwarding.client, whoamiRequest("whoami"))), "A");
+      // ModelConfig of a forwarded model is Triton's own.
+      const { config } = await call(forwarding.client, "modelConfig", { name: "whoami", version: "" });
+      assert.equal(config?.backend, "python");
+      const local = await infer(forwarding.client, identityRequest());
+      assert.equal(local.modelName, "identity_fp32", "identity still runs here");
+    } finally {
+      await forwarding.stop();
+      triton.remove();
+    }
+  });
   it("keeps a sequence on one upstream", async () => {
     const sequence = { sequence_id: { parameterChoice: { $case: "int64Param" as const, value: 42n } } };
     const servers = new Set<string>();

@@ -1,7 +1,7 @@
 import { readdir, readFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { ModelInstanceGroup_Kind, type ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import { autoCompleteConfig } from "../../../dataplane/src/engines/index.js";
+import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../../dataplane/src/engines/index.js";
 import { errorMessage } from "../../../dataplane/src/errors.js";
 import { ConfigError } from "../../../dataplane/src/models/config.js";
 import { parseCandidate, textOf } from "../../../dataplane/src/models/registry.js";
@@ -16,8 +16,6 @@ import { servedVersions } from "../../../dataplane/src/models/versions.js";
  * the Triton that serves it today.
  */
 
-/** Backends the data plane runs itself; everything else is forwarded to Triton. */
-const LOCAL_BACKENDS = new Set(["identity", "repeat", "mocker", "onnxruntime", "onnxruntime_onnx"]);
 const ONNX_BACKENDS = new Set(["onnxruntime", "onnxruntime_onnx"]);
 
 /** Where the files of in-process (ONNX) models come from in the cluster. */
@@ -63,7 +61,7 @@ export async function planMigration(repository: string, options: MigrationOption
 }
 
 async function planModel(repository: string, source: ModelSource, options: MigrationOptions): Promise<ModelPlan> {
-  const candidate = await parseCandidate(source, autoCompleteConfig);
+  const candidate = await parseCandidate(source, { completeConfig: autoCompleteConfig });
   const failed = (error: unknown, platform = ""): ModelPlan => ({
     ok: false,
     model: candidate.name,
@@ -77,10 +75,8 @@ async function planModel(repository: string, source: ModelSource, options: Migra
     const spec = toModelSpec(config, source.path, candidate.name, textOf(source));
     const versions = servedVersions(config.versionPolicy, source.versions, source.path);
     const notes = [...commonNotes(config, source)];
-    const engine = config.parameters["engine"]?.stringValue ?? (LOCAL_BACKENDS.has(spec.backend) ? spec.backend : "");
-    if (engine === "" || engine === "kserve-grpc") {
-      return forwarded(candidate.name, versions, platform, config, notes, options);
-    }
+    if (!runsLocally(config)) return forwarded(candidate.name, versions, platform, config, notes, options);
+    const engine = config.parameters["engine"]?.stringValue ?? spec.backend;
     const local = { ok: true as const, model: candidate.name, versions, platform, notes, config };
     if (!ONNX_BACKENDS.has(engine)) return { ...local, engine };
     notes.push(...onnxNotes(config));
@@ -122,7 +118,6 @@ function forwarded(
       error: `'${platform}' does not run in this data plane; pass --triton-endpoint host:port to forward it to the Triton that serves it now`,
     };
   }
-  const parameter = (value: string) => ({ stringValue: value });
   return {
     ok: true,
     model,
@@ -130,14 +125,7 @@ function forwarded(
     platform,
     engine: "kserve-grpc",
     notes: [`forwarded to ${options.tritonEndpoint}`, ...notes, ...forwardedNotes(config)],
-    config: {
-      ...config,
-      parameters: {
-        ...config.parameters,
-        engine: parameter("kserve-grpc"),
-        upstream: parameter(options.tritonEndpoint),
-      },
-    },
+    config: forwardedConfig(config, options.tritonEndpoint),
   };
 }
 
