@@ -44,6 +44,31 @@ function addSubModels(models: Record<string, string | undefined>): (repository: 
   };
 }
 
+/** Clients send [batch, 2, 2]; the model takes [batch, 4] (Triton's reshape). */
+const RESHAPED_BATCHED = `
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [
+  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape { shape: [ 4 ] } },
+  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 2, -1 ] reshape { shape: [ -1 ] } }
+]
+output [
+  { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape { shape: [ 4 ] } },
+  { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
+]
+`;
+
+/** Unbatched: clients send [8], the model runs it as [2, 4] and answers [8]. */
+const RESHAPED_UNBATCHED = `
+platform: "onnxruntime_onnx"
+max_batch_size: 0
+input [
+  { name: "INPUT0" data_type: TYPE_FP32 dims: [ 8 ] reshape { shape: [ 2, 4 ] } },
+  { name: "INPUT1" data_type: TYPE_FP32 dims: [ 8 ] reshape { shape: [ 2, 4 ] } }
+]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 8 ] reshape { shape: [ 2, 4 ] } } ]
+`;
+
 const AUTO_COMPLETE_MODELS = {
   onnx_no_config: undefined,
   onnx_partial_batched: PARTIAL_BATCHED,
@@ -71,7 +96,15 @@ const addSubRequest = (modelName: string, shape: bigint[], outputs: string[] = [
 
 describe("onnx engine (onnxruntime-node, in-process)", function () {
   this.timeout(20_000);
-  const serving = useServer({ onnx_missing: MISSING_FILE }, [], addSubModels(AUTO_COMPLETE_MODELS));
+  const serving = useServer(
+    { onnx_missing: MISSING_FILE },
+    [],
+    addSubModels({
+      ...AUTO_COMPLETE_MODELS,
+      onnx_reshaped: RESHAPED_BATCHED,
+      onnx_reshaped_unbatched: RESHAPED_UNBATCHED,
+    }),
+  );
   let server: ServerProcess;
   before(() => ({ server } = serving));
 
@@ -92,6 +125,16 @@ describe("onnx engine (onnxruntime-node, in-process)", function () {
       ["OUTPUT1"],
     );
     assert.deepEqual(valuesOf(reply, "OUTPUT1"), [-1, 0, 1, 2]);
+  });
+
+  it("applies reshape: clients see the config's dims, the model its reshape, with or without batching", async () => {
+    const batched = await infer(server.client, addSubRequest("onnx_reshaped", [2n, 2n, 2n]));
+    assert.deepEqual(batched.outputs[0]?.shape, [2n, 2n, 2n]);
+    assert.deepEqual(valuesOf(batched, "OUTPUT0"), [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert.deepEqual(batched.outputs[1]?.shape, [2n, 4n], "OUTPUT1 has no reshape");
+    const unbatched = await infer(server.client, addSubRequest("onnx_reshaped_unbatched", [8n]));
+    assert.deepEqual(unbatched.outputs[0]?.shape, [8n]);
+    assert.deepEqual(valuesOf(unbatched, "OUTPUT0"), [1, 2, 3, 4, 5, 6, 7, 8]);
   });
 
   it("answers UNAVAILABLE naming the file when the model file is missing", async () => {

@@ -3,7 +3,7 @@ import { InferenceSession, Tensor as OrtTensor } from "onnxruntime-node";
 import { abortedError, errorMessage, internal, unavailable } from "../../errors.js";
 import type { ModelSpec } from "../../models/spec.js";
 import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
-import type { Tensor } from "../../tensors/tensor.js";
+import { elementCount, type Tensor } from "../../tensors/tensor.js";
 import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions, ModelFiles } from "../engine.js";
 import { completeOnnxConfig } from "./autocomplete.js";
 import { ARRAY_OF, DATATYPE_OF_ORT, ORT_TYPE, type NumericArray, type NumericArrayConstructor } from "./types.js";
@@ -15,6 +15,15 @@ import { ARRAY_OF, DATATYPE_OF_ORT, ORT_TYPE, type NumericArray, type NumericArr
  * first request, so creating the engine does no I/O.
  */
 
+/**
+ * A tensor's `reshape` (Triton): the model sees `model` where clients see `client` (both
+ * without the batch dimension; -1 stands for the rest of the elements).
+ */
+interface Reshape {
+  readonly client: readonly number[];
+  readonly model: readonly number[];
+}
+
 class OnnxEngine implements Engine {
   private readonly sessions = new Map<string, Promise<InferenceSession>>();
 
@@ -22,12 +31,17 @@ class OnnxEngine implements Engine {
     private readonly modelDir: string,
     private readonly fileName: string,
     private readonly outputNames: readonly string[],
+    /** Whether the first dimension is the batch (max_batch_size > 0): reshape keeps it. */
+    private readonly batched: boolean,
+    private readonly reshapes: ReadonlyMap<string, Reshape>,
   ) {}
 
   async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
     const session = await this.session(request.version);
     if (signal.aborted) throw abortedError(signal);
-    const feeds = Object.fromEntries(request.inputs.map((tensor) => [tensor.name, toOrt(tensor)]));
+    const feeds = Object.fromEntries(
+      request.inputs.map((tensor) => [tensor.name, toOrt(tensor, this.shapeFor(tensor, "model"))]),
+    );
     const wanted = this.outputNames.filter(
       (name) => request.requestedOutputs.size === 0 || request.requestedOutputs.has(name),
     );
@@ -37,7 +51,21 @@ class OnnxEngine implements Engine {
     } catch (error) {
       throw internal(`onnxruntime failed: ${errorMessage(error)}`);
     }
-    yield { outputs: wanted.map((name) => fromOrt(name, results[name] as OrtTensor)) };
+    yield {
+      outputs: wanted.map((name) => {
+        const tensor = fromOrt(name, results[name] as OrtTensor);
+        return { ...tensor, shape: this.shapeFor(tensor, "client") };
+      }),
+    };
+  }
+
+  /** A tensor's shape as the model (inputs) or the client (outputs) sees it, after `reshape`. */
+  private shapeFor(tensor: Tensor, side: "model" | "client"): readonly number[] {
+    const reshape = this.reshapes.get(tensor.name);
+    if (reshape === undefined) return tensor.shape;
+    const batch = this.batched ? tensor.shape.slice(0, 1) : [];
+    const perItem = elementCount(tensor.shape.slice(batch.length));
+    return [...batch, ...resolveWildcard(reshape[side], perItem, tensor.name)];
   }
 
   async close(): Promise<void> {
@@ -60,10 +88,20 @@ class OnnxEngine implements Engine {
   }
 }
 
-function toOrt(tensor: Tensor): OrtTensor {
+/** `dims` with its -1 (at most one) replaced so that it holds `elements` elements. */
+function resolveWildcard(dims: readonly number[], elements: number, name: string): number[] {
+  const known = elementCount(dims.filter((dim) => dim !== -1));
+  const resolved = dims.map((dim) => (dim === -1 ? elements / known : dim));
+  if (elementCount(resolved) !== elements || !resolved.every(Number.isInteger)) {
+    throw internal(`'${name}': ${elements} elements cannot take the reshape [${dims.join(", ")}]`);
+  }
+  return resolved;
+}
+
+function toOrt(tensor: Tensor, shape: readonly number[]): OrtTensor {
   const type = ORT_TYPE[tensor.datatype];
   if (type === undefined) throw internal(`datatype ${tensor.datatype} cannot be given to onnxruntime`);
-  const dims = [...tensor.shape];
+  const dims = [...shape];
   if (type === "string") {
     return new OrtTensor(
       "string",
@@ -104,10 +142,17 @@ const factory = (backend: string): EngineFactory => ({
   modelFileName: "model.onnx",
   completeConfig: completeOnnxConfig,
   create(spec: ModelSpec, source: string, files?: ModelFiles): Engine {
+    const reshapes = new Map<string, Reshape>();
+    for (const tensor of [...spec.config.input, ...spec.config.output]) {
+      if (tensor.reshape === undefined) continue;
+      reshapes.set(tensor.name, { client: tensor.dims.map(Number), model: tensor.reshape.shape.map(Number) });
+    }
     return new OnnxEngine(
       files?.folder ?? dirname(source),
       spec.config.defaultModelFilename || "model.onnx",
       spec.outputs.map((output) => output.name),
+      spec.maxBatchSize > 0,
+      reshapes,
     );
   },
 });
