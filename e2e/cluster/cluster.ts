@@ -424,6 +424,7 @@ export function upstreamCrdFile(kind: "inferencepools" | "servicemonitors" | "ce
   );
 }
 
+/** The folder of a Go module version, downloaded by the Go toolchain into its module cache. */
 export function goModuleDir(module: string, version: string): string {
   const output = execFileSync("go", ["mod", "download", "-json", `${module}@${version}`], { encoding: "utf8" });
   return (JSON.parse(output) as { Dir: string }).Dir;
