@@ -1,6 +1,14 @@
 import assert from "node:assert/strict";
-import { execFileSync, spawn, type ChildProcess, type ExecFileSyncOptionsWithStringEncoding } from "node:child_process";
-import { readFileSync } from "node:fs";
+import {
+  execFile,
+  execFileSync,
+  spawn,
+  type ChildProcess,
+  type ExecFileSyncOptionsWithStringEncoding,
+} from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { promisify } from "node:util";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { V1Pod, V1Service } from "@kubernetes/client-node";
@@ -12,6 +20,8 @@ import { freePort } from "../support/ports.js";
 import { CACHE_DIR, helmBinary, requireHelm, requireProgram } from "../support/prerequisites.js";
 import { PROMETHEUS, PrometheusServer, resolveServiceMonitor, scrapeJobFor } from "../support/prometheus-server.js";
 import type { ServiceMonitor } from "../../operator/src/resources/service-monitor.js";
+import { tritonRepositoryCorpus } from "../../operator/test/fixtures/triton-repository.js";
+import { CLI } from "../../dataplane/test/fixtures/paths.js";
 
 /** The README's "Deploy on Kubernetes" commands, in order; the test runs exactly these. */
 const README_COMMANDS = [
@@ -207,5 +217,42 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       60_000,
       1_000,
     );
+  });
+
+  it("a migrated Triton ONNX model runs as real pods: files from its ConfigMap, the version its policy picks", async () => {
+    const repository = tritonRepositoryCorpus();
+    const out = mkdtempSync(join(tmpdir(), "dynamo-kserve-migrated-"));
+    try {
+      await promisify(execFile)(process.execPath, [CLI, "migrate", repository, "--out", out]).catch(
+        (error: { code?: number }) => assert.equal(error.code, 1, "the corpus holds broken configs"),
+      );
+      await run(`kubectl apply -f ${join(out, "add-sub-versions.yaml")}`);
+      await run("kubectl wait dkm/add-sub-versions --for=condition=Ready --timeout=180s");
+      const service = JSON.parse(cluster!.kubectl("get", "service", "add-sub-versions", "-o", "json")) as V1Service;
+      const reply = await eventually(
+        async () =>
+          (
+            await promisify(execFile)(process.execPath, [
+              CLI,
+              "infer",
+              "add_sub_versions",
+              "--url",
+              `${service.spec?.clusterIP}:8001`,
+              "--input",
+              "INPUT0:FP32:1x4=0,1,2,3",
+              "--input",
+              "INPUT1:FP32:1x4=1,1,1,1",
+            ])
+          ).stdout,
+        30_000,
+        1_000,
+      );
+      const parsed = JSON.parse(reply) as { model_version: string; outputs: { name: string; values: number[] }[] };
+      assert.equal(parsed.model_version, "2", "version_policy specific: [2]");
+      assert.deepEqual(parsed.outputs.find((output) => output.name === "OUTPUT0")?.values, [1, 2, 3, 4]);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+      rmSync(repository, { recursive: true, force: true });
+    }
   });
 });

@@ -1,34 +1,21 @@
 import assert from "node:assert/strict";
 import { execFile, execFileSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import type { V1ConfigMap, V1Deployment } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
-import { CLI, EXAMPLES, REPO_ROOT } from "../../../dataplane/test/fixtures/paths.js";
+import { CLI } from "../../../dataplane/test/fixtures/paths.js";
 import { infer, inferRequest, startServer, type ServerProcess } from "../../../dataplane/test/fixtures/server.js";
 import { eventually } from "../../../e2e/support/eventually.js";
 import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
 import type { MigratedObject } from "../../src/migrate/manifests.js";
 import { conditionOf } from "../fixtures/kube.js";
 import { useOperator } from "../fixtures/operator.js";
+import { tritonRepositoryCorpus } from "../fixtures/triton-repository.js";
 
-const FIXTURE = join(REPO_ROOT, "operator", "test", "fixtures", "triton_repository");
-const ONNX_MODEL = join(EXAMPLES, "add_sub_onnx", "1", "model.onnx");
 const TRITON = "triton.ml.svc:8001";
-
-/** The fixture repository with the example ONNX model copied where the ONNX fixtures need it. */
-function corpus(): string {
-  const dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-triton-repo-"));
-  cpSync(FIXTURE, dir, { recursive: true });
-  rmSync(join(dir, "README.md"));
-  for (const folder of ["add_sub_versions/1", "add_sub_versions/2", "add_sub_autocomplete/1"]) {
-    mkdirSync(join(dir, folder), { recursive: true });
-    cpSync(ONNX_MODEL, join(dir, folder, "model.onnx"));
-  }
-  return dir;
-}
 
 interface Migration {
   readonly code: number;
@@ -65,7 +52,7 @@ describe("migrate: a Triton model repository becomes DynamoKserveModels (real AP
   let server: ServerProcess | undefined;
 
   before(() => {
-    repository = corpus();
+    repository = tritonRepositoryCorpus();
   });
   after(async () => {
     await server?.stop();
