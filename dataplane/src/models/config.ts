@@ -58,6 +58,11 @@ export function parseText(text: string, source: string): ModelConfig {
   }
 }
 
+/** A configuration's text (for error lines), when it is in the text format. */
+export function configText(format: ConfigFormat | undefined, content: Uint8Array | undefined): string | undefined {
+  return format === "text" && content !== undefined ? Buffer.from(content).toString("utf8") : undefined;
+}
+
 /** A configuration as config.pbtxt text (protobuf-es's text format writer), e.g. normalized by `migrate`. */
 export function formatText(config: ModelConfig): string {
   return toText(ModelConfigSchema, fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish()));

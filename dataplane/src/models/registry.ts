@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import type { Engine, ModelFiles } from "../engines/engine.js";
 import { errorMessage, failedPrecondition, notFound, unavailable } from "../errors.js";
-import { ConfigError, parseModelConfig } from "./config.js";
+import { ConfigError, configText, parseModelConfig } from "./config.js";
 import { scanModelSources, type ModelSource } from "./repository.js";
 import { toModelSpec, type ModelSpec } from "./spec.js";
 import { VersionStatistics } from "./statistics.js";
@@ -321,7 +321,7 @@ export class ModelRegistry {
     if (config instanceof ConfigError) throw config;
     // The candidate's name: the folder's, or a single file's config name, else its file name
     // (a ConfigMap key such as `identity-fp32.pbtxt` whose config has no `name`).
-    const spec = toModelSpec(config, source.path, candidate.name, textOf(source));
+    const spec = toModelSpec(config, source.path, candidate.name, configText(source.format, source.content));
     const versions = servedVersions(spec.config.versionPolicy, source.versions, source.path);
     const files = source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions };
     const engine = this.options.createEngine(spec, source.path, files);
@@ -339,10 +339,6 @@ export class ModelRegistry {
     }
   }
 }
-
-/** A source's config text (for error lines), when it is text. */
-export const textOf = (source: ModelSource): string | undefined =>
-  source.format === "text" && source.content !== undefined ? Buffer.from(source.content).toString("utf8") : undefined;
 
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
 

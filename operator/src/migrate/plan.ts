@@ -3,8 +3,8 @@ import { join, relative } from "node:path";
 import { ModelInstanceGroup_Kind, type ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../../dataplane/src/engines/index.js";
 import { errorMessage } from "../../../dataplane/src/errors.js";
-import { ConfigError } from "../../../dataplane/src/models/config.js";
-import { parseCandidate, textOf } from "../../../dataplane/src/models/registry.js";
+import { ConfigError, configText } from "../../../dataplane/src/models/config.js";
+import { parseCandidate } from "../../../dataplane/src/models/registry.js";
 import { scanModelSources, type ModelSource } from "../../../dataplane/src/models/repository.js";
 import { toModelSpec } from "../../../dataplane/src/models/spec.js";
 import { servedVersions } from "../../../dataplane/src/models/versions.js";
@@ -72,7 +72,7 @@ async function planModel(repository: string, source: ModelSource, options: Migra
   const config = candidate.config;
   const platform = platformOf(config);
   try {
-    const spec = toModelSpec(config, source.path, candidate.name, textOf(source));
+    const spec = toModelSpec(config, source.path, candidate.name, configText(source.format, source.content));
     const versions = servedVersions(config.versionPolicy, source.versions, source.path);
     const notes = [...commonNotes(config, source)];
     if (!runsLocally(config)) return forwarded(candidate.name, versions, platform, config, notes, options);

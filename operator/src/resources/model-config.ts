@@ -1,7 +1,7 @@
 import type { V1ConfigMap } from "@kubernetes/client-node";
 import { checkEngine } from "../../../dataplane/src/engines/index.js";
 import { errorMessage } from "../../../dataplane/src/errors.js";
-import { parseModelConfig, type ConfigFormat } from "../../../dataplane/src/models/config.js";
+import { configText, parseModelConfig, type ConfigFormat } from "../../../dataplane/src/models/config.js";
 import { toModelSpec } from "../../../dataplane/src/models/spec.js";
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
 import { servedModelName } from "./names.js";
@@ -43,7 +43,7 @@ export function checkModelConfig(model: DynamoKserveModel, configMap: V1ConfigMa
         `${origin}: name '${config.name}' differs from the served model name '${name}' (spec.modelName, else metadata.name); make them equal or drop \`name\` from the config`,
       );
     }
-    const spec = toModelSpec(config, origin, name, format === "text" ? Buffer.from(bytes).toString("utf8") : undefined);
+    const spec = toModelSpec(config, origin, name, configText(format, bytes));
     checkEngine(spec, origin);
     const fileName = `${name}.${format === "binary" ? "pb" : "pbtxt"}`;
     return format === "binary"
