@@ -13,6 +13,7 @@ interface OperatorFlags {
   host: string;
   httpPort: number;
   resyncSecs: number;
+  repositoryStatusSecs: number;
   leaderElect?: boolean;
   leaderElectionNamespace?: string;
   leaderElectionId: string;
@@ -71,6 +72,15 @@ export function operatorCommand(): Command {
       )
         .argParser(seconds)
         .default(300),
+    )
+    .addOption(
+      option(
+        "--repository-status-secs <seconds>",
+        "ask a DynamoKserveRepository's data plane for its models' states this often",
+        "DYNAMO_OPERATOR_REPOSITORY_STATUS_SECS",
+      )
+        .argParser(seconds)
+        .default(15),
     )
     .addOption(
       option(
@@ -150,6 +160,7 @@ export function operatorCommand(): Command {
         httpHost: flags.host,
         httpPort: flags.httpPort,
         resyncSeconds: flags.resyncSecs,
+        repositoryStatusSeconds: flags.repositoryStatusSecs,
         leaderElection: flags.leaderElect === true ? leaderElectionOptions(flags) : undefined,
         onLostLeadership: () => process.exit(1),
         certificates: certificateSettings(flags),

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Generates operator/src/api/v1alpha1.generated.ts from the CRD in crds/ (the source of
-// truth): TypeScript types for spec and status, and the schema's defaults as constants.
+// Generates operator/src/api/*.generated.ts from the CRDs in crds/ (the source of truth):
+// TypeScript types for spec and status, and the schema's defaults as constants.
 // With --check, fails if the checked-in file differs.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -9,10 +9,12 @@ import { parse } from "yaml";
 import { syncGenerated } from "./lib/generated.mjs";
 
 const root = new URL("..", import.meta.url).pathname;
-const crdFile = "crds/dynamokserve.dev_dynamokservemodels.yaml";
-const crd = parse(readFileSync(join(root, crdFile), "utf8"));
-const version = crd.spec.versions.find((candidate) => candidate.storage);
-const schema = version.schema.openAPIV3Schema;
+
+/** Each CRD in crds/ and the file its types go to (the API's kinds, one file each). */
+const CRDS = [
+  { crdFile: "crds/dynamokserve.dev_dynamokservemodels.yaml", out: "v1alpha1.generated.ts" },
+  { crdFile: "crds/dynamokserve.dev_dynamokserverepositories.yaml", out: "repository.v1alpha1.generated.ts" },
+];
 
 /** Kubernetes' OpenAPI dialect -> plain JSON Schema: drop x-kubernetes-* and CEL. */
 function plain(node) {
@@ -40,32 +42,39 @@ function defaultsOf(node) {
 }
 
 const options = { additionalProperties: false, bannerComment: "", format: true, strictIndexSignatures: true };
-const spec = await compile({ ...plain(schema.properties.spec), title: "DynamoKserveModelSpec" }, "Spec", options);
-const status = await compile(
-  { ...plain(schema.properties.status), title: "DynamoKserveModelStatus" },
-  "Status",
-  options,
-);
-const content = [
-  `// Generated from ${crdFile} by scripts/gen-api-types.mjs. DO NOT EDIT: change the CRD and run \`npm run api:gen\`.`,
-  "",
-  `export const GROUP = ${JSON.stringify(crd.spec.group)};`,
-  `export const VERSION = ${JSON.stringify(version.name)};`,
-  `export const KIND = ${JSON.stringify(crd.spec.names.kind)};`,
-  `export const PLURAL = ${JSON.stringify(crd.spec.names.plural)};`,
-  "",
-  "/** Defaults the API server applies (from the schema's `default` values). */",
-  `export const SPEC_DEFAULTS = ${JSON.stringify(defaultsOf(schema.properties.spec))} as const;`,
-  "",
-  spec.trim(),
-  "",
-  status.trim(),
-  "",
-].join("\n");
+
+/** The TypeScript of one CRD: its names, its spec defaults, and types for spec and status. */
+async function typesOf(crdFile) {
+  const crd = parse(readFileSync(join(root, crdFile), "utf8"));
+  const version = crd.spec.versions.find((candidate) => candidate.storage);
+  const schema = version.schema.openAPIV3Schema;
+  const kind = crd.spec.names.kind;
+  const spec = await compile({ ...plain(schema.properties.spec), title: `${kind}Spec` }, "Spec", options);
+  const status = await compile({ ...plain(schema.properties.status), title: `${kind}Status` }, "Status", options);
+  return [
+    `// Generated from ${crdFile} by scripts/gen-api-types.mjs. DO NOT EDIT: change the CRD and run \`npm run api:gen\`.`,
+    "",
+    `export const GROUP = ${JSON.stringify(crd.spec.group)};`,
+    `export const VERSION = ${JSON.stringify(version.name)};`,
+    `export const KIND = ${JSON.stringify(kind)};`,
+    `export const PLURAL = ${JSON.stringify(crd.spec.names.plural)};`,
+    "",
+    "/** Defaults the API server applies (from the schema's `default` values). */",
+    `export const SPEC_DEFAULTS = ${JSON.stringify(defaultsOf(schema.properties.spec))} as const;`,
+    "",
+    spec.trim(),
+    "",
+    status.trim(),
+    "",
+  ].join("\n");
+}
+
+const files = new Map();
+for (const { crdFile, out } of CRDS) files.set(out, await typesOf(crdFile));
 syncGenerated({
   label: "api",
   dir: join(root, "operator", "src", "api"),
-  files: new Map([["v1alpha1.generated.ts", content]]),
+  files,
   check: process.argv.includes("--check"),
   owned: (file) => file.endsWith(".generated.ts"),
 });

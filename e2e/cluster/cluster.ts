@@ -325,9 +325,10 @@ export class TestCluster {
     }
   }
 
-  /** Our CRD from crds/, and the upstream ones later work needs, from their Go modules. */
+  /** Our CRDs from crds/, and the upstream ones later work needs, from their Go modules. */
   private async installCrds(): Promise<void> {
     await this.installCrdFile(join(REPO_ROOT, "crds", "dynamokserve.dev_dynamokservemodels.yaml"));
+    await this.installCrdFile(join(REPO_ROOT, "crds", "dynamokserve.dev_dynamokserverepositories.yaml"));
     await this.installCrdFile(upstreamCrdFile("inferencepools"));
     await this.installCrdFile(upstreamCrdFile("servicemonitors"));
   }

@@ -8,18 +8,29 @@ import {
   type V1ConfigMap,
   type V1Deployment,
   type V1CustomResourceDefinition,
+  type V1Pod,
   type V1Secret,
   type V1Service,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../dataplane/src/errors.js";
-import { API_VERSION, KIND, PLURAL, type DynamoKserveModel } from "./api/v1alpha1.js";
+import {
+  API_VERSION,
+  KIND,
+  PLURAL,
+  REPOSITORY_KIND,
+  REPOSITORY_PLURAL,
+  type DynamoKserveModel,
+  type DynamoKserveRepository,
+} from "./api/v1alpha1.js";
 import {
   DynamoKserveModelController,
-  keyOf,
   type CertificateSettings,
   type ModelCaches,
 } from "./controllers/dynamokservemodel.js";
+import { DynamoKserveRepositoryController, podIpAddress } from "./controllers/dynamokserverepository.js";
+import { keyOf } from "./controllers/shared.js";
+import { GrpcRepositoryIndex } from "./probes/repository-index.js";
 import { InferencePoolController } from "./controllers/inferencepool.js";
 import { OptionalKind } from "./kube/optional-kind.js";
 import { INFERENCE_POOL_KIND, type InferencePool } from "./resources/inference-pool.js";
@@ -30,7 +41,7 @@ import { OperatorMetrics } from "./kube/metrics.js";
 import { WorkQueue } from "./kube/queue.js";
 import { LeaderElector, type LeaderElectionOptions } from "./kube/leader.js";
 import { KubeWriter } from "./kube/writer.js";
-import { MANAGED_BY_LABEL, OPERATOR_NAME } from "./resources/names.js";
+import { MANAGED_BY_LABEL, OPERATOR_NAME, REPOSITORY_LABEL } from "./resources/names.js";
 
 export interface OperatorOptions {
   /** Path of a kubeconfig; undefined loads the default (in-cluster, $KUBECONFIG, ~/.kube/config). */
@@ -47,6 +58,8 @@ export interface OperatorOptions {
   readonly leaderElection: Omit<LeaderElectionOptions, "logger"> | undefined;
   /** Validity and renewal of tls.mode SelfSigned serving certificates. */
   readonly certificates: CertificateSettings;
+  /** How often a DynamoKserveRepository's data plane is asked for its models' states. */
+  readonly repositoryStatusSeconds: number;
   /** Called if leadership is lost (the CLI exits, so the pod restarts as a candidate). */
   readonly onLostLeadership?: () => void;
   readonly logger: Logger;
@@ -60,6 +73,7 @@ export interface RunningOperator {
 
 const MODEL_CONTROLLER = "dynamokservemodel";
 const POOL_CONTROLLER = "inferencepool";
+const REPOSITORY_CONTROLLER = "dynamokserverepository";
 
 /** Starts the watches, the work queue and the HTTP endpoint (/healthz, /readyz, /metrics). */
 export async function startOperator(options: OperatorOptions): Promise<RunningOperator> {
@@ -83,10 +97,13 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     });
   const modelQueue = queueFor(MODEL_CONTROLLER, (key) => modelController.reconcile(key));
   const poolQueue = queueFor(POOL_CONTROLLER, (key) => poolController.reconcile(key));
+  const repositoryQueue = queueFor(REPOSITORY_CONTROLLER, (key) => repositoryController.reconcile(key));
+  const queues = [modelQueue, poolQueue, repositoryQueue];
   // Events arrive only after start(), when the controllers below exist.
   const route = (kind: string, object: KubernetesObject): void => {
     modelController.keysFor(kind, object).forEach((key) => modelQueue.add(key));
     poolController.keysFor(kind, object).forEach((key) => poolQueue.add(key));
+    repositoryController.keysFor(kind, object).forEach((key) => repositoryQueue.add(key));
   };
   const watch = <T extends KubernetesObject>(kind: WatchedKind, labelSelector?: string): WatchedObjects<T> =>
     new WatchedObjects<T>(config, objectsApi, kind, {
@@ -117,6 +134,13 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     services: watch<V1Service & KubernetesObject>({ apiVersion: "v1", kind: "Service", plural: "services" }, owned),
     // All ConfigMaps: models may name any ConfigMap of their namespace in configMapRef.
     configMaps: watch<V1ConfigMap & KubernetesObject>({ apiVersion: "v1", kind: "ConfigMap", plural: "configmaps" }),
+    repositories: watch<DynamoKserveRepository & KubernetesObject>({
+      apiVersion: API_VERSION,
+      kind: REPOSITORY_KIND,
+      plural: REPOSITORY_PLURAL,
+    }),
+    // Only repositories' pods: the one a repository's models are asked of must be ready.
+    pods: watch<V1Pod & KubernetesObject>({ apiVersion: "v1", kind: "Pod", plural: "pods" }, REPOSITORY_LABEL),
   };
   const pools = new OptionalKind<InferencePool>(
     INFERENCE_POOL_KIND,
@@ -160,6 +184,17 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     logger.child({ controller: MODEL_CONTROLLER }),
   );
   const poolController = new InferencePoolController(pools, watchedCaches.services, writer);
+  const repositoryController = new DynamoKserveRepositoryController(
+    { ...watchedCaches, monitors },
+    writer,
+    { dataplaneImage: options.dataplaneImage },
+    {
+      reader: new GrpcRepositoryIndex(),
+      addressOf: podIpAddress,
+      intervalMs: options.repositoryStatusSeconds * 1000,
+    },
+    logger.child({ controller: REPOSITORY_CONTROLLER }),
+  );
 
   /**
    * A CRD came, changed or went: its objects went with a removed CRD, so what we applied
@@ -170,11 +205,12 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     enqueueEverything();
   }
 
-  /** Every model and every pool: at start, on resync, and when a CRD comes or goes. */
+  /** Every model, pool and repository: at start, on resync, and when a CRD comes or goes. */
   function enqueueEverything(): void {
     for (const model of watchedCaches.models.list())
       modelQueue.add(keyOf(model.metadata.namespace, model.metadata.name));
     for (const key of poolController.allKeys()) poolQueue.add(key);
+    for (const key of repositoryController.allKeys()) repositoryQueue.add(key);
   }
 
   async function measured(controller: string, reconcile: () => Promise<unknown>): Promise<unknown> {
@@ -203,8 +239,7 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
   await Promise.all(optionalKinds.map((kind) => kind.settled()));
   let resync: NodeJS.Timeout | undefined;
   const lead = (): void => {
-    modelQueue.start();
-    poolQueue.start();
+    queues.forEach((queue) => queue.start());
     enqueueEverything();
     resync = setInterval(enqueueEverything, options.resyncSeconds * 1000);
     resync.unref();
@@ -224,7 +259,7 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
         elector.keepLeading(() => {
           leaderGauge.set(0);
           clearInterval(resync);
-          void Promise.all([modelQueue.stop(), poolQueue.stop()]).then(() => options.onLostLeadership?.());
+          void Promise.all(queues.map((queue) => queue.stop())).then(() => options.onLostLeadership?.());
         });
       },
       (error: unknown) => {
@@ -250,7 +285,7 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     async stop() {
       ready = false;
       clearInterval(resync);
-      await Promise.all([modelQueue.stop(), poolQueue.stop()]);
+      await Promise.all(queues.map((queue) => queue.stop()));
       await elector?.release();
       await Promise.all([...allCaches.map((cache) => cache.stop()), ...optionalKinds.map((kind) => kind.stop())]);
       await new Promise<void>((resolve) => http.server.close(() => resolve()));

@@ -78,6 +78,8 @@ export class ModelRegistry {
   private readonly records = new Map<string, ModelRecord>();
   /** Parsed sources by path, reused while the source's fingerprint is unchanged (polls reparse nothing). */
   private readonly parsed = new Map<string, Candidate>();
+  /** Pairs of sources defining the same model that were already logged. */
+  private readonly shadowed = new Set<string>();
   private queue: Promise<unknown> = Promise.resolve();
   private readonly listeners: (() => void)[] = [];
 
@@ -259,10 +261,16 @@ export class ModelRegistry {
       this.parsed.set(source.path, candidate);
       const twin = byName.get(candidate.name);
       if (twin !== undefined) {
-        this.options.logger.error(
-          { model: candidate.name, first: twin.source.path, second: source.path },
-          "two sources define the same model; keeping the first",
-        );
+        // Told once, not on every poll: a ConfigMap of configs placed before a repository
+        // (a DynamoKserveRepository with both) overrides it this way on purpose.
+        const pair = `${twin.source.path}\n${source.path}`;
+        if (!this.shadowed.has(pair)) {
+          this.shadowed.add(pair);
+          this.options.logger.warn(
+            { model: candidate.name, first: twin.source.path, second: source.path },
+            "two sources define the same model; the first (in repository order) is served",
+          );
+        }
         continue;
       }
       byName.set(candidate.name, candidate);

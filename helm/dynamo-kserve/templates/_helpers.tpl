@@ -40,13 +40,13 @@ ServiceMonitors a model stops asking for; Secrets are read one by one, never lis
 */}}
 {{- define "dynamo-kserve.namespacedRules" -}}
 - apiGroups: [dynamokserve.dev]
-  resources: [dynamokservemodels]
+  resources: [dynamokservemodels, dynamokserverepositories]
   verbs: [get, list, watch]
 - apiGroups: [dynamokserve.dev]
-  resources: [dynamokservemodels/status]
+  resources: [dynamokservemodels/status, dynamokserverepositories/status]
   verbs: [patch]
 - apiGroups: [dynamokserve.dev]
-  resources: [dynamokservemodels/finalizers]
+  resources: [dynamokservemodels/finalizers, dynamokserverepositories/finalizers]
   verbs: [update]
 - apiGroups: [apps]
   resources: [deployments]
@@ -54,6 +54,10 @@ ServiceMonitors a model stops asking for; Secrets are read one by one, never lis
 - apiGroups: [""]
   resources: [services, configmaps]
   verbs: [get, list, watch, create, patch]
+# A repository's data-plane pods: the operator asks a ready one for its models' states.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch]
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, patch]

@@ -8,8 +8,22 @@ import {
   type DynamoKserveModelSpec,
   type DynamoKserveModelStatus,
 } from "./v1alpha1.generated.js";
+import {
+  KIND as REPOSITORY_KIND,
+  PLURAL as REPOSITORY_PLURAL,
+  SPEC_DEFAULTS as REPOSITORY_SPEC_DEFAULTS,
+  type DynamoKserveRepositorySpec,
+  type DynamoKserveRepositoryStatus,
+} from "./repository.v1alpha1.generated.js";
 
 export { GROUP, KIND, PLURAL, SPEC_DEFAULTS, VERSION, type DynamoKserveModelSpec, type DynamoKserveModelStatus };
+export {
+  REPOSITORY_KIND,
+  REPOSITORY_PLURAL,
+  REPOSITORY_SPEC_DEFAULTS,
+  type DynamoKserveRepositorySpec,
+  type DynamoKserveRepositoryStatus,
+};
 
 export const API_VERSION = `${GROUP}/${VERSION}`;
 
@@ -35,3 +49,18 @@ export const CONDITION_TYPES = [
   "CredentialsReady",
 ] as const;
 export type ConditionType = (typeof CONDITION_TYPES)[number];
+
+/** A DynamoKserveRepository as read from the API server. */
+export interface DynamoKserveRepository {
+  apiVersion: typeof API_VERSION;
+  kind: typeof REPOSITORY_KIND;
+  metadata: V1ObjectMeta & { name: string; namespace: string; uid: string };
+  spec: DynamoKserveRepositorySpec;
+  status?: DynamoKserveRepositoryStatus;
+}
+
+export type RepositoryModelStatus = NonNullable<DynamoKserveRepositoryStatus["models"]>[number];
+
+/** The condition types this operator sets on a DynamoKserveRepository. */
+export const REPOSITORY_CONDITION_TYPES = ["Ready", "Available", "ModelsReady", "MonitoringReady"] as const;
+export type RepositoryConditionType = (typeof REPOSITORY_CONDITION_TYPES)[number];

@@ -2,18 +2,13 @@ import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Secret, V1Service }
 import type { Logger } from "pino";
 import { errorMessage } from "../../../dataplane/src/errors.js";
 import { parseTokenFile } from "../../../dataplane/src/server/auth.js";
-import type { DynamoKserveModel, DynamoKserveModelStatus } from "../api/v1alpha1.js";
+import { PLURAL, type DynamoKserveModel, type DynamoKserveModelStatus } from "../api/v1alpha1.js";
 import type { WatchedObjects } from "../kube/informer.js";
 import type { KubeWriter } from "../kube/writer.js";
 import { checkModelConfig } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames } from "../resources/names.js";
 import { desiredConfigMap, desiredDeployment, desiredService, type BuildSettings } from "../resources/objects.js";
-import {
-  desiredStatus,
-  type CredentialsOutcome,
-  type MonitoringOutcome,
-  type PoolOutcome,
-} from "../resources/status.js";
+import { desiredStatus, type CredentialsOutcome, type PoolOutcome } from "../resources/status.js";
 import { issueCa, issueLeaf, needsIssuing, notAfter, type KeyPairPem } from "../resources/certificates.js";
 import {
   desiredCaSecret,
@@ -25,7 +20,8 @@ import {
 } from "../resources/credentials.js";
 import type { Requeue } from "../kube/queue.js";
 import { desiredCertificate, type Certificate } from "../resources/certificate-request.js";
-import { desiredServiceMonitor, type ServiceMonitor } from "../resources/service-monitor.js";
+import type { ServiceMonitor } from "../resources/service-monitor.js";
+import { keyOf, reconcileServiceMonitor, timestamp } from "./shared.js";
 import { desiredInferencePool, H2C, poolServiceName, type InferencePool } from "../resources/inference-pool.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
 
@@ -53,12 +49,6 @@ export interface CertificateSettings {
 
 /** While a Secret the model needs is missing, look again this often. */
 const MISSING_SECRET_RETRY_MS = 10_000;
-
-/** `namespace/name`, the work-queue key of a model. */
-export const keyOf = (namespace: string, name: string): string => `${namespace}/${name}`;
-
-/** RFC 3339 to the second, as Kubernetes writes timestamps. */
-const timestamp = (): string => new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
 
 /**
  * Reconciles one DynamoKserveModel: observe (caches) -> desired (pure builders) -> apply
@@ -131,13 +121,13 @@ export class DynamoKserveModelController {
     }
 
     const inferencePool = await this.reconcilePool(model);
-    const monitoring = await this.reconcileMonitoring(model);
+    const monitoring = await reconcileServiceMonitor(model, names.service, this.caches.monitors, this.writer);
     const { status, transitions } = desiredStatus(
       model,
       { config, deployment, inferencePool, monitoring, credentials },
       timestamp(),
     );
-    await this.writer.status(model, status);
+    await this.writer.status(model, PLURAL, status);
     this.writtenStatus.set(key, status);
     for (const transition of transitions) {
       await this.writer
@@ -166,20 +156,6 @@ export class DynamoKserveModelController {
     return appProtocolSupported
       ? { state: "Created", name, appProtocol: H2C, service }
       : { state: "CreatedWithoutAppProtocol", name, service };
-  }
-
-  /** Creates, updates or removes the model's ServiceMonitor; undefined when it asks for none. */
-  private async reconcileMonitoring(model: DynamoKserveModel): Promise<MonitoringOutcome | undefined> {
-    const { namespace, name } = model.metadata;
-    const live = this.caches.monitors.objects()?.get(namespace, objectNames(model).service);
-    if (model.spec.monitoring === undefined) {
-      if (live !== undefined && live.metadata.labels?.[MODEL_LABEL] === name) await this.writer.remove(live);
-      return undefined;
-    }
-    if (this.caches.monitors.crd() === undefined) return { state: "CRDNotInstalled" };
-    const desired = desiredServiceMonitor(model);
-    await this.writer.apply(desired, live);
-    return { state: "Created", name: desired.metadata.name };
   }
 
   /**

@@ -3,7 +3,7 @@ import type { WatchedObjects } from "../kube/informer.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
 import type { KubeWriter } from "../kube/writer.js";
 import { desiredPoolService, poolServiceName, POOL_LABEL, type InferencePool } from "../resources/inference-pool.js";
-import { keyOf } from "./dynamokservemodel.js";
+import { keyOf } from "./shared.js";
 
 /**
  * Keeps a Service in front of every InferencePool in scope, ours or a user's, with the

@@ -31,8 +31,30 @@ export async function applyIfChanged(
       annotations: { ...desired.metadata?.annotations, [APPLIED_HASH_ANNOTATION]: hash },
     },
   };
-  const object = await api.patch(body, undefined, undefined, OPERATOR_NAME, true, PatchStrategy.ServerSideApply);
-  return { changed: true, object };
+  // Forced only over an object we know (our cache holds what we own): an apply to a name
+  // the cache lacks would otherwise take over somebody else's object of that name (a
+  // user's Service, say). Unforced, the API server refuses with 409 Conflict when
+  // another field manager owns what we would set.
+  const force = live !== undefined;
+  try {
+    const object = await api.patch(body, undefined, undefined, OPERATOR_NAME, force, PatchStrategy.ServerSideApply);
+    return { changed: true, object };
+  } catch (error) {
+    if (!force && (error as { code?: number }).code === 409) {
+      throw new NameTakenError(desired.kind ?? "object", desired.metadata?.name ?? "");
+    }
+    throw error;
+  }
+}
+
+/** The object we would create exists and belongs to somebody else. */
+export class NameTakenError extends Error {
+  constructor(
+    readonly kind: string,
+    readonly objectName: string,
+  ) {
+    super(`a ${kind} named ${objectName} exists and is not managed by ${OPERATOR_NAME}; rename one of them`);
+  }
 }
 
 export function hashOf(value: unknown): string {

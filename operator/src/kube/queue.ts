@@ -37,7 +37,8 @@ export class WorkQueue {
   private readonly processing = new Set<string>();
   private readonly dirty = new Set<string>();
   private readonly failures = new Map<string, number>();
-  private readonly timers = new Set<NodeJS.Timeout>();
+  /** One pending delayed add per key, the earliest asked for (as client-go's delaying queue keeps). */
+  private readonly delayed = new Map<string, { timer: NodeJS.Timeout; at: number }>();
   private readonly idleWorkers: (() => void)[] = [];
   private running = false;
   private workers: Promise<void>[] = [];
@@ -62,13 +63,23 @@ export class WorkQueue {
     this.idleWorkers.shift()?.();
   }
 
+  /**
+   * Adds `key` after `delayMs`, unless it is already due sooner: every reconcile may ask to
+   * run again later, and without this each event would start one more periodic chain.
+   */
   addAfter(key: string, delayMs: number): void {
+    const at = Date.now() + delayMs;
+    const pending = this.delayed.get(key);
+    if (pending !== undefined) {
+      if (pending.at <= at) return;
+      clearTimeout(pending.timer);
+    }
     const timer = setTimeout(() => {
-      this.timers.delete(timer);
+      this.delayed.delete(key);
       this.add(key);
     }, delayMs);
     timer.unref();
-    this.timers.add(timer);
+    this.delayed.set(key, { timer, at });
   }
 
   get length(): number {
@@ -83,7 +94,8 @@ export class WorkQueue {
   /** Stops taking keys and waits for the handlers in progress to finish. */
   async stop(): Promise<void> {
     this.running = false;
-    for (const timer of this.timers) clearTimeout(timer);
+    for (const { timer } of this.delayed.values()) clearTimeout(timer);
+    this.delayed.clear();
     this.idleWorkers.splice(0).forEach((wake) => wake());
     await Promise.all(this.workers);
   }

@@ -8,8 +8,8 @@ import {
   type KubernetesObject,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { GROUP, PLURAL, VERSION, type DynamoKserveModel, type DynamoKserveModelStatus } from "../api/v1alpha1.js";
-import { OPERATOR_NAME } from "../resources/names.js";
+import { GROUP, VERSION } from "../api/v1alpha1.js";
+import { OPERATOR_NAME, type Owner } from "../resources/names.js";
 import type { Transition } from "../resources/status.js";
 import { APPLIED_HASH_ANNOTATION, applyIfChanged, canonicalJson, hashOf, type ApplyResult } from "./apply.js";
 import type { OperatorMetrics } from "./metrics.js";
@@ -82,29 +82,36 @@ export class KubeWriter {
     }
   }
 
-  /** Applies the status (our field manager owns it all) when it differs from what is there. */
-  async status(model: DynamoKserveModel, status: DynamoKserveModelStatus): Promise<boolean> {
-    if (canonicalJson(model.status ?? {}) === canonicalJson(status)) return false;
-    this.logger?.debug({ model: model.metadata.name, before: model.status, after: status }, "status changed");
+  /**
+   * Applies the status of one of our objects (`plural` names its kind's resource; our field
+   * manager owns the whole status) when it differs from what is there.
+   */
+  async status<S extends object>(owner: Owner & { readonly status?: S }, plural: string, status: S): Promise<boolean> {
+    if (canonicalJson(owner.status ?? {}) === canonicalJson(status)) return false;
+    const { name, namespace } = owner.metadata;
+    this.logger?.debug({ [owner.kind]: name, before: owner.status, after: status }, "status changed");
     await this.custom.patchNamespacedCustomObjectStatus(
       {
         group: GROUP,
         version: VERSION,
-        namespace: model.metadata.namespace,
-        plural: PLURAL,
-        name: model.metadata.name,
-        body: { apiVersion: model.apiVersion, kind: model.kind, metadata: { name: model.metadata.name }, status },
+        namespace,
+        plural,
+        name,
+        body: { apiVersion: owner.apiVersion, kind: owner.kind, metadata: { name }, status },
         fieldManager: OPERATOR_NAME,
         force: true,
       },
       setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply),
     );
-    this.metrics.apiWrites.inc({ verb: "apply", resource: "dynamokservemodels/status" });
+    this.metrics.apiWrites.inc({ verb: "apply", resource: `${plural}/status` });
     return true;
   }
 
-  /** Records a Kubernetes Event on the model (what `kubectl describe dkm` shows). */
-  async event(model: DynamoKserveModel, transition: Transition): Promise<void> {
+  /** Records a Kubernetes Event on one of our objects (what `kubectl describe` shows). */
+  async event(
+    model: Owner & { readonly metadata: { readonly resourceVersion?: string } },
+    transition: Transition,
+  ): Promise<void> {
     const now = new Date();
     await this.core.createNamespacedEvent({
       namespace: model.metadata.namespace,

@@ -1,16 +1,29 @@
 import type { V1OwnerReference } from "@kubernetes/client-node";
-import { API_VERSION, KIND, type DynamoKserveModel } from "../api/v1alpha1.js";
+import { REPOSITORY_KIND, type DynamoKserveModel } from "../api/v1alpha1.js";
 
 /** The operator's name as Kubernetes sees it: field manager, event source, managed-by label. */
 export const OPERATOR_NAME = "dynamo-kserve-operator";
 
 export const MODEL_LABEL = "dynamokserve.dev/model";
+export const REPOSITORY_LABEL = "dynamokserve.dev/repository";
 export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
 
 /** Where the model's configuration is mounted in data-plane pods (the model repository). */
 export const MODEL_REPOSITORY_PATH = "/models";
 /** Where spec.modelFiles is mounted, under the model's name (the data plane's --model-files-root). */
 export const MODEL_FILES_ROOT = "/model-files";
+/** Where a DynamoKserveRepository's PersistentVolumeClaim (a Triton model repository) is mounted. */
+export const CLAIM_REPOSITORY_PATH = "/repository";
+
+/** An object of ours that owns what the operator makes for it: a DynamoKserveModel or a DynamoKserveRepository. */
+export interface Owner {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly metadata: { readonly name: string; readonly namespace: string; readonly uid: string };
+}
+
+/** The label naming an owned object's owner: one key per owning kind, so selectors never overlap. */
+export const ownerLabel = (owner: Owner): string => (owner.kind === REPOSITORY_KIND ? REPOSITORY_LABEL : MODEL_LABEL);
 
 export interface OwnedNames {
   readonly deployment: string;
@@ -35,27 +48,27 @@ export function ownedNames(name: string): OwnedNames {
 export const objectNames = (model: DynamoKserveModel): OwnedNames => ownedNames(model.metadata.name);
 
 /** Labels on every owned object and on the data-plane pods. */
-export function labelsFor(model: DynamoKserveModel): Record<string, string> {
+export function labelsFor(owner: Owner): Record<string, string> {
   return {
     "app.kubernetes.io/name": "dynamo-kserve-dataplane",
-    "app.kubernetes.io/instance": model.metadata.name,
+    "app.kubernetes.io/instance": owner.metadata.name,
     [MANAGED_BY_LABEL]: OPERATOR_NAME,
-    [MODEL_LABEL]: model.metadata.name,
+    [ownerLabel(owner)]: owner.metadata.name,
   };
 }
 
 /** The pod selector: one label, so it never needs to change (Deployment selectors are immutable). */
-export function selectorFor(model: DynamoKserveModel): Record<string, string> {
-  return { [MODEL_LABEL]: model.metadata.name };
+export function selectorFor(owner: Owner): Record<string, string> {
+  return { [ownerLabel(owner)]: owner.metadata.name };
 }
 
-/** Makes an owned object garbage-collected with its DynamoKserveModel. */
-export function ownerReference(model: DynamoKserveModel): V1OwnerReference {
+/** Makes an owned object garbage-collected with its owner. */
+export function ownerReference(owner: Owner): V1OwnerReference {
   return {
-    apiVersion: API_VERSION,
-    kind: KIND,
-    name: model.metadata.name,
-    uid: model.metadata.uid,
+    apiVersion: owner.apiVersion,
+    kind: owner.kind,
+    name: owner.metadata.name,
+    uid: owner.metadata.uid,
     controller: true,
     blockOwnerDeletion: true,
   };
@@ -66,12 +79,12 @@ export function servedModelName(model: DynamoKserveModel): string {
   return model.spec.modelName ?? model.metadata.name;
 }
 
-/** Metadata of an object a model owns: its name and namespace, the model's labels, owned by the model. */
-export function ownedMetadata(model: DynamoKserveModel, name: string) {
+/** Metadata of an owned object: its name and namespace, the owner's labels, owned by the owner. */
+export function ownedMetadata(owner: Owner, name: string) {
   return {
     name,
-    namespace: model.metadata.namespace,
-    labels: labelsFor(model),
-    ownerReferences: [ownerReference(model)],
+    namespace: owner.metadata.namespace,
+    labels: labelsFor(owner),
+    ownerReferences: [ownerReference(owner)],
   };
 }

@@ -6,7 +6,7 @@ import type {
   V1Volume,
   V1VolumeMount,
 } from "@kubernetes/client-node";
-import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
+import { SPEC_DEFAULTS, type DynamoKserveModel, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
 import { AUTH_MOUNT, TLS_MOUNT, tlsSecretName, tokenKey } from "./credentials.js";
 import type { ValidConfig } from "./model-config.js";
 import {
@@ -17,6 +17,7 @@ import {
   ownedMetadata,
   selectorFor,
   servedModelName,
+  type Owner,
 } from "./names.js";
 
 /**
@@ -30,12 +31,37 @@ export interface BuildSettings {
   readonly dataplaneImage: string;
 }
 
-/** The gRPC health service name whose status is a data-plane pod's readiness. */
+/** The gRPC health service whose status is a data-plane pod's readiness. */
 const READINESS_SERVICE = "inference.GRPCInferenceService";
 const UNPRIVILEGED_USER = 65532;
 
+/** The spec fields every data plane has, whether it serves one model or a repository. */
+export type DataplaneSpec = Pick<
+  DynamoKserveModelSpec,
+  "replicas" | "image" | "imagePullPolicy" | "resources" | "grpcPort" | "metricsPort" | "maxMessageSize" | "logLevel"
+>;
+
+/** A volume and where the data-plane container mounts it. */
+export interface MountedVolume {
+  readonly volume: V1Volume;
+  readonly mount: V1VolumeMount;
+}
+
+/** What one kind's data-plane pods add to what every data plane has. */
+export interface DataplanePods {
+  /** Where the models come from (--model-repository ...), first on the command line. */
+  readonly sourceArgs: readonly string[];
+  /** The volumes those arguments name, mounted before /tmp. */
+  readonly sourceVolumes: readonly MountedVolume[];
+  /** The Secret holding the serving certificate, when the gRPC port speaks TLS. */
+  readonly tlsSecret?: string;
+  /** Further arguments and volumes (tokens, model files, an upstream). */
+  readonly extraArgs: readonly string[];
+  readonly extraVolumes: readonly MountedVolume[];
+}
+
 /** Resource quantities as strings, the form Kubernetes returns them in (2 -> "2"). */
-function quantities(resources: NonNullable<DynamoKserveModel["spec"]["resources"]>): V1ResourceRequirements {
+function quantities(resources: NonNullable<DataplaneSpec["resources"]>): V1ResourceRequirements {
   const asStrings = (values: Record<string, string | number | undefined> | undefined) =>
     values === undefined
       ? undefined
@@ -46,10 +72,13 @@ function quantities(resources: NonNullable<DynamoKserveModel["spec"]["resources"
   };
 }
 
-export function portsOf(model: DynamoKserveModel): { grpc: number; metrics: number } {
+export function portsOf({ spec }: { spec: Pick<DataplaneSpec, "grpcPort" | "metricsPort"> }): {
+  grpc: number;
+  metrics: number;
+} {
   return {
-    grpc: model.spec.grpcPort ?? SPEC_DEFAULTS.grpcPort,
-    metrics: model.spec.metricsPort ?? SPEC_DEFAULTS.metricsPort,
+    grpc: spec.grpcPort ?? SPEC_DEFAULTS.grpcPort,
+    metrics: spec.metricsPort ?? SPEC_DEFAULTS.metricsPort,
   };
 }
 
@@ -64,41 +93,94 @@ export function desiredConfigMap(model: DynamoKserveModel, config: ValidConfig):
   };
 }
 
-/**
- * The Service: `grpc` with appProtocol kubernetes.io/h2c (gRPC over cleartext HTTP/2), or
- * https when the data plane serves TLS; `metrics` over http.
- */
+/** The model's Service. */
 export function desiredService(model: DynamoKserveModel): V1Service {
-  const ports = portsOf(model);
-  const grpcProtocol = tlsSecretName(model) === undefined ? "kubernetes.io/h2c" : "https";
+  return dataplaneService(model, model.spec, objectNames(model).service, tlsSecretName(model) !== undefined);
+}
+
+/**
+ * A data plane's Service: `grpc` with appProtocol kubernetes.io/h2c (gRPC over cleartext
+ * HTTP/2), or https when the data plane serves TLS; `metrics` over http.
+ */
+export function dataplaneService(owner: Owner, spec: DataplaneSpec, name: string, tls: boolean): V1Service {
+  const ports = portsOf({ spec });
   return {
     apiVersion: "v1",
     kind: "Service",
-    metadata: ownedMetadata(model, objectNames(model).service),
+    metadata: ownedMetadata(owner, name),
     spec: {
       type: "ClusterIP",
-      selector: selectorFor(model),
+      selector: selectorFor(owner),
       ports: [
-        { name: "grpc", port: ports.grpc, targetPort: "grpc", protocol: "TCP", appProtocol: grpcProtocol },
+        {
+          name: "grpc",
+          port: ports.grpc,
+          targetPort: "grpc",
+          protocol: "TCP",
+          appProtocol: tls ? "https" : "kubernetes.io/h2c",
+        },
         { name: "metrics", port: ports.metrics, targetPort: "metrics", protocol: "TCP", appProtocol: "http" },
       ],
     },
   };
 }
 
-/**
- * The data-plane Deployment. Config changes reach pods through the mounted ConfigMap
- * (the data plane reloads them), so the pod template carries no config hash: only
- * changes to the template itself roll pods.
- */
+/** The model's data-plane Deployment: its ConfigMap as the repository, its Secrets and files. */
 export function desiredDeployment(model: DynamoKserveModel, settings: BuildSettings): V1Deployment {
   const { spec } = model;
-  const ports = portsOf(model);
   const tlsSecret = tlsSecretName(model);
+  const secretVolumes: MountedVolume[] = [
+    ...(tlsSecret !== undefined ? [secretVolume("tls", tlsSecret, TLS_MOUNT)] : []),
+    ...(spec.auth !== undefined ? [secretVolume("auth", spec.auth.tokenSecretRef.name, AUTH_MOUNT)] : []),
+  ];
+  const modelFiles = modelFilesVolume(model);
+  return dataplaneDeployment(
+    model,
+    spec,
+    objectNames(model).deployment,
+    {
+      sourceArgs: ["--model-repository", MODEL_REPOSITORY_PATH],
+      sourceVolumes: [
+        {
+          volume: { name: "model-config", configMap: { name: objectNames(model).configMap } },
+          mount: { name: "model-config", mountPath: MODEL_REPOSITORY_PATH, readOnly: true },
+        },
+      ],
+      ...(tlsSecret !== undefined ? { tlsSecret } : {}),
+      extraArgs: [
+        ...(spec.auth !== undefined ? ["--auth-token-file", `${AUTH_MOUNT}/${tokenKey(model)}`] : []),
+        ...(spec.modelFiles !== undefined ? ["--model-files-root", MODEL_FILES_ROOT] : []),
+      ],
+      extraVolumes: [...secretVolumes, ...(modelFiles !== undefined ? [modelFiles] : [])],
+    },
+    settings,
+  );
+}
+
+function secretVolume(name: string, secretName: string, mountPath: string): MountedVolume {
+  return {
+    volume: { name, secret: { secretName, defaultMode: 0o440 } },
+    mount: { name, mountPath, readOnly: true },
+  };
+}
+
+/**
+ * A data-plane Deployment. Config changes reach pods through mounted volumes (the data
+ * plane reloads them), so the pod template carries no config hash: only changes to the
+ * template itself roll pods.
+ */
+export function dataplaneDeployment(
+  owner: Owner,
+  spec: DataplaneSpec,
+  name: string,
+  pods: DataplanePods,
+  settings: BuildSettings,
+): V1Deployment {
+  const ports = portsOf({ spec });
+  const { tlsSecret } = pods;
   const args = [
     "dataplane",
-    "--model-repository",
-    MODEL_REPOSITORY_PATH,
+    ...pods.sourceArgs,
     "--grpc-port",
     String(ports.grpc),
     "--metrics-port",
@@ -109,10 +191,8 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
     ...(tlsSecret !== undefined
       ? ["--use-tls", "--cert-file", `${TLS_MOUNT}/tls.crt`, "--key-file", `${TLS_MOUNT}/tls.key`]
       : []),
-    ...(spec.auth !== undefined ? ["--auth-token-file", `${AUTH_MOUNT}/${tokenKey(model)}`] : []),
-    ...(spec.modelFiles !== undefined ? ["--model-files-root", MODEL_FILES_ROOT] : []),
+    ...pods.extraArgs,
   ];
-  const modelFiles = modelFilesVolume(model);
   // Kubernetes' gRPC probes cannot speak TLS: with TLS, the HTTP health port answers them.
   const probes =
     tlsSecret === undefined
@@ -128,28 +208,18 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
           },
           readinessProbe: { httpGet: { path: "/v2/health/ready", port: "metrics" }, periodSeconds: 5 },
         };
-  const secretVolumes = [
-    ...(tlsSecret !== undefined ? [{ name: "tls", secret: { secretName: tlsSecret, defaultMode: 0o440 } }] : []),
-    ...(spec.auth !== undefined
-      ? [{ name: "auth", secret: { secretName: spec.auth.tokenSecretRef.name, defaultMode: 0o440 } }]
-      : []),
-  ];
-  const secretMounts = secretVolumes.map((volume) => ({
-    name: volume.name,
-    mountPath: volume.name === "tls" ? TLS_MOUNT : AUTH_MOUNT,
-    readOnly: true,
-  }));
-  const labels = labelsFor(model);
+  const tmp: MountedVolume = { volume: { name: "tmp", emptyDir: {} }, mount: { name: "tmp", mountPath: "/tmp" } };
+  const volumes = [...pods.sourceVolumes, tmp, ...pods.extraVolumes];
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
-    metadata: ownedMetadata(model, objectNames(model).deployment),
+    metadata: ownedMetadata(owner, name),
     spec: {
       // Unset replicas leave the count to whoever owns it (an HPA); the field is not applied.
       ...(spec.replicas !== undefined ? { replicas: spec.replicas } : {}),
-      selector: { matchLabels: selectorFor(model) },
+      selector: { matchLabels: selectorFor(owner) },
       template: {
-        metadata: { labels },
+        metadata: { labels: labelsFor(owner) },
         spec: {
           automountServiceAccountToken: false,
           enableServiceLinks: false,
@@ -179,20 +249,10 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
                 capabilities: { drop: ["ALL"] },
                 seccompProfile: { type: "RuntimeDefault" },
               },
-              volumeMounts: [
-                { name: "model-config", mountPath: MODEL_REPOSITORY_PATH, readOnly: true },
-                { name: "tmp", mountPath: "/tmp" },
-                ...secretMounts,
-                ...(modelFiles !== undefined ? [modelFiles.mount] : []),
-              ],
+              volumeMounts: volumes.map(({ mount }) => mount),
             },
           ],
-          volumes: [
-            { name: "model-config", configMap: { name: objectNames(model).configMap } },
-            { name: "tmp", emptyDir: {} },
-            ...secretVolumes,
-            ...(modelFiles !== undefined ? [modelFiles.volume] : []),
-          ],
+          volumes: volumes.map(({ volume }) => volume),
         },
       },
     },
@@ -203,7 +263,7 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
  * spec.modelFiles as a volume mounted at /model-files/<model name> (the data plane's
  * --model-files-root), so the model's version folders sit where it looks for them.
  */
-function modelFilesVolume(model: DynamoKserveModel): { volume: V1Volume; mount: V1VolumeMount } | undefined {
+function modelFilesVolume(model: DynamoKserveModel): MountedVolume | undefined {
   const files = model.spec.modelFiles;
   if (files === undefined) return undefined;
   const name = "model-files";

@@ -1,8 +1,8 @@
 import type { KubernetesObject, V1ObjectMeta } from "@kubernetes/client-node";
-import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
-import { labelsFor, objectNames, ownedMetadata, selectorFor } from "./names.js";
+import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
+import { labelsFor, ownedMetadata, selectorFor, type Owner } from "./names.js";
 
-/** The Prometheus Operator's ServiceMonitor for a model's data plane. Pure builder. */
+/** The Prometheus Operator's ServiceMonitor for a data plane (a model's or a repository's). Pure builder. */
 
 export const SERVICE_MONITOR_KIND = {
   apiVersion: "monitoring.coreos.com/v1",
@@ -18,20 +18,26 @@ export interface ServiceMonitor extends KubernetesObject {
   };
 }
 
-/** Scrapes the model's Service (only it: the pool's Service carries other labels) on its `metrics` port. */
-export function desiredServiceMonitor(model: DynamoKserveModel): ServiceMonitor {
-  const monitoring = model.spec.monitoring ?? {};
+/**
+ * Scrapes the owner's data-plane Service `service` (only it: a model's pool Service carries
+ * other labels) on its `metrics` port.
+ */
+export function desiredServiceMonitor(
+  owner: Owner & { readonly spec: Pick<DynamoKserveModelSpec, "monitoring"> },
+  service: string,
+): ServiceMonitor {
+  const monitoring = owner.spec.monitoring ?? {};
   return {
     apiVersion: SERVICE_MONITOR_KIND.apiVersion,
     kind: SERVICE_MONITOR_KIND.kind,
     metadata: {
-      ...ownedMetadata(model, objectNames(model).service),
-      // The model's labels win: extra labels cannot unhook the object from its model.
-      labels: { ...definedValues(monitoring.labels ?? {}), ...labelsFor(model) },
+      ...ownedMetadata(owner, service),
+      // The owner's labels win: extra labels cannot unhook the object from its owner.
+      labels: { ...definedValues(monitoring.labels ?? {}), ...labelsFor(owner) },
     },
     spec: {
       selector: {
-        matchLabels: { ...selectorFor(model), "app.kubernetes.io/name": labelsFor(model)["app.kubernetes.io/name"]! },
+        matchLabels: { ...selectorFor(owner), "app.kubernetes.io/name": labelsFor(owner)["app.kubernetes.io/name"]! },
       },
       endpoints: [
         {

@@ -38,7 +38,34 @@ export interface Transition {
   readonly message: string;
 }
 
-type ConditionValue = Pick<Condition, "status" | "reason" | "message">;
+export type ConditionValue = Pick<Condition, "status" | "reason" | "message">;
+
+/**
+ * Conditions from their values, keeping each one's lastTransitionTime while its status
+ * does not change (so an unchanged world yields identical conditions), and the changes
+ * worth an Event: every change of a condition that existed, and the first value of the
+ * types in `eventOnFirst`. Degraded is the one condition that is good when False.
+ */
+export function conditionsOf<T extends string>(
+  previous: readonly Condition[],
+  values: Partial<Record<T, ConditionValue>>,
+  { generation, now, eventOnFirst }: { generation: number; now: string; eventOnFirst: readonly T[] },
+): { conditions: Condition[]; transitions: Transition[] } {
+  const transitions: Transition[] = [];
+  const conditions = (Object.keys(values) as T[]).map((type): Condition => {
+    const value = values[type]!;
+    const before = previous.find((condition) => condition.type === type);
+    const changed = before?.status !== value.status;
+    if (changed && (before !== undefined || eventOnFirst.includes(type))) transitions.push(transitionOf(type, value));
+    return {
+      type,
+      ...value,
+      observedGeneration: generation,
+      lastTransitionTime: changed || before === undefined ? now : before.lastTransitionTime,
+    };
+  });
+  return { conditions, transitions };
+}
 
 /**
  * The status a model should have given what was observed, and the condition changes
@@ -72,21 +99,12 @@ export function desiredStatus(
     ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
     ...(credentials !== undefined ? { CredentialsReady: credentials } : {}),
   };
-  const previous = model.status?.conditions ?? [];
   const generation = model.metadata.generation ?? 0;
-  const transitions: Transition[] = [];
-  const conditions = (Object.keys(values) as ConditionType[]).map((type): Condition => {
-    const value = values[type]!;
-    const before = previous.find((condition) => condition.type === type);
-    const changed = before?.status !== value.status;
-    // Events tell of changes; of a model's first conditions, only whether its config is valid.
-    if (changed && (before !== undefined || type === "ConfigValid")) transitions.push(transitionOf(type, value));
-    return {
-      type,
-      ...value,
-      observedGeneration: generation,
-      lastTransitionTime: changed || before === undefined ? now : before.lastTransitionTime,
-    };
+  // Events tell of changes; of a model's first conditions, only whether its config is valid.
+  const { conditions, transitions } = conditionsOf(model.status?.conditions ?? [], values, {
+    generation,
+    now,
+    eventOnFirst: ["ConfigValid"],
   });
   const deploymentStatus = observed.deployment?.status;
   return {
@@ -152,7 +170,7 @@ function credentialsCondition(outcome: CredentialsOutcome): ConditionValue {
     : { status: "False", reason: outcome.reason, message: outcome.message };
 }
 
-function monitoringCondition(outcome: MonitoringOutcome): ConditionValue {
+export function monitoringCondition(outcome: MonitoringOutcome): ConditionValue {
   return outcome.state === "Created"
     ? {
         status: "True",
@@ -184,14 +202,20 @@ function configCondition(config: ConfigCheck): ConditionValue {
 }
 
 function availableCondition({ deployment, config }: Observed): ConditionValue {
+  if (deployment === undefined && !config.valid) {
+    return {
+      status: "False",
+      reason: "NoValidConfig",
+      message: "no data plane runs: the model has never had a valid config",
+    };
+  }
+  return availabilityOf(deployment);
+}
+
+/** Available: whether the data-plane Deployment has a pod ready to serve. */
+export function availabilityOf(deployment: V1Deployment | undefined): ConditionValue {
   if (deployment === undefined) {
-    return config.valid
-      ? { status: "False", reason: "DeploymentPending", message: "the data-plane Deployment is being created" }
-      : {
-          status: "False",
-          reason: "NoValidConfig",
-          message: "no data plane runs: the model has never had a valid config",
-        };
+    return { status: "False", reason: "DeploymentPending", message: "the data-plane Deployment is being created" };
   }
   const wanted = deployment.spec?.replicas ?? 1;
   const ready = deployment.status?.readyReplicas ?? 0;
@@ -231,7 +255,7 @@ function degradedCondition({ deployment, config }: Observed): ConditionValue {
   return { status: "False", reason: "AsExpected", message: "nothing needs attention" };
 }
 
-function transitionOf(type: ConditionType, value: ConditionValue): Transition {
+function transitionOf(type: string, value: ConditionValue): Transition {
   const good = type === "Degraded" ? value.status === "False" : value.status === "True";
   return {
     type: good ? "Normal" : "Warning",

@@ -87,4 +87,26 @@ describe("work queue", () => {
     assert.ok(gaps[2]! >= gaps[0]!, `delays grow: ${gaps.join(", ")}`);
     assert.ok(gaps[0]! >= 9, `first retry waits the base delay: ${gaps[0]}`);
   });
+
+  it("keeps one periodic requeue per key however many events re-run it", async () => {
+    let runs = 0;
+    // Every reconcile asks to run again in 60 ms, as the repository controller does.
+    const queue = new WorkQueue(
+      async () => {
+        runs++;
+        return { afterMs: 60 };
+      },
+      { name: "t", workers: 1, baseDelayMs: 5, maxDelayMs: 50, logger },
+    );
+    queue.start();
+    for (let event = 0; event < 5; event++) {
+      queue.add("k"); // five events 10 ms apart: five runs, each asking for a requeue
+      await tick(10);
+    }
+    const afterEvents = runs;
+    await tick(45); // until before the next period: the first event's requeue alone runs, not one per event
+    await queue.stop();
+    assert.equal(afterEvents, 5);
+    assert.equal(runs - afterEvents, 1, `runs in the next period: ${runs - afterEvents}`);
+  });
 });

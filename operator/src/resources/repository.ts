@@ -1,0 +1,201 @@
+import type { V1Deployment, V1Service } from "@kubernetes/client-node";
+import {
+  REPOSITORY_SPEC_DEFAULTS,
+  type DynamoKserveRepository,
+  type DynamoKserveRepositoryStatus,
+  type RepositoryConditionType,
+  type RepositoryModelStatus,
+} from "../api/v1alpha1.js";
+import { CLAIM_REPOSITORY_PATH, MODEL_REPOSITORY_PATH } from "./names.js";
+import { dataplaneDeployment, dataplaneService, portsOf, type BuildSettings, type MountedVolume } from "./objects.js";
+import {
+  availabilityOf,
+  conditionsOf,
+  monitoringCondition,
+  type ConditionValue,
+  type MonitoringOutcome,
+  type Transition,
+} from "./status.js";
+
+/**
+ * Pure desired-state builders for a DynamoKserveRepository: one data-plane Deployment
+ * serving every model of a Triton model repository (a ConfigMap of `<model>.pbtxt` keys
+ * and/or a PersistentVolumeClaim in Triton's layout), what it cannot run forwarded to the
+ * upstream Triton, and the status that says how each model fared.
+ */
+
+/** Names of the objects the repository called `name` owns: its Deployment and Service share its name. */
+export const repositoryObjectName = (repository: DynamoKserveRepository): string => repository.metadata.name;
+
+/** The upstream's gRPC address, as the data plane's --forward-unsupported takes it. */
+export function upstreamAddress(repository: DynamoKserveRepository): string | undefined {
+  const { upstream } = repository.spec;
+  if (upstream === undefined) return undefined;
+  if (upstream.address !== undefined) return upstream.address;
+  const port = upstream.port ?? REPOSITORY_SPEC_DEFAULTS.upstream.port;
+  return `${upstream.serviceName}.${repository.metadata.namespace}.svc:${port}`;
+}
+
+export function desiredRepositoryService(repository: DynamoKserveRepository): V1Service {
+  return dataplaneService(repository, repository.spec, repositoryObjectName(repository), false);
+}
+
+/**
+ * The data plane over the repository: the ConfigMap mounted at /models, the claim at
+ * /repository. With both, the ConfigMap comes first, so its `<model>.pbtxt` overrides the
+ * claim's config of that model, and /repository is also where single-file configs find
+ * their version folders (--model-files-root).
+ */
+export function desiredRepositoryDeployment(repository: DynamoKserveRepository, settings: BuildSettings): V1Deployment {
+  const { configMapRef, persistentVolumeClaim: claim } = repository.spec;
+  const configs: MountedVolume | undefined =
+    configMapRef === undefined
+      ? undefined
+      : {
+          volume: { name: "model-configs", configMap: { name: configMapRef.name } },
+          mount: { name: "model-configs", mountPath: MODEL_REPOSITORY_PATH, readOnly: true },
+        };
+  const files: MountedVolume | undefined =
+    claim === undefined
+      ? undefined
+      : {
+          volume: { name: "repository", persistentVolumeClaim: { claimName: claim.claimName, readOnly: true } },
+          mount: {
+            name: "repository",
+            mountPath: CLAIM_REPOSITORY_PATH,
+            readOnly: true,
+            ...(claim.subPath !== undefined ? { subPath: claim.subPath } : {}),
+          },
+        };
+  const upstream = upstreamAddress(repository);
+  return dataplaneDeployment(
+    repository,
+    repository.spec,
+    repositoryObjectName(repository),
+    {
+      sourceArgs: [
+        ...(configs !== undefined ? ["--model-repository", MODEL_REPOSITORY_PATH] : []),
+        ...(files !== undefined ? ["--model-repository", CLAIM_REPOSITORY_PATH] : []),
+      ],
+      sourceVolumes: [...(configs !== undefined ? [configs] : []), ...(files !== undefined ? [files] : [])],
+      extraArgs: [
+        ...(configs !== undefined && files !== undefined ? ["--model-files-root", CLAIM_REPOSITORY_PATH] : []),
+        ...(upstream !== undefined ? ["--forward-unsupported", upstream] : []),
+      ],
+      extraVolumes: [],
+    },
+    settings,
+  );
+}
+
+/** What a ready data-plane pod said of the repository's models. */
+export type IndexOutcome =
+  | { readonly state: "Listed"; readonly pod: string; readonly models: readonly RepositoryModelStatus[] }
+  | { readonly state: "NoReadyPod" }
+  | { readonly state: "Failed"; readonly pod: string; readonly message: string };
+
+/** What the repository controller observed, the input of the status builder. */
+export interface RepositoryObserved {
+  readonly deployment: V1Deployment | undefined;
+  readonly index: IndexOutcome;
+  /** Set when the referenced ConfigMap does not exist (pods cannot start without it). */
+  readonly missingConfigMap?: string;
+  /** Set when an object the repository needs belongs to somebody else. */
+  readonly nameTaken?: string;
+  readonly monitoring?: MonitoringOutcome;
+}
+
+/** The most model reasons a condition message lists; status.models has them all. */
+const REASONS_IN_MESSAGE = 5;
+
+export function desiredRepositoryStatus(
+  repository: DynamoKserveRepository,
+  observed: RepositoryObserved,
+  now: string,
+): { status: DynamoKserveRepositoryStatus; transitions: Transition[] } {
+  const endpoint = `${repositoryObjectName(repository)}.${repository.metadata.namespace}.svc:${portsOf(repository).grpc}`;
+  // A pod that cannot be asked leaves the last list it gave (ModelsReady says it is not current).
+  const models =
+    observed.index.state === "Listed" ? [...observed.index.models] : (repository.status?.models ?? undefined);
+  const available = availabilityOf(observed.deployment);
+  const modelsReady = modelsCondition(observed, repositoryObjectName(repository));
+  const ready: ConditionValue =
+    observed.nameTaken !== undefined
+      ? { status: "False", reason: "NameTaken", message: observed.nameTaken }
+      : observed.missingConfigMap !== undefined
+        ? {
+            status: "False",
+            reason: "ConfigMapNotFound",
+            message: `ConfigMap ${observed.missingConfigMap} (spec.configMapRef) does not exist; pods cannot start without it`,
+          }
+        : available.status !== "True"
+          ? { status: "False", reason: available.reason, message: available.message }
+          : modelsReady.status !== "True"
+            ? { status: "False", reason: modelsReady.reason, message: modelsReady.message }
+            : { status: "True", reason: "Ready", message: `${modelsReady.message}, served at ${endpoint}` };
+  const values: Partial<Record<RepositoryConditionType, ConditionValue>> = {
+    Ready: ready,
+    Available: available,
+    ModelsReady: modelsReady,
+    ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
+  };
+  const generation = repository.metadata.generation ?? 0;
+  const { conditions, transitions } = conditionsOf(repository.status?.conditions ?? [], values, {
+    generation,
+    now,
+    eventOnFirst: [],
+  });
+  const deploymentStatus = observed.deployment?.status;
+  return {
+    status: {
+      observedGeneration: generation,
+      endpoint,
+      replicas: deploymentStatus?.replicas ?? 0,
+      readyReplicas: deploymentStatus?.readyReplicas ?? 0,
+      ...(models !== undefined ? { modelsReady: `${models.filter(isReady).length}/${models.length}`, models } : {}),
+      conditions,
+    },
+    transitions,
+  };
+}
+
+const isReady = (model: RepositoryModelStatus): boolean => model.state === "READY";
+
+function modelsCondition({ index }: RepositoryObserved, deployment: string): ConditionValue {
+  switch (index.state) {
+    case "NoReadyPod":
+      return {
+        status: "Unknown",
+        reason: "NoReadyPod",
+        message: `no data-plane pod is ready to ask (a pod is ready once one model is); see \`kubectl logs deployment/${deployment}\``,
+      };
+    case "Failed":
+      return {
+        status: "Unknown",
+        reason: "IndexFailed",
+        message: `pod ${index.pod} did not answer RepositoryIndex: ${index.message}`,
+      };
+    case "Listed": {
+      const { models } = index;
+      if (models.length === 0) {
+        return {
+          status: "False",
+          reason: "NoModels",
+          message: "the data plane found no model: the ConfigMap needs <model>.pbtxt keys, the claim <model>/ folders",
+        };
+      }
+      const failing = models.filter((model) => !isReady(model));
+      if (failing.length === 0)
+        return { status: "True", reason: "AllModelsReady", message: `${models.length} models ready` };
+      const listed = failing
+        .slice(0, REASONS_IN_MESSAGE)
+        .map((model) => `${model.name}${model.version ? ` v${model.version}` : ""}: ${model.reason || model.state}`);
+      const more = failing.length > REASONS_IN_MESSAGE ? `; and ${failing.length - REASONS_IN_MESSAGE} more` : "";
+      return {
+        status: "False",
+        reason: "ModelsUnavailable",
+        message: `${failing.length} of ${models.length} not ready: ${listed.join("; ")}${more}`,
+      };
+    }
+  }
+}

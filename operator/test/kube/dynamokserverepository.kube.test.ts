@@ -1,0 +1,247 @@
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { V1Deployment, V1Pod, V1Service } from "@kubernetes/client-node";
+import { startServer, type ServerProcess } from "../../../dataplane/test/fixtures/server.js";
+import { eventually } from "../../../e2e/support/eventually.js";
+import { freePort } from "../../../e2e/support/ports.js";
+import type { DynamoKserveRepository, RepositoryModelStatus } from "../../src/api/v1alpha1.js";
+import { boundClaimObjects, conditionOf, IDENTITY_CONFIG, repositoryObject } from "../fixtures/kube.js";
+import { useOperator } from "../fixtures/operator.js";
+import { tritonRepositoryCorpus } from "../fixtures/triton-repository.js";
+
+/** A config the ConfigMap carries to override the claim's broken one of the same name. */
+const FIXED_BROKEN_DIMS = `name: "broken_dims"\n${IDENTITY_CONFIG}`;
+
+describe("DynamoKserveRepository: a Triton repository served by one data plane (real API server, kwok pods)", function () {
+  this.timeout(120_000);
+  // Asked every second, so status follows the data plane quickly.
+  const suite = useOperator("repository", ["--repository-status-secs", "1"]);
+  let corpus: string;
+  let upstreamConfigs: string;
+  let upstream: ServerProcess | undefined;
+  let dataplane: ServerProcess | undefined;
+  let aliasedIp: string | undefined;
+  let ports: { grpc: number; metrics: number; upstream: number };
+
+  const readRepository = (name: string) =>
+    suite.kube.read<DynamoKserveRepository>(
+      "dynamokserve.dev/v1alpha1",
+      "DynamoKserveRepository",
+      suite.namespace,
+      name,
+    );
+  const modelsOf = (repository: DynamoKserveRepository): Map<string, RepositoryModelStatus> =>
+    new Map((repository.status?.models ?? []).map((model) => [`${model.name}:${model.version ?? ""}`, model]));
+
+  before(async () => {
+    corpus = tritonRepositoryCorpus();
+    upstreamConfigs = mkdtempSync(join(tmpdir(), "dynamo-kserve-upstream-"));
+    // The "Triton" upstream: any KServe v2 server with the forwarded model ready will do.
+    writeFileSync(join(upstreamConfigs, "add_sub_python.pbtxt"), IDENTITY_CONFIG);
+    ports = { grpc: await freePort(), metrics: await freePort(), upstream: await freePort() };
+    upstream = await startServer(["--model-repository", upstreamConfigs, "--grpc-port", String(ports.upstream)]);
+  });
+  after(async () => {
+    await dataplane?.stop();
+    await upstream?.stop();
+    if (aliasedIp !== undefined) execFileSync("ip", ["addr", "del", `${aliasedIp}/32`, "dev", "lo"]);
+    rmSync(corpus, { recursive: true, force: true });
+    rmSync(upstreamConfigs, { recursive: true, force: true });
+  });
+
+  it("makes one data plane over the ConfigMap and the claim, forwarding to the upstream; not Ready without its ConfigMap", async () => {
+    const { kube, namespace } = suite;
+    for (const object of boundClaimObjects(namespace, "triton-repo", corpus)) await kube.create(object);
+    await kube.create(
+      repositoryObject(namespace, "triton-models", {
+        configMapRef: { name: "triton-configs" },
+        persistentVolumeClaim: { claimName: "triton-repo", subPath: "models" },
+        upstream: { address: `127.0.0.1:${ports.upstream}` },
+        grpcPort: ports.grpc,
+        metricsPort: ports.metrics,
+      }),
+    );
+    const repository = await eventually(async () => {
+      const current = await readRepository("triton-models");
+      assert.equal(conditionOf(current, "Ready")?.reason, "ConfigMapNotFound");
+      return current;
+    });
+    assert.match(
+      conditionOf(repository, "Ready")!.message,
+      /ConfigMap triton-configs \(spec.configMapRef\) does not exist/,
+    );
+    assert.equal(repository.status?.endpoint, `triton-models.${namespace}.svc:${ports.grpc}`);
+
+    const deployment = await kube.read<V1Deployment>("apps/v1", "Deployment", namespace, "triton-models");
+    const pod = deployment.spec!.template.spec!;
+    assert.deepEqual(pod.containers[0]!.args, [
+      "dataplane",
+      "--model-repository",
+      "/models",
+      "--model-repository",
+      "/repository",
+      "--grpc-port",
+      String(ports.grpc),
+      "--metrics-port",
+      String(ports.metrics),
+      "--log-level",
+      "info",
+      "--model-files-root",
+      "/repository",
+      "--forward-unsupported",
+      `127.0.0.1:${ports.upstream}`,
+    ]);
+    assert.deepEqual(
+      pod.containers[0]!.volumeMounts?.map((mount) => [mount.name, mount.mountPath, mount.subPath, mount.readOnly]),
+      [
+        ["model-configs", "/models", undefined, true],
+        ["repository", "/repository", "models", true],
+        ["tmp", "/tmp", undefined, undefined],
+      ],
+    );
+    assert.equal(pod.volumes?.[0]?.configMap?.name, "triton-configs");
+    assert.deepEqual({ ...pod.volumes?.[1]?.persistentVolumeClaim }, { claimName: "triton-repo", readOnly: true });
+    assert.deepEqual(deployment.spec?.selector.matchLabels, { "dynamokserve.dev/repository": "triton-models" });
+    assert.equal(deployment.metadata?.ownerReferences?.[0]?.kind, "DynamoKserveRepository");
+    const service = await kube.read<V1Service>("v1", "Service", namespace, "triton-models");
+    assert.deepEqual(
+      service.spec?.ports?.map((port) => [port.name, port.port, port.appProtocol]),
+      [
+        ["grpc", ports.grpc, "kubernetes.io/h2c"],
+        ["metrics", ports.metrics, "http"],
+      ],
+    );
+  });
+
+  it("lists every model as a ready pod reports it: local, forwarded to the upstream, overridden, broken with file:line", async () => {
+    const { kube, namespace } = suite;
+    await kube.create({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "triton-configs", namespace },
+      data: { "identity_fp32.pbtxt": IDENTITY_CONFIG, "broken_dims.pbtxt": FIXED_BROKEN_DIMS, "README.md": "ignored" },
+    });
+    // kwok makes the pod Ready with an IP; the pod's data plane runs here, on that IP, with
+    // the Deployment's arguments and the volumes laid out as the kubelet would mount them.
+    const podIp = await eventually(async () => {
+      const pods = (await kube.api.list<V1Pod>("v1", "Pod", namespace)).items;
+      const ready = pods.find((pod) =>
+        pod.status?.conditions?.some((condition) => condition.type === "Ready" && condition.status === "True"),
+      );
+      assert.ok(ready?.status?.podIP, "a Ready pod with an IP");
+      return ready.status.podIP;
+    }, 30_000);
+    execFileSync("ip", ["addr", "add", `${podIp}/32`, "dev", "lo"]);
+    aliasedIp = podIp;
+    const configs = mkdtempSync(join(tmpdir(), "dynamo-kserve-configmap-"));
+    writeFileSync(join(configs, "identity_fp32.pbtxt"), IDENTITY_CONFIG);
+    writeFileSync(join(configs, "broken_dims.pbtxt"), FIXED_BROKEN_DIMS);
+    const deployment = await kube.read<V1Deployment>("apps/v1", "Deployment", namespace, "triton-models");
+    const mounted: Record<string, string> = { "/models": configs, "/repository": corpus };
+    const args = deployment.spec!.template.spec!.containers[0]!.args!.slice(1).map((arg) => mounted[arg] ?? arg);
+    dataplane = await startServer([...args, "--host", podIp]);
+
+    const repository = await eventually(async () => {
+      const current = await readRepository("triton-models");
+      assert.equal(conditionOf(current, "ModelsReady")?.reason, "ModelsUnavailable", JSON.stringify(current.status));
+      return current;
+    }, 30_000);
+    const models = modelsOf(repository);
+    const state = (key: string) => models.get(key)?.state;
+    assert.equal(state("identity_fp32:1"), "READY", "from the ConfigMap, run locally");
+    assert.equal(state("add_sub_versions:2"), "READY", "ONNX from the claim, the version its policy names");
+    assert.equal(state("repeat_int32:1"), "READY", "decoupled, run locally");
+    assert.equal(state("add_sub_python:1"), "READY", "python: forwarded, and the upstream has it ready");
+    assert.equal(state("broken_dims:1"), "READY", "the ConfigMap's config overrides the claim's broken one");
+    assert.equal(state("simple:1"), "UNAVAILABLE", "forwarded, but the upstream does not have it");
+    assert.match(models.get("simple:1")!.reason!, /upstream/);
+    assert.equal(state("broken_syntax:"), "UNAVAILABLE");
+    assert.match(models.get("broken_syntax:")!.reason!, /broken_syntax\/config\.pbtxt:\d+/);
+    assert.match(models.get("broken_enum:")!.reason!, /broken_enum\/config\.pbtxt:\d+/);
+    const ready = [...models.values()].filter((model) => model.state === "READY").length;
+    assert.equal(repository.status?.modelsReady, `${ready}/${models.size}`);
+    assert.equal(conditionOf(repository, "Available")?.status, "True");
+    assert.equal(conditionOf(repository, "Ready")?.reason, "ModelsUnavailable");
+    assert.match(conditionOf(repository, "ModelsReady")!.message, /^\d+ of \d+ not ready: /);
+
+    const table = await suite.cluster.request(
+      "GET",
+      `/apis/dynamokserve.dev/v1alpha1/namespaces/${namespace}/dynamokserverepositories/triton-models`,
+      undefined,
+      "application/json;as=Table;v=v1;g=meta.k8s.io",
+    );
+    const parsed = JSON.parse(table.body) as { columnDefinitions: { name: string }[]; rows: { cells: unknown[] }[] };
+    assert.deepEqual(
+      parsed.columnDefinitions.map((column) => column.name),
+      ["Name", "Ready", "Models", "Endpoint", "Age"],
+    );
+    assert.deepEqual(parsed.rows[0]?.cells.slice(0, 4), [
+      "triton-models",
+      "False",
+      `${ready}/${models.size}`,
+      `triton-models.${namespace}.svc:${ports.grpc}`,
+    ]);
+  });
+
+  it("follows the repository without Kubernetes noticing, and turns Ready when every model is", async () => {
+    // Removing what cannot be served from the claim: the data plane's poll drops them,
+    // and the operator's next look says so.
+    for (const model of ["broken_syntax", "broken_enum", "broken_unknown_field", "densenet_onnx"]) {
+      rmSync(join(corpus, model), { recursive: true });
+    }
+    for (const model of ["simple", "simple_string", "simple_sequence", "ensemble_add_sub"]) {
+      writeFileSync(join(upstreamConfigs, `${model}.pbtxt`), IDENTITY_CONFIG);
+    }
+    const repository = await eventually(
+      async () => {
+        const current = await readRepository("triton-models");
+        assert.equal(conditionOf(current, "Ready")?.status, "True", JSON.stringify(current.status?.conditions));
+        return current;
+      },
+      30_000,
+      250,
+    );
+    const models = modelsOf(repository);
+    assert.equal(models.has("broken_syntax:"), false);
+    assert.equal(models.get("simple:1")?.state, "READY");
+    assert.equal(conditionOf(repository, "ModelsReady")?.reason, "AllModelsReady");
+    assert.match(conditionOf(repository, "Ready")!.message, /^\d+ models ready, served at triton-models\./);
+  });
+
+  it("keeps the last list and says IndexFailed when the pod stops answering", async () => {
+    const before = modelsOf(await readRepository("triton-models"));
+    await dataplane?.stop();
+    dataplane = undefined;
+    const repository = await eventually(async () => {
+      const current = await readRepository("triton-models");
+      assert.equal(conditionOf(current, "ModelsReady")?.reason, "IndexFailed");
+      return current;
+    }, 30_000);
+    assert.equal(conditionOf(repository, "ModelsReady")?.status, "Unknown");
+    assert.equal(conditionOf(repository, "Ready")?.status, "False");
+    assert.deepEqual(modelsOf(repository), before);
+  });
+
+  it("does not take over a Service somebody else owns: Ready False, NameTaken, the Service untouched", async () => {
+    const { kube, namespace } = suite;
+    await kube.create({
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "triton", namespace },
+      spec: { selector: { app: "triton" }, ports: [{ name: "grpc", port: 8001 }] },
+    });
+    await kube.create(repositoryObject(namespace, "triton", { configMapRef: { name: "triton-configs" } }));
+    const repository = await eventually(async () => {
+      const current = await readRepository("triton");
+      assert.equal(conditionOf(current, "Ready")?.reason, "NameTaken");
+      return current;
+    });
+    assert.match(conditionOf(repository, "Ready")!.message, /a Service named triton exists and is not managed by/);
+    const service = await kube.read<V1Service>("v1", "Service", namespace, "triton");
+    assert.deepEqual(service.spec?.selector, { app: "triton" });
+    assert.equal(await kube.exists("apps/v1", "Deployment", namespace, "triton"), false);
+  });
+});
