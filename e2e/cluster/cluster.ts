@@ -101,8 +101,14 @@ export class TestCluster {
 
   /** Runs the pinned kubectl as admin and returns its output. */
   kubectl(...args: string[]): string {
+    return this.kubectlWithInput(undefined, ...args);
+  }
+
+  /** kubectl with `input` on its standard input (`apply -f -`). */
+  kubectlWithInput(input: string | undefined, ...args: string[]): string {
     return execFileSync(join(this.bin, "kubectl"), ["--kubeconfig", this.adminKubeconfig, ...args], {
       encoding: "utf8",
+      ...(input !== undefined ? { input } : {}),
     });
   }
 
@@ -206,7 +212,7 @@ export class TestCluster {
       // controller would flap fake nodes NotReady and mark their pods NotReady for good.
       "--node-monitor-grace-period=1h",
       "--node-startup-grace-period=1h",
-      "--controllers=*,-nodeipam,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-cloud-node-lifecycle,-ttl",
+      "--controllers=*,-nodeipam,-attachdetach,-persistentvolume-expander,-cloud-node-lifecycle,-ttl",
     ]);
     this.spawn("kube-scheduler", await controlPlaneArgs());
     const fakeNodes = this.options.fakeNodes ?? 2;

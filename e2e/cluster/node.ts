@@ -15,7 +15,8 @@ import { Daemons, waitFor } from "./daemons.js";
  * pod IPs and through Service ClusterIPs (kube-proxy's iptables rules).
  *
  * Every piece of state lives under the cluster's folder, except what the kernel keeps: the
- * bridge, kube-proxy's iptables chains and the CNI network namespaces, which stop() removes.
+ * bridge, kube-proxy's and the CNI firewall's iptables chains and the CNI network namespaces,
+ * which stop() removes.
  */
 
 export const NODE_NAME = "real-node";
@@ -178,6 +179,9 @@ export class RealNode {
               routes: [{ dst: "0.0.0.0/0" }],
             },
           },
+          // Lets pods' traffic through a FORWARD chain whose policy is DROP (Docker sets it),
+          // so pods reach each other, e.g. the operator's pod a data plane's.
+          { type: "firewall", backend: "iptables" },
           { type: "portmap", capabilities: { portMappings: true } },
         ],
       }),
@@ -264,10 +268,15 @@ export class RealNode {
       spawnSync(join(this.cluster.bin, "kube-proxy"), ["--cleanup"], { stdio: "ignore" });
     }
     // The kubelet's own chains (kube-proxy --cleanup leaves them): its canaries, its hint and the
-    // firewall rule against martian packets to 127.0.0.0/8.
+    // firewall rule against martian packets to 127.0.0.0/8; and the CNI firewall plugin's.
     for (const iptables of ["iptables", "ip6tables"]) {
       for (const hook of ["INPUT", "OUTPUT"]) {
         spawnSync(iptables, ["-t", "filter", "-D", hook, "-j", "KUBE-FIREWALL"], { stdio: "ignore" });
+      }
+      spawnSync(iptables, ["-t", "filter", "-D", "FORWARD", "-j", "CNI-FORWARD"], { stdio: "ignore" });
+      for (const chain of ["CNI-FORWARD", "CNI-ADMIN"]) {
+        spawnSync(iptables, ["-t", "filter", "-F", chain], { stdio: "ignore" });
+        spawnSync(iptables, ["-t", "filter", "-X", chain], { stdio: "ignore" });
       }
       for (const table of ["filter", "nat", "mangle"]) {
         for (const chain of ["KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT"]) {

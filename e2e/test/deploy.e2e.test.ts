@@ -6,7 +6,7 @@ import {
   type ChildProcess,
   type ExecFileSyncOptionsWithStringEncoding,
 } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { promisify } from "node:util";
 import { join } from "node:path";
@@ -21,6 +21,9 @@ import { CACHE_DIR, helmBinary, requireHelm, requireProgram } from "../support/p
 import { PROMETHEUS, PrometheusServer, resolveServiceMonitor, scrapeJobFor } from "../support/prometheus-server.js";
 import type { ServiceMonitor } from "../../operator/src/resources/service-monitor.js";
 import { tritonRepositoryCorpus } from "../../operator/test/fixtures/triton-repository.js";
+import { boundClaimObjects, IDENTITY_CONFIG, repositoryObject } from "../../operator/test/fixtures/kube.js";
+import type { DynamoKserveRepository } from "../../operator/src/api/v1alpha1.js";
+import { startServer } from "../../dataplane/test/fixtures/server.js";
 import { CLI } from "../../dataplane/test/fixtures/paths.js";
 
 /** The README's "Deploy on Kubernetes" commands, in order; the test runs exactly these. */
@@ -253,6 +256,84 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     } finally {
       rmSync(out, { recursive: true, force: true });
       rmSync(repository, { recursive: true, force: true });
+    }
+  });
+
+  it("a Triton repository by CR: the operator's pod asks the data plane's pod which models run, forwarded ones across the network", async () => {
+    const repository = tritonRepositoryCorpus();
+    // The data plane runs as uid 65532 and reads the claim's hostPath folder.
+    chmodSync(repository, 0o755);
+    const upstreamConfigs = mkdtempSync(join(tmpdir(), "dynamo-kserve-upstream-"));
+    writeFileSync(join(upstreamConfigs, "add_sub_python.pbtxt"), IDENTITY_CONFIG);
+    // The "Triton" the repository forwards to runs on the host; pods reach it at the node's address.
+    const upstream = await startServer(["--model-repository", upstreamConfigs, "--host", "0.0.0.0"]);
+    try {
+      const apply = (objects: object[]) =>
+        cluster!.kubectlWithInput(
+          JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }),
+          "apply",
+          "-f",
+          "-",
+        );
+      apply([
+        ...boundClaimObjects("default", "triton-model-repository", repository),
+        {
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          metadata: { name: "triton-configs", namespace: "default" },
+          data: { "identity_fp32.pbtxt": IDENTITY_CONFIG },
+        },
+        repositoryObject("default", "triton-models", {
+          configMapRef: { name: "triton-configs" },
+          persistentVolumeClaim: { claimName: "triton-model-repository" },
+          upstream: { address: `${cluster!.advertiseAddress}:${upstream.grpcPort}` },
+        }),
+      ]);
+      await run("kubectl wait dkr/triton-models --for=condition=Available --timeout=180s");
+      const listed = await eventually(
+        () => {
+          const current = JSON.parse(
+            cluster!.kubectl("get", "dkr", "triton-models", "-o", "json"),
+          ) as DynamoKserveRepository;
+          const models = new Map(
+            (current.status?.models ?? []).map((model) => [`${model.name}:${model.version ?? ""}`, model]),
+          );
+          assert.equal(models.get("add_sub_python:1")?.state, "READY", JSON.stringify(current.status));
+          return { current, models };
+        },
+        60_000,
+        1_000,
+      );
+      assert.equal(listed.models.get("identity_fp32:1")?.state, "READY");
+      assert.equal(listed.models.get("add_sub_versions:2")?.state, "READY");
+      assert.equal(listed.models.get("simple:1")?.state, "UNAVAILABLE");
+      assert.match(listed.models.get("broken_syntax:")?.reason ?? "", /config\.pbtxt:\d+/);
+      const row = cluster!.kubectl("get", "dkr", "triton-models").trim().split("\n")[1]!.split(/\s+/);
+      assert.deepEqual(row.slice(0, 4), [
+        "triton-models",
+        "False",
+        listed.current.status?.modelsReady,
+        "triton-models.default.svc:8001",
+      ]);
+
+      const service = JSON.parse(cluster!.kubectl("get", "service", "triton-models", "-o", "json")) as V1Service;
+      const { stdout } = await promisify(execFile)(process.execPath, [
+        CLI,
+        "infer",
+        "add_sub_versions",
+        "--url",
+        `${service.spec?.clusterIP}:8001`,
+        "--input",
+        "INPUT0:FP32:1x4=0,1,2,3",
+        "--input",
+        "INPUT1:FP32:1x4=1,1,1,1",
+      ]);
+      const reply = JSON.parse(stdout) as { outputs: { name: string; values: number[] }[] };
+      assert.deepEqual(reply.outputs.find((output) => output.name === "OUTPUT0")?.values, [1, 2, 3, 4]);
+    } finally {
+      await upstream.stop();
+      rmSync(repository, { recursive: true, force: true });
+      rmSync(upstreamConfigs, { recursive: true, force: true });
     }
   });
 });

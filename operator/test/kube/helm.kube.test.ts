@@ -7,8 +7,8 @@ import type { TestCluster } from "../../../e2e/cluster/cluster.js";
 import { eventually } from "../../../e2e/support/eventually.js";
 import { helmBinary, requireHelm } from "../../../e2e/support/prerequisites.js";
 import { REPO_ROOT } from "../../../dataplane/test/fixtures/paths.js";
-import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
-import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
+import type { DynamoKserveModel, DynamoKserveRepository } from "../../src/api/v1alpha1.js";
+import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject, repositoryObject } from "../fixtures/kube.js";
 import { startOperatorProcess, type OperatorProcess } from "../fixtures/operator.js";
 
 const CHART = join(REPO_ROOT, "helm", "dynamo-kserve");
@@ -109,6 +109,25 @@ describe("the Helm chart (helm built from its Go module, real API server with RB
         assert.equal(conditionOf(model, type)?.status, "True", `${type}: ${JSON.stringify(conditionOf(model, type))}`);
       }
       assert.ok(await kube.exists("v1", "Service", models, "everything-pool"), "the pool's Service");
+    }, 60_000);
+    // A repository too: its pods are watched and asked (kwok's pods do not answer: IndexFailed).
+    await kube.create({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "configs", namespace: models },
+      data: { "ident.pbtxt": IDENTITY_CONFIG },
+    });
+    await kube.create(repositoryObject(models, "repo", { configMapRef: { name: "configs" }, monitoring: {} }));
+    await eventually(async () => {
+      const repository = await kube.read<DynamoKserveRepository>(
+        "dynamokserve.dev/v1alpha1",
+        "DynamoKserveRepository",
+        models,
+        "repo",
+      );
+      assert.equal(conditionOf(repository, "Available")?.status, "True", JSON.stringify(repository.status));
+      assert.equal(conditionOf(repository, "MonitoringReady")?.status, "True");
+      assert.equal(conditionOf(repository, "ModelsReady")?.reason, "IndexFailed");
     }, 60_000);
     const refused = cluster.forbiddenRequests(`system:serviceaccount:${system}:${FULLNAME}`, mark);
     assert.deepEqual(

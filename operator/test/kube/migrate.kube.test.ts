@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { execFile, execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -93,11 +93,7 @@ describe("migrate: a Triton model repository becomes DynamoKserveModels (real AP
     assert.equal(rows.get("repeat_int32")?.[2], "repeat");
   });
 
-  const kubectl = (args: string[], input?: string): string =>
-    execFileSync(join(suite.cluster.bin, "kubectl"), ["--kubeconfig", suite.cluster.adminKubeconfig, ...args], {
-      encoding: "utf8",
-      ...(input !== undefined ? { input } : {}),
-    });
+  const kubectl = (args: string[], input?: string): string => suite.cluster.kubectlWithInput(input, ...args);
 
   it("writes YAML the API server accepts (server-side apply, dry run), one file per model with --out", async () => {
     const { stdout } = await migrate(repository, "--triton-endpoint", TRITON, "--namespace", suite.namespace);
