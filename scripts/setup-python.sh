@@ -11,21 +11,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${DYNAMO_KSERVE_CACHE:-$HOME/.cache/dynamo-kserve}"
 
-make_venv() { # python venv requirements
-  local python="$1" venv="$2" requirements="$3"
-  local stamp="$venv/.requirements.sha256" want
-  want="$( (cat "$requirements"; "$python" --version) | sha256sum | cut -d' ' -f1)"
-  if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-    echo "python: reusing $venv"
-    return
-  fi
-  echo "python: creating $venv"
-  rm -rf "$venv"
-  mkdir -p "$(dirname "$venv")"
-  "$python" -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
-  echo "$want" > "$stamp"
-}
+# shellcheck source=lib/venv.sh
+source "$root/scripts/lib/venv.sh"
 
 make_venv python3 "${DYNAMO_KSERVE_VENV:-$cache/venv}" "$root/dataplane/test/conformance/requirements.txt"
 if [[ ! -x /usr/bin/python3 ]] || ! /usr/bin/python3 -m venv --help >/dev/null 2>&1; then

@@ -18,7 +18,9 @@ function encodedResponse(elements: number): Buffer {
       modelVersion: "",
       id: "",
       parameters: {},
-      outputs: [{ name: "OUTPUT0", datatype: "FP32", shape: [1n, BigInt(elements)], parameters: {}, contents: undefined }],
+      outputs: [
+        { name: "OUTPUT0", datatype: "FP32", shape: [1n, BigInt(elements)], parameters: {}, contents: undefined },
+      ],
       rawOutputContents: [new Uint8Array(values.buffer)],
     }).finish(),
   );

@@ -1,0 +1,148 @@
+import { cpus, release } from "node:os";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ghzBinary } from "../../e2e/support/prerequisites.js";
+import { medianRun, runLoad, type LoadRun } from "./ghz.js";
+import { payloadBytes, writeRequest } from "./requests.js";
+import { CEILING_SIZES, type Scenario } from "./scenarios.js";
+import { SERVER_LABELS, startBenchServer, type BenchServer, type ServerId } from "./servers.js";
+
+export interface RunSettings {
+  readonly durationSeconds: number;
+  readonly repetitions: number;
+  readonly warmupSeconds: number;
+  /** Only these servers (all of each scenario's when empty). */
+  readonly only: readonly ServerId[];
+  readonly log: (line: string) => void;
+}
+
+export interface ServerResult extends Partial<LoadRun> {
+  readonly server: ServerId;
+  readonly label: string;
+  /** Tensor bytes per second (rps × payload), for bytes/s scenarios. */
+  readonly bytesPerSecond?: number;
+  /** Why this server has no numbers: it could not start here, or every request failed. */
+  readonly error?: string;
+}
+
+export interface ScenarioResult {
+  readonly id: string;
+  readonly title: string;
+  readonly unit: Scenario["unit"];
+  readonly payloadBytes: number;
+  readonly concurrency: number;
+  readonly connections: number;
+  readonly results: ServerResult[];
+}
+
+export interface BenchReport {
+  readonly date: string;
+  readonly machine: { cores: number; cpu: string; node: string; kernel: string };
+  readonly settings: Omit<RunSettings, "log" | "only"> & { pinning: string };
+  readonly scenarios: ScenarioResult[];
+}
+
+/**
+ * The cores: on two or more, the server gets core 0 and ghz the others, so they do not
+ * fight; "all cores" servers (--grpc-workers 0) are left unpinned and share with ghz.
+ */
+function pinning(): { server: string | undefined; client: string | undefined; describe: string } {
+  const count = cpus().length;
+  if (count < 2) return { server: undefined, client: undefined, describe: "none (1 core)" };
+  const client = Array.from({ length: count - 1 }, (_, i) => String(i + 1)).join(",");
+  return { server: "0", client, describe: `server on core 0, ghz on cores ${client}` };
+}
+
+/** Runs the scenarios: each server started once, every scenario it is in driven, then stopped. */
+export async function runBenchmarks(scenarios: readonly Scenario[], settings: RunSettings): Promise<BenchReport> {
+  const pins = pinning();
+  const requestDir = mkdtempSync(join(tmpdir(), "dynamo-kserve-bench-"));
+  const results = new Map<string, ServerResult[]>(scenarios.map((scenario) => [scenario.id, []]));
+  const order = [...new Set(scenarios.flatMap((scenario) => scenario.servers))].filter(
+    (server) => settings.only.length === 0 || settings.only.includes(server),
+  );
+  try {
+    for (const id of order) {
+      const mine = scenarios.filter((scenario) => scenario.servers.includes(id));
+      const record = (scenario: Scenario, result: Omit<ServerResult, "server" | "label">) =>
+        results.get(scenario.id)!.push({ server: id, label: SERVER_LABELS[id], ...result });
+      let started: BenchServer[];
+      try {
+        started = await startWithUpstream(id, pins.server);
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        settings.log(`${id}: cannot run here: ${message}`);
+        for (const scenario of mine) record(scenario, { error: message });
+        continue;
+      }
+      const server = started[started.length - 1]!;
+      try {
+        for (const scenario of mine) {
+          const requestFile = writeRequest(requestDir, scenario.id, scenario.payload);
+          const load = (durationSeconds: number) =>
+            runLoad({
+              ghz: ghzBinary(),
+              address: server.address,
+              requestFile,
+              concurrency: scenario.concurrency,
+              connections: scenario.connections,
+              durationSeconds,
+              ...(pins.client !== undefined ? { cpus: pins.client } : {}),
+            });
+          await load(settings.warmupSeconds);
+          const runs: LoadRun[] = [];
+          for (let i = 0; i < settings.repetitions; i++) runs.push(await load(settings.durationSeconds));
+          const run = medianRun(runs);
+          const bytesPerSecond = run.rps * payloadBytes(scenario.payload);
+          settings.log(
+            `${scenario.id} ${id}: ${run.rps.toFixed(0)} req/s, p50 ${run.p50Ms.toFixed(2)} ms, p99 ${run.p99Ms.toFixed(2)} ms` +
+              (run.errors > 0 ? `, ${run.errors} errors (${run.firstError})` : ""),
+          );
+          record(scenario, {
+            ...run,
+            ...(scenario.unit === "bytes/s" ? { bytesPerSecond } : {}),
+            ...(run.ok === 0 ? { error: run.firstError ?? "no request succeeded" } : {}),
+          });
+        }
+      } finally {
+        for (const running of started.reverse()) await running.stop();
+      }
+    }
+  } finally {
+    rmSync(requestDir, { recursive: true, force: true });
+  }
+  return {
+    date: new Date().toISOString(),
+    machine: { cores: cpus().length, cpu: cpus()[0]?.model ?? "unknown", node: process.version, kernel: release() },
+    settings: {
+      durationSeconds: settings.durationSeconds,
+      repetitions: settings.repetitions,
+      warmupSeconds: settings.warmupSeconds,
+      pinning: pins.describe,
+    },
+    scenarios: scenarios.map((scenario) => ({
+      id: scenario.id,
+      title: scenario.title,
+      unit: scenario.unit,
+      payloadBytes: payloadBytes(scenario.payload),
+      concurrency: scenario.concurrency,
+      connections: scenario.connections,
+      results: results.get(scenario.id)!,
+    })),
+  };
+}
+
+/** A server, preceded by the Triton it forwards to when it is the forwarding data plane. */
+async function startWithUpstream(id: ServerId, cpus: string | undefined): Promise<BenchServer[]> {
+  const common = { cpus: id === "dataplane-all-cores" ? undefined : cpus, ceilingSizes: CEILING_SIZES };
+  if (id !== "dataplane-forward") return [await startBenchServer(id, common)];
+  // Both on the server's core: the forwarding hop's cost shows as Triton's loss.
+  const triton = await startBenchServer("triton", common);
+  try {
+    return [triton, await startBenchServer(id, { ...common, upstream: triton.address })];
+  } catch (error) {
+    await triton.stop();
+    throw error;
+  }
+}

@@ -1,0 +1,87 @@
+import type { Payload } from "./requests.js";
+import type { ServerId } from "./servers.js";
+
+/** One load shape, driven against each of its servers with the same encoded request. */
+export interface Scenario {
+  readonly id: string;
+  readonly title: string;
+  readonly payload: Payload;
+  readonly concurrency: number;
+  readonly connections: number;
+  readonly servers: readonly ServerId[];
+  /** What the scenario is about: requests per second, or tensor bytes per second. */
+  readonly unit: "requests/s" | "bytes/s";
+}
+
+const KIB_FP32: Payload = { kind: "fp32", elements: 256 };
+const MIB_FP32: Payload = { kind: "fp32", elements: 256 * 1024 };
+const MIB16_FP32: Payload = { kind: "fp32", elements: 4 * 1024 * 1024 };
+
+const EVERY_UNARY_SERVER: readonly ServerId[] = [
+  "dataplane",
+  "dataplane-all-cores",
+  "grpc-js-ceiling",
+  "go-ceiling",
+  "triton",
+  "kserve",
+  "mlserver",
+  "dynamo",
+];
+
+/** FP32 element counts the ceilings answer for: every FP32 payload above. */
+export const CEILING_SIZES = [KIB_FP32, MIB_FP32, MIB16_FP32].map((payload) => payload.elements);
+
+export const SCENARIOS: readonly Scenario[] = [
+  ...[1, 16, 64, 256].map((concurrency): Scenario => ({
+    id: `identity-1KiB-c${concurrency}`,
+    title: `identity FP32 1 KiB, concurrency ${concurrency}`,
+    payload: KIB_FP32,
+    concurrency,
+    connections: Math.min(concurrency, 8),
+    servers: EVERY_UNARY_SERVER,
+    unit: "requests/s",
+  })),
+  {
+    id: "raw-1MiB-c16",
+    title: "identity FP32 1 MiB, concurrency 16",
+    payload: MIB_FP32,
+    concurrency: 16,
+    connections: 4,
+    servers: ["dataplane", "grpc-js-ceiling", "go-ceiling", "triton", "kserve", "mlserver"],
+    unit: "bytes/s",
+  },
+  {
+    id: "raw-16MiB-c4",
+    title: "identity FP32 16 MiB, concurrency 4",
+    payload: MIB16_FP32,
+    concurrency: 4,
+    connections: 4,
+    servers: ["dataplane", "grpc-js-ceiling", "go-ceiling", "triton"],
+    unit: "bytes/s",
+  },
+  {
+    id: "bytes-64x16B-c64",
+    title: "identity BYTES 64 × 16 B, concurrency 64",
+    payload: { kind: "bytes", elements: 64, elementBytes: 16 },
+    concurrency: 64,
+    connections: 8,
+    servers: ["dataplane", "triton", "kserve", "mlserver"],
+    unit: "requests/s",
+  },
+  {
+    id: "forward-1KiB-c64",
+    title: "forwarding to Triton vs calling Triton, FP32 1 KiB, concurrency 64",
+    payload: KIB_FP32,
+    concurrency: 64,
+    connections: 8,
+    servers: ["triton-direct", "dataplane-forward"],
+    unit: "requests/s",
+  },
+];
+
+/** The one scenario of the smoke run in `npm test`: seconds, the data plane and its ceiling. */
+export const SMOKE_SCENARIO: Scenario = {
+  ...SCENARIOS[1]!,
+  id: "smoke-identity-1KiB-c16",
+  servers: ["dataplane", "grpc-js-ceiling"],
+};

@@ -1,0 +1,264 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { credentials, Metadata } from "@grpc/grpc-js";
+import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
+import { CLI, REPO_ROOT } from "../../dataplane/test/fixtures/paths.js";
+import { freePort } from "../../e2e/support/ports.js";
+import { CACHE_DIR } from "../../e2e/support/prerequisites.js";
+
+/**
+ * Every server the benchmark drives, started on loopback by the same rules: its own
+ * process group, pinned to the server's cores when asked, ready once its identity model
+ * answers ModelReady (the ceilings, which serve nothing else, once their port accepts).
+ */
+
+export const SERVER_IDS = [
+  "dataplane",
+  "dataplane-all-cores",
+  "grpc-js-ceiling",
+  "go-ceiling",
+  "triton",
+  "kserve",
+  "mlserver",
+  "dynamo",
+  "dataplane-forward",
+  "triton-direct",
+] as const;
+export type ServerId = (typeof SERVER_IDS)[number];
+
+export const SERVER_LABELS: Readonly<Record<ServerId, string>> = {
+  dataplane: "dynamo-kserve (1 worker)",
+  "dataplane-all-cores": "dynamo-kserve (--grpc-workers 0)",
+  "grpc-js-ceiling": "bare grpc-js (ceiling)",
+  "go-ceiling": "bare grpc-go (ceiling)",
+  triton: "Triton (python backend)",
+  kserve: "KServe ModelServer",
+  mlserver: "MLServer",
+  dynamo: "NVIDIA Dynamo frontend",
+  "dataplane-forward": "dynamo-kserve → Triton",
+  "triton-direct": "Triton direct",
+};
+
+export interface BenchServer {
+  readonly id: ServerId;
+  readonly address: string;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** Cores for the server (taskset), e.g. "0"; undefined: unpinned. */
+  readonly cpus: string | undefined;
+  /** FP32 element counts the ceilings pre-encode responses for. */
+  readonly ceilingSizes: readonly number[];
+  /** For dataplane-forward: the Triton to forward to. */
+  readonly upstream?: string;
+}
+
+/** Where bench/setup.sh puts what the peers need (venvs, the Go ceiling, Triton's files). */
+export const BENCH_CACHE = join(CACHE_DIR, "bench");
+const venvProgram = (venv: string, program: string) => join(CACHE_DIR, venv, "bin", program);
+const TRITON_DIR = join(BENCH_CACHE, "tritonserver");
+/** Python peers load slowly (Triton starts a Python stub per model). */
+const STARTUP_TIMEOUT_MS = 180_000;
+
+/** Why a peer cannot run here, as its setup recorded it (the exact error), or undefined. */
+export function setupError(id: ServerId): string | undefined {
+  const file = join(BENCH_CACHE, `${id}.unavailable`);
+  return existsSync(file) ? readFileSync(file, "utf8").trim() : undefined;
+}
+
+export async function startBenchServer(id: ServerId, options: StartOptions): Promise<BenchServer> {
+  const unavailable = setupError(id);
+  if (unavailable !== undefined) throw new Error(unavailable);
+  const port = await freePort();
+  const { command, args, env, ready, scratch } = await commandFor(id, port, options);
+  const child = spawnGroup(command, args, env, options.cpus);
+  const output: string[] = [];
+  const keep = (chunk: Buffer) => output.push(chunk.toString()) > 50 && output.shift();
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
+  const address = `127.0.0.1:${port}`;
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    killGroup(child, "SIGTERM");
+    const timer = setTimeout(() => killGroup(child, "SIGKILL"), 10_000);
+    await exited;
+    clearTimeout(timer);
+    if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
+  };
+  const probe = () => (ready === "port" ? portAccepts(address) : modelReady(address, "identity_fp32"));
+  const deadline = Date.now() + STARTUP_TIMEOUT_MS;
+  for (;;) {
+    const exited = child.exitCode !== null || child.signalCode !== null;
+    if (exited || Date.now() > deadline) {
+      await stop();
+      const why = exited
+        ? `exited (${child.exitCode ?? child.signalCode})`
+        : `not ready in ${STARTUP_TIMEOUT_MS / 1000} s`;
+      throw new Error(`${id} ${why}: ${output.join("").trim().slice(-1500)}`);
+    }
+    if (await probe().catch(() => false)) break;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  return { id, address, stop };
+}
+
+interface Command {
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly env: NodeJS.ProcessEnv;
+  readonly ready: "port" | "model";
+  /** A scratch folder removed when the server stops. */
+  readonly scratch?: string;
+}
+
+async function commandFor(id: ServerId, port: number, options: StartOptions): Promise<Command> {
+  const node = (script: string, args: string[]): Command => ({
+    command: process.execPath,
+    args: [script, ...args],
+    env: {},
+    ready: "model",
+  });
+  const dataplane = (repository: string, extra: string[] = []) =>
+    node(CLI, [
+      "dataplane",
+      "--model-repository",
+      repository,
+      "--model-control-mode",
+      "none",
+      "--host",
+      "127.0.0.1",
+      "--grpc-port",
+      String(port),
+      "--metrics-port",
+      "0",
+      "--log-level",
+      "warn",
+      ...extra,
+    ]);
+  const sizes = options.ceilingSizes.join(",");
+  switch (id) {
+    case "dataplane":
+      return dataplane(join(REPO_ROOT, "bench", "models"));
+    case "dataplane-all-cores":
+      return dataplane(join(REPO_ROOT, "bench", "models"), ["--grpc-workers", "0"]);
+    case "dataplane-forward":
+      // The Triton repository itself, unchanged: its python models are forwarded to that Triton.
+      return dataplane(join(REPO_ROOT, "bench", "peers", "triton"), ["--forward-unsupported", options.upstream!]);
+    case "grpc-js-ceiling":
+      return {
+        ...node(join(REPO_ROOT, "dist", "bench", "ceilings", "grpcjs.js"), [String(port), sizes]),
+        ready: "port",
+      };
+    case "go-ceiling":
+      return {
+        command: join(BENCH_CACHE, "ceiling-go"),
+        args: ["-port", String(port), "-sizes", sizes],
+        env: {},
+        ready: "port",
+      };
+    case "triton":
+    case "triton-direct":
+      return {
+        command: join(TRITON_DIR, "bin", "tritonserver"),
+        args: [
+          "--model-repository",
+          join(REPO_ROOT, "bench", "peers", "triton"),
+          "--backend-directory",
+          join(TRITON_DIR, "backends"),
+          "--grpc-port",
+          String(port),
+          "--http-port",
+          String(await freePort()),
+          "--metrics-port",
+          String(await freePort()),
+          "--log-verbose",
+          "0",
+        ],
+        env: {
+          LD_LIBRARY_PATH: readFileSync(join(TRITON_DIR, "libs-path"), "utf8").trim(),
+          PATH: `${join(CACHE_DIR, "venv-peers", "bin")}:${process.env["PATH"]}`,
+        },
+        ready: "model",
+      };
+    case "kserve":
+      return {
+        command: venvProgram("venv-kserve", "python"),
+        args: [
+          join(REPO_ROOT, "bench", "peers", "kserve", "identity.py"),
+          "--grpc_port",
+          String(port),
+          "--http_port",
+          String(await freePort()),
+        ],
+        env: {},
+        ready: "model",
+      };
+    case "mlserver": {
+      // MLServer reads settings from the environment; the models from a folder of its own.
+      const folder = mkdtempSync(join(tmpdir(), "dynamo-kserve-mlserver-"));
+      cpSync(join(REPO_ROOT, "bench", "peers", "mlserver"), folder, { recursive: true });
+      return {
+        command: venvProgram("venv-mlserver", "mlserver"),
+        args: ["start", folder],
+        env: {
+          MLSERVER_GRPC_PORT: String(port),
+          MLSERVER_HTTP_PORT: String(await freePort()),
+          MLSERVER_METRICS_PORT: String(await freePort()),
+          MLSERVER_LOGGING_LEVEL: "WARNING",
+        },
+        ready: "model",
+        scratch: folder,
+      };
+    }
+    case "dynamo":
+      // Reached only when bench/setup.sh installed ai-dynamo; it records why not otherwise.
+      throw new Error(
+        "ai-dynamo installed, but its KServe gRPC frontend needs a Dynamo worker and discovery; not wired up",
+      );
+  }
+}
+
+function spawnGroup(command: string, args: readonly string[], env: NodeJS.ProcessEnv, cpus: string | undefined) {
+  const [program, programArgs] = cpus === undefined ? [command, args] : ["taskset", ["-c", cpus, command, ...args]];
+  return spawn(program, programArgs, {
+    env: { ...process.env, ...env },
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+}
+
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-child.pid!, signal);
+  } catch {
+    // already gone
+  }
+}
+
+async function portAccepts(address: string): Promise<boolean> {
+  const client = new GRPCInferenceServiceClient(address, credentials.createInsecure());
+  try {
+    return await new Promise((resolve) =>
+      client.waitForReady(Date.now() + 1000, (error) => resolve(error === undefined || error === null)),
+    );
+  } finally {
+    client.close();
+  }
+}
+
+async function modelReady(address: string, model: string): Promise<boolean> {
+  const client = new GRPCInferenceServiceClient(address, credentials.createInsecure());
+  try {
+    return await new Promise((resolve) =>
+      client.modelReady({ name: model, version: "" }, new Metadata(), { deadline: Date.now() + 2000 }, (error, reply) =>
+        resolve(error === null && reply.ready),
+      ),
+    );
+  } finally {
+    client.close();
+  }
+}

@@ -1,0 +1,76 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Command, InvalidArgumentError } from "commander";
+import { REPO_ROOT } from "../dataplane/test/fixtures/paths.js";
+import { markdownReport } from "./harness/report.js";
+import { runBenchmarks } from "./harness/run.js";
+import { SCENARIOS } from "./harness/scenarios.js";
+import { BENCH_CACHE, SERVER_IDS, type ServerId } from "./harness/servers.js";
+
+/**
+ * `npm run bench`: every scenario against every server, then bench/results/<date>.{json,md,png}
+ * and BENCHMARKS.md. bench/setup.sh (run by npm run bench first) installs the peers.
+ */
+
+const positive = (value: string): number => {
+  const parsed = Number(value);
+  if (!(parsed > 0)) throw new InvalidArgumentError("must be a positive number");
+  return parsed;
+};
+const servers = (value: string): ServerId[] => {
+  const ids = value.split(",");
+  const unknown = ids.filter((id) => !(SERVER_IDS as readonly string[]).includes(id));
+  if (unknown.length > 0)
+    throw new InvalidArgumentError(`unknown: ${unknown.join(", ")}; known: ${SERVER_IDS.join(", ")}`);
+  return ids as ServerId[];
+};
+
+const options = new Command("bench")
+  .option("--duration <seconds>", "length of each measured run", positive, 5)
+  .option("--repetitions <n>", "measured runs per scenario and server (the median is kept)", positive, 3)
+  .option("--warmup <seconds>", "unmeasured run before them", positive, 1)
+  .option("--scenarios <ids>", "only these scenarios (comma-separated ids)")
+  .option("--only <servers>", "only these servers (comma-separated)", servers, [] as ServerId[])
+  .option("--no-publish", "write bench/results/ only, not BENCHMARKS.md")
+  .parse()
+  .opts<{
+    duration: number;
+    repetitions: number;
+    warmup: number;
+    scenarios?: string;
+    only: ServerId[];
+    publish: boolean;
+  }>();
+
+const chosen =
+  options.scenarios === undefined ? SCENARIOS : SCENARIOS.filter((s) => options.scenarios!.split(",").includes(s.id));
+const report = await runBenchmarks(chosen, {
+  durationSeconds: options.duration,
+  repetitions: options.repetitions,
+  warmupSeconds: options.warmup,
+  only: options.only,
+  log: (line) => console.error(`bench: ${line}`),
+});
+
+const resultsDir = join(REPO_ROOT, "bench", "results");
+mkdirSync(resultsDir, { recursive: true });
+const stem = report.date.slice(0, 10);
+const jsonFile = join(resultsDir, `${stem}.json`);
+writeFileSync(jsonFile, `${JSON.stringify(report, null, 2)}\n`);
+const chartFile = join(resultsDir, `${stem}.png`);
+const python = join(BENCH_CACHE, "..", "venv-bench", "bin", "python");
+let chart: string | undefined;
+if (existsSync(python)) {
+  execFileSync(python, [join(REPO_ROOT, "bench", "chart.py"), jsonFile, chartFile], { stdio: "inherit" });
+  chart = chartFile;
+} else {
+  console.error(`bench: no chart: ${python} is missing (bench/setup.sh makes it)`);
+}
+const command = ["npm run bench", ...process.argv.slice(2)].join(" ").replace("npm run bench --", "npm run bench --");
+writeFileSync(join(resultsDir, `${stem}.md`), markdownReport(report, command, chart && `${stem}.png`));
+if (options.publish) {
+  const published = markdownReport(report, command, chart && `bench/results/${stem}.png`);
+  writeFileSync(join(REPO_ROOT, "BENCHMARKS.md"), `# Benchmarks\n\n${published}\n`);
+}
+console.error(`bench: wrote ${jsonFile}${options.publish ? " and BENCHMARKS.md" : ""}`);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs what `npm run bench` drives, outside the checkout under $DYNAMO_KSERVE_CACHE
+# (default ~/.cache/dynamo-kserve), each piece reused until its inputs change:
+#   ghz (Go module, e2e/tools/build.sh), the bare grpc-go ceiling (bench/ceilings/go),
+#   Triton's server from nvidia-pytriton laid out to run a plain model repository,
+#   KServe, MLServer and NVIDIA Dynamo from PyPI (one venv each: their pins conflict),
+#   matplotlib for the chart.
+# A peer that cannot be installed here is not dropped: bench/<id>.unavailable keeps the
+# exact error, and the report shows it.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cache="${DYNAMO_KSERVE_CACHE:-$HOME/.cache/dynamo-kserve}"
+bench="$cache/bench"
+mkdir -p "$bench"
+# shellcheck source=../scripts/lib/venv.sh
+source "$root/scripts/lib/venv.sh"
+
+bash "$root/scripts/setup-python.sh" # venv-peers: Triton from nvidia-pytriton
+bash "$root/e2e/tools/build.sh"      # ghz
+
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+want="$(hash_of "$root"/bench/ceilings/go/{main.go,go.mod,go.sum})"
+if [[ ! -x "$bench/ceiling-go" || "$(cat "$bench/ceiling-go.sha" 2>/dev/null)" != "$want" ]]; then
+  echo "bench: building the grpc-go ceiling"
+  (cd "$root/bench/ceilings/go" && CGO_ENABLED=0 go build -o "$bench/ceiling-go" .)
+  echo "$want" > "$bench/ceiling-go.sha"
+fi
+
+# Triton from nvidia-pytriton, laid out as pytriton lays it out before it starts it (the
+# Python-backend stub of this interpreter's version, the bundled libraries on the path).
+peers_python="$cache/venv-peers/bin/python"
+pytriton="$("$peers_python" -c 'import os, pytriton; print(os.path.dirname(pytriton.__file__))')"
+if [[ ! -x "$bench/tritonserver/bin/tritonserver" ]]; then
+  echo "bench: laying out tritonserver from $pytriton"
+  rm -rf "$bench/tritonserver"
+  cp -r "$pytriton/tritonserver" "$bench/tritonserver"
+  rm -rf "$bench/tritonserver/python_backend_stubs"
+  version="$("$peers_python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+  cp "$pytriton/tritonserver/python_backend_stubs/$version/triton_python_backend_stub" "$bench/tritonserver/backends/python/"
+  echo "$(dirname "$pytriton")/nvidia_pytriton.libs" > "$bench/tritonserver/libs-path"
+fi
+
+# attempt ID VENV REQUIREMENTS: installs a peer, or records why it cannot be (once per
+# requirements file, so a failing install is not retried on every run).
+attempt() {
+  local id="$1" venv="$cache/$2" requirements="$root/$3"
+  local stamp="$bench/$id.attempted" want
+  want="$(hash_of "$requirements")"
+  if [[ -f "$bench/$id.unavailable" && "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
+    echo "bench: $id is unavailable here (recorded in $bench/$id.unavailable)"
+    return
+  fi
+  if make_venv python3 "$venv" "$requirements" > "$bench/$id.install.log" 2>&1; then
+    rm -f "$bench/$id.unavailable"
+    echo "bench: $id ready in $venv"
+  else
+    grep -E "error|Error|ERROR|failed" "$bench/$id.install.log" | grep -v "^\s*$" | tail -n 8 > "$bench/$id.unavailable"
+    echo "bench: $id cannot be installed here; see $bench/$id.install.log"
+  fi
+  echo "$want" > "$stamp"
+}
+attempt kserve venv-kserve bench/peers/kserve/requirements.txt
+attempt mlserver venv-mlserver bench/peers/mlserver/requirements.txt
+attempt dynamo venv-dynamo bench/peers/dynamo/requirements.txt
+make_venv python3 "$cache/venv-bench" "$root/bench/requirements.txt"

@@ -1,0 +1,48 @@
+import assert from "node:assert/strict";
+import { ghzBinary, requireProgram } from "../../e2e/support/prerequisites.js";
+import { markdownReport, targetsOf } from "../harness/report.js";
+import { runBenchmarks } from "../harness/run.js";
+import { SMOKE_SCENARIO } from "../harness/scenarios.js";
+
+/**
+ * The benchmark harness, run for seconds so it cannot rot: one scenario, the data plane and
+ * the bare grpc-js ceiling, driven by the real ghz. Asserts the harness works, not speed.
+ */
+describe("benchmark harness smoke run (npm run bench, one scenario, one second)", function () {
+  this.timeout(120_000);
+
+  before(function () {
+    requireProgram(this, ghzBinary(), "ghz", "run bash e2e/tools/build.sh");
+  });
+
+  it("drives the data plane and the ceiling with ghz and reports both, with a ratio", async () => {
+    const logged: string[] = [];
+    const report = await runBenchmarks([SMOKE_SCENARIO], {
+      durationSeconds: 1,
+      repetitions: 1,
+      warmupSeconds: 1,
+      only: [],
+      log: (line) => logged.push(line),
+    });
+    const [scenario] = report.scenarios;
+    assert.equal(scenario?.id, SMOKE_SCENARIO.id);
+    assert.deepEqual(
+      scenario.results.map((result) => result.server),
+      ["dataplane", "grpc-js-ceiling"],
+    );
+    for (const result of scenario.results) {
+      assert.equal(result.error, undefined, `${result.server}: ${result.error}`);
+      assert.ok(result.rps! > 50, `${result.server} answered: ${result.rps} req/s`);
+      assert.equal(result.errors, 0, `${result.server}: ${result.firstError}`);
+      assert.ok(result.p50Ms! > 0 && result.p99Ms! >= result.p50Ms!, JSON.stringify(result));
+    }
+    assert.equal(logged.length, 2);
+    const markdown = markdownReport(report, "npm run bench", undefined);
+    assert.match(markdown, /\| dynamo-kserve \(1 worker\) \| \d+ req\/s \|/);
+    assert.match(markdown, /\| bare grpc-js \(ceiling\) \| \d+ req\/s \|/);
+    // Targets whose servers were not in this run say so instead of passing silently.
+    const triton = targetsOf(report).find((target) => target.name.endsWith("vs Triton"));
+    assert.equal(triton?.met, undefined);
+    assert.match(triton!.detail, /not measured/);
+  });
+});

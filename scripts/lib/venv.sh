@@ -1,0 +1,18 @@
+# make_venv PYTHON VENV REQUIREMENTS: creates (or reuses) a venv with REQUIREMENTS installed;
+# it is rebuilt only when the requirements file or the interpreter's version changes.
+# Sourced by scripts/setup-python.sh and bench/setup.sh.
+make_venv() { # python venv requirements
+  local python="$1" venv="$2" requirements="$3"
+  local stamp="$venv/.requirements.sha256" want
+  want="$( (cat "$requirements"; "$python" --version) | sha256sum | cut -d' ' -f1)"
+  if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    echo "python: reusing $venv"
+    return
+  fi
+  echo "python: creating $venv"
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  "$python" -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  echo "$want" > "$stamp"
+}
