@@ -55,7 +55,7 @@ attempt() {
     rm -f "$bench/$id.unavailable"
     echo "bench: $id ready in $venv"
   else
-    grep -E "error|Error|ERROR|failed" "$bench/$id.install.log" | grep -v "^\s*$" | tail -n 8 > "$bench/$id.unavailable"
+    grep -E "ERROR:|error:|installation of|reachable" "$bench/$id.install.log" | sed "s/^ *//" | tail -n 6 > "$bench/$id.unavailable"
     echo "bench: $id cannot be installed here; see $bench/$id.install.log"
   fi
   echo "$want" > "$stamp"

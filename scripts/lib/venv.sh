@@ -12,7 +12,11 @@ make_venv() { # python venv requirements
   echo "python: creating $venv"
   rm -rf "$venv"
   mkdir -p "$(dirname "$venv")"
-  "$python" -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  # Explicit failures: callers may test the result, which turns `set -e` off in here.
+  "$python" -m venv "$venv" || return 1
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" || {
+    rm -rf "$venv"
+    return 1
+  }
   echo "$want" > "$stamp"
 }

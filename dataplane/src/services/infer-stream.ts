@@ -19,8 +19,10 @@ export function inferStreamHandlers(context: InferenceContext): InferenceExtensi
         for await (const response of runInference(context, call.request, "ModelInferStream", lifetime)) {
           await send(call, response, signal);
         }
+        lifetime.finished();
         if (!signal.aborted) call.end();
       } catch (error) {
+        lifetime.finished();
         // grpc-js turns an emitted error into the call's status and ends the stream.
         if (!signal.aborted) call.emit("error", toServiceError(error));
       }

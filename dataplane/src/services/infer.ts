@@ -12,7 +12,11 @@ export function modelInferHandler(context: InferenceContext): handleUnaryCall<Mo
     // Run the pipeline to its end (it checks there is exactly one response and records
     // statistics after it); returning from inside the loop would cut it short.
     let reply: ModelInferResponse | undefined;
-    for await (const response of runInference(context, request, "ModelInfer", lifetime)) reply = response;
+    try {
+      for await (const response of runInference(context, request, "ModelInfer", lifetime)) reply = response;
+    } finally {
+      lifetime.finished();
+    }
     if (reply === undefined) throw internal(`model '${request.modelName}' produced no response`);
     return reply;
   });

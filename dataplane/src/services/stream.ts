@@ -26,7 +26,10 @@ export function modelStreamInferHandler(
     const pending = new Set<Promise<void>>();
     let clientDone = false;
     const finishIfDone = (): void => {
-      if (clientDone && pending.size === 0 && !signal.aborted) call.end();
+      if (clientDone && pending.size === 0 && !signal.aborted) {
+        lifetime.finished();
+        call.end();
+      }
     };
     call.on("error", lifetime.cancel);
     call.on("data", (request: ModelInferRequest) => {
