@@ -69,6 +69,15 @@ export const SCENARIOS: readonly Scenario[] = [
     unit: "requests/s",
   },
   {
+    id: "forward-1KiB-c1",
+    title: "forwarding to Triton vs calling Triton, FP32 1 KiB, concurrency 1 (added latency)",
+    payload: KIB_FP32,
+    concurrency: 1,
+    connections: 1,
+    servers: ["triton-direct", "dataplane-forward"],
+    unit: "requests/s",
+  },
+  {
     id: "forward-1KiB-c64",
     title: "forwarding to Triton vs calling Triton, FP32 1 KiB, concurrency 64",
     payload: KIB_FP32,

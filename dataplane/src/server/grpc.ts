@@ -8,12 +8,8 @@ import {
 import type { HealthImplementation } from "grpc-health-check";
 import { addReflection } from "./reflection.js";
 import { InferenceExtensionsService, type InferenceExtensionsServer } from "../../../proto/gen/ts/extensions.js";
-import {
-  GRPCInferenceServiceService,
-  ModelInferResponse,
-  ModelStreamInferResponse,
-  type GRPCInferenceServiceServer,
-} from "../../../proto/gen/ts/grpc_service.js";
+import { GRPCInferenceServiceService, type GRPCInferenceServiceServer } from "../../../proto/gen/ts/grpc_service.js";
+import { encodeInferResponse, encodeStreamInferResponse } from "./reply-encoding.js";
 
 export interface GrpcServerOptions {
   readonly host: string;
@@ -49,32 +45,20 @@ const TUNING_OPTIONS: Readonly<Record<keyof GrpcTuning, string>> = {
   maxConcurrentStreams: "grpc.max_concurrent_streams",
 };
 
-/** A Buffer over the encoder's output, without copying tensor bytes once more. */
-const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-
 /**
- * The generated service definition, with inference replies serialized without the extra
- * copy the generated serializer makes (Buffer.from(Uint8Array) copies every byte).
+ * The generated service definitions, with inference replies serialized so that tensor
+ * bytes are copied once (reply-encoding.ts), not several times as the generated
+ * serializer does.
  */
 const inferenceService: ServiceDefinition = {
   ...GRPCInferenceServiceService,
-  modelInfer: {
-    ...GRPCInferenceServiceService.modelInfer,
-    responseSerialize: (value: ModelInferResponse): Buffer => asBuffer(ModelInferResponse.encode(value).finish()),
-  },
-  modelStreamInfer: {
-    ...GRPCInferenceServiceService.modelStreamInfer,
-    responseSerialize: (value: ModelStreamInferResponse): Buffer =>
-      asBuffer(ModelStreamInferResponse.encode(value).finish()),
-  },
+  modelInfer: { ...GRPCInferenceServiceService.modelInfer, responseSerialize: encodeInferResponse },
+  modelStreamInfer: { ...GRPCInferenceServiceService.modelStreamInfer, responseSerialize: encodeStreamInferResponse },
 };
 
 const extensionsService: ServiceDefinition = {
   ...InferenceExtensionsService,
-  modelInferStream: {
-    ...InferenceExtensionsService.modelInferStream,
-    responseSerialize: (value: ModelInferResponse): Buffer => asBuffer(ModelInferResponse.encode(value).finish()),
-  },
+  modelInferStream: { ...InferenceExtensionsService.modelInferStream, responseSerialize: encodeInferResponse },
 };
 
 /** Starts the gRPC server and resolves with it and the port it is bound to. */
