@@ -21,7 +21,7 @@ for axis, scenario in zip(axes[:, 0], scenarios):
     bytes_unit = scenario["unit"] == "bytes/s"
     values = [r["bytesPerSecond"] / 1e6 if bytes_unit else r["rps"] for r in results]
     axis.barh(labels, values, color="#4c72b0")
-    axis.set_xlabel("MB/s" if bytes_unit else "requests/s")
+    axis.set_xlabel("MB/s" if bytes_unit else scenario["unit"])
     axis.set_title(scenario["title"], fontsize=10)
     axis.invert_yaxis()
     latency = axis.twiny()

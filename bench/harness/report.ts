@@ -91,7 +91,9 @@ function scenarioTable(scenario: ScenarioResult): string[] {
   const rows = ranked.map((result) => {
     if (result.error !== undefined) return `| ${result.label} | — | — | — | — | ${oneLine(result.error)} |`;
     const throughput =
-      scenario.unit === "bytes/s" ? formatBytes(result.bytesPerSecond ?? 0) : `${result.rps!.toFixed(0)} req/s`;
+      scenario.unit === "bytes/s"
+        ? formatBytes(result.bytesPerSecond ?? 0)
+        : `${result.rps!.toFixed(0)} ${scenario.unit === "responses/s" ? "responses/s" : "req/s"}`;
     const relative = best !== undefined && best > 0 ? `${((100 * result.rps!) / best).toFixed(0)}%` : "";
     const errors = result.errors ? `${result.errors} errors` : "";
     return `| ${result.label} | ${throughput} | ${relative} | ${result.p50Ms!.toFixed(2)} | ${result.p99Ms!.toFixed(2)} | ${errors} |`;
@@ -101,7 +103,9 @@ function scenarioTable(scenario: ScenarioResult): string[] {
     "",
     `\`${scenario.id}\`: ${scenario.payloadBytes} tensor bytes per request, ${scenario.connections} connections.`,
     "",
-    "| server | throughput | of best | p50 ms | p99 ms | notes |",
+    scenario.unit === "responses/s"
+      ? "| server | throughput | of best | p50 gap ms | p99 gap ms | notes |"
+      : "| server | throughput | of best | p50 ms | p99 ms | notes |",
     "|---|---|---|---|---|---|",
     ...rows,
     "",

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { ghzBinary } from "../../e2e/support/prerequisites.js";
 import { medianRun, runLoad, type LoadRun } from "./ghz.js";
 import { payloadBytes, writeRequest } from "./requests.js";
+import { runStreamLoad } from "./streams.js";
 import { CEILING_SIZES, type Scenario } from "./scenarios.js";
 import { SERVER_LABELS, startBenchServer, type BenchServer, type ServerId } from "./servers.js";
 
@@ -80,23 +81,35 @@ export async function runBenchmarks(scenarios: readonly Scenario[], settings: Ru
       try {
         for (const scenario of mine) {
           const requestFile = writeRequest(requestDir, scenario.id, scenario.payload);
+          const { streams } = scenario;
           const load = (durationSeconds: number) =>
-            runLoad({
-              ghz: ghzBinary(),
-              address: server.address,
-              requestFile,
-              concurrency: scenario.concurrency,
-              connections: scenario.connections,
-              durationSeconds,
-              ...(pins.client !== undefined ? { cpus: pins.client } : {}),
-            });
+            streams !== undefined
+              ? runStreamLoad({
+                  address: server.address,
+                  model: streams.model,
+                  streams: streams.count,
+                  tokens: streams.tokens,
+                  connections: scenario.connections,
+                  warmupSeconds: 1,
+                  durationSeconds,
+                  ...(pins.client !== undefined ? { cpus: pins.client } : {}),
+                })
+              : runLoad({
+                  ghz: ghzBinary(),
+                  address: server.address,
+                  requestFile,
+                  concurrency: scenario.concurrency,
+                  connections: scenario.connections,
+                  durationSeconds,
+                  ...(pins.client !== undefined ? { cpus: pins.client } : {}),
+                });
           await load(settings.warmupSeconds);
           const runs: LoadRun[] = [];
           for (let i = 0; i < settings.repetitions; i++) runs.push(await load(settings.durationSeconds));
           const run = medianRun(runs);
           const bytesPerSecond = run.rps * payloadBytes(scenario.payload);
           settings.log(
-            `${scenario.id} ${id}: ${run.rps.toFixed(0)} req/s, p50 ${run.p50Ms.toFixed(2)} ms, p99 ${run.p99Ms.toFixed(2)} ms` +
+            `${scenario.id} ${id}: ${run.rps.toFixed(0)} ${scenario.streams ? "responses" : "req"}/s, p50 ${run.p50Ms.toFixed(2)} ms, p99 ${run.p99Ms.toFixed(2)} ms` +
               (run.errors > 0 ? `, ${run.errors} errors (${run.firstError})` : ""),
           );
           record(scenario, {

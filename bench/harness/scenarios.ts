@@ -9,8 +9,10 @@ export interface Scenario {
   readonly concurrency: number;
   readonly connections: number;
   readonly servers: readonly ServerId[];
-  /** What the scenario is about: requests per second, or tensor bytes per second. */
-  readonly unit: "requests/s" | "bytes/s";
+  /** What the scenario is about: requests per second, tensor bytes per second, or streamed responses per second. */
+  readonly unit: "requests/s" | "bytes/s" | "responses/s";
+  /** ModelStreamInfer instead of ModelInfer: this many streams, each request answered with `tokens` responses. */
+  readonly streams?: { readonly count: number; readonly tokens: number; readonly model: string };
 }
 
 const KIB_FP32: Payload = { kind: "fp32", elements: 256 };
@@ -86,6 +88,16 @@ export const SCENARIOS: readonly Scenario[] = [
     servers: ["triton-direct", "dataplane-forward"],
     unit: "requests/s",
   },
+  ...[100, 1000].map((count): Scenario => ({
+    id: `stream-mocker-${count}`,
+    title: `ModelStreamInfer, simulated LLM (a token every 10 ms), ${count} concurrent streams`,
+    payload: { kind: "bytes", elements: 1, elementBytes: 5 },
+    concurrency: count,
+    connections: 8,
+    servers: ["dataplane", "dataplane-all-cores"],
+    unit: "responses/s",
+    streams: { count, tokens: 64, model: "mock_llm" },
+  })),
 ];
 
 /** The one scenario of the smoke run in `npm test`: seconds, the data plane and its ceiling. */
