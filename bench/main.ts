@@ -32,7 +32,7 @@ const options = new Command("bench")
   .option("--warmup <seconds>", "unmeasured run before them", positive, 1)
   .option("--scenarios <ids>", "only these scenarios (comma-separated ids)")
   .option("--only <servers>", "only these servers (comma-separated)", servers, [] as ServerId[])
-  .option("--no-publish", "write bench/results/ only, not BENCHMARKS.md")
+  .option("--no-publish", "a trial: write bench/results/tmp/ only, not bench/results/ nor BENCHMARKS.md")
   .parse()
   .opts<{
     duration: number;
@@ -53,7 +53,8 @@ const report = await runBenchmarks(chosen, {
   log: (line) => console.error(`bench: ${line}`),
 });
 
-const resultsDir = join(REPO_ROOT, "bench", "results");
+// A partial run (--no-publish) goes to the git-ignored tmp/, never over the published results.
+const resultsDir = join(REPO_ROOT, "bench", "results", ...(options.publish ? [] : ["tmp"]));
 mkdirSync(resultsDir, { recursive: true });
 const stem = report.date.slice(0, 10);
 const jsonFile = join(resultsDir, `${stem}.json`);

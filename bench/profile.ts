@@ -8,6 +8,7 @@ import { ghzBinary } from "../e2e/support/prerequisites.js";
 import { runLoad } from "./harness/ghz.js";
 import { writeRequest } from "./harness/requests.js";
 import { SCENARIOS } from "./harness/scenarios.js";
+import { dataplaneArgs } from "./harness/servers.js";
 
 /**
  * `npm run bench:profile [-- scenario-id]`: the data plane under one scenario's load with
@@ -42,17 +43,7 @@ const server = spawn(
     "--cpu-prof-dir",
     profileDir,
     CLI,
-    "dataplane",
-    "--model-repository",
-    join(REPO_ROOT, "bench", "models"),
-    "--host",
-    "127.0.0.1",
-    "--grpc-port",
-    String(port),
-    "--metrics-port",
-    "0",
-    "--log-level",
-    "warn",
+    ...dataplaneArgs(join(REPO_ROOT, "bench", "models"), port),
   ],
   { stdio: "inherit" },
 );

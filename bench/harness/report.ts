@@ -133,6 +133,8 @@ export function markdownReport(report: BenchReport, command: string, chart: stri
     ...(chart !== undefined ? [`![throughput and latency per scenario](${chart})`, ""] : []),
     "## Targets",
     "",
+    "Why the unmet ones fall short, with profiles: [bench/README.md](bench/README.md#findings-run-of-2026-11-22-benchmarksmd-2-cores).",
+    "",
     "| target | wanted | measured | verdict | detail |",
     "|---|---|---|---|---|",
     ...targets.map(

@@ -106,6 +106,25 @@ export async function startBenchServer(id: ServerId, options: StartOptions): Pro
   return { id, address, stop };
 }
 
+/** The data plane's command line in every benchmark: loopback, quiet, a fixed repository. */
+export function dataplaneArgs(repository: string, port: number): string[] {
+  return [
+    "dataplane",
+    "--model-repository",
+    repository,
+    "--model-control-mode",
+    "none",
+    "--host",
+    "127.0.0.1",
+    "--grpc-port",
+    String(port),
+    "--metrics-port",
+    "0",
+    "--log-level",
+    "warn",
+  ];
+}
+
 interface Command {
   readonly command: string;
   readonly args: readonly string[];
@@ -123,22 +142,7 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
     ready: "model",
   });
   const dataplane = (repository: string, extra: string[] = []) =>
-    node(CLI, [
-      "dataplane",
-      "--model-repository",
-      repository,
-      "--model-control-mode",
-      "none",
-      "--host",
-      "127.0.0.1",
-      "--grpc-port",
-      String(port),
-      "--metrics-port",
-      "0",
-      "--log-level",
-      "warn",
-      ...extra,
-    ]);
+    node(CLI, [...dataplaneArgs(repository, port), ...extra]);
   const sizes = options.ceilingSizes.join(",");
   switch (id) {
     case "dataplane":

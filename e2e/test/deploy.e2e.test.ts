@@ -39,6 +39,24 @@ const README_COMMANDS = [
 
 const PYTHON = join(process.env["DYNAMO_KSERVE_VENV"] ?? join(CACHE_DIR, "venv"), "bin", "python");
 
+/** `dynamo-kserve infer` of add_sub_versions through a Service's ClusterIP: [0,1,2,3] + [1,1,1,1]. */
+async function inferAddSub(
+  service: V1Service,
+): Promise<{ model_version: string; outputs: { name: string; values: number[] }[] }> {
+  const { stdout } = await promisify(execFile)(process.execPath, [
+    CLI,
+    "infer",
+    "add_sub_versions",
+    "--url",
+    `${service.spec?.clusterIP}:8001`,
+    "--input",
+    "INPUT0:FP32:1x4=0,1,2,3",
+    "--input",
+    "INPUT1:FP32:1x4=1,1,1,1",
+  ]);
+  return JSON.parse(stdout) as { model_version: string; outputs: { name: string; values: number[] }[] };
+}
+
 /** The commands of the README's "Deploy on Kubernetes" code block. */
 function readmeDeployCommands(): string[] {
   const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
@@ -232,25 +250,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       await run(`kubectl apply -f ${join(out, "add-sub-versions.yaml")}`);
       await run("kubectl wait dkm/add-sub-versions --for=condition=Ready --timeout=180s");
       const service = JSON.parse(cluster!.kubectl("get", "service", "add-sub-versions", "-o", "json")) as V1Service;
-      const reply = await eventually(
-        async () =>
-          (
-            await promisify(execFile)(process.execPath, [
-              CLI,
-              "infer",
-              "add_sub_versions",
-              "--url",
-              `${service.spec?.clusterIP}:8001`,
-              "--input",
-              "INPUT0:FP32:1x4=0,1,2,3",
-              "--input",
-              "INPUT1:FP32:1x4=1,1,1,1",
-            ])
-          ).stdout,
-        30_000,
-        1_000,
-      );
-      const parsed = JSON.parse(reply) as { model_version: string; outputs: { name: string; values: number[] }[] };
+      const parsed = await eventually(() => inferAddSub(service), 30_000, 1_000);
       assert.equal(parsed.model_version, "2", "version_policy specific: [2]");
       assert.deepEqual(parsed.outputs.find((output) => output.name === "OUTPUT0")?.values, [1, 2, 3, 4]);
     } finally {
@@ -317,18 +317,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       ]);
 
       const service = JSON.parse(cluster!.kubectl("get", "service", "triton-models", "-o", "json")) as V1Service;
-      const { stdout } = await promisify(execFile)(process.execPath, [
-        CLI,
-        "infer",
-        "add_sub_versions",
-        "--url",
-        `${service.spec?.clusterIP}:8001`,
-        "--input",
-        "INPUT0:FP32:1x4=0,1,2,3",
-        "--input",
-        "INPUT1:FP32:1x4=1,1,1,1",
-      ]);
-      const reply = JSON.parse(stdout) as { outputs: { name: string; values: number[] }[] };
+      const reply = await inferAddSub(service);
       assert.deepEqual(reply.outputs.find((output) => output.name === "OUTPUT0")?.values, [1, 2, 3, 4]);
     } finally {
       await upstream.stop();
