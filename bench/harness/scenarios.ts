@@ -1,5 +1,5 @@
 import type { Payload } from "./requests.js";
-import type { ServerId } from "./servers.js";
+import { SERVER_IDS, type ServerId } from "./servers.js";
 
 /** One load shape, driven against each of its servers with the same encoded request. */
 export interface Scenario {
@@ -19,16 +19,10 @@ const KIB_FP32: Payload = { kind: "fp32", elements: 256 };
 const MIB_FP32: Payload = { kind: "fp32", elements: 256 * 1024 };
 const MIB16_FP32: Payload = { kind: "fp32", elements: 4 * 1024 * 1024 };
 
-const EVERY_UNARY_SERVER: readonly ServerId[] = [
-  "dataplane",
-  "dataplane-all-cores",
-  "grpc-js-ceiling",
-  "go-ceiling",
-  "triton",
-  "kserve",
-  "mlserver",
-  "dynamo",
-];
+/** Every server that answers ModelInfer itself (not the forwarding pair). */
+const EVERY_UNARY_SERVER: readonly ServerId[] = SERVER_IDS.filter(
+  (id) => id !== "dataplane-forward" && id !== "triton-direct",
+);
 
 /** FP32 element counts the ceilings answer for: every FP32 payload above. */
 export const CEILING_SIZES = [KIB_FP32, MIB_FP32, MIB16_FP32].map((payload) => payload.elements);

@@ -27,14 +27,16 @@ export {
 
 export const API_VERSION = `${GROUP}/${VERSION}`;
 
-/** A DynamoKserveModel as read from the API server. */
-export interface DynamoKserveModel {
+/** One of this API's objects as read from the API server: named, namespaced, with a uid. */
+interface ApiObject<Kind extends string, Spec, Status> {
   apiVersion: typeof API_VERSION;
-  kind: typeof KIND;
+  kind: Kind;
   metadata: V1ObjectMeta & { name: string; namespace: string; uid: string };
-  spec: DynamoKserveModelSpec;
-  status?: DynamoKserveModelStatus;
+  spec: Spec;
+  status?: Status;
 }
+
+export type DynamoKserveModel = ApiObject<typeof KIND, DynamoKserveModelSpec, DynamoKserveModelStatus>;
 
 export type Condition = NonNullable<DynamoKserveModelStatus["conditions"]>[number];
 
@@ -50,14 +52,11 @@ export const CONDITION_TYPES = [
 ] as const;
 export type ConditionType = (typeof CONDITION_TYPES)[number];
 
-/** A DynamoKserveRepository as read from the API server. */
-export interface DynamoKserveRepository {
-  apiVersion: typeof API_VERSION;
-  kind: typeof REPOSITORY_KIND;
-  metadata: V1ObjectMeta & { name: string; namespace: string; uid: string };
-  spec: DynamoKserveRepositorySpec;
-  status?: DynamoKserveRepositoryStatus;
-}
+export type DynamoKserveRepository = ApiObject<
+  typeof REPOSITORY_KIND,
+  DynamoKserveRepositorySpec,
+  DynamoKserveRepositoryStatus
+>;
 
 export type RepositoryModelStatus = NonNullable<DynamoKserveRepositoryStatus["models"]>[number];
 
