@@ -68,7 +68,9 @@ if (existsSync(python)) {
 } else {
   console.error(`bench: no chart: ${python} is missing (bench/setup.sh makes it)`);
 }
-const command = ["npm run bench", ...process.argv.slice(2)].join(" ").replace("npm run bench --", "npm run bench --");
+// How it was run, as typed: npm passes the options after `--`.
+const passed = process.argv.slice(2);
+const command = passed.length === 0 ? "npm run bench" : `npm run bench -- ${passed.join(" ")}`;
 writeFileSync(join(resultsDir, `${stem}.md`), markdownReport(report, command, chart && `${stem}.png`));
 if (options.publish) {
   const published = markdownReport(report, command, chart && `bench/results/${stem}.png`);

@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -333,8 +333,12 @@ export class TestCluster {
 
   /** Our CRDs from crds/, and the upstream ones later work needs, from their Go modules. */
   private async installCrds(): Promise<void> {
-    await this.installCrdFile(join(REPO_ROOT, "crds", "dynamokserve.dev_dynamokservemodels.yaml"));
-    await this.installCrdFile(join(REPO_ROOT, "crds", "dynamokserve.dev_dynamokserverepositories.yaml"));
+    const ours = join(REPO_ROOT, "crds");
+    for (const file of readdirSync(ours)
+      .filter((name) => name.endsWith(".yaml"))
+      .sort()) {
+      await this.installCrdFile(join(ours, file));
+    }
     await this.installCrdFile(upstreamCrdFile("inferencepools"));
     await this.installCrdFile(upstreamCrdFile("servicemonitors"));
   }

@@ -115,8 +115,7 @@ export function desiredRepositoryStatus(
 ): { status: DynamoKserveRepositoryStatus; transitions: Transition[] } {
   const endpoint = `${repositoryObjectName(repository)}.${repository.metadata.namespace}.svc:${portsOf(repository).grpc}`;
   // A pod that cannot be asked leaves the last list it gave (ModelsReady says it is not current).
-  const models =
-    observed.index.state === "Listed" ? [...observed.index.models] : (repository.status?.models ?? undefined);
+  const models = observed.index.state === "Listed" ? [...observed.index.models] : repository.status?.models;
   const available = availabilityOf(observed.deployment);
   const modelsReady = modelsCondition(observed, repositoryObjectName(repository));
   const ready: ConditionValue =
