@@ -6,6 +6,7 @@ import { availableParallelism } from "node:os";
 import { startDataPlane, type DataPlaneOptions } from "../dataplane/src/dataplane.js";
 import { runDataPlaneWorker, startDataPlaneWorkers } from "../dataplane/src/workers.js";
 import type { ModelControlMode } from "../dataplane/src/models/registry.js";
+import { DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_STREAM_MAX_PENDING } from "../dataplane/src/limits.js";
 import type { GrpcTuning } from "../dataplane/src/server/grpc.js";
 import type { SecurityOptions } from "../dataplane/src/server/security.js";
 import { integer, list, option, ratio, seconds, logLevelOption, stopOnSignals } from "./options.js";
@@ -26,6 +27,7 @@ interface DataPlaneFlags {
   grpcPort: number;
   metricsPort: number;
   maxMessageSize: number;
+  streamMaxPending: number;
   shutdownGraceSecs: number;
   useTls?: boolean;
   certFile?: string;
@@ -128,9 +130,22 @@ export function dataplaneCommand(): Command {
         .default(8002),
     )
     .addOption(
-      option("--max-message-size <bytes>", "largest gRPC message accepted or sent", "DYNAMO_MAX_MESSAGE_SIZE")
+      option(
+        "--max-message-size <bytes>",
+        "largest gRPC message accepted or sent, compressed requests by their decompressed size (up to 2 GiB - 1)",
+        "DYNAMO_MAX_MESSAGE_SIZE",
+      )
         .argParser(integer(1024, 2 ** 31 - 1))
-        .default(2 ** 31 - 1),
+        .default(DEFAULT_MAX_MESSAGE_SIZE, "64 MiB"),
+    )
+    .addOption(
+      option(
+        "--stream-max-pending <n>",
+        "ModelStreamInfer requests of one stream running at once; at the cap the stream is not read until one finishes (HTTP/2 back-pressure)",
+        "DYNAMO_STREAM_MAX_PENDING",
+      )
+        .argParser(integer(1))
+        .default(DEFAULT_STREAM_MAX_PENDING),
     )
     .addOption(
       option(
@@ -282,6 +297,7 @@ export function dataplaneCommand(): Command {
         grpcPort: flags.grpcPort,
         httpPort: flags.metricsPort,
         maxMessageSize: flags.maxMessageSize,
+        streamMaxPending: flags.streamMaxPending,
         shutdownGraceSeconds: flags.shutdownGraceSecs,
         security,
         tuning: tuningOptions(flags),

@@ -9,10 +9,11 @@ import { errorMessage } from "./errors.js";
 import { createMetrics, type DataPlaneMetrics } from "./metrics/index.js";
 import { NO_TRACING, startTracing, type TracingOptions } from "./tracing/tracing.js";
 import { ModelRegistry, type ModelControlMode } from "./models/registry.js";
+import { boundedStatusInterceptor } from "./server/bounded-status.js";
 import { startGrpcServer, stopGrpcServer, type GrpcTuning } from "./server/grpc.js";
 import { serverSecurity, type SecurityOptions } from "./server/security.js";
 import { startHttpServer } from "./server/http.js";
-import { ActiveRequests } from "./services/active-requests.js";
+import { InFlight } from "./models/in-flight.js";
 import { extensionHandlers } from "./services/extensions.js";
 import { GrpcHealth } from "./services/grpc-health.js";
 import { logSettingsHandler } from "./services/log-settings.js";
@@ -40,6 +41,8 @@ export interface DataPlaneOptions {
   /** The HTTP port for probes and /metrics; undefined in a --grpc-workers worker (the primary serves it). */
   readonly httpPort: number | undefined;
   readonly maxMessageSize: number;
+  /** ModelStreamInfer requests of one stream running at once (the stream is not read past it). */
+  readonly streamMaxPending: number;
   readonly security: SecurityOptions;
   readonly tuning: GrpcTuning;
   /** HTTP/2 flow-control window of the kserve-grpc engine's upstream channels. */
@@ -85,6 +88,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
             runsLocally(config) ? config : forwardedConfig(config, options.forwardUnsupportedTo!),
         }
       : {}),
+    retireGraceMs: options.shutdownGraceSeconds * 1000,
     logger,
   });
   let stopping = false;
@@ -92,14 +96,14 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const security = await serverSecurity(options.security, logger);
   await registry.start();
   const metrics = createMetrics(registry);
-  const active = new ActiveRequests();
+  const active = new InFlight();
   const tracing = options.tracing === undefined ? NO_TRACING : startTracing(options.tracing);
   const inference = { registry, metrics: metrics.frontend, logger, active, tracing };
   const implementation: GRPCInferenceServiceServer = {
     ...healthHandlers(registry, () => stopping),
     ...metadataHandlers(registry),
     modelInfer: modelInferHandler(inference),
-    modelStreamInfer: modelStreamInferHandler(inference),
+    modelStreamInfer: modelStreamInferHandler(inference, options.streamMaxPending),
     ...repositoryHandlers(registry),
     ...extensionHandlers(),
     logSettings: logSettingsHandler(logger, options.onLogLevelChange),
@@ -109,7 +113,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     port: options.grpcPort,
     maxMessageSize: options.maxMessageSize,
     credentials: security.credentials,
-    interceptors: [metrics.grpcInterceptor, ...security.interceptors],
+    interceptors: [boundedStatusInterceptor, metrics.grpcInterceptor, ...security.interceptors],
     tuning: options.tuning,
   });
   const http =
@@ -139,8 +143,8 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     registry,
     metrics,
     health,
-    async stop() {
-      if (stopping) return;
+    // One drain, however often it is asked for (repeated and group signals).
+    stop: startOnce(async () => {
       stopping = true;
       // Readiness goes first; requests keep being served while load balancers and
       // Kubernetes endpoints catch up, then new calls stop and in-flight ones finish.
@@ -153,8 +157,14 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       await tracing.shutdown();
       health.stop();
       logger.info("data plane stopped");
-    },
+    }),
   };
+}
+
+/** `run`, started by the first call; every call gets the same promise. */
+export function startOnce(run: () => Promise<void>): () => Promise<void> {
+  let started: Promise<void> | undefined;
+  return () => (started ??= run());
 }
 
 function schedulePolling(
@@ -182,13 +192,14 @@ async function shutdown(
   grpc: GrpcServer,
   http: HttpServer | undefined,
   registry: ModelRegistry,
-  active: ActiveRequests,
+  active: InFlight,
   graceMs: number,
 ): Promise<void> {
-  http?.closeAllConnections();
-  await Promise.all([
-    stopGrpcServer(grpc, active.idle(), graceMs),
-    new Promise<void>((resolve) => (http === undefined ? resolve() : http.close(() => resolve()))),
-  ]);
+  await stopGrpcServer(grpc, active.idle(), graceMs);
+  // Probes keep getting answers (ready: 503) until the drain is over.
+  if (http !== undefined) {
+    http.closeAllConnections();
+    await new Promise<void>((resolve) => http.close(() => resolve()));
+  }
   await registry.close();
 }

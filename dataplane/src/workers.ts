@@ -1,7 +1,7 @@
 import cluster, { type Worker } from "node:cluster";
 import type { Logger } from "pino";
 import { AggregatorRegistry } from "prom-client";
-import { startDataPlane, type DataPlaneOptions, type RunningDataPlane } from "./dataplane.js";
+import { startDataPlane, startOnce, type DataPlaneOptions, type RunningDataPlane } from "./dataplane.js";
 import { errorMessage } from "./errors.js";
 import { startHttpServer } from "./server/http.js";
 
@@ -65,18 +65,31 @@ export async function startDataPlaneWorkers(
   });
   logger.info({ grpcPort, httpPort: http.port, workers }, "data plane listening");
   return {
-    async stop() {
+    // One drain, however often it is asked for: a signal to the process group reaches
+    // the workers too, and they drain on it themselves.
+    stop: startOnce(async () => {
       stopping = true;
-      const exited = [...ready.keys()].map(
+      const workersNow = [...ready.keys()];
+      const exits = workersNow.map(
         (worker) =>
-          new Promise<void>((resolve) => (worker.isDead() ? resolve() : worker.once("exit", () => resolve()))),
+          new Promise<string | undefined>((resolve) => {
+            const outcome = (code: number | null, signal: string | null): string | undefined =>
+              code === 0 ? undefined : `worker ${worker.process.pid} exited with ${signal ?? code}`;
+            if (worker.isDead()) resolve(outcome(worker.process.exitCode, worker.process.signalCode));
+            else worker.once("exit", (code, signal) => resolve(outcome(code, signal)));
+          }),
       );
-      for (const worker of ready.keys()) worker.process.kill("SIGTERM");
-      await Promise.all(exited);
+      for (const worker of workersNow) worker.process.kill("SIGTERM");
+      const failures = (await Promise.all(exits)).filter((failure) => failure !== undefined);
+      // Probes are answered (ready: 503) until every worker has drained.
       http.server.closeAllConnections();
       await new Promise<void>((resolve) => http.server.close(() => resolve()));
+      if (failures.length > 0) {
+        logger.error({ failures }, "data plane stopped, but not every worker drained cleanly");
+        throw new Error(failures.join("; "));
+      }
       logger.info("data plane stopped");
-    },
+    }),
   };
 }
 

@@ -22,10 +22,13 @@ export async function startCli(
   args: readonly string[],
   readyMessage: string,
   env: NodeJS.ProcessEnv = {},
+  { detached = false }: { detached?: boolean } = {},
 ): Promise<CliProcess> {
+  // detached: a process group of its own, for tests that signal the whole group (Ctrl-C, systemd).
   const child = spawn(process.execPath, [cli, ...args], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
+    detached,
   });
   const logs: Record<string, unknown>[] = [];
   let stderr = "";

@@ -1,5 +1,6 @@
 import type { InferParameter, ModelMetadataResponse } from "../../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
+import { DEFAULT_MAX_MESSAGE_SIZE } from "../limits.js";
 import type { ModelSpec } from "../models/spec.js";
 import type { Tensor } from "../tensors/tensor.js";
 
@@ -71,7 +72,7 @@ export interface EngineRuntime {
   readonly upstreamFlowControlWindow?: number;
 }
 
-export const DEFAULT_ENGINE_RUNTIME: EngineRuntime = { maxMessageSize: 2 ** 31 - 1 };
+export const DEFAULT_ENGINE_RUNTIME: EngineRuntime = { maxMessageSize: DEFAULT_MAX_MESSAGE_SIZE };
 
 /** Where a model in Triton's layout keeps its files: `<folder>/<version>/<model file>`. */
 export interface ModelFiles {

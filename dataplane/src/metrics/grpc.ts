@@ -64,6 +64,13 @@ export function grpcServerMetrics(register: Registry): ServerInterceptor {
     };
     const startedAt = process.hrtime.bigint();
     started.inc(labels);
+    let ended = false;
+    const end = (code: status): void => {
+      if (ended) return;
+      ended = true;
+      handled.inc({ ...labels, grpc_code: CODE_NAMES[code] ?? String(code) });
+      handling.observe(labels, Number(process.hrtime.bigint() - startedAt) / 1e9);
+    };
     return new ServerInterceptingCall(
       call,
       new ResponderBuilder()
@@ -74,6 +81,10 @@ export function grpcServerMetrics(register: Registry): ServerInterceptor {
                 received.inc(labels);
                 forward(message);
               })
+              // A call the client cancelled, or whose deadline grpc-js enforced itself,
+              // ends without a status passing through here; grpc-js also reports every
+              // ended call as cancelled, so only the first ending counts.
+              .withOnCancel(() => end(deadlinePassed(call.getDeadline()) ? status.DEADLINE_EXCEEDED : status.CANCELLED))
               .build(),
           ),
         )
@@ -82,13 +93,17 @@ export function grpcServerMetrics(register: Registry): ServerInterceptor {
           forward(message);
         })
         .withSendStatus((outcome, forward) => {
-          handled.inc({ ...labels, grpc_code: CODE_NAMES[outcome.code] ?? String(outcome.code) });
-          handling.observe(labels, Number(process.hrtime.bigint() - startedAt) / 1e9);
+          end(outcome.code);
           forward(outcome);
         })
         .build(),
     );
   };
+}
+
+function deadlinePassed(deadline: Date | number): boolean {
+  const at = deadline instanceof Date ? deadline.getTime() : deadline;
+  return Number.isFinite(at) && Date.now() >= at;
 }
 
 function grpcType(requestStream: boolean, responseStream: boolean): GrpcType {

@@ -3,6 +3,7 @@ import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import type { Engine, ModelFiles } from "../engines/engine.js";
 import { errorMessage, failedPrecondition, notFound, unavailable } from "../errors.js";
 import { ConfigError, configText, parseModelConfig } from "./config.js";
+import { InFlight } from "./in-flight.js";
 import { scanModelSources, type ModelSource } from "./repository.js";
 import { toModelSpec, type ModelSpec } from "./spec.js";
 import { VersionStatistics } from "./statistics.js";
@@ -23,6 +24,17 @@ export interface LiveModel {
   readonly engine: Engine;
   readonly versions: readonly string[];
   readonly source: string;
+  /** The requests its engine is running: a replaced or unloaded engine is closed once they are done. */
+  readonly inFlight: InFlight;
+}
+
+/** A (model, version) a request resolved to, held until `release` so its engine stays open. */
+export interface ModelLease {
+  readonly model: LiveModel;
+  readonly version: string;
+  readonly statistics: VersionStatistics;
+  /** Ends the hold; call exactly once. */
+  release(): void;
 }
 
 interface ModelRecord {
@@ -58,6 +70,8 @@ export interface RegistryOptions {
    * so that it is forwarded to a Triton; undefined leaves such a model failing to load.
    */
   readonly forwardUnsupported?: (config: ModelConfig) => ModelConfig;
+  /** How long a replaced or unloaded engine's running requests may take before it is closed anyway. */
+  readonly retireGraceMs: number;
   readonly logger: Logger;
 }
 
@@ -82,6 +96,11 @@ export class ModelRegistry {
   private readonly shadowed = new Set<string>();
   private queue: Promise<unknown> = Promise.resolve();
   private readonly listeners: (() => void)[] = [];
+  /** Engines replaced or unloaded whose running requests are finishing before they are closed. */
+  private readonly retiring = new Set<Promise<void>>();
+  /** Resolved by close(): retiring engines stop waiting for their requests. */
+  private closing: () => void = () => undefined;
+  private readonly closed = new Promise<void>((resolve) => (this.closing = resolve));
 
   constructor(private readonly options: RegistryOptions) {}
 
@@ -182,6 +201,18 @@ export class ModelRegistry {
     return { model, version: chosen, statistics };
   }
 
+  /**
+   * Resolves a request's model and version and holds its engine open until `release`:
+   * a reload or unload meanwhile serves new requests elsewhere (or refuses them) and
+   * closes this engine only after the request is done.
+   */
+  acquire(name: string, version: string): ModelLease {
+    const resolved = this.resolve(name, version);
+    const { inFlight } = resolved.model;
+    inFlight.begin();
+    return { ...resolved, release: () => inFlight.end() };
+  }
+
   isReady(name: string, version: string): boolean {
     const model = this.records.get(name)?.live;
     return model !== undefined && engineReady(model) && (version === "" || model.versions.includes(version));
@@ -231,10 +262,15 @@ export class ModelRegistry {
     return entries;
   }
 
-  /** Stops polling-driven changes and closes every engine. */
+  /**
+   * Closes every engine, those still finishing requests after a reload or unload included
+   * (the server has drained or cut its calls by now: nothing is waited for).
+   */
   close(): Promise<void> {
+    this.closing();
     return this.serialize(async () => {
       for (const record of this.records.values()) await this.retire(record, "server shutting down");
+      await Promise.all(this.retiring);
     });
   }
 
@@ -302,7 +338,7 @@ export class ModelRegistry {
       record.live = live;
       record.state = "READY";
       record.reason = "";
-      if (previous !== undefined) await previous.engine.close();
+      if (previous !== undefined) this.closeWhenIdle(previous);
       logger.info(
         { model: candidate.name, versions: live.versions, backend: live.spec.backend },
         previous ? "model reloaded" : "model loaded",
@@ -333,18 +369,48 @@ export class ModelRegistry {
     const versions = servedVersions(spec.config.versionPolicy, source.versions, source.path);
     const files = source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions };
     const engine = this.options.createEngine(spec, source.path, files);
-    return { spec, engine, versions, source: source.path };
+    return { spec, engine, versions, source: source.path, inFlight: new InFlight() };
   }
 
+  /** Takes the model out of service at once; its engine closes once its requests are done. */
   private async retire(record: ModelRecord, reason: string): Promise<void> {
     const live = record.live;
     record.live = undefined;
     record.state = "UNAVAILABLE";
     record.reason = reason;
     if (live !== undefined) {
-      await live.engine.close();
+      this.closeWhenIdle(live);
       this.options.logger.info({ model: record.name, reason }, "model unloaded");
     }
+  }
+
+  /**
+   * Closes an engine no new request can reach once the requests it is running are done
+   * (or the grace has passed, or the registry closes), without holding up the registry's
+   * queue meanwhile.
+   */
+  private closeWhenIdle(live: LiveModel): void {
+    let graceTimer: NodeJS.Timeout | undefined;
+    const grace = new Promise<void>((resolve) => {
+      graceTimer = setTimeout(resolve, this.options.retireGraceMs);
+      graceTimer.unref();
+    });
+    const retired = Promise.race([live.inFlight.idle(), grace, this.closed])
+      .then(() => {
+        clearTimeout(graceTimer);
+        if (live.inFlight.size > 0) {
+          this.options.logger.warn(
+            { model: live.spec.name, requests: live.inFlight.size },
+            "closing a retired engine with requests still running",
+          );
+        }
+        return live.engine.close();
+      })
+      .catch((error: unknown) =>
+        this.options.logger.error({ model: live.spec.name, err: errorMessage(error) }, "closing an engine failed"),
+      )
+      .finally(() => this.retiring.delete(retired));
+    this.retiring.add(retired);
   }
 }
 
@@ -359,6 +425,13 @@ export async function parseCandidate(
   source: ModelSource,
   { completeConfig: complete, forwardUnsupported }: Pick<RegistryOptions, "completeConfig" | "forwardUnsupported">,
 ): Promise<Candidate> {
+  if (source.unreadable !== undefined) {
+    return {
+      name: source.nameHint,
+      source,
+      config: new ConfigError(source.path, `cannot be read: ${source.unreadable}`),
+    };
+  }
   try {
     let config: ModelConfig;
     if (source.content !== undefined && source.format !== undefined) {

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import { readdir, readFile, stat } from "node:fs/promises";
+import { lstat, readdir, readFile, stat } from "node:fs/promises";
+import type { Stats } from "node:fs";
 import { basename, dirname, extname, join } from "node:path";
 import { errorMessage, failedPrecondition } from "../errors.js";
 import { configFormatOf, type ConfigFormat } from "./config.js";
@@ -31,6 +32,11 @@ export interface ModelSource {
   readonly folder?: string;
   /** Changes whenever the configuration, the version folders or the files in them change. */
   readonly fingerprint: string;
+  /**
+   * Why the source could not be read (a config that is a directory, a dangling symlink, a
+   * symlink loop): that one model fails to load, or keeps its last good configuration.
+   */
+  readonly unreadable?: string;
 }
 
 /**
@@ -58,13 +64,39 @@ async function scanRepository(repository: string, modelFilesRoot: string | undef
   for (const entry of entries.sort()) {
     if (entry.startsWith(".")) continue;
     const path = join(repository, entry);
-    const info = await stat(path).catch(() => undefined);
-    if (info?.isDirectory()) sources.push(await readModelFolder(path));
-    else if (info?.isFile() && configFormatOf(entry) !== undefined) {
+    let info: Stats;
+    try {
+      info = await stat(path);
+    } catch (error) {
+      // An entry that cannot be followed (a dangling symlink, a loop) is a model that
+      // cannot be read; a plain file that vanished meanwhile is nothing.
+      const link = await lstat(path).catch(() => undefined);
+      if (link?.isSymbolicLink()) sources.push(unreadableSource(path, entry, error));
+      continue;
+    }
+    if (info.isDirectory())
+      sources.push(await readModelFolder(path).catch((error) => unreadableSource(path, entry, error)));
+    else if (info.isFile() && configFormatOf(entry) !== undefined) {
       sources.push(await readConfigFile(path, modelFilesRoot));
     }
   }
   return sources;
+}
+
+/** A model source that could not be read, named by its place in the repository. */
+function unreadableSource(path: string, entry: string, error: unknown): ModelSource {
+  const reason = errorMessage(error);
+  const nameHint = configFormatOf(entry) === undefined ? entry : basename(entry, extname(entry));
+  return {
+    nameHint,
+    nameFixed: true,
+    path,
+    format: undefined,
+    content: undefined,
+    versions: [],
+    fingerprint: fingerprintOf({ content: undefined, unreadable: reason }, []),
+    unreadable: reason,
+  };
 }
 
 async function readModelFolder(folder: string): Promise<ModelSource> {
@@ -72,17 +104,32 @@ async function readModelFolder(folder: string): Promise<ModelSource> {
   const { versions, files } = await readVersionFolders(folder);
   const configName = FOLDER_CONFIG_NAMES.find((name) => entries.some((entry) => entry.name === name));
   const path = configName === undefined ? folder : join(folder, configName);
-  const content = configName === undefined ? undefined : await readFile(path);
+  const read = configName === undefined ? { content: undefined } : await readSource(path);
   return {
     nameHint: basename(folder),
     nameFixed: true,
     path,
     format: configName === undefined ? undefined : configFormatOf(configName),
-    content,
+    ...read,
     versions,
     folder,
-    fingerprint: fingerprintOf(content, versions, files),
+    fingerprint: fingerprintOf(read, versions, files),
   };
+}
+
+/** A config file's bytes, or why they cannot be read. */
+interface SourceRead {
+  readonly content: Uint8Array | undefined;
+  /** ENOENT through a dangling symlink, EISDIR, ELOOP, ... */
+  readonly unreadable?: string;
+}
+
+async function readSource(path: string): Promise<SourceRead> {
+  try {
+    return { content: await readFile(path) };
+  } catch (error) {
+    return { content: undefined, unreadable: errorMessage(error) };
+  }
 }
 
 /** The numeric version folders of a model folder, sorted, and a description of their files. */
@@ -116,7 +163,7 @@ async function describeFiles(versionFolder: string): Promise<string[]> {
 }
 
 async function readConfigFile(file: string, modelFilesRoot: string | undefined): Promise<ModelSource> {
-  const content = await readFile(file).catch(() => undefined);
+  const read = await readSource(file);
   const stem = basename(file, extname(file));
   const nameHint = stem === "config" ? basename(dirname(file)) : stem;
   // With a files root, the model's folder there is where its files are looked for (and
@@ -128,20 +175,17 @@ async function readConfigFile(file: string, modelFilesRoot: string | undefined):
     nameFixed: false,
     path: file,
     format: configFormatOf(file),
-    content,
+    ...read,
     versions,
     ...(folder !== undefined ? { folder } : {}),
-    fingerprint: fingerprintOf(content, versions, files),
+    fingerprint: fingerprintOf(read, versions, files),
   };
 }
 
-function fingerprintOf(
-  content: Uint8Array | undefined,
-  versions: readonly number[],
-  files: readonly string[] = [],
-): string {
+function fingerprintOf(read: SourceRead, versions: readonly number[], files: readonly string[] = []): string {
   const hash = createHash("sha256");
-  hash.update(content ?? "<missing>");
+  // An unreadable source's reason counts: when it changes (ENOENT, then EISDIR), so does the model's reason.
+  hash.update(read.content ?? `<missing${read.unreadable === undefined ? "" : `: ${read.unreadable}`}>`);
   hash.update(versions.join(","));
   hash.update(files.join("\n"));
   return hash.digest("hex");

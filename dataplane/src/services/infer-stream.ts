@@ -3,7 +3,7 @@ import type { InferenceExtensionsServer } from "../../../proto/gen/ts/extensions
 import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { toServiceError } from "../server/status.js";
 import { runInference, type InferenceContext } from "./inference.js";
-import { send } from "./send.js";
+import { StreamWriter } from "./send.js";
 import { callLifetime } from "./signal.js";
 
 /**
@@ -14,10 +14,11 @@ export function inferStreamHandlers(context: InferenceContext): InferenceExtensi
   const modelInferStream: handleServerStreamingCall<ModelInferRequest, ModelInferResponse> = (call) => {
     const lifetime = callLifetime(call);
     const { signal } = lifetime;
+    const writer = new StreamWriter(call, signal);
     void (async () => {
       try {
         for await (const response of runInference(context, call.request, "ModelInferStream", lifetime)) {
-          await send(call, response, signal);
+          await writer.write(response);
         }
         lifetime.finished();
         if (!signal.aborted) call.end();

@@ -5,19 +5,19 @@ import type { EngineResponse } from "../engines/engine.js";
 import {
   abortedError,
   DataPlaneError,
-  errorMessage,
+  errorDetail,
   internal,
   type ErrorKind,
   invalidArgument,
   unimplemented,
 } from "../errors.js";
-import type { ModelRegistry } from "../models/registry.js";
+import type { InFlight } from "../models/in-flight.js";
+import type { ModelLease, ModelRegistry } from "../models/registry.js";
 import { nowNs } from "../models/statistics.js";
 import { boolParameter, isTrue } from "../tensors/parameters.js";
-import type { FrontendMetrics, InferenceEndpoint, RequestType } from "../metrics/frontend.js";
+import type { FrontendMetrics, InferenceEndpoint, RequestObservation, RequestType } from "../metrics/frontend.js";
 import type { RequestTracing } from "../tracing/tracing.js";
-import type { ActiveRequests } from "./active-requests.js";
-import type { CallLifetime } from "./signal.js";
+import type { RequestLifetime } from "./signal.js";
 import { decodeInputs, encodeOutputs } from "../tensors/request.js";
 
 /**
@@ -35,7 +35,8 @@ export interface InferenceContext {
   readonly registry: ModelRegistry;
   readonly metrics: FrontendMetrics;
   readonly logger: Logger;
-  readonly active: ActiveRequests;
+  /** Every inference request running in this server (shutdown waits for them). */
+  readonly active: InFlight;
   readonly tracing: RequestTracing;
 }
 
@@ -54,7 +55,7 @@ export async function* runInference(
   { registry, metrics, logger, active, tracing }: InferenceContext,
   request: ModelInferRequest,
   endpoint: InferenceEndpoint,
-  { signal, deadline, headers }: CallLifetime,
+  { signal, deadline, headers }: RequestLifetime,
 ): AsyncGenerator<ModelInferResponse> {
   const received = nowNs();
   const mode: RequestType = endpoint === "ModelInfer" ? "unary" : "stream";
@@ -65,29 +66,27 @@ export async function* runInference(
     "model.version": request.modelVersion,
     "request.id": request.id,
   });
-  let resolved: ReturnType<ModelRegistry["resolve"]>;
-  try {
-    resolved = registry.resolve(request.modelName, request.modelVersion);
-  } catch (error) {
-    span.end(error);
-    throw error;
-  }
-  const { model, version, statistics } = resolved;
-  const { spec, engine } = model;
-  const observation = metrics.start(spec.name, endpoint, mode);
-  active.begin();
+  // What this request holds — its model's engine, a place in the server's in-flight
+  // count and in the metrics — is taken here and given back in `finally`, whatever fails.
+  let lease: ModelLease | undefined;
+  let observation: RequestObservation | undefined;
   let outcome: "success" | "error" = "error";
   let failure: unknown;
-  if (mode === "unary" && spec.decoupled) {
-    throw unimplemented(
-      `model '${spec.name}' is decoupled (model_transaction_policy.decoupled); use the ModelStreamInfer RPC`,
-    );
-  }
-  const started = nowNs();
-  let computeInferNs = 0n;
-  let computeOutputNs = 0n;
   let responses = 0;
   try {
+    lease = registry.acquire(request.modelName, request.modelVersion);
+    active.begin();
+    const { model, version, statistics } = lease;
+    const { spec, engine } = model;
+    observation = metrics.start(spec.name, endpoint, mode);
+    if (mode === "unary" && spec.decoupled) {
+      throw unimplemented(
+        `model '${spec.name}' is decoupled (model_transaction_policy.decoupled); use the ModelStreamInfer RPC`,
+      );
+    }
+    const started = nowNs();
+    let computeInferNs = 0n;
+    let computeOutputNs = 0n;
     const inputs = decodeInputs(request, {
       modelName: spec.name,
       inputs: spec.declaresTensors ? spec.inputs : undefined,
@@ -151,14 +150,20 @@ export async function* runInference(
     });
     outcome = "success";
   } catch (error) {
-    statistics.recordFailure(nowNs() - received);
+    lease?.statistics.recordFailure(nowNs() - received);
     failure = signal.aborted && !(error instanceof DataPlaneError) ? abortedError(signal) : error;
     throw failure;
   } finally {
-    observation.end(outcome);
-    active.end();
+    if (lease !== undefined) {
+      active.end();
+      lease.release();
+    }
+    observation?.end(outcome);
     span.end(failure);
-    logRequest(logger, { request, endpoint, version, responses, received, failure });
+    // A request for a model this data plane does not serve is not a served request.
+    if (lease !== undefined) {
+      logRequest(logger, { request, endpoint, version: lease.version, responses, received, failure });
+    }
   }
 }
 
@@ -189,7 +194,7 @@ function logRequest(
       rpc: done.endpoint,
       responses: done.responses,
       ms: Number(nowNs() - done.received) / 1e6,
-      ...(done.failure === undefined ? {} : { err: errorMessage(done.failure), kind }),
+      ...(done.failure === undefined ? {} : { err: errorDetail(done.failure), kind }),
     },
     done.failure === undefined ? "request served" : "request failed",
   );

@@ -1,21 +1,35 @@
-/** What `send` needs of a server stream (duplex or server-streaming). */
+/** What a StreamWriter needs of a server stream (duplex or server-streaming). */
 interface WritableCall<Message> {
   write(message: Message): boolean;
-  once(event: "drain", listener: () => void): unknown;
-  off(event: "drain", listener: () => void): unknown;
+  on(event: "drain", listener: () => void): unknown;
 }
 
-/** Writes one message on a server stream, waiting for the transport to drain when its buffer is full. */
-export function send<Message>(call: WritableCall<Message>, message: Message, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  if (call.write(message)) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = (): void => {
-      call.off("drain", done);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    call.once("drain", done);
-    signal.addEventListener("abort", done, { once: true });
-  });
+const WRITTEN = Promise.resolve();
+
+/**
+ * Writes the messages of a server stream's requests. A message is handed to the transport
+ * at once (in the order produced); when its buffer is full, the writer waits for the next
+ * drain. One drain listener and one abort listener serve every request of the stream, so
+ * a write costs the same with one request pending or thousands.
+ */
+export class StreamWriter<Message> {
+  private waiting: (() => void)[] = [];
+
+  constructor(
+    private readonly call: WritableCall<Message>,
+    private readonly signal: AbortSignal,
+  ) {
+    call.on("drain", this.wake);
+    signal.addEventListener("abort", this.wake, { once: true });
+  }
+
+  /** Resolves once the transport can take more (at once unless its buffer is full); never rejects. */
+  write(message: Message): Promise<void> {
+    if (this.signal.aborted || this.call.write(message)) return WRITTEN;
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  private readonly wake = (): void => {
+    for (const resume of this.waiting.splice(0)) resume();
+  };
 }

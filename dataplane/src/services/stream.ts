@@ -1,65 +1,76 @@
-import type { handleBidiStreamingCall, ServerDuplexStream } from "@grpc/grpc-js";
+import type { handleBidiStreamingCall } from "@grpc/grpc-js";
 import type {
   ModelInferRequest,
   ModelInferResponse,
   ModelStreamInferResponse,
 } from "../../../proto/gen/ts/grpc_service.js";
-import { errorMessage } from "../errors.js";
+import { errorDetail } from "../errors.js";
+import { DEFAULT_STREAM_MAX_PENDING } from "../limits.js";
 import { runInference, type InferenceContext } from "./inference.js";
-import { send } from "./send.js";
-import { callLifetime, type CallLifetime } from "./signal.js";
-
-type StreamCall = ServerDuplexStream<ModelInferRequest, ModelStreamInferResponse>;
+import { StreamWriter } from "./send.js";
+import { callLifetime, StreamRequests, type RequestLifetime } from "./signal.js";
 
 /**
  * ModelStreamInfer: requests on one stream run concurrently and their responses
  * interleave as they are produced. A failing request is answered with `error_message`
  * (and its id) while the stream stays open; the stream ends after the client has
- * half-closed and every request has finished.
+ * half-closed and every request has finished. At most `maxPending` requests of a stream
+ * run at once: at the cap the stream is not read further, so HTTP/2 flow control holds
+ * the client back until one finishes.
  */
 export function modelStreamInferHandler(
   context: InferenceContext,
+  maxPending = DEFAULT_STREAM_MAX_PENDING,
 ): handleBidiStreamingCall<ModelInferRequest, ModelStreamInferResponse> {
   return (call) => {
     const lifetime = callLifetime(call);
     const { signal } = lifetime;
-    const pending = new Set<Promise<void>>();
+    const requests = new StreamRequests(lifetime);
+    const writer = new StreamWriter(call, signal);
     let clientDone = false;
-    const finishIfDone = (): void => {
-      if (clientDone && pending.size === 0 && !signal.aborted) {
+    let paused = false;
+    const requestDone = (): void => {
+      if (paused && requests.size < maxPending) {
+        paused = false;
+        call.resume();
+      }
+      if (clientDone && requests.size === 0 && !signal.aborted) {
         lifetime.finished();
         call.end();
       }
     };
     call.on("error", lifetime.cancel);
     call.on("data", (request: ModelInferRequest) => {
-      const task = serveRequest(context, call, request, lifetime).finally(() => {
-        pending.delete(task);
-        finishIfDone();
+      const scope = requests.begin();
+      void serveRequest(context, writer, request, scope).finally(() => {
+        scope.end();
+        requestDone();
       });
-      pending.add(task);
+      if (requests.size >= maxPending && !paused) {
+        paused = true;
+        call.pause();
+      }
     });
     call.on("end", () => {
       clientDone = true;
-      finishIfDone();
+      requestDone();
     });
   };
 }
 
 async function serveRequest(
   context: InferenceContext,
-  call: StreamCall,
+  writer: StreamWriter<ModelStreamInferResponse>,
   request: ModelInferRequest,
-  lifetime: CallLifetime,
+  lifetime: RequestLifetime,
 ): Promise<void> {
-  const { signal } = lifetime;
   try {
     for await (const response of runInference(context, request, "ModelStreamInfer", lifetime)) {
-      await send(call, { errorMessage: "", inferResponse: response }, signal);
+      await writer.write({ errorMessage: "", inferResponse: response });
     }
   } catch (error) {
-    if (signal.aborted) return;
-    await send(call, { errorMessage: errorMessage(error), inferResponse: errorReply(request) }, signal);
+    if (lifetime.signal.aborted) return;
+    await writer.write({ errorMessage: errorDetail(error), inferResponse: errorReply(request) });
   }
 }
 

@@ -122,6 +122,31 @@ def infer_batched_fp32_and_error():
         raise AssertionError("a datatype mismatch was accepted")
 
 
+def expect_error(status, call):
+    try:
+        call()
+    except InferenceServerException as error:
+        assert error.status() == status, (error.status(), error.message()[:200])
+        return error.message()
+    raise AssertionError(f"expected {status}")
+
+
+@check
+def long_client_strings_keep_their_error_code():
+    # Details echo what the client sent; gRPC C-core refuses trailers past 8 KiB and would
+    # report RESOURCE_EXHAUSTED instead of the real code.
+    long_name = "m" * 20_000
+    message = expect_error("StatusCode.NOT_FOUND", lambda: client.get_model_metadata(long_name))
+    assert "bytes cut" in message and message.endswith("is not found"), message[-100:]
+    tensor = grpcclient.InferInput("t" * 20_000, [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.zeros((1, 4), dtype=np.float32))
+    expect_error("StatusCode.INVALID_ARGUMENT", lambda: client.infer("identity_fp32", [tensor]))
+    # numpy has at most 64 dimensions: the one element's bytes go in as they would from an array.
+    many_dims = grpcclient.InferInput("INPUT0", [1] * 10_000, "FP32")
+    many_dims._raw_content = np.zeros(1, dtype=np.float32).tobytes()
+    expect_error("StatusCode.INVALID_ARGUMENT", lambda: client.infer("identity_fp32", [many_dims]))
+
+
 @check
 def infer_onnx_model():
     a = np.arange(8, dtype=np.float32).reshape(2, 4)

@@ -4,8 +4,9 @@ import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DataType } from "../../../proto/gen/ts/model_config.js";
 import type { ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { addSubRequest } from "../fixtures/requests.js";
 import { TestRepository } from "../fixtures/repository.js";
-import { call, callError, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+import { call, callError, infer, startServer, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
 
 const MISSING_FILE = `
@@ -16,7 +17,6 @@ input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 `;
 
-const fp32 = (...values: number[]): Uint8Array => new Uint8Array(Float32Array.from(values).buffer);
 const valuesOf = (reply: ModelInferResponse, name: string): number[] => {
   const index = reply.outputs.findIndex((output) => output.name === name);
   return [...new Float32Array(new Uint8Array(reply.rawOutputContents[index]!).buffer)];
@@ -73,25 +73,6 @@ const AUTO_COMPLETE_MODELS = {
   onnx_no_config: undefined,
   onnx_partial_batched: PARTIAL_BATCHED,
   onnx_partial_outputs: PARTIAL_OUTPUTS,
-};
-
-const addSubRequest = (modelName: string, shape: bigint[], outputs: string[] = []) => {
-  const count = shape.reduce((product, dim) => product * Number(dim), 1);
-  return inferRequest({
-    modelName,
-    inputs: ["INPUT0", "INPUT1"].map((name) => ({
-      name,
-      datatype: "FP32",
-      shape,
-      parameters: {},
-      contents: undefined,
-    })),
-    outputs: outputs.map((name) => ({ name, parameters: {} })),
-    rawInputContents: [
-      fp32(...Array.from({ length: count }, (_, i) => i)),
-      fp32(...Array.from({ length: count }, () => 1)),
-    ],
-  });
 };
 
 describe("onnx engine (onnxruntime-node, in-process)", function () {

@@ -145,7 +145,7 @@ export interface DynamoKserveModelSpec {
    */
   metricsPort?: number;
   /**
-   * Largest gRPC message the data plane accepts or sends, in bytes (default 2 GiB - 1).
+   * Largest gRPC message the data plane accepts or sends, in bytes (default 64 MiB; compressed requests count decompressed).
    */
   maxMessageSize?: number;
   /**

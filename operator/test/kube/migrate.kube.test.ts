@@ -7,7 +7,8 @@ import { promisify } from "node:util";
 import type { V1ConfigMap, V1Deployment } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
 import { CLI } from "../../../dataplane/test/fixtures/paths.js";
-import { infer, inferRequest, startServer, type ServerProcess } from "../../../dataplane/test/fixtures/server.js";
+import { addSubRequest } from "../../../dataplane/test/fixtures/requests.js";
+import { infer, startServer, type ServerProcess } from "../../../dataplane/test/fixtures/server.js";
 import { eventually } from "../../../e2e/support/eventually.js";
 import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
 import type { MigratedObject } from "../../src/migrate/manifests.js";
@@ -209,19 +210,4 @@ function dropOptions(args: readonly string[], flags: readonly string[]): string[
     else kept.push(args[i]!);
   }
   return kept;
-}
-
-function addSubRequest(modelName: string) {
-  const fp32 = (...values: number[]) => new Uint8Array(Float32Array.from(values).buffer);
-  return inferRequest({
-    modelName,
-    inputs: ["INPUT0", "INPUT1"].map((name) => ({
-      name,
-      datatype: "FP32",
-      shape: [1n, 4n],
-      parameters: {},
-      contents: undefined,
-    })),
-    rawInputContents: [fp32(0, 1, 2, 3), fp32(1, 1, 1, 1)],
-  });
 }

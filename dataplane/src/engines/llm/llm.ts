@@ -1,5 +1,6 @@
 import type { InferParameter } from "../../../../proto/gen/ts/grpc_service.js";
 import { invalidArgument } from "../../errors.js";
+import { MAX_TOKENS_LIMIT } from "../../limits.js";
 import { ConfigError } from "../../models/config.js";
 import type { ModelSpec } from "../../models/spec.js";
 import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
@@ -88,8 +89,11 @@ function samplingOf(parameters: Readonly<Record<string, InferParameter>>): Sampl
       throw invalidArgument("parameter 'stop' must be a string (JSON list or one stop word)");
     sampling.stop = parseStop(stop.value);
   }
-  if (sampling.max_tokens !== undefined && (!Number.isInteger(sampling.max_tokens) || sampling.max_tokens < 1)) {
-    throw invalidArgument(`parameter 'max_tokens' must be a whole number >= 1, got ${sampling.max_tokens}`);
+  const maxTokens = sampling.max_tokens;
+  if (maxTokens !== undefined && (!Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > MAX_TOKENS_LIMIT)) {
+    throw invalidArgument(
+      `parameter 'max_tokens' must be a whole number from 1 to ${MAX_TOKENS_LIMIT}, got ${maxTokens}`,
+    );
   }
   return sampling;
 }

@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
 import { invalidArgument } from "../../errors.js";
+import { MAX_TOKENS_LIMIT } from "../../limits.js";
 import { ConfigError } from "../../models/config.js";
 import type { ModelSpec } from "../../models/spec.js";
-import { pause } from "../pause.js";
+import { CpuSlices, pause } from "../pause.js";
 import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
 import { checkLlmSpec, FINISH_REASON, llmOutputs, readLlmRequest } from "../llm/llm.js";
 
@@ -52,17 +53,25 @@ class MockerEngine implements Engine {
       throw invalidArgument("streaming=true needs a decoupled model and the ModelStreamInfer RPC");
     }
     const count = llm.sampling.max_tokens ?? this.settings.maxTokens;
-    const tokens = Array.from({ length: count }, (_, index) => wordFor(llm.prompt, llm.sampling.seed ?? 0, index));
+    const seed = llm.sampling.seed ?? 0;
     const stream = this.settings.decoupled;
+    // Each token is made when its turn comes, in CPU slices: a long answer neither holds up
+    // other requests nor goes on once the request is cancelled.
+    const slices = new CpuSlices(signal);
+    const text: string[] = [];
     for (let index = 0; index < count; index++) {
-      await pause(index === 0 ? this.settings.ttftMs : this.settings.itlMs, signal);
-      const last = index === count - 1;
+      const delay = index === 0 ? this.settings.ttftMs : this.settings.itlMs;
+      if (delay > 0) await pause(delay, signal);
+      else await slices.step();
+      const token = wordFor(llm.prompt, seed, index);
       if (stream) {
-        const delta = index === 0 ? tokens[0]! : ` ${tokens[index]!}`;
-        yield { outputs: llmOutputs([delta], [last ? "length" : ""], request.requestedOutputs) };
+        const delta = index === 0 ? token : ` ${token}`;
+        yield { outputs: llmOutputs([delta], [index === count - 1 ? "length" : ""], request.requestedOutputs) };
+      } else {
+        text.push(token);
       }
     }
-    if (!stream) yield { outputs: llmOutputs([tokens.join(" ")], ["length"], request.requestedOutputs) };
+    if (!stream) yield { outputs: llmOutputs([text.join(" ")], ["length"], request.requestedOutputs) };
   }
 
   async close(): Promise<void> {}
@@ -90,10 +99,14 @@ export const mockerEngineFactory: EngineFactory = {
     if (!spec.outputs.some((output) => output.name === FINISH_REASON)) {
       throw new ConfigError(source, `backend mocker: declare output '${FINISH_REASON}' with data_type TYPE_STRING`);
     }
+    const maxTokens = Math.max(1, Math.floor(numberParameter(spec, source, "max_tokens", 16)));
+    if (maxTokens > MAX_TOKENS_LIMIT) {
+      throw new ConfigError(source, `parameters["max_tokens"]: at most ${MAX_TOKENS_LIMIT}, got ${maxTokens}`);
+    }
     return new MockerEngine({
       ttftMs: numberParameter(spec, source, "ttft_ms", 0),
       itlMs: numberParameter(spec, source, "itl_ms", 0),
-      maxTokens: Math.max(1, Math.floor(numberParameter(spec, source, "max_tokens", 16))),
+      maxTokens,
       decoupled: spec.decoupled,
     });
   },

@@ -3,7 +3,7 @@ import type { ModelSpec } from "../../models/spec.js";
 import type { Datatype } from "../../tensors/datatypes.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import { rawToTyped } from "../../tensors/typed.js";
-import { pause } from "../pause.js";
+import { CpuSlices, pause } from "../pause.js";
 import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
 
 /**
@@ -21,8 +21,12 @@ class RepeatEngine implements Engine {
     const delays = uint32s(request.inputs.find((tensor) => tensor.name === "DELAY"));
     const wait = uint32s(request.inputs.find((tensor) => tensor.name === "WAIT"))[0] ?? 0;
     const wanted = (name: string): boolean => request.requestedOutputs.size === 0 || request.requestedOutputs.has(name);
+    // A long IN with no DELAY is CPU work: done in slices, and stopped on cancel.
+    const slices = new CpuSlices(signal);
     for (let i = 0; i < values.length; i++) {
-      await pause(delays[i] ?? 0, signal);
+      const delay = delays[i] ?? 0;
+      if (delay > 0) await pause(delay, signal);
+      else await slices.step();
       const outputs: Tensor[] = [];
       if (wanted("OUT")) outputs.push(scalar("OUT", "INT32", Int32Array.of(values[i] as number)));
       if (this.hasIdx && wanted("IDX")) outputs.push(scalar("IDX", "UINT32", Uint32Array.of(i)));

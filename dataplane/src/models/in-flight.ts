@@ -1,9 +1,10 @@
 /**
- * How many inference requests are running, so shutdown can wait for exactly those: once
- * none is left, what still holds the server open (health Watch streams, idle
- * ModelStreamInfer streams) carries no work and can be cut.
+ * How many requests are running, so what must wait for them can: shutdown waits for the
+ * server's (once none is left, what still holds the server open — health Watch streams,
+ * idle ModelStreamInfer streams — carries no work and can be cut), and a replaced or
+ * unloaded model's engine is closed only after its own have finished.
  */
-export class ActiveRequests {
+export class InFlight {
   private count = 0;
   private waiters: (() => void)[] = [];
 
