@@ -317,7 +317,8 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       ]);
 
       const service = JSON.parse(cluster!.kubectl("get", "service", "triton-models", "-o", "json")) as V1Service;
-      const reply = await inferAddSub(service);
+      // As above: kube-proxy programs the new ClusterIP within its sync period.
+      const reply = await eventually(() => inferAddSub(service), 30_000, 1_000);
       assert.deepEqual(reply.outputs.find((output) => output.name === "OUTPUT0")?.values, [1, 2, 3, 4]);
     } finally {
       await upstream.stop();
