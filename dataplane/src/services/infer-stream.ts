@@ -3,7 +3,7 @@ import type { InferenceExtensionsServer } from "../../../proto/gen/ts/extensions
 import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { toServiceError } from "../server/status.js";
 import { runInference, type InferenceContext } from "./inference.js";
-import { StreamWriter } from "./send.js";
+import { StreamWriter } from "./stream-writer.js";
 import { callLifetime } from "./signal.js";
 
 /**

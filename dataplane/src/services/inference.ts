@@ -154,14 +154,12 @@ export async function* runInference(
     failure = signal.aborted && !(error instanceof DataPlaneError) ? abortedError(signal) : error;
     throw failure;
   } finally {
+    observation?.end(outcome);
+    span.end(failure);
+    // A request for a model this data plane does not serve held nothing and is not logged.
     if (lease !== undefined) {
       active.end();
       lease.release();
-    }
-    observation?.end(outcome);
-    span.end(failure);
-    // A request for a model this data plane does not serve is not a served request.
-    if (lease !== undefined) {
       logRequest(logger, { request, endpoint, version: lease.version, responses, received, failure });
     }
   }

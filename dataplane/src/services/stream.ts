@@ -7,7 +7,7 @@ import type {
 import { errorDetail } from "../errors.js";
 import { DEFAULT_STREAM_MAX_PENDING } from "../limits.js";
 import { runInference, type InferenceContext } from "./inference.js";
-import { StreamWriter } from "./send.js";
+import { StreamWriter } from "./stream-writer.js";
 import { callLifetime, StreamRequests, type RequestLifetime } from "./signal.js";
 
 /**
