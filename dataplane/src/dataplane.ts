@@ -14,15 +14,15 @@ import { startGrpcServer, stopGrpcServer, type GrpcTuning } from "./server/grpc.
 import { serverSecurity, type SecurityOptions } from "./server/security.js";
 import { startHttpServer } from "./server/http.js";
 import { InFlight } from "./models/in-flight.js";
-import { extensionHandlers } from "./services/extensions.js";
+import { sharedMemoryAndTraceHandlers } from "./services/shared-memory-and-trace.js";
 import { GrpcHealth } from "./services/grpc-health.js";
 import { logSettingsHandler } from "./services/log-settings.js";
-import { inferStreamHandlers } from "./services/infer-stream.js";
+import { modelInferStreamHandlers } from "./services/model-infer-stream.js";
 import { healthHandlers } from "./services/health.js";
-import { modelInferHandler } from "./services/infer.js";
+import { modelInferHandler } from "./services/model-infer.js";
 import { metadataHandlers } from "./services/metadata.js";
 import { repositoryHandlers } from "./services/repository.js";
-import { modelStreamInferHandler } from "./services/stream.js";
+import { modelStreamInferHandler } from "./services/model-stream-infer.js";
 
 export interface DataPlaneOptions {
   readonly modelRepositories: readonly string[];
@@ -105,10 +105,10 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     modelInfer: modelInferHandler(inference),
     modelStreamInfer: modelStreamInferHandler(inference, options.streamMaxPending),
     ...repositoryHandlers(registry),
-    ...extensionHandlers(),
+    ...sharedMemoryAndTraceHandlers(),
     logSettings: logSettingsHandler(logger, options.onLogLevelChange),
   };
-  const grpc = await startGrpcServer(implementation, inferStreamHandlers(inference), health.implementation, {
+  const grpc = await startGrpcServer(implementation, modelInferStreamHandlers(inference), health.implementation, {
     host: options.host,
     port: options.grpcPort,
     maxMessageSize: options.maxMessageSize,

@@ -73,6 +73,11 @@ export class FrontendMetrics {
     });
   }
 
+  /** A request for a served model refused at admission (e.g. ModelInfer on a decoupled model): an error, nothing in flight. */
+  refused(model: string, endpoint: InferenceEndpoint, requestType: RequestType): void {
+    this.requests.inc({ model, endpoint, request_type: requestType, status: "error" });
+  }
+
   /**
    * Starts observing a request for a served model (requests for unknown models are not
    * labelled by the name they ask for: clients must not be able to mint series).

@@ -28,11 +28,15 @@ export interface LiveModel {
   readonly inFlight: InFlight;
 }
 
-/** A (model, version) a request resolved to, held until `release` so its engine stays open. */
-export interface ModelLease {
+/** The (model, version) a request names, with the statistics of that version. */
+export interface ResolvedModel {
   readonly model: LiveModel;
   readonly version: string;
   readonly statistics: VersionStatistics;
+}
+
+/** A resolved model held until `release`, so its engine stays open. */
+export interface ModelLease extends ResolvedModel {
   /** Ends the hold; call exactly once. */
   release(): void;
 }
@@ -184,7 +188,7 @@ export class ModelRegistry {
   }
 
   /** The model and version a request names; an empty version means the latest served. */
-  resolve(name: string, version: string): { model: LiveModel; version: string; statistics: VersionStatistics } {
+  resolve(name: string, version: string): ResolvedModel {
     const record = this.records.get(name);
     if (record === undefined) throw notFound(`model '${name}' is not found`);
     const model = record.live;
@@ -202,15 +206,19 @@ export class ModelRegistry {
   }
 
   /**
-   * Resolves a request's model and version and holds its engine open until `release`:
-   * a reload or unload meanwhile serves new requests elsewhere (or refuses them) and
-   * closes this engine only after the request is done.
+   * Holds a resolved model's engine open until `release`: a reload or unload meanwhile
+   * serves new requests elsewhere (or refuses them) and closes this engine only after the
+   * request is done. Call it right after `resolve`, with nothing awaited in between.
    */
-  acquire(name: string, version: string): ModelLease {
-    const resolved = this.resolve(name, version);
+  hold(resolved: ResolvedModel): ModelLease {
     const { inFlight } = resolved.model;
     inFlight.begin();
     return { ...resolved, release: () => inFlight.end() };
+  }
+
+  /** `resolve`, then `hold`. */
+  acquire(name: string, version: string): ModelLease {
+    return this.hold(this.resolve(name, version));
   }
 
   isReady(name: string, version: string): boolean {

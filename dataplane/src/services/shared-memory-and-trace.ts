@@ -1,7 +1,7 @@
 import type { GRPCInferenceServiceServer } from "../../../proto/gen/ts/grpc_service.js";
 import { notImplemented, unary } from "./unary.js";
 
-type ExtensionHandlers = Pick<
+type SharedMemoryAndTraceHandlers = Pick<
   GRPCInferenceServiceServer,
   | "systemSharedMemoryStatus"
   | "systemSharedMemoryRegister"
@@ -18,7 +18,7 @@ const NO_SHARED_MEMORY = "shared-memory tensors are not supported; send tensors 
  * Shared memory and trace settings. Status calls answer truthfully (no region is
  * ever registered); the calls that would change something answer UNIMPLEMENTED.
  */
-export function extensionHandlers(): ExtensionHandlers {
+export function sharedMemoryAndTraceHandlers(): SharedMemoryAndTraceHandlers {
   return {
     systemSharedMemoryStatus: unary(() => ({ regions: {} })),
     systemSharedMemoryRegister: notImplemented("SystemSharedMemoryRegister", NO_SHARED_MEMORY),

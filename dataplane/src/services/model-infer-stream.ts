@@ -2,15 +2,15 @@ import type { handleServerStreamingCall } from "@grpc/grpc-js";
 import type { InferenceExtensionsServer } from "../../../proto/gen/ts/extensions.js";
 import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { toServiceError } from "../server/status.js";
-import { runInference, type InferenceContext } from "./inference.js";
+import { runInference, type InferenceContext } from "../inference/pipeline.js";
 import { StreamWriter } from "./stream-writer.js";
-import { callLifetime } from "./signal.js";
+import { callLifetime } from "./call-lifetime.js";
 
 /**
  * dynamokserve.v1.InferenceExtensions/ModelInferStream: one request, every response the
  * model produces, then OK; a failure ends the stream with its gRPC status.
  */
-export function inferStreamHandlers(context: InferenceContext): InferenceExtensionsServer {
+export function modelInferStreamHandlers(context: InferenceContext): InferenceExtensionsServer {
   const modelInferStream: handleServerStreamingCall<ModelInferRequest, ModelInferResponse> = (call) => {
     const lifetime = callLifetime(call);
     const { signal } = lifetime;

@@ -1,5 +1,6 @@
 import type { ServerUnaryCall } from "@grpc/grpc-js";
 import { DataPlaneError } from "../errors.js";
+import type { RequestLifetime } from "../inference/lifetime.js";
 
 /** What every kind of server call (unary or streaming) offers: its deadline and "cancelled". */
 interface CallSurface {
@@ -8,16 +9,7 @@ interface CallSurface {
   once(event: "cancelled", listener: () => void): unknown;
 }
 
-/** What one inference request's work is tied to: its call's, or its own within a stream. */
-export interface RequestLifetime {
-  /** Aborted when the client cancels (reason: Cancelled) or the call's deadline passes (DeadlineExceeded). */
-  readonly signal: AbortSignal;
-  /** The client's deadline in ms since the epoch (Infinity for none), handed on to upstreams. */
-  readonly deadline: number;
-  /** The call's text metadata (e.g. a W3C `traceparent`). */
-  readonly headers: Readonly<Record<string, string>>;
-}
-
+/** A gRPC call's lifetime: its request's, and what the handler does at the call's end. */
 export interface CallLifetime extends RequestLifetime {
   /** Aborts the work (e.g. the stream broke) as if the client had cancelled. */
   cancel(): void;
@@ -51,38 +43,4 @@ export function callLifetime(call: CallSurface): CallLifetime {
     done = true;
   };
   return { signal: controller.signal, deadline, cancel, finished, headers };
-}
-
-/**
- * The requests of one stream, each with a lifetime of its own that ends with the stream's.
- * A stream may carry thousands of requests at once: their listeners (timers, upstream
- * calls) then sit on a signal per request, never all on the stream's, where each added
- * listener would cost time in proportion to those already there.
- */
-export class StreamRequests {
-  private readonly running = new Set<AbortController>();
-
-  constructor(private readonly stream: CallLifetime) {
-    stream.signal.addEventListener(
-      "abort",
-      () => {
-        for (const controller of this.running) controller.abort(stream.signal.reason);
-        this.running.clear();
-      },
-      { once: true },
-    );
-  }
-
-  get size(): number {
-    return this.running.size;
-  }
-
-  /** A lifetime for one request of the stream; `end` it when the request is done. */
-  begin(): RequestLifetime & { end(): void } {
-    const controller = new AbortController();
-    if (this.stream.signal.aborted) controller.abort(this.stream.signal.reason);
-    else this.running.add(controller);
-    const { deadline, headers } = this.stream;
-    return { signal: controller.signal, deadline, headers, end: () => this.running.delete(controller) };
-  }
 }

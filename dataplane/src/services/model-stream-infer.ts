@@ -6,9 +6,10 @@ import type {
 } from "../../../proto/gen/ts/grpc_service.js";
 import { errorDetail } from "../errors.js";
 import { DEFAULT_STREAM_MAX_PENDING } from "../limits.js";
-import { runInference, type InferenceContext } from "./inference.js";
+import { StreamRequests, type RequestLifetime } from "../inference/lifetime.js";
+import { runInference, type InferenceContext } from "../inference/pipeline.js";
 import { StreamWriter } from "./stream-writer.js";
-import { callLifetime, StreamRequests, type RequestLifetime } from "./signal.js";
+import { callLifetime } from "./call-lifetime.js";
 
 /**
  * ModelStreamInfer: requests on one stream run concurrently and their responses

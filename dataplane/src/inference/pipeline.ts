@@ -1,0 +1,117 @@
+import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import type { EngineResponse } from "../engines/engine.js";
+import { internal, invalidArgument } from "../errors.js";
+import type { InferenceEndpoint } from "../metrics/frontend.js";
+import type { ModelSpec } from "../models/spec.js";
+import { boolParameter, isTrue } from "../tensors/parameters.js";
+import { decodeInputs, encodeOutputs, type DecodedInputs } from "../tensors/request.js";
+import type { RequestLifetime } from "./lifetime.js";
+import { RequestScope, type InferenceContext } from "./request-scope.js";
+
+export type { InferenceContext } from "./request-scope.js";
+
+/**
+ * The one inference pipeline behind ModelInfer, ModelStreamInfer and ModelInferStream:
+ * admit (resolve the model and version, refuse what cannot be served), decode and check
+ * the inputs against its config, run its engine, encode each response. What the request
+ * holds and reports (metrics, in-flight count, span, statistics, log line) is its
+ * RequestScope's.
+ */
+
+/** Request parameters that steer the protocol and are not echoed back. */
+const ENABLE_EMPTY_FINAL = "triton_enable_empty_final_response";
+const FINAL_RESPONSE = "triton_final_response";
+
+export async function* runInference(
+  context: InferenceContext,
+  request: ModelInferRequest,
+  endpoint: InferenceEndpoint,
+  lifetime: RequestLifetime,
+): AsyncGenerator<ModelInferResponse> {
+  const scope = new RequestScope(context, request, endpoint, lifetime);
+  try {
+    const { spec, engine, version } = scope.admit();
+    const inputs = decode(request, spec);
+    scope.decoded(inputs.batchSize);
+    const echoed = echoedParameters(request.parameters);
+    const finalFlag = (final: boolean): Record<string, InferParameter> =>
+      scope.isUnary ? {} : { [FINAL_RESPONSE]: boolParameter(final) };
+    const engineRequest = {
+      id: request.id,
+      version,
+      parameters: request.parameters,
+      inputs: inputs.tensors,
+      requestedOutputs: new Set(request.outputs.map((output) => output.name)),
+    };
+    const results = engine.infer(engineRequest, {
+      signal: lifetime.signal,
+      deadline: lifetime.deadline,
+      traceHeaders: scope.traceHeaders,
+    });
+    for await (const result of results) {
+      scope.produced();
+      if (scope.isUnary && scope.responseCount > 0) {
+        throw internal(`model '${spec.name}' produced more than one response for a unary request`);
+      }
+      const response = encodeResponse(request, version, result, inputs.usedRaw, {
+        ...echoed,
+        ...finalFlag(!spec.decoupled),
+      });
+      scope.encoded();
+      yield response;
+      scope.resumed();
+    }
+    scope.produced();
+    if (scope.isUnary && scope.responseCount === 0) throw internal(`model '${spec.name}' produced no response`);
+    if (!scope.isUnary && spec.decoupled && isTrue(request.parameters[ENABLE_EMPTY_FINAL])) {
+      yield encodeResponse(request, version, { outputs: [] }, inputs.usedRaw, { ...echoed, ...finalFlag(true) });
+    }
+    scope.succeed();
+  } catch (error) {
+    throw scope.fail(error);
+  } finally {
+    scope.close();
+  }
+}
+
+/** The request's inputs decoded and checked against the model's config, and its requested outputs checked. */
+function decode(request: ModelInferRequest, spec: ModelSpec): DecodedInputs {
+  const inputs = decodeInputs(request, {
+    modelName: spec.name,
+    inputs: spec.declaresTensors ? spec.inputs : undefined,
+    maxBatchSize: spec.maxBatchSize,
+  });
+  if (spec.declaresTensors) {
+    for (const { name } of request.outputs) {
+      if (!spec.outputs.some((output) => output.name === name)) {
+        const known = spec.outputs.map((output) => output.name).join(", ");
+        throw invalidArgument(
+          `model '${spec.name}': unexpected requested output '${name}'; the model's outputs are: ${known}`,
+        );
+      }
+    }
+  }
+  return inputs;
+}
+
+function encodeResponse(
+  request: ModelInferRequest,
+  version: string,
+  response: EngineResponse,
+  preferRaw: boolean,
+  parameters: Record<string, InferParameter>,
+): ModelInferResponse {
+  const { outputs, rawOutputContents } = encodeOutputs(response.outputs, preferRaw);
+  return {
+    modelName: request.modelName,
+    modelVersion: version,
+    id: request.id,
+    parameters: { ...parameters, ...(response.parameters ?? {}) },
+    outputs,
+    rawOutputContents,
+  };
+}
+
+function echoedParameters(parameters: Record<string, InferParameter>): Record<string, InferParameter> {
+  return Object.fromEntries(Object.entries(parameters).filter(([key]) => key !== ENABLE_EMPTY_FINAL));
+}

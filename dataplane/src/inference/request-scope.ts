@@ -1,0 +1,211 @@
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
+import type { Engine } from "../engines/engine.js";
+import { abortedError, DataPlaneError, errorDetail, type ErrorKind, unimplemented } from "../errors.js";
+import type { FrontendMetrics, InferenceEndpoint, RequestObservation, RequestType } from "../metrics/frontend.js";
+import type { InFlight } from "../models/in-flight.js";
+import type { ModelLease, ModelRegistry } from "../models/registry.js";
+import type { ModelSpec } from "../models/spec.js";
+import { nowNs } from "../models/statistics.js";
+import type { RequestSpan, RequestTracing } from "../tracing/tracing.js";
+import type { RequestLifetime } from "./lifetime.js";
+
+/** What every inference request reports to: the models, the metrics, the logs, the traces. */
+export interface InferenceContext {
+  readonly registry: ModelRegistry;
+  readonly metrics: FrontendMetrics;
+  readonly logger: Logger;
+  /** Every inference request running in this server (shutdown waits for them). */
+  readonly active: InFlight;
+  readonly tracing: RequestTracing;
+}
+
+/** The model a request was admitted to. */
+export interface Admitted {
+  readonly spec: ModelSpec;
+  readonly engine: Engine;
+  /** The version the request resolved to (the latest served when it named none). */
+  readonly version: string;
+}
+
+/** Failures the caller caused (logged at debug); the others are the data plane's or an upstream's (warn). */
+const CLIENT_ERRORS = new Set<ErrorKind>([
+  "InvalidArgument",
+  "NotFound",
+  "Cancelled",
+  "DeadlineExceeded",
+  "FailedPrecondition",
+  "Unimplemented",
+  "ResourceExhausted",
+]);
+
+/**
+ * Everything one inference request holds, owned in one place. Created when the request
+ * arrives (its tracing span starts). `admit` resolves the model and version and refuses
+ * what cannot be served — an unknown model or version, a model that is not ready, a
+ * decoupled model on a unary RPC — before anything is held, as Triton does; then it takes
+ * the model's engine (a lease, so a reload closes it only after this request), a place in
+ * the server's in-flight count and the metrics observation. `close` gives all of it back,
+ * records the statistics, ends the span and writes the log line, exactly once, whatever
+ * happened; a refusal is counted as an error for a model this data plane serves.
+ */
+export class RequestScope {
+  private readonly received = nowNs();
+  private readonly mode: RequestType;
+  private readonly span: RequestSpan;
+  private lease: ModelLease | undefined;
+  private observation: RequestObservation | undefined;
+  /** A served model's name when admission refused the request (an unknown name mints no series). */
+  private refusedFor: string | undefined;
+  private failure: unknown;
+  private succeeded = false;
+  private closed = false;
+  private responses = 0;
+  private batchSize = 1;
+  // Phase times, Triton's statistics: decoding inputs, in the engine, encoding outputs.
+  private admittedAt = 0n;
+  private decodedAt = 0n;
+  private inferNs = 0n;
+  private outputNs = 0n;
+  private mark = 0n;
+
+  constructor(
+    private readonly context: InferenceContext,
+    private readonly request: ModelInferRequest,
+    private readonly endpoint: InferenceEndpoint,
+    private readonly lifetime: RequestLifetime,
+  ) {
+    this.mode = endpoint === "ModelInfer" ? "unary" : "stream";
+    this.span = context.tracing.start(endpoint, lifetime.headers, {
+      "rpc.system": "grpc",
+      "rpc.method": endpoint,
+      "model.name": request.modelName,
+      "model.version": request.modelVersion,
+      "request.id": request.id,
+    });
+  }
+
+  /** The trace-context headers of this request's span, for engines to hand on upstream. */
+  get traceHeaders(): Readonly<Record<string, string>> {
+    return this.span.headers;
+  }
+
+  get isUnary(): boolean {
+    return this.mode === "unary";
+  }
+
+  /** Admission, then what the request holds; throws (holding nothing) if it is refused. */
+  admit(): Admitted {
+    const { registry, active, metrics } = this.context;
+    const resolved = registry.resolve(this.request.modelName, this.request.modelVersion);
+    const { spec, engine } = resolved.model;
+    if (this.mode === "unary" && spec.decoupled) {
+      this.refusedFor = spec.name;
+      throw unimplemented(
+        `model '${spec.name}' is decoupled (model_transaction_policy.decoupled); use the ModelStreamInfer RPC`,
+      );
+    }
+    this.lease = registry.hold(resolved);
+    active.begin();
+    this.observation = metrics.start(spec.name, this.endpoint, this.mode);
+    this.admittedAt = nowNs();
+    return { spec, engine, version: resolved.version };
+  }
+
+  /** The inputs are decoded and checked. */
+  decoded(batchSize: number): void {
+    this.batchSize = batchSize;
+    this.decodedAt = this.mark = nowNs();
+  }
+
+  /** The engine has produced a response (or finished). */
+  produced(): void {
+    const now = nowNs();
+    this.inferNs += now - this.mark;
+    this.mark = now;
+  }
+
+  /** A response is encoded and about to leave. */
+  encoded(): void {
+    const now = nowNs();
+    this.outputNs += now - this.mark;
+    this.responses++;
+    this.observation?.response();
+  }
+
+  /** The caller has taken the response: the clock of the engine's next step starts. */
+  resumed(): void {
+    this.mark = nowNs();
+  }
+
+  get responseCount(): number {
+    return this.responses;
+  }
+
+  succeed(): void {
+    this.succeeded = true;
+  }
+
+  /** Records why the request failed and returns the error to throw (a cancel is told as one). */
+  fail(error: unknown): unknown {
+    const { signal } = this.lifetime;
+    this.failure = signal.aborted && !(error instanceof DataPlaneError) ? abortedError(signal) : error;
+    return this.failure;
+  }
+
+  /** Gives back everything held and reports the request, once. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    const outcome = this.succeeded ? "success" : "error";
+    // A request its caller stopped reading (the generator closed early) ended as cancelled.
+    if (!this.succeeded && this.failure === undefined) this.failure = abortedError(this.lifetime.signal);
+    const { metrics, active } = this.context;
+    this.span.end(this.succeeded ? undefined : this.failure);
+    if (this.lease !== undefined) {
+      const totalNs = nowNs() - this.received;
+      if (this.succeeded) {
+        this.lease.statistics.recordSuccess(totalNs, this.batchSize, {
+          queueNs: this.admittedAt - this.received,
+          computeInputNs: this.decodedAt - this.admittedAt,
+          computeInferNs: this.inferNs,
+          computeOutputNs: this.outputNs,
+        });
+      } else {
+        this.lease.statistics.recordFailure(totalNs);
+      }
+      this.observation?.end(outcome);
+      active.end();
+      this.lease.release();
+      this.log(this.lease.version);
+    } else if (this.refusedFor !== undefined) {
+      metrics.refused(this.refusedFor, this.endpoint, this.mode);
+      this.log(this.request.modelVersion);
+    }
+  }
+
+  /**
+   * One line per finished request, with its id (the request's `id`, or one made up) so a
+   * user can find it: debug for successes and the caller's mistakes, warn for the rest.
+   */
+  private log(version: string): void {
+    const { logger } = this.context;
+    const failure = this.succeeded ? undefined : this.failure;
+    const kind = failure instanceof DataPlaneError ? failure.kind : failure === undefined ? undefined : "Internal";
+    const level = kind === undefined || CLIENT_ERRORS.has(kind) ? "debug" : "warn";
+    if (!logger.isLevelEnabled(level)) return;
+    logger[level](
+      {
+        requestId: this.request.id || randomUUID(),
+        model: this.request.modelName,
+        version,
+        rpc: this.endpoint,
+        responses: this.responses,
+        ms: Number(nowNs() - this.received) / 1e6,
+        ...(failure === undefined ? {} : { err: errorDetail(failure), kind }),
+      },
+      failure === undefined ? "request served" : "request failed",
+    );
+  }
+}
