@@ -11,6 +11,7 @@ ENV ONNXRUNTIME_NODE_INSTALL=skip
 RUN ["npm", "ci", "--no-audit", "--no-fund"]
 COPY tsconfig.json ./
 COPY cli cli
+COPY lib lib
 COPY dataplane dataplane
 COPY operator operator
 COPY proto proto
@@ -31,6 +32,7 @@ ENV NODE_ENV=production
 COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules node_modules
 COPY --from=build /src/dist/cli dist/cli
+COPY --from=build /src/dist/lib dist/lib
 COPY --from=build /src/dist/dataplane/src dist/dataplane/src
 COPY --from=build /src/dist/operator/src dist/operator/src
 COPY --from=build /src/dist/proto dist/proto

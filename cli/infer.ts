@@ -6,7 +6,7 @@ import {
   type ModelInferRequest_InferInputTensor,
   type ModelInferResponse,
 } from "../proto/gen/ts/grpc_service.js";
-import { DATATYPES, isDatatype, type Datatype } from "../dataplane/src/tensors/datatypes.js";
+import { DATATYPES, isDatatype, type Datatype } from "../lib/model-repository/datatypes.js";
 import { rawToTyped, emptyContents } from "../dataplane/src/tensors/typed.js";
 import { option } from "./options.js";
 

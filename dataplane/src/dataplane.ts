@@ -5,7 +5,7 @@ import type { Logger } from "pino";
 import type { GRPCInferenceServiceServer } from "../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
 import { autoCompleteConfig, createEngine, forwardedConfig, runsLocally } from "./engines/index.js";
-import { errorMessage } from "./errors.js";
+import { errorMessage } from "../../lib/errors.js";
 import { createMetrics, type DataPlaneMetrics } from "./metrics/index.js";
 import { NO_TRACING, startTracing, type TracingOptions } from "./tracing/tracing.js";
 import { ModelRegistry, type ModelControlMode } from "./models/registry.js";

@@ -2,7 +2,7 @@ import cluster, { type Worker } from "node:cluster";
 import type { Logger } from "pino";
 import { AggregatorRegistry } from "prom-client";
 import { startDataPlane, startOnce, type DataPlaneOptions, type RunningDataPlane } from "./dataplane.js";
-import { errorMessage } from "./errors.js";
+import { errorMessage } from "../../lib/errors.js";
 import { startHttpServer } from "./server/http.js";
 
 /**

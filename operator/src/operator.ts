@@ -13,7 +13,7 @@ import {
   type V1Service,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { errorMessage } from "../../dataplane/src/errors.js";
+import { errorMessage } from "../../lib/errors.js";
 import {
   API_VERSION,
   KIND,

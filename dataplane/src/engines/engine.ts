@@ -1,7 +1,9 @@
 import type { InferParameter, ModelMetadataResponse } from "../../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { DEFAULT_MAX_MESSAGE_SIZE } from "../limits.js";
-import type { ModelSpec } from "../models/spec.js";
+import type { ModelFiles } from "../../../lib/model-repository/sources.js";
+import type { ModelSpec } from "../../../lib/model-repository/spec.js";
+
 import type { Tensor } from "../tensors/tensor.js";
 
 /** One inference request as an engine sees it: validated raw tensors, no gRPC types. */
@@ -73,10 +75,3 @@ export interface EngineRuntime {
 }
 
 export const DEFAULT_ENGINE_RUNTIME: EngineRuntime = { maxMessageSize: DEFAULT_MAX_MESSAGE_SIZE };
-
-/** Where a model in Triton's layout keeps its files: `<folder>/<version>/<model file>`. */
-export interface ModelFiles {
-  readonly folder: string;
-  /** The numeric version folders, ascending. */
-  readonly versions: readonly number[];
-}

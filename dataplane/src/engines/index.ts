@@ -1,15 +1,10 @@
+import type { ModelFiles } from "../../../lib/model-repository/sources.js";
 import { access } from "node:fs/promises";
 import { join } from "node:path";
 import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import { ConfigError } from "../models/config.js";
-import type { ModelSpec } from "../models/spec.js";
-import {
-  DEFAULT_ENGINE_RUNTIME,
-  type Engine,
-  type EngineFactory,
-  type EngineRuntime,
-  type ModelFiles,
-} from "./engine.js";
+import { ConfigError } from "../../../lib/model-repository/config.js";
+import type { ModelSpec } from "../../../lib/model-repository/spec.js";
+import { DEFAULT_ENGINE_RUNTIME, type Engine, type EngineFactory, type EngineRuntime } from "./engine.js";
 import { identityEngineFactory } from "./identity/identity.js";
 import { kserveGrpcEngineFactory } from "./kserve-grpc/kserve-grpc.js";
 import { mockerEngineFactory } from "./mocker/mocker.js";

@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn, setTimeout as sleep } from "node:timers/promises";
-import { abortedError } from "../errors.js";
+import { abortedError } from "../../../lib/errors.js";
 
 /** Node's timers take at most 2^31 - 1 ms; longer waits are made of several. */
 const LONGEST_TIMER_MS = 2 ** 31 - 1;

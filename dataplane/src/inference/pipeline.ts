@@ -1,8 +1,8 @@
 import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import type { EngineResponse } from "../engines/engine.js";
-import { internal, invalidArgument } from "../errors.js";
+import { internal, invalidArgument } from "../../../lib/errors.js";
 import type { InferenceEndpoint } from "../metrics/frontend.js";
-import type { ModelSpec } from "../models/spec.js";
+import type { ModelSpec } from "../../../lib/model-repository/spec.js";
 import { boolParameter, isTrue } from "../tensors/parameters.js";
 import { decodeInputs, encodeOutputs, type DecodedInputs } from "../tensors/request.js";
 import type { RequestLifetime } from "./lifetime.js";

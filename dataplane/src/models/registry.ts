@@ -1,13 +1,15 @@
 import type { Logger } from "pino";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import type { Engine, ModelFiles } from "../engines/engine.js";
-import { errorMessage, failedPrecondition, notFound, unavailable } from "../errors.js";
-import { ConfigError, configText, parseModelConfig } from "./config.js";
+import type { Engine } from "../engines/engine.js";
+import type { ModelFiles } from "../../../lib/model-repository/sources.js";
+import { errorMessage, failedPrecondition, notFound, unavailable } from "../../../lib/errors.js";
+import { ConfigError, configText, parseModelConfig } from "../../../lib/model-repository/config.js";
 import { InFlight } from "./in-flight.js";
-import { scanModelSources, type ModelSource } from "./repository.js";
-import { toModelSpec, type ModelSpec } from "./spec.js";
+import { scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
+import { parseCandidate, type Candidate } from "../../../lib/model-repository/candidates.js";
+import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import { VersionStatistics } from "./statistics.js";
-import { servedVersions } from "./versions.js";
+import { servedVersions } from "../../../lib/model-repository/versions.js";
 
 /**
  * Triton's model control modes: `none` loads everything at start and never changes,
@@ -77,13 +79,6 @@ export interface RegistryOptions {
   /** How long a replaced or unloaded engine's running requests may take before it is closed anyway. */
   readonly retireGraceMs: number;
   readonly logger: Logger;
-}
-
-/** A parsed source: the model name it defines and its config, or why it could not be read. */
-export interface Candidate {
-  readonly name: string;
-  readonly source: ModelSource;
-  readonly config: ModelConfig | ConfigError;
 }
 
 /**
@@ -423,49 +418,6 @@ export class ModelRegistry {
 }
 
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
-
-/**
- * Reads a model source as the registry does: parses its config (or auto-completes one from
- * the model files) and names the model; a config that cannot be read comes back as a
- * ConfigError with file, line and field. `migrate` reads repositories with it too.
- */
-export async function parseCandidate(
-  source: ModelSource,
-  { completeConfig: complete, forwardUnsupported }: Pick<RegistryOptions, "completeConfig" | "forwardUnsupported">,
-): Promise<Candidate> {
-  if (source.unreadable !== undefined) {
-    return {
-      name: source.nameHint,
-      source,
-      config: new ConfigError(source.path, `cannot be read: ${source.unreadable}`),
-    };
-  }
-  try {
-    let config: ModelConfig;
-    if (source.content !== undefined && source.format !== undefined) {
-      config = parseModelConfig(source.content, source.format, source.path);
-    } else if (complete !== undefined && source.folder !== undefined) {
-      config = ModelConfig.fromPartial({});
-    } else {
-      const detail = "no config.pbtxt (or config.pb) found; this data plane needs a configuration for every model";
-      return { name: source.nameHint, source, config: new ConfigError(source.path, detail) };
-    }
-    if (complete !== undefined && source.folder !== undefined) {
-      config = await complete(config, { folder: source.folder, versions: source.versions });
-      if (!config.backend && !config.platform && source.content === undefined) {
-        const detail =
-          "no config.pbtxt (or config.pb) found, and no model file to auto-complete one from (e.g. 1/model.onnx)";
-        return { name: source.nameHint, source, config: new ConfigError(source.path, detail) };
-      }
-    }
-    if (forwardUnsupported !== undefined) config = forwardUnsupported(config);
-    const name = source.nameFixed ? source.nameHint : config.name || source.nameHint;
-    return { name, source, config };
-  } catch (error) {
-    const config = error instanceof ConfigError ? error : new ConfigError(source.path, errorMessage(error));
-    return { name: source.nameHint, source, config };
-  }
-}
 
 /**
  * The source of a model loaded with a request's "config" parameter: the override stands

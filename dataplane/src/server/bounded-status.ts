@@ -1,5 +1,5 @@
 import { ResponderBuilder, ServerInterceptingCall, type ServerInterceptor } from "@grpc/grpc-js";
-import { boundedDetail } from "../errors.js";
+import { boundedDetail } from "../limits.js";
 
 /**
  * Bounds the detail of every status the server sends (ours, grpc-health-check's,

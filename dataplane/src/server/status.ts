@@ -1,5 +1,5 @@
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
-import { DataPlaneError, errorMessage, UpstreamStatusError, type ErrorKind } from "../errors.js";
+import { DataPlaneError, errorMessage, UpstreamStatusError, type ErrorKind } from "../../../lib/errors.js";
 
 /** The one table from the data plane's error kinds to gRPC status codes. */
 export const GRPC_CODE_OF: Readonly<Record<ErrorKind, status>> = {

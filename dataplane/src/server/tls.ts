@@ -2,7 +2,7 @@ import { experimental, type ServerCredentials } from "@grpc/grpc-js";
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { createSecureContext } from "node:tls";
 import type { Logger } from "pino";
-import { errorMessage } from "../errors.js";
+import { errorMessage } from "../../../lib/errors.js";
 import { WatchedFiles } from "./watched-files.js";
 
 export interface TlsOptions {

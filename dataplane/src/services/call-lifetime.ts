@@ -1,5 +1,5 @@
 import type { ServerUnaryCall } from "@grpc/grpc-js";
-import { DataPlaneError } from "../errors.js";
+import { DataPlaneError } from "../../../lib/errors.js";
 import type { RequestLifetime } from "../inference/lifetime.js";
 
 /** What every kind of server call (unary or streaming) offers: its deadline and "cancelled". */

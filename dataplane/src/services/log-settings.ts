@@ -4,7 +4,7 @@ import type {
   LogSettingsRequest_SettingValue,
   LogSettingsResponse_SettingValue,
 } from "../../../proto/gen/ts/grpc_service.js";
-import { invalidArgument } from "../errors.js";
+import { invalidArgument } from "../../../lib/errors.js";
 import { unary } from "./unary.js";
 
 /**

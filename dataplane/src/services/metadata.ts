@@ -3,7 +3,7 @@ import type {
   ModelMetadataResponse_TensorMetadata,
 } from "../../../proto/gen/ts/grpc_service.js";
 import type { ModelRegistry } from "../models/registry.js";
-import type { TensorSpec } from "../tensors/tensor.js";
+import type { TensorSpec } from "../../../lib/model-repository/spec.js";
 import { SERVER_NAME, VERSION } from "../version.js";
 import { unary } from "./unary.js";
 

@@ -1,6 +1,6 @@
 import type { handleUnaryCall, ServerUnaryCall } from "@grpc/grpc-js";
 import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
-import { internal } from "../errors.js";
+import { internal } from "../../../lib/errors.js";
 import { runInference, type InferenceContext } from "../inference/pipeline.js";
 import { callLifetime } from "./call-lifetime.js";
 import { unary } from "./unary.js";

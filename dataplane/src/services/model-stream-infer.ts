@@ -4,7 +4,7 @@ import type {
   ModelInferResponse,
   ModelStreamInferResponse,
 } from "../../../proto/gen/ts/grpc_service.js";
-import { errorDetail } from "../errors.js";
+import { errorDetail } from "../limits.js";
 import { DEFAULT_STREAM_MAX_PENDING } from "../limits.js";
 import { StreamRequests, type RequestLifetime } from "../inference/lifetime.js";
 import { runInference, type InferenceContext } from "../inference/pipeline.js";

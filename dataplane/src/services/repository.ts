@@ -4,8 +4,8 @@ import type {
   ModelStatistics,
 } from "../../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import { invalidArgument, unimplemented } from "../errors.js";
-import { parseJson } from "../models/config.js";
+import { invalidArgument, unimplemented } from "../../../lib/errors.js";
+import { parseJson } from "../../../lib/model-repository/config.js";
 import type { ModelRegistry } from "../models/registry.js";
 import { unary } from "./unary.js";
 

@@ -1,5 +1,5 @@
 import type { handleUnaryCall, ServerUnaryCall } from "@grpc/grpc-js";
-import { unimplemented } from "../errors.js";
+import { unimplemented } from "../../../lib/errors.js";
 import { toServiceError } from "../server/status.js";
 
 /** Adapts an async handler to grpc-js: its result is the reply, what it throws the status. */

@@ -1,4 +1,4 @@
-import { invalidArgument } from "../errors.js";
+import { invalidArgument } from "../../../lib/errors.js";
 
 /**
  * BYTES tensors in raw form: every element is a 4-byte little-endian length followed by

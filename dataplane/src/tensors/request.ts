@@ -4,10 +4,11 @@ import type {
   ModelInferRequest_InferInputTensor,
   ModelInferResponse_InferOutputTensor,
 } from "../../../proto/gen/ts/grpc_service.js";
-import { invalidArgument } from "../errors.js";
+import { invalidArgument } from "../../../lib/errors.js";
 import { countBytesElements } from "./bytes.js";
-import { DATATYPES, isDatatype } from "./datatypes.js";
-import { elementCount, type Tensor, type TensorSpec } from "./tensor.js";
+import { DATATYPES, isDatatype } from "../../../lib/model-repository/datatypes.js";
+import type { TensorSpec } from "../../../lib/model-repository/spec.js";
+import { elementCount, type Tensor } from "./tensor.js";
 import { emptyContents, isEmptyContents, rawToTyped, typedToRaw } from "./typed.js";
 
 /** What the request's tensors must match: the model's declared inputs and batching. */

@@ -1,5 +1,5 @@
 import type { InferParameter } from "../../../proto/gen/ts/grpc_service.js";
-import type { Datatype } from "./datatypes.js";
+import type { Datatype } from "../../../lib/model-repository/datatypes.js";
 
 /**
  * A tensor inside the data plane. Elements are always held in raw form: little-endian
@@ -12,16 +12,6 @@ export interface Tensor {
   readonly shape: readonly number[];
   readonly data: Uint8Array;
   readonly parameters?: Readonly<Record<string, InferParameter>>;
-}
-
-/** What a model declares for one of its tensors (from config.pbtxt). */
-export interface TensorSpec {
-  readonly name: string;
-  readonly datatype: Datatype;
-  /** Dimensions without the batch dimension; -1 accepts any size. */
-  readonly dims: readonly number[];
-  /** An input the request may leave out. */
-  readonly optional: boolean;
 }
 
 export function elementCount(shape: readonly number[]): number {

@@ -1,7 +1,7 @@
 import type { InferTensorContents } from "../../../proto/gen/ts/grpc_service.js";
-import { invalidArgument } from "../errors.js";
+import { invalidArgument } from "../../../lib/errors.js";
 import { joinBytesElements, splitBytesElements } from "./bytes.js";
-import { DATATYPES, type Datatype, type TypedField } from "./datatypes.js";
+import { DATATYPES, type Datatype, type TypedField } from "../../../lib/model-repository/datatypes.js";
 
 /**
  * Conversion between typed `contents` (InferTensorContents) and the raw little-endian

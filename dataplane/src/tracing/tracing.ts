@@ -18,7 +18,7 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from "@opentelemetry/sdk-trace";
-import { errorMessage } from "../errors.js";
+import { errorMessage } from "../../../lib/errors.js";
 import { VERSION } from "../version.js";
 
 /**

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import { parseText } from "../../src/models/config.js";
+import { parseText } from "../../../lib/model-repository/config.js";
 import { TestRepository } from "../fixtures/repository.js";
 import { useServer } from "../fixtures/serving.js";
 import {

@@ -4,7 +4,7 @@ import { request as httpRequest } from "node:http";
 import type { InferTensorContents, ModelInferRequest_InferInputTensor } from "../../../proto/gen/ts/grpc_service.js";
 import { DataType } from "../../../proto/gen/ts/model_config.js";
 import { joinBytesElements } from "../../src/tensors/bytes.js";
-import { DATATYPE_NAMES, DATATYPES, type Datatype } from "../../src/tensors/datatypes.js";
+import { DATATYPE_NAMES, DATATYPES, type Datatype } from "../../../lib/model-repository/datatypes.js";
 import { emptyContents } from "../../src/tensors/typed.js";
 import { IDENTITY_ALL_TYPES, IDENTITY_PAIR } from "../fixtures/repository.js";
 import { call, callError, infer, inferRequest, type ServerProcess } from "../fixtures/server.js";

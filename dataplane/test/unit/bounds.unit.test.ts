@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { boundedDetail } from "../../src/errors.js";
+import { boundedDetail } from "../../src/limits.js";
 import { MAX_ERROR_DETAIL_BYTES } from "../../src/limits.js";
 
 const bytes = (text: string): number => Buffer.byteLength(text, "utf8");

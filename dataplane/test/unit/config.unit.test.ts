@@ -1,8 +1,14 @@
 import assert from "node:assert/strict";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import { ConfigError, configFormatOf, parseJson, parseModelConfig, parseText } from "../../src/models/config.js";
-import { lineOfField, toModelSpec } from "../../src/models/spec.js";
-import { servedVersions } from "../../src/models/versions.js";
+import {
+  ConfigError,
+  configFormatOf,
+  parseJson,
+  parseModelConfig,
+  parseText,
+} from "../../../lib/model-repository/config.js";
+import { lineOfField, toModelSpec } from "../../../lib/model-repository/spec.js";
+import { servedVersions } from "../../../lib/model-repository/versions.js";
 import { IDENTITY_PAIR } from "../fixtures/repository.js";
 
 const configError = (fn: () => unknown): ConfigError => {

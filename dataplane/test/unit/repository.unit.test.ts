@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { scanModelSources } from "../../src/models/repository.js";
+import { scanModelSources } from "../../../lib/model-repository/sources.js";
 
 describe("model repository scan", () => {
   let repository: string;

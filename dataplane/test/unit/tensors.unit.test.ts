@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { DataPlaneError } from "../../src/errors.js";
+import { DataPlaneError } from "../../../lib/errors.js";
 import { countBytesElements, joinBytesElements, splitBytesElements } from "../../src/tensors/bytes.js";
-import { DATATYPE_NAMES, DATATYPES, datatypeFromConfig } from "../../src/tensors/datatypes.js";
+import { DATATYPE_NAMES, DATATYPES, datatypeFromConfig } from "../../../lib/model-repository/datatypes.js";
 import { decodeInputs, encodeOutputs, type InputContract } from "../../src/tensors/request.js";
 import { emptyContents, rawToTyped, typedToRaw } from "../../src/tensors/typed.js";
 

@@ -1,6 +1,6 @@
 import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Pod, V1Service } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { errorMessage } from "../../../dataplane/src/errors.js";
+import { errorMessage } from "../../../lib/errors.js";
 import {
   REPOSITORY_KIND,
   REPOSITORY_PLURAL,

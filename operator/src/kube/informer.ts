@@ -8,7 +8,7 @@ import {
   type ObjectCache,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { errorMessage } from "../../../dataplane/src/errors.js";
+import { errorMessage } from "../../../lib/errors.js";
 
 /** A kind to watch: its API version, kind and REST path segment (plural). */
 export interface WatchedKind {

@@ -1,6 +1,6 @@
 import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { errorMessage } from "../../../dataplane/src/errors.js";
+import { errorMessage } from "../../../lib/errors.js";
 
 /**
  * Lease-based leader election (coordination.k8s.io/v1), as client-go's leaderelection

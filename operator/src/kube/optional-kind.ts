@@ -1,6 +1,6 @@
 import type { KubernetesObject, V1CustomResourceDefinition } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { errorMessage } from "../../../dataplane/src/errors.js";
+import { errorMessage } from "../../../lib/errors.js";
 import type { WatchedKind, WatchedObjects } from "./informer.js";
 
 /**

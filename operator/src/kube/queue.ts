@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import { errorMessage } from "../../../dataplane/src/errors.js";
+import { errorMessage } from "../../../lib/errors.js";
 
 export interface QueueMetrics {
   depth(value: number): void;

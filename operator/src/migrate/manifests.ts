@@ -1,6 +1,6 @@
 import type { V1ConfigMap, V1ObjectMeta } from "@kubernetes/client-node";
 import { stringify } from "yaml";
-import { formatText } from "../../../dataplane/src/models/config.js";
+import { formatText } from "../../../lib/model-repository/config.js";
 import type { DynamoKserveModel } from "../api/v1alpha1.js";
 import type { ModelFilesSource, ModelPlan } from "./plan.js";
 

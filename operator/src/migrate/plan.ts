@@ -2,12 +2,12 @@ import { readdir, readFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { ModelInstanceGroup_Kind, type ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../../dataplane/src/engines/index.js";
-import { errorMessage } from "../../../dataplane/src/errors.js";
-import { ConfigError, configText } from "../../../dataplane/src/models/config.js";
-import { parseCandidate } from "../../../dataplane/src/models/registry.js";
-import { scanModelSources, type ModelSource } from "../../../dataplane/src/models/repository.js";
-import { toModelSpec } from "../../../dataplane/src/models/spec.js";
-import { servedVersions } from "../../../dataplane/src/models/versions.js";
+import { errorMessage } from "../../../lib/errors.js";
+import { ConfigError, configText } from "../../../lib/model-repository/config.js";
+import { parseCandidate } from "../../../lib/model-repository/candidates.js";
+import { scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
+import { toModelSpec } from "../../../lib/model-repository/spec.js";
+import { servedVersions } from "../../../lib/model-repository/versions.js";
 
 /**
  * How each model of a Triton model repository moves to dynamo-kserve: read and checked

@@ -1,8 +1,8 @@
 import type { V1ConfigMap } from "@kubernetes/client-node";
 import { checkEngine } from "../../../dataplane/src/engines/index.js";
-import { errorMessage } from "../../../dataplane/src/errors.js";
-import { configText, parseModelConfig, type ConfigFormat } from "../../../dataplane/src/models/config.js";
-import { toModelSpec } from "../../../dataplane/src/models/spec.js";
+import { errorMessage } from "../../../lib/errors.js";
+import { configText, parseModelConfig, type ConfigFormat } from "../../../lib/model-repository/config.js";
+import { toModelSpec } from "../../../lib/model-repository/spec.js";
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
 import { servedModelName } from "./names.js";
 

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import type { V1ConfigMap, V1Deployment } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import { parseText } from "../../../dataplane/src/models/config.js";
+import { parseText } from "../../../lib/model-repository/config.js";
 import { REPO_ROOT } from "../../../dataplane/test/fixtures/paths.js";
 import type { DynamoKserveModel, DynamoKserveModelSpec } from "../../src/api/v1alpha1.js";
 import { checkModelConfig, type ValidConfig } from "../../src/resources/model-config.js";

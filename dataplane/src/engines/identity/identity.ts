@@ -1,5 +1,5 @@
-import { ConfigError } from "../../models/config.js";
-import type { ModelSpec } from "../../models/spec.js";
+import { ConfigError } from "../../../../lib/model-repository/config.js";
+import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import type { Engine, EngineFactory, EngineRequest, EngineResponse } from "../engine.js";
 

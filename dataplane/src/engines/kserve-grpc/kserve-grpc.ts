@@ -1,3 +1,4 @@
+import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
 import { Metadata, status, type CallOptions, type ServiceError } from "@grpc/grpc-js";
 import type {
   GRPCInferenceServiceClient,
@@ -17,10 +18,10 @@ import {
   unavailable,
   UpstreamStatusError,
   type ErrorKind,
-} from "../../errors.js";
-import { ConfigError } from "../../models/config.js";
-import type { ModelSpec } from "../../models/spec.js";
-import { isDatatype } from "../../tensors/datatypes.js";
+} from "../../../../lib/errors.js";
+import { ConfigError } from "../../../../lib/model-repository/config.js";
+import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
+import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { isTrue } from "../../tensors/parameters.js";
 import { elementCount, type Tensor } from "../../tensors/tensor.js";
 import { emptyContents, typedToRaw } from "../../tensors/typed.js";
@@ -32,7 +33,6 @@ import {
   type EngineResponse,
   type EngineRuntime,
   type InferOptions,
-  type ModelFiles,
 } from "../engine.js";
 import { Endpoint, isTransportFailure, probeLive, resolveAddresses } from "./endpoints.js";
 

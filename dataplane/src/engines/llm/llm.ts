@@ -1,8 +1,8 @@
 import type { InferParameter } from "../../../../proto/gen/ts/grpc_service.js";
-import { invalidArgument } from "../../errors.js";
+import { invalidArgument } from "../../../../lib/errors.js";
 import { MAX_TOKENS_LIMIT } from "../../limits.js";
-import { ConfigError } from "../../models/config.js";
-import type { ModelSpec } from "../../models/spec.js";
+import { ConfigError } from "../../../../lib/model-repository/config.js";
+import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
 import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import { rawToTyped } from "../../tensors/typed.js";

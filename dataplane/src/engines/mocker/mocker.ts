@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
-import { invalidArgument } from "../../errors.js";
+import { invalidArgument } from "../../../../lib/errors.js";
 import { MAX_TOKENS_LIMIT } from "../../limits.js";
-import { ConfigError } from "../../models/config.js";
-import type { ModelSpec } from "../../models/spec.js";
+import { ConfigError } from "../../../../lib/model-repository/config.js";
+import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
 import { CpuSlices, pause } from "../pause.js";
 import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
 import { checkLlmSpec, FINISH_REASON, llmOutputs, readLlmRequest } from "../llm/llm.js";

@@ -7,10 +7,10 @@ import {
   type DataType,
   type ModelConfig,
 } from "../../../../proto/gen/ts/model_config.js";
-import { errorMessage } from "../../errors.js";
-import { ConfigError } from "../../models/config.js";
-import { DATATYPES } from "../../tensors/datatypes.js";
-import type { ModelFiles } from "../engine.js";
+import { errorMessage } from "../../../../lib/errors.js";
+import { ConfigError } from "../../../../lib/model-repository/config.js";
+import { DATATYPES } from "../../../../lib/model-repository/datatypes.js";
+import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
 import { DATATYPE_OF_ORT } from "./types.js";
 
 /**

@@ -1,10 +1,11 @@
 import { dirname, join } from "node:path";
 import { InferenceSession, Tensor as OrtTensor } from "onnxruntime-node";
-import { abortedError, errorMessage, internal, unavailable } from "../../errors.js";
-import type { ModelSpec } from "../../models/spec.js";
+import { abortedError, errorMessage, internal, unavailable } from "../../../../lib/errors.js";
+import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
 import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
 import { elementCount, type Tensor } from "../../tensors/tensor.js";
-import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions, ModelFiles } from "../engine.js";
+import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
+import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
 import { completeOnnxConfig } from "./autocomplete.js";
 import { ARRAY_OF, DATATYPE_OF_ORT, ORT_TYPE, type NumericArray, type NumericArrayConstructor } from "./types.js";
 

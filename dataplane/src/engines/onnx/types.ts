@@ -1,5 +1,5 @@
 import type { Tensor as OrtTensor } from "onnxruntime-node";
-import type { Datatype } from "../../tensors/datatypes.js";
+import type { Datatype } from "../../../../lib/model-repository/datatypes.js";
 
 /** KServe datatypes and onnxruntime tensor types, both ways, and the typed arrays that hold them. */
 

@@ -1,8 +1,8 @@
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { errors as undiciErrors, request, type Dispatcher } from "undici";
-import { abortedError, DataPlaneError, invalidArgument, internal, type ErrorKind } from "../../errors.js";
-import { ConfigError } from "../../models/config.js";
-import type { ModelSpec } from "../../models/spec.js";
+import { abortedError, DataPlaneError, invalidArgument, internal, type ErrorKind } from "../../../../lib/errors.js";
+import { ConfigError } from "../../../../lib/model-repository/config.js";
+import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
 import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
 import { checkLlmSpec, llmOutputs, readLlmRequest, type LlmRequest } from "../llm/llm.js";
 

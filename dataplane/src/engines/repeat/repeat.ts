@@ -1,6 +1,6 @@
-import { ConfigError } from "../../models/config.js";
-import type { ModelSpec } from "../../models/spec.js";
-import type { Datatype } from "../../tensors/datatypes.js";
+import { ConfigError } from "../../../../lib/model-repository/config.js";
+import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
+import type { Datatype } from "../../../../lib/model-repository/datatypes.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import { rawToTyped } from "../../tensors/typed.js";
 import { CpuSlices, pause } from "../pause.js";

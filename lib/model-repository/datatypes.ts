@@ -1,5 +1,5 @@
-import { DataType } from "../../../proto/gen/ts/model_config.js";
-import type { InferTensorContents } from "../../../proto/gen/ts/grpc_service.js";
+import { DataType } from "../../proto/gen/ts/model_config.js";
+import type { InferTensorContents } from "../../proto/gen/ts/grpc_service.js";
 
 /** KServe v2 datatype names, as they travel in requests and metadata. */
 export const DATATYPE_NAMES = [

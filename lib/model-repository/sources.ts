@@ -17,6 +17,13 @@ import { configFormatOf, type ConfigFormat } from "./config.js";
 /** Names a model folder may use for its configuration, in order of preference. */
 const FOLDER_CONFIG_NAMES = ["config.pbtxt", "config.pb", "config.binpb"];
 
+/** Where a model in Triton's layout keeps its files: `<folder>/<version>/<model file>`. */
+export interface ModelFiles {
+  readonly folder: string;
+  /** The numeric version folders, ascending. */
+  readonly versions: readonly number[];
+}
+
 export interface ModelSource {
   /** The name the location gives: the folder name, or the file name without extension. */
   readonly nameHint: string;

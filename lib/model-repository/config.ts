@@ -1,7 +1,7 @@
 import { fromBinary, fromJsonString, toBinary } from "@bufbuild/protobuf";
 import { fromText, toText } from "@bufbuild/protobuf/txtpb";
-import { ModelConfigSchema } from "../../../proto/gen/es/model_config_pb.js";
-import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
+import { ModelConfigSchema } from "../../proto/gen/es/model_config_pb.js";
+import { ModelConfig } from "../../proto/gen/ts/model_config.js";
 import { DataPlaneError, errorMessage } from "../errors.js";
 
 /**

@@ -1,4 +1,4 @@
-import type { ModelVersionPolicy } from "../../../proto/gen/ts/model_config.js";
+import type { ModelVersionPolicy } from "../../proto/gen/ts/model_config.js";
 import { ConfigError } from "./config.js";
 
 /**

@@ -1,7 +1,16 @@
-import type { ModelConfig, ModelInput, ModelOutput } from "../../../proto/gen/ts/model_config.js";
-import { datatypeFromConfig } from "../tensors/datatypes.js";
-import type { TensorSpec } from "../tensors/tensor.js";
+import type { ModelConfig, ModelInput, ModelOutput } from "../../proto/gen/ts/model_config.js";
+import { datatypeFromConfig, type Datatype } from "./datatypes.js";
 import { ConfigError } from "./config.js";
+
+/** What a model declares for one of its tensors (from config.pbtxt). */
+export interface TensorSpec {
+  readonly name: string;
+  readonly datatype: Datatype;
+  /** Dimensions without the batch dimension; -1 accepts any size. */
+  readonly dims: readonly number[];
+  /** An input the request may leave out. */
+  readonly optional: boolean;
+}
 
 /**
  * A model as the data plane serves it: the checked, normalized view of its
