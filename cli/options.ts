@@ -1,47 +1,10 @@
-import { InvalidArgumentError, Option } from "commander";
+import { Option } from "commander";
 
 /**
- * Options are declared once each: flag, environment variable, default and help. Commander
- * applies the precedence flag > environment variable > default and prints all of it in
- * --help.
+ * What the commands share: stopping on signals, and `option` for the few options of the
+ * short-lived commands (infer, migrate). The long-running commands declare theirs with
+ * lib/contract/options.ts.
  */
-
-export function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
-  return (value: string): number => {
-    const parsed = Number(value);
-    if (!Number.isInteger(parsed) || parsed < min || parsed > max) {
-      throw new InvalidArgumentError(`expected a whole number from ${min} to ${max}, got '${value}'`);
-    }
-    return parsed;
-  };
-}
-
-/** A duration in seconds; fractions allowed (tests poll every 0.2 s). */
-export function seconds(value: string): number {
-  const parsed = Number(value);
-  if (!Number.isFinite(parsed) || parsed < 0) {
-    throw new InvalidArgumentError(`expected a number of seconds (0 or more), got '${value}'`);
-  }
-  return parsed;
-}
-
-/** A fraction from 0 to 1. */
-export function ratio(value: string): number {
-  const parsed = Number(value);
-  if (value.trim() === "" || !Number.isFinite(parsed) || parsed < 0 || parsed > 1) {
-    throw new InvalidArgumentError(`expected a number from 0 to 1, got '${value}'`);
-  }
-  return parsed;
-}
-
-/** A list option: repeated flags accumulate; an environment variable holds a comma-separated list. */
-export function list(value: string, previous: string[] | undefined): string[] {
-  const items = value
-    .split(",")
-    .map((item) => item.trim())
-    .filter((item) => item !== "");
-  return [...(previous ?? []), ...items];
-}
 
 /** The signals that stop a long-running service: SIGHUP too (a closed terminal, some supervisors). */
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ["SIGTERM", "SIGINT", "SIGHUP"];
@@ -74,9 +37,3 @@ export function stopOnSignals(
 
 export const option = (flags: string, description: string, env: string): Option =>
   new Option(flags, description).env(env);
-
-/** --log-level, the same for every long-running command. */
-export const logLevelOption = (): Option =>
-  option("--log-level <level>", "trace | debug | info | warn | error", "DYNAMO_LOG_LEVEL")
-    .choices(["trace", "debug", "info", "warn", "error"])
-    .default("info");

@@ -14,12 +14,12 @@ const outDir = mkdtempSync(join(tmpdir(), "dynamo-kserve-proto-"));
 try {
   const run = (args) =>
     execFileSync(buf, ["generate", "proto", ...args, "-o", outDir], { cwd: root, stdio: "inherit" });
-  run(["--template", "proto/buf.gen.yaml"]);
+  run(["--template", "proto/buf.gen.yaml", "--exclude-path", "proto/onnx"]);
+  run(["--template", "proto/buf.gen.onnx.yaml", "--path", "proto/onnx"]);
   run(["--template", "proto/buf.gen.es.yaml", "--path", "proto/model_config.proto"]);
-  execFileSync(buf, ["build", "proto", "--exclude-source-info", "-o", join(outDir, "descriptors.binpb")], {
-    cwd: root,
-    stdio: "inherit",
-  });
+  // What reflection serves: the services' files, not the ONNX graph subset.
+  const build = ["build", "proto", "--exclude-source-info", "--exclude-path", "proto/onnx"];
+  execFileSync(buf, [...build, "-o", join(outDir, "descriptors.binpb")], { cwd: root, stdio: "inherit" });
   syncGenerated({
     label: "proto",
     dir: join(root, "proto", "gen"),

@@ -3,6 +3,7 @@ import { lstat, readdir, readFile, stat } from "node:fs/promises";
 import type { Stats } from "node:fs";
 import { basename, dirname, extname, join } from "node:path";
 import { errorMessage, failedPrecondition } from "../errors.js";
+import { modelFilesFolder } from "../contract/layout.js";
 import { configFormatOf, type ConfigFormat } from "./config.js";
 
 /**
@@ -175,7 +176,7 @@ async function readConfigFile(file: string, modelFilesRoot: string | undefined):
   const nameHint = stem === "config" ? basename(dirname(file)) : stem;
   // With a files root, the model's folder there is where its files are looked for (and
   // named in errors) even before it exists.
-  const folder = modelFilesRoot === undefined ? undefined : join(modelFilesRoot, nameHint);
+  const folder = modelFilesRoot === undefined ? undefined : modelFilesFolder(modelFilesRoot, nameHint);
   const { versions, files } = folder === undefined ? { versions: [], files: [] } : await readVersionFolders(folder);
   return {
     nameHint,

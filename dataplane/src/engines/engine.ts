@@ -1,8 +1,6 @@
 import type { InferParameter, ModelMetadataResponse } from "../../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import { DEFAULT_MAX_MESSAGE_SIZE } from "../limits.js";
-import type { ModelFiles } from "../../../lib/model-repository/sources.js";
-import type { ModelSpec } from "../../../lib/model-repository/spec.js";
+import { DEFAULT_MAX_MESSAGE_SIZE } from "../../../lib/contract/dataplane.js";
 
 import type { Tensor } from "../tensors/tensor.js";
 
@@ -49,21 +47,6 @@ export interface Engine {
   modelReady?(): Promise<boolean>;
   /** Releases what the engine holds; called when its model is unloaded or replaced. */
   close(): Promise<void>;
-}
-
-/**
- * Builds an engine for a model, or throws a ConfigError if the model does not suit it.
- * `create` must do no I/O (connect lazily): the operator calls it to validate configs.
- */
-export interface EngineFactory {
-  /** The `backend` (or `platform`) value in config.pbtxt that selects this engine. */
-  readonly backend: string;
-  /** `source` names the config in errors; `files` is where the model's files are (absent when validating a config alone). */
-  create(spec: ModelSpec, source: string, files?: ModelFiles, runtime?: EngineRuntime): Engine;
-  /** The model file this engine runs (e.g. model.onnx): a config without a backend gets this engine if it is there. */
-  readonly modelFileName?: string;
-  /** Fills in what the config leaves out from the model file (Triton's auto-complete). May do I/O. */
-  completeConfig?(config: ModelConfig, files: ModelFiles): Promise<ModelConfig>;
 }
 
 /** Process-wide settings engines that open connections use. */

@@ -3,10 +3,10 @@ import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import type { Engine } from "../engines/engine.js";
 import type { ModelFiles } from "../../../lib/model-repository/sources.js";
 import { errorMessage, failedPrecondition, notFound, unavailable } from "../../../lib/errors.js";
-import { ConfigError, configText, parseModelConfig } from "../../../lib/model-repository/config.js";
+import { ConfigError, configText } from "../../../lib/model-repository/config.js";
 import { InFlight } from "./in-flight.js";
 import { scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
-import { parseCandidate, type Candidate } from "../../../lib/model-repository/candidates.js";
+import { parseCandidate, type Candidate, type CandidateOptions } from "../../../lib/model-repository/candidates.js";
 import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import { VersionStatistics } from "./statistics.js";
 import { servedVersions } from "../../../lib/model-repository/versions.js";
@@ -60,7 +60,8 @@ export interface IndexEntry {
   readonly reason: string;
 }
 
-export interface RegistryOptions {
+/** Where the models are, how they load, and (CandidateOptions) how their configs are completed. */
+export interface RegistryOptions extends CandidateOptions {
   readonly repositories: readonly string[];
   readonly configFiles: readonly string[];
   /** Where single-file configs find their version folders: `<root>/<model>/<version>/`. */
@@ -69,13 +70,6 @@ export interface RegistryOptions {
   /** With explicit control: the models to load at start ("*" for all). */
   readonly startupModels: readonly string[];
   readonly createEngine: (spec: ModelSpec, source: string, files?: ModelFiles) => Engine;
-  /** Triton's auto-complete (config filled in from model files); undefined turns it off. */
-  readonly completeConfig?: (config: ModelConfig, files: ModelFiles) => Promise<ModelConfig>;
-  /**
-   * --forward-unsupported: rewrites the config of a model this data plane cannot run itself
-   * so that it is forwarded to a Triton; undefined leaves such a model failing to load.
-   */
-  readonly forwardUnsupported?: (config: ModelConfig) => ModelConfig;
   /** How long a replaced or unloaded engine's running requests may take before it is closed anyway. */
   readonly retireGraceMs: number;
   readonly logger: Logger;

@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { ServerInterceptingCall, status, type ServerInterceptor } from "@grpc/grpc-js";
+import { parseTokenFile } from "../../../lib/contract/layout.js";
 
 /**
  * Bearer-token authentication for the gRPC server. Tokens come from a file (a mounted
@@ -23,14 +24,6 @@ export class BearerTokens {
     for (const known of this.digests) match = timingSafeEqual(presented, known) || match;
     return match;
   }
-}
-
-/** The tokens in a token file: one per line; blank lines and lines starting with "#" are not tokens. */
-export function parseTokenFile(content: string): string[] {
-  return content
-    .split(/\r?\n/)
-    .map((line) => line.trim())
-    .filter((line) => line !== "" && !line.startsWith("#"));
 }
 
 const digest = (token: string): Buffer => createHash("sha256").update(token).digest();

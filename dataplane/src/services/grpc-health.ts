@@ -1,8 +1,6 @@
 import { HealthImplementation, type ServingStatus } from "grpc-health-check";
+import { READINESS_SERVICE } from "../../../lib/contract/layout.js";
 import type { ModelRegistry } from "../models/registry.js";
-
-/** The gRPC health service name whose status is the data plane's readiness. */
-export const INFERENCE_SERVICE = "inference.GRPCInferenceService";
 
 /** How often readiness is re-read: engines (e.g. an upstream going away) change it on their own. */
 const REFRESH_MS = 1000;
@@ -35,9 +33,9 @@ export class GrpcHealth {
   }
 
   update(): void {
-    this.set(INFERENCE_SERVICE, this.ready());
+    this.set(READINESS_SERVICE, this.ready());
     const names = new Set([...this.statuses.keys(), ...this.registry.modelNames()]);
-    names.delete(INFERENCE_SERVICE);
+    names.delete(READINESS_SERVICE);
     for (const name of names) this.set(name, !this.stopping() && this.registry.isReady(name, ""));
   }
 
@@ -51,7 +49,7 @@ export class GrpcHealth {
     if (this.statuses.get(service) === status) return;
     this.statuses.set(service, status);
     this.implementation.setStatus(service, status);
-    if (service === INFERENCE_SERVICE) for (const listener of this.readyListeners) listener(serving);
+    if (service === READINESS_SERVICE) for (const listener of this.readyListeners) listener(serving);
   }
 
   stop(): void {

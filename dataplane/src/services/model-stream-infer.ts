@@ -5,7 +5,7 @@ import type {
   ModelStreamInferResponse,
 } from "../../../proto/gen/ts/grpc_service.js";
 import { errorDetail } from "../limits.js";
-import { DEFAULT_STREAM_MAX_PENDING } from "../limits.js";
+import { DEFAULT_STREAM_MAX_PENDING } from "../../../lib/contract/dataplane.js";
 import { StreamRequests, type RequestLifetime } from "../inference/lifetime.js";
 import { runInference, type InferenceContext } from "../inference/pipeline.js";
 import { StreamWriter } from "./stream-writer.js";

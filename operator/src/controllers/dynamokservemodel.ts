@@ -1,7 +1,7 @@
 import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Secret, V1Service } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../../lib/errors.js";
-import { parseTokenFile } from "../../../dataplane/src/server/auth.js";
+import { parseTokenFile } from "../../../lib/contract/layout.js";
 import { PLURAL, type DynamoKserveModel, type DynamoKserveModelStatus } from "../api/v1alpha1.js";
 import type { WatchedObjects } from "../kube/informer.js";
 import type { KubeWriter } from "../kube/writer.js";

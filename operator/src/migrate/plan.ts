@@ -1,7 +1,7 @@
 import { readdir, readFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { ModelInstanceGroup_Kind, type ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../../dataplane/src/engines/index.js";
+import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../../lib/engines/catalog.js";
 import { errorMessage } from "../../../lib/errors.js";
 import { ConfigError, configText } from "../../../lib/model-repository/config.js";
 import { parseCandidate } from "../../../lib/model-repository/candidates.js";

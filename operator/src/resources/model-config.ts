@@ -1,5 +1,5 @@
 import type { V1ConfigMap } from "@kubernetes/client-node";
-import { checkEngine } from "../../../dataplane/src/engines/index.js";
+import { checkEngine } from "../../../lib/engines/catalog.js";
 import { errorMessage } from "../../../lib/errors.js";
 import { configText, parseModelConfig, type ConfigFormat } from "../../../lib/model-repository/config.js";
 import { toModelSpec } from "../../../lib/model-repository/spec.js";

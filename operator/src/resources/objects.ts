@@ -6,6 +6,8 @@ import type {
   V1Volume,
   V1VolumeMount,
 } from "@kubernetes/client-node";
+import { dataPlaneArguments, type DataPlaneArguments } from "../../../lib/contract/dataplane.js";
+import { modelFilesFolder, READINESS_SERVICE } from "../../../lib/contract/layout.js";
 import { SPEC_DEFAULTS, type DynamoKserveModel, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
 import { AUTH_MOUNT, TLS_MOUNT, tlsSecretName, tokenKey } from "./credentials.js";
 import type { ValidConfig } from "./model-config.js";
@@ -31,8 +33,6 @@ export interface BuildSettings {
   readonly dataplaneImage: string;
 }
 
-/** The gRPC health service whose status is a data-plane pod's readiness. */
-const READINESS_SERVICE = "inference.GRPCInferenceService";
 const UNPRIVILEGED_USER = 65532;
 
 /** The spec fields every data plane has, whether it serves one model or a repository. */
@@ -49,14 +49,13 @@ export interface MountedVolume {
 
 /** What one kind's data-plane pods add to what every data plane has. */
 export interface DataplanePods {
-  /** Where the models come from (--model-repository ...), first on the command line. */
-  readonly sourceArgs: readonly string[];
-  /** The volumes those arguments name, mounted before /tmp. */
+  /** Where the models come from and what else this kind sets (tokens, model files, an upstream). */
+  readonly arguments: Partial<DataPlaneArguments>;
+  /** The volumes holding the models, mounted before /tmp. */
   readonly sourceVolumes: readonly MountedVolume[];
   /** The Secret holding the serving certificate, when the gRPC port speaks TLS. */
   readonly tlsSecret?: string;
-  /** Further arguments and volumes (tokens, model files, an upstream). */
-  readonly extraArgs: readonly string[];
+  /** Further volumes (TLS, tokens, model files). */
   readonly extraVolumes: readonly MountedVolume[];
 }
 
@@ -139,7 +138,11 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
     spec,
     objectNames(model).deployment,
     {
-      sourceArgs: ["--model-repository", MODEL_REPOSITORY_PATH],
+      arguments: {
+        modelRepository: [MODEL_REPOSITORY_PATH],
+        ...(spec.auth !== undefined ? { authTokenFile: `${AUTH_MOUNT}/${tokenKey(model)}` } : {}),
+        ...(spec.modelFiles !== undefined ? { modelFilesRoot: MODEL_FILES_ROOT } : {}),
+      },
       sourceVolumes: [
         {
           volume: { name: "model-config", configMap: { name: objectNames(model).configMap } },
@@ -147,10 +150,6 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
         },
       ],
       ...(tlsSecret !== undefined ? { tlsSecret } : {}),
-      extraArgs: [
-        ...(spec.auth !== undefined ? ["--auth-token-file", `${AUTH_MOUNT}/${tokenKey(model)}`] : []),
-        ...(spec.modelFiles !== undefined ? ["--model-files-root", MODEL_FILES_ROOT] : []),
-      ],
       extraVolumes: [...secretVolumes, ...(modelFiles !== undefined ? [modelFiles] : [])],
     },
     settings,
@@ -180,18 +179,16 @@ export function dataplaneDeployment(
   const { tlsSecret } = pods;
   const args = [
     "dataplane",
-    ...pods.sourceArgs,
-    "--grpc-port",
-    String(ports.grpc),
-    "--metrics-port",
-    String(ports.metrics),
-    "--log-level",
-    spec.logLevel ?? SPEC_DEFAULTS.logLevel,
-    ...(spec.maxMessageSize !== undefined ? ["--max-message-size", String(spec.maxMessageSize)] : []),
-    ...(tlsSecret !== undefined
-      ? ["--use-tls", "--cert-file", `${TLS_MOUNT}/tls.crt`, "--key-file", `${TLS_MOUNT}/tls.key`]
-      : []),
-    ...pods.extraArgs,
+    ...dataPlaneArguments({
+      ...pods.arguments,
+      grpcPort: ports.grpc,
+      metricsPort: ports.metrics,
+      logLevel: spec.logLevel ?? SPEC_DEFAULTS.logLevel,
+      ...(spec.maxMessageSize !== undefined ? { maxMessageSize: spec.maxMessageSize } : {}),
+      ...(tlsSecret !== undefined
+        ? { useTls: true, certFile: `${TLS_MOUNT}/tls.crt`, keyFile: `${TLS_MOUNT}/tls.key` }
+        : {}),
+    }),
   ];
   // Kubernetes' gRPC probes cannot speak TLS: with TLS, the HTTP health port answers them.
   const probes =
@@ -287,7 +284,7 @@ function modelFilesVolume(model: DynamoKserveModel): MountedVolume | undefined {
     volume: { name, ...source },
     mount: {
       name,
-      mountPath: `${MODEL_FILES_ROOT}/${servedModelName(model)}`,
+      mountPath: modelFilesFolder(MODEL_FILES_ROOT, servedModelName(model)),
       readOnly: true,
       ...(files.subPath !== undefined ? { subPath: files.subPath } : {}),
     },

@@ -73,15 +73,16 @@ export function desiredRepositoryDeployment(repository: DynamoKserveRepository, 
     repository.spec,
     repositoryObjectName(repository),
     {
-      sourceArgs: [
-        ...(configs !== undefined ? ["--model-repository", MODEL_REPOSITORY_PATH] : []),
-        ...(files !== undefined ? ["--model-repository", CLAIM_REPOSITORY_PATH] : []),
-      ],
+      arguments: {
+        // With both, the ConfigMap's configs come first: they override the claim's.
+        modelRepository: [
+          ...(configs !== undefined ? [MODEL_REPOSITORY_PATH] : []),
+          ...(files !== undefined ? [CLAIM_REPOSITORY_PATH] : []),
+        ],
+        ...(configs !== undefined && files !== undefined ? { modelFilesRoot: CLAIM_REPOSITORY_PATH } : {}),
+        ...(upstream !== undefined ? { forwardUnsupported: upstream } : {}),
+      },
       sourceVolumes: [...(configs !== undefined ? [configs] : []), ...(files !== undefined ? [files] : [])],
-      extraArgs: [
-        ...(configs !== undefined && files !== undefined ? ["--model-files-root", CLAIM_REPOSITORY_PATH] : []),
-        ...(upstream !== undefined ? ["--forward-unsupported", upstream] : []),
-      ],
       extraVolumes: [],
     },
     settings,

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import type { V1ConfigMap, V1Deployment, V1Service } from "@kubernetes/client-node";
 import { testCluster } from "../../../e2e/cluster/mocha-global.js";
 import type { TestCluster } from "../../../e2e/cluster/cluster.js";
@@ -253,5 +254,12 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
     );
     assert.match(metrics, /controller_runtime_reconcile_time_seconds_bucket/);
     assert.match(metrics, /workqueue_depth\{name="dynamokservemodel"\} 0/);
+  });
+
+  it("checks configs without loading the data plane's runtime: no onnxruntime in the operator process", async () => {
+    // By now the operator has validated configs (and rejected one): it did so with lib/ alone.
+    const maps = readFileSync(`/proc/${operator.process.pid}/maps`, "utf8");
+    assert.doesNotMatch(maps, /onnxruntime/);
+    assert.ok(operator.logs.some((entry) => entry["msg"] === "operator ready"));
   });
 });

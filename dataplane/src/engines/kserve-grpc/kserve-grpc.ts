@@ -1,4 +1,4 @@
-import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
+import type { KserveGrpcSettings } from "../../../../lib/engines/kserve-grpc.js";
 import { Metadata, status, type CallOptions, type ServiceError } from "@grpc/grpc-js";
 import type {
   GRPCInferenceServiceClient,
@@ -19,21 +19,11 @@ import {
   UpstreamStatusError,
   type ErrorKind,
 } from "../../../../lib/errors.js";
-import { ConfigError } from "../../../../lib/model-repository/config.js";
-import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
 import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { isTrue } from "../../tensors/parameters.js";
 import { elementCount, type Tensor } from "../../tensors/tensor.js";
 import { emptyContents, typedToRaw } from "../../tensors/typed.js";
-import {
-  DEFAULT_ENGINE_RUNTIME,
-  type Engine,
-  type EngineFactory,
-  type EngineRequest,
-  type EngineResponse,
-  type EngineRuntime,
-  type InferOptions,
-} from "../engine.js";
+import type { Engine, EngineRequest, EngineResponse, EngineRuntime, InferOptions } from "../engine.js";
 import { Endpoint, isTransportFailure, probeLive, resolveAddresses } from "./endpoints.js";
 
 /**
@@ -47,15 +37,8 @@ import { Endpoint, isTransportFailure, probeLive, resolveAddresses } from "./end
  * upstream too: it knows the model; a config here may declare no tensors at all.
  */
 
-type Routing = "round_robin" | "least_outstanding";
-
-interface Settings {
-  readonly model: string;
-  readonly targets: readonly string[];
-  readonly routing: Routing;
-  readonly upstreamModel: string;
-  readonly upstreamVersion: string;
-  readonly decoupled: boolean;
+/** The checked settings, and the process-wide limits its channels use. */
+interface Settings extends KserveGrpcSettings {
   readonly runtime: EngineRuntime;
 }
 
@@ -75,7 +58,7 @@ const KIND_OF_CODE: Partial<Record<number, ErrorKind>> = {
   [status.UNIMPLEMENTED]: "Unimplemented",
 };
 
-class KserveGrpcEngine implements Engine {
+export class KserveGrpcEngine implements Engine {
   private endpoints: Endpoint[] = [];
   private resolvedAt = 0;
   private resolving: Promise<void> | undefined;
@@ -348,40 +331,3 @@ function sequenceKey(parameters: Readonly<Record<string, InferParameter>>): stri
   const key = String(choice.value);
   return key === "0" || key === "" ? undefined : key;
 }
-
-export const kserveGrpcEngineFactory: EngineFactory = {
-  backend: "kserve-grpc",
-  create(spec: ModelSpec, source: string, _files?: ModelFiles, runtime = DEFAULT_ENGINE_RUNTIME): Engine {
-    const targets = (spec.parameters["upstream"] ?? "")
-      .split(",")
-      .map((target) => target.trim())
-      .filter((target) => target !== "");
-    if (targets.length === 0) {
-      throw new ConfigError(
-        source,
-        `engine kserve-grpc: set parameters["upstream"] to the upstream's host:port (comma-separated for several)`,
-      );
-    }
-    for (const target of targets) {
-      if (!/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/.test(target)) {
-        throw new ConfigError(source, `engine kserve-grpc: parameters["upstream"]: '${target}' is not host:port`);
-      }
-    }
-    const routing = spec.parameters["routing"] ?? "round_robin";
-    if (routing !== "round_robin" && routing !== "least_outstanding") {
-      throw new ConfigError(
-        source,
-        `engine kserve-grpc: parameters["routing"] must be round_robin or least_outstanding, not '${routing}'`,
-      );
-    }
-    return new KserveGrpcEngine({
-      model: spec.name,
-      targets,
-      routing,
-      upstreamModel: spec.parameters["upstream_model"] ?? spec.name,
-      upstreamVersion: spec.parameters["upstream_version"] ?? "",
-      decoupled: spec.decoupled,
-      runtime,
-    });
-  },
-};

@@ -1,12 +1,11 @@
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { InferenceSession, Tensor as OrtTensor } from "onnxruntime-node";
+import type { OnnxSettings, Reshape } from "../../../../lib/engines/onnx.js";
 import { abortedError, errorMessage, internal, unavailable } from "../../../../lib/errors.js";
-import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
+import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
 import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
 import { elementCount, type Tensor } from "../../tensors/tensor.js";
-import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
-import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
-import { completeOnnxConfig } from "./autocomplete.js";
+import type { Engine, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
 import { ARRAY_OF, DATATYPE_OF_ORT, ORT_TYPE, type NumericArray, type NumericArrayConstructor } from "./types.js";
 
 /**
@@ -16,26 +15,24 @@ import { ARRAY_OF, DATATYPE_OF_ORT, ORT_TYPE, type NumericArray, type NumericArr
  * first request, so creating the engine does no I/O.
  */
 
-/**
- * A tensor's `reshape` (Triton): the model sees `model` where clients see `client` (both
- * without the batch dimension; -1 stands for the rest of the elements).
- */
-interface Reshape {
-  readonly client: readonly number[];
-  readonly model: readonly number[];
-}
-
-class OnnxEngine implements Engine {
+export class OnnxEngine implements Engine {
   private readonly sessions = new Map<string, Promise<InferenceSession>>();
+  /** Where the version folders are: the model's files folder, else next to its config. */
+  private readonly modelDir: string;
+  private readonly fileName: string;
+  private readonly outputNames: readonly string[];
+  private readonly batched: boolean;
+  private readonly reshapes: ReadonlyMap<string, Reshape>;
 
-  constructor(
-    private readonly modelDir: string,
-    private readonly fileName: string,
-    private readonly outputNames: readonly string[],
-    /** Whether the first dimension is the batch (max_batch_size > 0): reshape keeps it. */
-    private readonly batched: boolean,
-    private readonly reshapes: ReadonlyMap<string, Reshape>,
-  ) {}
+  constructor(settings: OnnxSettings, files: ModelFiles | undefined) {
+    this.modelDir = files?.folder ?? settings.configFolder;
+    ({
+      fileName: this.fileName,
+      outputNames: this.outputNames,
+      batched: this.batched,
+      reshapes: this.reshapes,
+    } = settings);
+  }
 
   async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
     const session = await this.session(request.version);
@@ -137,26 +134,3 @@ function fromOrt(name: string, value: OrtTensor): Tensor {
         );
   return { name, datatype, shape: value.dims.map(Number), data };
 }
-
-const factory = (backend: string): EngineFactory => ({
-  backend,
-  modelFileName: "model.onnx",
-  completeConfig: completeOnnxConfig,
-  create(spec: ModelSpec, source: string, files?: ModelFiles): Engine {
-    const reshapes = new Map<string, Reshape>();
-    for (const tensor of [...spec.config.input, ...spec.config.output]) {
-      if (tensor.reshape === undefined) continue;
-      reshapes.set(tensor.name, { client: tensor.dims.map(Number), model: tensor.reshape.shape.map(Number) });
-    }
-    return new OnnxEngine(
-      files?.folder ?? dirname(source),
-      spec.config.defaultModelFilename || "model.onnx",
-      spec.outputs.map((output) => output.name),
-      spec.maxBatchSize > 0,
-      reshapes,
-    );
-  },
-});
-
-/** Selected by `backend: "onnxruntime"` or `platform: "onnxruntime_onnx"`, as in Triton. */
-export const onnxEngineFactories: EngineFactory[] = [factory("onnxruntime"), factory("onnxruntime_onnx")];

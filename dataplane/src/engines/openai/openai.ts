@@ -1,10 +1,9 @@
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { errors as undiciErrors, request, type Dispatcher } from "undici";
 import { abortedError, DataPlaneError, invalidArgument, internal, type ErrorKind } from "../../../../lib/errors.js";
-import { ConfigError } from "../../../../lib/model-repository/config.js";
-import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
-import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
-import { checkLlmSpec, llmOutputs, readLlmRequest, type LlmRequest } from "../llm/llm.js";
+import type { OpenAiSettings } from "../../../../lib/engines/openai.js";
+import type { Engine, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
+import { llmOutputs, readLlmRequest, type LlmRequest } from "../llm-tensors.js";
 
 /**
  * The `openai` engine: an LLM model served by an OpenAI-compatible HTTP server (vLLM,
@@ -18,13 +17,9 @@ import { checkLlmSpec, llmOutputs, readLlmRequest, type LlmRequest } from "../ll
  * name), `mode` (completions | chat), `api_key_env` (environment variable holding a key).
  */
 
-interface Settings {
-  readonly model: string;
-  readonly baseUrl: string;
-  readonly upstreamModel: string;
-  readonly chat: boolean;
+/** The checked settings, and the key read from the environment variable they name. */
+interface Settings extends OpenAiSettings {
   readonly apiKey: string | undefined;
-  readonly decoupled: boolean;
 }
 
 interface Choice {
@@ -48,8 +43,13 @@ const KIND_OF_HTTP_STATUS = (code: number): ErrorKind =>
             ? "Unavailable"
             : "Internal";
 
-class OpenAiEngine implements Engine {
-  constructor(private readonly settings: Settings) {}
+export class OpenAiEngine implements Engine {
+  private readonly settings: Settings;
+
+  constructor(settings: OpenAiSettings) {
+    const { apiKeyVariable } = settings;
+    this.settings = { ...settings, apiKey: apiKeyVariable === undefined ? undefined : process.env[apiKeyVariable] };
+  }
 
   async *infer(engineRequest: EngineRequest, { signal, traceHeaders }: InferOptions): AsyncIterable<EngineResponse> {
     const llm = readLlmRequest(engineRequest);
@@ -195,30 +195,3 @@ function upstreamMessage(text: string): string {
     return text.slice(0, 500);
   }
 }
-
-export const openAiEngineFactory: EngineFactory = {
-  backend: "openai",
-  create(spec: ModelSpec, source: string): Engine {
-    checkLlmSpec(spec, source, "openai");
-    const url = spec.parameters["url"];
-    if (url === undefined || !/^https?:\/\/[^\s]+$/.test(url)) {
-      throw new ConfigError(
-        source,
-        `engine openai: set parameters["url"] to the server's base URL, e.g. http://vllm:8000/v1`,
-      );
-    }
-    const mode = spec.parameters["mode"] ?? "completions";
-    if (mode !== "completions" && mode !== "chat") {
-      throw new ConfigError(source, `engine openai: parameters["mode"] must be completions or chat, not '${mode}'`);
-    }
-    const keyVariable = spec.parameters["api_key_env"];
-    return new OpenAiEngine({
-      model: spec.name,
-      baseUrl: url.replace(/\/+$/, ""),
-      upstreamModel: spec.parameters["upstream_model"] ?? spec.name,
-      chat: mode === "chat",
-      apiKey: keyVariable !== undefined ? process.env[keyVariable] : undefined,
-      decoupled: spec.decoupled,
-    });
-  },
-};

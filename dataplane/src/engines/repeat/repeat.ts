@@ -1,10 +1,9 @@
-import { ConfigError } from "../../../../lib/model-repository/config.js";
-import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
+import type { RepeatSettings } from "../../../../lib/engines/repeat.js";
 import type { Datatype } from "../../../../lib/model-repository/datatypes.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import { rawToTyped } from "../../tensors/typed.js";
 import { CpuSlices, pause } from "../pause.js";
-import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
+import type { Engine, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
 
 /**
  * `backend: "repeat"`, a decoupled test engine modelled on Triton's repeat backend: for
@@ -13,8 +12,12 @@ import type { Engine, EngineFactory, EngineRequest, EngineResponse, InferOptions
  * wait before response i) and `WAIT` (milliseconds to wait after the last response
  * before the request completes).
  */
-class RepeatEngine implements Engine {
-  constructor(private readonly hasIdx: boolean) {}
+export class RepeatEngine implements Engine {
+  private readonly hasIdx: boolean;
+
+  constructor({ hasIdx }: RepeatSettings) {
+    this.hasIdx = hasIdx;
+  }
 
   async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
     const values = int32s(request.inputs.find((tensor) => tensor.name === "IN"));
@@ -49,25 +52,3 @@ function int32s(tensor: Tensor | undefined): number[] {
 function uint32s(tensor: Tensor | undefined): number[] {
   return tensor === undefined ? [] : rawToTyped("UINT32", tensor.data).uintContents;
 }
-
-export const repeatEngineFactory: EngineFactory = {
-  backend: "repeat",
-  create(spec: ModelSpec, source: string): Engine {
-    const problem = (detail: string): ConfigError => new ConfigError(source, `backend repeat: ${detail}`);
-    if (!spec.decoupled) throw problem("needs model_transaction_policy { decoupled: true }");
-    const expect = (list: ModelSpec["inputs"], name: string, datatype: Datatype, required: boolean): boolean => {
-      const tensor = list.find((candidate) => candidate.name === name);
-      if (tensor === undefined) {
-        if (required) throw problem(`declare '${name}' (${datatype})`);
-        return false;
-      }
-      if (tensor.datatype !== datatype) throw problem(`'${name}' must be ${datatype}, not ${tensor.datatype}`);
-      return true;
-    };
-    expect(spec.inputs, "IN", "INT32", true);
-    expect(spec.inputs, "DELAY", "UINT32", false);
-    expect(spec.inputs, "WAIT", "UINT32", false);
-    expect(spec.outputs, "OUT", "INT32", true);
-    return new RepeatEngine(expect(spec.outputs, "IDX", "UINT32", false));
-  },
-};

@@ -1,24 +1,22 @@
-import type { InferParameter } from "../../../../proto/gen/ts/grpc_service.js";
-import { invalidArgument } from "../../../../lib/errors.js";
-import { MAX_TOKENS_LIMIT } from "../../limits.js";
-import { ConfigError } from "../../../../lib/model-repository/config.js";
-import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
-import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
-import type { Tensor } from "../../tensors/tensor.js";
-import { rawToTyped } from "../../tensors/typed.js";
-import type { EngineRequest } from "../engine.js";
+import type { InferParameter } from "../../../proto/gen/ts/grpc_service.js";
+import {
+  FINISH_REASON,
+  MAX_TOKENS_LIMIT,
+  STREAMING_INPUTS,
+  TEXT_INPUT,
+  TEXT_OUTPUT,
+} from "../../../lib/engines/llm.js";
+import { invalidArgument } from "../../../lib/errors.js";
+import { joinBytesElements, splitBytesElements } from "../tensors/bytes.js";
+import type { Tensor } from "../tensors/tensor.js";
+import { rawToTyped } from "../tensors/typed.js";
+import type { EngineRequest } from "./engine.js";
 
 /**
- * The tensor conventions of LLM models (Triton's vLLM/TensorRT-LLM backends and the
- * reference frontend): a BYTES `text_input`, an optional BOOL `streaming` (or `stream`),
- * sampling settings as request parameters, and BYTES `text_output` / `finish_reason`
- * outputs. Shared by the engines that generate text.
+ * Reading an LLM request (the prompt, the streaming flag, the sampling parameters) and
+ * writing its outputs, after the tensor conventions in lib/engines/llm.ts. Shared by the
+ * engines that generate text (mocker, openai).
  */
-
-export const TEXT_INPUT = "text_input";
-export const TEXT_OUTPUT = "text_output";
-export const FINISH_REASON = "finish_reason";
-const STREAMING_INPUTS = ["streaming", "stream"];
 
 export interface SamplingParameters {
   max_tokens?: number;
@@ -46,18 +44,6 @@ const NUMERIC_PARAMETERS = [
   "presence_penalty",
   "frequency_penalty",
 ] as const;
-
-/** Checks that a model declares the LLM tensors (text_input in, text_output out). */
-export function checkLlmSpec(spec: ModelSpec, source: string, backend: string): void {
-  const input = spec.inputs.find((tensor) => tensor.name === TEXT_INPUT);
-  if (input?.datatype !== "BYTES") {
-    throw new ConfigError(source, `backend ${backend}: declare input '${TEXT_INPUT}' with data_type TYPE_STRING`);
-  }
-  const output = spec.outputs.find((tensor) => tensor.name === TEXT_OUTPUT);
-  if (output?.datatype !== "BYTES") {
-    throw new ConfigError(source, `backend ${backend}: declare output '${TEXT_OUTPUT}' with data_type TYPE_STRING`);
-  }
-}
 
 /** Reads the prompt, the streaming flag and the sampling parameters of a request. */
 export function readLlmRequest(request: EngineRequest): LlmRequest {

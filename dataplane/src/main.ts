@@ -1,0 +1,89 @@
+import cluster from "node:cluster";
+import { availableParallelism } from "node:os";
+import { fileURLToPath } from "node:url";
+import type { Logger } from "pino";
+import type { DataPlaneArguments } from "../../lib/contract/dataplane.js";
+import { startDataPlane, type DataPlaneOptions } from "./dataplane.js";
+import type { GrpcTuning } from "./server/grpc.js";
+import type { SecurityOptions } from "./server/security.js";
+import { runDataPlaneWorker, startDataPlaneWorkers } from "./workers.js";
+
+/** The example repository shipped with the project, served when no model source is given. */
+export const EXAMPLE_REPOSITORY = fileURLToPath(new URL("../../../examples/model_repository", import.meta.url));
+
+/**
+ * Serves a data plane started with `args` (the command line, checked): one process, a
+ * --grpc-workers primary, or one of its workers (a worker re-runs the same command line).
+ */
+export async function serveDataPlane(args: DataPlaneArguments, logger: Logger): Promise<{ stop(): Promise<void> }> {
+  const options = dataPlaneOptions(args, logger);
+  const workers = args.grpcWorkers === 0 ? availableParallelism() : args.grpcWorkers;
+  if (cluster.isWorker) return runDataPlaneWorker(options, logger);
+  if (workers > 1) return startDataPlaneWorkers(options, workers);
+  return startDataPlane(options);
+}
+
+/** What the data plane's rooms are configured with, from the command line. */
+export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): DataPlaneOptions {
+  const repositories = args.modelRepository ?? (args.modelConfig === undefined ? [EXAMPLE_REPOSITORY] : []);
+  return {
+    modelRepositories: repositories,
+    modelConfigFiles: args.modelConfig ?? [],
+    ...(args.modelFilesRoot !== undefined ? { modelFilesRoot: args.modelFilesRoot } : {}),
+    ...(args.forwardUnsupported !== undefined ? { forwardUnsupportedTo: args.forwardUnsupported } : {}),
+    modelControlMode: args.modelControlMode,
+    loadModels: args.loadModel ?? [],
+    repositoryPollSeconds: args.repositoryPollSecs,
+    autoCompleteConfig: args.disableAutoCompleteConfig !== true,
+    host: args.host,
+    grpcPort: args.grpcPort,
+    httpPort: args.metricsPort,
+    maxMessageSize: args.maxMessageSize,
+    streamMaxPending: args.streamMaxPending,
+    shutdownGraceSeconds: args.shutdownGraceSecs,
+    security: securityOptions(args),
+    tuning: tuningOptions(args),
+    // grpc-js has one window for a channel's connection and its streams: the larger wins.
+    upstreamFlowControlWindow: largest(args.grpcInitialConnectionWindowSize, args.grpcInitialStreamWindowSize),
+    drainDelaySeconds: args.drainDelaySecs,
+    tracing:
+      args.otlpTracesEndpoint === undefined
+        ? undefined
+        : { endpoint: args.otlpTracesEndpoint, serviceName: args.otelServiceName, sampleRatio: args.traceSampleRatio },
+    logger,
+  };
+}
+
+function securityOptions(args: DataPlaneArguments): SecurityOptions {
+  const { useTls, certFile, keyFile, clientCaFile } = args;
+  if (useTls !== true && (certFile !== undefined || keyFile !== undefined || clientCaFile !== undefined)) {
+    throw new Error("--cert-file, --key-file and --client-ca-file need --use-tls");
+  }
+  if (useTls === true && (certFile === undefined || keyFile === undefined)) {
+    throw new Error("--use-tls needs --cert-file and --key-file (or DYNAMO_TLS_CERT and DYNAMO_TLS_KEY)");
+  }
+  const reloadIntervalMs = args.credentialsReloadSecs * 1000;
+  return {
+    tls: useTls === true ? { certFile: certFile!, keyFile: keyFile!, clientCaFile, reloadIntervalMs } : undefined,
+    authTokenFile: args.authTokenFile,
+    reloadIntervalMs,
+  };
+}
+
+function tuningOptions(args: DataPlaneArguments): GrpcTuning {
+  const ms = (secs: number | undefined): number | undefined =>
+    secs === undefined ? undefined : Math.round(secs * 1000);
+  return {
+    keepaliveTimeMs: ms(args.grpcKeepaliveTimeSecs),
+    keepaliveTimeoutMs: ms(args.grpcKeepaliveTimeoutSecs),
+    maxConnectionAgeMs: ms(args.grpcMaxConnectionAgeSecs),
+    maxConnectionAgeGraceMs: ms(args.grpcMaxConnectionAgeGraceSecs),
+    maxConnectionIdleMs: ms(args.grpcMaxConnectionIdleSecs),
+    maxConcurrentStreams: args.grpcMaxConcurrentStreams,
+  };
+}
+
+const largest = (...values: (number | undefined)[]): number | undefined => {
+  const given = values.filter((value): value is number => value !== undefined);
+  return given.length === 0 ? undefined : Math.max(...given);
+};

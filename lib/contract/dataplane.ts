@@ -1,0 +1,210 @@
+import {
+  argumentsOf,
+  choice,
+  duration,
+  flag,
+  fraction,
+  logLevel,
+  repeatable,
+  text,
+  wholeNumber,
+  type ValuesOf,
+} from "./options.js";
+
+/**
+ * The data plane's command line: every option of `dynamo-kserve dataplane`, declared once.
+ * The CLI parses these, the operator builds a pod's arguments from them
+ * (dataPlaneArguments), and the README's option table is checked against them.
+ */
+
+/** The largest gRPC message accepted or sent unless --max-message-size says otherwise (see dataplane/src/limits.ts). */
+export const DEFAULT_MAX_MESSAGE_SIZE = 64 * 1024 * 1024;
+/** ModelStreamInfer requests of one stream running at once unless --stream-max-pending says otherwise. */
+export const DEFAULT_STREAM_MAX_PENDING = 1024;
+export const DEFAULT_GRPC_PORT = 8001;
+export const DEFAULT_METRICS_PORT = 8002;
+
+export const DATAPLANE_OPTIONS = {
+  modelRepository: repeatable("--model-repository <dir>", {
+    env: "DYNAMO_MODEL_REPOSITORY",
+    help: "Triton-layout model repository (repeatable); default: the bundled examples/model_repository",
+  }),
+  modelConfig: repeatable("--model-config <file>", {
+    env: "DYNAMO_MODEL_CONFIG",
+    help: "a single model configuration file, config.pbtxt text or binary ModelConfig (repeatable)",
+  }),
+  modelFilesRoot: text("--model-files-root <dir>", {
+    env: "DYNAMO_MODEL_FILES_ROOT",
+    help: "version folders of models configured by a single file: <dir>/<model>/<version>/model.onnx (a volume beside a ConfigMap of configs)",
+  }),
+  forwardUnsupported: text("--forward-unsupported <host:port>", {
+    env: "DYNAMO_FORWARD_UNSUPPORTED",
+    help: "forward models this data plane cannot run (python, pytorch, tensorflow, tensorrt, ensembles, ...) to this Triton gRPC endpoint, as migrate does",
+  }),
+  modelControlMode: choice(
+    "--model-control-mode <mode>",
+    { env: "DYNAMO_MODEL_CONTROL_MODE", help: "none | poll (follow changes on disk) | explicit (load/unload RPCs)" },
+    ["none", "poll", "explicit"] as const,
+    "poll",
+  ),
+  loadModel: repeatable("--load-model <name>", {
+    env: "DYNAMO_LOAD_MODEL",
+    help: "with explicit control: a model to load at start, '*' for all (repeatable)",
+  }),
+  repositoryPollSecs: duration(
+    "--repository-poll-secs <seconds>",
+    { env: "DYNAMO_REPOSITORY_POLL_SECS", help: "how often poll mode rereads the repository" },
+    5,
+  ),
+  disableAutoCompleteConfig: flag("--disable-auto-complete-config", {
+    env: "DYNAMO_DISABLE_AUTO_COMPLETE_CONFIG",
+    help: "do not fill in what config.pbtxt leaves out from the model file (ONNX inputs, outputs, batching), as Triton's flag",
+  }),
+  host: text("--host <address>", { env: "DYNAMO_HOST", help: "address to listen on" }, "0.0.0.0"),
+  grpcPort: wholeNumber(
+    "--grpc-port <port>",
+    { env: "DYNAMO_GRPC_PORT", help: "gRPC port (0 picks a free one)" },
+    { min: 0, max: 65535 },
+    DEFAULT_GRPC_PORT,
+  ),
+  metricsPort: wholeNumber(
+    "--metrics-port <port>",
+    {
+      env: "DYNAMO_METRICS_PORT",
+      help: "HTTP port for /metrics and the /v2/health/* probes, no token needed (0 picks a free one)",
+    },
+    { min: 0, max: 65535 },
+    DEFAULT_METRICS_PORT,
+  ),
+  maxMessageSize: wholeNumber(
+    "--max-message-size <bytes>",
+    {
+      env: "DYNAMO_MAX_MESSAGE_SIZE",
+      help: "largest gRPC message accepted or sent, compressed requests by their decompressed size (up to 2 GiB - 1)",
+    },
+    { min: 1024, max: 2 ** 31 - 1 },
+    DEFAULT_MAX_MESSAGE_SIZE,
+    "64 MiB",
+  ),
+  streamMaxPending: wholeNumber(
+    "--stream-max-pending <n>",
+    {
+      env: "DYNAMO_STREAM_MAX_PENDING",
+      help: "ModelStreamInfer requests of one stream running at once; at the cap the stream is not read until one finishes (HTTP/2 back-pressure)",
+    },
+    { min: 1 },
+    DEFAULT_STREAM_MAX_PENDING,
+  ),
+  shutdownGraceSecs: wholeNumber(
+    "--shutdown-grace-secs <seconds>",
+    { env: "DYNAMO_SHUTDOWN_GRACE_SECS", help: "on SIGTERM, how long in-flight requests may finish" },
+    { min: 0 },
+    30,
+  ),
+  grpcWorkers: wholeNumber(
+    "--grpc-workers <n>",
+    {
+      env: "DYNAMO_GRPC_WORKERS",
+      help: "serve gRPC from n processes on the same port (one Node process uses one core); 0: one per core",
+    },
+    { min: 0, max: 256 },
+    1,
+  ),
+  drainDelaySecs: duration(
+    "--drain-delay-secs <seconds>",
+    {
+      env: "DYNAMO_DRAIN_DELAY_SECS",
+      help: "on SIGTERM, keep serving this long with readiness NOT_SERVING before new calls stop (endpoint propagation)",
+    },
+    0,
+  ),
+  grpcKeepaliveTimeSecs: duration("--grpc-keepalive-time-secs <seconds>", {
+    env: "DYNAMO_GRPC_KEEPALIVE_TIME_SECS",
+    help: "ping an idle client after this long (grpc-js default: 2 h)",
+  }),
+  grpcKeepaliveTimeoutSecs: duration("--grpc-keepalive-timeout-secs <seconds>", {
+    env: "DYNAMO_GRPC_KEEPALIVE_TIMEOUT_SECS",
+    help: "close a connection whose ping is not answered this fast (default 20)",
+  }),
+  grpcMaxConnectionAgeSecs: duration("--grpc-max-connection-age-secs <seconds>", {
+    env: "DYNAMO_GRPC_MAX_CONNECTION_AGE_SECS",
+    help: "close connections this old (with GOAWAY) so L4 load balancers rebalance",
+  }),
+  grpcMaxConnectionAgeGraceSecs: duration("--grpc-max-connection-age-grace-secs <seconds>", {
+    env: "DYNAMO_GRPC_MAX_CONNECTION_AGE_GRACE_SECS",
+    help: "then give their calls this long to finish",
+  }),
+  grpcMaxConnectionIdleSecs: duration("--grpc-max-connection-idle-secs <seconds>", {
+    env: "DYNAMO_GRPC_MAX_CONNECTION_IDLE_SECS",
+    help: "close connections idle this long",
+  }),
+  grpcMaxConcurrentStreams: wholeNumber(
+    "--grpc-max-concurrent-streams <n>",
+    { env: "DYNAMO_GRPC_MAX_CONCURRENT_STREAMS", help: "HTTP/2 streams (calls) per connection at once" },
+    { min: 1 },
+  ),
+  grpcInitialConnectionWindowSize: wholeNumber(
+    "--grpc-initial-connection-window-size <bytes>",
+    {
+      env: "DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE",
+      help: "HTTP/2 connection flow-control window of upstream (kserve-grpc) channels; NVIDIA Dynamo's frontend's variable",
+    },
+    { min: 65535, max: 2 ** 31 - 1 },
+  ),
+  grpcInitialStreamWindowSize: wholeNumber(
+    "--grpc-initial-stream-window-size <bytes>",
+    {
+      env: "DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE",
+      help: "HTTP/2 stream flow-control window of upstream (kserve-grpc) channels; NVIDIA Dynamo's frontend's variable",
+    },
+    { min: 65535, max: 2 ** 31 - 1 },
+  ),
+  useTls: flag("--use-tls", { env: "DYNAMO_USE_TLS", help: "serve gRPC over TLS (needs --cert-file and --key-file)" }),
+  certFile: text("--cert-file <pem>", {
+    env: "DYNAMO_TLS_CERT",
+    help: "the server certificate (chain), PEM; reloaded when it changes",
+  }),
+  keyFile: text("--key-file <pem>", { env: "DYNAMO_TLS_KEY", help: "the server certificate's private key, PEM" }),
+  clientCaFile: text("--client-ca-file <pem>", {
+    env: "DYNAMO_TLS_CLIENT_CA",
+    help: "mTLS: only clients with a certificate signed by this CA may connect",
+  }),
+  authTokenFile: text("--auth-token-file <file>", {
+    env: "DYNAMO_AUTH_TOKEN_FILE",
+    help: "accept only calls with 'authorization: Bearer <token>' for a token in this file (one per line; health checks need none)",
+  }),
+  credentialsReloadSecs: duration(
+    "--credentials-reload-secs <seconds>",
+    {
+      env: "DYNAMO_CREDENTIALS_RELOAD_SECS",
+      help: "how often certificate and token files are reread (Secret rotation)",
+    },
+    10,
+  ),
+  otlpTracesEndpoint: text("--otlp-traces-endpoint <url>", {
+    env: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    help: "trace each request with OpenTelemetry, exported over OTLP/HTTP (e.g. http://otel-collector:4318/v1/traces); off when unset",
+  }),
+  otelServiceName: text(
+    "--otel-service-name <name>",
+    { env: "OTEL_SERVICE_NAME", help: "service.name of the traces" },
+    "dynamo-kserve-dataplane",
+  ),
+  traceSampleRatio: fraction(
+    "--trace-sample-ratio <ratio>",
+    {
+      env: "DYNAMO_TRACE_SAMPLE_RATIO",
+      help: "share of new traces recorded, 0 to 1 (a caller's traceparent decision is followed)",
+    },
+    1,
+  ),
+  logLevel,
+} as const;
+
+/** What `dynamo-kserve dataplane` is started with, typed. */
+export type DataPlaneArguments = ValuesOf<typeof DATAPLANE_OPTIONS>;
+
+/** The command-line arguments that start a data plane with `values` (the rest take their defaults). */
+export function dataPlaneArguments(values: Partial<DataPlaneArguments>): string[] {
+  return argumentsOf(DATAPLANE_OPTIONS, values);
+}

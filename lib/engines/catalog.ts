@@ -1,0 +1,125 @@
+import { access } from "node:fs/promises";
+import { join } from "node:path";
+import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
+import { ConfigError } from "../model-repository/config.js";
+import type { ModelFiles } from "../model-repository/sources.js";
+import type { ModelSpec } from "../model-repository/spec.js";
+import type { EngineDescription } from "./description.js";
+import { identityEngine } from "./identity.js";
+import { kserveGrpcEngine } from "./kserve-grpc.js";
+import { mockerEngine } from "./mocker.js";
+import { onnxEngine } from "./onnx.js";
+import { openAiEngine } from "./openai.js";
+import { repeatEngine } from "./repeat.js";
+
+/**
+ * Every engine this data plane can run, described without running it: the one list a new
+ * engine joins (its runtime then joins dataplane/src/engines/runtimes.ts, which the
+ * compiler holds to this list).
+ */
+export const ENGINES = {
+  identity: identityEngine,
+  repeat: repeatEngine,
+  mocker: mockerEngine,
+  "kserve-grpc": kserveGrpcEngine,
+  openai: openAiEngine,
+  onnxruntime: onnxEngine,
+} as const;
+
+export type EngineName = keyof typeof ENGINES;
+export type SettingsOf<Name extends EngineName> = ReturnType<(typeof ENGINES)[Name]["settings"]>;
+
+const BY_SELECTOR: ReadonlyMap<string, EngineName> = new Map(
+  (Object.entries(ENGINES) as [EngineName, EngineDescription<unknown>][]).flatMap(([name, description]) =>
+    [description.name, ...(description.aliases ?? [])].map((selector) => [selector, name] as const),
+  ),
+);
+
+/** Every value of `backend`, `platform` or `parameters["engine"]` that selects an engine. */
+export const SUPPORTED_ENGINES: readonly string[] = [...BY_SELECTOR.keys()];
+
+/**
+ * parameters["engine"] lets a Triton config keep its own backend (e.g. "python") and still
+ * say how this data plane runs it (e.g. "kserve-grpc": forward to that Triton).
+ */
+const selectorOf = (engineParameter: string | undefined, backend: string): string => engineParameter ?? backend;
+
+/** The engine a model's config asks for, or a ConfigError naming the choices. */
+export function engineOf(spec: ModelSpec, source: string): EngineName {
+  const selector = selectorOf(spec.parameters["engine"], spec.backend);
+  const name = BY_SELECTOR.get(selector);
+  if (name === undefined) {
+    const field = spec.parameters["engine"] !== undefined ? 'parameters["engine"]' : "backend";
+    throw new ConfigError(
+      source,
+      `${field}: '${selector}' is not supported by this data plane; supported engines: ${SUPPORTED_ENGINES.join(", ")}`,
+    );
+  }
+  return name;
+}
+
+/**
+ * Checks that a model can run on its engine without running it (the operator validates
+ * configs this way; no runtime is loaded). Throws a ConfigError naming the field.
+ */
+export function checkEngine(spec: ModelSpec, source: string): void {
+  ENGINES[engineOf(spec, source)].settings(spec, source);
+}
+
+/**
+ * Whether this data plane runs a Triton config itself: its `engine` parameter, or its
+ * backend or platform, names one of our engines. Others (python, pytorch_libtorch,
+ * tensorflow, tensorrt, ensembles, ...) are forwarded to a Triton (forwardedConfig); the
+ * data plane's --forward-unsupported and `migrate` apply the same rule.
+ */
+export function runsLocally(config: ModelConfig): boolean {
+  if (config.parameters["engine"] !== undefined) return true;
+  return BY_SELECTOR.has(config.backend) || BY_SELECTOR.has(config.platform);
+}
+
+/**
+ * A config that forwards its model to a KServe v2 endpoint (the Triton that serves it):
+ * the kserve-grpc engine with `upstream`; its own backend, tensors and decoupling are kept.
+ */
+export function forwardedConfig(config: ModelConfig, upstream: string): ModelConfig {
+  return {
+    ...config,
+    parameters: {
+      ...config.parameters,
+      engine: { stringValue: kserveGrpcEngine.name },
+      upstream: { stringValue: upstream },
+    },
+  };
+}
+
+/**
+ * Triton's auto-complete: a config without backend or platform gets the engine whose
+ * model file (e.g. model.onnx) is in the latest version folder, and the engine fills in
+ * what it can read from that file (inputs, outputs, batching).
+ */
+export async function autoCompleteConfig(config: ModelConfig, files: ModelFiles): Promise<ModelConfig> {
+  let completed = config;
+  if (!config.backend && !config.platform) {
+    const detected = await engineOfModelFile(files);
+    if (detected === undefined) return config;
+    completed = { ...config, backend: detected.name };
+  }
+  const parameter = completed.parameters["engine"]?.stringValue;
+  const name = BY_SELECTOR.get(selectorOf(parameter, completed.backend || completed.platform));
+  const description: EngineDescription<unknown> | undefined = name === undefined ? undefined : ENGINES[name];
+  return description?.completeConfig === undefined ? completed : description.completeConfig(completed, files);
+}
+
+async function engineOfModelFile(files: ModelFiles): Promise<EngineDescription<unknown> | undefined> {
+  const latest = files.versions[files.versions.length - 1];
+  if (latest === undefined) return undefined;
+  for (const description of Object.values(ENGINES) as EngineDescription<unknown>[]) {
+    if (description.modelFileName === undefined) continue;
+    const found = await access(join(files.folder, String(latest), description.modelFileName)).then(
+      () => true,
+      () => false,
+    );
+    if (found) return description;
+  }
+  return undefined;
+}

@@ -1,0 +1,25 @@
+import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
+import type { ModelFiles } from "../model-repository/sources.js";
+import type { ModelSpec } from "../model-repository/spec.js";
+
+/**
+ * What is known of an engine without running it: the names that select it, the model file
+ * it runs, and how a model's config is checked for it. The data plane's runtime for the
+ * engine (dataplane/src/engines/<name>/) is built from the settings `settings` returns;
+ * the operator and `migrate` use only this.
+ */
+export interface EngineDescription<Settings> {
+  /** The `backend` value (or `parameters["engine"]`) that selects this engine. */
+  readonly name: string;
+  /** Other values that select it, e.g. the `platform` a Triton config uses for the same backend. */
+  readonly aliases?: readonly string[];
+  /** The model file it runs (e.g. model.onnx): a config without backend gets this engine when the file is there. */
+  readonly modelFileName?: string;
+  /**
+   * Checks a model's config for this engine, with no I/O, and returns what the runtime
+   * needs. Throws a ConfigError naming the field.
+   */
+  settings(spec: ModelSpec, source: string): Settings;
+  /** Fills in what the config leaves out from the model file (Triton's auto-complete). May read files. */
+  completeConfig?(config: ModelConfig, files: ModelFiles): Promise<ModelConfig>;
+}

@@ -1,0 +1,56 @@
+import { ConfigError } from "../model-repository/config.js";
+import type { EngineDescription } from "./description.js";
+
+/**
+ * `kserve-grpc`: forwards a model's requests to KServe v2 gRPC servers (Triton, MLServer,
+ * KServe ModelServer). Parameters: `upstream` (comma-separated host:port; a DNS name
+ * stands for every address it resolves to), `routing` (round_robin | least_outstanding),
+ * `upstream_model` (default: the model's name), `upstream_version` (default: the
+ * upstream's own choice).
+ */
+export type Routing = "round_robin" | "least_outstanding";
+
+export interface KserveGrpcSettings {
+  readonly model: string;
+  readonly targets: readonly string[];
+  readonly routing: Routing;
+  readonly upstreamModel: string;
+  readonly upstreamVersion: string;
+  readonly decoupled: boolean;
+}
+
+export const kserveGrpcEngine: EngineDescription<KserveGrpcSettings> = {
+  name: "kserve-grpc",
+  settings(spec, source) {
+    const targets = (spec.parameters["upstream"] ?? "")
+      .split(",")
+      .map((target) => target.trim())
+      .filter((target) => target !== "");
+    if (targets.length === 0) {
+      throw new ConfigError(
+        source,
+        `engine kserve-grpc: set parameters["upstream"] to the upstream's host:port (comma-separated for several)`,
+      );
+    }
+    for (const target of targets) {
+      if (!/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/.test(target)) {
+        throw new ConfigError(source, `engine kserve-grpc: parameters["upstream"]: '${target}' is not host:port`);
+      }
+    }
+    const routing = spec.parameters["routing"] ?? "round_robin";
+    if (routing !== "round_robin" && routing !== "least_outstanding") {
+      throw new ConfigError(
+        source,
+        `engine kserve-grpc: parameters["routing"] must be round_robin or least_outstanding, not '${routing}'`,
+      );
+    }
+    return {
+      model: spec.name,
+      targets,
+      routing,
+      upstreamModel: spec.parameters["upstream_model"] ?? spec.name,
+      upstreamVersion: spec.parameters["upstream_version"] ?? "",
+      decoupled: spec.decoupled,
+    };
+  },
+};

@@ -1,0 +1,73 @@
+import assert from "node:assert/strict";
+import { dataplaneCommand } from "../../cli/dataplane.js";
+import { dataPlaneArguments, type DataPlaneArguments } from "../contract/dataplane.js";
+import { parseTokenFile } from "../contract/layout.js";
+
+/** Every data-plane option set to a value other than its default (a new option must be added here). */
+const EVERY_OPTION: Required<DataPlaneArguments> = {
+  modelRepository: ["/models", "/repository"],
+  modelConfig: ["/etc/one.pbtxt"],
+  modelFilesRoot: "/model-files",
+  forwardUnsupported: "triton.ml.svc:8001",
+  modelControlMode: "explicit",
+  loadModel: ["a", "b"],
+  repositoryPollSecs: 0.2,
+  disableAutoCompleteConfig: true,
+  host: "127.0.0.1",
+  grpcPort: 9001,
+  metricsPort: 9002,
+  maxMessageSize: 1_048_576,
+  streamMaxPending: 64,
+  shutdownGraceSecs: 7,
+  grpcWorkers: 3,
+  drainDelaySecs: 1.5,
+  grpcKeepaliveTimeSecs: 30,
+  grpcKeepaliveTimeoutSecs: 5,
+  grpcMaxConnectionAgeSecs: 600,
+  grpcMaxConnectionAgeGraceSecs: 30,
+  grpcMaxConnectionIdleSecs: 120,
+  grpcMaxConcurrentStreams: 100,
+  grpcInitialConnectionWindowSize: 1_048_576,
+  grpcInitialStreamWindowSize: 262_144,
+  useTls: true,
+  certFile: "/tls/tls.crt",
+  keyFile: "/tls/tls.key",
+  clientCaFile: "/tls/ca.crt",
+  authTokenFile: "/auth/tokens",
+  credentialsReloadSecs: 3,
+  otlpTracesEndpoint: "http://collector:4318/v1/traces",
+  otelServiceName: "dataplane-a",
+  traceSampleRatio: 0.25,
+  logLevel: "debug",
+};
+
+/** What the data plane's own command line makes of `args` (its action replaced: nothing starts). */
+async function parsed(args: readonly string[]): Promise<DataPlaneArguments> {
+  const command = dataplaneCommand().exitOverride();
+  let received: DataPlaneArguments | undefined;
+  command.action((options: DataPlaneArguments) => {
+    received = options;
+  });
+  await command.parseAsync(["node", "dataplane", ...args]);
+  return received!;
+}
+
+describe("the data plane's contract (lib/contract)", () => {
+  it("round-trips: the arguments built from typed options parse back to the same options", async () => {
+    const args = dataPlaneArguments(EVERY_OPTION);
+    assert.deepEqual({ ...(await parsed(args)) }, EVERY_OPTION);
+  });
+
+  it("builds only what is set; the rest are the data plane's defaults", async () => {
+    const args = dataPlaneArguments({ modelRepository: ["/models"], grpcPort: 8001, useTls: false });
+    assert.deepEqual(args, ["--model-repository", "/models", "--grpc-port", "8001"]);
+    const options = await parsed(args);
+    assert.equal(options.maxMessageSize, 64 * 1024 * 1024);
+    assert.equal(options.modelControlMode, "poll");
+    assert.equal(options.useTls, undefined);
+  });
+
+  it("reads a token file as the data plane and the operator both do: one per line, no blanks or comments", () => {
+    assert.deepEqual(parseTokenFile("# rotated 2026-11\n\n  alpha  \r\nbeta\n#gamma\n"), ["alpha", "beta"]);
+  });
+});
