@@ -1,8 +1,11 @@
-import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Secret, V1Service } from "@kubernetes/client-node";
+import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Service } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../../lib/errors.js";
 import { parseTokenFile } from "../../../lib/contract/layout.js";
-import { PLURAL, type DynamoKserveModel, type DynamoKserveModelStatus } from "../api/v1alpha1.js";
+import { KIND, PLURAL, type DynamoKserveModel, type DynamoKserveModelStatus } from "../api/v1alpha1.js";
+import { keyOf, mapped, ownedByLabel, type Controller, type Reconciled, type Watch } from "../kube/controller.js";
+import type { SecretReader } from "../kube/secrets.js";
+import { NameTakenError } from "../kube/apply.js";
 import type { WatchedObjects } from "../kube/informer.js";
 import type { KubeWriter } from "../kube/writer.js";
 import { checkModelConfig } from "../resources/model-config.js";
@@ -18,14 +21,13 @@ import {
   tlsMode,
   tokenKey,
 } from "../resources/credentials.js";
-import type { Requeue } from "../kube/queue.js";
 import { desiredCertificate, type Certificate } from "../resources/certificate-request.js";
 import type { ServiceMonitor } from "../resources/service-monitor.js";
-import { keyOf, reconcileServiceMonitor, timestamp } from "./shared.js";
+import { nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
 import { desiredInferencePool, H2C, poolServiceName, type InferencePool } from "../resources/inference-pool.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
 
-/** The caches the controller reads (all kept current by watches). */
+/** What the controller reads: caches kept current by watches, and Secrets read one by one. */
 export interface ModelCaches {
   readonly models: WatchedObjects<DynamoKserveModel & KubernetesObject>;
   readonly deployments: WatchedObjects<V1Deployment & KubernetesObject>;
@@ -38,7 +40,7 @@ export interface ModelCaches {
   /** cert-manager Certificates, while their CRD is installed. */
   readonly certificates: OptionalKind<Certificate>;
   /** Secrets are read when needed, not watched (the operator needs no list/watch on Secrets). */
-  readonly secrets: { get(namespace: string, name: string): Promise<V1Secret | undefined> };
+  readonly secrets: SecretReader;
 }
 
 /** How the controller issues tls.mode SelfSigned certificates. */
@@ -47,14 +49,41 @@ export interface CertificateSettings {
   readonly renewBeforeMs: number;
 }
 
+/** A credentials step that found a Secret or Certificate name taken by somebody else. */
+function nameTaken(error: unknown): { ready: false; reason: string; message: string } {
+  if (error instanceof NameTakenError) return { ready: false, reason: "NameTaken", message: error.message };
+  throw error;
+}
+
 /** While a Secret the model needs is missing, look again this often. */
 const MISSING_SECRET_RETRY_MS = 10_000;
 
 /**
  * Reconciles one DynamoKserveModel: observe (caches) -> desired (pure builders) -> apply
- * (server-side, skipped when nothing would change) -> status and Events.
+ * (server-side, skipped when nothing would change) -> the status and its condition
+ * changes, which the runtime writes and records as Events.
  */
-export class DynamoKserveModelController {
+export class DynamoKserveModelController implements Controller<DynamoKserveModel, DynamoKserveModelStatus> {
+  readonly name = "dynamokservemodel";
+  readonly kind = KIND;
+  readonly statusPlural = PLURAL;
+  readonly watches: readonly Watch[] = [
+    ownedByLabel(MODEL_LABEL, "Deployment", "Service", "ConfigMap", "InferencePool", "ServiceMonitor", "Certificate"),
+    // A user's ConfigMap: every model whose configMapRef names it.
+    mapped(["ConfigMap"], (configMap) =>
+      this.caches.models
+        .list(configMap.metadata?.namespace)
+        .filter((model) => model.spec.modelConfig.configMapRef?.name === configMap.metadata?.name)
+        .map((model) => keyOf(model.metadata.namespace, model.metadata.name)),
+    ),
+    // A user's InferencePool taking (or freeing) a model's pool name.
+    mapped(["InferencePool"], (pool) => {
+      if (pool.metadata?.labels?.[MODEL_LABEL] !== undefined) return [];
+      const model = this.caches.models.get(pool.metadata?.namespace ?? "", pool.metadata?.name ?? "");
+      return model?.spec.inferencePool !== undefined ? [keyOf(model.metadata.namespace, model.metadata.name)] : [];
+    }),
+  ];
+
   constructor(
     private readonly caches: ModelCaches,
     private readonly writer: KubeWriter,
@@ -63,43 +92,16 @@ export class DynamoKserveModelController {
     private readonly logger: Logger,
   ) {}
 
-  /** The status this controller last wrote per model: the cache may not show it yet. */
-  private readonly writtenStatus = new Map<string, DynamoKserveModelStatus>();
-
-  /** Keys of the models an event on an object of `kind` concerns. */
-  keysFor(kind: string, object: KubernetesObject): string[] {
-    const namespace = object.metadata?.namespace ?? "";
-    if (kind === "DynamoKserveModel") return [keyOf(namespace, object.metadata?.name ?? "")];
-    const owner = object.metadata?.labels?.[MODEL_LABEL];
-    const keys = owner !== undefined ? [keyOf(namespace, owner)] : [];
-    if (kind === "InferencePool" && owner === undefined) {
-      // A user's pool taking (or freeing) a model's pool name.
-      const model = this.caches.models.get(namespace, object.metadata?.name ?? "");
-      if (model?.spec.inferencePool !== undefined) keys.push(keyOf(namespace, model.metadata.name));
-    }
-    if (kind === "ConfigMap") {
-      // A user's ConfigMap: every model whose configMapRef names it.
-      for (const model of this.caches.models.list(namespace)) {
-        if (model.spec.modelConfig.configMapRef?.name === object.metadata?.name) {
-          keys.push(keyOf(namespace, model.metadata.name));
-        }
-      }
-    }
-    return keys;
+  objects(): WatchedObjects<DynamoKserveModel & KubernetesObject> {
+    return this.caches.models;
   }
 
-  async reconcile(key: string): Promise<Requeue | undefined> {
-    const [namespace, name] = key.split("/") as [string, string];
-    const cached = this.caches.models.get(namespace, name);
-    if (cached === undefined || cached.metadata.deletionTimestamp !== undefined) {
-      // Owned objects go with the model (owner references); forget what we wrote for it.
-      this.writtenStatus.delete(key);
-      this.writer.forget(namespace, Object.values(ownedNames(name)));
-      return;
-    }
-    // Judge changes against the status we last wrote, which the cache may not show yet.
-    const written = this.writtenStatus.get(key);
-    const model: DynamoKserveModel = written !== undefined ? { ...cached, status: written } : cached;
+  ownedNames(name: string): readonly string[] {
+    return Object.values(ownedNames(name));
+  }
+
+  async reconcile(model: DynamoKserveModel): Promise<Reconciled<DynamoKserveModelStatus>> {
+    const { namespace } = model.metadata;
     const names = objectNames(model);
     const ref = model.spec.modelConfig.configMapRef;
     const config = checkModelConfig(
@@ -108,35 +110,42 @@ export class DynamoKserveModelController {
     );
 
     const { outcome: credentials, requeueAfterMs } = await this.reconcileCredentials(model);
-    await this.writer.apply(desiredService(model), this.caches.services.get(namespace, names.service));
     let deployment = this.caches.deployments.get(namespace, names.deployment);
-    if (config.valid) {
-      await this.writer.apply(desiredConfigMap(model, config), this.caches.configMaps.get(namespace, names.configMap));
-      const applied = await this.writer.apply(desiredDeployment(model, this.settings), deployment);
-      deployment = applied.object as V1Deployment & KubernetesObject;
-    } else {
-      // A bad config leaves the running Deployment and its ConfigMap as they are: pods keep
-      // serving the last valid config, and the status says why the new one was refused.
-      this.logger.warn({ model: key, reason: config.reason, err: config.message }, "model config rejected");
-    }
+    const nameTaken = await nameTakenBy(async () => {
+      await this.writer.apply(desiredService(model), this.caches.services.get(namespace, names.service));
+      if (config.valid) {
+        await this.writer.apply(
+          desiredConfigMap(model, config),
+          this.caches.configMaps.get(namespace, names.configMap),
+        );
+        const applied = await this.writer.apply(desiredDeployment(model, this.settings), deployment);
+        deployment = applied.object as V1Deployment & KubernetesObject;
+      } else {
+        // A bad config leaves the running Deployment and its ConfigMap as they are: pods keep
+        // serving the last valid config, and the status says why the new one was refused.
+        this.logger.warn(
+          { model: `${namespace}/${model.metadata.name}`, reason: config.reason, err: config.message },
+          "model config rejected",
+        );
+      }
+    });
 
     const inferencePool = await this.reconcilePool(model);
     const monitoring = await reconcileServiceMonitor(model, names.service, this.caches.monitors, this.writer);
     const { status, transitions } = desiredStatus(
       model,
-      { config, deployment, inferencePool, monitoring, credentials },
+      {
+        config,
+        // Somebody else's Deployment of that name is not this model's.
+        deployment: nameTaken === undefined ? deployment : undefined,
+        inferencePool,
+        monitoring,
+        credentials,
+        ...(nameTaken !== undefined ? { nameTaken } : {}),
+      },
       timestamp(),
     );
-    await this.writer.status(model, PLURAL, status);
-    this.writtenStatus.set(key, status);
-    for (const transition of transitions) {
-      await this.writer
-        .event(model, transition)
-        .catch((error: unknown) =>
-          this.logger.warn({ model: key, err: errorMessage(error) }, "could not record an event"),
-        );
-    }
-    return requeueAfterMs === undefined ? undefined : { afterMs: requeueAfterMs };
+    return { status, transitions, ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}) };
   }
 
   /** Creates, updates or removes the model's InferencePool; undefined when it asks for none. */
@@ -193,12 +202,13 @@ export class DynamoKserveModelController {
         );
       }
     } else if (mode === "CertManager") {
-      const issued = await this.requestCertificate(model);
+      const issued = await this.requestCertificate(model).catch(nameTaken);
       if (!issued.ready) return missing(issued.reason, issued.message);
       tlsSecret = issued.secret;
       notAfterTime = issued.notAfter;
     } else if (mode === "SelfSigned") {
-      const issued = await this.issueSelfSigned(model);
+      const issued = await this.issueSelfSigned(model).catch(nameTaken);
+      if (!issued.ready) return missing(issued.reason, issued.message);
       tlsSecret = issued.secret;
       notAfterTime = issued.notAfter;
       requeueAfterMs = issued.renewInMs;
@@ -233,7 +243,7 @@ export class DynamoKserveModelController {
   /** Keeps the model's CA and serving certificate Secrets current; says when to look again. */
   private async issueSelfSigned(
     model: DynamoKserveModel,
-  ): Promise<{ secret: string; notAfter: string; renewInMs: number }> {
+  ): Promise<{ ready: true; secret: string; notAfter: string; renewInMs: number }> {
     const { namespace, name } = model.metadata;
     const names = objectNames(model);
     const caLive = await this.caches.secrets.get(namespace, names.caSecret);
@@ -260,7 +270,7 @@ export class DynamoKserveModelController {
     }
     const expires = notAfter(serving!.certificate);
     const renewInMs = Math.max(1000, new Date(expires).getTime() - this.certificates.renewBeforeMs - Date.now());
-    return { secret: names.tlsSecret, notAfter: expires, renewInMs };
+    return { ready: true, secret: names.tlsSecret, notAfter: expires, renewInMs };
   }
 
   /** Keeps the model's cert-manager Certificate applied; ready once cert-manager has filled its Secret. */

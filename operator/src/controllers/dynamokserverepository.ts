@@ -7,10 +7,8 @@ import {
   type DynamoKserveRepository,
   type DynamoKserveRepositoryStatus,
 } from "../api/v1alpha1.js";
-import { NameTakenError } from "../kube/apply.js";
 import type { WatchedObjects } from "../kube/informer.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
-import type { Requeue } from "../kube/queue.js";
 import type { KubeWriter } from "../kube/writer.js";
 import type { RepositoryIndexReader } from "../probes/repository-index.js";
 import { REPOSITORY_LABEL } from "../resources/names.js";
@@ -23,7 +21,8 @@ import {
   type IndexOutcome,
 } from "../resources/repository.js";
 import type { ServiceMonitor } from "../resources/service-monitor.js";
-import { keyOf, reconcileServiceMonitor, timestamp } from "./shared.js";
+import { keyOf, mapped, ownedByLabel, type Controller, type Reconciled, type Watch } from "../kube/controller.js";
+import { nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
 
 /** The caches the repository controller reads (all kept current by watches). */
 export interface RepositoryCaches {
@@ -52,9 +51,23 @@ export const podIpAddress = (pod: V1Pod, grpcPort: number): string => `${pod.sta
  * ServiceMonitor), then asks a ready pod which models it serves and writes that, model
  * by model, into the status. Runs again every probing interval.
  */
-export class DynamoKserveRepositoryController {
-  /** The status this controller last wrote per repository: the cache may not show it yet. */
-  private readonly writtenStatus = new Map<string, DynamoKserveRepositoryStatus>();
+export class DynamoKserveRepositoryController implements Controller<
+  DynamoKserveRepository,
+  DynamoKserveRepositoryStatus
+> {
+  readonly name = "dynamokserverepository";
+  readonly kind = REPOSITORY_KIND;
+  readonly statusPlural = REPOSITORY_PLURAL;
+  readonly watches: readonly Watch[] = [
+    ownedByLabel(REPOSITORY_LABEL, "Deployment", "Service", "ServiceMonitor", "Pod"),
+    // A user's ConfigMap of configs: every repository whose configMapRef names it.
+    mapped(["ConfigMap"], (configMap) =>
+      this.caches.repositories
+        .list(configMap.metadata?.namespace)
+        .filter((repository) => repository.spec.configMapRef?.name === configMap.metadata?.name)
+        .map((repository) => keyOf(repository.metadata.namespace, repository.metadata.name)),
+    ),
+  ];
 
   constructor(
     private readonly caches: RepositoryCaches,
@@ -64,58 +77,34 @@ export class DynamoKserveRepositoryController {
     private readonly logger: Logger,
   ) {}
 
-  /** Keys of the repositories an event on an object of `kind` concerns. */
-  keysFor(kind: string, object: KubernetesObject): string[] {
-    const namespace = object.metadata?.namespace ?? "";
-    if (kind === REPOSITORY_KIND) return [keyOf(namespace, object.metadata?.name ?? "")];
-    const owner = object.metadata?.labels?.[REPOSITORY_LABEL];
-    if (owner !== undefined) return [keyOf(namespace, owner)];
-    if (kind !== "ConfigMap") return [];
-    // A user's ConfigMap of configs: every repository whose configMapRef names it.
-    return this.caches.repositories
-      .list(namespace)
-      .filter((repository) => repository.spec.configMapRef?.name === object.metadata?.name)
-      .map((repository) => keyOf(namespace, repository.metadata.name));
+  objects(): WatchedObjects<DynamoKserveRepository & KubernetesObject> {
+    return this.caches.repositories;
   }
 
-  allKeys(): string[] {
-    return this.caches.repositories
-      .list()
-      .map((repository) => keyOf(repository.metadata.namespace, repository.metadata.name));
+  ownedNames(name: string): readonly string[] {
+    return [name];
   }
 
-  async reconcile(key: string): Promise<Requeue | undefined> {
-    const [namespace, name] = key.split("/") as [string, string];
-    const cached = this.caches.repositories.get(namespace, name);
-    if (cached === undefined || cached.metadata.deletionTimestamp !== undefined) {
-      // Owned objects go with the repository (owner references); forget what we wrote for it.
-      this.writtenStatus.delete(key);
-      this.writer.forget(namespace, [name]);
-      return undefined;
-    }
-    const written = this.writtenStatus.get(key);
-    const repository: DynamoKserveRepository = written !== undefined ? { ...cached, status: written } : cached;
+  async reconcile(repository: DynamoKserveRepository): Promise<Reconciled<DynamoKserveRepositoryStatus>> {
+    const { namespace } = repository.metadata;
     const objectName = repositoryObjectName(repository);
     const ref = repository.spec.configMapRef;
     const missingConfigMap =
       ref !== undefined && this.caches.configMaps.get(namespace, ref.name) === undefined ? ref.name : undefined;
 
-    let nameTaken: string | undefined;
     let deployment = this.caches.deployments.get(namespace, objectName);
-    try {
+    const nameTaken = await nameTakenBy(async () => {
       await this.writer.apply(desiredRepositoryService(repository), this.caches.services.get(namespace, objectName));
       const applied = await this.writer.apply(desiredRepositoryDeployment(repository, this.settings), deployment);
       deployment = applied.object as V1Deployment & KubernetesObject;
-    } catch (error) {
-      if (!(error instanceof NameTakenError)) throw error;
-      nameTaken = error.message;
-    }
+    });
     const monitoring = await reconcileServiceMonitor(repository, objectName, this.caches.monitors, this.writer);
     const index = nameTaken === undefined ? await this.readIndex(repository) : ({ state: "NoReadyPod" } as const);
     const { status, transitions } = desiredRepositoryStatus(
       repository,
       {
-        deployment,
+        // Somebody else's Deployment of that name is not this repository's.
+        deployment: nameTaken === undefined ? deployment : undefined,
         index,
         ...(missingConfigMap !== undefined ? { missingConfigMap } : {}),
         ...(nameTaken !== undefined ? { nameTaken } : {}),
@@ -123,16 +112,7 @@ export class DynamoKserveRepositoryController {
       },
       timestamp(),
     );
-    await this.writer.status(repository, REPOSITORY_PLURAL, status);
-    this.writtenStatus.set(key, status);
-    for (const transition of transitions) {
-      await this.writer
-        .event(repository, transition)
-        .catch((error: unknown) =>
-          this.logger.warn({ repository: key, err: errorMessage(error) }, "could not record an event"),
-        );
-    }
-    return { afterMs: this.probing.intervalMs };
+    return { status, transitions, requeueAfterMs: this.probing.intervalMs };
   }
 
   /** The models as the first ready pod (by name) reports them. */

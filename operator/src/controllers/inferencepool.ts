@@ -1,44 +1,43 @@
 import type { KubernetesObject, V1Service } from "@kubernetes/client-node";
+import { ownedByLabel, type Controller, type ObjectSource, type Reconciled, type Watch } from "../kube/controller.js";
 import type { WatchedObjects } from "../kube/informer.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
 import type { KubeWriter } from "../kube/writer.js";
-import { desiredPoolService, poolServiceName, POOL_LABEL, type InferencePool } from "../resources/inference-pool.js";
-import { keyOf } from "./shared.js";
+import {
+  desiredPoolService,
+  INFERENCE_POOL_KIND,
+  poolServiceName,
+  POOL_LABEL,
+  type InferencePool,
+} from "../resources/inference-pool.js";
 
 /**
  * Keeps a Service in front of every InferencePool in scope, ours or a user's, with the
  * pool's target ports and the appProtocol its pods speak. The Service is owned by the
  * pool, so it goes when the pool goes.
  */
-export class InferencePoolController {
+export class InferencePoolController implements Controller<InferencePool> {
+  readonly name = "inferencepool";
+  readonly kind = INFERENCE_POOL_KIND.kind;
+  readonly watches: readonly Watch[] = [ownedByLabel(POOL_LABEL, "Service")];
+
   constructor(
     private readonly pools: OptionalKind<InferencePool>,
     private readonly services: WatchedObjects<V1Service & KubernetesObject>,
     private readonly writer: KubeWriter,
   ) {}
 
-  /** Keys of the pools an event on an object of `kind` concerns. */
-  keysFor(kind: string, object: KubernetesObject): string[] {
-    const namespace = object.metadata?.namespace ?? "";
-    if (kind === "InferencePool") return [keyOf(namespace, object.metadata?.name ?? "")];
-    const pool = kind === "Service" ? object.metadata?.labels?.[POOL_LABEL] : undefined;
-    return pool === undefined ? [] : [keyOf(namespace, pool)];
+  objects(): ObjectSource<InferencePool> | undefined {
+    return this.pools.objects();
   }
 
-  /** Every pool's key (after its CRD appears or changes). */
-  allKeys(): string[] {
-    return (this.pools.objects()?.list() ?? []).map((pool) => keyOf(pool.metadata.namespace, pool.metadata.name));
+  ownedNames(name: string): readonly string[] {
+    return [poolServiceName(name)];
   }
 
-  async reconcile(key: string): Promise<void> {
-    const [namespace, name] = key.split("/") as [string, string];
-    const pool = this.pools.objects()?.get(namespace, name);
-    if (pool === undefined || pool.metadata.deletionTimestamp !== undefined) {
-      // The Service goes with its pool (owner reference).
-      this.writer.forget(namespace, [poolServiceName(name)]);
-      return;
-    }
+  async reconcile(pool: InferencePool): Promise<Reconciled<never>> {
     const desired = desiredPoolService(pool);
-    await this.writer.apply(desired, this.services.get(namespace, desired.metadata!.name!));
+    await this.writer.apply(desired, this.services.get(pool.metadata.namespace, desired.metadata!.name!));
+    return {};
   }
 }

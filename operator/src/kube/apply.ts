@@ -1,6 +1,11 @@
 import { createHash } from "node:crypto";
-import { PatchStrategy, type KubernetesObject, type KubernetesObjectApi } from "@kubernetes/client-node";
-import { OPERATOR_NAME } from "../resources/names.js";
+import {
+  PatchStrategy,
+  type KubernetesObject,
+  type KubernetesObjectApi,
+  type V1OwnerReference,
+} from "@kubernetes/client-node";
+import { OPERATOR_NAME } from "../api/objects.js";
 
 /** Annotation holding a hash of what the operator last applied to an object. */
 export const APPLIED_HASH_ANNOTATION = "dynamokserve.dev/applied-hash";
@@ -24,6 +29,15 @@ export async function applyIfChanged(
   if (live !== undefined && live.metadata?.annotations?.[APPLIED_HASH_ANNOTATION] === hash && contains(live, fields)) {
     return { changed: false, object: live };
   }
+  // Ours to write only if its controller is the owner we apply for: anything else (a
+  // user's object, or one another of our objects owns, e.g. a repository's Service of the
+  // same name as a model's) is NameTaken, and left as it is. An object the cache lacks
+  // is read first: the cache may lag behind another controller's create.
+  const owner = controllerOf(desired);
+  const existing = live ?? (owner === undefined ? undefined : await readOrUndefined(api, desired));
+  if (owner !== undefined && existing !== undefined && controllerOf(existing)?.uid !== owner.uid) {
+    throw new NameTakenError(desired.kind ?? "object", desired.metadata?.name ?? "", controllerOf(existing));
+  }
   const body: KubernetesObject = {
     ...desired,
     metadata: {
@@ -31,18 +45,37 @@ export async function applyIfChanged(
       annotations: { ...desired.metadata?.annotations, [APPLIED_HASH_ANNOTATION]: hash },
     },
   };
-  // Forced only over an object we know (our cache holds what we own): an apply to a name
-  // the cache lacks would otherwise take over somebody else's object of that name (a
-  // user's Service, say). Unforced, the API server refuses with 409 Conflict when
-  // another field manager owns what we would set.
-  const force = live !== undefined;
+  // Forced only over an object we know is ours: unforced, the API server refuses with 409
+  // Conflict when another field manager owns what we would set.
+  const force = existing !== undefined;
   try {
     const object = await api.patch(body, undefined, undefined, OPERATOR_NAME, force, PatchStrategy.ServerSideApply);
     return { changed: true, object };
   } catch (error) {
     if (!force && (error as { code?: number }).code === 409) {
-      throw new NameTakenError(desired.kind ?? "object", desired.metadata?.name ?? "");
+      throw new NameTakenError(desired.kind ?? "object", desired.metadata?.name ?? "", undefined);
     }
+    throw error;
+  }
+}
+
+/** The owner reference marked `controller` (at most one per object). */
+function controllerOf(object: KubernetesObject): V1OwnerReference | undefined {
+  return object.metadata?.ownerReferences?.find((reference) => reference.controller === true);
+}
+
+async function readOrUndefined(
+  api: KubernetesObjectApi,
+  desired: KubernetesObject,
+): Promise<KubernetesObject | undefined> {
+  try {
+    return await api.read({
+      apiVersion: desired.apiVersion!,
+      kind: desired.kind!,
+      metadata: { name: desired.metadata!.name!, namespace: desired.metadata!.namespace! },
+    });
+  } catch (error) {
+    if ((error as { code?: number }).code === 404) return undefined;
     throw error;
   }
 }
@@ -52,8 +85,13 @@ export class NameTakenError extends Error {
   constructor(
     readonly kind: string,
     readonly objectName: string,
+    owner: V1OwnerReference | undefined,
   ) {
-    super(`a ${kind} named ${objectName} exists and is not managed by ${OPERATOR_NAME}; rename one of them`);
+    super(
+      owner === undefined
+        ? `a ${kind} named ${objectName} exists and is not managed by ${OPERATOR_NAME}; rename one of them`
+        : `a ${kind} named ${objectName} exists and belongs to ${owner.kind} ${owner.name}; rename one of them`,
+    );
   }
 }
 

@@ -9,7 +9,7 @@ export class OperatorMetrics {
   readonly registry = new Registry();
   readonly reconcileTotal = new Counter({
     name: "controller_runtime_reconcile_total",
-    help: "Reconciliations per controller and result (success, error).",
+    help: "Reconciliations per controller and result (success, requeue_after, error).",
     labelNames: ["controller", "result"] as const,
     registers: [this.registry],
   });

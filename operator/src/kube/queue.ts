@@ -23,14 +23,6 @@ export interface WorkQueueOptions {
  * afterwards), N workers, and a key whose handler fails comes back after an exponentially
  * growing delay (reset when it succeeds).
  */
-/** A reconcile's wish to run again later, e.g. when a certificate falls due for renewal. */
-export interface Requeue {
-  readonly afterMs: number;
-}
-
-const isRequeue = (value: unknown): value is Requeue =>
-  typeof value === "object" && value !== null && typeof (value as Requeue).afterMs === "number";
-
 export class WorkQueue {
   private readonly queue: string[] = [];
   private readonly queued = new Set<string>();
@@ -44,8 +36,11 @@ export class WorkQueue {
   private workers: Promise<void>[] = [];
 
   constructor(
-    /** Reconciles a key; may ask to see it again after a while (controller-runtime's RequeueAfter). */
-    private readonly handler: (key: string) => Promise<unknown>,
+    /**
+     * Reconciles a key; resolves with a delay in ms to see it again after a while
+     * (controller-runtime's RequeueAfter), or undefined.
+     */
+    private readonly handler: (key: string) => Promise<number | undefined>,
     private readonly options: WorkQueueOptions,
   ) {}
 
@@ -111,9 +106,9 @@ export class WorkQueue {
       this.queued.delete(key);
       this.processing.add(key);
       try {
-        const requeue = await this.handler(key);
+        const requeueAfterMs = await this.handler(key);
         this.failures.delete(key);
-        if (isRequeue(requeue)) this.addAfter(key, requeue.afterMs);
+        if (requeueAfterMs !== undefined) this.addAfter(key, requeueAfterMs);
       } catch (error) {
         const failures = (this.failures.get(key) ?? 0) + 1;
         this.failures.set(key, failures);

@@ -9,18 +9,17 @@ import {
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { GROUP, VERSION } from "../api/v1alpha1.js";
-import { OPERATOR_NAME, type Owner } from "../resources/names.js";
-import type { Transition } from "../resources/status.js";
+import { OPERATOR_NAME, type Owner, type Transition } from "../api/objects.js";
 import { APPLIED_HASH_ANNOTATION, applyIfChanged, canonicalJson, hashOf, type ApplyResult } from "./apply.js";
 import type { OperatorMetrics } from "./metrics.js";
+
+/** How long a cached object may lag behind an apply we made before it counts as drift. */
+const CACHE_LAG_WINDOW_MS = 10_000;
 
 /**
  * Every write the operator makes goes through here: server-side apply of owned objects,
  * status updates and Events, each counted in dynamo_operator_api_writes_total.
  */
-/** How long a cached object may lag behind an apply we made before it counts as drift. */
-const CACHE_LAG_WINDOW_MS = 10_000;
-
 export class KubeWriter {
   private readonly recentApplies = new Map<string, { hash: string; at: number; object: KubernetesObject }>();
   private readonly objects: KubernetesObjectApi;

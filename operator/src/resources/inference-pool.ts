@@ -1,7 +1,8 @@
+import { OPERATOR_NAME } from "../api/objects.js";
 import { createHash } from "node:crypto";
 import type { KubernetesObject, V1ObjectMeta, V1Service } from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
-import { MANAGED_BY_LABEL, OPERATOR_NAME, ownedMetadata, selectorFor } from "./names.js";
+import { MANAGED_BY_LABEL, ownedMetadata, selectorFor } from "./names.js";
 import { portsOf } from "./objects.js";
 
 /**

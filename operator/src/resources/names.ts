@@ -1,8 +1,6 @@
 import type { V1OwnerReference } from "@kubernetes/client-node";
+import { OPERATOR_NAME, type Owner } from "../api/objects.js";
 import { REPOSITORY_KIND, type DynamoKserveModel } from "../api/v1alpha1.js";
-
-/** The operator's name as Kubernetes sees it: field manager, event source, managed-by label. */
-export const OPERATOR_NAME = "dynamo-kserve-operator";
 
 export const MODEL_LABEL = "dynamokserve.dev/model";
 export const REPOSITORY_LABEL = "dynamokserve.dev/repository";
@@ -14,13 +12,6 @@ export const MODEL_REPOSITORY_PATH = "/models";
 export const MODEL_FILES_ROOT = "/model-files";
 /** Where a DynamoKserveRepository's PersistentVolumeClaim (a Triton model repository) is mounted. */
 export const CLAIM_REPOSITORY_PATH = "/repository";
-
-/** An object of ours that owns what the operator makes for it: a DynamoKserveModel or a DynamoKserveRepository. */
-export interface Owner {
-  readonly apiVersion: string;
-  readonly kind: string;
-  readonly metadata: { readonly name: string; readonly namespace: string; readonly uid: string };
-}
 
 /** The label naming an owned object's owner: one key per owning kind, so selectors never overlap. */
 export const ownerLabel = (owner: Owner): string => (owner.kind === REPOSITORY_KIND ? REPOSITORY_LABEL : MODEL_LABEL);

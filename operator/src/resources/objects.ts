@@ -1,3 +1,4 @@
+import type { Owner } from "../api/objects.js";
 import type {
   V1ConfigMap,
   V1Deployment,
@@ -19,7 +20,6 @@ import {
   ownedMetadata,
   selectorFor,
   servedModelName,
-  type Owner,
 } from "./names.js";
 
 /**

@@ -1,3 +1,4 @@
+import type { Transition } from "../api/objects.js";
 import type { V1Deployment, V1Service } from "@kubernetes/client-node";
 import {
   REPOSITORY_SPEC_DEFAULTS,
@@ -14,7 +15,6 @@ import {
   monitoringCondition,
   type ConditionValue,
   type MonitoringOutcome,
-  type Transition,
 } from "./status.js";
 
 /**

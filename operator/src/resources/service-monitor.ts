@@ -1,6 +1,7 @@
+import type { Owner } from "../api/objects.js";
 import type { KubernetesObject, V1ObjectMeta } from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
-import { labelsFor, ownedMetadata, selectorFor, type Owner } from "./names.js";
+import { labelsFor, ownedMetadata, selectorFor } from "./names.js";
 
 /** The Prometheus Operator's ServiceMonitor for a data plane (a model's or a repository's). Pure builder. */
 

@@ -1,4 +1,5 @@
 import type { V1Deployment } from "@kubernetes/client-node";
+import type { Transition } from "../api/objects.js";
 import type { Condition, ConditionType, DynamoKserveModel, DynamoKserveModelStatus } from "../api/v1alpha1.js";
 import type { ConfigCheck } from "./model-config.js";
 import { objectNames, servedModelName } from "./names.js";
@@ -15,6 +16,8 @@ export interface Observed {
   readonly monitoring?: MonitoringOutcome;
   /** The TLS and token Secrets (undefined when the model uses neither). */
   readonly credentials?: CredentialsOutcome;
+  /** Set when an object the model needs (its Service, ConfigMap or Deployment) belongs to somebody else. */
+  readonly nameTaken?: string;
 }
 
 export type CredentialsOutcome =
@@ -22,7 +25,9 @@ export type CredentialsOutcome =
   | { readonly ready: false; readonly reason: string; readonly message: string };
 
 export type MonitoringOutcome =
-  { readonly state: "Created"; readonly name: string } | { readonly state: "CRDNotInstalled" };
+  | { readonly state: "Created"; readonly name: string }
+  | { readonly state: "CRDNotInstalled" }
+  | { readonly state: "NameTaken"; readonly message: string };
 
 /** The InferencePool step of a reconcile. */
 export type PoolOutcome =
@@ -30,13 +35,6 @@ export type PoolOutcome =
   | { readonly state: "CreatedWithoutAppProtocol"; readonly name: string; readonly service: string }
   | { readonly state: "CRDNotInstalled" }
   | { readonly state: "NameTaken"; readonly name: string };
-
-/** A condition that changed status: worth a Kubernetes Event. */
-export interface Transition {
-  readonly type: "Normal" | "Warning";
-  readonly reason: string;
-  readonly message: string;
-}
 
 export type ConditionValue = Pick<Condition, "status" | "reason" | "message">;
 
@@ -83,13 +81,23 @@ export function desiredStatus(
   const degraded = degradedCondition(observed);
   const credentials = observed.credentials === undefined ? undefined : credentialsCondition(observed.credentials);
   const ready: ConditionValue =
-    configValid.status !== "True"
-      ? { status: "False", reason: "ConfigInvalid", message: `ConfigValid is False: ${configValid.message}` }
-      : credentials !== undefined && credentials.status !== "True"
-        ? { status: "False", reason: credentials.reason, message: `CredentialsReady is False: ${credentials.message}` }
-        : available.status !== "True"
-          ? { status: "False", reason: available.reason, message: available.message }
-          : { status: "True", reason: "Ready", message: `model '${servedModelName(model)}' is served at ${endpoint}` };
+    observed.nameTaken !== undefined
+      ? { status: "False", reason: "NameTaken", message: observed.nameTaken }
+      : configValid.status !== "True"
+        ? { status: "False", reason: "ConfigInvalid", message: `ConfigValid is False: ${configValid.message}` }
+        : credentials !== undefined && credentials.status !== "True"
+          ? {
+              status: "False",
+              reason: credentials.reason,
+              message: `CredentialsReady is False: ${credentials.message}`,
+            }
+          : available.status !== "True"
+            ? { status: "False", reason: available.reason, message: available.message }
+            : {
+                status: "True",
+                reason: "Ready",
+                message: `model '${servedModelName(model)}' is served at ${endpoint}`,
+              };
   const values: Partial<Record<ConditionType, ConditionValue>> = {
     Ready: ready,
     ConfigValid: configValid,
@@ -171,18 +179,23 @@ function credentialsCondition(outcome: CredentialsOutcome): ConditionValue {
 }
 
 export function monitoringCondition(outcome: MonitoringOutcome): ConditionValue {
-  return outcome.state === "Created"
-    ? {
+  switch (outcome.state) {
+    case "Created":
+      return {
         status: "True",
         reason: "Created",
         message: `ServiceMonitor ${outcome.name} has Prometheus scrape the model's metrics port at /metrics`,
-      }
-    : {
+      };
+    case "CRDNotInstalled":
+      return {
         status: "False",
         reason: "CRDNotInstalled",
         message:
           "the ServiceMonitor CRD (servicemonitors.monitoring.coreos.com, v1) is not installed; install the Prometheus Operator and the ServiceMonitor is created without a restart",
       };
+    case "NameTaken":
+      return { status: "False", reason: "NameTaken", message: outcome.message };
+  }
 }
 
 function poolStatus(outcome: PoolOutcome | undefined): Pick<DynamoKserveModelStatus, "inferencePool"> {

@@ -54,6 +54,7 @@ describe("work queue", () => {
         runs.push(key);
         await tick();
         running.delete(key);
+        return undefined;
       },
       { name: "t", workers: 4, baseDelayMs: 5, maxDelayMs: 50, logger },
     );
@@ -75,6 +76,7 @@ describe("work queue", () => {
       async () => {
         attempts.push(Date.now());
         if (attempts.length < 4) throw new Error("not yet");
+        return undefined;
       },
       { name: "t", workers: 1, baseDelayMs: 10, maxDelayMs: 1000, logger },
     );
@@ -94,7 +96,7 @@ describe("work queue", () => {
     const queue = new WorkQueue(
       async () => {
         runs++;
-        return { afterMs: 60 };
+        return 60;
       },
       { name: "t", workers: 1, baseDelayMs: 5, maxDelayMs: 50, logger },
     );

@@ -1,17 +1,31 @@
+import type { Owner } from "../api/objects.js";
 import type { DynamoKserveModelSpec } from "../api/v1alpha1.js";
+import { NameTakenError } from "../kube/apply.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
 import type { KubeWriter } from "../kube/writer.js";
-import { ownerLabel, type Owner } from "../resources/names.js";
+import { ownerLabel } from "../resources/names.js";
 import { desiredServiceMonitor, type ServiceMonitor } from "../resources/service-monitor.js";
 import type { MonitoringOutcome } from "../resources/status.js";
 
-/** What both controllers (DynamoKserveModel, DynamoKserveRepository) do alike. */
-
-/** `namespace/name`, the work-queue key of an object. */
-export const keyOf = (namespace: string, name: string): string => `${namespace}/${name}`;
+/** What the controllers of our kinds (DynamoKserveModel, DynamoKserveRepository) do alike with what they own. */
 
 /** RFC 3339 to the second, as Kubernetes writes timestamps. */
 export const timestamp = (): string => new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
+
+/**
+ * Runs `applies`; if one of them finds its object's name taken by somebody else (a user,
+ * or another of our objects), the rest are skipped and the reason is returned, to be told
+ * in a NameTaken condition. Undefined when all applied.
+ */
+export async function nameTakenBy(applies: () => Promise<void>): Promise<string | undefined> {
+  try {
+    await applies();
+    return undefined;
+  } catch (error) {
+    if (error instanceof NameTakenError) return error.message;
+    throw error;
+  }
+}
 
 /**
  * Creates, updates or removes the ServiceMonitor of `owner`'s data-plane Service `service`
@@ -31,6 +45,8 @@ export async function reconcileServiceMonitor(
   }
   if (monitors.crd() === undefined) return { state: "CRDNotInstalled" };
   const desired = desiredServiceMonitor(owner, service);
-  await writer.apply(desired, live);
-  return { state: "Created", name: desired.metadata.name };
+  const taken = await nameTakenBy(async () => void (await writer.apply(desired, live)));
+  return taken === undefined
+    ? { state: "Created", name: desired.metadata.name }
+    : { state: "NameTaken", message: taken };
 }
