@@ -35,7 +35,6 @@ export default tseslint.config(
       "**/operator/**",
       "**/cli/**",
       "onnxruntime-node",
-      "@grpc/grpc-js",
       "@kubernetes/client-node",
     ),
   },

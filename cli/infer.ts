@@ -8,6 +8,7 @@ import {
 } from "../proto/gen/ts/grpc_service.js";
 import { DATATYPES, isDatatype, type Datatype } from "../lib/model-repository/datatypes.js";
 import { rawToTyped, emptyContents } from "../dataplane/src/tensors/typed.js";
+import { unaryCall } from "../lib/grpc/unary-call.js";
 import { option } from "./options.js";
 
 /**
@@ -93,22 +94,19 @@ export function inferCommand(): Command {
     .action(async (model: string, flags: InferFlags) => {
       const client = new GRPCInferenceServiceClient(flags.url, credentials.createInsecure());
       try {
-        const response = await new Promise<ModelInferResponse>((resolve, reject) => {
-          client.modelInfer(
-            {
-              modelName: model,
-              modelVersion: flags.modelVersion,
-              id: flags.id,
-              parameters: {},
-              inputs: flags.input,
-              outputs: (flags.output ?? []).map((name) => ({ name, parameters: {} })),
-              rawInputContents: [],
-            },
-            new Metadata(),
-            { deadline: Date.now() + flags.timeoutSecs * 1000 },
-            (error, reply) => (error ? reject(error) : resolve(reply)),
-          );
-        });
+        const request = {
+          modelName: model,
+          modelVersion: flags.modelVersion,
+          id: flags.id,
+          parameters: {},
+          inputs: flags.input,
+          outputs: (flags.output ?? []).map((name) => ({ name, parameters: {} })),
+          rawInputContents: [],
+        };
+        const response = await unaryCall<ModelInferResponse>(
+          (options, done) => client.modelInfer(request, new Metadata(), options, done),
+          { deadline: Date.now() + flags.timeoutSecs * 1000 },
+        );
         process.stdout.write(`${JSON.stringify(describeResponse(response), jsonReplacer, 2)}\n`);
       } catch (error) {
         const details = (error as { details?: string; code?: number }).details ?? String(error);

@@ -1,3 +1,4 @@
+import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
 import { ConfigError } from "../model-repository/config.js";
 import type { EngineDescription } from "./description.js";
 
@@ -17,7 +18,18 @@ export interface KserveGrpcSettings {
   readonly upstreamModel: string;
   readonly upstreamVersion: string;
   readonly decoupled: boolean;
+  /**
+   * How long a sequence (requests with a sequence_id) may be idle before the upstream it is
+   * bound to is forgotten: the config's sequence_batching.max_sequence_idle_microseconds
+   * (the upstream Triton drops the sequence then too), else a minute.
+   */
+  readonly sequenceIdleMs: number;
+  /** The most open sequences remembered; past it the least recently used one goes. */
+  readonly maxSequences: number;
 }
+
+const DEFAULT_SEQUENCE_IDLE_MS = 60_000;
+const MAX_SEQUENCES = 65_536;
 
 export const kserveGrpcEngine: EngineDescription<KserveGrpcSettings> = {
   name: "kserve-grpc",
@@ -51,6 +63,14 @@ export const kserveGrpcEngine: EngineDescription<KserveGrpcSettings> = {
       upstreamModel: spec.parameters["upstream_model"] ?? spec.name,
       upstreamVersion: spec.parameters["upstream_version"] ?? "",
       decoupled: spec.decoupled,
+      sequenceIdleMs: sequenceIdleMs(spec.config),
+      maxSequences: MAX_SEQUENCES,
     };
   },
 };
+
+function sequenceIdleMs(config: ModelConfig): number {
+  const choice = config.schedulingChoice;
+  const micros = choice?.$case === "sequenceBatching" ? choice.value.maxSequenceIdleMicroseconds : 0n;
+  return micros > 0n ? Number(micros / 1000n) : DEFAULT_SEQUENCE_IDLE_MS;
+}

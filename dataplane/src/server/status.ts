@@ -1,18 +1,6 @@
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
-import { DataPlaneError, errorMessage, UpstreamStatusError, type ErrorKind } from "../../../lib/errors.js";
-
-/** The one table from the data plane's error kinds to gRPC status codes. */
-export const GRPC_CODE_OF: Readonly<Record<ErrorKind, status>> = {
-  InvalidArgument: status.INVALID_ARGUMENT,
-  NotFound: status.NOT_FOUND,
-  Unavailable: status.UNAVAILABLE,
-  DeadlineExceeded: status.DEADLINE_EXCEEDED,
-  Cancelled: status.CANCELLED,
-  FailedPrecondition: status.FAILED_PRECONDITION,
-  ResourceExhausted: status.RESOURCE_EXHAUSTED,
-  Unimplemented: status.UNIMPLEMENTED,
-  Internal: status.INTERNAL,
-};
+import { GRPC_CODE_OF } from "../../../lib/grpc/status-codes.js";
+import { DataPlaneError, errorMessage, UpstreamStatusError } from "../../../lib/errors.js";
 
 /** A gRPC error for anything thrown; unknown errors become INTERNAL with their message. */
 export function toServiceError(error: unknown): Partial<ServiceError> {

@@ -1,5 +1,10 @@
-import { credentials, Metadata, type CallOptions, type ServiceError } from "@grpc/grpc-js";
-import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
+import { credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
+import { unaryCall, type UnarySend } from "../../../lib/grpc/unary-call.js";
+import {
+  GRPCInferenceServiceClient,
+  type ModelReadyResponse,
+  type RepositoryIndexResponse,
+} from "../../../proto/gen/ts/grpc_service.js";
 import type { RepositoryModelStatus } from "../api/v1alpha1.js";
 
 /**
@@ -26,14 +31,14 @@ export class GrpcRepositoryIndex implements RepositoryIndexReader {
   async read(address: string): Promise<RepositoryModelStatus[]> {
     const client = new GRPCInferenceServiceClient(address, credentials.createInsecure());
     try {
-      const index = await call<{ models: { name: string; version: string; state: string; reason: string }[] }>(
-        (options, done) => client.repositoryIndex({ repositoryName: "", ready: false }, new Metadata(), options, done),
+      const index = await ask<RepositoryIndexResponse>((options, done) =>
+        client.repositoryIndex({ repositoryName: "", ready: false }, new Metadata(), options, done),
       );
       return await Promise.all(
         index.models.map(async ({ name, version, state, reason }): Promise<RepositoryModelStatus> => {
           const entry = { name, ...(version ? { version } : {}) };
           if (state !== "READY") return { ...entry, state: state || "UNAVAILABLE", ...(reason ? { reason } : {}) };
-          const { ready } = await call<{ ready: boolean }>((options, done) =>
+          const { ready } = await ask<ModelReadyResponse>((options, done) =>
             client.modelReady({ name, version }, new Metadata(), options, done),
           );
           return ready ? { ...entry, state } : { ...entry, state: "UNAVAILABLE", reason: NOT_READY_REASON };
@@ -45,12 +50,9 @@ export class GrpcRepositoryIndex implements RepositoryIndexReader {
   }
 }
 
-function call<Reply>(
-  send: (options: Partial<CallOptions>, done: (error: ServiceError | null, reply: Reply) => void) => void,
-): Promise<Reply> {
-  return new Promise((resolve, reject) =>
-    send({ deadline: Date.now() + CALL_DEADLINE_MS }, (error, reply) =>
-      error === null ? resolve(reply) : reject(new Error(error.details || error.message)),
-    ),
-  );
+/** One call with the probe's deadline; a failure is an Error with the server's detail. */
+function ask<Reply>(send: UnarySend<Reply>): Promise<Reply> {
+  return unaryCall(send, { deadline: Date.now() + CALL_DEADLINE_MS }).catch((error: ServiceError) => {
+    throw new Error(error.details || error.message);
+  });
 }

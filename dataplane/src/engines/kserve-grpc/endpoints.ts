@@ -1,7 +1,8 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { credentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
-import { GRPCInferenceServiceClient } from "../../../../proto/gen/ts/grpc_service.js";
+import { unaryCall } from "../../../../lib/grpc/unary-call.js";
+import { GRPCInferenceServiceClient, type ServerLiveResponse } from "../../../../proto/gen/ts/grpc_service.js";
 import type { EngineRuntime } from "../engine.js";
 
 /** One upstream server address with its reused channel and what we know of its health. */
@@ -61,11 +62,13 @@ export function isTransportFailure(error: ServiceError): boolean {
 
 /** ServerLive on an endpoint, with a short deadline: the health probe. */
 export function probeLive(endpoint: Endpoint, timeoutMs = 1000): Promise<boolean> {
-  return new Promise((resolve) => {
-    endpoint.client.serverLive({}, new Metadata(), { deadline: Date.now() + timeoutMs }, (error, reply) =>
-      resolve(error === null && reply.live),
-    );
-  });
+  return unaryCall<ServerLiveResponse>(
+    (options, done) => endpoint.client.serverLive({}, new Metadata(), options, done),
+    { deadline: Date.now() + timeoutMs },
+  ).then(
+    (reply) => reply.live,
+    () => false,
+  );
 }
 
 /**

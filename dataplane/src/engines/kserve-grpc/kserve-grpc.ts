@@ -1,5 +1,5 @@
 import type { KserveGrpcSettings } from "../../../../lib/engines/kserve-grpc.js";
-import { Metadata, status, type CallOptions, type ServiceError } from "@grpc/grpc-js";
+import { Metadata, status, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
 import type {
   GRPCInferenceServiceClient,
   InferParameter,
@@ -11,20 +11,16 @@ import type {
   ModelStreamInferResponse,
 } from "../../../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../../../proto/gen/ts/model_config.js";
-import {
-  abortedError,
-  DataPlaneError,
-  internal,
-  unavailable,
-  UpstreamStatusError,
-  type ErrorKind,
-} from "../../../../lib/errors.js";
+import { abortedError, DataPlaneError, internal, UpstreamStatusError } from "../../../../lib/errors.js";
+import { kindOfGrpcCode } from "../../../../lib/grpc/status-codes.js";
+import { unaryCall } from "../../../../lib/grpc/unary-call.js";
 import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { isTrue } from "../../tensors/parameters.js";
 import { elementCount, type Tensor } from "../../tensors/tensor.js";
 import { emptyContents, typedToRaw } from "../../tensors/typed.js";
 import type { Engine, EngineRequest, EngineResponse, EngineRuntime, InferOptions } from "../engine.js";
-import { Endpoint, isTransportFailure, probeLive, resolveAddresses } from "./endpoints.js";
+import type { Endpoint } from "./endpoints.js";
+import { UpstreamPool } from "./upstream-pool.js";
 
 /**
  * The `kserve-grpc` engine forwards a model's requests to existing KServe v2 gRPC servers
@@ -42,36 +38,24 @@ interface Settings extends KserveGrpcSettings {
   readonly runtime: EngineRuntime;
 }
 
-const RESOLVE_EVERY_MS = 30_000;
 /** How long ModelMetadata/ModelConfig/ModelReady wait for the upstream. */
 const DESCRIBE_DEADLINE_MS = 10_000;
 const STEERING_PARAMETERS = new Set(["triton_final_response"]);
 
-const KIND_OF_CODE: Partial<Record<number, ErrorKind>> = {
-  [status.INVALID_ARGUMENT]: "InvalidArgument",
-  [status.NOT_FOUND]: "NotFound",
-  [status.UNAVAILABLE]: "Unavailable",
-  [status.DEADLINE_EXCEEDED]: "DeadlineExceeded",
-  [status.CANCELLED]: "Cancelled",
-  [status.FAILED_PRECONDITION]: "FailedPrecondition",
-  [status.RESOURCE_EXHAUSTED]: "ResourceExhausted",
-  [status.UNIMPLEMENTED]: "Unimplemented",
-};
-
+/**
+ * Translates between our pipeline and an upstream's KServe v2 API: engine requests become
+ * upstream requests (raw bytes passed on uncopied), upstream replies and statuses come
+ * back as they are. Which upstream serves a request is the pool's business.
+ */
 export class KserveGrpcEngine implements Engine {
-  private endpoints: Endpoint[] = [];
-  private resolvedAt = 0;
-  private resolving: Promise<void> | undefined;
-  private nextIndex = 0;
-  /** sequence_id -> the endpoint that holds the sequence's state. */
-  private readonly sequences = new Map<string, Endpoint>();
-  private closed = false;
+  private readonly pool: UpstreamPool;
 
-  constructor(private readonly settings: Settings) {}
+  constructor(private readonly settings: Settings) {
+    this.pool = new UpstreamPool(settings);
+  }
 
   ready(): boolean {
-    void this.refreshEndpoints();
-    return this.endpoints.length === 0 || this.endpoints.some((endpoint) => endpoint.healthy);
+    return this.pool.ready();
   }
 
   async *infer(
@@ -79,12 +63,14 @@ export class KserveGrpcEngine implements Engine {
     { signal, deadline, traceHeaders }: InferOptions,
   ): AsyncIterable<EngineResponse> {
     const call: UpstreamCall = { signal, deadline, metadata: metadataOf(traceHeaders) };
-    await this.refreshEndpoints();
+    await this.pool.refresh();
     const sequence = sequenceKey(request.parameters);
     const upstreamRequest = this.upstreamRequest(request);
-    const attempts = sequence === undefined && !this.settings.decoupled ? this.endpoints.length : 1;
+    // A request refused by an endpoint never reached its model: another may take it.
+    // Streams and sequences stay where they started.
+    const attempts = sequence === undefined && !this.settings.decoupled ? this.pool.size : 1;
     for (let attempt = 1; ; attempt++) {
-      const endpoint = this.pick(sequence);
+      const endpoint = this.pool.pick(sequence);
       endpoint.outstanding++;
       try {
         if (this.settings.decoupled) {
@@ -92,12 +78,10 @@ export class KserveGrpcEngine implements Engine {
         } else {
           yield await this.unary(endpoint, upstreamRequest, call);
         }
-        if (sequence !== undefined && isTrue(request.parameters["sequence_end"])) this.sequences.delete(sequence);
+        if (sequence !== undefined && isTrue(request.parameters["sequence_end"])) this.pool.endSequence(sequence);
         return;
       } catch (error) {
-        // A request refused at connect never reached the server: try the next endpoint.
-        const retryable = error instanceof UpstreamStatusError && error.grpcCode === status.UNAVAILABLE;
-        if (!retryable || attempt >= attempts || !this.endpoints.some((candidate) => candidate.healthy)) throw error;
+        if (!isRefused(error) || attempt >= attempts || !this.pool.hasHealthy()) throw error;
       } finally {
         endpoint.outstanding--;
       }
@@ -105,56 +89,53 @@ export class KserveGrpcEngine implements Engine {
   }
 
   async modelMetadata(): Promise<ModelMetadataResponse> {
-    const request = { name: this.settings.upstreamModel, version: this.settings.upstreamVersion };
-    return this.ask((client, options, done) => client.modelMetadata(request, new Metadata(), options, done));
+    return this.ask((client, request, options, done) => client.modelMetadata(request, new Metadata(), options, done));
   }
 
   async modelConfig(): Promise<ModelConfig> {
-    const request = { name: this.settings.upstreamModel, version: this.settings.upstreamVersion };
-    const reply = await this.ask<ModelConfigResponse>((client, options, done) =>
+    const reply = await this.ask<ModelConfigResponse>((client, request, options, done) =>
       client.modelConfig(request, new Metadata(), options, done),
     );
-    if (reply.config === undefined) throw internal(`upstream gave no config for model '${request.name}'`);
+    if (reply.config === undefined)
+      throw internal(`upstream gave no config for model '${this.settings.upstreamModel}'`);
     return reply.config;
   }
 
   async modelReady(): Promise<boolean> {
-    const request = { name: this.settings.upstreamModel, version: this.settings.upstreamVersion };
-    const reply = await this.ask<ModelReadyResponse>((client, options, done) =>
+    const reply = await this.ask<ModelReadyResponse>((client, request, options, done) =>
       client.modelReady(request, new Metadata(), options, done),
     ).catch(() => ({ ready: false }));
     return reply.ready;
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    for (const endpoint of this.endpoints) endpoint.close();
+    this.pool.close();
   }
 
   /**
-   * A unary question to one healthy upstream, the next one if it is unreachable; the
-   * upstream's answer (or status) comes back as it is.
+   * A unary question about the model to one healthy upstream, the next one if it is
+   * unreachable; the upstream's answer (or status) comes back as it is.
    */
   private async ask<Reply>(
     send: (
       client: GRPCInferenceServiceClient,
+      request: { name: string; version: string },
       options: Partial<CallOptions>,
       done: (error: ServiceError | null, reply: Reply) => void,
-    ) => void,
+    ) => ClientUnaryCall,
   ): Promise<Reply> {
-    await this.refreshEndpoints();
-    const never = new AbortController().signal;
+    await this.pool.refresh();
+    const request = { name: this.settings.upstreamModel, version: this.settings.upstreamVersion };
     for (let attempt = 1; ; attempt++) {
-      const endpoint = this.pick(undefined);
+      const endpoint = this.pool.pick(undefined);
       try {
-        return await new Promise<Reply>((resolve, reject) =>
-          send(endpoint.client, { deadline: Date.now() + DESCRIBE_DEADLINE_MS }, (error, reply) =>
-            error === null ? resolve(reply) : reject(this.upstreamError(endpoint, error, never)),
-          ),
-        );
+        return await unaryCall<Reply>((options, done) => send(endpoint.client, request, options, done), {
+          deadline: Date.now() + DESCRIBE_DEADLINE_MS,
+        }).catch((error: ServiceError) => {
+          throw this.upstreamError(endpoint, error, undefined);
+        });
       } catch (error) {
-        const retryable = error instanceof UpstreamStatusError && error.grpcCode === status.UNAVAILABLE;
-        if (!retryable || attempt >= this.endpoints.length) throw error;
+        if (!isRefused(error) || attempt >= this.pool.size) throw error;
       }
     }
   }
@@ -178,51 +159,19 @@ export class KserveGrpcEngine implements Engine {
     };
   }
 
-  private pick(sequence: string | undefined): Endpoint {
-    if (sequence !== undefined) {
-      const bound = this.sequences.get(sequence);
-      if (bound !== undefined) {
-        if (!bound.healthy) {
-          throw unavailable(
-            `model '${this.settings.model}': sequence ${sequence} is bound to upstream ${bound.address}, which is unavailable (${bound.lastError})`,
-          );
-        }
-        return bound;
-      }
-    }
-    const healthy = this.endpoints.filter((endpoint) => endpoint.healthy);
-    if (healthy.length === 0) {
-      const reasons = this.endpoints.map((endpoint) => `${endpoint.address}: ${endpoint.lastError || "unreachable"}`);
-      throw unavailable(
-        `model '${this.settings.model}': no healthy upstream (${reasons.join("; ") || this.settings.targets.join(", ")})`,
-      );
-    }
-    let chosen: Endpoint;
-    if (this.settings.routing === "least_outstanding") {
-      chosen = healthy.reduce((best, candidate) => (candidate.outstanding < best.outstanding ? candidate : best));
-    } else {
-      chosen = healthy[this.nextIndex % healthy.length]!;
-      this.nextIndex++;
-    }
-    if (sequence !== undefined) this.sequences.set(sequence, chosen);
-    return chosen;
-  }
-
-  private unary(
+  private async unary(
     endpoint: Endpoint,
     request: ModelInferRequest,
     { signal, deadline, metadata }: UpstreamCall,
   ): Promise<EngineResponse> {
-    return new Promise((resolve, reject) => {
-      const call = endpoint.client.modelInfer(request, metadata, { deadline }, (error, response) => {
-        signal.removeEventListener("abort", cancel);
-        if (error !== null) reject(this.upstreamError(endpoint, error, signal));
-        else resolve(fromUpstream(response));
-      });
-      const cancel = (): void => call.cancel();
-      if (signal.aborted) cancel();
-      else signal.addEventListener("abort", cancel, { once: true });
+    const response = await unaryCall<ModelInferResponse>(
+      (options, done) => endpoint.client.modelInfer(request, metadata, options, done),
+      // The client's deadline goes upstream too, so the upstream stops when it passes.
+      { deadline, signal },
+    ).catch((error: ServiceError) => {
+      throw this.upstreamError(endpoint, error, signal);
     });
+    return fromUpstream(response);
   }
 
   private async *stream(
@@ -230,8 +179,7 @@ export class KserveGrpcEngine implements Engine {
     request: ModelInferRequest,
     { signal, deadline, metadata }: UpstreamCall,
   ): AsyncIterable<EngineResponse> {
-    // The client's deadline goes upstream too, so the upstream stops when it passes.
-    const call = endpoint.client.modelStreamInfer(metadata, { deadline });
+    const call = endpoint.client.modelStreamInfer(metadata, Number.isFinite(deadline) ? { deadline } : {});
     const cancel = (): void => call.cancel();
     signal.addEventListener("abort", cancel, { once: true });
     try {
@@ -261,39 +209,23 @@ export class KserveGrpcEngine implements Engine {
     }
   }
 
-  private upstreamError(endpoint: Endpoint, error: ServiceError, signal: AbortSignal): DataPlaneError {
-    if (signal.aborted) return abortedError(signal);
-    if (isTransportFailure(error)) {
-      endpoint.markFailed(error.details, probeLive);
+  /** An upstream's failure as ours: its code passed back unchanged; a transport failure takes the endpoint out. */
+  private upstreamError(endpoint: Endpoint, error: ServiceError, signal: AbortSignal | undefined): DataPlaneError {
+    if (signal?.aborted === true) return abortedError(signal);
+    if (this.pool.failed(endpoint, error)) {
       return new UpstreamStatusError(
         "Unavailable",
         status.UNAVAILABLE,
         `model '${this.settings.model}': upstream ${endpoint.address} is unavailable: ${error.details}`,
       );
     }
-    return new UpstreamStatusError(KIND_OF_CODE[error.code] ?? "Internal", error.code, error.details);
-  }
-
-  /** Resolves the upstream addresses on first use and every 30 s (or when all are down). */
-  private refreshEndpoints(): Promise<void> {
-    const stale = Date.now() - this.resolvedAt > RESOLVE_EVERY_MS;
-    const allDown = this.endpoints.length > 0 && this.endpoints.every((endpoint) => !endpoint.healthy);
-    if (this.closed || this.resolving !== undefined || (this.endpoints.length > 0 && !stale && !allDown)) {
-      return this.resolving ?? Promise.resolve();
-    }
-    this.resolving = resolveAddresses(this.settings.targets)
-      .then((addresses) => {
-        const kept = this.endpoints.filter((endpoint) => addresses.includes(endpoint.address));
-        for (const endpoint of this.endpoints) if (!kept.includes(endpoint)) endpoint.close();
-        const known = new Set(kept.map((endpoint) => endpoint.address));
-        const added = addresses.filter((address) => !known.has(address));
-        this.endpoints = [...kept, ...added.map((address) => new Endpoint(address, this.settings.runtime))];
-        this.resolvedAt = Date.now();
-      })
-      .finally(() => (this.resolving = undefined));
-    return this.resolving;
+    return new UpstreamStatusError(kindOfGrpcCode(error.code), error.code, error.details);
   }
 }
+
+/** A request the upstream refused without running it (UNAVAILABLE): another endpoint may take it. */
+const isRefused = (error: unknown): boolean =>
+  error instanceof UpstreamStatusError && error.grpcCode === status.UNAVAILABLE;
 
 /** An upstream response as engine tensors: raw outputs as they came, typed ones converted. */
 function fromUpstream(response: ModelInferResponse): EngineResponse {
