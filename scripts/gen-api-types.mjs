@@ -2,8 +2,8 @@
 // Generates operator/src/api/*.generated.ts from the CRDs in crds/ (the source of truth):
 // TypeScript types for spec and status, and the schema's defaults as constants.
 // With --check, fails if the checked-in file differs.
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { lstatSync, readdirSync, readFileSync, realpathSync } from "node:fs";
+import { basename, join } from "node:path";
 import { compile } from "json-schema-to-typescript";
 import { parse } from "yaml";
 import { syncGenerated } from "./lib/generated.mjs";
@@ -69,6 +69,31 @@ async function typesOf(crdFile) {
   ].join("\n");
 }
 
+/**
+ * The Helm chart installs the same CRDs: its crds/ holds a link to each file of crds/ (and
+ * nothing else), so the two can never say different things.
+ */
+function checkChartCrds() {
+  const chartCrds = join(root, "helm", "dynamo-kserve", "crds");
+  const expected = CRDS.map(({ crdFile }) => basename(crdFile)).sort();
+  const found = readdirSync(chartCrds).sort();
+  const problems = [];
+  if (JSON.stringify(found) !== JSON.stringify(expected)) {
+    problems.push(`helm/dynamo-kserve/crds holds ${found.join(", ")}; expected ${expected.join(", ")}`);
+  }
+  for (const name of found) {
+    const path = join(chartCrds, name);
+    if (!lstatSync(path).isSymbolicLink() || realpathSync(path) !== realpathSync(join(root, "crds", name))) {
+      problems.push(`helm/dynamo-kserve/crds/${name} is not a link to crds/${name}`);
+    }
+  }
+  if (problems.length > 0) {
+    console.error(`api: ${problems.join("; ")}`);
+    process.exit(1);
+  }
+}
+
+checkChartCrds();
 const files = new Map();
 for (const { crdFile, out } of CRDS) files.set(out, await typesOf(crdFile));
 syncGenerated({

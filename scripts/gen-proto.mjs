@@ -14,7 +14,8 @@ const outDir = mkdtempSync(join(tmpdir(), "dynamo-kserve-proto-"));
 try {
   const run = (args) =>
     execFileSync(buf, ["generate", "proto", ...args, "-o", outDir], { cwd: root, stdio: "inherit" });
-  run(["--template", "proto/buf.gen.yaml", "--exclude-path", "proto/onnx"]);
+  // health.proto is described for reflection only: grpc-health-check implements the service.
+  run(["--template", "proto/buf.gen.yaml", "--exclude-path", "proto/onnx", "--exclude-path", "proto/grpc"]);
   run(["--template", "proto/buf.gen.onnx.yaml", "--path", "proto/onnx"]);
   run(["--template", "proto/buf.gen.es.yaml", "--path", "proto/model_config.proto"]);
   // What reflection serves: the services' files, not the ONNX graph subset.

@@ -80,7 +80,8 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
   const settings = { dataplaneImage: options.dataplaneImage };
   manager.register(
     new DynamoKserveModelController(
-      { ...caches, secrets: new SecretReader(manager.config) },
+      caches,
+      new SecretReader(manager.config),
       manager.writer,
       settings,
       options.certificates,

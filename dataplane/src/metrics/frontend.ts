@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
 /**
- * The reference frontend's dynamo_frontend_* families, for the inference RPCs. For a
+ * NVIDIA Dynamo's KServe frontend's dynamo_frontend_* families, for the inference RPCs. For a
  * streamed request every response is one "token" (an LLM engine sends one delta per
  * response): time to first token is the time to the first response, inter-token latency
  * the gap between responses.

@@ -10,7 +10,8 @@ import type { WatchedObjects } from "../kube/informer.js";
 import type { KubeWriter } from "../kube/writer.js";
 import { checkModelConfig } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames } from "../resources/names.js";
-import { desiredConfigMap, desiredDeployment, desiredService, type BuildSettings } from "../resources/objects.js";
+import type { BuildSettings } from "../resources/dataplane-pods.js";
+import { desiredConfigMap, desiredDeployment, desiredService } from "../resources/model.js";
 import { desiredStatus, type CredentialsOutcome, type PoolOutcome } from "../resources/status.js";
 import { issueCa, issueLeaf, needsIssuing, notAfter, type KeyPairPem } from "../resources/certificates.js";
 import {
@@ -27,7 +28,7 @@ import { nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects
 import { desiredInferencePool, H2C, poolServiceName, type InferencePool } from "../resources/inference-pool.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
 
-/** What the controller reads: caches kept current by watches, and Secrets read one by one. */
+/** The caches the controller reads (all kept current by watches). */
 export interface ModelCaches {
   readonly models: WatchedObjects<DynamoKserveModel & KubernetesObject>;
   readonly deployments: WatchedObjects<V1Deployment & KubernetesObject>;
@@ -39,8 +40,6 @@ export interface ModelCaches {
   readonly monitors: OptionalKind<ServiceMonitor>;
   /** cert-manager Certificates, while their CRD is installed. */
   readonly certificates: OptionalKind<Certificate>;
-  /** Secrets are read when needed, not watched (the operator needs no list/watch on Secrets). */
-  readonly secrets: SecretReader;
 }
 
 /** How the controller issues tls.mode SelfSigned certificates. */
@@ -86,6 +85,8 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
 
   constructor(
     private readonly caches: ModelCaches,
+    /** Secrets are read when needed, not watched (the operator needs no list/watch on Secrets). */
+    private readonly secrets: SecretReader,
     private readonly writer: KubeWriter,
     private readonly settings: BuildSettings,
     private readonly certificates: CertificateSettings,
@@ -187,7 +188,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     let requeueAfterMs: number | undefined;
     if (mode === "Secret") {
       tlsSecret = model.spec.tls!.secretName!;
-      const secret = await this.caches.secrets.get(namespace, tlsSecret);
+      const secret = await this.secrets.get(namespace, tlsSecret);
       const certificate = secretText(secret, "tls.crt");
       if (secret === undefined) return missing("SecretNotFound", `TLS Secret ${tlsSecret} does not exist`);
       if (certificate === undefined || secretText(secret, "tls.key") === undefined) {
@@ -215,7 +216,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     }
     if (model.spec.auth !== undefined) {
       const { name } = model.spec.auth.tokenSecretRef;
-      const secret = await this.caches.secrets.get(namespace, name);
+      const secret = await this.secrets.get(namespace, name);
       if (secret === undefined) return missing("TokenSecretNotFound", `token Secret ${name} does not exist`);
       const tokens = secretText(secret, tokenKey(model));
       // Checked as the data plane reads the file, so a Secret it would refuse is not Ready.
@@ -246,7 +247,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
   ): Promise<{ ready: true; secret: string; notAfter: string; renewInMs: number }> {
     const { namespace, name } = model.metadata;
     const names = objectNames(model);
-    const caLive = await this.caches.secrets.get(namespace, names.caSecret);
+    const caLive = await this.secrets.get(namespace, names.caSecret);
     let ca: KeyPairPem | undefined;
     const caCertificate = secretText(caLive, "ca.crt");
     const caKey = secretText(caLive, "ca.key");
@@ -256,7 +257,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       await this.writer.apply(desiredCaSecret(model, ca), caLive);
       this.logger.info({ model: `${namespace}/${name}` }, "issued a CA");
     }
-    const tlsLive = await this.caches.secrets.get(namespace, names.tlsSecret);
+    const tlsLive = await this.secrets.get(namespace, names.tlsSecret);
     const current = secretText(tlsLive, "tls.crt");
     const currentKey = secretText(tlsLive, "tls.key");
     let serving =
@@ -288,7 +289,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     }
     const desired = desiredCertificate(model);
     await this.writer.apply(desired, this.caches.certificates.objects()?.get(namespace, desired.metadata.name));
-    const secret = await this.caches.secrets.get(namespace, desired.spec.secretName);
+    const secret = await this.secrets.get(namespace, desired.spec.secretName);
     const certificate = secretText(secret, "tls.crt");
     if (certificate === undefined || secretText(secret, "tls.key") === undefined) {
       return {

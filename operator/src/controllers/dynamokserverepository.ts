@@ -12,7 +12,7 @@ import type { OptionalKind } from "../kube/optional-kind.js";
 import type { KubeWriter } from "../kube/writer.js";
 import type { RepositoryIndexReader } from "../probes/repository-index.js";
 import { REPOSITORY_LABEL } from "../resources/names.js";
-import { portsOf, type BuildSettings } from "../resources/objects.js";
+import { portsOf, type BuildSettings } from "../resources/dataplane-pods.js";
 import {
   desiredRepositoryDeployment,
   desiredRepositoryService,

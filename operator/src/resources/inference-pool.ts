@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 import type { KubernetesObject, V1ObjectMeta, V1Service } from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
 import { MANAGED_BY_LABEL, ownedMetadata, selectorFor } from "./names.js";
-import { portsOf } from "./objects.js";
+import { portsOf } from "./dataplane-pods.js";
 
 /**
  * Gateway API Inference Extension objects: the InferencePool a DynamoKserveModel asks

@@ -8,7 +8,13 @@ import {
   type RepositoryModelStatus,
 } from "../api/v1alpha1.js";
 import { CLAIM_REPOSITORY_PATH, MODEL_REPOSITORY_PATH } from "./names.js";
-import { dataplaneDeployment, dataplaneService, portsOf, type BuildSettings, type MountedVolume } from "./objects.js";
+import {
+  dataplaneDeployment,
+  dataplaneService,
+  portsOf,
+  type BuildSettings,
+  type MountedVolume,
+} from "./dataplane-pods.js";
 import {
   availabilityOf,
   conditionsOf,

@@ -3,7 +3,7 @@ import type { Transition } from "../api/objects.js";
 import type { Condition, ConditionType, DynamoKserveModel, DynamoKserveModelStatus } from "../api/v1alpha1.js";
 import type { ConfigCheck } from "./model-config.js";
 import { objectNames, servedModelName } from "./names.js";
-import { portsOf } from "./objects.js";
+import { portsOf } from "./dataplane-pods.js";
 
 /** What the controller observed for one model, the input of the status builder. */
 export interface Observed {

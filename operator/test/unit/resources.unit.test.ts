@@ -8,7 +8,7 @@ import { parseText } from "../../../lib/model-repository/config.js";
 import { REPO_ROOT } from "../../../dataplane/test/fixtures/paths.js";
 import type { DynamoKserveModel, DynamoKserveModelSpec } from "../../src/api/v1alpha1.js";
 import { checkModelConfig, type ValidConfig } from "../../src/resources/model-config.js";
-import { desiredConfigMap, desiredDeployment, desiredService } from "../../src/resources/objects.js";
+import { desiredConfigMap, desiredDeployment, desiredService } from "../../src/resources/model.js";
 import { desiredStatus } from "../../src/resources/status.js";
 import { desiredInferencePool, desiredPoolService, poolServiceName } from "../../src/resources/inference-pool.js";
 import { IDENTITY_CONFIG } from "../fixtures/kube.js";

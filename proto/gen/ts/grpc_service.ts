@@ -503,15 +503,6 @@ export const ServerLiveRequest: MessageFns<ServerLiveRequest> = {
     }
   },
 
-  fromJSON(_: any): ServerLiveRequest {
-    return {};
-  },
-
-  toJSON(_: ServerLiveRequest): unknown {
-    const obj: any = {};
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ServerLiveRequest>, I>>(base?: I): ServerLiveRequest {
     return ServerLiveRequest.fromPartial(base ?? ({} as any));
   },
@@ -566,18 +557,6 @@ export const ServerLiveResponse: MessageFns<ServerLiveResponse> = {
     }
   },
 
-  fromJSON(object: any): ServerLiveResponse {
-    return { live: isSet(object.live) ? globalThis.Boolean(object.live) : false };
-  },
-
-  toJSON(message: ServerLiveResponse): unknown {
-    const obj: any = {};
-    if (message.live !== false) {
-      obj.live = message.live;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ServerLiveResponse>, I>>(base?: I): ServerLiveResponse {
     return ServerLiveResponse.fromPartial(base ?? ({} as any));
   },
@@ -620,15 +599,6 @@ export const ServerReadyRequest: MessageFns<ServerReadyRequest> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): ServerReadyRequest {
-    return {};
-  },
-
-  toJSON(_: ServerReadyRequest): unknown {
-    const obj: any = {};
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ServerReadyRequest>, I>>(base?: I): ServerReadyRequest {
@@ -683,18 +653,6 @@ export const ServerReadyResponse: MessageFns<ServerReadyResponse> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ServerReadyResponse {
-    return { ready: isSet(object.ready) ? globalThis.Boolean(object.ready) : false };
-  },
-
-  toJSON(message: ServerReadyResponse): unknown {
-    const obj: any = {};
-    if (message.ready !== false) {
-      obj.ready = message.ready;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ServerReadyResponse>, I>>(base?: I): ServerReadyResponse {
@@ -763,24 +721,6 @@ export const ModelReadyRequest: MessageFns<ModelReadyRequest> = {
     }
   },
 
-  fromJSON(object: any): ModelReadyRequest {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      version: isSet(object.version) ? globalThis.String(object.version) : "",
-    };
-  },
-
-  toJSON(message: ModelReadyRequest): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.version !== "") {
-      obj.version = message.version;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelReadyRequest>, I>>(base?: I): ModelReadyRequest {
     return ModelReadyRequest.fromPartial(base ?? ({} as any));
   },
@@ -837,18 +777,6 @@ export const ModelReadyResponse: MessageFns<ModelReadyResponse> = {
     }
   },
 
-  fromJSON(object: any): ModelReadyResponse {
-    return { ready: isSet(object.ready) ? globalThis.Boolean(object.ready) : false };
-  },
-
-  toJSON(message: ModelReadyResponse): unknown {
-    const obj: any = {};
-    if (message.ready !== false) {
-      obj.ready = message.ready;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelReadyResponse>, I>>(base?: I): ModelReadyResponse {
     return ModelReadyResponse.fromPartial(base ?? ({} as any));
   },
@@ -891,15 +819,6 @@ export const ServerMetadataRequest: MessageFns<ServerMetadataRequest> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): ServerMetadataRequest {
-    return {};
-  },
-
-  toJSON(_: ServerMetadataRequest): unknown {
-    const obj: any = {};
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ServerMetadataRequest>, I>>(base?: I): ServerMetadataRequest {
@@ -978,30 +897,6 @@ export const ServerMetadataResponse: MessageFns<ServerMetadataResponse> = {
     }
   },
 
-  fromJSON(object: any): ServerMetadataResponse {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      version: isSet(object.version) ? globalThis.String(object.version) : "",
-      extensions: globalThis.Array.isArray(object?.extensions)
-        ? object.extensions.map((e: any) => globalThis.String(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ServerMetadataResponse): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.version !== "") {
-      obj.version = message.version;
-    }
-    if (message.extensions?.length) {
-      obj.extensions = message.extensions;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ServerMetadataResponse>, I>>(base?: I): ServerMetadataResponse {
     return ServerMetadataResponse.fromPartial(base ?? ({} as any));
   },
@@ -1068,24 +963,6 @@ export const ModelMetadataRequest: MessageFns<ModelMetadataRequest> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelMetadataRequest {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      version: isSet(object.version) ? globalThis.String(object.version) : "",
-    };
-  },
-
-  toJSON(message: ModelMetadataRequest): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.version !== "") {
-      obj.version = message.version;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelMetadataRequest>, I>>(base?: I): ModelMetadataRequest {
@@ -1188,40 +1065,6 @@ export const ModelMetadataResponse: MessageFns<ModelMetadataResponse> = {
     }
   },
 
-  fromJSON(object: any): ModelMetadataResponse {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      versions: globalThis.Array.isArray(object?.versions) ? object.versions.map((e: any) => globalThis.String(e)) : [],
-      platform: isSet(object.platform) ? globalThis.String(object.platform) : "",
-      inputs: globalThis.Array.isArray(object?.inputs)
-        ? object.inputs.map((e: any) => ModelMetadataResponse_TensorMetadata.fromJSON(e))
-        : [],
-      outputs: globalThis.Array.isArray(object?.outputs)
-        ? object.outputs.map((e: any) => ModelMetadataResponse_TensorMetadata.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ModelMetadataResponse): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.versions?.length) {
-      obj.versions = message.versions;
-    }
-    if (message.platform !== "") {
-      obj.platform = message.platform;
-    }
-    if (message.inputs?.length) {
-      obj.inputs = message.inputs.map((e) => ModelMetadataResponse_TensorMetadata.toJSON(e));
-    }
-    if (message.outputs?.length) {
-      obj.outputs = message.outputs.map((e) => ModelMetadataResponse_TensorMetadata.toJSON(e));
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelMetadataResponse>, I>>(base?: I): ModelMetadataResponse {
     return ModelMetadataResponse.fromPartial(base ?? ({} as any));
   },
@@ -1318,28 +1161,6 @@ export const ModelMetadataResponse_TensorMetadata: MessageFns<ModelMetadataRespo
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelMetadataResponse_TensorMetadata {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      datatype: isSet(object.datatype) ? globalThis.String(object.datatype) : "",
-      shape: globalThis.Array.isArray(object?.shape) ? object.shape.map((e: any) => BigInt(e)) : [],
-    };
-  },
-
-  toJSON(message: ModelMetadataResponse_TensorMetadata): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.datatype !== "") {
-      obj.datatype = message.datatype;
-    }
-    if (message.shape?.length) {
-      obj.shape = message.shape.map((e) => e.toString());
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelMetadataResponse_TensorMetadata>, I>>(
@@ -1453,48 +1274,6 @@ export const InferParameter: MessageFns<InferParameter> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): InferParameter {
-    return {
-      parameterChoice: isSet(object.boolParam)
-        ? { $case: "boolParam", value: globalThis.Boolean(object.boolParam) }
-        : isSet(object.bool_param)
-        ? { $case: "boolParam", value: globalThis.Boolean(object.bool_param) }
-        : isSet(object.int64Param)
-        ? { $case: "int64Param", value: BigInt(object.int64Param) }
-        : isSet(object.int64_param)
-        ? { $case: "int64Param", value: BigInt(object.int64_param) }
-        : isSet(object.stringParam)
-        ? { $case: "stringParam", value: globalThis.String(object.stringParam) }
-        : isSet(object.string_param)
-        ? { $case: "stringParam", value: globalThis.String(object.string_param) }
-        : isSet(object.doubleParam)
-        ? { $case: "doubleParam", value: globalThis.Number(object.doubleParam) }
-        : isSet(object.double_param)
-        ? { $case: "doubleParam", value: globalThis.Number(object.double_param) }
-        : isSet(object.uint64Param)
-        ? { $case: "uint64Param", value: BigInt(object.uint64Param) }
-        : isSet(object.uint64_param)
-        ? { $case: "uint64Param", value: BigInt(object.uint64_param) }
-        : undefined,
-    };
-  },
-
-  toJSON(message: InferParameter): unknown {
-    const obj: any = {};
-    if (message.parameterChoice?.$case === "boolParam") {
-      obj.boolParam = message.parameterChoice.value;
-    } else if (message.parameterChoice?.$case === "int64Param") {
-      obj.int64Param = message.parameterChoice.value.toString();
-    } else if (message.parameterChoice?.$case === "stringParam") {
-      obj.stringParam = message.parameterChoice.value;
-    } else if (message.parameterChoice?.$case === "doubleParam") {
-      obj.doubleParam = floatToJson(message.parameterChoice.value);
-    } else if (message.parameterChoice?.$case === "uint64Param") {
-      obj.uint64Param = message.parameterChoice.value.toString();
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<InferParameter>, I>>(base?: I): InferParameter {
@@ -1773,80 +1552,6 @@ export const InferTensorContents: MessageFns<InferTensorContents> = {
     }
   },
 
-  fromJSON(object: any): InferTensorContents {
-    return {
-      boolContents: globalThis.Array.isArray(object?.boolContents)
-        ? object.boolContents.map((e: any) => globalThis.Boolean(e))
-        : globalThis.Array.isArray(object?.bool_contents)
-        ? object.bool_contents.map((e: any) => globalThis.Boolean(e))
-        : [],
-      intContents: globalThis.Array.isArray(object?.intContents)
-        ? object.intContents.map((e: any) => globalThis.Number(e))
-        : globalThis.Array.isArray(object?.int_contents)
-        ? object.int_contents.map((e: any) => globalThis.Number(e))
-        : [],
-      int64Contents: globalThis.Array.isArray(object?.int64Contents)
-        ? object.int64Contents.map((e: any) => BigInt(e))
-        : globalThis.Array.isArray(object?.int64_contents)
-        ? object.int64_contents.map((e: any) => BigInt(e))
-        : [],
-      uintContents: globalThis.Array.isArray(object?.uintContents)
-        ? object.uintContents.map((e: any) => globalThis.Number(e))
-        : globalThis.Array.isArray(object?.uint_contents)
-        ? object.uint_contents.map((e: any) => globalThis.Number(e))
-        : [],
-      uint64Contents: globalThis.Array.isArray(object?.uint64Contents)
-        ? object.uint64Contents.map((e: any) => BigInt(e))
-        : globalThis.Array.isArray(object?.uint64_contents)
-        ? object.uint64_contents.map((e: any) => BigInt(e))
-        : [],
-      fp32Contents: globalThis.Array.isArray(object?.fp32Contents)
-        ? object.fp32Contents.map((e: any) => globalThis.Number(e))
-        : globalThis.Array.isArray(object?.fp32_contents)
-        ? object.fp32_contents.map((e: any) => globalThis.Number(e))
-        : [],
-      fp64Contents: globalThis.Array.isArray(object?.fp64Contents)
-        ? object.fp64Contents.map((e: any) => globalThis.Number(e))
-        : globalThis.Array.isArray(object?.fp64_contents)
-        ? object.fp64_contents.map((e: any) => globalThis.Number(e))
-        : [],
-      bytesContents: globalThis.Array.isArray(object?.bytesContents)
-        ? object.bytesContents.map((e: any) => bytesFromBase64(e))
-        : globalThis.Array.isArray(object?.bytes_contents)
-        ? object.bytes_contents.map((e: any) => bytesFromBase64(e))
-        : [],
-    };
-  },
-
-  toJSON(message: InferTensorContents): unknown {
-    const obj: any = {};
-    if (message.boolContents?.length) {
-      obj.boolContents = message.boolContents;
-    }
-    if (message.intContents?.length) {
-      obj.intContents = message.intContents.map((e) => Math.round(e));
-    }
-    if (message.int64Contents?.length) {
-      obj.int64Contents = message.int64Contents.map((e) => e.toString());
-    }
-    if (message.uintContents?.length) {
-      obj.uintContents = message.uintContents.map((e) => Math.round(e));
-    }
-    if (message.uint64Contents?.length) {
-      obj.uint64Contents = message.uint64Contents.map((e) => e.toString());
-    }
-    if (message.fp32Contents?.length) {
-      obj.fp32Contents = message.fp32Contents.map((e) => floatToJson(e));
-    }
-    if (message.fp64Contents?.length) {
-      obj.fp64Contents = message.fp64Contents.map((e) => floatToJson(e));
-    }
-    if (message.bytesContents?.length) {
-      obj.bytesContents = message.bytesContents.map((e) => base64FromBytes(e));
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<InferTensorContents>, I>>(base?: I): InferTensorContents {
     return InferTensorContents.fromPartial(base ?? ({} as any));
   },
@@ -1976,79 +1681,6 @@ export const ModelInferRequest: MessageFns<ModelInferRequest> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelInferRequest {
-    return {
-      modelName: isSet(object.modelName)
-        ? globalThis.String(object.modelName)
-        : isSet(object.model_name)
-        ? globalThis.String(object.model_name)
-        : "",
-      modelVersion: isSet(object.modelVersion)
-        ? globalThis.String(object.modelVersion)
-        : isSet(object.model_version)
-        ? globalThis.String(object.model_version)
-        : "",
-      id: isSet(object.id) ? globalThis.String(object.id) : "",
-      parameters: isObject(object.parameters)
-        ? (globalThis.Object.entries(object.parameters) as [string, any][]).reduce(
-          (acc: { [key: string]: InferParameter }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: InferParameter.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      inputs: globalThis.Array.isArray(object?.inputs)
-        ? object.inputs.map((e: any) => ModelInferRequest_InferInputTensor.fromJSON(e))
-        : [],
-      outputs: globalThis.Array.isArray(object?.outputs)
-        ? object.outputs.map((e: any) => ModelInferRequest_InferRequestedOutputTensor.fromJSON(e))
-        : [],
-      rawInputContents: globalThis.Array.isArray(object?.rawInputContents)
-        ? object.rawInputContents.map((e: any) => bytesFromBase64(e))
-        : globalThis.Array.isArray(object?.raw_input_contents)
-        ? object.raw_input_contents.map((e: any) => bytesFromBase64(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ModelInferRequest): unknown {
-    const obj: any = {};
-    if (message.modelName !== "") {
-      obj.modelName = message.modelName;
-    }
-    if (message.modelVersion !== "") {
-      obj.modelVersion = message.modelVersion;
-    }
-    if (message.id !== "") {
-      obj.id = message.id;
-    }
-    if (message.parameters) {
-      const entries = globalThis.Object.entries(message.parameters) as [string, InferParameter][];
-      if (entries.length > 0) {
-        obj.parameters = {};
-        entries.forEach(([k, v]) => {
-          obj.parameters[k] = InferParameter.toJSON(v);
-        });
-      }
-    }
-    if (message.inputs?.length) {
-      obj.inputs = message.inputs.map((e) => ModelInferRequest_InferInputTensor.toJSON(e));
-    }
-    if (message.outputs?.length) {
-      obj.outputs = message.outputs.map((e) => ModelInferRequest_InferRequestedOutputTensor.toJSON(e));
-    }
-    if (message.rawInputContents?.length) {
-      obj.rawInputContents = message.rawInputContents.map((e) => base64FromBytes(e));
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelInferRequest>, I>>(base?: I): ModelInferRequest {
@@ -2185,55 +1817,6 @@ export const ModelInferRequest_InferInputTensor: MessageFns<ModelInferRequest_In
     }
   },
 
-  fromJSON(object: any): ModelInferRequest_InferInputTensor {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      datatype: isSet(object.datatype) ? globalThis.String(object.datatype) : "",
-      shape: globalThis.Array.isArray(object?.shape) ? object.shape.map((e: any) => BigInt(e)) : [],
-      parameters: isObject(object.parameters)
-        ? (globalThis.Object.entries(object.parameters) as [string, any][]).reduce(
-          (acc: { [key: string]: InferParameter }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: InferParameter.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      contents: isSet(object.contents) ? InferTensorContents.fromJSON(object.contents) : undefined,
-    };
-  },
-
-  toJSON(message: ModelInferRequest_InferInputTensor): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.datatype !== "") {
-      obj.datatype = message.datatype;
-    }
-    if (message.shape?.length) {
-      obj.shape = message.shape.map((e) => e.toString());
-    }
-    if (message.parameters) {
-      const entries = globalThis.Object.entries(message.parameters) as [string, InferParameter][];
-      if (entries.length > 0) {
-        obj.parameters = {};
-        entries.forEach(([k, v]) => {
-          obj.parameters[k] = InferParameter.toJSON(v);
-        });
-      }
-    }
-    if (message.contents !== undefined) {
-      obj.contents = InferTensorContents.toJSON(message.contents);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelInferRequest_InferInputTensor>, I>>(
     base?: I,
   ): ModelInferRequest_InferInputTensor {
@@ -2323,24 +1906,6 @@ export const ModelInferRequest_InferInputTensor_ParametersEntry: MessageFns<
     }
   },
 
-  fromJSON(object: any): ModelInferRequest_InferInputTensor_ParametersEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? InferParameter.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: ModelInferRequest_InferInputTensor_ParametersEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = InferParameter.toJSON(message.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelInferRequest_InferInputTensor_ParametersEntry>, I>>(
     base?: I,
   ): ModelInferRequest_InferInputTensor_ParametersEntry {
@@ -2421,43 +1986,6 @@ export const ModelInferRequest_InferRequestedOutputTensor: MessageFns<ModelInfer
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelInferRequest_InferRequestedOutputTensor {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      parameters: isObject(object.parameters)
-        ? (globalThis.Object.entries(object.parameters) as [string, any][]).reduce(
-          (acc: { [key: string]: InferParameter }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: InferParameter.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-    };
-  },
-
-  toJSON(message: ModelInferRequest_InferRequestedOutputTensor): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.parameters) {
-      const entries = globalThis.Object.entries(message.parameters) as [string, InferParameter][];
-      if (entries.length > 0) {
-        obj.parameters = {};
-        entries.forEach(([k, v]) => {
-          obj.parameters[k] = InferParameter.toJSON(v);
-        });
-      }
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelInferRequest_InferRequestedOutputTensor>, I>>(
@@ -2547,24 +2075,6 @@ export const ModelInferRequest_InferRequestedOutputTensor_ParametersEntry: Messa
     }
   },
 
-  fromJSON(object: any): ModelInferRequest_InferRequestedOutputTensor_ParametersEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? InferParameter.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: ModelInferRequest_InferRequestedOutputTensor_ParametersEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = InferParameter.toJSON(message.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelInferRequest_InferRequestedOutputTensor_ParametersEntry>, I>>(
     base?: I,
   ): ModelInferRequest_InferRequestedOutputTensor_ParametersEntry {
@@ -2636,24 +2146,6 @@ export const ModelInferRequest_ParametersEntry: MessageFns<ModelInferRequest_Par
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelInferRequest_ParametersEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? InferParameter.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: ModelInferRequest_ParametersEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = InferParameter.toJSON(message.value);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelInferRequest_ParametersEntry>, I>>(
@@ -2774,73 +2266,6 @@ export const ModelInferResponse: MessageFns<ModelInferResponse> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelInferResponse {
-    return {
-      modelName: isSet(object.modelName)
-        ? globalThis.String(object.modelName)
-        : isSet(object.model_name)
-        ? globalThis.String(object.model_name)
-        : "",
-      modelVersion: isSet(object.modelVersion)
-        ? globalThis.String(object.modelVersion)
-        : isSet(object.model_version)
-        ? globalThis.String(object.model_version)
-        : "",
-      id: isSet(object.id) ? globalThis.String(object.id) : "",
-      parameters: isObject(object.parameters)
-        ? (globalThis.Object.entries(object.parameters) as [string, any][]).reduce(
-          (acc: { [key: string]: InferParameter }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: InferParameter.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      outputs: globalThis.Array.isArray(object?.outputs)
-        ? object.outputs.map((e: any) => ModelInferResponse_InferOutputTensor.fromJSON(e))
-        : [],
-      rawOutputContents: globalThis.Array.isArray(object?.rawOutputContents)
-        ? object.rawOutputContents.map((e: any) => bytesFromBase64(e))
-        : globalThis.Array.isArray(object?.raw_output_contents)
-        ? object.raw_output_contents.map((e: any) => bytesFromBase64(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ModelInferResponse): unknown {
-    const obj: any = {};
-    if (message.modelName !== "") {
-      obj.modelName = message.modelName;
-    }
-    if (message.modelVersion !== "") {
-      obj.modelVersion = message.modelVersion;
-    }
-    if (message.id !== "") {
-      obj.id = message.id;
-    }
-    if (message.parameters) {
-      const entries = globalThis.Object.entries(message.parameters) as [string, InferParameter][];
-      if (entries.length > 0) {
-        obj.parameters = {};
-        entries.forEach(([k, v]) => {
-          obj.parameters[k] = InferParameter.toJSON(v);
-        });
-      }
-    }
-    if (message.outputs?.length) {
-      obj.outputs = message.outputs.map((e) => ModelInferResponse_InferOutputTensor.toJSON(e));
-    }
-    if (message.rawOutputContents?.length) {
-      obj.rawOutputContents = message.rawOutputContents.map((e) => base64FromBytes(e));
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelInferResponse>, I>>(base?: I): ModelInferResponse {
@@ -2976,55 +2401,6 @@ export const ModelInferResponse_InferOutputTensor: MessageFns<ModelInferResponse
     }
   },
 
-  fromJSON(object: any): ModelInferResponse_InferOutputTensor {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      datatype: isSet(object.datatype) ? globalThis.String(object.datatype) : "",
-      shape: globalThis.Array.isArray(object?.shape) ? object.shape.map((e: any) => BigInt(e)) : [],
-      parameters: isObject(object.parameters)
-        ? (globalThis.Object.entries(object.parameters) as [string, any][]).reduce(
-          (acc: { [key: string]: InferParameter }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: InferParameter.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      contents: isSet(object.contents) ? InferTensorContents.fromJSON(object.contents) : undefined,
-    };
-  },
-
-  toJSON(message: ModelInferResponse_InferOutputTensor): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.datatype !== "") {
-      obj.datatype = message.datatype;
-    }
-    if (message.shape?.length) {
-      obj.shape = message.shape.map((e) => e.toString());
-    }
-    if (message.parameters) {
-      const entries = globalThis.Object.entries(message.parameters) as [string, InferParameter][];
-      if (entries.length > 0) {
-        obj.parameters = {};
-        entries.forEach(([k, v]) => {
-          obj.parameters[k] = InferParameter.toJSON(v);
-        });
-      }
-    }
-    if (message.contents !== undefined) {
-      obj.contents = InferTensorContents.toJSON(message.contents);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelInferResponse_InferOutputTensor>, I>>(
     base?: I,
   ): ModelInferResponse_InferOutputTensor {
@@ -3114,24 +2490,6 @@ export const ModelInferResponse_InferOutputTensor_ParametersEntry: MessageFns<
     }
   },
 
-  fromJSON(object: any): ModelInferResponse_InferOutputTensor_ParametersEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? InferParameter.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: ModelInferResponse_InferOutputTensor_ParametersEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = InferParameter.toJSON(message.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelInferResponse_InferOutputTensor_ParametersEntry>, I>>(
     base?: I,
   ): ModelInferResponse_InferOutputTensor_ParametersEntry {
@@ -3203,24 +2561,6 @@ export const ModelInferResponse_ParametersEntry: MessageFns<ModelInferResponse_P
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelInferResponse_ParametersEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? InferParameter.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: ModelInferResponse_ParametersEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = InferParameter.toJSON(message.value);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelInferResponse_ParametersEntry>, I>>(
@@ -3296,32 +2636,6 @@ export const ModelStreamInferResponse: MessageFns<ModelStreamInferResponse> = {
     }
   },
 
-  fromJSON(object: any): ModelStreamInferResponse {
-    return {
-      errorMessage: isSet(object.errorMessage)
-        ? globalThis.String(object.errorMessage)
-        : isSet(object.error_message)
-        ? globalThis.String(object.error_message)
-        : "",
-      inferResponse: isSet(object.inferResponse)
-        ? ModelInferResponse.fromJSON(object.inferResponse)
-        : isSet(object.infer_response)
-        ? ModelInferResponse.fromJSON(object.infer_response)
-        : undefined,
-    };
-  },
-
-  toJSON(message: ModelStreamInferResponse): unknown {
-    const obj: any = {};
-    if (message.errorMessage !== "") {
-      obj.errorMessage = message.errorMessage;
-    }
-    if (message.inferResponse !== undefined) {
-      obj.inferResponse = ModelInferResponse.toJSON(message.inferResponse);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelStreamInferResponse>, I>>(base?: I): ModelStreamInferResponse {
     return ModelStreamInferResponse.fromPartial(base ?? ({} as any));
   },
@@ -3391,24 +2705,6 @@ export const ModelConfigRequest: MessageFns<ModelConfigRequest> = {
     }
   },
 
-  fromJSON(object: any): ModelConfigRequest {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      version: isSet(object.version) ? globalThis.String(object.version) : "",
-    };
-  },
-
-  toJSON(message: ModelConfigRequest): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.version !== "") {
-      obj.version = message.version;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelConfigRequest>, I>>(base?: I): ModelConfigRequest {
     return ModelConfigRequest.fromPartial(base ?? ({} as any));
   },
@@ -3463,18 +2759,6 @@ export const ModelConfigResponse: MessageFns<ModelConfigResponse> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelConfigResponse {
-    return { config: isSet(object.config) ? ModelConfig.fromJSON(object.config) : undefined };
-  },
-
-  toJSON(message: ModelConfigResponse): unknown {
-    const obj: any = {};
-    if (message.config !== undefined) {
-      obj.config = ModelConfig.toJSON(message.config);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelConfigResponse>, I>>(base?: I): ModelConfigResponse {
@@ -3543,24 +2827,6 @@ export const ModelStatisticsRequest: MessageFns<ModelStatisticsRequest> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelStatisticsRequest {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      version: isSet(object.version) ? globalThis.String(object.version) : "",
-    };
-  },
-
-  toJSON(message: ModelStatisticsRequest): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.version !== "") {
-      obj.version = message.version;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelStatisticsRequest>, I>>(base?: I): ModelStatisticsRequest {
@@ -3634,21 +2900,6 @@ export const StatisticDuration: MessageFns<StatisticDuration> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): StatisticDuration {
-    return { count: isSet(object.count) ? BigInt(object.count) : 0n, ns: isSet(object.ns) ? BigInt(object.ns) : 0n };
-  },
-
-  toJSON(message: StatisticDuration): unknown {
-    const obj: any = {};
-    if (message.count !== 0n) {
-      obj.count = message.count.toString();
-    }
-    if (message.ns !== 0n) {
-      obj.ns = message.ns.toString();
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<StatisticDuration>, I>>(base?: I): StatisticDuration {
@@ -3793,68 +3044,6 @@ export const InferStatistics: MessageFns<InferStatistics> = {
     }
   },
 
-  fromJSON(object: any): InferStatistics {
-    return {
-      success: isSet(object.success) ? StatisticDuration.fromJSON(object.success) : undefined,
-      fail: isSet(object.fail) ? StatisticDuration.fromJSON(object.fail) : undefined,
-      queue: isSet(object.queue) ? StatisticDuration.fromJSON(object.queue) : undefined,
-      computeInput: isSet(object.computeInput)
-        ? StatisticDuration.fromJSON(object.computeInput)
-        : isSet(object.compute_input)
-        ? StatisticDuration.fromJSON(object.compute_input)
-        : undefined,
-      computeInfer: isSet(object.computeInfer)
-        ? StatisticDuration.fromJSON(object.computeInfer)
-        : isSet(object.compute_infer)
-        ? StatisticDuration.fromJSON(object.compute_infer)
-        : undefined,
-      computeOutput: isSet(object.computeOutput)
-        ? StatisticDuration.fromJSON(object.computeOutput)
-        : isSet(object.compute_output)
-        ? StatisticDuration.fromJSON(object.compute_output)
-        : undefined,
-      cacheHit: isSet(object.cacheHit)
-        ? StatisticDuration.fromJSON(object.cacheHit)
-        : isSet(object.cache_hit)
-        ? StatisticDuration.fromJSON(object.cache_hit)
-        : undefined,
-      cacheMiss: isSet(object.cacheMiss)
-        ? StatisticDuration.fromJSON(object.cacheMiss)
-        : isSet(object.cache_miss)
-        ? StatisticDuration.fromJSON(object.cache_miss)
-        : undefined,
-    };
-  },
-
-  toJSON(message: InferStatistics): unknown {
-    const obj: any = {};
-    if (message.success !== undefined) {
-      obj.success = StatisticDuration.toJSON(message.success);
-    }
-    if (message.fail !== undefined) {
-      obj.fail = StatisticDuration.toJSON(message.fail);
-    }
-    if (message.queue !== undefined) {
-      obj.queue = StatisticDuration.toJSON(message.queue);
-    }
-    if (message.computeInput !== undefined) {
-      obj.computeInput = StatisticDuration.toJSON(message.computeInput);
-    }
-    if (message.computeInfer !== undefined) {
-      obj.computeInfer = StatisticDuration.toJSON(message.computeInfer);
-    }
-    if (message.computeOutput !== undefined) {
-      obj.computeOutput = StatisticDuration.toJSON(message.computeOutput);
-    }
-    if (message.cacheHit !== undefined) {
-      obj.cacheHit = StatisticDuration.toJSON(message.cacheHit);
-    }
-    if (message.cacheMiss !== undefined) {
-      obj.cacheMiss = StatisticDuration.toJSON(message.cacheMiss);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<InferStatistics>, I>>(base?: I): InferStatistics {
     return InferStatistics.fromPartial(base ?? ({} as any));
   },
@@ -3995,52 +3184,6 @@ export const InferResponseStatistics: MessageFns<InferResponseStatistics> = {
     }
   },
 
-  fromJSON(object: any): InferResponseStatistics {
-    return {
-      computeInfer: isSet(object.computeInfer)
-        ? StatisticDuration.fromJSON(object.computeInfer)
-        : isSet(object.compute_infer)
-        ? StatisticDuration.fromJSON(object.compute_infer)
-        : undefined,
-      computeOutput: isSet(object.computeOutput)
-        ? StatisticDuration.fromJSON(object.computeOutput)
-        : isSet(object.compute_output)
-        ? StatisticDuration.fromJSON(object.compute_output)
-        : undefined,
-      success: isSet(object.success) ? StatisticDuration.fromJSON(object.success) : undefined,
-      fail: isSet(object.fail) ? StatisticDuration.fromJSON(object.fail) : undefined,
-      emptyResponse: isSet(object.emptyResponse)
-        ? StatisticDuration.fromJSON(object.emptyResponse)
-        : isSet(object.empty_response)
-        ? StatisticDuration.fromJSON(object.empty_response)
-        : undefined,
-      cancel: isSet(object.cancel) ? StatisticDuration.fromJSON(object.cancel) : undefined,
-    };
-  },
-
-  toJSON(message: InferResponseStatistics): unknown {
-    const obj: any = {};
-    if (message.computeInfer !== undefined) {
-      obj.computeInfer = StatisticDuration.toJSON(message.computeInfer);
-    }
-    if (message.computeOutput !== undefined) {
-      obj.computeOutput = StatisticDuration.toJSON(message.computeOutput);
-    }
-    if (message.success !== undefined) {
-      obj.success = StatisticDuration.toJSON(message.success);
-    }
-    if (message.fail !== undefined) {
-      obj.fail = StatisticDuration.toJSON(message.fail);
-    }
-    if (message.emptyResponse !== undefined) {
-      obj.emptyResponse = StatisticDuration.toJSON(message.emptyResponse);
-    }
-    if (message.cancel !== undefined) {
-      obj.cancel = StatisticDuration.toJSON(message.cancel);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<InferResponseStatistics>, I>>(base?: I): InferResponseStatistics {
     return InferResponseStatistics.fromPartial(base ?? ({} as any));
   },
@@ -4149,48 +3292,6 @@ export const InferBatchStatistics: MessageFns<InferBatchStatistics> = {
     }
   },
 
-  fromJSON(object: any): InferBatchStatistics {
-    return {
-      batchSize: isSet(object.batchSize)
-        ? BigInt(object.batchSize)
-        : isSet(object.batch_size)
-        ? BigInt(object.batch_size)
-        : 0n,
-      computeInput: isSet(object.computeInput)
-        ? StatisticDuration.fromJSON(object.computeInput)
-        : isSet(object.compute_input)
-        ? StatisticDuration.fromJSON(object.compute_input)
-        : undefined,
-      computeInfer: isSet(object.computeInfer)
-        ? StatisticDuration.fromJSON(object.computeInfer)
-        : isSet(object.compute_infer)
-        ? StatisticDuration.fromJSON(object.compute_infer)
-        : undefined,
-      computeOutput: isSet(object.computeOutput)
-        ? StatisticDuration.fromJSON(object.computeOutput)
-        : isSet(object.compute_output)
-        ? StatisticDuration.fromJSON(object.compute_output)
-        : undefined,
-    };
-  },
-
-  toJSON(message: InferBatchStatistics): unknown {
-    const obj: any = {};
-    if (message.batchSize !== 0n) {
-      obj.batchSize = message.batchSize.toString();
-    }
-    if (message.computeInput !== undefined) {
-      obj.computeInput = StatisticDuration.toJSON(message.computeInput);
-    }
-    if (message.computeInfer !== undefined) {
-      obj.computeInfer = StatisticDuration.toJSON(message.computeInfer);
-    }
-    if (message.computeOutput !== undefined) {
-      obj.computeOutput = StatisticDuration.toJSON(message.computeOutput);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<InferBatchStatistics>, I>>(base?: I): InferBatchStatistics {
     return InferBatchStatistics.fromPartial(base ?? ({} as any));
   },
@@ -4281,32 +3382,6 @@ export const MemoryUsage: MessageFns<MemoryUsage> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): MemoryUsage {
-    return {
-      type: isSet(object.type) ? globalThis.String(object.type) : "",
-      id: isSet(object.id) ? BigInt(object.id) : 0n,
-      byteSize: isSet(object.byteSize)
-        ? BigInt(object.byteSize)
-        : isSet(object.byte_size)
-        ? BigInt(object.byte_size)
-        : 0n,
-    };
-  },
-
-  toJSON(message: MemoryUsage): unknown {
-    const obj: any = {};
-    if (message.type !== "") {
-      obj.type = message.type;
-    }
-    if (message.id !== 0n) {
-      obj.id = message.id.toString();
-    }
-    if (message.byteSize !== 0n) {
-      obj.byteSize = message.byteSize.toString();
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<MemoryUsage>, I>>(base?: I): MemoryUsage {
@@ -4476,108 +3551,6 @@ export const ModelStatistics: MessageFns<ModelStatistics> = {
     }
   },
 
-  fromJSON(object: any): ModelStatistics {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      version: isSet(object.version) ? globalThis.String(object.version) : "",
-      lastInference: isSet(object.lastInference)
-        ? BigInt(object.lastInference)
-        : isSet(object.last_inference)
-        ? BigInt(object.last_inference)
-        : 0n,
-      inferenceCount: isSet(object.inferenceCount)
-        ? BigInt(object.inferenceCount)
-        : isSet(object.inference_count)
-        ? BigInt(object.inference_count)
-        : 0n,
-      executionCount: isSet(object.executionCount)
-        ? BigInt(object.executionCount)
-        : isSet(object.execution_count)
-        ? BigInt(object.execution_count)
-        : 0n,
-      inferenceStats: isSet(object.inferenceStats)
-        ? InferStatistics.fromJSON(object.inferenceStats)
-        : isSet(object.inference_stats)
-        ? InferStatistics.fromJSON(object.inference_stats)
-        : undefined,
-      batchStats: globalThis.Array.isArray(object?.batchStats)
-        ? object.batchStats.map((e: any) => InferBatchStatistics.fromJSON(e))
-        : globalThis.Array.isArray(object?.batch_stats)
-        ? object.batch_stats.map((e: any) => InferBatchStatistics.fromJSON(e))
-        : [],
-      memoryUsage: globalThis.Array.isArray(object?.memoryUsage)
-        ? object.memoryUsage.map((e: any) => MemoryUsage.fromJSON(e))
-        : globalThis.Array.isArray(object?.memory_usage)
-        ? object.memory_usage.map((e: any) => MemoryUsage.fromJSON(e))
-        : [],
-      responseStats: isObject(object.responseStats)
-        ? (globalThis.Object.entries(object.responseStats) as [string, any][]).reduce(
-          (acc: { [key: string]: InferResponseStatistics }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: InferResponseStatistics.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : isObject(object.response_stats)
-        ? (globalThis.Object.entries(object.response_stats) as [string, any][]).reduce(
-          (acc: { [key: string]: InferResponseStatistics }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: InferResponseStatistics.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-    };
-  },
-
-  toJSON(message: ModelStatistics): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.version !== "") {
-      obj.version = message.version;
-    }
-    if (message.lastInference !== 0n) {
-      obj.lastInference = message.lastInference.toString();
-    }
-    if (message.inferenceCount !== 0n) {
-      obj.inferenceCount = message.inferenceCount.toString();
-    }
-    if (message.executionCount !== 0n) {
-      obj.executionCount = message.executionCount.toString();
-    }
-    if (message.inferenceStats !== undefined) {
-      obj.inferenceStats = InferStatistics.toJSON(message.inferenceStats);
-    }
-    if (message.batchStats?.length) {
-      obj.batchStats = message.batchStats.map((e) => InferBatchStatistics.toJSON(e));
-    }
-    if (message.memoryUsage?.length) {
-      obj.memoryUsage = message.memoryUsage.map((e) => MemoryUsage.toJSON(e));
-    }
-    if (message.responseStats) {
-      const entries = globalThis.Object.entries(message.responseStats) as [string, InferResponseStatistics][];
-      if (entries.length > 0) {
-        obj.responseStats = {};
-        entries.forEach(([k, v]) => {
-          obj.responseStats[k] = InferResponseStatistics.toJSON(v);
-        });
-      }
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelStatistics>, I>>(base?: I): ModelStatistics {
     return ModelStatistics.fromPartial(base ?? ({} as any));
   },
@@ -4669,24 +3642,6 @@ export const ModelStatistics_ResponseStatsEntry: MessageFns<ModelStatistics_Resp
     }
   },
 
-  fromJSON(object: any): ModelStatistics_ResponseStatsEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? InferResponseStatistics.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: ModelStatistics_ResponseStatsEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = InferResponseStatistics.toJSON(message.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelStatistics_ResponseStatsEntry>, I>>(
     base?: I,
   ): ModelStatistics_ResponseStatsEntry {
@@ -4747,24 +3702,6 @@ export const ModelStatisticsResponse: MessageFns<ModelStatisticsResponse> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelStatisticsResponse {
-    return {
-      modelStats: globalThis.Array.isArray(object?.modelStats)
-        ? object.modelStats.map((e: any) => ModelStatistics.fromJSON(e))
-        : globalThis.Array.isArray(object?.model_stats)
-        ? object.model_stats.map((e: any) => ModelStatistics.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ModelStatisticsResponse): unknown {
-    const obj: any = {};
-    if (message.modelStats?.length) {
-      obj.modelStats = message.modelStats.map((e) => ModelStatistics.toJSON(e));
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelStatisticsResponse>, I>>(base?: I): ModelStatisticsResponse {
@@ -4860,42 +3797,6 @@ export const ModelRepositoryParameter: MessageFns<ModelRepositoryParameter> = {
     }
   },
 
-  fromJSON(object: any): ModelRepositoryParameter {
-    return {
-      parameterChoice: isSet(object.boolParam)
-        ? { $case: "boolParam", value: globalThis.Boolean(object.boolParam) }
-        : isSet(object.bool_param)
-        ? { $case: "boolParam", value: globalThis.Boolean(object.bool_param) }
-        : isSet(object.int64Param)
-        ? { $case: "int64Param", value: BigInt(object.int64Param) }
-        : isSet(object.int64_param)
-        ? { $case: "int64Param", value: BigInt(object.int64_param) }
-        : isSet(object.stringParam)
-        ? { $case: "stringParam", value: globalThis.String(object.stringParam) }
-        : isSet(object.string_param)
-        ? { $case: "stringParam", value: globalThis.String(object.string_param) }
-        : isSet(object.bytesParam)
-        ? { $case: "bytesParam", value: bytesFromBase64(object.bytesParam) }
-        : isSet(object.bytes_param)
-        ? { $case: "bytesParam", value: bytesFromBase64(object.bytes_param) }
-        : undefined,
-    };
-  },
-
-  toJSON(message: ModelRepositoryParameter): unknown {
-    const obj: any = {};
-    if (message.parameterChoice?.$case === "boolParam") {
-      obj.boolParam = message.parameterChoice.value;
-    } else if (message.parameterChoice?.$case === "int64Param") {
-      obj.int64Param = message.parameterChoice.value.toString();
-    } else if (message.parameterChoice?.$case === "stringParam") {
-      obj.stringParam = message.parameterChoice.value;
-    } else if (message.parameterChoice?.$case === "bytesParam") {
-      obj.bytesParam = base64FromBytes(message.parameterChoice.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelRepositoryParameter>, I>>(base?: I): ModelRepositoryParameter {
     return ModelRepositoryParameter.fromPartial(base ?? ({} as any));
   },
@@ -4987,28 +3888,6 @@ export const RepositoryIndexRequest: MessageFns<RepositoryIndexRequest> = {
     }
   },
 
-  fromJSON(object: any): RepositoryIndexRequest {
-    return {
-      repositoryName: isSet(object.repositoryName)
-        ? globalThis.String(object.repositoryName)
-        : isSet(object.repository_name)
-        ? globalThis.String(object.repository_name)
-        : "",
-      ready: isSet(object.ready) ? globalThis.Boolean(object.ready) : false,
-    };
-  },
-
-  toJSON(message: RepositoryIndexRequest): unknown {
-    const obj: any = {};
-    if (message.repositoryName !== "") {
-      obj.repositoryName = message.repositoryName;
-    }
-    if (message.ready !== false) {
-      obj.ready = message.ready;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<RepositoryIndexRequest>, I>>(base?: I): RepositoryIndexRequest {
     return RepositoryIndexRequest.fromPartial(base ?? ({} as any));
   },
@@ -5063,22 +3942,6 @@ export const RepositoryIndexResponse: MessageFns<RepositoryIndexResponse> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): RepositoryIndexResponse {
-    return {
-      models: globalThis.Array.isArray(object?.models)
-        ? object.models.map((e: any) => RepositoryIndexResponse_ModelIndex.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: RepositoryIndexResponse): unknown {
-    const obj: any = {};
-    if (message.models?.length) {
-      obj.models = message.models.map((e) => RepositoryIndexResponse_ModelIndex.toJSON(e));
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<RepositoryIndexResponse>, I>>(base?: I): RepositoryIndexResponse {
@@ -5169,32 +4032,6 @@ export const RepositoryIndexResponse_ModelIndex: MessageFns<RepositoryIndexRespo
     }
   },
 
-  fromJSON(object: any): RepositoryIndexResponse_ModelIndex {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      version: isSet(object.version) ? globalThis.String(object.version) : "",
-      state: isSet(object.state) ? globalThis.String(object.state) : "",
-      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
-    };
-  },
-
-  toJSON(message: RepositoryIndexResponse_ModelIndex): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.version !== "") {
-      obj.version = message.version;
-    }
-    if (message.state !== "") {
-      obj.state = message.state;
-    }
-    if (message.reason !== "") {
-      obj.reason = message.reason;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<RepositoryIndexResponse_ModelIndex>, I>>(
     base?: I,
   ): RepositoryIndexResponse_ModelIndex {
@@ -5282,55 +4119,6 @@ export const RepositoryModelLoadRequest: MessageFns<RepositoryModelLoadRequest> 
     }
   },
 
-  fromJSON(object: any): RepositoryModelLoadRequest {
-    return {
-      repositoryName: isSet(object.repositoryName)
-        ? globalThis.String(object.repositoryName)
-        : isSet(object.repository_name)
-        ? globalThis.String(object.repository_name)
-        : "",
-      modelName: isSet(object.modelName)
-        ? globalThis.String(object.modelName)
-        : isSet(object.model_name)
-        ? globalThis.String(object.model_name)
-        : "",
-      parameters: isObject(object.parameters)
-        ? (globalThis.Object.entries(object.parameters) as [string, any][]).reduce(
-          (acc: { [key: string]: ModelRepositoryParameter }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: ModelRepositoryParameter.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-    };
-  },
-
-  toJSON(message: RepositoryModelLoadRequest): unknown {
-    const obj: any = {};
-    if (message.repositoryName !== "") {
-      obj.repositoryName = message.repositoryName;
-    }
-    if (message.modelName !== "") {
-      obj.modelName = message.modelName;
-    }
-    if (message.parameters) {
-      const entries = globalThis.Object.entries(message.parameters) as [string, ModelRepositoryParameter][];
-      if (entries.length > 0) {
-        obj.parameters = {};
-        entries.forEach(([k, v]) => {
-          obj.parameters[k] = ModelRepositoryParameter.toJSON(v);
-        });
-      }
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<RepositoryModelLoadRequest>, I>>(base?: I): RepositoryModelLoadRequest {
     return RepositoryModelLoadRequest.fromPartial(base ?? ({} as any));
   },
@@ -5405,24 +4193,6 @@ export const RepositoryModelLoadRequest_ParametersEntry: MessageFns<RepositoryMo
     }
   },
 
-  fromJSON(object: any): RepositoryModelLoadRequest_ParametersEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? ModelRepositoryParameter.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: RepositoryModelLoadRequest_ParametersEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = ModelRepositoryParameter.toJSON(message.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<RepositoryModelLoadRequest_ParametersEntry>, I>>(
     base?: I,
   ): RepositoryModelLoadRequest_ParametersEntry {
@@ -5472,15 +4242,6 @@ export const RepositoryModelLoadResponse: MessageFns<RepositoryModelLoadResponse
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): RepositoryModelLoadResponse {
-    return {};
-  },
-
-  toJSON(_: RepositoryModelLoadResponse): unknown {
-    const obj: any = {};
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<RepositoryModelLoadResponse>, I>>(base?: I): RepositoryModelLoadResponse {
@@ -5562,55 +4323,6 @@ export const RepositoryModelUnloadRequest: MessageFns<RepositoryModelUnloadReque
     }
   },
 
-  fromJSON(object: any): RepositoryModelUnloadRequest {
-    return {
-      repositoryName: isSet(object.repositoryName)
-        ? globalThis.String(object.repositoryName)
-        : isSet(object.repository_name)
-        ? globalThis.String(object.repository_name)
-        : "",
-      modelName: isSet(object.modelName)
-        ? globalThis.String(object.modelName)
-        : isSet(object.model_name)
-        ? globalThis.String(object.model_name)
-        : "",
-      parameters: isObject(object.parameters)
-        ? (globalThis.Object.entries(object.parameters) as [string, any][]).reduce(
-          (acc: { [key: string]: ModelRepositoryParameter }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: ModelRepositoryParameter.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-    };
-  },
-
-  toJSON(message: RepositoryModelUnloadRequest): unknown {
-    const obj: any = {};
-    if (message.repositoryName !== "") {
-      obj.repositoryName = message.repositoryName;
-    }
-    if (message.modelName !== "") {
-      obj.modelName = message.modelName;
-    }
-    if (message.parameters) {
-      const entries = globalThis.Object.entries(message.parameters) as [string, ModelRepositoryParameter][];
-      if (entries.length > 0) {
-        obj.parameters = {};
-        entries.forEach(([k, v]) => {
-          obj.parameters[k] = ModelRepositoryParameter.toJSON(v);
-        });
-      }
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<RepositoryModelUnloadRequest>, I>>(base?: I): RepositoryModelUnloadRequest {
     return RepositoryModelUnloadRequest.fromPartial(base ?? ({} as any));
   },
@@ -5688,24 +4400,6 @@ export const RepositoryModelUnloadRequest_ParametersEntry: MessageFns<Repository
     }
   },
 
-  fromJSON(object: any): RepositoryModelUnloadRequest_ParametersEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? ModelRepositoryParameter.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: RepositoryModelUnloadRequest_ParametersEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = ModelRepositoryParameter.toJSON(message.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<RepositoryModelUnloadRequest_ParametersEntry>, I>>(
     base?: I,
   ): RepositoryModelUnloadRequest_ParametersEntry {
@@ -5755,15 +4449,6 @@ export const RepositoryModelUnloadResponse: MessageFns<RepositoryModelUnloadResp
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): RepositoryModelUnloadResponse {
-    return {};
-  },
-
-  toJSON(_: RepositoryModelUnloadResponse): unknown {
-    const obj: any = {};
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<RepositoryModelUnloadResponse>, I>>(base?: I): RepositoryModelUnloadResponse {
@@ -5818,18 +4503,6 @@ export const SystemSharedMemoryStatusRequest: MessageFns<SystemSharedMemoryStatu
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): SystemSharedMemoryStatusRequest {
-    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
-  },
-
-  toJSON(message: SystemSharedMemoryStatusRequest): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<SystemSharedMemoryStatusRequest>, I>>(base?: I): SystemSharedMemoryStatusRequest {
@@ -5893,42 +4566,6 @@ export const SystemSharedMemoryStatusResponse: MessageFns<SystemSharedMemoryStat
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): SystemSharedMemoryStatusResponse {
-    return {
-      regions: isObject(object.regions)
-        ? (globalThis.Object.entries(object.regions) as [string, any][]).reduce(
-          (acc: { [key: string]: SystemSharedMemoryStatusResponse_RegionStatus }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: SystemSharedMemoryStatusResponse_RegionStatus.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-    };
-  },
-
-  toJSON(message: SystemSharedMemoryStatusResponse): unknown {
-    const obj: any = {};
-    if (message.regions) {
-      const entries = globalThis.Object.entries(message.regions) as [
-        string,
-        SystemSharedMemoryStatusResponse_RegionStatus,
-      ][];
-      if (entries.length > 0) {
-        obj.regions = {};
-        entries.forEach(([k, v]) => {
-          obj.regions[k] = SystemSharedMemoryStatusResponse_RegionStatus.toJSON(v);
-        });
-      }
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<SystemSharedMemoryStatusResponse>, I>>(
@@ -6046,36 +4683,6 @@ export const SystemSharedMemoryStatusResponse_RegionStatus: MessageFns<SystemSha
       }
     },
 
-    fromJSON(object: any): SystemSharedMemoryStatusResponse_RegionStatus {
-      return {
-        name: isSet(object.name) ? globalThis.String(object.name) : "",
-        key: isSet(object.key) ? globalThis.String(object.key) : "",
-        offset: isSet(object.offset) ? BigInt(object.offset) : 0n,
-        byteSize: isSet(object.byteSize)
-          ? BigInt(object.byteSize)
-          : isSet(object.byte_size)
-          ? BigInt(object.byte_size)
-          : 0n,
-      };
-    },
-
-    toJSON(message: SystemSharedMemoryStatusResponse_RegionStatus): unknown {
-      const obj: any = {};
-      if (message.name !== "") {
-        obj.name = message.name;
-      }
-      if (message.key !== "") {
-        obj.key = message.key;
-      }
-      if (message.offset !== 0n) {
-        obj.offset = message.offset.toString();
-      }
-      if (message.byteSize !== 0n) {
-        obj.byteSize = message.byteSize.toString();
-      }
-      return obj;
-    },
-
     create<I extends Exact<DeepPartial<SystemSharedMemoryStatusResponse_RegionStatus>, I>>(
       base?: I,
     ): SystemSharedMemoryStatusResponse_RegionStatus {
@@ -6151,24 +4758,6 @@ export const SystemSharedMemoryStatusResponse_RegionsEntry: MessageFns<SystemSha
       } finally {
         (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
       }
-    },
-
-    fromJSON(object: any): SystemSharedMemoryStatusResponse_RegionsEntry {
-      return {
-        key: isSet(object.key) ? globalThis.String(object.key) : "",
-        value: isSet(object.value) ? SystemSharedMemoryStatusResponse_RegionStatus.fromJSON(object.value) : undefined,
-      };
-    },
-
-    toJSON(message: SystemSharedMemoryStatusResponse_RegionsEntry): unknown {
-      const obj: any = {};
-      if (message.key !== "") {
-        obj.key = message.key;
-      }
-      if (message.value !== undefined) {
-        obj.value = SystemSharedMemoryStatusResponse_RegionStatus.toJSON(message.value);
-      }
-      return obj;
     },
 
     create<I extends Exact<DeepPartial<SystemSharedMemoryStatusResponse_RegionsEntry>, I>>(
@@ -6272,36 +4861,6 @@ export const SystemSharedMemoryRegisterRequest: MessageFns<SystemSharedMemoryReg
     }
   },
 
-  fromJSON(object: any): SystemSharedMemoryRegisterRequest {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      offset: isSet(object.offset) ? BigInt(object.offset) : 0n,
-      byteSize: isSet(object.byteSize)
-        ? BigInt(object.byteSize)
-        : isSet(object.byte_size)
-        ? BigInt(object.byte_size)
-        : 0n,
-    };
-  },
-
-  toJSON(message: SystemSharedMemoryRegisterRequest): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.offset !== 0n) {
-      obj.offset = message.offset.toString();
-    }
-    if (message.byteSize !== 0n) {
-      obj.byteSize = message.byteSize.toString();
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<SystemSharedMemoryRegisterRequest>, I>>(
     base?: I,
   ): SystemSharedMemoryRegisterRequest {
@@ -6351,15 +4910,6 @@ export const SystemSharedMemoryRegisterResponse: MessageFns<SystemSharedMemoryRe
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): SystemSharedMemoryRegisterResponse {
-    return {};
-  },
-
-  toJSON(_: SystemSharedMemoryRegisterResponse): unknown {
-    const obj: any = {};
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<SystemSharedMemoryRegisterResponse>, I>>(
@@ -6420,18 +4970,6 @@ export const SystemSharedMemoryUnregisterRequest: MessageFns<SystemSharedMemoryU
     }
   },
 
-  fromJSON(object: any): SystemSharedMemoryUnregisterRequest {
-    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
-  },
-
-  toJSON(message: SystemSharedMemoryUnregisterRequest): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<SystemSharedMemoryUnregisterRequest>, I>>(
     base?: I,
   ): SystemSharedMemoryUnregisterRequest {
@@ -6478,15 +5016,6 @@ export const SystemSharedMemoryUnregisterResponse: MessageFns<SystemSharedMemory
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): SystemSharedMemoryUnregisterResponse {
-    return {};
-  },
-
-  toJSON(_: SystemSharedMemoryUnregisterResponse): unknown {
-    const obj: any = {};
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<SystemSharedMemoryUnregisterResponse>, I>>(
@@ -6545,18 +5074,6 @@ export const CudaSharedMemoryStatusRequest: MessageFns<CudaSharedMemoryStatusReq
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): CudaSharedMemoryStatusRequest {
-    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
-  },
-
-  toJSON(message: CudaSharedMemoryStatusRequest): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<CudaSharedMemoryStatusRequest>, I>>(base?: I): CudaSharedMemoryStatusRequest {
@@ -6619,42 +5136,6 @@ export const CudaSharedMemoryStatusResponse: MessageFns<CudaSharedMemoryStatusRe
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): CudaSharedMemoryStatusResponse {
-    return {
-      regions: isObject(object.regions)
-        ? (globalThis.Object.entries(object.regions) as [string, any][]).reduce(
-          (acc: { [key: string]: CudaSharedMemoryStatusResponse_RegionStatus }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: CudaSharedMemoryStatusResponse_RegionStatus.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-    };
-  },
-
-  toJSON(message: CudaSharedMemoryStatusResponse): unknown {
-    const obj: any = {};
-    if (message.regions) {
-      const entries = globalThis.Object.entries(message.regions) as [
-        string,
-        CudaSharedMemoryStatusResponse_RegionStatus,
-      ][];
-      if (entries.length > 0) {
-        obj.regions = {};
-        entries.forEach(([k, v]) => {
-          obj.regions[k] = CudaSharedMemoryStatusResponse_RegionStatus.toJSON(v);
-        });
-      }
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<CudaSharedMemoryStatusResponse>, I>>(base?: I): CudaSharedMemoryStatusResponse {
@@ -6758,36 +5239,6 @@ export const CudaSharedMemoryStatusResponse_RegionStatus: MessageFns<CudaSharedM
     }
   },
 
-  fromJSON(object: any): CudaSharedMemoryStatusResponse_RegionStatus {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      deviceId: isSet(object.deviceId)
-        ? BigInt(object.deviceId)
-        : isSet(object.device_id)
-        ? BigInt(object.device_id)
-        : 0n,
-      byteSize: isSet(object.byteSize)
-        ? BigInt(object.byteSize)
-        : isSet(object.byte_size)
-        ? BigInt(object.byte_size)
-        : 0n,
-    };
-  },
-
-  toJSON(message: CudaSharedMemoryStatusResponse_RegionStatus): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.deviceId !== 0n) {
-      obj.deviceId = message.deviceId.toString();
-    }
-    if (message.byteSize !== 0n) {
-      obj.byteSize = message.byteSize.toString();
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<CudaSharedMemoryStatusResponse_RegionStatus>, I>>(
     base?: I,
   ): CudaSharedMemoryStatusResponse_RegionStatus {
@@ -6861,24 +5312,6 @@ export const CudaSharedMemoryStatusResponse_RegionsEntry: MessageFns<CudaSharedM
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): CudaSharedMemoryStatusResponse_RegionsEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? CudaSharedMemoryStatusResponse_RegionStatus.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: CudaSharedMemoryStatusResponse_RegionsEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = CudaSharedMemoryStatusResponse_RegionStatus.toJSON(message.value);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<CudaSharedMemoryStatusResponse_RegionsEntry>, I>>(
@@ -6982,44 +5415,6 @@ export const CudaSharedMemoryRegisterRequest: MessageFns<CudaSharedMemoryRegiste
     }
   },
 
-  fromJSON(object: any): CudaSharedMemoryRegisterRequest {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      rawHandle: isSet(object.rawHandle)
-        ? bytesFromBase64(object.rawHandle)
-        : isSet(object.raw_handle)
-        ? bytesFromBase64(object.raw_handle)
-        : new Uint8Array(0),
-      deviceId: isSet(object.deviceId)
-        ? BigInt(object.deviceId)
-        : isSet(object.device_id)
-        ? BigInt(object.device_id)
-        : 0n,
-      byteSize: isSet(object.byteSize)
-        ? BigInt(object.byteSize)
-        : isSet(object.byte_size)
-        ? BigInt(object.byte_size)
-        : 0n,
-    };
-  },
-
-  toJSON(message: CudaSharedMemoryRegisterRequest): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.rawHandle.length !== 0) {
-      obj.rawHandle = base64FromBytes(message.rawHandle);
-    }
-    if (message.deviceId !== 0n) {
-      obj.deviceId = message.deviceId.toString();
-    }
-    if (message.byteSize !== 0n) {
-      obj.byteSize = message.byteSize.toString();
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<CudaSharedMemoryRegisterRequest>, I>>(base?: I): CudaSharedMemoryRegisterRequest {
     return CudaSharedMemoryRegisterRequest.fromPartial(base ?? ({} as any));
   },
@@ -7067,15 +5462,6 @@ export const CudaSharedMemoryRegisterResponse: MessageFns<CudaSharedMemoryRegist
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): CudaSharedMemoryRegisterResponse {
-    return {};
-  },
-
-  toJSON(_: CudaSharedMemoryRegisterResponse): unknown {
-    const obj: any = {};
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<CudaSharedMemoryRegisterResponse>, I>>(
@@ -7136,18 +5522,6 @@ export const CudaSharedMemoryUnregisterRequest: MessageFns<CudaSharedMemoryUnreg
     }
   },
 
-  fromJSON(object: any): CudaSharedMemoryUnregisterRequest {
-    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
-  },
-
-  toJSON(message: CudaSharedMemoryUnregisterRequest): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<CudaSharedMemoryUnregisterRequest>, I>>(
     base?: I,
   ): CudaSharedMemoryUnregisterRequest {
@@ -7194,15 +5568,6 @@ export const CudaSharedMemoryUnregisterResponse: MessageFns<CudaSharedMemoryUnre
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): CudaSharedMemoryUnregisterResponse {
-    return {};
-  },
-
-  toJSON(_: CudaSharedMemoryUnregisterResponse): unknown {
-    const obj: any = {};
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<CudaSharedMemoryUnregisterResponse>, I>>(
@@ -7277,47 +5642,6 @@ export const TraceSettingRequest: MessageFns<TraceSettingRequest> = {
     }
   },
 
-  fromJSON(object: any): TraceSettingRequest {
-    return {
-      settings: isObject(object.settings)
-        ? (globalThis.Object.entries(object.settings) as [string, any][]).reduce(
-          (acc: { [key: string]: TraceSettingRequest_SettingValue }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: TraceSettingRequest_SettingValue.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      modelName: isSet(object.modelName)
-        ? globalThis.String(object.modelName)
-        : isSet(object.model_name)
-        ? globalThis.String(object.model_name)
-        : "",
-    };
-  },
-
-  toJSON(message: TraceSettingRequest): unknown {
-    const obj: any = {};
-    if (message.settings) {
-      const entries = globalThis.Object.entries(message.settings) as [string, TraceSettingRequest_SettingValue][];
-      if (entries.length > 0) {
-        obj.settings = {};
-        entries.forEach(([k, v]) => {
-          obj.settings[k] = TraceSettingRequest_SettingValue.toJSON(v);
-        });
-      }
-    }
-    if (message.modelName !== "") {
-      obj.modelName = message.modelName;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<TraceSettingRequest>, I>>(base?: I): TraceSettingRequest {
     return TraceSettingRequest.fromPartial(base ?? ({} as any));
   },
@@ -7384,18 +5708,6 @@ export const TraceSettingRequest_SettingValue: MessageFns<TraceSettingRequest_Se
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): TraceSettingRequest_SettingValue {
-    return { value: globalThis.Array.isArray(object?.value) ? object.value.map((e: any) => globalThis.String(e)) : [] };
-  },
-
-  toJSON(message: TraceSettingRequest_SettingValue): unknown {
-    const obj: any = {};
-    if (message.value?.length) {
-      obj.value = message.value;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<TraceSettingRequest_SettingValue>, I>>(
@@ -7468,24 +5780,6 @@ export const TraceSettingRequest_SettingsEntry: MessageFns<TraceSettingRequest_S
     }
   },
 
-  fromJSON(object: any): TraceSettingRequest_SettingsEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? TraceSettingRequest_SettingValue.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: TraceSettingRequest_SettingsEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = TraceSettingRequest_SettingValue.toJSON(message.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<TraceSettingRequest_SettingsEntry>, I>>(
     base?: I,
   ): TraceSettingRequest_SettingsEntry {
@@ -7549,39 +5843,6 @@ export const TraceSettingResponse: MessageFns<TraceSettingResponse> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): TraceSettingResponse {
-    return {
-      settings: isObject(object.settings)
-        ? (globalThis.Object.entries(object.settings) as [string, any][]).reduce(
-          (acc: { [key: string]: TraceSettingResponse_SettingValue }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: TraceSettingResponse_SettingValue.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-    };
-  },
-
-  toJSON(message: TraceSettingResponse): unknown {
-    const obj: any = {};
-    if (message.settings) {
-      const entries = globalThis.Object.entries(message.settings) as [string, TraceSettingResponse_SettingValue][];
-      if (entries.length > 0) {
-        obj.settings = {};
-        entries.forEach(([k, v]) => {
-          obj.settings[k] = TraceSettingResponse_SettingValue.toJSON(v);
-        });
-      }
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<TraceSettingResponse>, I>>(base?: I): TraceSettingResponse {
@@ -7649,18 +5910,6 @@ export const TraceSettingResponse_SettingValue: MessageFns<TraceSettingResponse_
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): TraceSettingResponse_SettingValue {
-    return { value: globalThis.Array.isArray(object?.value) ? object.value.map((e: any) => globalThis.String(e)) : [] };
-  },
-
-  toJSON(message: TraceSettingResponse_SettingValue): unknown {
-    const obj: any = {};
-    if (message.value?.length) {
-      obj.value = message.value;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<TraceSettingResponse_SettingValue>, I>>(
@@ -7733,24 +5982,6 @@ export const TraceSettingResponse_SettingsEntry: MessageFns<TraceSettingResponse
     }
   },
 
-  fromJSON(object: any): TraceSettingResponse_SettingsEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? TraceSettingResponse_SettingValue.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: TraceSettingResponse_SettingsEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = TraceSettingResponse_SettingValue.toJSON(message.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<TraceSettingResponse_SettingsEntry>, I>>(
     base?: I,
   ): TraceSettingResponse_SettingsEntry {
@@ -7814,39 +6045,6 @@ export const LogSettingsRequest: MessageFns<LogSettingsRequest> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): LogSettingsRequest {
-    return {
-      settings: isObject(object.settings)
-        ? (globalThis.Object.entries(object.settings) as [string, any][]).reduce(
-          (acc: { [key: string]: LogSettingsRequest_SettingValue }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: LogSettingsRequest_SettingValue.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-    };
-  },
-
-  toJSON(message: LogSettingsRequest): unknown {
-    const obj: any = {};
-    if (message.settings) {
-      const entries = globalThis.Object.entries(message.settings) as [string, LogSettingsRequest_SettingValue][];
-      if (entries.length > 0) {
-        obj.settings = {};
-        entries.forEach(([k, v]) => {
-          obj.settings[k] = LogSettingsRequest_SettingValue.toJSON(v);
-        });
-      }
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<LogSettingsRequest>, I>>(base?: I): LogSettingsRequest {
@@ -7940,36 +6138,6 @@ export const LogSettingsRequest_SettingValue: MessageFns<LogSettingsRequest_Sett
     }
   },
 
-  fromJSON(object: any): LogSettingsRequest_SettingValue {
-    return {
-      parameterChoice: isSet(object.boolParam)
-        ? { $case: "boolParam", value: globalThis.Boolean(object.boolParam) }
-        : isSet(object.bool_param)
-        ? { $case: "boolParam", value: globalThis.Boolean(object.bool_param) }
-        : isSet(object.uint32Param)
-        ? { $case: "uint32Param", value: globalThis.Number(object.uint32Param) }
-        : isSet(object.uint32_param)
-        ? { $case: "uint32Param", value: globalThis.Number(object.uint32_param) }
-        : isSet(object.stringParam)
-        ? { $case: "stringParam", value: globalThis.String(object.stringParam) }
-        : isSet(object.string_param)
-        ? { $case: "stringParam", value: globalThis.String(object.string_param) }
-        : undefined,
-    };
-  },
-
-  toJSON(message: LogSettingsRequest_SettingValue): unknown {
-    const obj: any = {};
-    if (message.parameterChoice?.$case === "boolParam") {
-      obj.boolParam = message.parameterChoice.value;
-    } else if (message.parameterChoice?.$case === "uint32Param") {
-      obj.uint32Param = Math.round(message.parameterChoice.value);
-    } else if (message.parameterChoice?.$case === "stringParam") {
-      obj.stringParam = message.parameterChoice.value;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<LogSettingsRequest_SettingValue>, I>>(base?: I): LogSettingsRequest_SettingValue {
     return LogSettingsRequest_SettingValue.fromPartial(base ?? ({} as any));
   },
@@ -8057,24 +6225,6 @@ export const LogSettingsRequest_SettingsEntry: MessageFns<LogSettingsRequest_Set
     }
   },
 
-  fromJSON(object: any): LogSettingsRequest_SettingsEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? LogSettingsRequest_SettingValue.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: LogSettingsRequest_SettingsEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = LogSettingsRequest_SettingValue.toJSON(message.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<LogSettingsRequest_SettingsEntry>, I>>(
     base?: I,
   ): LogSettingsRequest_SettingsEntry {
@@ -8138,39 +6288,6 @@ export const LogSettingsResponse: MessageFns<LogSettingsResponse> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): LogSettingsResponse {
-    return {
-      settings: isObject(object.settings)
-        ? (globalThis.Object.entries(object.settings) as [string, any][]).reduce(
-          (acc: { [key: string]: LogSettingsResponse_SettingValue }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: LogSettingsResponse_SettingValue.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-    };
-  },
-
-  toJSON(message: LogSettingsResponse): unknown {
-    const obj: any = {};
-    if (message.settings) {
-      const entries = globalThis.Object.entries(message.settings) as [string, LogSettingsResponse_SettingValue][];
-      if (entries.length > 0) {
-        obj.settings = {};
-        entries.forEach(([k, v]) => {
-          obj.settings[k] = LogSettingsResponse_SettingValue.toJSON(v);
-        });
-      }
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<LogSettingsResponse>, I>>(base?: I): LogSettingsResponse {
@@ -8264,36 +6381,6 @@ export const LogSettingsResponse_SettingValue: MessageFns<LogSettingsResponse_Se
     }
   },
 
-  fromJSON(object: any): LogSettingsResponse_SettingValue {
-    return {
-      parameterChoice: isSet(object.boolParam)
-        ? { $case: "boolParam", value: globalThis.Boolean(object.boolParam) }
-        : isSet(object.bool_param)
-        ? { $case: "boolParam", value: globalThis.Boolean(object.bool_param) }
-        : isSet(object.uint32Param)
-        ? { $case: "uint32Param", value: globalThis.Number(object.uint32Param) }
-        : isSet(object.uint32_param)
-        ? { $case: "uint32Param", value: globalThis.Number(object.uint32_param) }
-        : isSet(object.stringParam)
-        ? { $case: "stringParam", value: globalThis.String(object.stringParam) }
-        : isSet(object.string_param)
-        ? { $case: "stringParam", value: globalThis.String(object.string_param) }
-        : undefined,
-    };
-  },
-
-  toJSON(message: LogSettingsResponse_SettingValue): unknown {
-    const obj: any = {};
-    if (message.parameterChoice?.$case === "boolParam") {
-      obj.boolParam = message.parameterChoice.value;
-    } else if (message.parameterChoice?.$case === "uint32Param") {
-      obj.uint32Param = Math.round(message.parameterChoice.value);
-    } else if (message.parameterChoice?.$case === "stringParam") {
-      obj.stringParam = message.parameterChoice.value;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<LogSettingsResponse_SettingValue>, I>>(
     base?: I,
   ): LogSettingsResponse_SettingValue {
@@ -8381,24 +6468,6 @@ export const LogSettingsResponse_SettingsEntry: MessageFns<LogSettingsResponse_S
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): LogSettingsResponse_SettingsEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? LogSettingsResponse_SettingValue.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: LogSettingsResponse_SettingsEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = LogSettingsResponse_SettingValue.toJSON(message.value);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<LogSettingsResponse_SettingsEntry>, I>>(
@@ -8991,35 +7060,6 @@ export const GRPCInferenceServiceClient = makeGenericClientConstructor(
   serviceName: string;
 };
 
-function bytesFromBase64(b64: string): Uint8Array {
-  if ((globalThis as any).Buffer) {
-    return Uint8Array.from((globalThis as any).Buffer.from(b64, "base64"));
-  } else {
-    const bin = globalThis.atob(b64);
-    const arr = new Uint8Array(bin.length);
-    for (let i = 0; i < bin.length; ++i) {
-      arr[i] = bin.charCodeAt(i);
-    }
-    return arr;
-  }
-}
-
-function base64FromBytes(arr: Uint8Array): string {
-  if ((globalThis as any).Buffer) {
-    return (globalThis as any).Buffer.from(arr).toString("base64");
-  } else {
-    const bin: string[] = [];
-    arr.forEach((byte) => {
-      bin.push(globalThis.String.fromCharCode(byte));
-    });
-    return globalThis.btoa(bin.join(""));
-  }
-}
-
-function floatToJson(value: number | null | undefined): number | string | null | undefined {
-  return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;
-}
-
 type Builtin = Date | Function | Uint8Array | string | number | boolean | bigint | undefined;
 
 export type DeepPartial<T> = T extends bigint ? string | number | bigint
@@ -9033,19 +7073,9 @@ type KeysOfUnion<T> = T extends T ? keyof T : never;
 export type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
 
-function isObject(value: any): boolean {
-  return typeof value === "object" && value !== null;
-}
-
-function isSet(value: any): boolean {
-  return value !== null && value !== undefined;
-}
-
 export interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;
   decode(input: BinaryReader | Uint8Array, length?: number): T;
-  fromJSON(object: any): T;
-  toJSON(message: T): unknown;
   create<I extends Exact<DeepPartial<T>, I>>(base?: I): T;
   fromPartial<I extends Exact<DeepPartial<T>, I>>(object: I): T;
 }

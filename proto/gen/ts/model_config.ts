@@ -43,98 +43,6 @@ export enum DataType {
   UNRECOGNIZED = -1,
 }
 
-export function dataTypeFromJSON(object: any): DataType {
-  switch (object) {
-    case 0:
-    case "TYPE_INVALID":
-      return DataType.TYPE_INVALID;
-    case 1:
-    case "TYPE_BOOL":
-      return DataType.TYPE_BOOL;
-    case 2:
-    case "TYPE_UINT8":
-      return DataType.TYPE_UINT8;
-    case 3:
-    case "TYPE_UINT16":
-      return DataType.TYPE_UINT16;
-    case 4:
-    case "TYPE_UINT32":
-      return DataType.TYPE_UINT32;
-    case 5:
-    case "TYPE_UINT64":
-      return DataType.TYPE_UINT64;
-    case 6:
-    case "TYPE_INT8":
-      return DataType.TYPE_INT8;
-    case 7:
-    case "TYPE_INT16":
-      return DataType.TYPE_INT16;
-    case 8:
-    case "TYPE_INT32":
-      return DataType.TYPE_INT32;
-    case 9:
-    case "TYPE_INT64":
-      return DataType.TYPE_INT64;
-    case 10:
-    case "TYPE_FP16":
-      return DataType.TYPE_FP16;
-    case 11:
-    case "TYPE_FP32":
-      return DataType.TYPE_FP32;
-    case 12:
-    case "TYPE_FP64":
-      return DataType.TYPE_FP64;
-    case 13:
-    case "TYPE_STRING":
-      return DataType.TYPE_STRING;
-    case 14:
-    case "TYPE_BF16":
-      return DataType.TYPE_BF16;
-    case -1:
-    case "UNRECOGNIZED":
-    default:
-      return DataType.UNRECOGNIZED;
-  }
-}
-
-export function dataTypeToJSON(object: DataType): string {
-  switch (object) {
-    case DataType.TYPE_INVALID:
-      return "TYPE_INVALID";
-    case DataType.TYPE_BOOL:
-      return "TYPE_BOOL";
-    case DataType.TYPE_UINT8:
-      return "TYPE_UINT8";
-    case DataType.TYPE_UINT16:
-      return "TYPE_UINT16";
-    case DataType.TYPE_UINT32:
-      return "TYPE_UINT32";
-    case DataType.TYPE_UINT64:
-      return "TYPE_UINT64";
-    case DataType.TYPE_INT8:
-      return "TYPE_INT8";
-    case DataType.TYPE_INT16:
-      return "TYPE_INT16";
-    case DataType.TYPE_INT32:
-      return "TYPE_INT32";
-    case DataType.TYPE_INT64:
-      return "TYPE_INT64";
-    case DataType.TYPE_FP16:
-      return "TYPE_FP16";
-    case DataType.TYPE_FP32:
-      return "TYPE_FP32";
-    case DataType.TYPE_FP64:
-      return "TYPE_FP64";
-    case DataType.TYPE_STRING:
-      return "TYPE_STRING";
-    case DataType.TYPE_BF16:
-      return "TYPE_BF16";
-    case DataType.UNRECOGNIZED:
-    default:
-      return "UNRECOGNIZED";
-  }
-}
-
 /** Resources an instance needs before the rate limiter lets it run. */
 export interface ModelRateLimiter {
   resources: ModelRateLimiter_Resource[];
@@ -168,43 +76,6 @@ export enum ModelInstanceGroup_Kind {
   UNRECOGNIZED = -1,
 }
 
-export function modelInstanceGroup_KindFromJSON(object: any): ModelInstanceGroup_Kind {
-  switch (object) {
-    case 0:
-    case "KIND_AUTO":
-      return ModelInstanceGroup_Kind.KIND_AUTO;
-    case 1:
-    case "KIND_GPU":
-      return ModelInstanceGroup_Kind.KIND_GPU;
-    case 2:
-    case "KIND_CPU":
-      return ModelInstanceGroup_Kind.KIND_CPU;
-    case 3:
-    case "KIND_MODEL":
-      return ModelInstanceGroup_Kind.KIND_MODEL;
-    case -1:
-    case "UNRECOGNIZED":
-    default:
-      return ModelInstanceGroup_Kind.UNRECOGNIZED;
-  }
-}
-
-export function modelInstanceGroup_KindToJSON(object: ModelInstanceGroup_Kind): string {
-  switch (object) {
-    case ModelInstanceGroup_Kind.KIND_AUTO:
-      return "KIND_AUTO";
-    case ModelInstanceGroup_Kind.KIND_GPU:
-      return "KIND_GPU";
-    case ModelInstanceGroup_Kind.KIND_CPU:
-      return "KIND_CPU";
-    case ModelInstanceGroup_Kind.KIND_MODEL:
-      return "KIND_MODEL";
-    case ModelInstanceGroup_Kind.UNRECOGNIZED:
-    default:
-      return "UNRECOGNIZED";
-  }
-}
-
 export interface ModelInstanceGroup_SecondaryDevice {
   kind: ModelInstanceGroup_SecondaryDevice_SecondaryDeviceKind;
   deviceId: bigint;
@@ -213,32 +84,6 @@ export interface ModelInstanceGroup_SecondaryDevice {
 export enum ModelInstanceGroup_SecondaryDevice_SecondaryDeviceKind {
   KIND_NVDLA = 0,
   UNRECOGNIZED = -1,
-}
-
-export function modelInstanceGroup_SecondaryDevice_SecondaryDeviceKindFromJSON(
-  object: any,
-): ModelInstanceGroup_SecondaryDevice_SecondaryDeviceKind {
-  switch (object) {
-    case 0:
-    case "KIND_NVDLA":
-      return ModelInstanceGroup_SecondaryDevice_SecondaryDeviceKind.KIND_NVDLA;
-    case -1:
-    case "UNRECOGNIZED":
-    default:
-      return ModelInstanceGroup_SecondaryDevice_SecondaryDeviceKind.UNRECOGNIZED;
-  }
-}
-
-export function modelInstanceGroup_SecondaryDevice_SecondaryDeviceKindToJSON(
-  object: ModelInstanceGroup_SecondaryDevice_SecondaryDeviceKind,
-): string {
-  switch (object) {
-    case ModelInstanceGroup_SecondaryDevice_SecondaryDeviceKind.KIND_NVDLA:
-      return "KIND_NVDLA";
-    case ModelInstanceGroup_SecondaryDevice_SecondaryDeviceKind.UNRECOGNIZED:
-    default:
-      return "UNRECOGNIZED";
-  }
 }
 
 export interface ModelTensorReshape {
@@ -266,38 +111,6 @@ export enum ModelInput_Format {
   FORMAT_NHWC = 1,
   FORMAT_NCHW = 2,
   UNRECOGNIZED = -1,
-}
-
-export function modelInput_FormatFromJSON(object: any): ModelInput_Format {
-  switch (object) {
-    case 0:
-    case "FORMAT_NONE":
-      return ModelInput_Format.FORMAT_NONE;
-    case 1:
-    case "FORMAT_NHWC":
-      return ModelInput_Format.FORMAT_NHWC;
-    case 2:
-    case "FORMAT_NCHW":
-      return ModelInput_Format.FORMAT_NCHW;
-    case -1:
-    case "UNRECOGNIZED":
-    default:
-      return ModelInput_Format.UNRECOGNIZED;
-  }
-}
-
-export function modelInput_FormatToJSON(object: ModelInput_Format): string {
-  switch (object) {
-    case ModelInput_Format.FORMAT_NONE:
-      return "FORMAT_NONE";
-    case ModelInput_Format.FORMAT_NHWC:
-      return "FORMAT_NHWC";
-    case ModelInput_Format.FORMAT_NCHW:
-      return "FORMAT_NCHW";
-    case ModelInput_Format.UNRECOGNIZED:
-    default:
-      return "UNRECOGNIZED";
-  }
 }
 
 /** One output tensor of a model. */
@@ -328,53 +141,6 @@ export enum BatchInput_Kind {
   UNRECOGNIZED = -1,
 }
 
-export function batchInput_KindFromJSON(object: any): BatchInput_Kind {
-  switch (object) {
-    case 0:
-    case "BATCH_ELEMENT_COUNT":
-      return BatchInput_Kind.BATCH_ELEMENT_COUNT;
-    case 1:
-    case "BATCH_ACCUMULATED_ELEMENT_COUNT":
-      return BatchInput_Kind.BATCH_ACCUMULATED_ELEMENT_COUNT;
-    case 2:
-    case "BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO":
-      return BatchInput_Kind.BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO;
-    case 3:
-    case "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE":
-      return BatchInput_Kind.BATCH_MAX_ELEMENT_COUNT_AS_SHAPE;
-    case 4:
-    case "BATCH_ITEM_SHAPE":
-      return BatchInput_Kind.BATCH_ITEM_SHAPE;
-    case 5:
-    case "BATCH_ITEM_SHAPE_FLATTEN":
-      return BatchInput_Kind.BATCH_ITEM_SHAPE_FLATTEN;
-    case -1:
-    case "UNRECOGNIZED":
-    default:
-      return BatchInput_Kind.UNRECOGNIZED;
-  }
-}
-
-export function batchInput_KindToJSON(object: BatchInput_Kind): string {
-  switch (object) {
-    case BatchInput_Kind.BATCH_ELEMENT_COUNT:
-      return "BATCH_ELEMENT_COUNT";
-    case BatchInput_Kind.BATCH_ACCUMULATED_ELEMENT_COUNT:
-      return "BATCH_ACCUMULATED_ELEMENT_COUNT";
-    case BatchInput_Kind.BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO:
-      return "BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO";
-    case BatchInput_Kind.BATCH_MAX_ELEMENT_COUNT_AS_SHAPE:
-      return "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE";
-    case BatchInput_Kind.BATCH_ITEM_SHAPE:
-      return "BATCH_ITEM_SHAPE";
-    case BatchInput_Kind.BATCH_ITEM_SHAPE_FLATTEN:
-      return "BATCH_ITEM_SHAPE_FLATTEN";
-    case BatchInput_Kind.UNRECOGNIZED:
-    default:
-      return "UNRECOGNIZED";
-  }
-}
-
 export interface BatchOutput {
   targetName: string[];
   kind: BatchOutput_Kind;
@@ -384,28 +150,6 @@ export interface BatchOutput {
 export enum BatchOutput_Kind {
   BATCH_SCATTER_WITH_INPUT_SHAPE = 0,
   UNRECOGNIZED = -1,
-}
-
-export function batchOutput_KindFromJSON(object: any): BatchOutput_Kind {
-  switch (object) {
-    case 0:
-    case "BATCH_SCATTER_WITH_INPUT_SHAPE":
-      return BatchOutput_Kind.BATCH_SCATTER_WITH_INPUT_SHAPE;
-    case -1:
-    case "UNRECOGNIZED":
-    default:
-      return BatchOutput_Kind.UNRECOGNIZED;
-  }
-}
-
-export function batchOutput_KindToJSON(object: BatchOutput_Kind): string {
-  switch (object) {
-    case BatchOutput_Kind.BATCH_SCATTER_WITH_INPUT_SHAPE:
-      return "BATCH_SCATTER_WITH_INPUT_SHAPE";
-    case BatchOutput_Kind.UNRECOGNIZED:
-    default:
-      return "UNRECOGNIZED";
-  }
 }
 
 /** Which numbered version folders of a model are served. */
@@ -447,38 +191,6 @@ export enum ModelOptimizationPolicy_ModelPriority {
   PRIORITY_MAX = 1,
   PRIORITY_MIN = 2,
   UNRECOGNIZED = -1,
-}
-
-export function modelOptimizationPolicy_ModelPriorityFromJSON(object: any): ModelOptimizationPolicy_ModelPriority {
-  switch (object) {
-    case 0:
-    case "PRIORITY_DEFAULT":
-      return ModelOptimizationPolicy_ModelPriority.PRIORITY_DEFAULT;
-    case 1:
-    case "PRIORITY_MAX":
-      return ModelOptimizationPolicy_ModelPriority.PRIORITY_MAX;
-    case 2:
-    case "PRIORITY_MIN":
-      return ModelOptimizationPolicy_ModelPriority.PRIORITY_MIN;
-    case -1:
-    case "UNRECOGNIZED":
-    default:
-      return ModelOptimizationPolicy_ModelPriority.UNRECOGNIZED;
-  }
-}
-
-export function modelOptimizationPolicy_ModelPriorityToJSON(object: ModelOptimizationPolicy_ModelPriority): string {
-  switch (object) {
-    case ModelOptimizationPolicy_ModelPriority.PRIORITY_DEFAULT:
-      return "PRIORITY_DEFAULT";
-    case ModelOptimizationPolicy_ModelPriority.PRIORITY_MAX:
-      return "PRIORITY_MAX";
-    case ModelOptimizationPolicy_ModelPriority.PRIORITY_MIN:
-      return "PRIORITY_MIN";
-    case ModelOptimizationPolicy_ModelPriority.UNRECOGNIZED:
-    default:
-      return "UNRECOGNIZED";
-  }
 }
 
 export interface ModelOptimizationPolicy_Graph {
@@ -549,33 +261,6 @@ export enum ModelQueuePolicy_TimeoutAction {
   UNRECOGNIZED = -1,
 }
 
-export function modelQueuePolicy_TimeoutActionFromJSON(object: any): ModelQueuePolicy_TimeoutAction {
-  switch (object) {
-    case 0:
-    case "REJECT":
-      return ModelQueuePolicy_TimeoutAction.REJECT;
-    case 1:
-    case "DELAY":
-      return ModelQueuePolicy_TimeoutAction.DELAY;
-    case -1:
-    case "UNRECOGNIZED":
-    default:
-      return ModelQueuePolicy_TimeoutAction.UNRECOGNIZED;
-  }
-}
-
-export function modelQueuePolicy_TimeoutActionToJSON(object: ModelQueuePolicy_TimeoutAction): string {
-  switch (object) {
-    case ModelQueuePolicy_TimeoutAction.REJECT:
-      return "REJECT";
-    case ModelQueuePolicy_TimeoutAction.DELAY:
-      return "DELAY";
-    case ModelQueuePolicy_TimeoutAction.UNRECOGNIZED:
-    default:
-      return "UNRECOGNIZED";
-  }
-}
-
 export interface ModelDynamicBatching {
   preferredBatchSize: number[];
   maxQueueDelayMicroseconds: bigint;
@@ -616,43 +301,6 @@ export enum ModelSequenceBatching_Control_Kind {
   CONTROL_SEQUENCE_END = 2,
   CONTROL_SEQUENCE_CORRID = 3,
   UNRECOGNIZED = -1,
-}
-
-export function modelSequenceBatching_Control_KindFromJSON(object: any): ModelSequenceBatching_Control_Kind {
-  switch (object) {
-    case 0:
-    case "CONTROL_SEQUENCE_START":
-      return ModelSequenceBatching_Control_Kind.CONTROL_SEQUENCE_START;
-    case 1:
-    case "CONTROL_SEQUENCE_READY":
-      return ModelSequenceBatching_Control_Kind.CONTROL_SEQUENCE_READY;
-    case 2:
-    case "CONTROL_SEQUENCE_END":
-      return ModelSequenceBatching_Control_Kind.CONTROL_SEQUENCE_END;
-    case 3:
-    case "CONTROL_SEQUENCE_CORRID":
-      return ModelSequenceBatching_Control_Kind.CONTROL_SEQUENCE_CORRID;
-    case -1:
-    case "UNRECOGNIZED":
-    default:
-      return ModelSequenceBatching_Control_Kind.UNRECOGNIZED;
-  }
-}
-
-export function modelSequenceBatching_Control_KindToJSON(object: ModelSequenceBatching_Control_Kind): string {
-  switch (object) {
-    case ModelSequenceBatching_Control_Kind.CONTROL_SEQUENCE_START:
-      return "CONTROL_SEQUENCE_START";
-    case ModelSequenceBatching_Control_Kind.CONTROL_SEQUENCE_READY:
-      return "CONTROL_SEQUENCE_READY";
-    case ModelSequenceBatching_Control_Kind.CONTROL_SEQUENCE_END:
-      return "CONTROL_SEQUENCE_END";
-    case ModelSequenceBatching_Control_Kind.CONTROL_SEQUENCE_CORRID:
-      return "CONTROL_SEQUENCE_CORRID";
-    case ModelSequenceBatching_Control_Kind.UNRECOGNIZED:
-    default:
-      return "UNRECOGNIZED";
-  }
 }
 
 export interface ModelSequenceBatching_ControlInput {
@@ -884,26 +532,6 @@ export const ModelRateLimiter: MessageFns<ModelRateLimiter> = {
     }
   },
 
-  fromJSON(object: any): ModelRateLimiter {
-    return {
-      resources: globalThis.Array.isArray(object?.resources)
-        ? object.resources.map((e: any) => ModelRateLimiter_Resource.fromJSON(e))
-        : [],
-      priority: isSet(object.priority) ? globalThis.Number(object.priority) : 0,
-    };
-  },
-
-  toJSON(message: ModelRateLimiter): unknown {
-    const obj: any = {};
-    if (message.resources?.length) {
-      obj.resources = message.resources.map((e) => ModelRateLimiter_Resource.toJSON(e));
-    }
-    if (message.priority !== 0) {
-      obj.priority = Math.round(message.priority);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelRateLimiter>, I>>(base?: I): ModelRateLimiter {
     return ModelRateLimiter.fromPartial(base ?? ({} as any));
   },
@@ -980,28 +608,6 @@ export const ModelRateLimiter_Resource: MessageFns<ModelRateLimiter_Resource> = 
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelRateLimiter_Resource {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      global: isSet(object.global) ? globalThis.Boolean(object.global) : false,
-      count: isSet(object.count) ? globalThis.Number(object.count) : 0,
-    };
-  },
-
-  toJSON(message: ModelRateLimiter_Resource): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.global !== false) {
-      obj.global = message.global;
-    }
-    if (message.count !== 0) {
-      obj.count = Math.round(message.count);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelRateLimiter_Resource>, I>>(base?: I): ModelRateLimiter_Resource {
@@ -1173,64 +779,6 @@ export const ModelInstanceGroup: MessageFns<ModelInstanceGroup> = {
     }
   },
 
-  fromJSON(object: any): ModelInstanceGroup {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      kind: isSet(object.kind) ? modelInstanceGroup_KindFromJSON(object.kind) : 0,
-      count: isSet(object.count) ? globalThis.Number(object.count) : 0,
-      rateLimiter: isSet(object.rateLimiter)
-        ? ModelRateLimiter.fromJSON(object.rateLimiter)
-        : isSet(object.rate_limiter)
-        ? ModelRateLimiter.fromJSON(object.rate_limiter)
-        : undefined,
-      gpus: globalThis.Array.isArray(object?.gpus) ? object.gpus.map((e: any) => globalThis.Number(e)) : [],
-      secondaryDevices: globalThis.Array.isArray(object?.secondaryDevices)
-        ? object.secondaryDevices.map((e: any) => ModelInstanceGroup_SecondaryDevice.fromJSON(e))
-        : globalThis.Array.isArray(object?.secondary_devices)
-        ? object.secondary_devices.map((e: any) => ModelInstanceGroup_SecondaryDevice.fromJSON(e))
-        : [],
-      profile: globalThis.Array.isArray(object?.profile) ? object.profile.map((e: any) => globalThis.String(e)) : [],
-      passive: isSet(object.passive) ? globalThis.Boolean(object.passive) : false,
-      hostPolicy: isSet(object.hostPolicy)
-        ? globalThis.String(object.hostPolicy)
-        : isSet(object.host_policy)
-        ? globalThis.String(object.host_policy)
-        : "",
-    };
-  },
-
-  toJSON(message: ModelInstanceGroup): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.kind !== 0) {
-      obj.kind = modelInstanceGroup_KindToJSON(message.kind);
-    }
-    if (message.count !== 0) {
-      obj.count = Math.round(message.count);
-    }
-    if (message.rateLimiter !== undefined) {
-      obj.rateLimiter = ModelRateLimiter.toJSON(message.rateLimiter);
-    }
-    if (message.gpus?.length) {
-      obj.gpus = message.gpus.map((e) => Math.round(e));
-    }
-    if (message.secondaryDevices?.length) {
-      obj.secondaryDevices = message.secondaryDevices.map((e) => ModelInstanceGroup_SecondaryDevice.toJSON(e));
-    }
-    if (message.profile?.length) {
-      obj.profile = message.profile;
-    }
-    if (message.passive !== false) {
-      obj.passive = message.passive;
-    }
-    if (message.hostPolicy !== "") {
-      obj.hostPolicy = message.hostPolicy;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelInstanceGroup>, I>>(base?: I): ModelInstanceGroup {
     return ModelInstanceGroup.fromPartial(base ?? ({} as any));
   },
@@ -1311,28 +859,6 @@ export const ModelInstanceGroup_SecondaryDevice: MessageFns<ModelInstanceGroup_S
     }
   },
 
-  fromJSON(object: any): ModelInstanceGroup_SecondaryDevice {
-    return {
-      kind: isSet(object.kind) ? modelInstanceGroup_SecondaryDevice_SecondaryDeviceKindFromJSON(object.kind) : 0,
-      deviceId: isSet(object.deviceId)
-        ? BigInt(object.deviceId)
-        : isSet(object.device_id)
-        ? BigInt(object.device_id)
-        : 0n,
-    };
-  },
-
-  toJSON(message: ModelInstanceGroup_SecondaryDevice): unknown {
-    const obj: any = {};
-    if (message.kind !== 0) {
-      obj.kind = modelInstanceGroup_SecondaryDevice_SecondaryDeviceKindToJSON(message.kind);
-    }
-    if (message.deviceId !== 0n) {
-      obj.deviceId = message.deviceId.toString();
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelInstanceGroup_SecondaryDevice>, I>>(
     base?: I,
   ): ModelInstanceGroup_SecondaryDevice {
@@ -1408,18 +934,6 @@ export const ModelTensorReshape: MessageFns<ModelTensorReshape> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelTensorReshape {
-    return { shape: globalThis.Array.isArray(object?.shape) ? object.shape.map((e: any) => BigInt(e)) : [] };
-  },
-
-  toJSON(message: ModelTensorReshape): unknown {
-    const obj: any = {};
-    if (message.shape?.length) {
-      obj.shape = message.shape.map((e) => e.toString());
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelTensorReshape>, I>>(base?: I): ModelTensorReshape {
@@ -1592,68 +1106,6 @@ export const ModelInput: MessageFns<ModelInput> = {
     }
   },
 
-  fromJSON(object: any): ModelInput {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      dataType: isSet(object.dataType)
-        ? dataTypeFromJSON(object.dataType)
-        : isSet(object.data_type)
-        ? dataTypeFromJSON(object.data_type)
-        : 0,
-      format: isSet(object.format) ? modelInput_FormatFromJSON(object.format) : 0,
-      dims: globalThis.Array.isArray(object?.dims) ? object.dims.map((e: any) => BigInt(e)) : [],
-      reshape: isSet(object.reshape) ? ModelTensorReshape.fromJSON(object.reshape) : undefined,
-      isShapeTensor: isSet(object.isShapeTensor)
-        ? globalThis.Boolean(object.isShapeTensor)
-        : isSet(object.is_shape_tensor)
-        ? globalThis.Boolean(object.is_shape_tensor)
-        : false,
-      allowRaggedBatch: isSet(object.allowRaggedBatch)
-        ? globalThis.Boolean(object.allowRaggedBatch)
-        : isSet(object.allow_ragged_batch)
-        ? globalThis.Boolean(object.allow_ragged_batch)
-        : false,
-      optional: isSet(object.optional) ? globalThis.Boolean(object.optional) : false,
-      isNonLinearFormatIo: isSet(object.isNonLinearFormatIo)
-        ? globalThis.Boolean(object.isNonLinearFormatIo)
-        : isSet(object.is_non_linear_format_io)
-        ? globalThis.Boolean(object.is_non_linear_format_io)
-        : false,
-    };
-  },
-
-  toJSON(message: ModelInput): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.dataType !== 0) {
-      obj.dataType = dataTypeToJSON(message.dataType);
-    }
-    if (message.format !== 0) {
-      obj.format = modelInput_FormatToJSON(message.format);
-    }
-    if (message.dims?.length) {
-      obj.dims = message.dims.map((e) => e.toString());
-    }
-    if (message.reshape !== undefined) {
-      obj.reshape = ModelTensorReshape.toJSON(message.reshape);
-    }
-    if (message.isShapeTensor !== false) {
-      obj.isShapeTensor = message.isShapeTensor;
-    }
-    if (message.allowRaggedBatch !== false) {
-      obj.allowRaggedBatch = message.allowRaggedBatch;
-    }
-    if (message.optional !== false) {
-      obj.optional = message.optional;
-    }
-    if (message.isNonLinearFormatIo !== false) {
-      obj.isNonLinearFormatIo = message.isNonLinearFormatIo;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelInput>, I>>(base?: I): ModelInput {
     return ModelInput.fromPartial(base ?? ({} as any));
   },
@@ -1810,60 +1262,6 @@ export const ModelOutput: MessageFns<ModelOutput> = {
     }
   },
 
-  fromJSON(object: any): ModelOutput {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      dataType: isSet(object.dataType)
-        ? dataTypeFromJSON(object.dataType)
-        : isSet(object.data_type)
-        ? dataTypeFromJSON(object.data_type)
-        : 0,
-      dims: globalThis.Array.isArray(object?.dims) ? object.dims.map((e: any) => BigInt(e)) : [],
-      reshape: isSet(object.reshape) ? ModelTensorReshape.fromJSON(object.reshape) : undefined,
-      labelFilename: isSet(object.labelFilename)
-        ? globalThis.String(object.labelFilename)
-        : isSet(object.label_filename)
-        ? globalThis.String(object.label_filename)
-        : "",
-      isShapeTensor: isSet(object.isShapeTensor)
-        ? globalThis.Boolean(object.isShapeTensor)
-        : isSet(object.is_shape_tensor)
-        ? globalThis.Boolean(object.is_shape_tensor)
-        : false,
-      isNonLinearFormatIo: isSet(object.isNonLinearFormatIo)
-        ? globalThis.Boolean(object.isNonLinearFormatIo)
-        : isSet(object.is_non_linear_format_io)
-        ? globalThis.Boolean(object.is_non_linear_format_io)
-        : false,
-    };
-  },
-
-  toJSON(message: ModelOutput): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.dataType !== 0) {
-      obj.dataType = dataTypeToJSON(message.dataType);
-    }
-    if (message.dims?.length) {
-      obj.dims = message.dims.map((e) => e.toString());
-    }
-    if (message.reshape !== undefined) {
-      obj.reshape = ModelTensorReshape.toJSON(message.reshape);
-    }
-    if (message.labelFilename !== "") {
-      obj.labelFilename = message.labelFilename;
-    }
-    if (message.isShapeTensor !== false) {
-      obj.isShapeTensor = message.isShapeTensor;
-    }
-    if (message.isNonLinearFormatIo !== false) {
-      obj.isNonLinearFormatIo = message.isNonLinearFormatIo;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelOutput>, I>>(base?: I): ModelOutput {
     return ModelOutput.fromPartial(base ?? ({} as any));
   },
@@ -1960,44 +1358,6 @@ export const BatchInput: MessageFns<BatchInput> = {
     }
   },
 
-  fromJSON(object: any): BatchInput {
-    return {
-      kind: isSet(object.kind) ? batchInput_KindFromJSON(object.kind) : 0,
-      targetName: globalThis.Array.isArray(object?.targetName)
-        ? object.targetName.map((e: any) => globalThis.String(e))
-        : globalThis.Array.isArray(object?.target_name)
-        ? object.target_name.map((e: any) => globalThis.String(e))
-        : [],
-      dataType: isSet(object.dataType)
-        ? dataTypeFromJSON(object.dataType)
-        : isSet(object.data_type)
-        ? dataTypeFromJSON(object.data_type)
-        : 0,
-      sourceInput: globalThis.Array.isArray(object?.sourceInput)
-        ? object.sourceInput.map((e: any) => globalThis.String(e))
-        : globalThis.Array.isArray(object?.source_input)
-        ? object.source_input.map((e: any) => globalThis.String(e))
-        : [],
-    };
-  },
-
-  toJSON(message: BatchInput): unknown {
-    const obj: any = {};
-    if (message.kind !== 0) {
-      obj.kind = batchInput_KindToJSON(message.kind);
-    }
-    if (message.targetName?.length) {
-      obj.targetName = message.targetName;
-    }
-    if (message.dataType !== 0) {
-      obj.dataType = dataTypeToJSON(message.dataType);
-    }
-    if (message.sourceInput?.length) {
-      obj.sourceInput = message.sourceInput;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<BatchInput>, I>>(base?: I): BatchInput {
     return BatchInput.fromPartial(base ?? ({} as any));
   },
@@ -2076,36 +1436,6 @@ export const BatchOutput: MessageFns<BatchOutput> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): BatchOutput {
-    return {
-      targetName: globalThis.Array.isArray(object?.targetName)
-        ? object.targetName.map((e: any) => globalThis.String(e))
-        : globalThis.Array.isArray(object?.target_name)
-        ? object.target_name.map((e: any) => globalThis.String(e))
-        : [],
-      kind: isSet(object.kind) ? batchOutput_KindFromJSON(object.kind) : 0,
-      sourceInput: globalThis.Array.isArray(object?.sourceInput)
-        ? object.sourceInput.map((e: any) => globalThis.String(e))
-        : globalThis.Array.isArray(object?.source_input)
-        ? object.source_input.map((e: any) => globalThis.String(e))
-        : [],
-    };
-  },
-
-  toJSON(message: BatchOutput): unknown {
-    const obj: any = {};
-    if (message.targetName?.length) {
-      obj.targetName = message.targetName;
-    }
-    if (message.kind !== 0) {
-      obj.kind = batchOutput_KindToJSON(message.kind);
-    }
-    if (message.sourceInput?.length) {
-      obj.sourceInput = message.sourceInput;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<BatchOutput>, I>>(base?: I): BatchOutput {
@@ -2195,30 +1525,6 @@ export const ModelVersionPolicy: MessageFns<ModelVersionPolicy> = {
     }
   },
 
-  fromJSON(object: any): ModelVersionPolicy {
-    return {
-      policyChoice: isSet(object.latest)
-        ? { $case: "latest", value: ModelVersionPolicy_Latest.fromJSON(object.latest) }
-        : isSet(object.all)
-        ? { $case: "all", value: ModelVersionPolicy_All.fromJSON(object.all) }
-        : isSet(object.specific)
-        ? { $case: "specific", value: ModelVersionPolicy_Specific.fromJSON(object.specific) }
-        : undefined,
-    };
-  },
-
-  toJSON(message: ModelVersionPolicy): unknown {
-    const obj: any = {};
-    if (message.policyChoice?.$case === "latest") {
-      obj.latest = ModelVersionPolicy_Latest.toJSON(message.policyChoice.value);
-    } else if (message.policyChoice?.$case === "all") {
-      obj.all = ModelVersionPolicy_All.toJSON(message.policyChoice.value);
-    } else if (message.policyChoice?.$case === "specific") {
-      obj.specific = ModelVersionPolicy_Specific.toJSON(message.policyChoice.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelVersionPolicy>, I>>(base?: I): ModelVersionPolicy {
     return ModelVersionPolicy.fromPartial(base ?? ({} as any));
   },
@@ -2299,24 +1605,6 @@ export const ModelVersionPolicy_Latest: MessageFns<ModelVersionPolicy_Latest> = 
     }
   },
 
-  fromJSON(object: any): ModelVersionPolicy_Latest {
-    return {
-      numVersions: isSet(object.numVersions)
-        ? globalThis.Number(object.numVersions)
-        : isSet(object.num_versions)
-        ? globalThis.Number(object.num_versions)
-        : 0,
-    };
-  },
-
-  toJSON(message: ModelVersionPolicy_Latest): unknown {
-    const obj: any = {};
-    if (message.numVersions !== 0) {
-      obj.numVersions = Math.round(message.numVersions);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelVersionPolicy_Latest>, I>>(base?: I): ModelVersionPolicy_Latest {
     return ModelVersionPolicy_Latest.fromPartial(base ?? ({} as any));
   },
@@ -2359,15 +1647,6 @@ export const ModelVersionPolicy_All: MessageFns<ModelVersionPolicy_All> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(_: any): ModelVersionPolicy_All {
-    return {};
-  },
-
-  toJSON(_: ModelVersionPolicy_All): unknown {
-    const obj: any = {};
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelVersionPolicy_All>, I>>(base?: I): ModelVersionPolicy_All {
@@ -2439,18 +1718,6 @@ export const ModelVersionPolicy_Specific: MessageFns<ModelVersionPolicy_Specific
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelVersionPolicy_Specific {
-    return { versions: globalThis.Array.isArray(object?.versions) ? object.versions.map((e: any) => BigInt(e)) : [] };
-  },
-
-  toJSON(message: ModelVersionPolicy_Specific): unknown {
-    const obj: any = {};
-    if (message.versions?.length) {
-      obj.versions = message.versions.map((e) => e.toString());
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelVersionPolicy_Specific>, I>>(base?: I): ModelVersionPolicy_Specific {
@@ -2598,68 +1865,6 @@ export const ModelOptimizationPolicy: MessageFns<ModelOptimizationPolicy> = {
     }
   },
 
-  fromJSON(object: any): ModelOptimizationPolicy {
-    return {
-      graph: isSet(object.graph) ? ModelOptimizationPolicy_Graph.fromJSON(object.graph) : undefined,
-      priority: isSet(object.priority) ? modelOptimizationPolicy_ModelPriorityFromJSON(object.priority) : 0,
-      cuda: isSet(object.cuda) ? ModelOptimizationPolicy_Cuda.fromJSON(object.cuda) : undefined,
-      executionAccelerators: isSet(object.executionAccelerators)
-        ? ModelOptimizationPolicy_ExecutionAccelerators.fromJSON(object.executionAccelerators)
-        : isSet(object.execution_accelerators)
-        ? ModelOptimizationPolicy_ExecutionAccelerators.fromJSON(object.execution_accelerators)
-        : undefined,
-      inputPinnedMemory: isSet(object.inputPinnedMemory)
-        ? ModelOptimizationPolicy_PinnedMemoryBuffer.fromJSON(object.inputPinnedMemory)
-        : isSet(object.input_pinned_memory)
-        ? ModelOptimizationPolicy_PinnedMemoryBuffer.fromJSON(object.input_pinned_memory)
-        : undefined,
-      outputPinnedMemory: isSet(object.outputPinnedMemory)
-        ? ModelOptimizationPolicy_PinnedMemoryBuffer.fromJSON(object.outputPinnedMemory)
-        : isSet(object.output_pinned_memory)
-        ? ModelOptimizationPolicy_PinnedMemoryBuffer.fromJSON(object.output_pinned_memory)
-        : undefined,
-      gatherKernelBufferThreshold: isSet(object.gatherKernelBufferThreshold)
-        ? globalThis.Number(object.gatherKernelBufferThreshold)
-        : isSet(object.gather_kernel_buffer_threshold)
-        ? globalThis.Number(object.gather_kernel_buffer_threshold)
-        : 0,
-      eagerBatching: isSet(object.eagerBatching)
-        ? globalThis.Boolean(object.eagerBatching)
-        : isSet(object.eager_batching)
-        ? globalThis.Boolean(object.eager_batching)
-        : false,
-    };
-  },
-
-  toJSON(message: ModelOptimizationPolicy): unknown {
-    const obj: any = {};
-    if (message.graph !== undefined) {
-      obj.graph = ModelOptimizationPolicy_Graph.toJSON(message.graph);
-    }
-    if (message.priority !== 0) {
-      obj.priority = modelOptimizationPolicy_ModelPriorityToJSON(message.priority);
-    }
-    if (message.cuda !== undefined) {
-      obj.cuda = ModelOptimizationPolicy_Cuda.toJSON(message.cuda);
-    }
-    if (message.executionAccelerators !== undefined) {
-      obj.executionAccelerators = ModelOptimizationPolicy_ExecutionAccelerators.toJSON(message.executionAccelerators);
-    }
-    if (message.inputPinnedMemory !== undefined) {
-      obj.inputPinnedMemory = ModelOptimizationPolicy_PinnedMemoryBuffer.toJSON(message.inputPinnedMemory);
-    }
-    if (message.outputPinnedMemory !== undefined) {
-      obj.outputPinnedMemory = ModelOptimizationPolicy_PinnedMemoryBuffer.toJSON(message.outputPinnedMemory);
-    }
-    if (message.gatherKernelBufferThreshold !== 0) {
-      obj.gatherKernelBufferThreshold = Math.round(message.gatherKernelBufferThreshold);
-    }
-    if (message.eagerBatching !== false) {
-      obj.eagerBatching = message.eagerBatching;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelOptimizationPolicy>, I>>(base?: I): ModelOptimizationPolicy {
     return ModelOptimizationPolicy.fromPartial(base ?? ({} as any));
   },
@@ -2731,18 +1936,6 @@ export const ModelOptimizationPolicy_Graph: MessageFns<ModelOptimizationPolicy_G
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelOptimizationPolicy_Graph {
-    return { level: isSet(object.level) ? globalThis.Number(object.level) : 0 };
-  },
-
-  toJSON(message: ModelOptimizationPolicy_Graph): unknown {
-    const obj: any = {};
-    if (message.level !== 0) {
-      obj.level = Math.round(message.level);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelOptimizationPolicy_Graph>, I>>(base?: I): ModelOptimizationPolicy_Graph {
@@ -2835,44 +2028,6 @@ export const ModelOptimizationPolicy_Cuda: MessageFns<ModelOptimizationPolicy_Cu
     }
   },
 
-  fromJSON(object: any): ModelOptimizationPolicy_Cuda {
-    return {
-      graphs: isSet(object.graphs) ? globalThis.Boolean(object.graphs) : false,
-      busyWaitEvents: isSet(object.busyWaitEvents)
-        ? globalThis.Boolean(object.busyWaitEvents)
-        : isSet(object.busy_wait_events)
-        ? globalThis.Boolean(object.busy_wait_events)
-        : false,
-      graphSpec: globalThis.Array.isArray(object?.graphSpec)
-        ? object.graphSpec.map((e: any) => ModelOptimizationPolicy_Cuda_GraphSpec.fromJSON(e))
-        : globalThis.Array.isArray(object?.graph_spec)
-        ? object.graph_spec.map((e: any) => ModelOptimizationPolicy_Cuda_GraphSpec.fromJSON(e))
-        : [],
-      outputCopyStream: isSet(object.outputCopyStream)
-        ? globalThis.Boolean(object.outputCopyStream)
-        : isSet(object.output_copy_stream)
-        ? globalThis.Boolean(object.output_copy_stream)
-        : false,
-    };
-  },
-
-  toJSON(message: ModelOptimizationPolicy_Cuda): unknown {
-    const obj: any = {};
-    if (message.graphs !== false) {
-      obj.graphs = message.graphs;
-    }
-    if (message.busyWaitEvents !== false) {
-      obj.busyWaitEvents = message.busyWaitEvents;
-    }
-    if (message.graphSpec?.length) {
-      obj.graphSpec = message.graphSpec.map((e) => ModelOptimizationPolicy_Cuda_GraphSpec.toJSON(e));
-    }
-    if (message.outputCopyStream !== false) {
-      obj.outputCopyStream = message.outputCopyStream;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelOptimizationPolicy_Cuda>, I>>(base?: I): ModelOptimizationPolicy_Cuda {
     return ModelOptimizationPolicy_Cuda.fromPartial(base ?? ({} as any));
   },
@@ -2958,58 +2113,6 @@ export const ModelOptimizationPolicy_Cuda_GraphSpec: MessageFns<ModelOptimizatio
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelOptimizationPolicy_Cuda_GraphSpec {
-    return {
-      batchSize: isSet(object.batchSize)
-        ? globalThis.Number(object.batchSize)
-        : isSet(object.batch_size)
-        ? globalThis.Number(object.batch_size)
-        : 0,
-      input: isObject(object.input)
-        ? (globalThis.Object.entries(object.input) as [string, any][]).reduce(
-          (acc: { [key: string]: ModelOptimizationPolicy_Cuda_GraphSpec_Shape }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: ModelOptimizationPolicy_Cuda_GraphSpec_Shape.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      graphLowerBound: isSet(object.graphLowerBound)
-        ? ModelOptimizationPolicy_Cuda_GraphSpec_LowerBound.fromJSON(object.graphLowerBound)
-        : isSet(object.graph_lower_bound)
-        ? ModelOptimizationPolicy_Cuda_GraphSpec_LowerBound.fromJSON(object.graph_lower_bound)
-        : undefined,
-    };
-  },
-
-  toJSON(message: ModelOptimizationPolicy_Cuda_GraphSpec): unknown {
-    const obj: any = {};
-    if (message.batchSize !== 0) {
-      obj.batchSize = Math.round(message.batchSize);
-    }
-    if (message.input) {
-      const entries = globalThis.Object.entries(message.input) as [
-        string,
-        ModelOptimizationPolicy_Cuda_GraphSpec_Shape,
-      ][];
-      if (entries.length > 0) {
-        obj.input = {};
-        entries.forEach(([k, v]) => {
-          obj.input[k] = ModelOptimizationPolicy_Cuda_GraphSpec_Shape.toJSON(v);
-        });
-      }
-    }
-    if (message.graphLowerBound !== undefined) {
-      obj.graphLowerBound = ModelOptimizationPolicy_Cuda_GraphSpec_LowerBound.toJSON(message.graphLowerBound);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelOptimizationPolicy_Cuda_GraphSpec>, I>>(
@@ -3108,18 +2211,6 @@ export const ModelOptimizationPolicy_Cuda_GraphSpec_Shape: MessageFns<ModelOptim
     }
   },
 
-  fromJSON(object: any): ModelOptimizationPolicy_Cuda_GraphSpec_Shape {
-    return { dim: globalThis.Array.isArray(object?.dim) ? object.dim.map((e: any) => BigInt(e)) : [] };
-  },
-
-  toJSON(message: ModelOptimizationPolicy_Cuda_GraphSpec_Shape): unknown {
-    const obj: any = {};
-    if (message.dim?.length) {
-      obj.dim = message.dim.map((e) => e.toString());
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelOptimizationPolicy_Cuda_GraphSpec_Shape>, I>>(
     base?: I,
   ): ModelOptimizationPolicy_Cuda_GraphSpec_Shape {
@@ -3201,50 +2292,6 @@ export const ModelOptimizationPolicy_Cuda_GraphSpec_LowerBound: MessageFns<
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelOptimizationPolicy_Cuda_GraphSpec_LowerBound {
-    return {
-      batchSize: isSet(object.batchSize)
-        ? globalThis.Number(object.batchSize)
-        : isSet(object.batch_size)
-        ? globalThis.Number(object.batch_size)
-        : 0,
-      input: isObject(object.input)
-        ? (globalThis.Object.entries(object.input) as [string, any][]).reduce(
-          (acc: { [key: string]: ModelOptimizationPolicy_Cuda_GraphSpec_Shape }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: ModelOptimizationPolicy_Cuda_GraphSpec_Shape.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-    };
-  },
-
-  toJSON(message: ModelOptimizationPolicy_Cuda_GraphSpec_LowerBound): unknown {
-    const obj: any = {};
-    if (message.batchSize !== 0) {
-      obj.batchSize = Math.round(message.batchSize);
-    }
-    if (message.input) {
-      const entries = globalThis.Object.entries(message.input) as [
-        string,
-        ModelOptimizationPolicy_Cuda_GraphSpec_Shape,
-      ][];
-      if (entries.length > 0) {
-        obj.input = {};
-        entries.forEach(([k, v]) => {
-          obj.input[k] = ModelOptimizationPolicy_Cuda_GraphSpec_Shape.toJSON(v);
-        });
-      }
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelOptimizationPolicy_Cuda_GraphSpec_LowerBound>, I>>(
@@ -3339,24 +2386,6 @@ export const ModelOptimizationPolicy_Cuda_GraphSpec_LowerBound_InputEntry: Messa
     }
   },
 
-  fromJSON(object: any): ModelOptimizationPolicy_Cuda_GraphSpec_LowerBound_InputEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? ModelOptimizationPolicy_Cuda_GraphSpec_Shape.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: ModelOptimizationPolicy_Cuda_GraphSpec_LowerBound_InputEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = ModelOptimizationPolicy_Cuda_GraphSpec_Shape.toJSON(message.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelOptimizationPolicy_Cuda_GraphSpec_LowerBound_InputEntry>, I>>(
     base?: I,
   ): ModelOptimizationPolicy_Cuda_GraphSpec_LowerBound_InputEntry {
@@ -3433,24 +2462,6 @@ export const ModelOptimizationPolicy_Cuda_GraphSpec_InputEntry: MessageFns<
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelOptimizationPolicy_Cuda_GraphSpec_InputEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? ModelOptimizationPolicy_Cuda_GraphSpec_Shape.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: ModelOptimizationPolicy_Cuda_GraphSpec_InputEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = ModelOptimizationPolicy_Cuda_GraphSpec_Shape.toJSON(message.value);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelOptimizationPolicy_Cuda_GraphSpec_InputEntry>, I>>(
@@ -3532,44 +2543,6 @@ export const ModelOptimizationPolicy_ExecutionAccelerators: MessageFns<ModelOpti
       } finally {
         (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
       }
-    },
-
-    fromJSON(object: any): ModelOptimizationPolicy_ExecutionAccelerators {
-      return {
-        gpuExecutionAccelerator: globalThis.Array.isArray(object?.gpuExecutionAccelerator)
-          ? object.gpuExecutionAccelerator.map((e: any) =>
-            ModelOptimizationPolicy_ExecutionAccelerators_Accelerator.fromJSON(e)
-          )
-          : globalThis.Array.isArray(object?.gpu_execution_accelerator)
-          ? object.gpu_execution_accelerator.map((e: any) =>
-            ModelOptimizationPolicy_ExecutionAccelerators_Accelerator.fromJSON(e)
-          )
-          : [],
-        cpuExecutionAccelerator: globalThis.Array.isArray(object?.cpuExecutionAccelerator)
-          ? object.cpuExecutionAccelerator.map((e: any) =>
-            ModelOptimizationPolicy_ExecutionAccelerators_Accelerator.fromJSON(e)
-          )
-          : globalThis.Array.isArray(object?.cpu_execution_accelerator)
-          ? object.cpu_execution_accelerator.map((e: any) =>
-            ModelOptimizationPolicy_ExecutionAccelerators_Accelerator.fromJSON(e)
-          )
-          : [],
-      };
-    },
-
-    toJSON(message: ModelOptimizationPolicy_ExecutionAccelerators): unknown {
-      const obj: any = {};
-      if (message.gpuExecutionAccelerator?.length) {
-        obj.gpuExecutionAccelerator = message.gpuExecutionAccelerator.map((e) =>
-          ModelOptimizationPolicy_ExecutionAccelerators_Accelerator.toJSON(e)
-        );
-      }
-      if (message.cpuExecutionAccelerator?.length) {
-        obj.cpuExecutionAccelerator = message.cpuExecutionAccelerator.map((e) =>
-          ModelOptimizationPolicy_ExecutionAccelerators_Accelerator.toJSON(e)
-        );
-      }
-      return obj;
     },
 
     create<I extends Exact<DeepPartial<ModelOptimizationPolicy_ExecutionAccelerators>, I>>(
@@ -3663,43 +2636,6 @@ export const ModelOptimizationPolicy_ExecutionAccelerators_Accelerator: MessageF
     }
   },
 
-  fromJSON(object: any): ModelOptimizationPolicy_ExecutionAccelerators_Accelerator {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      parameters: isObject(object.parameters)
-        ? (globalThis.Object.entries(object.parameters) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-    };
-  },
-
-  toJSON(message: ModelOptimizationPolicy_ExecutionAccelerators_Accelerator): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.parameters) {
-      const entries = globalThis.Object.entries(message.parameters) as [string, string][];
-      if (entries.length > 0) {
-        obj.parameters = {};
-        entries.forEach(([k, v]) => {
-          obj.parameters[k] = v;
-        });
-      }
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelOptimizationPolicy_ExecutionAccelerators_Accelerator>, I>>(
     base?: I,
   ): ModelOptimizationPolicy_ExecutionAccelerators_Accelerator {
@@ -3787,24 +2723,6 @@ export const ModelOptimizationPolicy_ExecutionAccelerators_Accelerator_Parameter
     }
   },
 
-  fromJSON(object: any): ModelOptimizationPolicy_ExecutionAccelerators_Accelerator_ParametersEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? globalThis.String(object.value) : "",
-    };
-  },
-
-  toJSON(message: ModelOptimizationPolicy_ExecutionAccelerators_Accelerator_ParametersEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== "") {
-      obj.value = message.value;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelOptimizationPolicy_ExecutionAccelerators_Accelerator_ParametersEntry>, I>>(
     base?: I,
   ): ModelOptimizationPolicy_ExecutionAccelerators_Accelerator_ParametersEntry {
@@ -3863,18 +2781,6 @@ export const ModelOptimizationPolicy_PinnedMemoryBuffer: MessageFns<ModelOptimiz
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelOptimizationPolicy_PinnedMemoryBuffer {
-    return { enable: isSet(object.enable) ? globalThis.Boolean(object.enable) : false };
-  },
-
-  toJSON(message: ModelOptimizationPolicy_PinnedMemoryBuffer): unknown {
-    const obj: any = {};
-    if (message.enable !== false) {
-      obj.enable = message.enable;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelOptimizationPolicy_PinnedMemoryBuffer>, I>>(
@@ -3972,48 +2878,6 @@ export const ModelQueuePolicy: MessageFns<ModelQueuePolicy> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelQueuePolicy {
-    return {
-      timeoutAction: isSet(object.timeoutAction)
-        ? modelQueuePolicy_TimeoutActionFromJSON(object.timeoutAction)
-        : isSet(object.timeout_action)
-        ? modelQueuePolicy_TimeoutActionFromJSON(object.timeout_action)
-        : 0,
-      defaultTimeoutMicroseconds: isSet(object.defaultTimeoutMicroseconds)
-        ? BigInt(object.defaultTimeoutMicroseconds)
-        : isSet(object.default_timeout_microseconds)
-        ? BigInt(object.default_timeout_microseconds)
-        : 0n,
-      allowTimeoutOverride: isSet(object.allowTimeoutOverride)
-        ? globalThis.Boolean(object.allowTimeoutOverride)
-        : isSet(object.allow_timeout_override)
-        ? globalThis.Boolean(object.allow_timeout_override)
-        : false,
-      maxQueueSize: isSet(object.maxQueueSize)
-        ? globalThis.Number(object.maxQueueSize)
-        : isSet(object.max_queue_size)
-        ? globalThis.Number(object.max_queue_size)
-        : 0,
-    };
-  },
-
-  toJSON(message: ModelQueuePolicy): unknown {
-    const obj: any = {};
-    if (message.timeoutAction !== 0) {
-      obj.timeoutAction = modelQueuePolicy_TimeoutActionToJSON(message.timeoutAction);
-    }
-    if (message.defaultTimeoutMicroseconds !== 0n) {
-      obj.defaultTimeoutMicroseconds = message.defaultTimeoutMicroseconds.toString();
-    }
-    if (message.allowTimeoutOverride !== false) {
-      obj.allowTimeoutOverride = message.allowTimeoutOverride;
-    }
-    if (message.maxQueueSize !== 0) {
-      obj.maxQueueSize = Math.round(message.maxQueueSize);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelQueuePolicy>, I>>(base?: I): ModelQueuePolicy {
@@ -4179,87 +3043,6 @@ export const ModelDynamicBatching: MessageFns<ModelDynamicBatching> = {
     }
   },
 
-  fromJSON(object: any): ModelDynamicBatching {
-    return {
-      preferredBatchSize: globalThis.Array.isArray(object?.preferredBatchSize)
-        ? object.preferredBatchSize.map((e: any) => globalThis.Number(e))
-        : globalThis.Array.isArray(object?.preferred_batch_size)
-        ? object.preferred_batch_size.map((e: any) => globalThis.Number(e))
-        : [],
-      maxQueueDelayMicroseconds: isSet(object.maxQueueDelayMicroseconds)
-        ? BigInt(object.maxQueueDelayMicroseconds)
-        : isSet(object.max_queue_delay_microseconds)
-        ? BigInt(object.max_queue_delay_microseconds)
-        : 0n,
-      preserveOrdering: isSet(object.preserveOrdering)
-        ? globalThis.Boolean(object.preserveOrdering)
-        : isSet(object.preserve_ordering)
-        ? globalThis.Boolean(object.preserve_ordering)
-        : false,
-      priorityLevels: isSet(object.priorityLevels)
-        ? BigInt(object.priorityLevels)
-        : isSet(object.priority_levels)
-        ? BigInt(object.priority_levels)
-        : 0n,
-      defaultPriorityLevel: isSet(object.defaultPriorityLevel)
-        ? BigInt(object.defaultPriorityLevel)
-        : isSet(object.default_priority_level)
-        ? BigInt(object.default_priority_level)
-        : 0n,
-      defaultQueuePolicy: isSet(object.defaultQueuePolicy)
-        ? ModelQueuePolicy.fromJSON(object.defaultQueuePolicy)
-        : isSet(object.default_queue_policy)
-        ? ModelQueuePolicy.fromJSON(object.default_queue_policy)
-        : undefined,
-      priorityQueuePolicy: isObject(object.priorityQueuePolicy)
-        ? (globalThis.Object.entries(object.priorityQueuePolicy) as [string, any][]).reduce(
-          (acc: Map<bigint, ModelQueuePolicy>, [key, value]: [string, any]) => {
-            acc.set(BigInt(key), ModelQueuePolicy.fromJSON(value));
-            return acc;
-          },
-          new Map(),
-        )
-        : isObject(object.priority_queue_policy)
-        ? (globalThis.Object.entries(object.priority_queue_policy) as [string, any][]).reduce(
-          (acc: Map<bigint, ModelQueuePolicy>, [key, value]: [string, any]) => {
-            acc.set(BigInt(key), ModelQueuePolicy.fromJSON(value));
-            return acc;
-          },
-          new Map(),
-        )
-        : new Map(),
-    };
-  },
-
-  toJSON(message: ModelDynamicBatching): unknown {
-    const obj: any = {};
-    if (message.preferredBatchSize?.length) {
-      obj.preferredBatchSize = message.preferredBatchSize.map((e) => Math.round(e));
-    }
-    if (message.maxQueueDelayMicroseconds !== 0n) {
-      obj.maxQueueDelayMicroseconds = message.maxQueueDelayMicroseconds.toString();
-    }
-    if (message.preserveOrdering !== false) {
-      obj.preserveOrdering = message.preserveOrdering;
-    }
-    if (message.priorityLevels !== 0n) {
-      obj.priorityLevels = message.priorityLevels.toString();
-    }
-    if (message.defaultPriorityLevel !== 0n) {
-      obj.defaultPriorityLevel = message.defaultPriorityLevel.toString();
-    }
-    if (message.defaultQueuePolicy !== undefined) {
-      obj.defaultQueuePolicy = ModelQueuePolicy.toJSON(message.defaultQueuePolicy);
-    }
-    if (message.priorityQueuePolicy?.size) {
-      obj.priorityQueuePolicy = {};
-      message.priorityQueuePolicy.forEach((v, k) => {
-        obj.priorityQueuePolicy[k.toString()] = ModelQueuePolicy.toJSON(v);
-      });
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelDynamicBatching>, I>>(base?: I): ModelDynamicBatching {
     return ModelDynamicBatching.fromPartial(base ?? ({} as any));
   },
@@ -4354,24 +3137,6 @@ export const ModelDynamicBatching_PriorityQueuePolicyEntry: MessageFns<ModelDyna
       } finally {
         (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
       }
-    },
-
-    fromJSON(object: any): ModelDynamicBatching_PriorityQueuePolicyEntry {
-      return {
-        key: isSet(object.key) ? BigInt(object.key) : 0n,
-        value: isSet(object.value) ? ModelQueuePolicy.fromJSON(object.value) : undefined,
-      };
-    },
-
-    toJSON(message: ModelDynamicBatching_PriorityQueuePolicyEntry): unknown {
-      const obj: any = {};
-      if (message.key !== 0n) {
-        obj.key = message.key.toString();
-      }
-      if (message.value !== undefined) {
-        obj.value = ModelQueuePolicy.toJSON(message.value);
-      }
-      return obj;
     },
 
     create<I extends Exact<DeepPartial<ModelDynamicBatching_PriorityQueuePolicyEntry>, I>>(
@@ -4508,56 +3273,6 @@ export const ModelSequenceBatching: MessageFns<ModelSequenceBatching> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelSequenceBatching {
-    return {
-      strategyChoice: isSet(object.direct)
-        ? { $case: "direct", value: ModelSequenceBatching_StrategyDirect.fromJSON(object.direct) }
-        : isSet(object.oldest)
-        ? { $case: "oldest", value: ModelSequenceBatching_StrategyOldest.fromJSON(object.oldest) }
-        : undefined,
-      maxSequenceIdleMicroseconds: isSet(object.maxSequenceIdleMicroseconds)
-        ? BigInt(object.maxSequenceIdleMicroseconds)
-        : isSet(object.max_sequence_idle_microseconds)
-        ? BigInt(object.max_sequence_idle_microseconds)
-        : 0n,
-      controlInput: globalThis.Array.isArray(object?.controlInput)
-        ? object.controlInput.map((e: any) => ModelSequenceBatching_ControlInput.fromJSON(e))
-        : globalThis.Array.isArray(object?.control_input)
-        ? object.control_input.map((e: any) => ModelSequenceBatching_ControlInput.fromJSON(e))
-        : [],
-      state: globalThis.Array.isArray(object?.state)
-        ? object.state.map((e: any) => ModelSequenceBatching_State.fromJSON(e))
-        : [],
-      iterativeSequence: isSet(object.iterativeSequence)
-        ? globalThis.Boolean(object.iterativeSequence)
-        : isSet(object.iterative_sequence)
-        ? globalThis.Boolean(object.iterative_sequence)
-        : false,
-    };
-  },
-
-  toJSON(message: ModelSequenceBatching): unknown {
-    const obj: any = {};
-    if (message.strategyChoice?.$case === "direct") {
-      obj.direct = ModelSequenceBatching_StrategyDirect.toJSON(message.strategyChoice.value);
-    } else if (message.strategyChoice?.$case === "oldest") {
-      obj.oldest = ModelSequenceBatching_StrategyOldest.toJSON(message.strategyChoice.value);
-    }
-    if (message.maxSequenceIdleMicroseconds !== 0n) {
-      obj.maxSequenceIdleMicroseconds = message.maxSequenceIdleMicroseconds.toString();
-    }
-    if (message.controlInput?.length) {
-      obj.controlInput = message.controlInput.map((e) => ModelSequenceBatching_ControlInput.toJSON(e));
-    }
-    if (message.state?.length) {
-      obj.state = message.state.map((e) => ModelSequenceBatching_State.toJSON(e));
-    }
-    if (message.iterativeSequence !== false) {
-      obj.iterativeSequence = message.iterativeSequence;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelSequenceBatching>, I>>(base?: I): ModelSequenceBatching {
@@ -4727,52 +3442,6 @@ export const ModelSequenceBatching_Control: MessageFns<ModelSequenceBatching_Con
     }
   },
 
-  fromJSON(object: any): ModelSequenceBatching_Control {
-    return {
-      kind: isSet(object.kind) ? modelSequenceBatching_Control_KindFromJSON(object.kind) : 0,
-      int32FalseTrue: globalThis.Array.isArray(object?.int32FalseTrue)
-        ? object.int32FalseTrue.map((e: any) => globalThis.Number(e))
-        : globalThis.Array.isArray(object?.int32_false_true)
-        ? object.int32_false_true.map((e: any) => globalThis.Number(e))
-        : [],
-      fp32FalseTrue: globalThis.Array.isArray(object?.fp32FalseTrue)
-        ? object.fp32FalseTrue.map((e: any) => globalThis.Number(e))
-        : globalThis.Array.isArray(object?.fp32_false_true)
-        ? object.fp32_false_true.map((e: any) => globalThis.Number(e))
-        : [],
-      boolFalseTrue: globalThis.Array.isArray(object?.boolFalseTrue)
-        ? object.boolFalseTrue.map((e: any) => globalThis.Boolean(e))
-        : globalThis.Array.isArray(object?.bool_false_true)
-        ? object.bool_false_true.map((e: any) => globalThis.Boolean(e))
-        : [],
-      dataType: isSet(object.dataType)
-        ? dataTypeFromJSON(object.dataType)
-        : isSet(object.data_type)
-        ? dataTypeFromJSON(object.data_type)
-        : 0,
-    };
-  },
-
-  toJSON(message: ModelSequenceBatching_Control): unknown {
-    const obj: any = {};
-    if (message.kind !== 0) {
-      obj.kind = modelSequenceBatching_Control_KindToJSON(message.kind);
-    }
-    if (message.int32FalseTrue?.length) {
-      obj.int32FalseTrue = message.int32FalseTrue.map((e) => Math.round(e));
-    }
-    if (message.fp32FalseTrue?.length) {
-      obj.fp32FalseTrue = message.fp32FalseTrue.map((e) => floatToJson(e));
-    }
-    if (message.boolFalseTrue?.length) {
-      obj.boolFalseTrue = message.boolFalseTrue;
-    }
-    if (message.dataType !== 0) {
-      obj.dataType = dataTypeToJSON(message.dataType);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelSequenceBatching_Control>, I>>(base?: I): ModelSequenceBatching_Control {
     return ModelSequenceBatching_Control.fromPartial(base ?? ({} as any));
   },
@@ -4843,26 +3512,6 @@ export const ModelSequenceBatching_ControlInput: MessageFns<ModelSequenceBatchin
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelSequenceBatching_ControlInput {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      control: globalThis.Array.isArray(object?.control)
-        ? object.control.map((e: any) => ModelSequenceBatching_Control.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ModelSequenceBatching_ControlInput): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.control?.length) {
-      obj.control = message.control.map((e) => ModelSequenceBatching_Control.toJSON(e));
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelSequenceBatching_ControlInput>, I>>(
@@ -4986,46 +3635,6 @@ export const ModelSequenceBatching_InitialState: MessageFns<ModelSequenceBatchin
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelSequenceBatching_InitialState {
-    return {
-      dataType: isSet(object.dataType)
-        ? dataTypeFromJSON(object.dataType)
-        : isSet(object.data_type)
-        ? dataTypeFromJSON(object.data_type)
-        : 0,
-      dims: globalThis.Array.isArray(object?.dims) ? object.dims.map((e: any) => BigInt(e)) : [],
-      stateData: isSet(object.zeroData)
-        ? { $case: "zeroData", value: globalThis.Boolean(object.zeroData) }
-        : isSet(object.zero_data)
-        ? { $case: "zeroData", value: globalThis.Boolean(object.zero_data) }
-        : isSet(object.dataFile)
-        ? { $case: "dataFile", value: globalThis.String(object.dataFile) }
-        : isSet(object.data_file)
-        ? { $case: "dataFile", value: globalThis.String(object.data_file) }
-        : undefined,
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-    };
-  },
-
-  toJSON(message: ModelSequenceBatching_InitialState): unknown {
-    const obj: any = {};
-    if (message.dataType !== 0) {
-      obj.dataType = dataTypeToJSON(message.dataType);
-    }
-    if (message.dims?.length) {
-      obj.dims = message.dims.map((e) => e.toString());
-    }
-    if (message.stateData?.$case === "zeroData") {
-      obj.zeroData = message.stateData.value;
-    } else if (message.stateData?.$case === "dataFile") {
-      obj.dataFile = message.stateData.value;
-    }
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelSequenceBatching_InitialState>, I>>(
@@ -5194,68 +3803,6 @@ export const ModelSequenceBatching_State: MessageFns<ModelSequenceBatching_State
     }
   },
 
-  fromJSON(object: any): ModelSequenceBatching_State {
-    return {
-      inputName: isSet(object.inputName)
-        ? globalThis.String(object.inputName)
-        : isSet(object.input_name)
-        ? globalThis.String(object.input_name)
-        : "",
-      outputName: isSet(object.outputName)
-        ? globalThis.String(object.outputName)
-        : isSet(object.output_name)
-        ? globalThis.String(object.output_name)
-        : "",
-      dataType: isSet(object.dataType)
-        ? dataTypeFromJSON(object.dataType)
-        : isSet(object.data_type)
-        ? dataTypeFromJSON(object.data_type)
-        : 0,
-      dims: globalThis.Array.isArray(object?.dims) ? object.dims.map((e: any) => BigInt(e)) : [],
-      initialState: globalThis.Array.isArray(object?.initialState)
-        ? object.initialState.map((e: any) => ModelSequenceBatching_InitialState.fromJSON(e))
-        : globalThis.Array.isArray(object?.initial_state)
-        ? object.initial_state.map((e: any) => ModelSequenceBatching_InitialState.fromJSON(e))
-        : [],
-      useSameBufferForInputOutput: isSet(object.useSameBufferForInputOutput)
-        ? globalThis.Boolean(object.useSameBufferForInputOutput)
-        : isSet(object.use_same_buffer_for_input_output)
-        ? globalThis.Boolean(object.use_same_buffer_for_input_output)
-        : false,
-      useGrowableMemory: isSet(object.useGrowableMemory)
-        ? globalThis.Boolean(object.useGrowableMemory)
-        : isSet(object.use_growable_memory)
-        ? globalThis.Boolean(object.use_growable_memory)
-        : false,
-    };
-  },
-
-  toJSON(message: ModelSequenceBatching_State): unknown {
-    const obj: any = {};
-    if (message.inputName !== "") {
-      obj.inputName = message.inputName;
-    }
-    if (message.outputName !== "") {
-      obj.outputName = message.outputName;
-    }
-    if (message.dataType !== 0) {
-      obj.dataType = dataTypeToJSON(message.dataType);
-    }
-    if (message.dims?.length) {
-      obj.dims = message.dims.map((e) => e.toString());
-    }
-    if (message.initialState?.length) {
-      obj.initialState = message.initialState.map((e) => ModelSequenceBatching_InitialState.toJSON(e));
-    }
-    if (message.useSameBufferForInputOutput !== false) {
-      obj.useSameBufferForInputOutput = message.useSameBufferForInputOutput;
-    }
-    if (message.useGrowableMemory !== false) {
-      obj.useGrowableMemory = message.useGrowableMemory;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelSequenceBatching_State>, I>>(base?: I): ModelSequenceBatching_State {
     return ModelSequenceBatching_State.fromPartial(base ?? ({} as any));
   },
@@ -5331,32 +3878,6 @@ export const ModelSequenceBatching_StrategyDirect: MessageFns<ModelSequenceBatch
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelSequenceBatching_StrategyDirect {
-    return {
-      maxQueueDelayMicroseconds: isSet(object.maxQueueDelayMicroseconds)
-        ? BigInt(object.maxQueueDelayMicroseconds)
-        : isSet(object.max_queue_delay_microseconds)
-        ? BigInt(object.max_queue_delay_microseconds)
-        : 0n,
-      minimumSlotUtilization: isSet(object.minimumSlotUtilization)
-        ? globalThis.Number(object.minimumSlotUtilization)
-        : isSet(object.minimum_slot_utilization)
-        ? globalThis.Number(object.minimum_slot_utilization)
-        : 0,
-    };
-  },
-
-  toJSON(message: ModelSequenceBatching_StrategyDirect): unknown {
-    const obj: any = {};
-    if (message.maxQueueDelayMicroseconds !== 0n) {
-      obj.maxQueueDelayMicroseconds = message.maxQueueDelayMicroseconds.toString();
-    }
-    if (message.minimumSlotUtilization !== 0) {
-      obj.minimumSlotUtilization = floatToJson(message.minimumSlotUtilization);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelSequenceBatching_StrategyDirect>, I>>(
@@ -5474,48 +3995,6 @@ export const ModelSequenceBatching_StrategyOldest: MessageFns<ModelSequenceBatch
     }
   },
 
-  fromJSON(object: any): ModelSequenceBatching_StrategyOldest {
-    return {
-      maxCandidateSequences: isSet(object.maxCandidateSequences)
-        ? globalThis.Number(object.maxCandidateSequences)
-        : isSet(object.max_candidate_sequences)
-        ? globalThis.Number(object.max_candidate_sequences)
-        : 0,
-      preferredBatchSize: globalThis.Array.isArray(object?.preferredBatchSize)
-        ? object.preferredBatchSize.map((e: any) => globalThis.Number(e))
-        : globalThis.Array.isArray(object?.preferred_batch_size)
-        ? object.preferred_batch_size.map((e: any) => globalThis.Number(e))
-        : [],
-      maxQueueDelayMicroseconds: isSet(object.maxQueueDelayMicroseconds)
-        ? BigInt(object.maxQueueDelayMicroseconds)
-        : isSet(object.max_queue_delay_microseconds)
-        ? BigInt(object.max_queue_delay_microseconds)
-        : 0n,
-      preserveOrdering: isSet(object.preserveOrdering)
-        ? globalThis.Boolean(object.preserveOrdering)
-        : isSet(object.preserve_ordering)
-        ? globalThis.Boolean(object.preserve_ordering)
-        : false,
-    };
-  },
-
-  toJSON(message: ModelSequenceBatching_StrategyOldest): unknown {
-    const obj: any = {};
-    if (message.maxCandidateSequences !== 0) {
-      obj.maxCandidateSequences = Math.round(message.maxCandidateSequences);
-    }
-    if (message.preferredBatchSize?.length) {
-      obj.preferredBatchSize = message.preferredBatchSize.map((e) => Math.round(e));
-    }
-    if (message.maxQueueDelayMicroseconds !== 0n) {
-      obj.maxQueueDelayMicroseconds = message.maxQueueDelayMicroseconds.toString();
-    }
-    if (message.preserveOrdering !== false) {
-      obj.preserveOrdering = message.preserveOrdering;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelSequenceBatching_StrategyOldest>, I>>(
     base?: I,
   ): ModelSequenceBatching_StrategyOldest {
@@ -5590,28 +4069,6 @@ export const ModelEnsembling: MessageFns<ModelEnsembling> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelEnsembling {
-    return {
-      step: globalThis.Array.isArray(object?.step) ? object.step.map((e: any) => ModelEnsembling_Step.fromJSON(e)) : [],
-      maxInflightRequests: isSet(object.maxInflightRequests)
-        ? globalThis.Number(object.maxInflightRequests)
-        : isSet(object.max_inflight_requests)
-        ? globalThis.Number(object.max_inflight_requests)
-        : 0,
-    };
-  },
-
-  toJSON(message: ModelEnsembling): unknown {
-    const obj: any = {};
-    if (message.step?.length) {
-      obj.step = message.step.map((e) => ModelEnsembling_Step.toJSON(e));
-    }
-    if (message.maxInflightRequests !== 0) {
-      obj.maxInflightRequests = Math.round(message.maxInflightRequests);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelEnsembling>, I>>(base?: I): ModelEnsembling {
@@ -5723,112 +4180,6 @@ export const ModelEnsembling_Step: MessageFns<ModelEnsembling_Step> = {
     }
   },
 
-  fromJSON(object: any): ModelEnsembling_Step {
-    return {
-      modelName: isSet(object.modelName)
-        ? globalThis.String(object.modelName)
-        : isSet(object.model_name)
-        ? globalThis.String(object.model_name)
-        : "",
-      modelVersion: isSet(object.modelVersion)
-        ? BigInt(object.modelVersion)
-        : isSet(object.model_version)
-        ? BigInt(object.model_version)
-        : 0n,
-      inputMap: isObject(object.inputMap)
-        ? (globalThis.Object.entries(object.inputMap) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : isObject(object.input_map)
-        ? (globalThis.Object.entries(object.input_map) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      outputMap: isObject(object.outputMap)
-        ? (globalThis.Object.entries(object.outputMap) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : isObject(object.output_map)
-        ? (globalThis.Object.entries(object.output_map) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      modelNamespace: isSet(object.modelNamespace)
-        ? globalThis.String(object.modelNamespace)
-        : isSet(object.model_namespace)
-        ? globalThis.String(object.model_namespace)
-        : "",
-    };
-  },
-
-  toJSON(message: ModelEnsembling_Step): unknown {
-    const obj: any = {};
-    if (message.modelName !== "") {
-      obj.modelName = message.modelName;
-    }
-    if (message.modelVersion !== 0n) {
-      obj.modelVersion = message.modelVersion.toString();
-    }
-    if (message.inputMap) {
-      const entries = globalThis.Object.entries(message.inputMap) as [string, string][];
-      if (entries.length > 0) {
-        obj.inputMap = {};
-        entries.forEach(([k, v]) => {
-          obj.inputMap[k] = v;
-        });
-      }
-    }
-    if (message.outputMap) {
-      const entries = globalThis.Object.entries(message.outputMap) as [string, string][];
-      if (entries.length > 0) {
-        obj.outputMap = {};
-        entries.forEach(([k, v]) => {
-          obj.outputMap[k] = v;
-        });
-      }
-    }
-    if (message.modelNamespace !== "") {
-      obj.modelNamespace = message.modelNamespace;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelEnsembling_Step>, I>>(base?: I): ModelEnsembling_Step {
     return ModelEnsembling_Step.fromPartial(base ?? ({} as any));
   },
@@ -5917,24 +4268,6 @@ export const ModelEnsembling_Step_InputMapEntry: MessageFns<ModelEnsembling_Step
     }
   },
 
-  fromJSON(object: any): ModelEnsembling_Step_InputMapEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? globalThis.String(object.value) : "",
-    };
-  },
-
-  toJSON(message: ModelEnsembling_Step_InputMapEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== "") {
-      obj.value = message.value;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelEnsembling_Step_InputMapEntry>, I>>(
     base?: I,
   ): ModelEnsembling_Step_InputMapEntry {
@@ -6006,24 +4339,6 @@ export const ModelEnsembling_Step_OutputMapEntry: MessageFns<ModelEnsembling_Ste
     }
   },
 
-  fromJSON(object: any): ModelEnsembling_Step_OutputMapEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? globalThis.String(object.value) : "",
-    };
-  },
-
-  toJSON(message: ModelEnsembling_Step_OutputMapEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== "") {
-      obj.value = message.value;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelEnsembling_Step_OutputMapEntry>, I>>(
     base?: I,
   ): ModelEnsembling_Step_OutputMapEntry {
@@ -6082,24 +4397,6 @@ export const ModelParameter: MessageFns<ModelParameter> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelParameter {
-    return {
-      stringValue: isSet(object.stringValue)
-        ? globalThis.String(object.stringValue)
-        : isSet(object.string_value)
-        ? globalThis.String(object.string_value)
-        : "",
-    };
-  },
-
-  toJSON(message: ModelParameter): unknown {
-    const obj: any = {};
-    if (message.stringValue !== "") {
-      obj.stringValue = message.stringValue;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelParameter>, I>>(base?: I): ModelParameter {
@@ -6191,55 +4488,6 @@ export const ModelWarmup: MessageFns<ModelWarmup> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelWarmup {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      batchSize: isSet(object.batchSize)
-        ? globalThis.Number(object.batchSize)
-        : isSet(object.batch_size)
-        ? globalThis.Number(object.batch_size)
-        : 0,
-      inputs: isObject(object.inputs)
-        ? (globalThis.Object.entries(object.inputs) as [string, any][]).reduce(
-          (acc: { [key: string]: ModelWarmup_Input }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: ModelWarmup_Input.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      count: isSet(object.count) ? globalThis.Number(object.count) : 0,
-    };
-  },
-
-  toJSON(message: ModelWarmup): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.batchSize !== 0) {
-      obj.batchSize = Math.round(message.batchSize);
-    }
-    if (message.inputs) {
-      const entries = globalThis.Object.entries(message.inputs) as [string, ModelWarmup_Input][];
-      if (entries.length > 0) {
-        obj.inputs = {};
-        entries.forEach(([k, v]) => {
-          obj.inputs[k] = ModelWarmup_Input.toJSON(v);
-        });
-      }
-    }
-    if (message.count !== 0) {
-      obj.count = Math.round(message.count);
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelWarmup>, I>>(base?: I): ModelWarmup {
@@ -6371,48 +4619,6 @@ export const ModelWarmup_Input: MessageFns<ModelWarmup_Input> = {
     }
   },
 
-  fromJSON(object: any): ModelWarmup_Input {
-    return {
-      dataType: isSet(object.dataType)
-        ? dataTypeFromJSON(object.dataType)
-        : isSet(object.data_type)
-        ? dataTypeFromJSON(object.data_type)
-        : 0,
-      dims: globalThis.Array.isArray(object?.dims) ? object.dims.map((e: any) => BigInt(e)) : [],
-      inputDataType: isSet(object.zeroData)
-        ? { $case: "zeroData", value: globalThis.Boolean(object.zeroData) }
-        : isSet(object.zero_data)
-        ? { $case: "zeroData", value: globalThis.Boolean(object.zero_data) }
-        : isSet(object.randomData)
-        ? { $case: "randomData", value: globalThis.Boolean(object.randomData) }
-        : isSet(object.random_data)
-        ? { $case: "randomData", value: globalThis.Boolean(object.random_data) }
-        : isSet(object.inputDataFile)
-        ? { $case: "inputDataFile", value: globalThis.String(object.inputDataFile) }
-        : isSet(object.input_data_file)
-        ? { $case: "inputDataFile", value: globalThis.String(object.input_data_file) }
-        : undefined,
-    };
-  },
-
-  toJSON(message: ModelWarmup_Input): unknown {
-    const obj: any = {};
-    if (message.dataType !== 0) {
-      obj.dataType = dataTypeToJSON(message.dataType);
-    }
-    if (message.dims?.length) {
-      obj.dims = message.dims.map((e) => e.toString());
-    }
-    if (message.inputDataType?.$case === "zeroData") {
-      obj.zeroData = message.inputDataType.value;
-    } else if (message.inputDataType?.$case === "randomData") {
-      obj.randomData = message.inputDataType.value;
-    } else if (message.inputDataType?.$case === "inputDataFile") {
-      obj.inputDataFile = message.inputDataType.value;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelWarmup_Input>, I>>(base?: I): ModelWarmup_Input {
     return ModelWarmup_Input.fromPartial(base ?? ({} as any));
   },
@@ -6500,24 +4706,6 @@ export const ModelWarmup_InputsEntry: MessageFns<ModelWarmup_InputsEntry> = {
     }
   },
 
-  fromJSON(object: any): ModelWarmup_InputsEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? ModelWarmup_Input.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: ModelWarmup_InputsEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = ModelWarmup_Input.toJSON(message.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelWarmup_InputsEntry>, I>>(base?: I): ModelWarmup_InputsEntry {
     return ModelWarmup_InputsEntry.fromPartial(base ?? ({} as any));
   },
@@ -6576,24 +4764,6 @@ export const ModelOperations: MessageFns<ModelOperations> = {
     }
   },
 
-  fromJSON(object: any): ModelOperations {
-    return {
-      opLibraryFilename: globalThis.Array.isArray(object?.opLibraryFilename)
-        ? object.opLibraryFilename.map((e: any) => globalThis.String(e))
-        : globalThis.Array.isArray(object?.op_library_filename)
-        ? object.op_library_filename.map((e: any) => globalThis.String(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ModelOperations): unknown {
-    const obj: any = {};
-    if (message.opLibraryFilename?.length) {
-      obj.opLibraryFilename = message.opLibraryFilename;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelOperations>, I>>(base?: I): ModelOperations {
     return ModelOperations.fromPartial(base ?? ({} as any));
   },
@@ -6649,18 +4819,6 @@ export const ModelTransactionPolicy: MessageFns<ModelTransactionPolicy> = {
     }
   },
 
-  fromJSON(object: any): ModelTransactionPolicy {
-    return { decoupled: isSet(object.decoupled) ? globalThis.Boolean(object.decoupled) : false };
-  },
-
-  toJSON(message: ModelTransactionPolicy): unknown {
-    const obj: any = {};
-    if (message.decoupled !== false) {
-      obj.decoupled = message.decoupled;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelTransactionPolicy>, I>>(base?: I): ModelTransactionPolicy {
     return ModelTransactionPolicy.fromPartial(base ?? ({} as any));
   },
@@ -6714,22 +4872,6 @@ export const ModelRepositoryAgents: MessageFns<ModelRepositoryAgents> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelRepositoryAgents {
-    return {
-      agents: globalThis.Array.isArray(object?.agents)
-        ? object.agents.map((e: any) => ModelRepositoryAgents_Agent.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ModelRepositoryAgents): unknown {
-    const obj: any = {};
-    if (message.agents?.length) {
-      obj.agents = message.agents.map((e) => ModelRepositoryAgents_Agent.toJSON(e));
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelRepositoryAgents>, I>>(base?: I): ModelRepositoryAgents {
@@ -6799,43 +4941,6 @@ export const ModelRepositoryAgents_Agent: MessageFns<ModelRepositoryAgents_Agent
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelRepositoryAgents_Agent {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      parameters: isObject(object.parameters)
-        ? (globalThis.Object.entries(object.parameters) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-    };
-  },
-
-  toJSON(message: ModelRepositoryAgents_Agent): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.parameters) {
-      const entries = globalThis.Object.entries(message.parameters) as [string, string][];
-      if (entries.length > 0) {
-        obj.parameters = {};
-        entries.forEach(([k, v]) => {
-          obj.parameters[k] = v;
-        });
-      }
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelRepositoryAgents_Agent>, I>>(base?: I): ModelRepositoryAgents_Agent {
@@ -6916,24 +5021,6 @@ export const ModelRepositoryAgents_Agent_ParametersEntry: MessageFns<ModelReposi
     }
   },
 
-  fromJSON(object: any): ModelRepositoryAgents_Agent_ParametersEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? globalThis.String(object.value) : "",
-    };
-  },
-
-  toJSON(message: ModelRepositoryAgents_Agent_ParametersEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== "") {
-      obj.value = message.value;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelRepositoryAgents_Agent_ParametersEntry>, I>>(
     base?: I,
   ): ModelRepositoryAgents_Agent_ParametersEntry {
@@ -6994,18 +5081,6 @@ export const ModelResponseCache: MessageFns<ModelResponseCache> = {
     }
   },
 
-  fromJSON(object: any): ModelResponseCache {
-    return { enable: isSet(object.enable) ? globalThis.Boolean(object.enable) : false };
-  },
-
-  toJSON(message: ModelResponseCache): unknown {
-    const obj: any = {};
-    if (message.enable !== false) {
-      obj.enable = message.enable;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelResponseCache>, I>>(base?: I): ModelResponseCache {
     return ModelResponseCache.fromPartial(base ?? ({} as any));
   },
@@ -7059,24 +5134,6 @@ export const ModelMetrics: MessageFns<ModelMetrics> = {
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelMetrics {
-    return {
-      metricControl: globalThis.Array.isArray(object?.metricControl)
-        ? object.metricControl.map((e: any) => ModelMetrics_MetricControl.fromJSON(e))
-        : globalThis.Array.isArray(object?.metric_control)
-        ? object.metric_control.map((e: any) => ModelMetrics_MetricControl.fromJSON(e))
-        : [],
-    };
-  },
-
-  toJSON(message: ModelMetrics): unknown {
-    const obj: any = {};
-    if (message.metricControl?.length) {
-      obj.metricControl = message.metricControl.map((e) => ModelMetrics_MetricControl.toJSON(e));
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelMetrics>, I>>(base?: I): ModelMetrics {
@@ -7151,38 +5208,6 @@ export const ModelMetrics_MetricControl: MessageFns<ModelMetrics_MetricControl> 
     }
   },
 
-  fromJSON(object: any): ModelMetrics_MetricControl {
-    return {
-      metricIdentifier: isSet(object.metricIdentifier)
-        ? ModelMetrics_MetricControl_MetricIdentifier.fromJSON(object.metricIdentifier)
-        : isSet(object.metric_identifier)
-        ? ModelMetrics_MetricControl_MetricIdentifier.fromJSON(object.metric_identifier)
-        : undefined,
-      metricOptions: isSet(object.histogramOptions)
-        ? {
-          $case: "histogramOptions",
-          value: ModelMetrics_MetricControl_HistogramOptions.fromJSON(object.histogramOptions),
-        }
-        : isSet(object.histogram_options)
-        ? {
-          $case: "histogramOptions",
-          value: ModelMetrics_MetricControl_HistogramOptions.fromJSON(object.histogram_options),
-        }
-        : undefined,
-    };
-  },
-
-  toJSON(message: ModelMetrics_MetricControl): unknown {
-    const obj: any = {};
-    if (message.metricIdentifier !== undefined) {
-      obj.metricIdentifier = ModelMetrics_MetricControl_MetricIdentifier.toJSON(message.metricIdentifier);
-    }
-    if (message.metricOptions?.$case === "histogramOptions") {
-      obj.histogramOptions = ModelMetrics_MetricControl_HistogramOptions.toJSON(message.metricOptions.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelMetrics_MetricControl>, I>>(base?: I): ModelMetrics_MetricControl {
     return ModelMetrics_MetricControl.fromPartial(base ?? ({} as any));
   },
@@ -7252,18 +5277,6 @@ export const ModelMetrics_MetricControl_MetricIdentifier: MessageFns<ModelMetric
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelMetrics_MetricControl_MetricIdentifier {
-    return { family: isSet(object.family) ? globalThis.String(object.family) : "" };
-  },
-
-  toJSON(message: ModelMetrics_MetricControl_MetricIdentifier): unknown {
-    const obj: any = {};
-    if (message.family !== "") {
-      obj.family = message.family;
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelMetrics_MetricControl_MetricIdentifier>, I>>(
@@ -7340,20 +5353,6 @@ export const ModelMetrics_MetricControl_HistogramOptions: MessageFns<ModelMetric
     } finally {
       (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
     }
-  },
-
-  fromJSON(object: any): ModelMetrics_MetricControl_HistogramOptions {
-    return {
-      buckets: globalThis.Array.isArray(object?.buckets) ? object.buckets.map((e: any) => globalThis.Number(e)) : [],
-    };
-  },
-
-  toJSON(message: ModelMetrics_MetricControl_HistogramOptions): unknown {
-    const obj: any = {};
-    if (message.buckets?.length) {
-      obj.buckets = message.buckets.map((e) => floatToJson(e));
-    }
-    return obj;
   },
 
   create<I extends Exact<DeepPartial<ModelMetrics_MetricControl_HistogramOptions>, I>>(
@@ -7723,255 +5722,6 @@ export const ModelConfig: MessageFns<ModelConfig> = {
     }
   },
 
-  fromJSON(object: any): ModelConfig {
-    return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      platform: isSet(object.platform) ? globalThis.String(object.platform) : "",
-      backend: isSet(object.backend) ? globalThis.String(object.backend) : "",
-      runtime: isSet(object.runtime) ? globalThis.String(object.runtime) : "",
-      versionPolicy: isSet(object.versionPolicy)
-        ? ModelVersionPolicy.fromJSON(object.versionPolicy)
-        : isSet(object.version_policy)
-        ? ModelVersionPolicy.fromJSON(object.version_policy)
-        : undefined,
-      maxBatchSize: isSet(object.maxBatchSize)
-        ? globalThis.Number(object.maxBatchSize)
-        : isSet(object.max_batch_size)
-        ? globalThis.Number(object.max_batch_size)
-        : 0,
-      input: globalThis.Array.isArray(object?.input) ? object.input.map((e: any) => ModelInput.fromJSON(e)) : [],
-      output: globalThis.Array.isArray(object?.output) ? object.output.map((e: any) => ModelOutput.fromJSON(e)) : [],
-      batchInput: globalThis.Array.isArray(object?.batchInput)
-        ? object.batchInput.map((e: any) => BatchInput.fromJSON(e))
-        : globalThis.Array.isArray(object?.batch_input)
-        ? object.batch_input.map((e: any) => BatchInput.fromJSON(e))
-        : [],
-      batchOutput: globalThis.Array.isArray(object?.batchOutput)
-        ? object.batchOutput.map((e: any) => BatchOutput.fromJSON(e))
-        : globalThis.Array.isArray(object?.batch_output)
-        ? object.batch_output.map((e: any) => BatchOutput.fromJSON(e))
-        : [],
-      optimization: isSet(object.optimization) ? ModelOptimizationPolicy.fromJSON(object.optimization) : undefined,
-      schedulingChoice: isSet(object.dynamicBatching)
-        ? { $case: "dynamicBatching", value: ModelDynamicBatching.fromJSON(object.dynamicBatching) }
-        : isSet(object.dynamic_batching)
-        ? { $case: "dynamicBatching", value: ModelDynamicBatching.fromJSON(object.dynamic_batching) }
-        : isSet(object.sequenceBatching)
-        ? { $case: "sequenceBatching", value: ModelSequenceBatching.fromJSON(object.sequenceBatching) }
-        : isSet(object.sequence_batching)
-        ? { $case: "sequenceBatching", value: ModelSequenceBatching.fromJSON(object.sequence_batching) }
-        : isSet(object.ensembleScheduling)
-        ? { $case: "ensembleScheduling", value: ModelEnsembling.fromJSON(object.ensembleScheduling) }
-        : isSet(object.ensemble_scheduling)
-        ? { $case: "ensembleScheduling", value: ModelEnsembling.fromJSON(object.ensemble_scheduling) }
-        : undefined,
-      instanceGroup: globalThis.Array.isArray(object?.instanceGroup)
-        ? object.instanceGroup.map((e: any) => ModelInstanceGroup.fromJSON(e))
-        : globalThis.Array.isArray(object?.instance_group)
-        ? object.instance_group.map((e: any) => ModelInstanceGroup.fromJSON(e))
-        : [],
-      defaultModelFilename: isSet(object.defaultModelFilename)
-        ? globalThis.String(object.defaultModelFilename)
-        : isSet(object.default_model_filename)
-        ? globalThis.String(object.default_model_filename)
-        : "",
-      ccModelFilenames: isObject(object.ccModelFilenames)
-        ? (globalThis.Object.entries(object.ccModelFilenames) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : isObject(object.cc_model_filenames)
-        ? (globalThis.Object.entries(object.cc_model_filenames) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      metricTags: isObject(object.metricTags)
-        ? (globalThis.Object.entries(object.metricTags) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : isObject(object.metric_tags)
-        ? (globalThis.Object.entries(object.metric_tags) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: globalThis.String(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      parameters: isObject(object.parameters)
-        ? (globalThis.Object.entries(object.parameters) as [string, any][]).reduce(
-          (acc: { [key: string]: ModelParameter }, [key, value]: [string, any]) => {
-            globalThis.Object.defineProperty(acc, key, {
-              value: ModelParameter.fromJSON(value),
-              enumerable: true,
-              configurable: true,
-              writable: true,
-            });
-            return acc;
-          },
-          {},
-        )
-        : {},
-      modelWarmup: globalThis.Array.isArray(object?.modelWarmup)
-        ? object.modelWarmup.map((e: any) => ModelWarmup.fromJSON(e))
-        : globalThis.Array.isArray(object?.model_warmup)
-        ? object.model_warmup.map((e: any) => ModelWarmup.fromJSON(e))
-        : [],
-      modelOperations: isSet(object.modelOperations)
-        ? ModelOperations.fromJSON(object.modelOperations)
-        : isSet(object.model_operations)
-        ? ModelOperations.fromJSON(object.model_operations)
-        : undefined,
-      modelTransactionPolicy: isSet(object.modelTransactionPolicy)
-        ? ModelTransactionPolicy.fromJSON(object.modelTransactionPolicy)
-        : isSet(object.model_transaction_policy)
-        ? ModelTransactionPolicy.fromJSON(object.model_transaction_policy)
-        : undefined,
-      modelRepositoryAgents: isSet(object.modelRepositoryAgents)
-        ? ModelRepositoryAgents.fromJSON(object.modelRepositoryAgents)
-        : isSet(object.model_repository_agents)
-        ? ModelRepositoryAgents.fromJSON(object.model_repository_agents)
-        : undefined,
-      responseCache: isSet(object.responseCache)
-        ? ModelResponseCache.fromJSON(object.responseCache)
-        : isSet(object.response_cache)
-        ? ModelResponseCache.fromJSON(object.response_cache)
-        : undefined,
-      modelMetrics: isSet(object.modelMetrics)
-        ? ModelMetrics.fromJSON(object.modelMetrics)
-        : isSet(object.model_metrics)
-        ? ModelMetrics.fromJSON(object.model_metrics)
-        : undefined,
-    };
-  },
-
-  toJSON(message: ModelConfig): unknown {
-    const obj: any = {};
-    if (message.name !== "") {
-      obj.name = message.name;
-    }
-    if (message.platform !== "") {
-      obj.platform = message.platform;
-    }
-    if (message.backend !== "") {
-      obj.backend = message.backend;
-    }
-    if (message.runtime !== "") {
-      obj.runtime = message.runtime;
-    }
-    if (message.versionPolicy !== undefined) {
-      obj.versionPolicy = ModelVersionPolicy.toJSON(message.versionPolicy);
-    }
-    if (message.maxBatchSize !== 0) {
-      obj.maxBatchSize = Math.round(message.maxBatchSize);
-    }
-    if (message.input?.length) {
-      obj.input = message.input.map((e) => ModelInput.toJSON(e));
-    }
-    if (message.output?.length) {
-      obj.output = message.output.map((e) => ModelOutput.toJSON(e));
-    }
-    if (message.batchInput?.length) {
-      obj.batchInput = message.batchInput.map((e) => BatchInput.toJSON(e));
-    }
-    if (message.batchOutput?.length) {
-      obj.batchOutput = message.batchOutput.map((e) => BatchOutput.toJSON(e));
-    }
-    if (message.optimization !== undefined) {
-      obj.optimization = ModelOptimizationPolicy.toJSON(message.optimization);
-    }
-    if (message.schedulingChoice?.$case === "dynamicBatching") {
-      obj.dynamicBatching = ModelDynamicBatching.toJSON(message.schedulingChoice.value);
-    } else if (message.schedulingChoice?.$case === "sequenceBatching") {
-      obj.sequenceBatching = ModelSequenceBatching.toJSON(message.schedulingChoice.value);
-    } else if (message.schedulingChoice?.$case === "ensembleScheduling") {
-      obj.ensembleScheduling = ModelEnsembling.toJSON(message.schedulingChoice.value);
-    }
-    if (message.instanceGroup?.length) {
-      obj.instanceGroup = message.instanceGroup.map((e) => ModelInstanceGroup.toJSON(e));
-    }
-    if (message.defaultModelFilename !== "") {
-      obj.defaultModelFilename = message.defaultModelFilename;
-    }
-    if (message.ccModelFilenames) {
-      const entries = globalThis.Object.entries(message.ccModelFilenames) as [string, string][];
-      if (entries.length > 0) {
-        obj.ccModelFilenames = {};
-        entries.forEach(([k, v]) => {
-          obj.ccModelFilenames[k] = v;
-        });
-      }
-    }
-    if (message.metricTags) {
-      const entries = globalThis.Object.entries(message.metricTags) as [string, string][];
-      if (entries.length > 0) {
-        obj.metricTags = {};
-        entries.forEach(([k, v]) => {
-          obj.metricTags[k] = v;
-        });
-      }
-    }
-    if (message.parameters) {
-      const entries = globalThis.Object.entries(message.parameters) as [string, ModelParameter][];
-      if (entries.length > 0) {
-        obj.parameters = {};
-        entries.forEach(([k, v]) => {
-          obj.parameters[k] = ModelParameter.toJSON(v);
-        });
-      }
-    }
-    if (message.modelWarmup?.length) {
-      obj.modelWarmup = message.modelWarmup.map((e) => ModelWarmup.toJSON(e));
-    }
-    if (message.modelOperations !== undefined) {
-      obj.modelOperations = ModelOperations.toJSON(message.modelOperations);
-    }
-    if (message.modelTransactionPolicy !== undefined) {
-      obj.modelTransactionPolicy = ModelTransactionPolicy.toJSON(message.modelTransactionPolicy);
-    }
-    if (message.modelRepositoryAgents !== undefined) {
-      obj.modelRepositoryAgents = ModelRepositoryAgents.toJSON(message.modelRepositoryAgents);
-    }
-    if (message.responseCache !== undefined) {
-      obj.responseCache = ModelResponseCache.toJSON(message.responseCache);
-    }
-    if (message.modelMetrics !== undefined) {
-      obj.modelMetrics = ModelMetrics.toJSON(message.modelMetrics);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelConfig>, I>>(base?: I): ModelConfig {
     return ModelConfig.fromPartial(base ?? ({} as any));
   },
@@ -8128,24 +5878,6 @@ export const ModelConfig_CcModelFilenamesEntry: MessageFns<ModelConfig_CcModelFi
     }
   },
 
-  fromJSON(object: any): ModelConfig_CcModelFilenamesEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? globalThis.String(object.value) : "",
-    };
-  },
-
-  toJSON(message: ModelConfig_CcModelFilenamesEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== "") {
-      obj.value = message.value;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelConfig_CcModelFilenamesEntry>, I>>(
     base?: I,
   ): ModelConfig_CcModelFilenamesEntry {
@@ -8217,24 +5949,6 @@ export const ModelConfig_MetricTagsEntry: MessageFns<ModelConfig_MetricTagsEntry
     }
   },
 
-  fromJSON(object: any): ModelConfig_MetricTagsEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? globalThis.String(object.value) : "",
-    };
-  },
-
-  toJSON(message: ModelConfig_MetricTagsEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== "") {
-      obj.value = message.value;
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelConfig_MetricTagsEntry>, I>>(base?: I): ModelConfig_MetricTagsEntry {
     return ModelConfig_MetricTagsEntry.fromPartial(base ?? ({} as any));
   },
@@ -8302,24 +6016,6 @@ export const ModelConfig_ParametersEntry: MessageFns<ModelConfig_ParametersEntry
     }
   },
 
-  fromJSON(object: any): ModelConfig_ParametersEntry {
-    return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? ModelParameter.fromJSON(object.value) : undefined,
-    };
-  },
-
-  toJSON(message: ModelConfig_ParametersEntry): unknown {
-    const obj: any = {};
-    if (message.key !== "") {
-      obj.key = message.key;
-    }
-    if (message.value !== undefined) {
-      obj.value = ModelParameter.toJSON(message.value);
-    }
-    return obj;
-  },
-
   create<I extends Exact<DeepPartial<ModelConfig_ParametersEntry>, I>>(base?: I): ModelConfig_ParametersEntry {
     return ModelConfig_ParametersEntry.fromPartial(base ?? ({} as any));
   },
@@ -8332,10 +6028,6 @@ export const ModelConfig_ParametersEntry: MessageFns<ModelConfig_ParametersEntry
     return message;
   },
 };
-
-function floatToJson(value: number | null | undefined): number | string | null | undefined {
-  return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;
-}
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | bigint | undefined;
 
@@ -8350,19 +6042,9 @@ type KeysOfUnion<T> = T extends T ? keyof T : never;
 export type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
 
-function isObject(value: any): boolean {
-  return typeof value === "object" && value !== null;
-}
-
-function isSet(value: any): boolean {
-  return value !== null && value !== undefined;
-}
-
 export interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;
   decode(input: BinaryReader | Uint8Array, length?: number): T;
-  fromJSON(object: any): T;
-  toJSON(message: T): unknown;
   create<I extends Exact<DeepPartial<T>, I>>(base?: I): T;
   fromPartial<I extends Exact<DeepPartial<T>, I>>(object: I): T;
 }

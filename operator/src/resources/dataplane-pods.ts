@@ -1,30 +1,15 @@
 import type { Owner } from "../api/objects.js";
-import type {
-  V1ConfigMap,
-  V1Deployment,
-  V1ResourceRequirements,
-  V1Service,
-  V1Volume,
-  V1VolumeMount,
-} from "@kubernetes/client-node";
+import type { V1Deployment, V1ResourceRequirements, V1Service, V1Volume, V1VolumeMount } from "@kubernetes/client-node";
 import { dataPlaneArguments, type DataPlaneArguments } from "../../../lib/contract/dataplane.js";
-import { modelFilesFolder, READINESS_SERVICE } from "../../../lib/contract/layout.js";
-import { SPEC_DEFAULTS, type DynamoKserveModel, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
-import { AUTH_MOUNT, TLS_MOUNT, tlsSecretName, tokenKey } from "./credentials.js";
-import type { ValidConfig } from "./model-config.js";
-import {
-  labelsFor,
-  MODEL_FILES_ROOT,
-  MODEL_REPOSITORY_PATH,
-  objectNames,
-  ownedMetadata,
-  selectorFor,
-  servedModelName,
-} from "./names.js";
+import { READINESS_SERVICE } from "../../../lib/contract/layout.js";
+import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
+import { TLS_MOUNT } from "./credentials.js";
+import { labelsFor, ownedMetadata, selectorFor } from "./names.js";
 
 /**
- * Pure desired-state builders: a DynamoKserveModel (plus what was observed) in, the
- * objects it should own out. No I/O; the controller applies what these return.
+ * What every data plane the operator runs has, whatever kind asked for it (a
+ * DynamoKserveModel, a DynamoKserveRepository): the Deployment (hardened pods, probes, the
+ * data plane's arguments built from its typed contract) and the Service. Pure.
  */
 
 /** Operator-wide settings the builders need. */
@@ -81,22 +66,6 @@ export function portsOf({ spec }: { spec: Pick<DataplaneSpec, "grpcPort" | "metr
   };
 }
 
-/** The ConfigMap mounted as the data plane's model repository: one file, the model's config. */
-export function desiredConfigMap(model: DynamoKserveModel, config: ValidConfig): V1ConfigMap {
-  return {
-    apiVersion: "v1",
-    kind: "ConfigMap",
-    metadata: ownedMetadata(model, objectNames(model).configMap),
-    ...(config.text !== undefined ? { data: { [config.fileName]: config.text } } : {}),
-    ...(config.binaryBase64 !== undefined ? { binaryData: { [config.fileName]: config.binaryBase64 } } : {}),
-  };
-}
-
-/** The model's Service. */
-export function desiredService(model: DynamoKserveModel): V1Service {
-  return dataplaneService(model, model.spec, objectNames(model).service, tlsSecretName(model) !== undefined);
-}
-
 /**
  * A data plane's Service: `grpc` with appProtocol kubernetes.io/h2c (gRPC over cleartext
  * HTTP/2), or https when the data plane serves TLS; `metrics` over http.
@@ -121,45 +90,6 @@ export function dataplaneService(owner: Owner, spec: DataplaneSpec, name: string
         { name: "metrics", port: ports.metrics, targetPort: "metrics", protocol: "TCP", appProtocol: "http" },
       ],
     },
-  };
-}
-
-/** The model's data-plane Deployment: its ConfigMap as the repository, its Secrets and files. */
-export function desiredDeployment(model: DynamoKserveModel, settings: BuildSettings): V1Deployment {
-  const { spec } = model;
-  const tlsSecret = tlsSecretName(model);
-  const secretVolumes: MountedVolume[] = [
-    ...(tlsSecret !== undefined ? [secretVolume("tls", tlsSecret, TLS_MOUNT)] : []),
-    ...(spec.auth !== undefined ? [secretVolume("auth", spec.auth.tokenSecretRef.name, AUTH_MOUNT)] : []),
-  ];
-  const modelFiles = modelFilesVolume(model);
-  return dataplaneDeployment(
-    model,
-    spec,
-    objectNames(model).deployment,
-    {
-      arguments: {
-        modelRepository: [MODEL_REPOSITORY_PATH],
-        ...(spec.auth !== undefined ? { authTokenFile: `${AUTH_MOUNT}/${tokenKey(model)}` } : {}),
-        ...(spec.modelFiles !== undefined ? { modelFilesRoot: MODEL_FILES_ROOT } : {}),
-      },
-      sourceVolumes: [
-        {
-          volume: { name: "model-config", configMap: { name: objectNames(model).configMap } },
-          mount: { name: "model-config", mountPath: MODEL_REPOSITORY_PATH, readOnly: true },
-        },
-      ],
-      ...(tlsSecret !== undefined ? { tlsSecret } : {}),
-      extraVolumes: [...secretVolumes, ...(modelFiles !== undefined ? [modelFiles] : [])],
-    },
-    settings,
-  );
-}
-
-function secretVolume(name: string, secretName: string, mountPath: string): MountedVolume {
-  return {
-    volume: { name, secret: { secretName, defaultMode: 0o440 } },
-    mount: { name, mountPath, readOnly: true },
   };
 }
 
@@ -252,41 +182,6 @@ export function dataplaneDeployment(
           volumes: volumes.map(({ volume }) => volume),
         },
       },
-    },
-  };
-}
-
-/**
- * spec.modelFiles as a volume mounted at /model-files/<model name> (the data plane's
- * --model-files-root), so the model's version folders sit where it looks for them.
- */
-function modelFilesVolume(model: DynamoKserveModel): MountedVolume | undefined {
-  const files = model.spec.modelFiles;
-  if (files === undefined) return undefined;
-  const name = "model-files";
-  const source: Omit<V1Volume, "name"> =
-    files.persistentVolumeClaim !== undefined
-      ? { persistentVolumeClaim: { claimName: files.persistentVolumeClaim.claimName, readOnly: true } }
-      : files.image !== undefined
-        ? {
-            image: {
-              reference: files.image.reference,
-              ...(files.image.pullPolicy !== undefined ? { pullPolicy: files.image.pullPolicy } : {}),
-            },
-          }
-        : {
-            configMap: {
-              name: files.configMap!.name,
-              items: files.configMap!.items.map(({ key, path }) => ({ key, path })),
-            },
-          };
-  return {
-    volume: { name, ...source },
-    mount: {
-      name,
-      mountPath: modelFilesFolder(MODEL_FILES_ROOT, servedModelName(model)),
-      readOnly: true,
-      ...(files.subPath !== undefined ? { subPath: files.subPath } : {}),
     },
   };
 }

@@ -1,0 +1,103 @@
+import type { V1ConfigMap, V1Deployment, V1Service, V1Volume } from "@kubernetes/client-node";
+import { modelFilesFolder } from "../../../lib/contract/layout.js";
+import type { DynamoKserveModel } from "../api/v1alpha1.js";
+import { AUTH_MOUNT, TLS_MOUNT, tlsSecretName, tokenKey } from "./credentials.js";
+import { dataplaneDeployment, dataplaneService, type BuildSettings, type MountedVolume } from "./dataplane-pods.js";
+import type { ValidConfig } from "./model-config.js";
+import { MODEL_FILES_ROOT, MODEL_REPOSITORY_PATH, objectNames, ownedMetadata, servedModelName } from "./names.js";
+
+/**
+ * A DynamoKserveModel's own objects: the ConfigMap with its config, its Service and its
+ * data-plane Deployment (its Secrets and model files mounted). Pure desired-state builders:
+ * the model (plus what was observed) in, the objects out; the controller applies them.
+ */
+
+/** The ConfigMap mounted as the data plane's model repository: one file, the model's config. */
+export function desiredConfigMap(model: DynamoKserveModel, config: ValidConfig): V1ConfigMap {
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: ownedMetadata(model, objectNames(model).configMap),
+    ...(config.text !== undefined ? { data: { [config.fileName]: config.text } } : {}),
+    ...(config.binaryBase64 !== undefined ? { binaryData: { [config.fileName]: config.binaryBase64 } } : {}),
+  };
+}
+
+/** The model's Service. */
+export function desiredService(model: DynamoKserveModel): V1Service {
+  return dataplaneService(model, model.spec, objectNames(model).service, tlsSecretName(model) !== undefined);
+}
+
+/** The model's data-plane Deployment: its ConfigMap as the repository, its Secrets and files. */
+export function desiredDeployment(model: DynamoKserveModel, settings: BuildSettings): V1Deployment {
+  const { spec } = model;
+  const tlsSecret = tlsSecretName(model);
+  const secretVolumes: MountedVolume[] = [
+    ...(tlsSecret !== undefined ? [secretVolume("tls", tlsSecret, TLS_MOUNT)] : []),
+    ...(spec.auth !== undefined ? [secretVolume("auth", spec.auth.tokenSecretRef.name, AUTH_MOUNT)] : []),
+  ];
+  const modelFiles = modelFilesVolume(model);
+  return dataplaneDeployment(
+    model,
+    spec,
+    objectNames(model).deployment,
+    {
+      arguments: {
+        modelRepository: [MODEL_REPOSITORY_PATH],
+        ...(spec.auth !== undefined ? { authTokenFile: `${AUTH_MOUNT}/${tokenKey(model)}` } : {}),
+        ...(spec.modelFiles !== undefined ? { modelFilesRoot: MODEL_FILES_ROOT } : {}),
+      },
+      sourceVolumes: [
+        {
+          volume: { name: "model-config", configMap: { name: objectNames(model).configMap } },
+          mount: { name: "model-config", mountPath: MODEL_REPOSITORY_PATH, readOnly: true },
+        },
+      ],
+      ...(tlsSecret !== undefined ? { tlsSecret } : {}),
+      extraVolumes: [...secretVolumes, ...(modelFiles !== undefined ? [modelFiles] : [])],
+    },
+    settings,
+  );
+}
+
+function secretVolume(name: string, secretName: string, mountPath: string): MountedVolume {
+  return {
+    volume: { name, secret: { secretName, defaultMode: 0o440 } },
+    mount: { name, mountPath, readOnly: true },
+  };
+}
+
+/**
+ * spec.modelFiles as a volume mounted at /model-files/<model name> (the data plane's
+ * --model-files-root), so the model's version folders sit where it looks for them.
+ */
+function modelFilesVolume(model: DynamoKserveModel): MountedVolume | undefined {
+  const files = model.spec.modelFiles;
+  if (files === undefined) return undefined;
+  const name = "model-files";
+  const source: Omit<V1Volume, "name"> =
+    files.persistentVolumeClaim !== undefined
+      ? { persistentVolumeClaim: { claimName: files.persistentVolumeClaim.claimName, readOnly: true } }
+      : files.image !== undefined
+        ? {
+            image: {
+              reference: files.image.reference,
+              ...(files.image.pullPolicy !== undefined ? { pullPolicy: files.image.pullPolicy } : {}),
+            },
+          }
+        : {
+            configMap: {
+              name: files.configMap!.name,
+              items: files.configMap!.items.map(({ key, path }) => ({ key, path })),
+            },
+          };
+  return {
+    volume: { name, ...source },
+    mount: {
+      name,
+      mountPath: modelFilesFolder(MODEL_FILES_ROOT, servedModelName(model)),
+      readOnly: true,
+      ...(files.subPath !== undefined ? { subPath: files.subPath } : {}),
+    },
+  };
+}
