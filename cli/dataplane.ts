@@ -1,14 +1,13 @@
 import { Command } from "commander";
 import { pino } from "pino";
 import { DATAPLANE_OPTIONS, type DataPlaneArguments } from "../lib/contract/dataplane.js";
-import { commanderOption } from "../lib/contract/options.js";
+import { withOptions } from "../lib/contract/options.js";
 import { stopOnSignals } from "./options.js";
 
 /** `dynamo-kserve dataplane`: its options are the data plane's contract (lib/contract/dataplane.ts). */
 export function dataplaneCommand(): Command {
   const command = new Command("dataplane").description("Serve models over the KServe v2 / Triton gRPC protocol");
-  for (const declaration of Object.values(DATAPLANE_OPTIONS)) command.addOption(commanderOption(declaration));
-  return command.action(async (args: DataPlaneArguments) => {
+  return withOptions(command, DATAPLANE_OPTIONS).action(async (args: DataPlaneArguments) => {
     const logger = pino({ level: args.logLevel, base: { component: "dataplane", pid: process.pid } });
     // Loaded on use: the operator, migrate and infer commands never load the data plane's runtime.
     const { serveDataPlane } = await import("../dataplane/src/main.js");

@@ -9,7 +9,7 @@ import {
 import { DATATYPES, isDatatype, type Datatype } from "../lib/model-repository/datatypes.js";
 import { rawToTyped, emptyContents } from "../dataplane/src/tensors/typed.js";
 import { unaryCall } from "../lib/grpc/unary-call.js";
-import { option } from "./options.js";
+import { commanderOption, text } from "../lib/contract/options.js";
 
 /**
  * `dynamo-kserve infer`: a small client for trying a model without grpcurl or Python.
@@ -82,7 +82,9 @@ export function inferCommand(): Command {
   return new Command("infer")
     .description("Send one inference request to a KServe v2 gRPC server and print the reply")
     .argument("<model>", "model name")
-    .addOption(option("--url <host:port>", "server address", "DYNAMO_INFER_URL").default("localhost:8001"))
+    .addOption(
+      commanderOption(text("--url <host:port>", { env: "DYNAMO_INFER_URL", help: "server address" }, "localhost:8001")),
+    )
     .requiredOption("--input <NAME:DATATYPE:SHAPE=VALUES>", "an input tensor (repeatable)", parseInput)
     .option("--output <name>", "ask for this output only (repeatable)", (value: string, previous: string[] = []) => [
       ...previous,

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { kubernetesName, migratedObjects, toYaml } from "../operator/src/migrate/manifests.js";
 import { planMigration, type ModelFilesSource, type ModelPlan } from "../operator/src/migrate/plan.js";
-import { option } from "./options.js";
+import { flag, text, withOptions, type OptionDeclaration, type ValuesOf } from "../lib/contract/options.js";
 
 /**
  * `dynamo-kserve migrate <model_repository>`: a Triton model repository becomes Kubernetes
@@ -12,51 +12,46 @@ import { option } from "./options.js";
  * model could not be migrated (the others are still written).
  */
 
-interface MigrateFlags {
-  namespace?: string;
-  tritonEndpoint?: string;
-  modelFiles: ModelFilesSource;
-  out: string;
-  dryRun?: boolean;
-}
+const MIGRATE_OPTIONS = {
+  namespace: text("--namespace <namespace>", {
+    env: "DYNAMO_NAMESPACE",
+    help: "namespace of the objects (default: kubectl's)",
+  }),
+  tritonEndpoint: text("--triton-endpoint <host:port>", {
+    env: "DYNAMO_TRITON_ENDPOINT",
+    help: "the Triton gRPC endpoint that serves the repository now; models this data plane cannot run are forwarded there",
+  }),
+  modelFiles: {
+    flags: "--model-files <source>",
+    env: "DYNAMO_MODEL_FILES",
+    help: "where ONNX model files come from: configmap (shipped in a ConfigMap, small models) or pvc:<claim> (a PersistentVolumeClaim holding this repository)",
+    parse: parseModelFiles,
+    default: { kind: "configMap" },
+    defaultLabel: "configmap",
+    hasDefault: true,
+  } satisfies OptionDeclaration<ModelFilesSource, true>,
+  out: text("--out <dir|->", { env: "DYNAMO_OUT", help: "a folder for one YAML file per model, or - for stdout" }, "-"),
+  dryRun: flag("--dry-run", { env: "DYNAMO_DRY_RUN", help: "print only the table" }),
+} as const;
+
+type MigrateFlags = ValuesOf<typeof MIGRATE_OPTIONS>;
 
 export function migrateCommand(): Command {
-  return new Command("migrate")
+  const command = new Command("migrate")
     .description("turn a Triton model repository into DynamoKserveModel YAML (kubectl apply -f -)")
-    .argument("<model_repository>", "a Triton model repository folder")
-    .addOption(option("--namespace <namespace>", "namespace of the objects (default: kubectl's)", "DYNAMO_NAMESPACE"))
-    .addOption(
-      option(
-        "--triton-endpoint <host:port>",
-        "the Triton gRPC endpoint that serves the repository now; models this data plane cannot run are forwarded there",
-        "DYNAMO_TRITON_ENDPOINT",
-      ),
-    )
-    .addOption(
-      option(
-        "--model-files <source>",
-        "where ONNX model files come from: configmap (shipped in a ConfigMap, small models) or pvc:<claim> (a PersistentVolumeClaim holding this repository)",
-        "DYNAMO_MODEL_FILES",
-      )
-        .argParser(parseModelFiles)
-        .default({ kind: "configMap" }, "configmap"),
-    )
-    .addOption(
-      option("--out <dir|->", "a folder for one YAML file per model, or - for stdout", "DYNAMO_OUT").default("-"),
-    )
-    .addOption(option("--dry-run", "print only the table", "DYNAMO_DRY_RUN"))
-    .action(async (repository: string, flags: MigrateFlags) => {
-      const plans = await planMigration(repository, {
-        modelFiles: flags.modelFiles,
-        ...(flags.tritonEndpoint !== undefined ? { tritonEndpoint: flags.tritonEndpoint } : {}),
-      });
-      const checked = rejectNameClashes(plans);
-      process.stderr.write(summaryTable(checked));
-      if (!flags.dryRun) await writeManifests(checked, flags);
-      const failed = checked.filter((plan) => !plan.ok).length;
-      process.stderr.write(`${checked.length - failed} of ${checked.length} models migrated\n`);
-      if (failed > 0) process.exitCode = 1;
+    .argument("<model_repository>", "a Triton model repository folder");
+  return withOptions(command, MIGRATE_OPTIONS).action(async (repository: string, flags: MigrateFlags) => {
+    const plans = await planMigration(repository, {
+      modelFiles: flags.modelFiles,
+      ...(flags.tritonEndpoint !== undefined ? { tritonEndpoint: flags.tritonEndpoint } : {}),
     });
+    const checked = rejectNameClashes(plans);
+    process.stderr.write(summaryTable(checked));
+    if (!flags.dryRun) await writeManifests(checked, flags);
+    const failed = checked.filter((plan) => !plan.ok).length;
+    process.stderr.write(`${checked.length - failed} of ${checked.length} models migrated\n`);
+    if (failed > 0) process.exitCode = 1;
+  });
 }
 
 export function parseModelFiles(value: string): ModelFilesSource {

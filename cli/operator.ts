@@ -4,7 +4,6 @@ import { existsSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { pino } from "pino";
 import {
-  commanderOption,
   duration,
   flag,
   logLevel,
@@ -12,6 +11,7 @@ import {
   text,
   wholeNumber,
   type ValuesOf,
+  withOptions,
 } from "../lib/contract/options.js";
 import { stopOnSignals } from "./options.js";
 
@@ -121,8 +121,7 @@ export function operatorCommand(): Command {
   const command = new Command("operator").description(
     "Run the Kubernetes operator that turns DynamoKserveModel objects into running data planes",
   );
-  for (const declaration of Object.values(OPERATOR_OPTIONS)) command.addOption(commanderOption(declaration));
-  return command.action(async (flags: OperatorFlags) => {
+  return withOptions(command, OPERATOR_OPTIONS).action(async (flags: OperatorFlags) => {
     const logger = pino({ level: flags.logLevel, base: { component: "operator", pid: process.pid } });
     // Loaded on use: the Kubernetes client costs about a second of start-up that the
     // dataplane and infer commands should not pay.

@@ -1,8 +1,5 @@
-import { Option } from "commander";
-
 /**
- * What the commands share: stopping on signals, and `option` for the few options of the
- * short-lived commands (infer, migrate). The long-running commands declare theirs with
+ * What the long-running commands share: stopping on signals. Options are declared with
  * lib/contract/options.ts.
  */
 
@@ -34,6 +31,3 @@ export function stopOnSignals(
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
 }
-
-export const option = (flags: string, description: string, env: string): Option =>
-  new Option(flags, description).env(env);

@@ -21,8 +21,6 @@ import {
 export const DEFAULT_MAX_MESSAGE_SIZE = 64 * 1024 * 1024;
 /** ModelStreamInfer requests of one stream running at once unless --stream-max-pending says otherwise. */
 export const DEFAULT_STREAM_MAX_PENDING = 1024;
-export const DEFAULT_GRPC_PORT = 8001;
-export const DEFAULT_METRICS_PORT = 8002;
 
 export const DATAPLANE_OPTIONS = {
   modelRepository: repeatable("--model-repository <dir>", {
@@ -65,7 +63,7 @@ export const DATAPLANE_OPTIONS = {
     "--grpc-port <port>",
     { env: "DYNAMO_GRPC_PORT", help: "gRPC port (0 picks a free one)" },
     { min: 0, max: 65535 },
-    DEFAULT_GRPC_PORT,
+    8001,
   ),
   metricsPort: wholeNumber(
     "--metrics-port <port>",
@@ -74,7 +72,7 @@ export const DATAPLANE_OPTIONS = {
       help: "HTTP port for /metrics and the /v2/health/* probes, no token needed (0 picks a free one)",
     },
     { min: 0, max: 65535 },
-    DEFAULT_METRICS_PORT,
+    8002,
   ),
   maxMessageSize: wholeNumber(
     "--max-message-size <bytes>",

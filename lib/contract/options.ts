@@ -1,4 +1,4 @@
-import { InvalidArgumentError, Option } from "commander";
+import { InvalidArgumentError, Option, type Command } from "commander";
 
 /**
  * Options declared once each — flag, environment variable, default, help, how a value is
@@ -134,8 +134,14 @@ export function commanderOption(declaration: OptionDeclaration<unknown>): Option
   return option;
 }
 
+/** Adds every declared option to `command` (in declaration order, as --help lists them). */
+export function withOptions(command: Command, declarations: Declarations): Command {
+  for (const declaration of Object.values(declarations)) command.addOption(commanderOption(declaration));
+  return command;
+}
+
 /** The long flag alone, e.g. `--grpc-port`. */
-export const flagOf = (declaration: OptionDeclaration<unknown>): string => declaration.flags.split(" ")[0]!;
+const flagOf = (declaration: OptionDeclaration<unknown>): string => declaration.flags.split(" ")[0]!;
 
 /**
  * The command-line arguments that give `values` (in declaration order): a switch that is
@@ -154,8 +160,7 @@ export function argumentsOf<D extends Declarations>(declarations: D, values: Par
   return args;
 }
 
-export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error"] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
+const LOG_LEVELS = ["trace", "debug", "info", "warn", "error"] as const;
 
 /** --log-level, the same for every long-running command. */
 export const logLevel = choice(

@@ -36,7 +36,7 @@ const BY_SELECTOR: ReadonlyMap<string, EngineName> = new Map(
 );
 
 /** Every value of `backend`, `platform` or `parameters["engine"]` that selects an engine. */
-export const SUPPORTED_ENGINES: readonly string[] = [...BY_SELECTOR.keys()];
+const SUPPORTED_ENGINES: readonly string[] = [...BY_SELECTOR.keys()];
 
 /**
  * parameters["engine"] lets a Triton config keep its own backend (e.g. "python") and still

@@ -17,7 +17,7 @@ const ONNX_PLATFORM = "onnxruntime_onnx";
 const ONNX_BACKEND = "onnxruntime";
 
 /** Triton's `--backend-config=default-max-batch-size`, 4 unless set. */
-export const DEFAULT_MAX_BATCH_SIZE = 4;
+const DEFAULT_MAX_BATCH_SIZE = 4;
 
 /**
  * A tensor's `reshape`: the model sees `model` where clients see `client` (both without

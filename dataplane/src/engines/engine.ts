@@ -1,6 +1,5 @@
 import type { InferParameter, ModelMetadataResponse } from "../../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import { DEFAULT_MAX_MESSAGE_SIZE } from "../../../lib/contract/dataplane.js";
 
 import type { Tensor } from "../tensors/tensor.js";
 
@@ -56,5 +55,3 @@ export interface EngineRuntime {
   /** HTTP/2 flow-control window of upstream gRPC channels, in bytes (unset: grpc-js's default). */
   readonly upstreamFlowControlWindow?: number;
 }
-
-export const DEFAULT_ENGINE_RUNTIME: EngineRuntime = { maxMessageSize: DEFAULT_MAX_MESSAGE_SIZE };

@@ -1,7 +1,7 @@
 import { ENGINES, engineOf, type EngineName, type SettingsOf } from "../../../lib/engines/catalog.js";
 import type { ModelFiles } from "../../../lib/model-repository/sources.js";
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
-import { DEFAULT_ENGINE_RUNTIME, type Engine, type EngineRuntime } from "./engine.js";
+import type { Engine, EngineRuntime } from "./engine.js";
 import { IdentityEngine } from "./identity/identity.js";
 import { KserveGrpcEngine } from "./kserve-grpc/kserve-grpc.js";
 import { MockerEngine } from "./mocker/mocker.js";
@@ -33,8 +33,8 @@ const RUNTIMES: { readonly [Name in EngineName]: RuntimeOf<Name> } = {
 export function createEngine(
   spec: ModelSpec,
   source: string,
-  files?: ModelFiles,
-  runtime: EngineRuntime = DEFAULT_ENGINE_RUNTIME,
+  files: ModelFiles | undefined,
+  runtime: EngineRuntime,
 ): Engine {
   return build(engineOf(spec, source), spec, source, files, runtime);
 }

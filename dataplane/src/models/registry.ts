@@ -205,11 +205,6 @@ export class ModelRegistry {
     return { ...resolved, release: () => inFlight.end() };
   }
 
-  /** `resolve`, then `hold`. */
-  acquire(name: string, version: string): ModelLease {
-    return this.hold(this.resolve(name, version));
-  }
-
   isReady(name: string, version: string): boolean {
     const model = this.records.get(name)?.live;
     return model !== undefined && engineReady(model) && (version === "" || model.versions.includes(version));

@@ -10,7 +10,7 @@ import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
 import { HealthTestClient } from "../fixtures/health.js";
 import { probeLatency, worst } from "../fixtures/latency.js";
 import { identityRequest, promptRequest } from "../fixtures/requests.js";
-import { TestRepository } from "../fixtures/repository.js";
+import { mockerConfig, TestRepository } from "../fixtures/repository.js";
 import { callError, eventually, inferRequest, startServer, streamAll, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
 
@@ -22,24 +22,10 @@ import { useServer } from "../fixtures/serving.js";
  */
 
 /** A unary simulated LLM with no pauses: its whole cost is CPU, per token. */
-const CPU_LLM = `
-name: "cpu_llm"
-backend: "mocker"
-parameters { key: "ttft_ms" value { string_value: "0" } }
-parameters { key: "itl_ms" value { string_value: "0" } }
-input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]
-output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] }, { name: "finish_reason" data_type: TYPE_STRING dims: [ -1 ] } ]
-`;
+const CPU_LLM = mockerConfig("cpu_llm", { ttftMs: 0, itlMs: 0 });
 
 /** A unary simulated LLM that answers after two seconds: a call surely in flight. */
-const SLOW_UNARY = `
-name: "slow_unary"
-backend: "mocker"
-parameters { key: "ttft_ms" value { string_value: "2000" } }
-parameters { key: "max_tokens" value { string_value: "1" } }
-input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]
-output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] }, { name: "finish_reason" data_type: TYPE_STRING dims: [ -1 ] } ]
-`;
+const SLOW_UNARY = mockerConfig("slow_unary", { ttftMs: 2000, maxTokens: 1 });
 
 const int32 = (...values: number[]): Uint8Array => new Uint8Array(Int32Array.from(values).buffer);
 const uint32 = (...values: number[]): Uint8Array => new Uint8Array(Uint32Array.from(values).buffer);

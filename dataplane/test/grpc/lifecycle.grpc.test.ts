@@ -5,19 +5,11 @@ import type { ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_servic
 import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
 import { HealthTestClient } from "../fixtures/health.js";
 import { promptRequest } from "../fixtures/requests.js";
-import { TestRepository } from "../fixtures/repository.js";
+import { mockerConfig, TestRepository } from "../fixtures/repository.js";
 import { call, eventually, infer, startServer, streamAll, type ServerProcess } from "../fixtures/server.js";
 
 /** A unary (not decoupled) simulated LLM that takes ~300 ms: a request that is surely in flight. */
-const SLOW_UNARY = `
-name: "slow_unary"
-backend: "mocker"
-parameters { key: "ttft_ms" value { string_value: "300" } }
-parameters { key: "itl_ms" value { string_value: "5" } }
-parameters { key: "max_tokens" value { string_value: "4" } }
-input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]
-output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] }, { name: "finish_reason" data_type: TYPE_STRING dims: [ -1 ] } ]
-`;
+const SLOW_UNARY = mockerConfig("slow_unary", { ttftMs: 300, itlMs: 5, maxTokens: 4 });
 
 describe("connection tuning and graceful shutdown (real sockets)", function () {
   this.timeout(30_000);

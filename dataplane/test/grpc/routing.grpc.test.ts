@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
 import { promptRequest } from "../fixtures/requests.js";
-import { TestRepository } from "../fixtures/repository.js";
+import { mockerConfig, TestRepository } from "../fixtures/repository.js";
 import { infer, startServer, type ServerProcess } from "../fixtures/server.js";
 
 /**
@@ -10,14 +10,7 @@ import { infer, startServer, type ServerProcess } from "../fixtures/server.js";
  * the requests; least_outstanding sends the slow one only what finds it idle.
  */
 
-const llmConfig = (ttftMs: number) => `
-name: "llm"
-backend: "mocker"
-parameters { key: "ttft_ms" value { string_value: "${ttftMs}" } }
-parameters { key: "max_tokens" value { string_value: "1" } }
-input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]
-output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] }, { name: "finish_reason" data_type: TYPE_STRING dims: [ -1 ] } ]
-`;
+const llmConfig = (ttftMs: number): string => mockerConfig("llm", { ttftMs, maxTokens: 1 });
 
 const forwardedConfig = (name: string, upstreams: string, routing: string) => `
 name: "${name}"

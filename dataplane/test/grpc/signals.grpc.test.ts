@@ -2,7 +2,7 @@ import { credentials } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { GRPCInferenceServiceClient, type ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { promptRequest } from "../fixtures/requests.js";
-import { TestRepository } from "../fixtures/repository.js";
+import { mockerConfig, TestRepository } from "../fixtures/repository.js";
 import { eventually, startServer, type ServerProcess } from "../fixtures/server.js";
 
 /**
@@ -12,15 +12,7 @@ import { eventually, startServer, type ServerProcess } from "../fixtures/server.
  */
 
 /** A streamed simulated LLM of 20 ms per token: 60 tokens take about 1.2 s. */
-const LONG_STREAM = `
-name: "long_stream"
-backend: "mocker"
-model_transaction_policy { decoupled: true }
-parameters { key: "ttft_ms" value { string_value: "20" } }
-parameters { key: "itl_ms" value { string_value: "20" } }
-input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]
-output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] }, { name: "finish_reason" data_type: TYPE_STRING dims: [ -1 ] } ]
-`;
+const LONG_STREAM = mockerConfig("long_stream", { ttftMs: 20, itlMs: 20, decoupled: true });
 const TOKENS = 60;
 
 /** Opens a stream of TOKENS tokens on a connection of its own; resolves with the tokens received, or rejects. */

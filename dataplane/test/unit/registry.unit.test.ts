@@ -48,6 +48,8 @@ describe("model registry: a replaced or unloaded engine is closed once its reque
     });
     await registry.start();
   };
+  /** A request holding model m's engine, as the pipeline holds it. */
+  const acquire = () => registry.hold(registry.resolve("m", ""));
   beforeEach(() => {
     repository = mkdtempSync(join(tmpdir(), "dynamo-kserve-registry-"));
     mkdirSync(join(repository, "m"));
@@ -61,11 +63,11 @@ describe("model registry: a replaced or unloaded engine is closed once its reque
 
   it("reload: new requests get the new engine; the old one closes when its last request releases it", async () => {
     await start("poll");
-    const running = [registry.acquire("m", ""), registry.acquire("m", "")];
+    const running = [acquire(), acquire()];
     writeFileSync(join(repository, "m", "config.pbtxt"), config(1));
     await registry.sync();
     assert.equal(engines.length, 2);
-    assert.equal(registry.acquire("m", "").model.engine, engines[1], "new requests reach the new engine");
+    assert.equal(acquire().model.engine, engines[1], "new requests reach the new engine");
     running[0]!.release();
     await tick();
     assert.equal(engines[0]!.closed, false, "one request still runs on it");
@@ -77,9 +79,9 @@ describe("model registry: a replaced or unloaded engine is closed once its reque
 
   it("unload: refused at once for new requests; closed when the running one is done, or at the grace", async () => {
     await start("explicit", 100);
-    const running = registry.acquire("m", "");
+    const running = acquire();
     await registry.unload("m");
-    assert.throws(() => registry.acquire("m", ""), /model 'm' is not ready/);
+    assert.throws(() => acquire(), /model 'm' is not ready/);
     await tick();
     assert.equal(engines[0]!.closed, false);
     await new Promise((resolve) => setTimeout(resolve, 150));
@@ -89,7 +91,7 @@ describe("model registry: a replaced or unloaded engine is closed once its reque
 
   it("close: engines still finishing requests are closed without waiting", async () => {
     await start("poll");
-    registry.acquire("m", "");
+    acquire();
     await registry.close();
     assert.equal(engines[0]!.closed, true);
   });

@@ -86,11 +86,6 @@ export class UpstreamPool {
     this.sequences.end(sequence);
   }
 
-  /** Open sequences bound to an endpoint (for tests and metrics). */
-  get openSequences(): number {
-    return this.sequences.size;
-  }
-
   /** A failed call: a transport failure takes the endpoint out until a probe finds it live. Returns whether it was one. */
   failed(endpoint: Endpoint, error: ServiceError): boolean {
     if (!isTransportFailure(error)) return false;
