@@ -5,6 +5,8 @@
 #   venv        the real tritonclient (conformance tests)       DYNAMO_KSERVE_VENV
 #   venv-peers  real upstream servers: Triton via nvidia-pytriton  DYNAMO_KSERVE_PEERS_VENV
 #   venv-llm    a real OpenAI-compatible server: LiteLLM proxy    DYNAMO_KSERVE_LLM_VENV
+#   venv-clients  HTTP clients: the KServe SDK, the openai SDK    DYNAMO_KSERVE_CLIENTS_VENV
+#   venv-aiperf   aiperf (its pins conflict with the KServe SDK's)  DYNAMO_KSERVE_AIPERF_VENV
 # The peers venv uses Debian's python3: pytriton's Python-backend stub links the system
 # libpython, so the interpreter's standard library must match it.
 set -euo pipefail
@@ -20,3 +22,5 @@ if [[ ! -x /usr/bin/python3 ]] || ! /usr/bin/python3 -m venv --help >/dev/null 2
 fi
 make_venv /usr/bin/python3 "${DYNAMO_KSERVE_PEERS_VENV:-$cache/venv-peers}" "$root/dataplane/test/peers/requirements.txt"
 make_venv /usr/bin/python3 "${DYNAMO_KSERVE_LLM_VENV:-$cache/venv-llm}" "$root/dataplane/test/peers/llm-requirements.txt"
+make_venv python3 "${DYNAMO_KSERVE_CLIENTS_VENV:-$cache/venv-clients}" "$root/dataplane/test/clients/requirements.txt"
+make_venv python3 "${DYNAMO_KSERVE_AIPERF_VENV:-$cache/venv-aiperf}" "$root/dataplane/test/clients/aiperf-requirements.txt"

@@ -118,6 +118,8 @@ export function dataplaneArgs(repository: string, port: number): string[] {
     "127.0.0.1",
     "--grpc-port",
     String(port),
+    "--http-port",
+    "0",
     "--metrics-port",
     "0",
     "--log-level",

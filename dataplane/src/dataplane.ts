@@ -15,14 +15,16 @@ import { startGrpcServer, stopGrpcServer, type GrpcTuning } from "./server/grpc.
 import { serverSecurity, type SecurityOptions } from "./server/security.js";
 import { startHttpServer } from "./server/http.js";
 import { InFlight } from "./models/in-flight.js";
-import { sharedMemoryAndTraceHandlers } from "./services/shared-memory-and-trace.js";
+import { sharedMemoryAndTraceOperations } from "./services/shared-memory-and-trace.js";
 import { GrpcHealth } from "./services/grpc-health.js";
-import { logSettingsHandler } from "./services/log-settings.js";
+import { logSettingsOperation } from "./services/log-settings.js";
 import { modelInferStreamHandlers } from "./services/model-infer-stream.js";
-import { healthHandlers } from "./services/health.js";
+import { healthOperations } from "./services/health.js";
 import { modelInferHandler } from "./services/model-infer.js";
-import { metadataHandlers } from "./services/metadata.js";
-import { repositoryHandlers } from "./services/repository.js";
+import { metadataOperations } from "./services/metadata.js";
+import { repositoryOperations } from "./services/repository.js";
+import { unaryHandlers, type InferenceServiceOperations, type UnaryRpcs } from "./services/unary.js";
+import { startFrontDoor, type RunningFrontDoor } from "./http/server.js";
 import { modelStreamInferHandler } from "./services/model-stream-infer.js";
 
 export interface DataPlaneOptions {
@@ -39,8 +41,10 @@ export interface DataPlaneOptions {
   readonly autoCompleteConfig: boolean;
   readonly host: string;
   readonly grpcPort: number;
+  /** The HTTP front door's port (KServe v2 REST, generate, OpenAI). */
+  readonly httpPort: number;
   /** The HTTP port for probes and /metrics; undefined in a --grpc-workers worker (the primary serves it). */
-  readonly httpPort: number | undefined;
+  readonly metricsPort: number | undefined;
   readonly maxMessageSize: number;
   /** ModelStreamInfer requests of one stream running at once (the stream is not read past it). */
   readonly streamMaxPending: number;
@@ -60,7 +64,8 @@ export interface DataPlaneOptions {
 
 export interface RunningDataPlane {
   readonly grpcPort: number;
-  readonly httpPort: number | undefined;
+  readonly httpPort: number;
+  readonly metricsPort: number | undefined;
   readonly registry: ModelRegistry;
   readonly metrics: DataPlaneMetrics;
   readonly health: GrpcHealth;
@@ -68,7 +73,7 @@ export interface RunningDataPlane {
   stop(): Promise<void>;
 }
 
-/** Loads the models, then serves gRPC and the HTTP health port until stopped. */
+/** Loads the models, then serves gRPC, the HTTP front door and the metrics port until stopped. */
 export async function startDataPlane(options: DataPlaneOptions): Promise<RunningDataPlane> {
   const { logger } = options;
   const registry = new ModelRegistry({
@@ -100,14 +105,18 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const active = new InFlight();
   const tracing = options.tracing === undefined ? NO_TRACING : startTracing(options.tracing);
   const inference = { registry, metrics: metrics.frontend, logger, active, tracing };
+  // One implementation of every unary RPC, for the gRPC server and the HTTP front door.
+  const operations: InferenceServiceOperations = {
+    ...healthOperations(registry, () => stopping),
+    ...metadataOperations(registry),
+    ...repositoryOperations(registry),
+    ...sharedMemoryAndTraceOperations(),
+    logSettings: logSettingsOperation(logger, options.onLogLevelChange),
+  };
   const implementation: GRPCInferenceServiceServer = {
-    ...healthHandlers(registry, () => stopping),
-    ...metadataHandlers(registry),
+    ...unaryHandlers<UnaryRpcs>(operations),
     modelInfer: modelInferHandler(inference),
     modelStreamInfer: modelStreamInferHandler(inference, options.streamMaxPending),
-    ...repositoryHandlers(registry),
-    ...sharedMemoryAndTraceHandlers(),
-    logSettings: logSettingsHandler(logger, options.onLogLevelChange),
   };
   const grpc = await startGrpcServer(implementation, modelInferStreamHandlers(inference), health.implementation, {
     host: options.host,
@@ -117,10 +126,22 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     interceptors: [boundedStatusInterceptor, metrics.grpcInterceptor, ...security.interceptors],
     tuning: options.tuning,
   });
+  const frontDoor = await startFrontDoor(
+    { inference, operations, live: () => true, ready: () => health.ready() },
+    {
+      host: options.host,
+      port: options.httpPort,
+      bodyLimit: options.maxMessageSize,
+      tls: security.tls,
+      tokens: security.tokens,
+      metrics: metrics.http,
+      logger,
+    },
+  );
   const http =
-    options.httpPort === undefined
+    options.metricsPort === undefined
       ? undefined
-      : await startHttpServer(options.host, options.httpPort, {
+      : await startHttpServer(options.host, options.metricsPort, {
           live: () => true,
           ready: () => health.ready(),
           metrics: metrics.register,
@@ -129,18 +150,20 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   logger.info(
     {
       grpcPort: grpc.port,
-      httpPort: http?.port,
+      httpPort: frontDoor.port,
+      metricsPort: http?.port,
       models: registry.readyCount(),
       controlMode: options.modelControlMode,
       tls: options.security.tls === undefined ? "off" : options.security.tls.clientCaFile ? "mutual" : "on",
       auth: options.security.authTokenFile === undefined ? "off" : "bearer",
       tracing: options.tracing?.endpoint ?? "off",
     },
-    options.httpPort === undefined ? "worker listening" : "data plane listening",
+    options.metricsPort === undefined ? "worker listening" : "data plane listening",
   );
   return {
     grpcPort: grpc.port,
-    httpPort: http?.port,
+    httpPort: frontDoor.port,
+    metricsPort: http?.port,
     registry,
     metrics,
     health,
@@ -153,7 +176,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       if (poller !== undefined) clearInterval(poller);
       logger.info({ drainDelaySeconds: options.drainDelaySeconds }, "draining: readiness is NOT_SERVING");
       await sleep(options.drainDelaySeconds * 1000);
-      await shutdown(grpc.server, http?.server, registry, active, options.shutdownGraceSeconds * 1000);
+      await shutdown(grpc.server, frontDoor, http?.server, registry, active, options.shutdownGraceSeconds * 1000);
       security.stop();
       await tracing.shutdown();
       health.stop();
@@ -191,16 +214,28 @@ function schedulePolling(
 
 async function shutdown(
   grpc: GrpcServer,
+  frontDoor: RunningFrontDoor,
   http: HttpServer | undefined,
   registry: ModelRegistry,
   active: InFlight,
   graceMs: number,
 ): Promise<void> {
-  await stopGrpcServer(grpc, active.idle(), graceMs);
+  // Both front ends stop taking requests and let theirs finish, within one grace period.
+  await Promise.all([stopGrpcServer(grpc, active.idle(), graceMs), closeFrontDoor(frontDoor, graceMs)]);
   // Probes keep getting answers (ready: 503) until the drain is over.
   if (http !== undefined) {
     http.closeAllConnections();
     await new Promise<void>((resolve) => http.close(() => resolve()));
   }
   await registry.close();
+}
+
+/** Closes the front door: no new requests; those in progress (streams too) get up to the grace period. */
+async function closeFrontDoor(frontDoor: RunningFrontDoor, graceMs: number): Promise<void> {
+  const timer = setTimeout(() => frontDoor.server.closeAllConnections(), graceMs);
+  try {
+    await frontDoor.close();
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -7,14 +7,16 @@ import { startHttpServer } from "./server/http.js";
 
 /**
  * --grpc-workers N: one Node process uses one core, so N worker processes serve gRPC on
- * the same port (the cluster primary hands out connections) and the primary serves the
- * HTTP port: probes (ready while every worker is) and /metrics summed over the workers.
+ * the same port (the cluster primary hands out connections), the HTTP front door likewise,
+ * and the primary serves the metrics port: probes (ready while every worker is) and /metrics summed over the workers.
  * Each worker loads the repository itself; LogSettings reaches them all. Explicit model
  * control is refused: a load or unload RPC would reach one worker only.
  */
 
 type WorkerMessage =
-  { type: "listening"; grpcPort: number } | { type: "ready"; ready: boolean } | { type: "log-level"; level: string };
+  | { type: "listening"; grpcPort: number; httpPort: number }
+  | { type: "ready"; ready: boolean }
+  | { type: "log-level"; level: string };
 
 /** Starts N workers running `startDataPlane` and serves the HTTP port; resolves once all listen. */
 export async function startDataPlaneWorkers(
@@ -27,11 +29,12 @@ export async function startDataPlaneWorkers(
       "--grpc-workers above 1 needs --model-control-mode none or poll: a load/unload RPC would reach one worker",
     );
   }
-  if (options.httpPort === undefined) throw new Error("the primary needs the metrics port");
+  if (options.metricsPort === undefined) throw new Error("the primary needs the metrics port");
   const aggregator = new AggregatorRegistry();
   const ready = new Map<Worker, boolean>();
   let stopping = false;
   let grpcPort = 0;
+  let httpPort = 0;
 
   const fork = (): Promise<void> =>
     new Promise((resolve, reject) => {
@@ -40,6 +43,7 @@ export async function startDataPlaneWorkers(
       worker.on("message", (message: WorkerMessage) => {
         if (message.type === "listening") {
           grpcPort = message.grpcPort;
+          httpPort = message.httpPort;
           resolve();
         } else if (message.type === "ready") {
           ready.set(worker, message.ready);
@@ -58,12 +62,12 @@ export async function startDataPlaneWorkers(
     });
 
   await Promise.all(Array.from({ length: workers }, fork));
-  const http = await startHttpServer(options.host, options.httpPort, {
+  const http = await startHttpServer(options.host, options.metricsPort, {
     live: () => true,
     ready: () => !stopping && ready.size === workers && [...ready.values()].every(Boolean),
     metrics: { metrics: () => aggregator.clusterMetrics(), contentType: aggregator.contentType },
   });
-  logger.info({ grpcPort, httpPort: http.port, workers }, "data plane listening");
+  logger.info({ grpcPort, httpPort, metricsPort: http.port, workers }, "data plane listening");
   return {
     // One drain, however often it is asked for: a signal to the process group reaches
     // the workers too, and they drain on it themselves.
@@ -103,7 +107,7 @@ export async function runDataPlaneWorker(options: DataPlaneOptions, logger: Logg
   });
   const dataPlane = await startDataPlane({
     ...options,
-    httpPort: undefined,
+    metricsPort: undefined,
     onLogLevelChange: (level) => send({ type: "log-level", level }),
   });
   // Constructing one is what makes prom-client answer the primary's metric requests here.
@@ -111,6 +115,6 @@ export async function runDataPlaneWorker(options: DataPlaneOptions, logger: Logg
   AggregatorRegistry.setRegistries([dataPlane.metrics.register]);
   dataPlane.health.onReadyChange((isReady) => send({ type: "ready", ready: isReady }));
   send({ type: "ready", ready: dataPlane.health.ready() });
-  send({ type: "listening", grpcPort: dataPlane.grpcPort });
+  send({ type: "listening", grpcPort: dataPlane.grpcPort, httpPort: dataPlane.httpPort });
   return dataPlane;
 }

@@ -65,6 +65,15 @@ export const DATAPLANE_OPTIONS = {
     { min: 0, max: 65535 },
     8001,
   ),
+  httpPort: wholeNumber(
+    "--http-port <port>",
+    {
+      env: "DYNAMO_HTTP_PORT",
+      help: "HTTP port: KServe v2 REST (Triton's binary tensor extension, generate) and OpenAI /v1 (0 picks a free one)",
+    },
+    { min: 0, max: 65535 },
+    8000,
+  ),
   metricsPort: wholeNumber(
     "--metrics-port <port>",
     {
@@ -78,7 +87,7 @@ export const DATAPLANE_OPTIONS = {
     "--max-message-size <bytes>",
     {
       env: "DYNAMO_MAX_MESSAGE_SIZE",
-      help: "largest gRPC message accepted or sent, compressed requests by their decompressed size (up to 2 GiB - 1)",
+      help: "largest gRPC message or HTTP body accepted or sent, compressed requests by their decompressed size (up to 2 GiB - 1)",
     },
     { min: 1024, max: 2 ** 31 - 1 },
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -157,7 +166,10 @@ export const DATAPLANE_OPTIONS = {
     },
     { min: 65535, max: 2 ** 31 - 1 },
   ),
-  useTls: flag("--use-tls", { env: "DYNAMO_USE_TLS", help: "serve gRPC over TLS (needs --cert-file and --key-file)" }),
+  useTls: flag("--use-tls", {
+    env: "DYNAMO_USE_TLS",
+    help: "serve gRPC and the HTTP port over TLS (needs --cert-file and --key-file)",
+  }),
   certFile: text("--cert-file <pem>", {
     env: "DYNAMO_TLS_CERT",
     help: "the server certificate (chain), PEM; reloaded when it changes",
@@ -169,7 +181,7 @@ export const DATAPLANE_OPTIONS = {
   }),
   authTokenFile: text("--auth-token-file <file>", {
     env: "DYNAMO_AUTH_TOKEN_FILE",
-    help: "accept only calls with 'authorization: Bearer <token>' for a token in this file (one per line; health checks need none)",
+    help: "accept only gRPC calls and HTTP requests with 'authorization: Bearer <token>' for a token in this file (one per line; health checks need none)",
   }),
   credentialsReloadSecs: duration(
     "--credentials-reload-secs <seconds>",

@@ -1,4 +1,4 @@
-import { fromBinary, fromJsonString, toBinary } from "@bufbuild/protobuf";
+import { fromBinary, fromJsonString, toBinary, toJson, type JsonValue } from "@bufbuild/protobuf";
 import { fromText, toText } from "@bufbuild/protobuf/txtpb";
 import { ModelConfigSchema } from "../../proto/gen/es/model_config_pb.js";
 import { ModelConfig } from "../../proto/gen/ts/model_config.js";
@@ -66,6 +66,13 @@ export function configText(format: ConfigFormat | undefined, content: Uint8Array
 /** A configuration as config.pbtxt text (protobuf-es's text format writer), e.g. normalized by `migrate`. */
 export function formatText(config: ModelConfig): string {
   return toText(ModelConfigSchema, fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish()));
+}
+
+/** A configuration in the JSON mapping with the proto's field names, as Triton's HTTP config endpoint shows it. */
+export function configJson(config: ModelConfig): JsonValue {
+  return toJson(ModelConfigSchema, fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish()), {
+    useProtoFieldName: true,
+  });
 }
 
 /** The JSON mapping of ModelConfig, as RepositoryModelLoad's "config" parameter carries it. */

@@ -15,6 +15,7 @@ const EVERY_OPTION: Required<DataPlaneArguments> = {
   disableAutoCompleteConfig: true,
   host: "127.0.0.1",
   grpcPort: 9001,
+  httpPort: 9000,
   metricsPort: 9002,
   maxMessageSize: 1_048_576,
   streamMaxPending: 64,

@@ -1,17 +1,17 @@
 import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import type { EngineResponse } from "../engines/engine.js";
 import { internal, invalidArgument } from "../../../lib/errors.js";
-import type { InferenceEndpoint } from "../metrics/frontend.js";
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
 import { boolParameter, isTrue } from "../tensors/parameters.js";
 import { decodeInputs, encodeOutputs, type DecodedInputs } from "../tensors/request.js";
 import type { RequestLifetime } from "./lifetime.js";
-import { RequestScope, type InferenceContext } from "./request-scope.js";
+import { RequestScope, type Entry, type InferenceContext } from "./request-scope.js";
 
-export type { InferenceContext } from "./request-scope.js";
+export type { Entry, InferenceContext } from "./request-scope.js";
 
 /**
- * The one inference pipeline behind ModelInfer, ModelStreamInfer and ModelInferStream:
+ * The one inference pipeline behind every way in (ModelInfer, ModelStreamInfer,
+ * ModelInferStream, and the HTTP front door's infer, generate and OpenAI routes):
  * admit (resolve the model and version, refuse what cannot be served), decode and check
  * the inputs against its config, run its engine, encode each response. What the request
  * holds and reports (metrics, in-flight count, span, statistics, log line) is its
@@ -25,15 +25,17 @@ const FINAL_RESPONSE = "triton_final_response";
 export async function* runInference(
   context: InferenceContext,
   request: ModelInferRequest,
-  endpoint: InferenceEndpoint,
+  entry: Entry,
   lifetime: RequestLifetime,
 ): AsyncGenerator<ModelInferResponse> {
-  const scope = new RequestScope(context, request, endpoint, lifetime);
+  const scope = new RequestScope(context, request, entry, lifetime);
   try {
     const { spec, engine, version } = scope.admit();
     const inputs = decode(request, spec);
     scope.decoded(inputs.batchSize);
     const echoed = echoedParameters(request.parameters);
+    // One reply expected: a model that is not decoupled must make exactly one response.
+    const single = scope.isUnary && !spec.decoupled;
     const finalFlag = (final: boolean): Record<string, InferParameter> =>
       scope.isUnary ? {} : { [FINAL_RESPONSE]: boolParameter(final) };
     const engineRequest = {
@@ -50,7 +52,7 @@ export async function* runInference(
     });
     for await (const result of results) {
       scope.produced();
-      if (scope.isUnary && scope.responseCount > 0) {
+      if (single && scope.responseCount > 0) {
         throw internal(`model '${spec.name}' produced more than one response for a unary request`);
       }
       const response = encodeResponse(request, version, result, inputs.usedRaw, {
@@ -62,7 +64,7 @@ export async function* runInference(
       scope.resumed();
     }
     scope.produced();
-    if (scope.isUnary && scope.responseCount === 0) throw internal(`model '${spec.name}' produced no response`);
+    if (single && scope.responseCount === 0) throw internal(`model '${spec.name}' produced no response`);
     if (!scope.isUnary && spec.decoupled && isTrue(request.parameters[ENABLE_EMPTY_FINAL])) {
       yield encodeResponse(request, version, { outputs: [] }, inputs.usedRaw, { ...echoed, ...finalFlag(true) });
     }

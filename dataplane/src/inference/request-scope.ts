@@ -22,6 +22,18 @@ export interface InferenceContext {
   readonly tracing: RequestTracing;
 }
 
+/** How a request came in. */
+export interface Entry {
+  readonly endpoint: InferenceEndpoint;
+  /** A stream of responses (a streaming RPC, SSE) or one reply. */
+  readonly requestType: RequestType;
+  readonly protocol: "grpc" | "http";
+  /** One reply made of all of a decoupled model's responses (generate, OpenAI without stream). */
+  readonly gathersResponses?: boolean;
+  /** What a caller of a decoupled model on this entry should use instead. */
+  readonly forDecoupledUse?: string;
+}
+
 /** The model a request was admitted to. */
 export interface Admitted {
   readonly spec: ModelSpec;
@@ -53,7 +65,6 @@ const CLIENT_ERRORS = new Set<ErrorKind>([
  */
 export class RequestScope {
   private readonly received = nowNs();
-  private readonly mode: RequestType;
   private readonly span: RequestSpan;
   private lease: ModelLease | undefined;
   private observation: RequestObservation | undefined;
@@ -74,13 +85,13 @@ export class RequestScope {
   constructor(
     private readonly context: InferenceContext,
     private readonly request: ModelInferRequest,
-    private readonly endpoint: InferenceEndpoint,
+    private readonly entry: Entry,
     private readonly lifetime: RequestLifetime,
   ) {
-    this.mode = endpoint === "ModelInfer" ? "unary" : "stream";
-    this.span = context.tracing.start(endpoint, lifetime.headers, {
-      "rpc.system": "grpc",
-      "rpc.method": endpoint,
+    this.span = context.tracing.start(entry.endpoint, lifetime.headers, {
+      ...(entry.protocol === "grpc"
+        ? { "rpc.system": "grpc", "rpc.method": entry.endpoint }
+        : { "http.route": entry.endpoint }),
       "model.name": request.modelName,
       "model.version": request.modelVersion,
       "request.id": request.id,
@@ -92,8 +103,9 @@ export class RequestScope {
     return this.span.headers;
   }
 
+  /** The caller takes one reply per request (a unary RPC, an HTTP reply that is not a stream). */
   get isUnary(): boolean {
-    return this.mode === "unary";
+    return this.entry.requestType === "unary";
   }
 
   /** Admission, then what the request holds; throws (holding nothing) if it is refused. */
@@ -101,15 +113,15 @@ export class RequestScope {
     const { registry, active, metrics } = this.context;
     const resolved = registry.resolve(this.request.modelName, this.request.modelVersion);
     const { spec, engine } = resolved.model;
-    if (this.mode === "unary" && spec.decoupled) {
+    if (this.isUnary && spec.decoupled && this.entry.gathersResponses !== true) {
       this.refusedFor = spec.name;
       throw unimplemented(
-        `model '${spec.name}' is decoupled (model_transaction_policy.decoupled); use the ModelStreamInfer RPC`,
+        `model '${spec.name}' is decoupled (model_transaction_policy.decoupled); use ${this.entry.forDecoupledUse ?? "the ModelStreamInfer RPC"}`,
       );
     }
     this.lease = registry.hold(resolved);
     active.begin();
-    this.observation = metrics.start(spec.name, this.endpoint, this.mode);
+    this.observation = metrics.start(spec.name, this.entry.endpoint, this.entry.requestType);
     this.admittedAt = nowNs();
     return { spec, engine, version: resolved.version };
   }
@@ -181,7 +193,7 @@ export class RequestScope {
       this.lease.release();
       this.log(this.lease.version);
     } else if (this.refusedFor !== undefined) {
-      metrics.refused(this.refusedFor, this.endpoint, this.mode);
+      metrics.refused(this.refusedFor, this.entry.endpoint, this.entry.requestType);
       this.log(this.request.modelVersion);
     }
   }
@@ -201,7 +213,7 @@ export class RequestScope {
         requestId: this.request.id || randomUUID(),
         model: this.request.modelName,
         version,
-        rpc: this.endpoint,
+        endpoint: this.entry.endpoint,
         responses: this.responses,
         ms: Number(nowNs() - this.received) / 1e6,
         ...(failure === undefined ? {} : { err: errorDetail(failure), kind }),

@@ -7,8 +7,19 @@ import { Counter, Gauge, Histogram, type Registry } from "prom-client";
  * the gap between responses.
  */
 
-/** The RPC a request came in on (the `endpoint` label). */
-export type InferenceEndpoint = "ModelInfer" | "ModelStreamInfer" | "ModelInferStream";
+/**
+ * Where a request came in (the `endpoint` label): a gRPC RPC, or an HTTP route of the front
+ * door (KServe v2 infer, Triton's generate extension, the OpenAI-compatible routes).
+ */
+export type InferenceEndpoint =
+  | "ModelInfer"
+  | "ModelStreamInfer"
+  | "ModelInferStream"
+  | "infer"
+  | "generate"
+  | "generate_stream"
+  | "completions"
+  | "chat_completions";
 export type RequestType = "unary" | "stream";
 
 /** What happens to one request, reported by the inference pipeline. */
@@ -33,7 +44,7 @@ export class FrontendMetrics {
     const registers = [register];
     this.requests = new Counter({
       name: "dynamo_frontend_requests_total",
-      help: "Total number of inference requests, by model, endpoint (RPC), request type and status",
+      help: "Total number of inference requests, by model, endpoint (gRPC RPC or HTTP route), request type and status",
       labelNames: ["model", "endpoint", "request_type", "status"],
       registers,
     });

@@ -3,6 +3,7 @@ import { collectDefaultMetrics, Registry } from "prom-client";
 import type { ModelRegistry } from "../models/registry.js";
 import { FrontendMetrics } from "./frontend.js";
 import { grpcServerMetrics } from "./grpc.js";
+import { HttpServerMetrics } from "./http.js";
 import { tritonMetrics } from "./triton.js";
 
 /** Everything /metrics on the metrics port shows, in one prom-client registry per data plane. */
@@ -11,6 +12,8 @@ export interface DataPlaneMetrics {
   readonly frontend: FrontendMetrics;
   /** Counts every RPC of the gRPC server (grpc_server_*). */
   readonly grpcInterceptor: ServerInterceptor;
+  /** Counts every request of the HTTP front door (http_server_*). */
+  readonly http: HttpServerMetrics;
 }
 
 export function createMetrics(models: ModelRegistry): DataPlaneMetrics {
@@ -19,5 +22,10 @@ export function createMetrics(models: ModelRegistry): DataPlaneMetrics {
   tritonMetrics(register, () =>
     models.statistics("", "").map(({ name, version, statistics }) => statistics.toProto(name, version)),
   );
-  return { register, frontend: new FrontendMetrics(register), grpcInterceptor: grpcServerMetrics(register) };
+  return {
+    register,
+    frontend: new FrontendMetrics(register),
+    grpcInterceptor: grpcServerMetrics(register),
+    http: new HttpServerMetrics(register),
+  };
 }

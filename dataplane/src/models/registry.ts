@@ -28,6 +28,8 @@ export interface LiveModel {
   readonly source: string;
   /** The requests its engine is running: a replaced or unloaded engine is closed once they are done. */
   readonly inFlight: InFlight;
+  /** When this engine was built (ms since the epoch), e.g. OpenAI's model `created`. */
+  readonly loadedAt: number;
 }
 
 /** The (model, version) a request names, with the statistics of that version. */
@@ -215,6 +217,14 @@ export class ModelRegistry {
     return [...this.records.keys()];
   }
 
+  /** The models ready to serve now. */
+  readyModels(): LiveModel[] {
+    const ready: LiveModel[] = [];
+    for (const record of this.records.values())
+      if (record.live !== undefined && engineReady(record.live)) ready.push(record.live);
+    return ready;
+  }
+
   readyCount(): number {
     let count = 0;
     for (const record of this.records.values()) if (record.live !== undefined && engineReady(record.live)) count++;
@@ -361,7 +371,7 @@ export class ModelRegistry {
     const versions = servedVersions(spec.config.versionPolicy, source.versions, source.path);
     const files = source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions };
     const engine = this.options.createEngine(spec, source.path, files);
-    return { spec, engine, versions, source: source.path, inFlight: new InFlight() };
+    return { spec, engine, versions, source: source.path, inFlight: new InFlight(), loadedAt: Date.now() };
   }
 
   /** Takes the model out of service at once; its engine closes once its requests are done. */

@@ -45,10 +45,15 @@ export function bearerTokenInterceptor(tokens: BearerTokens, exempt: (path: stri
   };
 }
 
-function authenticationFailure(values: readonly (string | Buffer)[], tokens: BearerTokens): string | undefined {
-  if (values.length === 0) return "missing credentials: send metadata 'authorization: Bearer <token>'";
+/** Why a call's `authorization` values are refused (undefined: accepted), gRPC metadata or an HTTP header. */
+export function authenticationFailure(
+  values: readonly (string | Buffer)[],
+  tokens: BearerTokens,
+  carrier = "metadata",
+): string | undefined {
+  if (values.length === 0) return `missing credentials: send ${carrier} 'authorization: Bearer <token>'`;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(String(values[0]));
-  if (match === null) return "the authorization metadata is not 'Bearer <token>'";
+  if (match === null) return `the authorization ${carrier} is not 'Bearer <token>'`;
   return tokens.accepts(match[1]!) ? undefined : "the bearer token is not valid";
 }
 

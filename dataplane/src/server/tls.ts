@@ -13,8 +13,34 @@ export interface TlsOptions {
   readonly reloadIntervalMs: number;
 }
 
+/** Checked certificates as the HTTP front door takes them (node:tls options), and their rotations. */
+export class TlsMaterial {
+  private listeners: ((material: TlsFiles) => void)[] = [];
+
+  constructor(
+    public current: TlsFiles,
+    /** Clients must present a certificate the CA signed. */
+    readonly mutual: boolean,
+  ) {}
+
+  onChange(listener: (material: TlsFiles) => void): void {
+    this.listeners.push(listener);
+  }
+
+  update(material: TlsFiles): void {
+    this.current = material;
+    for (const listener of this.listeners) listener(material);
+  }
+}
+
+export interface TlsFiles {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+  readonly ca: Buffer | undefined;
+}
+
 /**
- * TLS (and mTLS) for the gRPC server whose certificates follow the files: when a Secret
+ * TLS (and mTLS) for the gRPC server and the HTTP front door whose certificates follow the files: when a Secret
  * rotates, new connections get the new certificate and open connections carry on. Each
  * new set is checked (the key matches the certificate, Node accepts them together)
  * before it is used, so a broken rotation never takes TLS down.
@@ -22,7 +48,7 @@ export interface TlsOptions {
 export async function reloadingTlsCredentials(
   options: TlsOptions,
   logger: Logger,
-): Promise<{ credentials: ServerCredentials; stop(): void }> {
+): Promise<{ credentials: ServerCredentials; material: TlsMaterial; stop(): void }> {
   const identity = new PushedCertificates();
   const clientCa = options.clientCaFile === undefined ? null : new PushedCertificates();
   const paths = [
@@ -30,6 +56,7 @@ export async function reloadingTlsCredentials(
     options.keyFile,
     ...(options.clientCaFile === undefined ? [] : [options.clientCaFile]),
   ];
+  let material: TlsMaterial | undefined;
   const watched = await WatchedFiles.watch(
     paths,
     { intervalMs: options.reloadIntervalMs, logger, what: "TLS certificate" },
@@ -37,13 +64,16 @@ export async function reloadingTlsCredentials(
       checkCertificates(options, certificate!, privateKey!, ca);
       identity.pushIdentity({ certificate: certificate!, privateKey: privateKey! });
       if (ca !== undefined) clientCa?.pushCa({ caCertificate: ca });
+      const files = { cert: certificate!, key: privateKey!, ca };
+      if (material === undefined) material = new TlsMaterial(files, ca !== undefined);
+      else material.update(files);
     },
   ).catch((error: unknown) => {
     throw new Error(`TLS: ${errorMessage(error)}`);
   });
   // grpc-js names the parameters (ca, identity), but the constructor takes (identity, ca).
   const credentials = experimental.createCertificateProviderServerCredentials(identity, clientCa, clientCa !== null);
-  return { credentials, stop: () => watched.stop() };
+  return { credentials, material: material!, stop: () => watched.stop() };
 }
 
 function checkCertificates(options: TlsOptions, certificate: Buffer, privateKey: Buffer, ca: Buffer | undefined): void {

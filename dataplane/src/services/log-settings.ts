@@ -5,7 +5,7 @@ import type {
   LogSettingsResponse_SettingValue,
 } from "../../../proto/gen/ts/grpc_service.js";
 import { invalidArgument } from "../../../lib/errors.js";
-import { unary } from "./unary.js";
+import type { Operations } from "./unary.js";
 
 /**
  * Triton's LogSettings RPC over the data plane's logger: reading reports the settings in
@@ -34,11 +34,11 @@ const LEVEL_RANK: Record<string, number> = {
   silent: 100,
 };
 
-export function logSettingsHandler(
+export function logSettingsOperation(
   logger: Logger,
   onChange: (level: string) => void = () => undefined,
-): GRPCInferenceServiceServer["logSettings"] {
-  return unary((request) => {
+): Operations<Pick<GRPCInferenceServiceServer, "logSettings">>["logSettings"] {
+  return (request) => {
     const switches = switchesOf(logger.level);
     for (const [key, value] of Object.entries(request.settings)) applySetting(switches, key, value);
     const level = levelOf(switches);
@@ -47,7 +47,7 @@ export function logSettingsHandler(
       onChange(level);
     }
     return { settings: settingsOf(switchesOf(logger.level)) };
-  });
+  };
 }
 
 function switchesOf(level: string): Switches {

@@ -5,18 +5,31 @@ import type {
 import type { ModelRegistry } from "../models/registry.js";
 import type { TensorSpec } from "../../../lib/model-repository/spec.js";
 import { SERVER_NAME, VERSION } from "../version.js";
-import { unary } from "./unary.js";
+import type { Operations } from "./unary.js";
 
-type MetadataHandlers = Pick<GRPCInferenceServiceServer, "serverMetadata" | "modelMetadata" | "modelConfig">;
+type MetadataOperations = Operations<
+  Pick<GRPCInferenceServiceServer, "serverMetadata" | "modelMetadata" | "modelConfig">
+>;
 
-/** The protocol extensions this data plane implements, as ServerMetadata lists them. */
-export const EXTENSIONS = ["model_repository", "model_configuration", "statistics", "parameters"];
+/**
+ * The protocol extensions this data plane implements, as ServerMetadata lists them (on
+ * gRPC and HTTP alike, as Triton does; binary tensor data and generate are HTTP's).
+ */
+export const EXTENSIONS = [
+  "model_repository",
+  "model_configuration",
+  "statistics",
+  "parameters",
+  "logging",
+  "binary_tensor_data",
+  "generate",
+];
 
 /** ServerMetadata, ModelMetadata and ModelConfig. */
-export function metadataHandlers(registry: ModelRegistry): MetadataHandlers {
+export function metadataOperations(registry: ModelRegistry): MetadataOperations {
   return {
-    serverMetadata: unary(() => ({ name: SERVER_NAME, version: VERSION, extensions: EXTENSIONS })),
-    modelMetadata: unary(async (request) => {
+    serverMetadata: () => ({ name: SERVER_NAME, version: VERSION, extensions: EXTENSIONS }),
+    modelMetadata: async (request) => {
       const { model } = registry.resolve(request.name, request.version);
       const { spec, engine } = model;
       if (engine.modelMetadata !== undefined) {
@@ -36,11 +49,11 @@ export function metadataHandlers(registry: ModelRegistry): MetadataHandlers {
         inputs: spec.inputs.map(describe),
         outputs: spec.outputs.map(describe),
       };
-    }),
-    modelConfig: unary(async (request) => {
+    },
+    modelConfig: async (request) => {
       const { spec, engine } = registry.resolve(request.name, request.version).model;
       if (engine.modelConfig === undefined) return { config: spec.config };
       return { config: { ...(await engine.modelConfig()), name: spec.name } };
-    }),
+    },
   };
 }

@@ -17,7 +17,12 @@ export function modelInferStreamHandlers(context: InferenceContext): InferenceEx
     const writer = new StreamWriter(call, signal);
     void (async () => {
       try {
-        for await (const response of runInference(context, call.request, "ModelInferStream", lifetime)) {
+        for await (const response of runInference(
+          context,
+          call.request,
+          { endpoint: "ModelInferStream", requestType: "stream", protocol: "grpc" },
+          lifetime,
+        )) {
           await writer.write(response);
         }
         lifetime.finished();

@@ -13,7 +13,13 @@ export function modelInferHandler(context: InferenceContext): handleUnaryCall<Mo
     // statistics after it); returning from inside the loop would cut it short.
     let reply: ModelInferResponse | undefined;
     try {
-      for await (const response of runInference(context, request, "ModelInfer", lifetime)) reply = response;
+      for await (const response of runInference(
+        context,
+        request,
+        { endpoint: "ModelInfer", requestType: "unary", protocol: "grpc" },
+        lifetime,
+      ))
+        reply = response;
     } finally {
       lifetime.finished();
     }

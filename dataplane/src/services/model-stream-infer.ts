@@ -66,7 +66,12 @@ async function serveRequest(
   lifetime: RequestLifetime,
 ): Promise<void> {
   try {
-    for await (const response of runInference(context, request, "ModelStreamInfer", lifetime)) {
+    for await (const response of runInference(
+      context,
+      request,
+      { endpoint: "ModelStreamInfer", requestType: "stream", protocol: "grpc" },
+      lifetime,
+    )) {
       await writer.write({ errorMessage: "", inferResponse: response });
     }
   } catch (error) {

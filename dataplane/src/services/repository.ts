@@ -7,32 +7,34 @@ import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { invalidArgument, unimplemented } from "../../../lib/errors.js";
 import { parseJson } from "../../../lib/model-repository/config.js";
 import type { ModelRegistry } from "../models/registry.js";
-import { unary } from "./unary.js";
+import type { Operations } from "./unary.js";
 
-type RepositoryHandlers = Pick<
-  GRPCInferenceServiceServer,
-  "repositoryIndex" | "repositoryModelLoad" | "repositoryModelUnload" | "modelStatistics"
+type RepositoryOperations = Operations<
+  Pick<
+    GRPCInferenceServiceServer,
+    "repositoryIndex" | "repositoryModelLoad" | "repositoryModelUnload" | "modelStatistics"
+  >
 >;
 
 /** RepositoryIndex, RepositoryModelLoad/Unload and ModelStatistics. */
-export function repositoryHandlers(registry: ModelRegistry): RepositoryHandlers {
+export function repositoryOperations(registry: ModelRegistry): RepositoryOperations {
   return {
-    repositoryIndex: unary(async (request) => ({ models: await registry.index(request.ready) })),
-    repositoryModelLoad: unary(async (request) => {
+    repositoryIndex: async (request) => ({ models: await registry.index(request.ready) }),
+    repositoryModelLoad: async (request) => {
       registry.assertExplicitControl("RepositoryModelLoad");
       await registry.load(request.modelName, configOverride(request.modelName, request.parameters));
       return {};
-    }),
-    repositoryModelUnload: unary(async (request) => {
+    },
+    repositoryModelUnload: async (request) => {
       registry.assertExplicitControl("RepositoryModelUnload");
       await registry.unload(request.modelName);
       return {};
-    }),
-    modelStatistics: unary((request) => ({
+    },
+    modelStatistics: (request) => ({
       modelStats: registry
         .statistics(request.name, request.version)
         .map((row): ModelStatistics => row.statistics.toProto(row.name, row.version)),
-    })),
+    }),
   };
 }
 

@@ -1,15 +1,17 @@
 import type { GRPCInferenceServiceServer } from "../../../proto/gen/ts/grpc_service.js";
-import { notImplemented, unary } from "./unary.js";
+import { notImplemented, type Operations } from "./unary.js";
 
-type SharedMemoryAndTraceHandlers = Pick<
-  GRPCInferenceServiceServer,
-  | "systemSharedMemoryStatus"
-  | "systemSharedMemoryRegister"
-  | "systemSharedMemoryUnregister"
-  | "cudaSharedMemoryStatus"
-  | "cudaSharedMemoryRegister"
-  | "cudaSharedMemoryUnregister"
-  | "traceSetting"
+type SharedMemoryAndTraceOperations = Operations<
+  Pick<
+    GRPCInferenceServiceServer,
+    | "systemSharedMemoryStatus"
+    | "systemSharedMemoryRegister"
+    | "systemSharedMemoryUnregister"
+    | "cudaSharedMemoryStatus"
+    | "cudaSharedMemoryRegister"
+    | "cudaSharedMemoryUnregister"
+    | "traceSetting"
+  >
 >;
 
 const NO_SHARED_MEMORY = "shared-memory tensors are not supported; send tensors in the request";
@@ -18,12 +20,12 @@ const NO_SHARED_MEMORY = "shared-memory tensors are not supported; send tensors 
  * Shared memory and trace settings. Status calls answer truthfully (no region is
  * ever registered); the calls that would change something answer UNIMPLEMENTED.
  */
-export function sharedMemoryAndTraceHandlers(): SharedMemoryAndTraceHandlers {
+export function sharedMemoryAndTraceOperations(): SharedMemoryAndTraceOperations {
   return {
-    systemSharedMemoryStatus: unary(() => ({ regions: {} })),
+    systemSharedMemoryStatus: () => ({ regions: {} }),
     systemSharedMemoryRegister: notImplemented("SystemSharedMemoryRegister", NO_SHARED_MEMORY),
     systemSharedMemoryUnregister: notImplemented("SystemSharedMemoryUnregister", NO_SHARED_MEMORY),
-    cudaSharedMemoryStatus: unary(() => ({ regions: {} })),
+    cudaSharedMemoryStatus: () => ({ regions: {} }),
     cudaSharedMemoryRegister: notImplemented("CudaSharedMemoryRegister", NO_SHARED_MEMORY),
     cudaSharedMemoryUnregister: notImplemented("CudaSharedMemoryUnregister", NO_SHARED_MEMORY),
     traceSetting: notImplemented(

@@ -1,4 +1,5 @@
 import type { handleUnaryCall, ServerUnaryCall } from "@grpc/grpc-js";
+import type { GRPCInferenceServiceServer } from "../../../proto/gen/ts/grpc_service.js";
 import { unimplemented } from "../../../lib/errors.js";
 import { toServiceError } from "../server/status.js";
 
@@ -16,9 +17,52 @@ export function unary<Request, Response>(
   };
 }
 
-/** A handler for an RPC this data plane does not implement: UNIMPLEMENTED with a reason. */
-export function notImplemented<Request, Response>(rpc: string, reason: string): handleUnaryCall<Request, Response> {
-  return unary(() => {
+/**
+ * Protocol-neutral operations for a set of unary RPCs: each takes the RPC's request message
+ * and returns its response. The gRPC server adapts them with `unaryHandlers`; the HTTP front
+ * door calls the same functions with requests it builds from URLs and JSON.
+ */
+export type Operations<Handlers> = {
+  [Name in keyof Handlers]: Handlers[Name] extends handleUnaryCall<infer Request, infer Response>
+    ? (request: Request) => Promise<Response> | Response
+    : never;
+};
+
+/** The unary RPCs of inference.GRPCInferenceService other than ModelInfer. */
+export type UnaryRpcs = Pick<
+  GRPCInferenceServiceServer,
+  | "serverLive"
+  | "serverReady"
+  | "modelReady"
+  | "serverMetadata"
+  | "modelMetadata"
+  | "modelConfig"
+  | "modelStatistics"
+  | "repositoryIndex"
+  | "repositoryModelLoad"
+  | "repositoryModelUnload"
+  | "systemSharedMemoryStatus"
+  | "systemSharedMemoryRegister"
+  | "systemSharedMemoryUnregister"
+  | "cudaSharedMemoryStatus"
+  | "cudaSharedMemoryRegister"
+  | "cudaSharedMemoryUnregister"
+  | "traceSetting"
+  | "logSettings"
+>;
+
+/** Those RPCs as operations, shared by the gRPC server and the HTTP front door. */
+export type InferenceServiceOperations = Operations<UnaryRpcs>;
+
+/** grpc-js handlers for operations. */
+export function unaryHandlers<Handlers>(operations: Operations<Handlers>): Handlers {
+  const entries = Object.entries(operations as Record<string, (request: unknown) => unknown>);
+  return Object.fromEntries(entries.map(([name, operation]) => [name, unary(operation)])) as Handlers;
+}
+
+/** An operation this data plane does not implement: UNIMPLEMENTED with a reason. */
+export function notImplemented(rpc: string, reason: string): () => never {
+  return () => {
     throw unimplemented(`${rpc} is not implemented by this data plane: ${reason}`);
-  });
+  };
 }

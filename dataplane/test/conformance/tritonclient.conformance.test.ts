@@ -24,7 +24,7 @@ async function runPython(args: string[]): Promise<{ code: number; output: string
   }
 }
 
-describe("conformance with the real tritonclient[grpc]", function () {
+describe("conformance with the real tritonclient (gRPC and HTTP)", function () {
   this.timeout(120_000);
 
   before(function () {
@@ -59,6 +59,15 @@ describe("conformance with the real tritonclient[grpc]", function () {
       ]);
       assert.equal(code, 0, output);
       assert.match(output, /^2\d passed, 0 failed$/m);
+    });
+
+    it("passes every tritonclient.http check (binary and JSON per datatype, compression, async, errors, statistics, logging, model control)", async () => {
+      const { code, output } = await runPython([
+        join(here, "tritonclient_http_conformance.py"),
+        `127.0.0.1:${serving.server.httpPort}`,
+      ]);
+      assert.equal(code, 0, output);
+      assert.match(output, /^[3-9]\d passed, 0 failed$/m);
     });
   });
 });

@@ -122,7 +122,7 @@ async function assertServing(server: ServerProcess, health: HealthTestClient): P
   assert.equal(await health.check(""), "SERVING");
   // Every call of the batch has ended: none is still counted in flight or left unhandled.
   await eventually(async () => {
-    const samples = await scrape(`http://127.0.0.1:${server.httpPort}/metrics`);
+    const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
     const total = (name: string, labels: Record<string, string> = {}): number =>
       samples
         .filter((sample) => sample.name === name)

@@ -61,7 +61,7 @@ function inferWith(
 }
 
 const pauseMs = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-const metricsOf = (server: ServerProcess) => scrape(`http://127.0.0.1:${server.httpPort}/metrics`);
+const metricsOf = (server: ServerProcess) => scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
 const utf8Bytes = (text: string): number => Buffer.byteLength(text, "utf8");
 
 describe("defects found under attack (real server over loopback)", function () {

@@ -41,7 +41,7 @@ describe("Prometheus metrics after known traffic (dynamo_frontend_*, nv_inferenc
       call.on("error", reject);
     });
     extensions.close();
-    samples = await scrape(`http://127.0.0.1:${server.httpPort}/metrics`);
+    samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
   });
 
   it("counts requests by model, endpoint, type and status, and nothing stays in flight", () => {

@@ -56,9 +56,13 @@ describe("kserve-grpc routing: round_robin and least_outstanding told apart (rea
 
   /** Sends REQUESTS requests, CONCURRENCY at a time, and returns how many the slow upstream served. */
   async function servedBySlow(model: string): Promise<number> {
-    const before = valueOf(await scrape(`http://127.0.0.1:${slow.httpPort}/metrics`), "nv_inference_request_success", {
-      model: "llm",
-    });
+    const before = valueOf(
+      await scrape(`http://127.0.0.1:${slow.metricsPort}/metrics`),
+      "nv_inference_request_success",
+      {
+        model: "llm",
+      },
+    );
     let sent = 0;
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async () => {
@@ -68,9 +72,13 @@ describe("kserve-grpc routing: round_robin and least_outstanding told apart (rea
         }
       }),
     );
-    const after = valueOf(await scrape(`http://127.0.0.1:${slow.httpPort}/metrics`), "nv_inference_request_success", {
-      model: "llm",
-    });
+    const after = valueOf(
+      await scrape(`http://127.0.0.1:${slow.metricsPort}/metrics`),
+      "nv_inference_request_success",
+      {
+        model: "llm",
+      },
+    );
     return after - before;
   }
 

@@ -79,7 +79,7 @@ describe("data plane RPCs (real server over loopback)", function () {
     it("answers the KServe HTTP health endpoints on the metrics port", async () => {
       const get = (path: string) =>
         new Promise<number>((resolve, reject) => {
-          httpRequest({ host: "127.0.0.1", port: server.httpPort, path }, (response) => {
+          httpRequest({ host: "127.0.0.1", port: server.metricsPort, path }, (response) => {
             response.resume();
             resolve(response.statusCode ?? 0);
           })
@@ -97,7 +97,15 @@ describe("data plane RPCs (real server over loopback)", function () {
       const metadata = await call(server.client, "serverMetadata", {});
       assert.equal(metadata.name, "dynamo-kserve");
       assert.match(metadata.version, /^\d+\.\d+\.\d+/);
-      assert.deepEqual(metadata.extensions, ["model_repository", "model_configuration", "statistics", "parameters"]);
+      assert.deepEqual(metadata.extensions, [
+        "model_repository",
+        "model_configuration",
+        "statistics",
+        "parameters",
+        "logging",
+        "binary_tensor_data",
+        "generate",
+      ]);
     });
 
     it("prepends a -1 batch dimension for batching models, as Triton does", async () => {

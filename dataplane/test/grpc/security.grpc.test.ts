@@ -198,7 +198,7 @@ describe("data plane security: TLS, mTLS, certificate rotation, bearer tokens, m
       assert.equal((await serverLive(server.grpcPort, insecure, malformed))?.code, status.UNAUTHENTICATED);
       assert.equal(await serverLive(server.grpcPort, insecure, bearer("first-secret-token")), null);
       assert.equal(await serverLive(server.grpcPort, insecure, bearer("second-secret-token")), null);
-      const samples = await scrape(`http://127.0.0.1:${server.httpPort}/metrics`);
+      const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
       assert.equal(
         valueOf(samples, "grpc_server_handled_total", { grpc_method: "ServerLive", grpc_code: "UNAUTHENTICATED" }),
         3,
@@ -269,7 +269,7 @@ describe("data plane security: TLS, mTLS, certificate rotation, bearer tokens, m
     it("refuses to start with a key that does not match, TLS files without --use-tls, or an empty token file", async () => {
       /** The data plane on free ports, started with `args`; it must fail. */
       const dataplane = (...args: string[]) =>
-        runFailing([CLI, "dataplane", "--grpc-port", "0", "--metrics-port", "0", ...args]);
+        runFailing([CLI, "dataplane", "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0", ...args]);
       const mismatch = await dataplane(...tlsArgs(files));
       assert.equal(mismatch.code, 1);
       assert.match(mismatch.stderr, /TLS: .*tls\.key is not the private key of the certificate in .*tls\.crt/);

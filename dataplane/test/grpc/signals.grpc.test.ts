@@ -113,7 +113,7 @@ describe("signals during a drain (real processes)", function () {
       const stream = longStream(server.grpcPort);
       await stream.started;
       server.process.kill("SIGTERM");
-      const base = `http://127.0.0.1:${server.httpPort}`;
+      const base = `http://127.0.0.1:${server.metricsPort}`;
       await eventually(async () => assert.equal((await fetch(`${base}/v2/health/ready`)).status, 503), 2000, 20);
       await pauseMs(300);
       assert.equal((await fetch(`${base}/v2/health/ready`)).status, 503);

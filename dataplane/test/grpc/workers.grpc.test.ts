@@ -38,10 +38,10 @@ describe("--grpc-workers: several processes on one port", function () {
   });
 
   it("serves one /metrics summed over the workers, and readiness", async () => {
-    const samples = await scrape(`http://127.0.0.1:${server.httpPort}/metrics`);
+    const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
     assert.equal(valueOf(samples, "nv_inference_exec_count", { model: "identity_fp32", version: "1" }), 20);
     assert.equal(valueOf(samples, "dynamo_frontend_requests_total", { model: "identity_fp32", status: "success" }), 20);
-    const ready = await fetch(`http://127.0.0.1:${server.httpPort}/v2/health/ready`);
+    const ready = await fetch(`http://127.0.0.1:${server.metricsPort}/v2/health/ready`);
     assert.equal(ready.status, 200);
   });
 

@@ -3,6 +3,7 @@
 Models:
   whoami          FP32 INPUT0 [-1] -> OUTPUT0 (= INPUT0) and SERVER (BYTES, this peer's name)
   stream_int32    decoupled: IN INT32 [-1], DELAY_MS INT32 [1] -> one OUT [1] per element of IN
+  echo_llm        the LLM tensors: text_input BYTES [1] -> text_output "echo: <prompt>", finish_reason "stop"
 
 Usage: triton_peer.py NAME GRPC_PORT HTTP_PORT METRICS_PORT
 Prints "READY" on stdout once the models are loaded; serves until killed.
@@ -35,6 +36,17 @@ def stream_int32(requests):
         yield [{"OUT": np.array([value], dtype=np.int32)}]
 
 
+def echo_llm(requests):
+    replies = []
+    for request in requests:
+        prompt = request["text_input"].reshape(-1)[0]
+        text = b"echo: " + (prompt if isinstance(prompt, bytes) else str(prompt).encode())
+        replies.append(
+            {"text_output": np.array([text], dtype=np.object_), "finish_reason": np.array([b"stop"], dtype=np.object_)}
+        )
+    return replies
+
+
 config = TritonConfig(grpc_port=GRPC_PORT, http_port=HTTP_PORT, metrics_port=METRICS_PORT, log_verbose=0)
 with Triton(config=config) as triton:
     triton.bind(
@@ -50,6 +62,13 @@ with Triton(config=config) as triton:
         inputs=[Tensor(name="IN", dtype=np.int32, shape=(-1,)), Tensor(name="DELAY_MS", dtype=np.int32, shape=(1,), optional=True)],
         outputs=[Tensor(name="OUT", dtype=np.int32, shape=(1,))],
         config=ModelConfig(batching=False, decoupled=True),
+    )
+    triton.bind(
+        model_name="echo_llm",
+        infer_func=echo_llm,
+        inputs=[Tensor(name="text_input", dtype=bytes, shape=(1,))],
+        outputs=[Tensor(name="text_output", dtype=bytes, shape=(1,)), Tensor(name="finish_reason", dtype=bytes, shape=(1,))],
+        config=ModelConfig(batching=False),
     )
     print("READY", flush=True)
     triton.serve()

@@ -1,0 +1,155 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { ModelInferRequest, ModelInferResponse } from "../../../../proto/gen/ts/grpc_service.js";
+import { invalidArgument } from "../../../../lib/errors.js";
+import type { Datatype } from "../../../../lib/model-repository/datatypes.js";
+import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
+import { runInference, type Entry } from "../../inference/pipeline.js";
+import { splitBytesElements } from "../../tensors/bytes.js";
+import { rawToTyped } from "../../tensors/typed.js";
+import { httpErrorOf } from "../errors.js";
+import { httpLifetime } from "../lifetime.js";
+import { sendJson, type FrontDoor } from "../server.js";
+import { EventStream } from "../sse.js";
+import { parseJsonBody } from "./infer.js";
+import { jsonObject, parametersFromJson, rawFromJson } from "./json-tensors.js";
+import { bodyOf, type ModelParams } from "./routes.js";
+
+/**
+ * Triton's generate extension: `/generate` and `/generate_stream` (Server-Sent Events)
+ * take one JSON object whose fields are the model's inputs by name (a value or an array)
+ * plus `parameters` (the request parameters), and answer with the model's outputs by name
+ * (one element: the value; more: an array). `/generate` gives one reply: a decoupled model's
+ * responses are joined (text outputs concatenated, other outputs the last one).
+ */
+
+type Route = FastifyRequest<{ Params: ModelParams }>;
+type ForModel = (
+  method: "GET" | "POST",
+  suffix: string,
+  handler: (request: Route, reply: FastifyReply) => Promise<unknown>,
+) => void;
+
+const GENERATE: Entry = { endpoint: "generate", requestType: "unary", protocol: "http", gathersResponses: true };
+const GENERATE_STREAM: Entry = { endpoint: "generate_stream", requestType: "stream", protocol: "http" };
+
+export function generateRoutes(
+  forModel: ForModel,
+  modelOf: (request: Route) => { name: string; version: string },
+  door: FrontDoor,
+): void {
+  forModel("POST", "/generate", async (request, reply) => {
+    const inferRequest = generateRequest(request, modelOf(request), door);
+    const lifetime = httpLifetime(request.headers, reply.raw);
+    const gathered = new Map<string, unknown>();
+    let last: ModelInferResponse | undefined;
+    for await (const response of runInference(door.inference, inferRequest, GENERATE, lifetime)) {
+      last = response;
+      for (const [name, value] of outputValues(response)) {
+        const before = gathered.get(name);
+        gathered.set(name, typeof value === "string" && typeof before === "string" ? before + value : value);
+      }
+    }
+    return sendJson(reply, generateReply(last, inferRequest, gathered));
+  });
+  forModel("POST", "/generate_stream", async (request, reply) => {
+    const inferRequest = generateRequest(request, modelOf(request), door);
+    const lifetime = httpLifetime(request.headers, reply.raw);
+    const responses = runInference(door.inference, inferRequest, GENERATE_STREAM, lifetime)[Symbol.asyncIterator]();
+    // Errors before the first response are an HTTP status; later ones an event.
+    const first = await responses.next();
+    reply.hijack();
+    const events = new EventStream(reply.raw);
+    try {
+      for (let step = first; !step.done; step = await responses.next()) {
+        await events.send(JSON.stringify(generateReply(step.value, inferRequest, outputValues(step.value))));
+        if (events.closed) break;
+      }
+    } catch (error) {
+      await events.send(JSON.stringify({ error: httpErrorOf(error).message }));
+    } finally {
+      await responses.return?.(undefined);
+      events.end();
+    }
+  });
+}
+
+function generateRequest(request: Route, model: { name: string; version: string }, door: FrontDoor): ModelInferRequest {
+  const body = jsonObject(parseJsonBody(bodyOf(request), "the generate request"), "the generate request");
+  const spec = door.inference.registry.resolve(model.name, model.version).model.spec;
+  const parameters = parametersFromJson(body.parameters, "parameters");
+  const id = body.id;
+  if (id !== undefined && typeof id !== "string") throw invalidArgument("'id' must be a string");
+  const inputs: ModelInferRequest["inputs"] = [];
+  const rawInputContents: Uint8Array[] = [];
+  for (const [name, value] of Object.entries(body)) {
+    if (name === "parameters" || name === "id") continue;
+    const declared = spec.inputs.find((input) => input.name === name);
+    if (spec.declaresTensors && declared === undefined) {
+      const known = spec.inputs.map((input) => input.name).join(", ");
+      throw invalidArgument(`unknown field '${name}': model '${spec.name}' has no such input (its inputs: ${known})`);
+    }
+    const datatype = declared?.datatype ?? datatypeOfJson(value, name);
+    const count = Array.isArray(value) ? value.length : 1;
+    const shape = shapeFor(spec, declared?.dims, count);
+    rawInputContents.push(rawFromJson(value, datatype, shape, `field '${name}'`));
+    inputs.push({ name, datatype, shape: shape.map(BigInt), parameters: {}, contents: undefined });
+  }
+  return {
+    modelName: model.name,
+    modelVersion: model.version,
+    id: id ?? "",
+    parameters,
+    inputs,
+    outputs: [],
+    rawInputContents,
+  };
+}
+
+/** The shape of a value of `count` elements for an input declared with `dims` (batch of one). */
+function shapeFor(spec: ModelSpec, dims: readonly number[] | undefined, count: number): number[] {
+  const fixed = dims !== undefined && dims.every((dim) => dim >= 0) && dims.reduce((a, b) => a * b, 1) === count;
+  const inner = fixed ? [...dims] : [count];
+  return spec.maxBatchSize > 0 ? [1, ...inner] : inner;
+}
+
+function datatypeOfJson(value: unknown, name: string): Datatype {
+  const first = Array.isArray(value) ? value[0] : value;
+  if (typeof first === "string") return "BYTES";
+  if (typeof first === "boolean") return "BOOL";
+  if (Number.isInteger(first)) return "INT64";
+  if (typeof first === "number") return "FP64";
+  throw invalidArgument(`field '${name}' must be a string, a boolean, a number or an array of them`);
+}
+
+/** A response's outputs by name: one element as the value, more as an array. */
+function outputValues(response: ModelInferResponse): Map<string, unknown> {
+  const values = new Map<string, unknown>();
+  response.outputs.forEach((output, index) => {
+    const raw = response.rawOutputContents[index];
+    if (raw === undefined) return;
+    const datatype = output.datatype as Datatype;
+    const elements: unknown[] =
+      datatype === "BYTES"
+        ? splitBytesElements(raw).map((element) => Buffer.from(element).toString("utf8"))
+        : datatype === "FP16" || datatype === "BF16"
+          ? []
+          : (Object.values(rawToTyped(datatype, raw)).find((field: unknown[]) => field.length > 0) ?? []).map(
+              (element: unknown) => (typeof element === "bigint" ? Number(element) : element),
+            );
+    values.set(output.name, elements.length === 1 ? elements[0] : elements);
+  });
+  return values;
+}
+
+function generateReply(
+  response: ModelInferResponse | undefined,
+  request: ModelInferRequest,
+  outputs: Map<string, unknown>,
+): Record<string, unknown> {
+  return {
+    model_name: request.modelName,
+    model_version: response?.modelVersion ?? request.modelVersion,
+    ...(request.id !== "" ? { id: request.id } : {}),
+    ...Object.fromEntries(outputs),
+  };
+}

@@ -1,0 +1,247 @@
+import type {
+  ModelInferRequest,
+  ModelInferRequest_InferInputTensor,
+  ModelInferResponse,
+} from "../../../../proto/gen/ts/grpc_service.js";
+import { isInteger, parse as parseLossless } from "lossless-json";
+import { internal, invalidArgument, unimplemented } from "../../../../lib/errors.js";
+import { DATATYPES } from "../../../../lib/model-repository/datatypes.js";
+import { countBytesElements } from "../../tensors/bytes.js";
+import { elementCount } from "../../tensors/tensor.js";
+import { typedToRaw } from "../../tensors/typed.js";
+import {
+  datatypeFromJson,
+  jsonObject,
+  jsonTextOfRaw,
+  parametersFromJson,
+  parametersToJson,
+  rawFromJson,
+  shapeFromJson,
+} from "./json-tensors.js";
+
+/**
+ * The KServe v2 infer body, JSON or with Triton's binary tensor data extension: the JSON
+ * inference header (its length in the `Inference-Header-Content-Length` header), then the
+ * binary tensors back to back, each announced by `parameters.binary_data_size`. Replies put
+ * outputs asked for with `binary_data` (or every output, with the request parameter
+ * `binary_data_output`) after the JSON header the same way.
+ */
+
+export const HEADER_LENGTH = "inference-header-content-length";
+
+/** What the reply must look like, read from the request. */
+export interface ReplyForm {
+  /** Output names whose data go in binary form; `all` for every output. */
+  readonly binaryOutputs: ReadonlySet<string> | "all";
+}
+
+/** model_name / model_version: the KServe SDK repeats the path's model in the body. */
+const REQUEST_FIELDS = new Set(["id", "parameters", "inputs", "outputs", "model_name", "model_version"]);
+const INPUT_FIELDS = new Set(["name", "shape", "datatype", "parameters", "data"]);
+const OUTPUT_FIELDS = new Set(["name", "parameters"]);
+
+/** Splits a body into its JSON header and its binary part; `headerLength` is the header's value. */
+export function splitBody(body: Buffer, headerLength: string | undefined): { header: Buffer; binary: Buffer } {
+  if (headerLength === undefined) return { header: body, binary: body.subarray(body.length) };
+  const length = Number(headerLength);
+  if (!/^\d+$/.test(headerLength) || length > body.length) {
+    throw invalidArgument(
+      `header 'Inference-Header-Content-Length' (${headerLength}) must be a whole number no larger than the body (${body.length} bytes)`,
+    );
+  }
+  return { header: body.subarray(0, length), binary: body.subarray(length) };
+}
+
+/** A JSON body, or an error naming it. */
+export function parseJsonBody(body: Buffer, what: string): unknown {
+  try {
+    return JSON.parse(body.toString("utf8"));
+  } catch (error) {
+    throw invalidArgument(`${what} is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * The inference header. JSON numbers are doubles to JSON.parse, so INT64 and UINT64 values
+ * beyond 2^53 would change: a header that names those datatypes is parsed by lossless-json
+ * instead, whole numbers too large for a double becoming bigints (other requests keep the
+ * fast parser).
+ */
+export function parseInferHeader(header: Buffer): unknown {
+  const what = "the inference request header";
+  if (!header.includes("INT64")) return parseJsonBody(header, what);
+  try {
+    return parseLossless(header.toString("utf8"), null, exactNumber);
+  } catch (error) {
+    throw invalidArgument(`${what} is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+const exactNumber = (text: string): number | bigint => {
+  const value = Number(text);
+  return Number.isSafeInteger(value) || !isInteger(text) ? value : BigInt(text);
+};
+
+/** A ModelInferRequest from the JSON header and the binary part; every input in raw form. */
+export function inferRequestOf(
+  json: unknown,
+  binary: Buffer,
+  model: { name: string; version: string },
+): { request: ModelInferRequest; reply: ReplyForm } {
+  const body = jsonObject(json, "request body");
+  rejectUnknown(body, REQUEST_FIELDS, "");
+  if (body.id !== undefined && typeof body.id !== "string") throw invalidArgument("'id' must be a string");
+  for (const [field, inPath] of [
+    ["model_name", model.name],
+    ["model_version", model.version],
+  ] as const) {
+    const value = body[field];
+    if (value !== undefined && value !== inPath && !(field === "model_version" && value === "")) {
+      throw invalidArgument(`'${field}' (${JSON.stringify(value)}) differs from the URL's '${inPath}'`);
+    }
+  }
+  const parameters = parametersFromJson(body.parameters, "parameters");
+  if (!Array.isArray(body.inputs)) throw invalidArgument("'inputs' must be an array of tensors");
+  let offset = 0;
+  const rawInputContents: Uint8Array[] = [];
+  const inputs = body.inputs.map((item: unknown, index): ModelInferRequest_InferInputTensor => {
+    const input = jsonObject(item, `inputs[${index}]`);
+    rejectUnknown(input, INPUT_FIELDS, `inputs[${index}].`);
+    if (typeof input.name !== "string") throw invalidArgument(`'inputs[${index}].name' must be a string`);
+    const field = `inputs[${index}] '${input.name}'`;
+    const datatype = datatypeFromJson(input.datatype, `inputs[${index}].datatype`);
+    const shape = shapeFromJson(input.shape, `inputs[${index}].shape`);
+    const inputParameters = parametersFromJson(input.parameters, `inputs[${index}].parameters`);
+    const size = inputParameters["binary_data_size"]?.parameterChoice;
+    if (size !== undefined) {
+      if (size.$case !== "int64Param" || size.value < 0n) {
+        throw invalidArgument(`'inputs[${index}].parameters.binary_data_size' must be a whole number >= 0`);
+      }
+      if (input.data !== undefined) throw invalidArgument(`${field}: both 'data' and binary_data_size are given`);
+      const end = offset + Number(size.value);
+      if (end > binary.length) {
+        throw invalidArgument(
+          `${field}: binary_data_size ${size.value} runs past the end of the body (${binary.length - offset} bytes of binary data left)`,
+        );
+      }
+      rawInputContents.push(checkBinary(binary.subarray(offset, end), datatype, shape, field));
+      offset = end;
+      delete inputParameters["binary_data_size"];
+    } else {
+      rawInputContents.push(rawFromJson(input.data, datatype, shape, field));
+    }
+    return { name: input.name, datatype, shape: shape.map(BigInt), parameters: inputParameters, contents: undefined };
+  });
+  if (offset !== binary.length) {
+    throw invalidArgument(
+      `the body has ${binary.length - offset} bytes of binary data that no input's binary_data_size accounts for`,
+    );
+  }
+  const binaryOutputs = new Set<string>();
+  const outputsJson = body.outputs ?? [];
+  if (!Array.isArray(outputsJson)) throw invalidArgument("'outputs' must be an array");
+  const outputs = outputsJson.map((item: unknown, index) => {
+    const output = jsonObject(item, `outputs[${index}]`);
+    rejectUnknown(output, OUTPUT_FIELDS, `outputs[${index}].`);
+    if (typeof output.name !== "string") throw invalidArgument(`'outputs[${index}].name' must be a string`);
+    const outputParameters = parametersFromJson(output.parameters, `outputs[${index}].parameters`);
+    const binaryData = outputParameters["binary_data"]?.parameterChoice;
+    if (binaryData !== undefined) {
+      if (binaryData.$case !== "boolParam") {
+        throw invalidArgument(`'outputs[${index}].parameters.binary_data' must be true or false`);
+      }
+      if (binaryData.value) binaryOutputs.add(output.name);
+      delete outputParameters["binary_data"];
+    }
+    if (outputParameters["classification"] !== undefined) {
+      throw unimplemented(
+        `'outputs[${index}].parameters.classification': the classification extension is not implemented`,
+      );
+    }
+    return { name: output.name, parameters: outputParameters };
+  });
+  // A request parameter that steers this protocol, not the model: it is not passed on.
+  const allBinary = parameters["binary_data_output"]?.parameterChoice;
+  if (allBinary !== undefined && allBinary.$case !== "boolParam") {
+    throw invalidArgument("'parameters.binary_data_output' must be true or false");
+  }
+  delete parameters["binary_data_output"];
+  const request: ModelInferRequest = {
+    modelName: model.name,
+    modelVersion: model.version,
+    id: (body.id as string | undefined) ?? "",
+    parameters,
+    inputs,
+    outputs,
+    rawInputContents,
+  };
+  return { request, reply: { binaryOutputs: allBinary?.value === true ? "all" : binaryOutputs } };
+}
+
+function rejectUnknown(object: Record<string, unknown>, known: ReadonlySet<string>, prefix: string): void {
+  for (const key of Object.keys(object)) {
+    if (!known.has(key)) {
+      throw invalidArgument(`unknown field '${prefix}${key}'; known: ${[...known].join(", ")}`);
+    }
+  }
+}
+
+/** Binary tensor data checked against the tensor's shape (the pipeline checks it against the model). */
+function checkBinary(data: Uint8Array, datatype: keyof typeof DATATYPES, shape: number[], field: string): Uint8Array {
+  const count = elementCount(shape);
+  if (datatype === "BYTES") {
+    const found = countBytesElements(data, field);
+    if (found !== count) {
+      throw invalidArgument(
+        `${field}: shape [${shape.join(",")}] needs ${count} BYTES elements, binary data holds ${found}`,
+      );
+    }
+  } else if (data.length !== count * DATATYPES[datatype].byteSize) {
+    throw invalidArgument(
+      `${field}: binary_data_size is ${data.length} bytes, but shape [${shape.join(",")}] of ${datatype} needs ${count * DATATYPES[datatype].byteSize}`,
+    );
+  }
+  return data;
+}
+
+export interface InferReply {
+  readonly body: Buffer;
+  /** Set when binary outputs follow the JSON header. */
+  readonly headerLength: number | undefined;
+}
+
+/** A ModelInferResponse as the KServe v2 JSON reply, binary outputs after the header. */
+export function inferReplyOf(response: ModelInferResponse, form: ReplyForm): InferReply {
+  const binaries: Uint8Array[] = [];
+  const outputs = response.outputs.map((output, index) => {
+    const datatype = datatypeFromJson(output.datatype, `outputs[${index}].datatype`);
+    const raw =
+      response.rawOutputContents[index] ??
+      typedToRaw(output.name, datatype, output.contents!, elementCount(output.shape.map(Number)));
+    // FP16 and BF16 have no JSON form: they always travel in binary.
+    const binary =
+      form.binaryOutputs === "all" ||
+      form.binaryOutputs.has(output.name) ||
+      DATATYPES[datatype].typedField === undefined;
+    const head = `{"name":${JSON.stringify(output.name)},"datatype":"${datatype}","shape":[${output.shape.join(",")}]`;
+    const parameters = parametersToJson(output.parameters);
+    if (binary) {
+      binaries.push(raw);
+      return `${head},"parameters":${JSON.stringify({ ...parameters, binary_data_size: raw.byteLength })}}`;
+    }
+    const shown = Object.keys(parameters).length > 0 ? `,"parameters":${JSON.stringify(parameters)}` : "";
+    return `${head}${shown},"data":${jsonTextOfRaw(datatype, raw)}}`;
+  });
+  if (response.outputs.length !== response.rawOutputContents.length && response.rawOutputContents.length > 0) {
+    throw internal("the reply's raw outputs do not match its outputs");
+  }
+  const parameters = parametersToJson(response.parameters);
+  const header =
+    `{"model_name":${JSON.stringify(response.modelName)},"model_version":${JSON.stringify(response.modelVersion)}` +
+    (response.id !== "" ? `,"id":${JSON.stringify(response.id)}` : "") +
+    (Object.keys(parameters).length > 0 ? `,"parameters":${JSON.stringify(parameters)}` : "") +
+    `,"outputs":[${outputs.join(",")}]}`;
+  const json = Buffer.from(header, "utf8");
+  if (binaries.length === 0) return { body: json, headerLength: undefined };
+  return { body: Buffer.concat([json, ...binaries]), headerLength: json.length };
+}

@@ -1,0 +1,146 @@
+import type { InferParameter, InferTensorContents } from "../../../../proto/gen/ts/grpc_service.js";
+import { invalidArgument } from "../../../../lib/errors.js";
+import { DATATYPES, isDatatype, type Datatype } from "../../../../lib/model-repository/datatypes.js";
+import { elementCount } from "../../tensors/tensor.js";
+import { emptyContents, rawToTyped, typedFieldOf, typedToRaw } from "../../tensors/typed.js";
+
+/**
+ * Tensors and parameters in the KServe v2 JSON form: `data` arrays (flat or nested,
+ * row-major) to the raw form every tensor has inside the data plane, and back as JSON
+ * text. FP16 and BF16 have no JSON form (as in Triton): they travel as binary data.
+ */
+
+/** Parameters of a JSON request: booleans, strings, numbers (whole: int64, else double). */
+export function parametersFromJson(value: unknown, field: string): Record<string, InferParameter> {
+  if (value === undefined) return {};
+  const object = jsonObject(value, field);
+  const parameters: Record<string, InferParameter> = {};
+  for (const [key, item] of Object.entries(object)) {
+    parameters[key] = { parameterChoice: parameterChoiceOf(item, `${field}.${key}`) };
+  }
+  return parameters;
+}
+
+function parameterChoiceOf(value: unknown, field: string): InferParameter["parameterChoice"] {
+  if (typeof value === "boolean") return { $case: "boolParam", value };
+  if (typeof value === "string") return { $case: "stringParam", value };
+  if (typeof value === "number") {
+    return Number.isSafeInteger(value)
+      ? { $case: "int64Param", value: BigInt(value) }
+      : { $case: "doubleParam", value };
+  }
+  throw invalidArgument(`'${field}' must be a boolean, a number or a string`);
+}
+
+/** Parameters as JSON values. */
+export function parametersToJson(parameters: Readonly<Record<string, InferParameter>>): Record<string, unknown> {
+  const json: Record<string, unknown> = {};
+  for (const [key, { parameterChoice }] of Object.entries(parameters)) {
+    if (parameterChoice === undefined) continue;
+    const { value } = parameterChoice;
+    json[key] = typeof value === "bigint" ? Number(value) : value;
+  }
+  return json;
+}
+
+/** A JSON object (not an array, not null), or an error naming the field. */
+export function jsonObject(value: unknown, field: string): Record<string, unknown> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw invalidArgument(`'${field}' must be a JSON object`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** A tensor's `shape`: whole numbers >= 0. */
+export function shapeFromJson(value: unknown, field: string): number[] {
+  if (!Array.isArray(value) || !value.every((dim) => Number.isSafeInteger(dim) && (dim as number) >= 0)) {
+    throw invalidArgument(`'${field}' must be an array of whole numbers >= 0`);
+  }
+  return value as number[];
+}
+
+export function datatypeFromJson(value: unknown, field: string): Datatype {
+  if (typeof value !== "string" || !isDatatype(value)) {
+    throw invalidArgument(`'${field}' must be a KServe datatype (${Object.keys(DATATYPES).join(", ")})`);
+  }
+  return value;
+}
+
+/**
+ * A tensor's JSON `data` in raw form, checked against its shape and datatype. `field` names
+ * the tensor in messages (e.g. "inputs[0] 'INPUT0'").
+ */
+export function rawFromJson(data: unknown, datatype: Datatype, shape: readonly number[], field: string): Uint8Array {
+  const values = flatten(data, field);
+  const count = elementCount(shape);
+  if (values.length !== count) {
+    throw invalidArgument(
+      `${field}: shape [${shape.join(",")}] needs ${count} elements, 'data' holds ${values.length}`,
+    );
+  }
+  if (DATATYPES[datatype].typedField === undefined) {
+    throw invalidArgument(
+      `${field}: datatype ${datatype} has no JSON form; send it as binary data (parameters.binary_data_size)`,
+    );
+  }
+  const contents: InferTensorContents = emptyContents();
+  const typedField = typedFieldOf(datatype, field);
+  const check = (ok: (value: unknown) => boolean, what: string): void => {
+    const bad = values.findIndex((value) => !ok(value));
+    if (bad >= 0) throw invalidArgument(`${field}: element ${bad} of 'data' must be ${what} for ${datatype}`);
+  };
+  switch (datatype) {
+    case "BOOL":
+      check((value) => typeof value === "boolean", "true or false");
+      contents.boolContents = values as boolean[];
+      break;
+    case "BYTES":
+      check((value) => typeof value === "string", "a string");
+      contents.bytesContents = (values as string[]).map((value) => Buffer.from(value, "utf8"));
+      break;
+    case "INT64":
+    case "UINT64": {
+      // Exact values: the header parser turns whole numbers beyond 2^53 into bigints.
+      const [min, max] = datatype === "INT64" ? [-(2n ** 63n), 2n ** 63n - 1n] : [0n, 2n ** 64n - 1n];
+      const exact = (value: unknown): value is number | bigint =>
+        typeof value === "bigint" || Number.isSafeInteger(value);
+      check(
+        (value) => exact(value) && BigInt(value) >= min && BigInt(value) <= max,
+        `a whole number in ${min}..${max}`,
+      );
+      (contents[typedField] as bigint[]) = (values as (number | bigint)[]).map((value) => BigInt(value));
+      break;
+    }
+    default:
+      check((value) => typeof value === "number", "a number");
+      (contents[typedField] as number[]) = values as number[];
+  }
+  return typedToRaw(field, datatype, contents, count);
+}
+
+/** Nested arrays flattened in row-major order (a scalar is one element). */
+function flatten(data: unknown, field: string): unknown[] {
+  if (data === undefined) throw invalidArgument(`${field}: 'data' is missing (or send binary data)`);
+  if (!Array.isArray(data)) return [data];
+  if (!data.some(Array.isArray)) return data;
+  const flat: unknown[] = [];
+  const walk = (items: unknown[]): void => {
+    for (const item of items) {
+      if (Array.isArray(item)) walk(item);
+      else flat.push(item);
+    }
+  };
+  walk(data);
+  return flat;
+}
+
+/** A raw tensor's elements as JSON array text (64-bit integers written exactly). */
+export function jsonTextOfRaw(datatype: Datatype, data: Uint8Array): string {
+  const contents = rawToTyped(datatype, data);
+  const field = typedFieldOf(datatype, "output");
+  if (datatype === "BYTES") {
+    return JSON.stringify(contents.bytesContents.map((element) => Buffer.from(element).toString("utf8")));
+  }
+  if (datatype === "INT64" || datatype === "UINT64") return `[${(contents[field] as bigint[]).join(",")}]`;
+  return JSON.stringify(contents[field]);
+}

@@ -1,0 +1,198 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type {
+  LogSettingsRequest_SettingValue,
+  ModelInferResponse,
+  ModelRepositoryParameter,
+} from "../../../../proto/gen/ts/grpc_service.js";
+import { internal, invalidArgument } from "../../../../lib/errors.js";
+import { configJson } from "../../../../lib/model-repository/config.js";
+import { runInference, type Entry } from "../../inference/pipeline.js";
+import { httpLifetime } from "../lifetime.js";
+import { JSON_TYPE, type FrontDoor } from "../server.js";
+import { generateRoutes } from "./generate.js";
+import { HEADER_LENGTH, inferReplyOf, inferRequestOf, parseInferHeader, parseJsonBody, splitBody } from "./infer.js";
+import { jsonObject } from "./json-tensors.js";
+
+/**
+ * KServe v2 REST (the Open Inference Protocol's HTTP binding) and Triton's HTTP extensions,
+ * each route a thin translation onto the operation its gRPC RPC uses.
+ */
+
+export interface ModelParams {
+  model: string;
+  version?: string;
+}
+
+type Route = FastifyRequest<{ Params: ModelParams }>;
+
+const INFER: Entry = {
+  endpoint: "infer",
+  requestType: "unary",
+  protocol: "http",
+  forDecoupledUse: "/generate_stream, the OpenAI routes with stream, or gRPC ModelStreamInfer",
+};
+
+export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
+  const { operations } = door;
+  /** A route for a model, and for one version of it (`/v2/models/{m}[/versions/{v}]{suffix}`). */
+  const forModel = (
+    method: "GET" | "POST",
+    suffix: string,
+    handler: (request: Route, reply: FastifyReply) => Promise<unknown>,
+  ): void => {
+    for (const prefix of ["/v2/models/:model", "/v2/models/:model/versions/:version"]) {
+      app.route({ method, url: `${prefix}${suffix}`, handler });
+    }
+  };
+  const model = (request: Route): { name: string; version: string } => ({
+    name: request.params.model,
+    version: request.params.version ?? "",
+  });
+
+  // Triton's clients read the status, KServe's the body: both are given.
+  app.get("/v2/health/live", async (_request, reply) => {
+    const live = door.live();
+    return reply.code(live ? 200 : 503).send({ live });
+  });
+  app.get("/v2/health/ready", async (_request, reply) => {
+    const ready = door.ready();
+    return reply.code(ready ? 200 : 503).send({ ready });
+  });
+  app.get("/v2", async () => operations.serverMetadata({}));
+  app.get("/v2/models/stats", async () => protoJson(await operations.modelStatistics({ name: "", version: "" })));
+
+  forModel("GET", "", async (request) => protoJson(await operations.modelMetadata(model(request))));
+  forModel("GET", "/ready", async (request, reply) => {
+    const { ready } = await operations.modelReady(model(request));
+    return reply.code(ready ? 200 : 400).send({ name: request.params.model, ready });
+  });
+  forModel("GET", "/config", async (request) => {
+    const { config } = await operations.modelConfig(model(request));
+    if (config === undefined) throw internal(`model '${request.params.model}' has no configuration`);
+    return configJson(config);
+  });
+  forModel("GET", "/stats", async (request) => protoJson(await operations.modelStatistics(model(request))));
+  forModel("POST", "/infer", async (request, reply) => {
+    const body = bodyOf(request);
+    const { header, binary } = splitBody(body, headerValue(request.headers[HEADER_LENGTH]));
+    const { request: inferRequest, reply: form } = inferRequestOf(parseInferHeader(header), binary, model(request));
+    const lifetime = httpLifetime(request.headers, reply.raw);
+    let response: ModelInferResponse | undefined;
+    for await (const produced of runInference(door.inference, inferRequest, INFER, lifetime)) response = produced;
+    const { body: replyBody, headerLength } = inferReplyOf(response!, form);
+    if (headerLength !== undefined) reply.header(HEADER_LENGTH, headerLength).type("application/octet-stream");
+    else reply.header("content-type", JSON_TYPE);
+    return reply.send(replyBody);
+  });
+  generateRoutes(forModel, model, door);
+
+  app.post("/v2/repository/index", async (request) => {
+    const body = optionalJson(request, "the repository index request");
+    const ready = body.ready ?? false;
+    if (typeof ready !== "boolean") throw invalidArgument("'ready' must be true or false");
+    return protoJson((await operations.repositoryIndex({ repositoryName: "", ready })).models);
+  });
+  app.post<{ Params: { model: string } }>("/v2/repository/models/:model/load", async (request, reply) => {
+    const parameters = repositoryParameters(optionalJson(request, "the load request").parameters);
+    await operations.repositoryModelLoad({ repositoryName: "", modelName: request.params.model, parameters });
+    return reply.code(200).send();
+  });
+  app.post<{ Params: { model: string } }>("/v2/repository/models/:model/unload", async (request, reply) => {
+    const parameters = repositoryParameters(optionalJson(request, "the unload request").parameters);
+    await operations.repositoryModelUnload({ repositoryName: "", modelName: request.params.model, parameters });
+    return reply.code(200).send();
+  });
+
+  app.get("/v2/logging", async () => logSettingsJson((await operations.logSettings({ settings: {} })).settings));
+  app.post("/v2/logging", async (request) => {
+    const settings = logSettingsRequest(optionalJson(request, "the log settings request"));
+    return logSettingsJson((await operations.logSettings({ settings })).settings);
+  });
+
+  // Trace settings and shared memory answer as their RPCs do: status truthfully (nothing is
+  // registered), changes 501 with the reason.
+  for (const url of ["/v2/trace/setting", "/v2/models/:model/trace/setting"]) {
+    app.route({
+      method: ["GET", "POST"],
+      url,
+      handler: async () => operations.traceSetting({ modelName: "", settings: {} }),
+    });
+  }
+  for (const kind of ["systemsharedmemory", "cudasharedmemory"] as const) {
+    const status =
+      kind === "systemsharedmemory" ? operations.systemSharedMemoryStatus : operations.cudaSharedMemoryStatus;
+    const register =
+      kind === "systemsharedmemory" ? operations.systemSharedMemoryRegister : operations.cudaSharedMemoryRegister;
+    const unregister =
+      kind === "systemsharedmemory" ? operations.systemSharedMemoryUnregister : operations.cudaSharedMemoryUnregister;
+    for (const url of [`/v2/${kind}/status`, `/v2/${kind}/region/:region/status`]) {
+      app.get(url, async () => Object.values((await status({ name: "" })).regions));
+    }
+    app.post(`/v2/${kind}/region/:region/register`, async () => register({} as never));
+    for (const url of [`/v2/${kind}/unregister`, `/v2/${kind}/region/:region/unregister`]) {
+      app.post(url, async () => unregister({ name: "" }));
+    }
+  }
+}
+
+/** The request body's bytes (empty when there is none). */
+export function bodyOf(request: FastifyRequest): Buffer {
+  return Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+}
+
+/** A body that is a JSON object, or none at all ({}). */
+export function optionalJson(request: FastifyRequest, what: string): Record<string, unknown> {
+  const body = bodyOf(request);
+  if (body.length === 0) return {};
+  return jsonObject(parseJsonBody(body, what), what);
+}
+
+const headerValue = (value: string | string[] | undefined): string | undefined =>
+  Array.isArray(value) ? value[0] : value;
+
+/** A generated message as Triton's JSON shows it: snake_case names, 64-bit numbers as numbers. */
+export function protoJson(value: unknown): unknown {
+  if (typeof value === "bigint") return Number(value);
+  if (Array.isArray(value)) return value.map(protoJson);
+  if (value instanceof Uint8Array) return Buffer.from(value).toString("base64");
+  if (typeof value === "object" && value !== null) {
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [
+        key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`),
+        protoJson(item),
+      ]),
+    );
+  }
+  return value;
+}
+
+function repositoryParameters(value: unknown): Record<string, ModelRepositoryParameter> {
+  if (value === undefined) return {};
+  const parameters: Record<string, ModelRepositoryParameter> = {};
+  for (const [key, item] of Object.entries(jsonObject(value, "parameters"))) {
+    if (typeof item === "boolean") parameters[key] = { parameterChoice: { $case: "boolParam", value: item } };
+    else if (typeof item === "string") parameters[key] = { parameterChoice: { $case: "stringParam", value: item } };
+    else if (Number.isSafeInteger(item)) {
+      parameters[key] = { parameterChoice: { $case: "int64Param", value: BigInt(item as number) } };
+    } else throw invalidArgument(`'parameters.${key}' must be a boolean, a whole number or a string`);
+  }
+  return parameters;
+}
+
+function logSettingsRequest(body: Record<string, unknown>): Record<string, LogSettingsRequest_SettingValue> {
+  const settings: Record<string, LogSettingsRequest_SettingValue> = {};
+  for (const [key, value] of Object.entries(body)) {
+    if (typeof value === "boolean") settings[key] = { parameterChoice: { $case: "boolParam", value } };
+    else if (typeof value === "string") settings[key] = { parameterChoice: { $case: "stringParam", value } };
+    else if (Number.isInteger(value) && (value as number) >= 0) {
+      settings[key] = { parameterChoice: { $case: "uint32Param", value: value as number } };
+    } else throw invalidArgument(`log setting '${key}' must be a boolean, a whole number >= 0 or a string`);
+  }
+  return settings;
+}
+
+function logSettingsJson(settings: Record<string, { parameterChoice?: { value: unknown } | undefined }>): unknown {
+  return Object.fromEntries(
+    Object.entries(settings).map(([key, { parameterChoice }]) => [key, parameterChoice?.value]),
+  );
+}

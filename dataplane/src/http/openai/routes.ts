@@ -1,0 +1,157 @@
+import { randomUUID } from "node:crypto";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { runInference, type Entry } from "../../inference/pipeline.js";
+import { httpErrorOf } from "../errors.js";
+import { parseJsonBody } from "../kserve/infer.js";
+import { jsonObject } from "../kserve/json-tensors.js";
+import { bodyOf } from "../kserve/routes.js";
+import { httpLifetime } from "../lifetime.js";
+import { sendJson, type FrontDoor } from "../server.js";
+import { EventStream } from "../sse.js";
+import { llmInferRequest, llmResponseText, readOpenAiRequest, speaksLlm, type OpenAiKind } from "./requests.js";
+
+/**
+ * The OpenAI-compatible routes over every model with the LLM tensor interface, whatever
+ * its engine: `/v1/models`, `/v1/completions` and `/v1/chat/completions`, with `stream`
+ * as Server-Sent Events ending in `data: [DONE]`. A model that streams (decoupled) makes
+ * one response per token, so its responses count as completion tokens in `usage`.
+ */
+
+interface Shape {
+  readonly object: string;
+  readonly chunkObject: string;
+  readonly idPrefix: string;
+  /** A choice of a whole reply. */
+  choice(text: string, finishReason: string | null): Record<string, unknown>;
+  /** A choice of a stream chunk (`first`: the chunk that opens the message). */
+  delta(text: string, finishReason: string | null, first: boolean): Record<string, unknown>;
+}
+
+const SHAPES: Readonly<Record<OpenAiKind, Shape>> = {
+  completions: {
+    object: "text_completion",
+    chunkObject: "text_completion",
+    idPrefix: "cmpl-",
+    choice: (text, finishReason) => ({ index: 0, text, logprobs: null, finish_reason: finishReason }),
+    delta: (text, finishReason) => ({ index: 0, text, logprobs: null, finish_reason: finishReason }),
+  },
+  chat_completions: {
+    object: "chat.completion",
+    chunkObject: "chat.completion.chunk",
+    idPrefix: "chatcmpl-",
+    choice: (text, finishReason) => ({
+      index: 0,
+      message: { role: "assistant", content: text },
+      logprobs: null,
+      finish_reason: finishReason,
+    }),
+    delta: (text, finishReason, first) => ({
+      index: 0,
+      delta: first ? { role: "assistant", content: text } : { content: text },
+      logprobs: null,
+      finish_reason: finishReason,
+    }),
+  },
+};
+
+export function openaiRoutes(app: FastifyInstance, door: FrontDoor): void {
+  app.get("/v1/models", async () => ({
+    object: "list",
+    data: door.inference.registry
+      .readyModels()
+      .filter(({ spec }) => speaksLlm(spec))
+      .map(({ spec, loadedAt }) => ({
+        id: spec.name,
+        object: "model",
+        created: Math.floor(loadedAt / 1000),
+        owned_by: "dynamo-kserve",
+      })),
+  }));
+  app.post("/v1/completions", async (request, reply) => complete("completions", request, reply, door));
+  app.post("/v1/chat/completions", async (request, reply) => complete("chat_completions", request, reply, door));
+}
+
+async function complete(
+  kind: OpenAiKind,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  door: FrontDoor,
+): Promise<void> {
+  const body = jsonObject(parseJsonBody(bodyOf(request), "the request body"), "the request body");
+  const openai = readOpenAiRequest(kind, body);
+  const spec = door.inference.registry.resolve(openai.model, "").model.spec;
+  const inferRequest = llmInferRequest(spec, openai);
+  const entry: Entry = {
+    endpoint: kind,
+    requestType: openai.stream ? "stream" : "unary",
+    protocol: "http",
+    gathersResponses: true,
+  };
+  const shape = SHAPES[kind];
+  const id = `${shape.idPrefix}${randomUUID()}`;
+  const created = Math.floor(Date.now() / 1000);
+  const lifetime = httpLifetime(request.headers, reply.raw);
+  const responses = runInference(door.inference, inferRequest, entry, lifetime)[Symbol.asyncIterator]();
+  const promptTokens = wordCount(openai.prompt);
+  if (!openai.stream) {
+    let text = "";
+    let finishReason: string | null = null;
+    let count = 0;
+    for (let step = await responses.next(); !step.done; step = await responses.next()) {
+      const part = llmResponseText(step.value);
+      text += part.text;
+      finishReason = part.finishReason ?? finishReason;
+      if (part.text !== "") count++;
+    }
+    const usage = spec.decoupled ? usageOf(promptTokens, count) : undefined;
+    await sendJson(reply, {
+      id,
+      object: shape.object,
+      created,
+      model: openai.model,
+      choices: [shape.choice(text, finishReason ?? "stop")],
+      ...(usage === undefined ? {} : { usage }),
+    });
+    return;
+  }
+  // Errors before the first response are an HTTP status; later ones an error event.
+  const first = await responses.next();
+  reply.hijack();
+  const events = new EventStream(reply.raw);
+  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}): string =>
+    JSON.stringify({ id, object: shape.chunkObject, created, model: openai.model, choices, ...extra });
+  let count = 0;
+  let finished = false;
+  try {
+    for (let step = first; !step.done; step = await responses.next()) {
+      const part = llmResponseText(step.value);
+      await events.send(chunk([shape.delta(part.text, part.finishReason, count === 0 && !finished)]));
+      if (part.text !== "") count++;
+      finished ||= part.finishReason !== null;
+      if (events.closed) return;
+    }
+    if (!finished) await events.send(chunk([shape.delta("", "stop", count === 0)]));
+    if (openai.includeUsage) await events.send(chunk([], { usage: usageOf(promptTokens, count) }));
+    await events.send("[DONE]");
+  } catch (error) {
+    const failure = httpErrorOf(error);
+    await events.send(
+      JSON.stringify({ error: { message: failure.message, type: "server_error", code: failure.status } }),
+    );
+  } finally {
+    await responses.return?.(undefined);
+    events.end();
+  }
+}
+
+/** Prompt tokens as the mock engines count them: words. */
+function wordCount(text: string): number {
+  const trimmed = text.trim();
+  return trimmed === "" ? 0 : trimmed.split(/\s+/).length;
+}
+
+const usageOf = (promptTokens: number, completionTokens: number): Record<string, number> => ({
+  prompt_tokens: promptTokens,
+  completion_tokens: completionTokens,
+  total_tokens: promptTokens + completionTokens,
+});

@@ -1,0 +1,173 @@
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import compress from "@fastify/compress";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import type { Logger } from "pino";
+import type { InferenceContext } from "../inference/pipeline.js";
+import type { HttpServerMetrics } from "../metrics/http.js";
+import { authenticationFailure, type BearerTokens } from "../server/auth.js";
+import type { TlsMaterial } from "../server/tls.js";
+import type { InferenceServiceOperations } from "../services/unary.js";
+import { errorBody, httpErrorOf } from "./errors.js";
+import { kserveRoutes } from "./kserve/routes.js";
+import { openaiRoutes } from "./openai/routes.js";
+
+/** What the front door's routes serve from: the same operations and pipeline as gRPC. */
+export interface FrontDoor {
+  readonly inference: InferenceContext;
+  readonly operations: InferenceServiceOperations;
+  /** The server is live / ready (the readiness a load balancer sees on every port). */
+  readonly live: () => boolean;
+  readonly ready: () => boolean;
+}
+
+export interface FrontDoorOptions {
+  readonly host: string;
+  readonly port: number;
+  /** The largest request body, decompressed (the data plane's max message size). */
+  readonly bodyLimit: number;
+  readonly tls: TlsMaterial | undefined;
+  readonly tokens: BearerTokens | undefined;
+  readonly metrics: HttpServerMetrics;
+  readonly logger: Logger;
+}
+
+export interface RunningFrontDoor {
+  readonly port: number;
+  readonly server: Server;
+  /** Stops taking connections and waits for the replies in progress (streams included). */
+  close(): Promise<void>;
+}
+
+/**
+ * Bodies are JSON, or JSON followed by binary tensor data. Clients label them variously
+ * (tritonclient: none or octet-stream; curl -d: form-urlencoded); anything else is refused.
+ */
+const BODY_TYPES = new Set([
+  "application/json",
+  "application/octet-stream",
+  "text/plain",
+  "application/x-www-form-urlencoded",
+]);
+const BODY_TYPES_HINT = "send application/json (application/octet-stream for a body with binary tensor data)";
+
+/**
+ * Exactly "application/json", as Triton sends it: the KServe SDK reads an error's message only
+ * from a reply of that type (fastify adds a charset to JSON text it is given, not to bytes).
+ */
+export const JSON_TYPE = "application/json";
+
+/** Replies with `value` as JSON, typed exactly application/json. */
+export function sendJson(reply: FastifyReply, value: unknown): FastifyReply {
+  return reply.header("content-type", JSON_TYPE).send(Buffer.from(JSON.stringify(value), "utf8"));
+}
+
+/** Paths that need no token: the probes Kubernetes and load balancers send. */
+const OPEN_PATHS = new Set(["/v2/health/live", "/v2/health/ready"]);
+
+/**
+ * The HTTP front door (fastify): KServe v2 REST with Triton's extensions and binary tensor
+ * data, Triton's generate extension, and the OpenAI-compatible routes, all over the same
+ * operations and inference pipeline as the gRPC server. Bodies arrive as bytes (each route
+ * reads its own JSON, so binary tensor data and JSON share one path) up to the max message
+ * size, gzip/deflate bodies decompressed first; replies compressed when the client asks.
+ */
+export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions): Promise<RunningFrontDoor> {
+  const tls = options.tls;
+  const app = Fastify({
+    bodyLimit: options.bodyLimit,
+    ...(tls === undefined
+      ? {}
+      : {
+          https: {
+            cert: tls.current.cert,
+            key: tls.current.key,
+            ...(tls.mutual ? { ca: tls.current.ca, requestCert: true, rejectUnauthorized: true } : {}),
+          },
+        }),
+    // Model names are path segments; Triton allows long ones.
+    maxParamLength: 1024,
+    return503OnClosing: true,
+    loggerInstance: options.logger.child({ server: "http" }),
+    disableRequestLogging: true,
+  }) as unknown as FastifyInstance;
+  if (tls !== undefined) {
+    tls.onChange((files) =>
+      (app.server as unknown as import("node:tls").Server).setSecureContext({
+        cert: files.cert,
+        key: files.key,
+        ...(files.ca === undefined ? {} : { ca: files.ca }),
+      }),
+    );
+  }
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", { parseAs: "buffer" }, (request, body, done) => {
+    const type = request.headers["content-type"]?.split(";")[0]?.trim().toLowerCase();
+    if (type === undefined || BODY_TYPES.has(type)) done(null, body);
+    else
+      done(
+        Object.assign(new Error(`Content-Type '${type}' is not accepted; ${BODY_TYPES_HINT}`), { statusCode: 415 }),
+        undefined,
+      );
+  });
+  await app.register(compress, {
+    encodings: ["gzip", "deflate"],
+    requestEncodings: ["gzip", "deflate"],
+    // Binary tensor replies are worth compressing when a client asks, as Triton does.
+    customTypes: /^application\/(json|octet-stream)/,
+    onInvalidRequestPayload: (encoding, _request, error) =>
+      Object.assign(new Error(`the request body is not valid ${encoding}: ${error.message}`), { statusCode: 400 }),
+    onUnsupportedRequestEncoding: (encoding) =>
+      Object.assign(new Error(`Content-Encoding '${encoding}' is not supported; use gzip or deflate`), {
+        statusCode: 415,
+      }),
+  });
+  if (options.tokens !== undefined) app.addHook("onRequest", authenticate(options.tokens));
+  app.addHook("onResponse", async (request, reply) => {
+    options.metrics.observe(request.method, routeOf(request), reply.statusCode, reply.elapsedTime / 1000);
+  });
+  app.setErrorHandler(async (error: unknown, request, reply) => replyError(request, reply, error));
+  app.setNotFoundHandler(async (request, reply) =>
+    replyError(
+      request,
+      reply,
+      Object.assign(new Error(`no route for ${request.method} ${pathOf(request)}`), { statusCode: 404 }),
+    ),
+  );
+  kserveRoutes(app, door);
+  openaiRoutes(app, door);
+  await app.listen({ host: options.host, port: options.port });
+  const server = app.server as Server;
+  return {
+    port: (server.address() as AddressInfo).port,
+    server,
+    close: async () => {
+      await app.close();
+    },
+  };
+}
+
+function authenticate(tokens: BearerTokens) {
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    if (OPEN_PATHS.has(pathOf(request))) return;
+    const header = request.headers.authorization;
+    const failure = authenticationFailure(header === undefined ? [] : [header], tokens, "header");
+    if (failure === undefined) return;
+    reply.header("www-authenticate", 'Bearer realm="dynamo-kserve"');
+    await replyError(request, reply, Object.assign(new Error(failure), { statusCode: 401 }));
+  };
+}
+
+/** An error reply in the shape the route's clients read. */
+async function replyError(request: FastifyRequest, reply: FastifyReply, error: unknown): Promise<void> {
+  const failure = httpErrorOf(error);
+  if (failure.status >= 500 && failure.status !== 501 && failure.status !== 503) {
+    request.log.warn({ err: failure.message, route: routeOf(request) }, "HTTP request failed");
+  }
+  await sendJson(reply.code(failure.status), errorBody(failure, pathOf(request).startsWith("/v1/")));
+}
+
+const pathOf = (request: FastifyRequest): string => request.url.split("?")[0] ?? "/";
+
+/** The route's template (never the path a client sent), for metric labels. */
+const routeOf = (request: FastifyRequest): string => request.routeOptions.url ?? "unmatched";

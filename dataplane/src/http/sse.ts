@@ -1,0 +1,58 @@
+import { once } from "node:events";
+import type { ServerResponse } from "node:http";
+import { errorMessage } from "../../../lib/errors.js";
+
+/**
+ * A Server-Sent Events reply (text/event-stream): one `data:` event per response. Writing
+ * waits while the socket is full (a slow reader slows its own stream only, never the
+ * server) and stops when the client is gone.
+ */
+export class EventStream {
+  private started = false;
+
+  constructor(private readonly response: ServerResponse) {}
+
+  /** The client is gone (the request's signal is aborted too). */
+  get closed(): boolean {
+    return this.response.destroyed || this.response.writableEnded;
+  }
+
+  /** Sends one event whose data is `data` (JSON text, or a literal such as "[DONE]"). */
+  async send(data: string): Promise<void> {
+    this.start();
+    if (this.closed) return;
+    if (!this.response.write(`data: ${data}\n\n`)) await drained(this.response);
+  }
+
+  /** Ends the stream (headers are sent first if no event was). */
+  end(): void {
+    this.start();
+    if (!this.closed) this.response.end();
+  }
+
+  private start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.response.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+    });
+    this.response.flushHeaders();
+  }
+}
+
+/** Resolves when the response can take more, or is closed. */
+async function drained(response: ServerResponse): Promise<void> {
+  const controller = new AbortController();
+  try {
+    await Promise.race([
+      once(response, "drain", { signal: controller.signal }),
+      once(response, "close", { signal: controller.signal }),
+    ]);
+  } catch (error) {
+    if ((error as Error).name !== "AbortError") throw new Error(errorMessage(error));
+  } finally {
+    controller.abort();
+  }
+}
