@@ -49,7 +49,7 @@ describe("structured logs and the LogSettings RPC", function () {
     const [served] = linesFor("loud-1");
     assert.equal(served?.["msg"], "request served");
     assert.equal(served?.["model"], "identity_fp32");
-    assert.equal(served?.["rpc"], "ModelInfer");
+    assert.equal(served?.["endpoint"], "ModelInfer");
     assert.equal(served?.["level"], 20);
     const [failed] = linesFor("loud-2");
     assert.equal(failed?.["msg"], "request failed");

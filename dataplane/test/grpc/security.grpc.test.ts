@@ -1,49 +1,13 @@
 import { credentials, Metadata, status, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
 import { createTestCa, type Pem, type TestCa } from "../../../e2e/support/certificates.js";
 import { runFailing } from "../../../e2e/support/process.js";
 import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
 import { HealthTestClient } from "../fixtures/health.js";
 import { CLI } from "../fixtures/paths.js";
+import { SecretFiles, tlsArgs } from "../fixtures/secret-files.js";
 import { eventually, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
-
-/** A scratch folder for certificate and token files, replaced the way a Secret volume is: atomically. */
-class SecretFiles {
-  readonly dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-secret-"));
-
-  path(name: string): string {
-    return join(this.dir, name);
-  }
-
-  write(files: Record<string, string>): void {
-    for (const [name, content] of Object.entries(files)) {
-      writeFileSync(this.path(`.${name}.tmp`), content);
-      renameSync(this.path(`.${name}.tmp`), this.path(name));
-    }
-  }
-
-  writeIdentity(pem: Pem): void {
-    this.write({ "tls.crt": pem.certificate, "tls.key": pem.privateKey });
-  }
-
-  remove(): void {
-    rmSync(this.dir, { recursive: true, force: true });
-  }
-}
-
-const tlsArgs = (files: SecretFiles): string[] => [
-  "--use-tls",
-  "--cert-file",
-  files.path("tls.crt"),
-  "--key-file",
-  files.path("tls.key"),
-  "--credentials-reload-secs",
-  "0.2",
-];
 
 const trusting = (ca: Pem, client?: Pem): ChannelCredentials =>
   credentials.createSsl(

@@ -1,0 +1,160 @@
+import assert from "node:assert/strict";
+import { request as httpRequest, type IncomingMessage } from "node:http";
+import { scrape, valueOf, type Sample } from "../../../e2e/support/prometheus.js";
+import { mockerConfig } from "../fixtures/repository.js";
+import { eventually, startServer, type ServerProcess } from "../fixtures/server.js";
+import { useServer } from "../fixtures/serving.js";
+
+/**
+ * The generate extension and the OpenAI routes on the front door: errors in each one's
+ * shape, and what happens when a streaming client goes away (the engine stops, nothing
+ * stays in flight, other clients are unaffected) or the server is told to stop (a stream in
+ * flight finishes).
+ */
+
+/** 20 ms per token: a stream of 1,000 tokens would take 20 s. */
+const SLOW = mockerConfig("slow_llm", { ttftMs: 20, itlMs: 20, decoupled: true });
+
+/** Opens an SSE request and resolves once `events` events arrived, with a way to hang up. */
+function openStream(
+  port: number,
+  path: string,
+  body: unknown,
+  events: number,
+): Promise<{ response: IncomingMessage; hangUp(): void; received: () => number }> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(
+      { host: "127.0.0.1", port, path, method: "POST", headers: { "content-type": "application/json" } },
+      (response) => {
+        let count = 0;
+        let resolved = false;
+        response.on("data", (chunk: Buffer) => {
+          count += chunk
+            .toString()
+            .split("\n\n")
+            .filter((event) => event.startsWith("data: ")).length;
+          if (count >= events && !resolved) {
+            resolved = true;
+            resolve({ response, hangUp: () => request.destroy(), received: () => count });
+          }
+        });
+        response.on("error", () => undefined);
+      },
+    );
+    request.on("error", (error) => (error.message.includes("socket hang up") ? undefined : reject(error)));
+    request.end(JSON.stringify(body));
+  });
+}
+
+describe("generate and OpenAI routes on the HTTP front door", function () {
+  this.timeout(30_000);
+  const serving = useServer({ slow_llm: SLOW });
+  const url = (path: string): string => `http://127.0.0.1:${serving.server.httpPort}${path}`;
+  const post = (path: string, body: unknown): Promise<Response> =>
+    fetch(url(path), { method: "POST", body: typeof body === "string" ? body : JSON.stringify(body) });
+  const metrics = (): Promise<Sample[]> => scrape(`http://127.0.0.1:${serving.server.metricsPort}/metrics`);
+
+  it("answers bad generate requests with Triton's error shape, naming the field", async () => {
+    const unknown = await post("/v2/models/mock_llm/generate", { text_input: "x", prompt: "y" });
+    assert.equal(unknown.status, 400);
+    assert.match(((await unknown.json()) as { error: string }).error, /unknown field 'prompt'.*its inputs: text_input/);
+    const badType = await post("/v2/models/mock_llm/generate", { text_input: 7 });
+    assert.equal(badType.status, 400);
+    assert.match(((await badType.json()) as { error: string }).error, /field 'text_input'.*must be a string/);
+    const tokens = await post("/v2/models/mock_llm/generate", { text_input: "x", parameters: { max_tokens: 0 } });
+    assert.equal(tokens.status, 400);
+    assert.match(((await tokens.json()) as { error: string }).error, /max_tokens/);
+  });
+
+  it("lists only models with the LLM tensor interface on /v1/models", async () => {
+    const models = (await (await fetch(url("/v1/models"))).json()) as { data: { id: string }[] };
+    assert.deepEqual(models.data.map((model) => model.id).sort(), ["mock_llm", "slow_llm"]);
+  });
+
+  it("answers bad OpenAI requests in OpenAI's error shape", async () => {
+    const expectError = async (body: unknown, status: number, message: RegExp): Promise<void> => {
+      const reply = await post("/v1/chat/completions", body);
+      assert.equal(reply.status, status);
+      const { error } = (await reply.json()) as { error: { message: string; type: string } };
+      assert.match(error.message, message);
+      assert.equal(error.type, status < 500 ? "invalid_request_error" : "server_error");
+    };
+    await expectError("{not json", 400, /not valid JSON/);
+    await expectError({ model: "mock_llm" }, 400, /'messages' must be a non-empty array/);
+    await expectError(
+      { model: "mock_llm", messages: [{ role: "user", content: "x" }], temprature: 1 },
+      400,
+      /unknown field 'temprature'/,
+    );
+    await expectError(
+      { model: "identity_fp32", messages: [{ role: "user", content: "x" }] },
+      400,
+      /LLM tensor interface/,
+    );
+    await expectError({ model: "mock_llm", messages: [{ role: "user", content: "x" }], tools: [{}] }, 501, /'tools'/);
+  });
+
+  it("stops the engine when an SSE client hangs up midway; other clients are unaffected", async () => {
+    for (const [path, body, endpoint] of [
+      [
+        "/v1/chat/completions",
+        { model: "slow_llm", messages: [{ role: "user", content: "go" }], max_tokens: 1000, stream: true },
+        "chat_completions",
+      ],
+      [
+        "/v2/models/slow_llm/generate_stream",
+        { text_input: "go", parameters: { max_tokens: 1000 } },
+        "generate_stream",
+      ],
+    ] as const) {
+      const stream = await openStream(serving.server.httpPort, path, body, 3);
+      const during = post("/v1/completions", { model: "mock_llm", prompt: "meanwhile", max_tokens: 4 });
+      const hungUpAt = performance.now();
+      stream.hangUp();
+      // The engine stops: nothing of slow_llm stays in flight, and the request ends as an error.
+      await eventually(async () =>
+        assert.equal(valueOf(await metrics(), "dynamo_frontend_inflight_requests", { model: "slow_llm" }), 0),
+      );
+      const stoppedMs = performance.now() - hungUpAt;
+      console.log(`      ${endpoint}: hang-up -> engine stopped: ${stoppedMs.toFixed(0)} ms`);
+      assert.ok(stoppedMs < 2000, `the engine stopped ${stoppedMs} ms after the hang-up`);
+      const samples = await metrics();
+      assert.equal(
+        valueOf(samples, "dynamo_frontend_requests_total", {
+          model: "slow_llm",
+          endpoint,
+          request_type: "stream",
+          status: "error",
+        }),
+        1,
+      );
+      // It produced far fewer than the 1,000 tokens it was asked for.
+      assert.ok(stream.received() < 50);
+      const reply = await during;
+      assert.equal(reply.status, 200);
+      assert.equal(((await reply.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens, 4);
+    }
+  });
+});
+
+describe("the HTTP front door on stop: a stream in flight finishes, then the port closes", function () {
+  this.timeout(30_000);
+  let server: ServerProcess;
+  after(async () => server?.process.exitCode === null && (await server.stop()));
+
+  it("lets an SSE stream finish after SIGTERM and exits 0", async () => {
+    server = await startServer(["--shutdown-grace-secs", "20"]);
+    const stream = await openStream(
+      server.httpPort,
+      "/v1/completions",
+      { model: "mock_llm", prompt: "drain", max_tokens: 80, stream: true },
+      2,
+    );
+    const done = new Promise<void>((resolve) => stream.response.on("end", resolve));
+    const code = server.stop("SIGTERM");
+    await done;
+    // 80 tokens, then the closing [DONE].
+    assert.equal(stream.received(), 81);
+    assert.equal(await code, 0);
+  });
+});
