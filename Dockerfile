@@ -41,6 +41,6 @@ COPY examples/model_repository examples/model_repository
 COPY crds crds
 # Non-root (the uid the operator's pods and the chart run as); no shell needed to start.
 USER 65532:65532
-EXPOSE 8001 8002 8080
+EXPOSE 8000 8001 8002 8080
 ENTRYPOINT ["node", "/app/dist/cli/main.js"]
 CMD ["dataplane"]

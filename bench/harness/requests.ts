@@ -42,6 +42,41 @@ export function encodeRequest(payload: Payload): Uint8Array {
   }).finish();
 }
 
+/** A KServe v2 REST infer request: the body's file and its headers. */
+export interface HttpRequest {
+  readonly path: string;
+  readonly bodyFile: string;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+/**
+ * The same request for the REST endpoint: JSON `data`, or Triton's binary tensor data
+ * extension (the JSON header, then the raw tensor; the reply's outputs binary too).
+ */
+export function writeHttpRequest(dir: string, id: string, payload: Payload, form: "json" | "binary"): HttpRequest {
+  if (payload.kind !== "fp32") throw new Error("the REST scenarios send FP32 tensors");
+  const input = { name: "INPUT0", datatype: "FP32", shape: [1, payload.elements] };
+  const data = Array.from({ length: payload.elements }, (_, i) => i);
+  const bodyFile = join(dir, `${id}.body`);
+  const path = `/v2/models/${modelFor(payload)}/infer`;
+  if (form === "json") {
+    writeFileSync(bodyFile, JSON.stringify({ inputs: [{ ...input, data }] }));
+    return { path, bodyFile, headers: { "Content-Type": "application/json" } };
+  }
+  const header = Buffer.from(
+    JSON.stringify({
+      inputs: [{ ...input, parameters: { binary_data_size: 4 * payload.elements } }],
+      parameters: { binary_data_output: true },
+    }),
+  );
+  writeFileSync(bodyFile, Buffer.concat([header, Buffer.from(Float32Array.from(data).buffer)]));
+  return {
+    path,
+    bodyFile,
+    headers: { "Content-Type": "application/octet-stream", "Inference-Header-Content-Length": String(header.length) },
+  };
+}
+
 /** Writes the encoded request where ghz reads it (--binary-file); returns the path. */
 export function writeRequest(dir: string, id: string, payload: Payload): string {
   const file = join(dir, `${id}.bin`);

@@ -2,12 +2,13 @@ import { cpus, release } from "node:os";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ghzBinary } from "../../e2e/support/prerequisites.js";
+import { ghzBinary, vegetaBinary } from "../../e2e/support/prerequisites.js";
 import { medianRun, runLoad, type LoadRun } from "./ghz.js";
-import { payloadBytes, writeRequest } from "./requests.js";
+import { payloadBytes, writeHttpRequest, writeRequest } from "./requests.js";
 import { runStreamLoad } from "./streams.js";
 import { CEILING_SIZES, type Scenario } from "./scenarios.js";
 import { SERVER_LABELS, startBenchServer, type BenchServer, type ServerId } from "./servers.js";
+import { runHttpLoad } from "./vegeta.js";
 
 export interface RunSettings {
   readonly durationSeconds: number;
@@ -81,28 +82,43 @@ export async function runBenchmarks(scenarios: readonly Scenario[], settings: Ru
       try {
         for (const scenario of mine) {
           const requestFile = writeRequest(requestDir, scenario.id, scenario.payload);
-          const { streams } = scenario;
+          const { streams, http } = scenario;
+          const clientCpus = pins.client !== undefined ? { cpus: pins.client } : {};
+          if (http !== undefined && server.httpAddress === undefined) throw new Error(`${id} has no HTTP endpoint`);
+          const httpAddress = server.httpAddress ?? "";
           const load = (durationSeconds: number) =>
             streams !== undefined
-              ? runStreamLoad({
-                  address: server.address,
-                  model: streams.model,
-                  streams: streams.count,
-                  tokens: streams.tokens,
-                  connections: scenario.connections,
-                  warmupSeconds: 1,
-                  durationSeconds,
-                  ...(pins.client !== undefined ? { cpus: pins.client } : {}),
-                })
-              : runLoad({
-                  ghz: ghzBinary(),
-                  address: server.address,
-                  requestFile,
-                  concurrency: scenario.concurrency,
-                  connections: scenario.connections,
-                  durationSeconds,
-                  ...(pins.client !== undefined ? { cpus: pins.client } : {}),
-                });
+              ? runStreamLoad(
+                  {
+                    address: http === undefined ? server.address : httpAddress,
+                    model: streams.model,
+                    streams: streams.count,
+                    tokens: streams.tokens,
+                    connections: scenario.connections,
+                    warmupSeconds: 1,
+                    durationSeconds,
+                    ...clientCpus,
+                  },
+                  http === undefined ? "grpc" : "sse",
+                )
+              : http !== undefined && http.form !== "openai-sse"
+                ? runHttpLoad({
+                    vegeta: vegetaBinary(),
+                    address: httpAddress,
+                    request: writeHttpRequest(requestDir, scenario.id, scenario.payload, http.form),
+                    concurrency: scenario.concurrency,
+                    durationSeconds,
+                    ...clientCpus,
+                  })
+                : runLoad({
+                    ghz: ghzBinary(),
+                    address: server.address,
+                    requestFile,
+                    concurrency: scenario.concurrency,
+                    connections: scenario.connections,
+                    durationSeconds,
+                    ...(pins.client !== undefined ? { cpus: pins.client } : {}),
+                  });
           await load(settings.warmupSeconds);
           const runs: LoadRun[] = [];
           for (let i = 0; i < settings.repetitions; i++) runs.push(await load(settings.durationSeconds));

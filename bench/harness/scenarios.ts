@@ -13,6 +13,8 @@ export interface Scenario {
   readonly unit: "requests/s" | "bytes/s" | "responses/s";
   /** ModelStreamInfer instead of ModelInfer: this many streams, each request answered with `tokens` responses. */
   readonly streams?: { readonly count: number; readonly tokens: number; readonly model: string };
+  /** Over HTTP instead of gRPC: KServe v2 REST infer (JSON or binary tensors), or OpenAI SSE streams. */
+  readonly http?: { readonly form: "json" | "binary" } | { readonly form: "openai-sse" };
 }
 
 const KIB_FP32: Payload = { kind: "fp32", elements: 256 };
@@ -81,6 +83,27 @@ export const SCENARIOS: readonly Scenario[] = [
     connections: 8,
     servers: ["triton-direct", "dataplane-forward"],
     unit: "requests/s",
+  },
+  ...(["json", "binary"] as const).map((form): Scenario => ({
+    id: `rest-${form}-1KiB-c64`,
+    title: `KServe v2 REST identity FP32 1 KiB (${form === "json" ? "JSON data" : "binary tensor data"}), concurrency 64`,
+    payload: KIB_FP32,
+    concurrency: 64,
+    connections: 64,
+    servers: ["dataplane", "triton"],
+    unit: "requests/s",
+    http: { form },
+  })),
+  {
+    id: "openai-stream-mocker-1000",
+    title: "OpenAI chat completions streamed (SSE), simulated LLM (a token every 10 ms), 1000 concurrent streams",
+    payload: { kind: "bytes", elements: 1, elementBytes: 5 },
+    concurrency: 1000,
+    connections: 1000,
+    servers: ["dataplane"],
+    unit: "responses/s",
+    streams: { count: 1000, tokens: 64, model: "mock_llm" },
+    http: { form: "openai-sse" },
   },
   ...[100, 1000].map((count): Scenario => ({
     id: `stream-mocker-${count}`,

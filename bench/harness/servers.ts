@@ -44,6 +44,8 @@ export const SERVER_LABELS: Readonly<Record<ServerId, string>> = {
 export interface BenchServer {
   readonly id: ServerId;
   readonly address: string;
+  /** host:port of its KServe v2 REST endpoint, when it has one. */
+  readonly httpAddress?: string;
   stop(): Promise<void>;
 }
 
@@ -73,7 +75,7 @@ export async function startBenchServer(id: ServerId, options: StartOptions): Pro
   const unavailable = setupError(id);
   if (unavailable !== undefined) throw new Error(unavailable);
   const port = await freePort();
-  const { command, args, env, ready, scratch } = await commandFor(id, port, options);
+  const { command, args, env, ready, scratch, httpPort } = await commandFor(id, port, options);
   const child = spawnGroup(command, args, env, options.cpus);
   const output: string[] = [];
   const keep = (chunk: Buffer) => output.push(chunk.toString()) > 50 && output.shift();
@@ -103,11 +105,11 @@ export async function startBenchServer(id: ServerId, options: StartOptions): Pro
     if (await probe().catch(() => false)) break;
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  return { id, address, stop };
+  return { id, address, ...(httpPort !== undefined ? { httpAddress: `127.0.0.1:${httpPort}` } : {}), stop };
 }
 
 /** The data plane's command line in every benchmark: loopback, quiet, a fixed repository. */
-export function dataplaneArgs(repository: string, port: number): string[] {
+export function dataplaneArgs(repository: string, port: number, httpPort = 0): string[] {
   return [
     "dataplane",
     "--model-repository",
@@ -119,7 +121,7 @@ export function dataplaneArgs(repository: string, port: number): string[] {
     "--grpc-port",
     String(port),
     "--http-port",
-    "0",
+    String(httpPort),
     "--metrics-port",
     "0",
     "--log-level",
@@ -134,6 +136,8 @@ interface Command {
   readonly ready: "port" | "model";
   /** A scratch folder removed when the server stops. */
   readonly scratch?: string;
+  /** Its KServe v2 REST port, when the HTTP scenarios can use it. */
+  readonly httpPort?: number;
 }
 
 async function commandFor(id: ServerId, port: number, options: StartOptions): Promise<Command> {
@@ -143,8 +147,11 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
     env: {},
     ready: "model",
   });
-  const dataplane = (repository: string, extra: string[] = []) =>
-    node(CLI, [...dataplaneArgs(repository, port), ...extra]);
+  const httpPort = await freePort();
+  const dataplane = (repository: string, extra: string[] = []): Command => ({
+    ...node(CLI, [...dataplaneArgs(repository, port, httpPort), ...extra]),
+    httpPort,
+  });
   const sizes = options.ceilingSizes.join(",");
   switch (id) {
     case "dataplane":
@@ -178,7 +185,7 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
           "--grpc-port",
           String(port),
           "--http-port",
-          String(await freePort()),
+          String(httpPort),
           "--metrics-port",
           String(await freePort()),
           "--log-verbose",
@@ -189,6 +196,7 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
           PATH: `${join(CACHE_DIR, "venv-peers", "bin")}:${process.env["PATH"]}`,
         },
         ready: "model",
+        httpPort,
       };
     case "kserve":
       return {

@@ -22,8 +22,9 @@ export interface StreamLoadOptions {
  * second over long-lived streams) as its own process; `rps` is responses per second and
  * the latencies are the gaps between a stream's consecutive responses.
  */
-export async function runStreamLoad(options: StreamLoadOptions): Promise<LoadRun> {
-  const script = join(REPO_ROOT, "dist", "bench", "harness", "stream-load.js");
+export async function runStreamLoad(options: StreamLoadOptions, over: "grpc" | "sse" = "grpc"): Promise<LoadRun> {
+  // sse-load.ts: the same measures over POST /v1/chat/completions with stream: true.
+  const script = join(REPO_ROOT, "dist", "bench", "harness", over === "grpc" ? "stream-load.js" : "sse-load.js");
   const args = [
     script,
     options.address,

@@ -33,6 +33,7 @@ function toolBinary(name: string): string {
 export const grpcurlBinary = (): string => toolBinary("grpcurl");
 export const helmBinary = (): string => toolBinary("helm");
 export const ghzBinary = (): string => toolBinary("ghz");
+export const vegetaBinary = (): string => toolBinary("vegeta");
 
 export const requireGrpcurl = (context: Mocha.Context): void =>
   requireProgram(context, grpcurlBinary(), "grpcurl", "run bash e2e/tools/build.sh");

@@ -240,6 +240,29 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     );
   });
 
+  it("KServe v2 REST and OpenAI reach the pods through the Service's http port (ClusterIP)", async () => {
+    const service = JSON.parse(cluster!.kubectl("get", "service", "identity-fp32", "-o", "json")) as V1Service;
+    const httpPort = service.spec?.ports?.find((port) => port.name === "http");
+    assert.equal(httpPort?.appProtocol, "http");
+    const base = `http://${service.spec?.clusterIP}:${httpPort?.port}`;
+    const reply = await eventually(
+      async () => {
+        const response = await fetch(`${base}/v2/models/identity-fp32/infer`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ inputs: [{ name: "INPUT0", shape: [1, 4], datatype: "FP32", data: [0, 1, 2, 3] }] }),
+        });
+        assert.equal(response.status, 200);
+        return (await response.json()) as { outputs: { data: number[] }[] };
+      },
+      30_000,
+      1_000,
+    );
+    assert.deepEqual(reply.outputs[0]?.data, [0, 1, 2, 3]);
+    // Not an LLM: the OpenAI routes list nothing and say why a chat to it cannot work.
+    assert.deepEqual(((await (await fetch(`${base}/v1/models`)).json()) as { data: unknown[] }).data, []);
+  });
+
   it("a migrated Triton ONNX model runs as real pods: files from its ConfigMap, the version its policy picks", async () => {
     const repository = tritonRepositoryCorpus();
     const out = mkdtempSync(join(tmpdir(), "dynamo-kserve-migrated-"));

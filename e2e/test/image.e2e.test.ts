@@ -16,6 +16,7 @@ import { scrape, valueOf } from "../support/prometheus.js";
 
 const GRPC_PORT = 8001;
 const METRICS_PORT = 8002;
+const HTTP_PORT = 8000;
 
 /** What the operator's pod securityContext asks of the runtime, in Docker's terms. */
 class PodLikeContainer extends GenericContainer {
@@ -67,7 +68,7 @@ describe("the dynamo-kserve image (Dockerfile, run with testcontainers)", functi
       .withReadOnlyRootFilesystem()
       .withDroppedCapabilities("ALL")
       .withSecurityOpt("no-new-privileges")
-      .withExposedPorts(GRPC_PORT, METRICS_PORT)
+      .withExposedPorts(GRPC_PORT, HTTP_PORT, METRICS_PORT)
       .withWaitStrategy(Wait.forHttp("/v2/health/ready", METRICS_PORT).forStatusCode(200))
       .withLogConsumer((stream) => stream.on("data", (line: Buffer | string) => logs.push(String(line))))
       .withStartupTimeout(60_000)
@@ -108,10 +109,30 @@ describe("the dynamo-kserve image (Dockerfile, run with testcontainers)", functi
     await eventually(async () => assert.equal(await health.check("identity_int32"), "SERVING"), 20_000);
   });
 
+  it("serves OpenAI chat on its default HTTP port (8000) from the read-only image", async () => {
+    const base = `http://${container.getHost()}:${container.getMappedPort(HTTP_PORT)}`;
+    const reply = await fetch(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "mock_llm", messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
+    });
+    assert.equal(reply.status, 200);
+    const chat = (await reply.json()) as { choices: { message: { content: string } }[] };
+    assert.equal(chat.choices[0]?.message.content.split(" ").length, 2);
+  });
+
   it("exposes Prometheus metrics for the inference it served", async () => {
     const samples = await scrape(`http://${container.getHost()}:${container.getMappedPort(METRICS_PORT)}/metrics`);
     assert.equal(valueOf(samples, "nv_inference_request_success", { model: "identity_fp32", version: "1" }), 1);
     assert.equal(valueOf(samples, "dynamo_frontend_output_sequence_tokens_sum", { model: "mock_llm" }), 3);
+    assert.equal(
+      valueOf(samples, "dynamo_frontend_requests_total", {
+        model: "mock_llm",
+        endpoint: "chat_completions",
+        status: "success",
+      }),
+      1,
+    );
   });
 
   it("drains on SIGTERM: the stream in flight finishes and the process exits 0", async () => {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Go client tools the tests and benchmarks use (grpcurl, helm, ghz) from their pinned Go modules with
+# Builds the Go client tools the tests and benchmarks use (grpcurl, helm, ghz, vegeta) from their pinned Go modules with
 # this machine's Go, into $DYNAMO_KSERVE_CACHE/tools/<tool>-<version>/bin (reused when
 # present).
 set -euo pipefail
@@ -24,3 +24,5 @@ build() {
 build grpcurl "$GRPCURL_VERSION" github.com/fullstorydev/grpcurl/cmd/grpcurl
 build helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm
 build ghz "$GHZ_VERSION" github.com/bojand/ghz/cmd/ghz
+# The HTTP load generator of the benchmark (REST and OpenAI scenarios).
+build vegeta "$VEGETA_VERSION" github.com/tsenart/vegeta/v12

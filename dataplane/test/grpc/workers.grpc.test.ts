@@ -37,10 +37,33 @@ describe("--grpc-workers: several processes on one port", function () {
     });
   });
 
+  it("serves the HTTP front door from the workers too, on one port", async () => {
+    // New connections each time (undici would reuse one): the primary hands them out.
+    const pids = new Set<unknown>();
+    for (let i = 0; i < 10; i++) {
+      const reply = await fetch(`http://127.0.0.1:${server.httpPort}/v2/models/identity_fp32/infer`, {
+        method: "POST",
+        headers: { "content-type": "application/json", connection: "close" },
+        body: JSON.stringify({
+          id: `http-${i}`,
+          inputs: [{ name: "INPUT0", shape: [1, 1], datatype: "FP32", data: [i] }],
+        }),
+      });
+      assert.equal(reply.status, 200);
+      await reply.arrayBuffer();
+    }
+    await eventually(() => {
+      for (const entry of server.logs) if (String(entry["requestId"]).startsWith("http-")) pids.add(entry["pid"]);
+      assert.equal(pids.size, 2, "both workers served HTTP");
+    });
+  });
+
   it("serves one /metrics summed over the workers, and readiness", async () => {
     const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
-    assert.equal(valueOf(samples, "nv_inference_exec_count", { model: "identity_fp32", version: "1" }), 20);
-    assert.equal(valueOf(samples, "dynamo_frontend_requests_total", { model: "identity_fp32", status: "success" }), 20);
+    assert.equal(valueOf(samples, "nv_inference_exec_count", { model: "identity_fp32", version: "1" }), 30);
+    const served = (endpoint: string): number =>
+      valueOf(samples, "dynamo_frontend_requests_total", { model: "identity_fp32", endpoint, status: "success" });
+    assert.deepEqual([served("ModelInfer"), served("infer")], [20, 10]);
     const ready = await fetch(`http://127.0.0.1:${server.metricsPort}/v2/health/ready`);
     assert.equal(ready.status, 200);
   });

@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveRepository";
 export const PLURAL = "dynamokserverepositories";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"upstream":{"port":8001},"grpcPort":8001,"metricsPort":8002,"logLevel":"info","monitoring":{"interval":"30s"}} as const;
+export const SPEC_DEFAULTS = {"upstream":{"port":8001},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","monitoring":{"interval":"30s"}} as const;
 
 /**
  * Where the repository is and how to run its data plane.
@@ -85,6 +85,10 @@ export interface DynamoKserveRepositorySpec {
    */
   grpcPort?: number;
   /**
+   * Port of the HTTP front door (the Service port named http): KServe v2 REST with Triton's binary tensor data and generate extensions, and the OpenAI-compatible /v1 routes.
+   */
+  httpPort?: number;
+  /**
    * Port of the HTTP health and metrics endpoint (the Service port named metrics).
    */
   metricsPort?: number;
@@ -125,6 +129,10 @@ export interface DynamoKserveRepositoryStatus {
    * The in-cluster gRPC address: <service>.<namespace>.svc:<port>.
    */
   endpoint?: string;
+  /**
+   * The in-cluster HTTP base URL (KServe v2 REST and OpenAI): http(s)://<service>.<namespace>.svc:<port>.
+   */
+  httpEndpoint?: string;
   /**
    * Data-plane pods that exist.
    */

@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveModel";
 export const PLURAL = "dynamokservemodels";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"grpcPort":8001,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
+export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
 
 /**
  * What to serve and how to run it.
@@ -141,6 +141,10 @@ export interface DynamoKserveModelSpec {
    */
   grpcPort?: number;
   /**
+   * Port of the HTTP front door (the Service port named http): KServe v2 REST with Triton's binary tensor data and generate extensions, and the OpenAI-compatible /v1 routes.
+   */
+  httpPort?: number;
+  /**
    * Port of the HTTP health and metrics endpoint (the Service port named metrics).
    */
   metricsPort?: number;
@@ -216,9 +220,13 @@ export interface DynamoKserveModelSpec {
     };
   };
   /**
-   * Serve the model through the Gateway API Inference Extension: the operator creates an InferencePool (inference.networking.k8s.io/v1) named like this object, selecting exactly this model's data-plane pods on the gRPC port, with appProtocol kubernetes.io/h2c when the installed InferencePool CRD has that field, and a Service fronting the pool.
+   * Serve the model through the Gateway API Inference Extension: the operator creates an InferencePool (inference.networking.k8s.io/v1) named like this object, selecting exactly this model's data-plane pods on the gRPC port (appProtocol kubernetes.io/h2c when the installed InferencePool CRD has that field) or on the HTTP port (appProtocol http), and a Service fronting the pool.
    */
   inferencePool?: {
+    /**
+     * What the pool serves: the KServe v2 gRPC port (h2c), or the HTTP port (KServe v2 REST and OpenAI, which GAIE endpoint pickers parse). One pool has one appProtocol.
+     */
+    protocol?: "gRPC" | "HTTP";
     /**
      * The Endpoint Picker extension the gateway asks which pod serves a request.
      */
@@ -273,6 +281,10 @@ export interface DynamoKserveModelStatus {
    */
   endpoint?: string;
   /**
+   * The in-cluster HTTP base URL (KServe v2 REST and OpenAI): http(s)://<service>.<namespace>.svc:<port>.
+   */
+  httpEndpoint?: string;
+  /**
    * Data-plane pods that exist.
    */
   replicas?: number;
@@ -302,7 +314,7 @@ export interface DynamoKserveModelStatus {
      */
     name?: string;
     /**
-     * The pool's appProtocol (kubernetes.io/h2c), or empty when the installed InferencePool CRD has no appProtocol field.
+     * The pool's appProtocol (kubernetes.io/h2c, or http for an HTTP pool), or empty when the installed InferencePool CRD has no appProtocol field.
      */
     appProtocol?: string;
     /**

@@ -25,7 +25,7 @@ import {
 import { desiredCertificate, type Certificate } from "../resources/certificate-request.js";
 import type { ServiceMonitor } from "../resources/service-monitor.js";
 import { nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
-import { desiredInferencePool, H2C, poolServiceName, type InferencePool } from "../resources/inference-pool.js";
+import { desiredInferencePool, poolServiceName, poolTarget, type InferencePool } from "../resources/inference-pool.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
 
 /** The caches the controller reads (all kept current by watches). */
@@ -163,9 +163,10 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     const appProtocolSupported = this.caches.pools.specHasField("appProtocol");
     await this.writer.apply(desiredInferencePool(model, { appProtocolSupported }), live);
     const service = poolServiceName(name);
+    const { appProtocol } = poolTarget(model);
     return appProtocolSupported
-      ? { state: "Created", name, appProtocol: H2C, service }
-      : { state: "CreatedWithoutAppProtocol", name, service };
+      ? { state: "Created", name, appProtocol, service }
+      : { state: "CreatedWithoutAppProtocol", name, appProtocol, service };
   }
 
   /**

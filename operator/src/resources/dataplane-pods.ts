@@ -23,7 +23,15 @@ const UNPRIVILEGED_USER = 65532;
 /** The spec fields every data plane has, whether it serves one model or a repository. */
 export type DataplaneSpec = Pick<
   DynamoKserveModelSpec,
-  "replicas" | "image" | "imagePullPolicy" | "resources" | "grpcPort" | "metricsPort" | "maxMessageSize" | "logLevel"
+  | "replicas"
+  | "image"
+  | "imagePullPolicy"
+  | "resources"
+  | "grpcPort"
+  | "httpPort"
+  | "metricsPort"
+  | "maxMessageSize"
+  | "logLevel"
 >;
 
 /** A volume and where the data-plane container mounts it. */
@@ -56,19 +64,33 @@ function quantities(resources: NonNullable<DataplaneSpec["resources"]>): V1Resou
   };
 }
 
-export function portsOf({ spec }: { spec: Pick<DataplaneSpec, "grpcPort" | "metricsPort"> }): {
+export function portsOf({ spec }: { spec: Pick<DataplaneSpec, "grpcPort" | "httpPort" | "metricsPort"> }): {
   grpc: number;
+  http: number;
   metrics: number;
 } {
   return {
     grpc: spec.grpcPort ?? SPEC_DEFAULTS.grpcPort,
+    http: spec.httpPort ?? SPEC_DEFAULTS.httpPort,
     metrics: spec.metricsPort ?? SPEC_DEFAULTS.metricsPort,
   };
 }
 
+/** The in-cluster addresses of a data plane's Service: gRPC host:port, and the HTTP base URL. */
+export function endpointsOf(
+  owner: { spec: Pick<DataplaneSpec, "grpcPort" | "httpPort" | "metricsPort">; metadata: { namespace?: string } },
+  service: string,
+  tls: boolean,
+): { grpc: string; http: string } {
+  const ports = portsOf(owner);
+  const host = `${service}.${owner.metadata.namespace}.svc`;
+  return { grpc: `${host}:${ports.grpc}`, http: `${tls ? "https" : "http"}://${host}:${ports.http}` };
+}
+
 /**
  * A data plane's Service: `grpc` with appProtocol kubernetes.io/h2c (gRPC over cleartext
- * HTTP/2), or https when the data plane serves TLS; `metrics` over http.
+ * HTTP/2), `http` (the front door: KServe v2 REST, OpenAI) with http — both https when the
+ * data plane serves TLS; `metrics` over http.
  */
 export function dataplaneService(owner: Owner, spec: DataplaneSpec, name: string, tls: boolean): V1Service {
   const ports = portsOf({ spec });
@@ -87,6 +109,7 @@ export function dataplaneService(owner: Owner, spec: DataplaneSpec, name: string
           protocol: "TCP",
           appProtocol: tls ? "https" : "kubernetes.io/h2c",
         },
+        { name: "http", port: ports.http, targetPort: "http", protocol: "TCP", appProtocol: tls ? "https" : "http" },
         { name: "metrics", port: ports.metrics, targetPort: "metrics", protocol: "TCP", appProtocol: "http" },
       ],
     },
@@ -112,6 +135,7 @@ export function dataplaneDeployment(
     ...dataPlaneArguments({
       ...pods.arguments,
       grpcPort: ports.grpc,
+      httpPort: ports.http,
       metricsPort: ports.metrics,
       logLevel: spec.logLevel ?? SPEC_DEFAULTS.logLevel,
       ...(spec.maxMessageSize !== undefined ? { maxMessageSize: spec.maxMessageSize } : {}),
@@ -165,6 +189,7 @@ export function dataplaneDeployment(
               args,
               ports: [
                 { name: "grpc", containerPort: ports.grpc, protocol: "TCP" },
+                { name: "http", containerPort: ports.http, protocol: "TCP" },
                 { name: "metrics", containerPort: ports.metrics, protocol: "TCP" },
               ],
               ...probes,

@@ -9,7 +9,7 @@ import { portsOf } from "./dataplane-pods.js";
  * Gateway API Inference Extension objects: the InferencePool a DynamoKserveModel asks
  * for, and the Service the operator keeps in front of every InferencePool (ours or a
  * user's) so gateways and meshes that read a Service's appProtocol speak HTTP/2
- * cleartext to gRPC model servers. Pure builders.
+ * cleartext to gRPC model servers (or HTTP to a pool on the HTTP front door). Pure builders.
  */
 
 export const INFERENCE_POOL_KIND = {
@@ -45,21 +45,34 @@ export interface InferencePool extends KubernetesObject {
   };
 }
 
-/** The InferencePool of a model: its pods, on the gRPC port; appProtocol h2c where the CRD knows the field. */
+export const HTTP = "http";
+
+/**
+ * What a model's pool serves (spec.inferencePool.protocol): the gRPC port with appProtocol
+ * kubernetes.io/h2c, or the HTTP front door with http. One pool has one appProtocol (GAIE).
+ */
+export function poolTarget(model: DynamoKserveModel): { appProtocol: string; port: number } {
+  const protocol = model.spec.inferencePool?.protocol ?? SPEC_DEFAULTS.inferencePool.protocol;
+  const ports = portsOf(model);
+  return protocol === "HTTP" ? { appProtocol: HTTP, port: ports.http } : { appProtocol: H2C, port: ports.grpc };
+}
+
+/** The InferencePool of a model: its pods on the port it serves, with the appProtocol where the CRD knows the field. */
 export function desiredInferencePool(
   model: DynamoKserveModel,
   options: { appProtocolSupported: boolean },
 ): InferencePool {
   const ref = model.spec.inferencePool!.endpointPickerRef;
   const defaults = SPEC_DEFAULTS.inferencePool.endpointPickerRef;
+  const { appProtocol, port } = poolTarget(model);
   return {
     apiVersion: INFERENCE_POOL_KIND.apiVersion,
     kind: INFERENCE_POOL_KIND.kind,
-    metadata: { ...ownedMetadata(model, model.metadata.name), annotations: { [APP_PROTOCOL_ANNOTATION]: H2C } },
+    metadata: { ...ownedMetadata(model, model.metadata.name), annotations: { [APP_PROTOCOL_ANNOTATION]: appProtocol } },
     spec: {
       selector: { matchLabels: selectorFor(model) },
-      targetPorts: [{ number: portsOf(model).grpc }],
-      ...(options.appProtocolSupported ? { appProtocol: H2C } : {}),
+      targetPorts: [{ number: port }],
+      ...(options.appProtocolSupported ? { appProtocol } : {}),
       endpointPickerRef: {
         group: ref.group ?? defaults.group,
         kind: ref.kind ?? defaults.kind,
@@ -82,7 +95,7 @@ export function poolServiceName(pool: string): string {
 /** kubernetes.io/h2c for a gRPC pool (its appProtocol, else our annotation), http otherwise. */
 export function poolAppProtocol(pool: InferencePool): string {
   const declared = pool.spec.appProtocol ?? pool.metadata.annotations?.[APP_PROTOCOL_ANNOTATION];
-  return declared === H2C ? H2C : "http";
+  return declared === H2C ? H2C : HTTP;
 }
 
 /** The Service fronting a pool's pods on its target ports, owned by the pool. */

@@ -11,7 +11,7 @@ import { CLAIM_REPOSITORY_PATH, MODEL_REPOSITORY_PATH } from "./names.js";
 import {
   dataplaneDeployment,
   dataplaneService,
-  portsOf,
+  endpointsOf,
   type BuildSettings,
   type MountedVolume,
 } from "./dataplane-pods.js";
@@ -120,7 +120,8 @@ export function desiredRepositoryStatus(
   observed: RepositoryObserved,
   now: string,
 ): { status: DynamoKserveRepositoryStatus; transitions: Transition[] } {
-  const endpoint = `${repositoryObjectName(repository)}.${repository.metadata.namespace}.svc:${portsOf(repository).grpc}`;
+  const endpoints = endpointsOf(repository, repositoryObjectName(repository), false);
+  const endpoint = endpoints.grpc;
   // A pod that cannot be asked leaves the last list it gave (ModelsReady says it is not current).
   const models = observed.index.state === "Listed" ? [...observed.index.models] : repository.status?.models;
   const available = availabilityOf(observed.deployment);
@@ -156,6 +157,7 @@ export function desiredRepositoryStatus(
     status: {
       observedGeneration: generation,
       endpoint,
+      httpEndpoint: endpoints.http,
       replicas: deploymentStatus?.replicas ?? 0,
       readyReplicas: deploymentStatus?.readyReplicas ?? 0,
       ...(models !== undefined ? { modelsReady: `${models.filter(isReady).length}/${models.length}`, models } : {}),

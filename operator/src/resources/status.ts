@@ -3,7 +3,8 @@ import type { Transition } from "../api/objects.js";
 import type { Condition, ConditionType, DynamoKserveModel, DynamoKserveModelStatus } from "../api/v1alpha1.js";
 import type { ConfigCheck } from "./model-config.js";
 import { objectNames, servedModelName } from "./names.js";
-import { portsOf } from "./dataplane-pods.js";
+import { endpointsOf } from "./dataplane-pods.js";
+import { tlsSecretName } from "./credentials.js";
 
 /** What the controller observed for one model, the input of the status builder. */
 export interface Observed {
@@ -32,7 +33,13 @@ export type MonitoringOutcome =
 /** The InferencePool step of a reconcile. */
 export type PoolOutcome =
   | { readonly state: "Created"; readonly name: string; readonly appProtocol: string; readonly service: string }
-  | { readonly state: "CreatedWithoutAppProtocol"; readonly name: string; readonly service: string }
+  | {
+      readonly state: "CreatedWithoutAppProtocol";
+      readonly name: string;
+      /** What the Service fronting it says instead. */
+      readonly appProtocol: string;
+      readonly service: string;
+    }
   | { readonly state: "CRDNotInstalled" }
   | { readonly state: "NameTaken"; readonly name: string };
 
@@ -75,7 +82,8 @@ export function desiredStatus(
   observed: Observed,
   now: string,
 ): { status: DynamoKserveModelStatus; transitions: Transition[] } {
-  const endpoint = `${objectNames(model).service}.${model.metadata.namespace}.svc:${portsOf(model).grpc}`;
+  const endpoints = endpointsOf(model, objectNames(model).service, tlsSecretName(model) !== undefined);
+  const endpoint = endpoints.grpc;
   const configValid = configCondition(observed.config);
   const available = availableCondition(observed);
   const degraded = degradedCondition(observed);
@@ -125,6 +133,7 @@ export function desiredStatus(
           ? { backend: model.status.backend }
           : {}),
       endpoint,
+      httpEndpoint: endpoints.http,
       replicas: deploymentStatus?.replicas ?? 0,
       readyReplicas: deploymentStatus?.readyReplicas ?? 0,
       ...poolStatus(observed.inferencePool),
@@ -154,7 +163,7 @@ function poolCondition(outcome: PoolOutcome): ConditionValue {
       return {
         status: "True",
         reason: "AppProtocolUnsupported",
-        message: `InferencePool ${outcome.name} was created without appProtocol: the installed InferencePool CRD has no such field (Gateway API Inference Extension before v1.4); Service ${outcome.service} fronts it with appProtocol kubernetes.io/h2c`,
+        message: `InferencePool ${outcome.name} was created without appProtocol: the installed InferencePool CRD has no such field (Gateway API Inference Extension before v1.4); Service ${outcome.service} fronts it with appProtocol ${outcome.appProtocol}`,
       };
     case "CRDNotInstalled":
       return {

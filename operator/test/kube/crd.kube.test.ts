@@ -23,6 +23,19 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
     /spec\.metricsPort: Invalid value: .*grpcPort and metricsPort must differ/,
   ],
   [
+    "the same HTTP and gRPC port",
+    { modelConfig: { inline: IDENTITY_CONFIG }, httpPort: 8001 },
+    /spec\.httpPort: Invalid value: .*httpPort must differ from grpcPort and metricsPort/,
+  ],
+  [
+    "an InferencePool protocol that is neither gRPC nor HTTP",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      inferencePool: { protocol: "h2", endpointPickerRef: { name: "epp", port: { number: 9002 } } },
+    },
+    /spec\.inferencePool\.protocol: Unsupported value: "h2": supported values: "gRPC", "HTTP"/,
+  ],
+  [
     "a port out of range",
     { modelConfig: { inline: IDENTITY_CONFIG }, grpcPort: 70000 },
     /spec\.grpcPort: Invalid value: 70000: spec\.grpcPort in body should be less than or equal to 65535/,
@@ -92,6 +105,7 @@ describe("DynamoKserveModel CRD (real API server)", function () {
     assert.deepEqual(spec, {
       modelConfig: { configMapRef: { name: "cm", key: "config.pbtxt" } },
       grpcPort: 8001,
+      httpPort: 8000,
       metricsPort: 8002,
       logLevel: "info",
     });

@@ -58,6 +58,8 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
       "/models",
       "--grpc-port",
       "8001",
+      "--http-port",
+      "8000",
       "--metrics-port",
       "8002",
       "--log-level",
@@ -77,6 +79,7 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
       service.spec?.ports?.map((port) => [port.name, port.port, port.appProtocol]),
       [
         ["grpc", 8001, "kubernetes.io/h2c"],
+        ["http", 8000, "http"],
         ["metrics", 8002, "http"],
       ],
     );
@@ -94,6 +97,7 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
       return current;
     });
     assert.equal(model.status?.endpoint, `ident.${namespace}.svc:8001`);
+    assert.equal(model.status?.httpEndpoint, `http://ident.${namespace}.svc:8000`);
     assert.equal(model.status?.backend, "identity");
     assert.equal(model.status?.observedGeneration, model.metadata.generation);
     assert.equal(conditionOf(model, "ConfigValid")?.reason, "Valid");
@@ -107,7 +111,8 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
     );
     const parsed = JSON.parse(table.body) as { columnDefinitions: { name: string }[]; rows: { cells: unknown[] }[] };
     const columns = parsed.columnDefinitions.map((column) => column.name);
-    assert.deepEqual(columns, ["Name", "Ready", "Model", "Backend", "Endpoint", "Age"]);
+    // HTTP is a wide column (kubectl get dkm -o wide).
+    assert.deepEqual(columns, ["Name", "Ready", "Model", "Backend", "Endpoint", "HTTP", "Age"]);
     assert.deepEqual(parsed.rows[0]?.cells.slice(0, 5), [
       "ident",
       "True",

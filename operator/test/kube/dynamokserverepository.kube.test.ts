@@ -24,7 +24,7 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
   let upstream: ServerProcess | undefined;
   let dataplane: ServerProcess | undefined;
   let aliasedIp: string | undefined;
-  let ports: { grpc: number; metrics: number; upstream: number };
+  let ports: { grpc: number; http: number; metrics: number; upstream: number };
 
   const readRepository = (name: string) =>
     suite.kube.read<DynamoKserveRepository>(
@@ -41,7 +41,7 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     upstreamConfigs = mkdtempSync(join(tmpdir(), "dynamo-kserve-upstream-"));
     // The "Triton" upstream: any KServe v2 server with the forwarded model ready will do.
     writeFileSync(join(upstreamConfigs, "add_sub_python.pbtxt"), IDENTITY_CONFIG);
-    ports = { grpc: await freePort(), metrics: await freePort(), upstream: await freePort() };
+    ports = { grpc: await freePort(), http: await freePort(), metrics: await freePort(), upstream: await freePort() };
     upstream = await startServer(["--model-repository", upstreamConfigs, "--grpc-port", String(ports.upstream)]);
   });
   after(async () => {
@@ -61,6 +61,7 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
         persistentVolumeClaim: { claimName: "triton-repo", subPath: "models" },
         upstream: { address: `127.0.0.1:${ports.upstream}` },
         grpcPort: ports.grpc,
+        httpPort: ports.http,
         metricsPort: ports.metrics,
       }),
     );
@@ -74,6 +75,7 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
       /ConfigMap triton-configs \(spec.configMapRef\) does not exist/,
     );
     assert.equal(repository.status?.endpoint, `triton-models.${namespace}.svc:${ports.grpc}`);
+    assert.equal(repository.status?.httpEndpoint, `http://triton-models.${namespace}.svc:${ports.http}`);
 
     const deployment = await kube.read<V1Deployment>("apps/v1", "Deployment", namespace, "triton-models");
     const pod = deployment.spec!.template.spec!;
@@ -89,6 +91,8 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
       `127.0.0.1:${ports.upstream}`,
       "--grpc-port",
       String(ports.grpc),
+      "--http-port",
+      String(ports.http),
       "--metrics-port",
       String(ports.metrics),
       "--log-level",
@@ -111,6 +115,7 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
       service.spec?.ports?.map((port) => [port.name, port.port, port.appProtocol]),
       [
         ["grpc", ports.grpc, "kubernetes.io/h2c"],
+        ["http", ports.http, "http"],
         ["metrics", ports.metrics, "http"],
       ],
     );

@@ -34,6 +34,41 @@ describe("InferencePool (upstream Gateway API Inference Extension CRD, real API 
       inferencePool: { endpointPickerRef: { name: "llm-epp", port: { number: 9002 } } },
     });
 
+  it("serves an HTTP pool on the HTTP port when the model asks, and goes back to gRPC when it stops asking", async () => {
+    await kube.create(
+      modelObject(namespace, "chat", {
+        replicas: 1,
+        modelConfig: { inline: IDENTITY_CONFIG },
+        inferencePool: { protocol: "HTTP", endpointPickerRef: { name: "chat-epp", port: { number: 9002 } } },
+      }),
+    );
+    const chat = () =>
+      kube.read<DynamoKserveModel>("dynamokserve.dev/v1alpha1", "DynamoKserveModel", namespace, "chat");
+    await eventually(async () => assert.equal((await chat()).status?.inferencePool?.appProtocol, "http"), 30_000);
+    const created = await pool("chat");
+    assert.deepEqual([created.spec.targetPorts, created.spec.appProtocol], [[{ number: 8000 }], "http"]);
+    await eventually(async () =>
+      assert.deepEqual(
+        (await service("chat-pool")).spec?.ports?.map((port) => [port.name, port.port, port.appProtocol]),
+        [["http", 8000, "http"]],
+      ),
+    );
+    await kube.mergePatch(
+      modelObject(namespace, "chat", {
+        modelConfig: { inline: IDENTITY_CONFIG },
+        inferencePool: { protocol: "gRPC", endpointPickerRef: { name: "chat-epp", port: { number: 9002 } } },
+      }),
+    );
+    await eventually(async () => {
+      assert.deepEqual((await pool("chat")).spec.targetPorts, [{ number: 8001 }]);
+      assert.deepEqual(
+        (await service("chat-pool")).spec?.ports?.map((port) => [port.name, port.port, port.appProtocol]),
+        [["grpc", 8001, "kubernetes.io/h2c"]],
+      );
+    });
+    await kube.delete(await chat());
+  });
+
   it("creates the model's InferencePool (h2c) and a Service fronting it, and reports both", async () => {
     await kube.create(poolModel());
     await eventually(

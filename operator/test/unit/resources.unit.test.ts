@@ -109,6 +109,30 @@ describe("desired-state builders (golden objects)", () => {
       desiredPoolService({ ...pool, metadata: { ...pool.metadata, uid: "pool-uid" } }),
     );
     assert.equal(poolServiceName("p".repeat(70)).length, 63);
+  });
+
+  it("builds an HTTP pool on the HTTP port (one pool, one appProtocol), with its Service saying http", () => {
+    const httpPool = desiredInferencePool(
+      model({
+        httpPort: 8080,
+        inferencePool: { protocol: "HTTP", endpointPickerRef: { name: "epp", port: { number: 9002 } } },
+      }),
+      { appProtocolSupported: true },
+    );
+    assert.deepEqual(httpPool.spec.targetPorts, [{ number: 8080 }]);
+    assert.equal(httpPool.spec.appProtocol, "http");
+    const service = desiredPoolService({ ...httpPool, metadata: { ...httpPool.metadata, uid: "pool-uid" } });
+    assert.deepEqual(
+      service.spec?.ports?.map(({ name, port, appProtocol }) => ({ name, port, appProtocol })),
+      [{ name: "http", port: 8080, appProtocol: "http" }],
+    );
+    // A CRD without appProtocol: the annotation says it for the pool's Service.
+    const old = desiredInferencePool(
+      model({ inferencePool: { protocol: "HTTP", endpointPickerRef: { name: "epp", port: { number: 9002 } } } }),
+      { appProtocolSupported: false },
+    );
+    assert.equal(old.spec.appProtocol, undefined);
+    assert.equal(desiredPoolService(old).spec?.ports?.[0]?.appProtocol, "http");
     assert.match(poolServiceName("p".repeat(70)), /^p+-[0-9a-f]{8}-pool$/);
   });
 
