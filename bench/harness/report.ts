@@ -18,6 +18,7 @@ const resultOf = (report: BenchReport, scenario: string, server: ServerId): Serv
 const usable = (result: ServerResult | undefined): result is ServerResult & { rps: number } =>
   result !== undefined && result.error === undefined && result.rps !== undefined && result.rps > 0;
 
+/** `ours` against `theirs` in one scenario, or (`theirsIn`) the same kind of load in another. */
 function ratioTarget(
   report: BenchReport,
   name: string,
@@ -25,9 +26,10 @@ function ratioTarget(
   ours: ServerId,
   theirs: ServerId,
   wanted: number,
+  theirsIn = scenario,
 ): TargetResult {
   const a = resultOf(report, scenario, ours);
-  const b = resultOf(report, scenario, theirs);
+  const b = resultOf(report, theirsIn, theirs);
   if (!usable(a) || !usable(b)) {
     const missing = !usable(a) ? a : b;
     return {
@@ -44,11 +46,14 @@ function ratioTarget(
     wanted: `≥ ${wanted}×`,
     measured: ratio,
     met: ratio >= wanted,
-    detail: `${a.rps.toFixed(0)} vs ${b.rps.toFixed(0)} req/s`,
+    detail: `${a.rps.toFixed(0)} vs ${b.rps.toFixed(0)} ${scenarioUnit(report, scenario)}`,
   };
 }
 
-/** Issue 9's targets, each from numbers of the same run. */
+const scenarioUnit = (report: BenchReport, scenario: string): string =>
+  report.scenarios.find((candidate) => candidate.id === scenario)?.unit === "responses/s" ? "responses/s" : "req/s";
+
+/** Issue 9's targets (and the HTTP front door's, issue 17), each from numbers of the same run. */
 export function targetsOf(report: BenchReport): TargetResult[] {
   const c64 = "identity-1KiB-c64";
   const targets = [
@@ -65,6 +70,25 @@ export function targetsOf(report: BenchReport): TargetResult[] {
       0.8,
     ),
     ratioTarget(report, "16 MiB tensors: bytes/s vs bare grpc-js", "raw-16MiB-c4", "dataplane", "grpc-js-ceiling", 0.8),
+    ...(["json", "binary"] as const).map((form) =>
+      ratioTarget(
+        report,
+        `REST identity 1 KiB c64 (${form}): data plane vs Triton's HTTP endpoint`,
+        `rest-${form}-1KiB-c64`,
+        "dataplane",
+        "triton",
+        1.0,
+      ),
+    ),
+    ratioTarget(
+      report,
+      "OpenAI SSE, 1000 streams: responses/s vs the same load over ModelStreamInfer",
+      "openai-stream-mocker-1000",
+      "dataplane",
+      "dataplane",
+      0.8,
+      "stream-mocker-1000",
+    ),
   ];
   // Added latency where neither server is saturated: one request at a time.
   const forward = resultOf(report, "forward-1KiB-c1", "dataplane-forward");
@@ -128,7 +152,7 @@ export function markdownReport(report: BenchReport, command: string, chart: stri
   return [
     `Produced by \`${command}\` on ${report.date.slice(0, 10)}: ${report.machine.cores} cores (${report.machine.cpu}), Node ${report.machine.node}, kernel ${report.machine.kernel}.`,
     `Each number is the median of ${report.settings.repetitions} runs of ${report.settings.durationSeconds} s after a ${report.settings.warmupSeconds} s warm-up; ` +
-      `load from ghz; pinning: ${report.settings.pinning}.`,
+      `load from ghz (gRPC), vegeta (REST) and our stream generators (ModelStreamInfer, SSE); pinning: ${report.settings.pinning}.`,
     "",
     ...(chart !== undefined ? [`![throughput and latency per scenario](${chart})`, ""] : []),
     "## Targets",

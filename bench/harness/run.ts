@@ -53,7 +53,7 @@ function pinning(): { server: string | undefined; client: string | undefined; de
   const count = cpus().length;
   if (count < 2) return { server: undefined, client: undefined, describe: "none (1 core)" };
   const client = Array.from({ length: count - 1 }, (_, i) => String(i + 1)).join(",");
-  return { server: "0", client, describe: `server on core 0, ghz on cores ${client}` };
+  return { server: "0", client, describe: `server on core 0, load on cores ${client}` };
 }
 
 /** Runs the scenarios: each server started once, every scenario it is in driven, then stopped. */
