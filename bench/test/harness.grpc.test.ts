@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { ghzBinary, requireProgram } from "../../e2e/support/prerequisites.js";
+import { ghzBinary, requireProgram, vegetaBinary } from "../../e2e/support/prerequisites.js";
 import { markdownReport, targetsOf } from "../harness/report.js";
 import { runBenchmarks } from "../harness/run.js";
-import { SMOKE_SCENARIO } from "../harness/scenarios.js";
+import { SCENARIOS, SMOKE_SCENARIO } from "../harness/scenarios.js";
 
 /**
  * The benchmark harness, run for seconds so it cannot rot: one scenario, the data plane and
@@ -13,6 +13,35 @@ describe("benchmark harness smoke run (npm run bench, one scenario, one second)"
 
   before(function () {
     requireProgram(this, ghzBinary(), "ghz", "run bash e2e/tools/build.sh");
+    requireProgram(this, vegetaBinary(), "vegeta", "run bash e2e/tools/build.sh");
+  });
+
+  it("drives the data plane's REST endpoint with vegeta (JSON and binary) and SSE streams with our generator", async () => {
+    const http = SCENARIOS.filter((scenario) => scenario.http !== undefined).map((scenario) => ({
+      ...scenario,
+      servers: ["dataplane" as const],
+      ...(scenario.streams !== undefined
+        ? { concurrency: 20, streams: { ...scenario.streams, count: 20, tokens: 4 } }
+        : {}),
+    }));
+    assert.deepEqual(
+      http.map((scenario) => scenario.id),
+      ["rest-json-1KiB-c64", "rest-binary-1KiB-c64", "openai-stream-mocker-1000"],
+    );
+    const report = await runBenchmarks(http, {
+      durationSeconds: 1,
+      repetitions: 1,
+      warmupSeconds: 1,
+      only: [],
+      log: () => undefined,
+    });
+    for (const scenario of report.scenarios) {
+      const result = scenario.results[0]!;
+      assert.equal(result.error, undefined, `${scenario.id}: ${result.error}`);
+      assert.equal(result.errors, 0, `${scenario.id}: ${result.firstError}`);
+      assert.ok(result.rps! > 50, `${scenario.id}: ${result.rps}/s`);
+      assert.ok(result.p50Ms! > 0 && result.p99Ms! >= result.p50Ms!, JSON.stringify(result));
+    }
   });
 
   it("drives the data plane and the ceiling with ghz and reports both, with a ratio", async () => {
