@@ -53,6 +53,9 @@ parameters { key: "upstream_model" value { string_value: "identity_fp32" } }
 
 const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN = "00f067aa0ba902b7";
+/** A second trace, sent over the HTTP front door. */
+const HTTP_TRACE_ID = "5cf92f3577b34da6a3ce929d0e0e4737";
+const HTTP_CLIENT_SPAN = "11f067aa0ba902b8";
 
 describe("OpenTelemetry tracing over OTLP (two data planes, one forwarding to the other)", function () {
   this.timeout(30_000);
@@ -81,7 +84,7 @@ describe("OpenTelemetry tracing over OTLP (two data planes, one forwarding to th
     sink?.server.close();
   });
 
-  it("records one span per request in the caller's trace, and carries the context upstream", async () => {
+  it("records one span per request in the caller's trace (gRPC metadata or HTTP header), and carries the context upstream", async () => {
     const metadata = new Metadata();
     metadata.set("traceparent", `00-${TRACE_ID}-${CLIENT_SPAN}-01`);
     await new Promise<void>((resolve, reject) =>
@@ -97,6 +100,16 @@ describe("OpenTelemetry tracing over OTLP (two data planes, one forwarding to th
       ),
     );
     await missing;
+    // The same over HTTP: a W3C traceparent header in, the context carried on over gRPC.
+    const rest = await fetch(`http://127.0.0.1:${front.httpPort}/v2/models/forwarded/infer`, {
+      method: "POST",
+      headers: { "content-type": "application/json", traceparent: `00-${HTTP_TRACE_ID}-${HTTP_CLIENT_SPAN}-01` },
+      body: JSON.stringify({
+        id: "traced-http",
+        inputs: [{ name: "INPUT0", shape: [1, 2], datatype: "FP32", data: [1, 2] }],
+      }),
+    });
+    assert.equal(rest.status, 200, await rest.clone().text());
     // Stopping flushes the span batches.
     await front.stop();
     await upstream.stop();
@@ -115,5 +128,14 @@ describe("OpenTelemetry tracing over OTLP (two data planes, one forwarding to th
     const failed = sink.spans.find((span) => attribute(span, "model.name") === "no_such_model");
     assert.equal(failed?.status?.code, 2, "a failed request's span has status ERROR");
     assert.match(failed?.status?.message ?? "", /not found/);
+
+    const httpTrace = sink.spans.filter((span) => span.traceId === HTTP_TRACE_ID);
+    const httpFront = httpTrace.find((span) => span.service === "front-plane");
+    const httpUpstream = httpTrace.find((span) => span.service === "upstream-plane");
+    assert.ok(httpFront && httpUpstream, JSON.stringify(httpTrace));
+    assert.equal(httpFront.name, "infer");
+    assert.equal(attribute(httpFront, "http.route"), "infer");
+    assert.equal(httpFront.parentSpanId, HTTP_CLIENT_SPAN, "the front span continues the HTTP client's trace");
+    assert.equal(httpUpstream.parentSpanId, httpFront.spanId, "and hands it on upstream over gRPC");
   });
 });
