@@ -4,21 +4,19 @@ Usage: kserve_sdk_checks.py BASE_URL   (e.g. http://127.0.0.1:8000)
 Prints one line per check and 'N passed, N failed'; exits non-zero if any check failed.
 """
 
-import asyncio
+import os
 import sys
-import traceback
 
 import httpx
 import numpy as np
 from kserve import InferenceRESTClient, InferInput, InferRequest, RESTConfig
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pychecks"))
+from checklist import Checklist  # noqa: E402
+
 BASE_URL = sys.argv[1]
-checks = []
-
-
-def check(function):
-    checks.append(function)
-    return function
+checks = Checklist()
+check = checks.add
 
 
 @check
@@ -61,20 +59,5 @@ async def errors_are_http_statuses_with_the_message(client):
         raise AssertionError("a datatype mismatch was accepted")
 
 
-async def main():
-    passed = failed = 0
-    client = InferenceRESTClient(RESTConfig(protocol="v2", retries=0, timeout=30))
-    for function in checks:
-        try:
-            await function(client)
-            passed += 1
-            print(f"ok   {function.__name__}")
-        except Exception:  # noqa: BLE001 - every failure is reported, then counted
-            failed += 1
-            print(f"FAIL {function.__name__}\n{traceback.format_exc()}")
-    await client.close()
-    print(f"{passed} passed, {failed} failed")
-    return failed
-
-
-sys.exit(1 if asyncio.run(main()) else 0)
+client = InferenceRESTClient(RESTConfig(protocol="v2", retries=0, timeout=30))
+checks.run(client, close=client.close)

@@ -8,19 +8,18 @@ Usage: openai_sdk_checks.py BASE_URL MODEL STREAMS
 Prints one line per check and 'N passed, N failed'; exits non-zero if any check failed.
 """
 
+import os
 import sys
-import traceback
 
 import openai
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pychecks"))
+from checklist import Checklist  # noqa: E402
+
 BASE_URL, MODEL, STREAMS = sys.argv[1], sys.argv[2], sys.argv[3]
 client = openai.OpenAI(base_url=BASE_URL, api_key="unused", max_retries=0)
-checks = []
-
-
-def check(function):
-    checks.append(function)
-    return function
+checks = Checklist()
+check = checks.add
 
 
 @check
@@ -97,14 +96,4 @@ def errors_in_openai_shape():
         raise AssertionError("n=2 was accepted")
 
 
-passed = failed = 0
-for function in checks:
-    try:
-        function()
-        passed += 1
-        print(f"ok   {function.__name__}")
-    except Exception:  # noqa: BLE001 - every failure is reported, then counted
-        failed += 1
-        print(f"FAIL {function.__name__}\n{traceback.format_exc()}")
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+checks.run()

@@ -8,17 +8,21 @@ Usage: tritonclient_http_conformance.py HOST:PORT
 """
 
 import json
+import os
 import sys
-import traceback
 
-import ml_dtypes
 import numpy as np
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pychecks"))
+from checklist import Checklist  # noqa: E402
+from samples import SAMPLES  # noqa: E402
+
 URL = sys.argv[1]
 client = httpclient.InferenceServerClient(URL, concurrency=4)
-checks = []
+checks = Checklist()
+check = checks.add
 
 
 def successes(model):
@@ -27,11 +31,6 @@ def successes(model):
 
 # Other clients may have used the server before: statistics are checked as differences.
 SUCCESSES_BEFORE = successes("identity_all")
-
-
-def check(function):
-    checks.append(function)
-    return function
 
 
 def expect_error(status, call):
@@ -84,22 +83,6 @@ def repository_index():
         assert names.get(name) == "READY", index
 
 
-SAMPLES = {
-    "BOOL": np.array([True, False, True], dtype=np.bool_),
-    "UINT8": np.array([0, 7, 255], dtype=np.uint8),
-    "UINT16": np.array([0, 7, 65535], dtype=np.uint16),
-    "UINT32": np.array([0, 7, 2**32 - 1], dtype=np.uint32),
-    "UINT64": np.array([0, 7, 2**64 - 1], dtype=np.uint64),
-    "INT8": np.array([-128, 7, 127], dtype=np.int8),
-    "INT16": np.array([-32768, 7, 32767], dtype=np.int16),
-    "INT32": np.array([-(2**31), 7, 2**31 - 1], dtype=np.int32),
-    "INT64": np.array([-(2**63), 7, 2**63 - 1], dtype=np.int64),
-    "FP16": np.array([1.5, -2.0, 65504.0], dtype=np.float16),
-    "BF16": np.array([1.0, -2.0, 0.5], dtype=ml_dtypes.bfloat16),
-    "FP32": np.array([1.5, -0.25, 3.0e38], dtype=np.float32),
-    "FP64": np.array([np.pi, -1e300, 0.0], dtype=np.float64),
-    "BYTES": np.array([b"hello", b"", "h\u00e9llo".encode()], dtype=np.object_),
-}
 # FP16 and BF16 have no JSON form (as in Triton): they travel only as binary data.
 BINARY_ONLY = {"FP16", "BF16"}
 
@@ -253,15 +236,4 @@ def load_and_unload_model():
     assert "config" in message, message
 
 
-passed = failed = 0
-for function in checks:
-    try:
-        function()
-        passed += 1
-        print(f"ok   {function.__name__}")
-    except Exception:  # noqa: BLE001 - every failure is reported, then counted
-        failed += 1
-        print(f"FAIL {function.__name__}\n{traceback.format_exc()}")
-client.close()
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+checks.run(close=client.close)
