@@ -1,4 +1,5 @@
 import { Agent, request } from "undici";
+import { StreamTally } from "./stream-tally.js";
 
 /**
  * The OpenAI streaming load generator: `streams` concurrent POST /v1/chat/completions with
@@ -26,11 +27,8 @@ const body = JSON.stringify({
 });
 // One connection per stream: HTTP/1.1 carries one SSE stream at a time.
 const dispatcher = new Agent({ connections: streams, pipelining: 1, headersTimeout: 0, bodyTimeout: 0 });
-let measuring = false;
+const tally = new StreamTally();
 let running = true;
-let responses = 0;
-let errors = 0;
-const gaps: number[] = [];
 
 async function stream(): Promise<void> {
   while (running) {
@@ -42,7 +40,7 @@ async function stream(): Promise<void> {
         dispatcher,
       });
       if (reply.statusCode !== 200) {
-        if (measuring) errors++;
+        tally.error();
         await reply.body.dump();
         continue;
       }
@@ -56,30 +54,17 @@ async function stream(): Promise<void> {
         for (const event of events) {
           if (!event.startsWith("data: {")) continue;
           const now = performance.now();
-          if (measuring) {
-            responses++;
-            if (received > 0) gaps.push(now - last);
-          }
+          tally.response(received > 0 ? now - last : undefined);
           last = now;
           received++;
         }
       }
     } catch {
-      if (measuring) errors++;
+      tally.error();
     }
   }
 }
 
 for (let i = 0; i < streams; i++) void stream();
 
-setTimeout(() => {
-  measuring = true;
-  setTimeout(() => {
-    measuring = false;
-    running = false;
-    gaps.sort((a, b) => a - b);
-    const at = (share: number) => gaps[Math.min(gaps.length - 1, Math.floor(share * gaps.length))] ?? NaN;
-    console.log(JSON.stringify({ responses, errors, p50Ms: at(0.5), p99Ms: at(0.99) }));
-    process.exit(0);
-  }, durationSeconds * 1000);
-}, warmupSeconds * 1000);
+tally.measure(warmupSeconds, durationSeconds, () => (running = false));

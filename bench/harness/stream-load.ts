@@ -5,6 +5,7 @@ import {
   type ModelStreamInferResponse,
 } from "../../proto/gen/ts/grpc_service.js";
 import { joinBytesElements } from "../../dataplane/src/tensors/bytes.js";
+import { StreamTally } from "./stream-tally.js";
 
 /**
  * The streaming load generator: ghz runs a bidi stream as one request with a fixed list of
@@ -50,10 +51,7 @@ const clients = Array.from(
   (_, i) =>
     new GRPCInferenceServiceClient(address, credentials.createInsecure(), { "grpc.primary_user_agent": `bench-${i}` }),
 );
-let measuring = false;
-let responses = 0;
-let errors = 0;
-const gaps: number[] = [];
+const tally = new StreamTally();
 
 for (let i = 0; i < streams; i++) {
   const call = clients[i % clients.length]!.modelStreamInfer();
@@ -61,30 +59,16 @@ for (let i = 0; i < streams; i++) {
   let last = 0;
   call.on("data", (reply: ModelStreamInferResponse) => {
     const now = performance.now();
-    if (measuring) {
-      if (reply.errorMessage !== "") errors++;
-      else responses++;
-      if (received > 0) gaps.push(now - last);
-    }
+    if (reply.errorMessage !== "") tally.error();
+    else tally.response(received > 0 ? now - last : undefined);
     last = now;
     if (++received === tokens || reply.errorMessage !== "") {
       received = 0;
       call.write(request);
     }
   });
-  call.on("error", () => {
-    if (measuring) errors++;
-  });
+  call.on("error", () => tally.error());
   call.write(request);
 }
 
-setTimeout(() => {
-  measuring = true;
-  setTimeout(() => {
-    measuring = false;
-    gaps.sort((a, b) => a - b);
-    const at = (share: number) => gaps[Math.min(gaps.length - 1, Math.floor(share * gaps.length))] ?? NaN;
-    console.log(JSON.stringify({ responses, errors, p50Ms: at(0.5), p99Ms: at(0.99) }));
-    process.exit(0);
-  }, durationSeconds * 1000);
-}, warmupSeconds * 1000);
+tally.measure(warmupSeconds, durationSeconds);
