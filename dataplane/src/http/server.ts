@@ -62,6 +62,9 @@ export function sendJson(reply: FastifyReply, value: unknown): FastifyReply {
   return reply.header("content-type", JSON_TYPE).send(Buffer.from(JSON.stringify(value), "utf8"));
 }
 
+/** The status a request is counted with when its client went away before the reply was complete. */
+const CLIENT_CLOSED_REQUEST = 499;
+
 /** Paths that need no token: the probes Kubernetes and load balancers send. */
 const OPEN_PATHS = new Set(["/v2/health/live", "/v2/health/ready"]);
 
@@ -122,10 +125,15 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
         statusCode: 415,
       }),
   });
-  if (options.tokens !== undefined) app.addHook("onRequest", authenticate(options.tokens));
-  app.addHook("onResponse", async (request, reply) => {
-    options.metrics.observe(request.method, routeOf(request), reply.statusCode, reply.elapsedTime / 1000);
+  // Counted when the response closes, finished or not: fastify's onResponse misses replies a
+  // client hung up on (an SSE stream midway), which are 499 here, as nginx says it.
+  app.addHook("onRequest", async (request, reply) => {
+    reply.raw.once("close", () => {
+      const status = reply.raw.writableFinished ? reply.statusCode : CLIENT_CLOSED_REQUEST;
+      options.metrics.observe(request.method, routeOf(request), status, reply.elapsedTime / 1000);
+    });
   });
+  if (options.tokens !== undefined) app.addHook("onRequest", authenticate(options.tokens));
   app.setErrorHandler(async (error: unknown, request, reply) => replyError(request, reply, error));
   app.setNotFoundHandler(async (request, reply) =>
     replyError(

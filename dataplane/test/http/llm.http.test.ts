@@ -134,6 +134,14 @@ describe("generate and OpenAI routes on the HTTP front door", function () {
       assert.equal(reply.status, 200);
       assert.equal(((await reply.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens, 4);
     }
+    // Streams (replies written past fastify) are counted by route like any request; one
+    // its client hung up on is 499.
+    const samples = await metrics();
+    const counted = (route: string, status: string): number =>
+      valueOf(samples, "http_server_requests_total", { method: "POST", route, status });
+    assert.equal(counted("/v1/chat/completions", "499"), 1);
+    assert.equal(counted("/v2/models/:model/generate_stream", "499"), 1);
+    assert.equal(counted("/v1/completions", "200"), 2);
   });
 });
 
