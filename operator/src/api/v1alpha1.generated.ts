@@ -108,9 +108,69 @@ export interface DynamoKserveModelSpec {
     subPath?: string;
   };
   /**
-   * Number of data-plane pods. Leave it unset to let something else own the count (a HorizontalPodAutoscaler); the operator then never writes the Deployment's replicas.
+   * Number of data-plane pods. Leave it unset to let something else own the count (a HorizontalPodAutoscaler); the operator then never writes the Deployment's replicas. The scale subresource sets it (kubectl scale dkm, an HPA or KEDA targeting the model).
    */
   replicas?: number;
+  /**
+   * Where the data-plane pods run and what they carry beside the operator's own settings. Kubernetes validates each field as it validates a pod template.
+   */
+  pod?: {
+    /**
+     * Extra pod labels (the operator's own selector label cannot be changed).
+     */
+    labels?: {
+      [k: string]: string | undefined;
+    };
+    /**
+     * Extra pod annotations.
+     */
+    annotations?: {
+      [k: string]: string | undefined;
+    };
+    /**
+     * Node labels the pods must run on.
+     */
+    nodeSelector?: {
+      [k: string]: string | undefined;
+    };
+    /**
+     * Taints the pods tolerate (core/v1 Toleration).
+     */
+    tolerations?: {}[];
+    /**
+     * Node and pod (anti-)affinity (core/v1 Affinity).
+     */
+    affinity?: {};
+    /**
+     * How the pods spread over zones or nodes (core/v1 TopologySpreadConstraint).
+     */
+    topologySpreadConstraints?: {}[];
+    /**
+     * The pods' PriorityClass.
+     */
+    priorityClassName?: string;
+    /**
+     * The pods' ServiceAccount (its token is still not mounted).
+     */
+    serviceAccountName?: string;
+    /**
+     * Secrets for pulling the data-plane image.
+     */
+    imagePullSecrets?: {
+      /**
+       * Name of a Secret of the model's namespace.
+       */
+      name: string;
+    }[];
+    /**
+     * Extra environment variables of the data-plane container (core/v1 EnvVar).
+     */
+    env?: {}[];
+    /**
+     * ConfigMaps and Secrets whose keys become environment variables (core/v1 EnvFromSource).
+     */
+    envFrom?: {}[];
+  };
   /**
    * Data-plane container image. Defaults to the image the operator was started with.
    */
@@ -288,6 +348,10 @@ export interface DynamoKserveModelStatus {
    * Data-plane pods that exist.
    */
   replicas?: number;
+  /**
+   * The label selector of the data-plane pods (the scale subresource's).
+   */
+  selector?: string;
   /**
    * Data-plane pods that are ready to serve.
    */

@@ -1,5 +1,17 @@
 import type { Owner } from "../api/objects.js";
-import type { V1Deployment, V1ResourceRequirements, V1Service, V1Volume, V1VolumeMount } from "@kubernetes/client-node";
+import type {
+  V1Affinity,
+  V1Deployment,
+  V1EnvFromSource,
+  V1EnvVar,
+  V1PodSpec,
+  V1ResourceRequirements,
+  V1Service,
+  V1Toleration,
+  V1TopologySpreadConstraint,
+  V1Volume,
+  V1VolumeMount,
+} from "@kubernetes/client-node";
 import { dataPlaneArguments, type DataPlaneArguments } from "../../../lib/contract/dataplane.js";
 import { READINESS_SERVICE } from "../../../lib/contract/layout.js";
 import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
@@ -32,6 +44,7 @@ export type DataplaneSpec = Pick<
   | "metricsPort"
   | "maxMessageSize"
   | "logLevel"
+  | "pod"
 >;
 
 /** A volume and where the data-plane container mounts it. */
@@ -117,9 +130,29 @@ export function dataplaneService(owner: Owner, spec: DataplaneSpec, name: string
 }
 
 /**
+ * What spec.pod places and adds to the pod (the API server validates each field as part of
+ * the Deployment's pod template; the CRD keeps the Kubernetes types open).
+ */
+function placement(pod: DataplaneSpec["pod"]): Partial<V1PodSpec> {
+  if (pod === undefined) return {};
+  return {
+    ...(pod.nodeSelector !== undefined ? { nodeSelector: pod.nodeSelector as Record<string, string> } : {}),
+    ...(pod.tolerations !== undefined ? { tolerations: pod.tolerations as V1Toleration[] } : {}),
+    ...(pod.affinity !== undefined ? { affinity: pod.affinity as V1Affinity } : {}),
+    ...(pod.topologySpreadConstraints !== undefined
+      ? { topologySpreadConstraints: pod.topologySpreadConstraints as V1TopologySpreadConstraint[] }
+      : {}),
+    ...(pod.priorityClassName !== undefined ? { priorityClassName: pod.priorityClassName } : {}),
+    ...(pod.serviceAccountName !== undefined ? { serviceAccountName: pod.serviceAccountName } : {}),
+    ...(pod.imagePullSecrets !== undefined ? { imagePullSecrets: pod.imagePullSecrets } : {}),
+  };
+}
+
+/**
  * A data-plane Deployment. Config changes reach pods through mounted volumes (the data
  * plane reloads them), so the pod template carries no config hash: only changes to the
- * template itself roll pods.
+ * template itself roll pods — one new pod at a time, none taken away before its
+ * replacement is ready (maxUnavailable 0), each old one draining on SIGTERM.
  */
 export function dataplaneDeployment(
   owner: Owner,
@@ -169,9 +202,17 @@ export function dataplaneDeployment(
       // Unset replicas leave the count to whoever owns it (an HPA); the field is not applied.
       ...(spec.replicas !== undefined ? { replicas: spec.replicas } : {}),
       selector: { matchLabels: selectorFor(owner) },
+      strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
       template: {
-        metadata: { labels: labelsFor(owner) },
+        metadata: {
+          // The operator's labels win: they are the Service's and the Deployment's selector.
+          labels: { ...(spec.pod?.labels as Record<string, string> | undefined), ...labelsFor(owner) },
+          ...(spec.pod?.annotations !== undefined
+            ? { annotations: spec.pod.annotations as Record<string, string> }
+            : {}),
+        },
         spec: {
+          ...placement(spec.pod),
           automountServiceAccountToken: false,
           enableServiceLinks: false,
           securityContext: {
@@ -187,6 +228,8 @@ export function dataplaneDeployment(
               image: spec.image ?? settings.dataplaneImage,
               ...(spec.imagePullPolicy !== undefined ? { imagePullPolicy: spec.imagePullPolicy } : {}),
               args,
+              ...(spec.pod?.env !== undefined ? { env: spec.pod.env as V1EnvVar[] } : {}),
+              ...(spec.pod?.envFrom !== undefined ? { envFrom: spec.pod.envFrom as V1EnvFromSource[] } : {}),
               ports: [
                 { name: "grpc", containerPort: ports.grpc, protocol: "TCP" },
                 { name: "http", containerPort: ports.http, protocol: "TCP" },

@@ -2,7 +2,7 @@ import type { V1Deployment } from "@kubernetes/client-node";
 import type { Transition } from "../api/objects.js";
 import type { Condition, ConditionType, DynamoKserveModel, DynamoKserveModelStatus } from "../api/v1alpha1.js";
 import type { ConfigCheck } from "./model-config.js";
-import { objectNames, servedModelName } from "./names.js";
+import { objectNames, selectorFor, servedModelName } from "./names.js";
 import { endpointsOf } from "./dataplane-pods.js";
 import { tlsSecretName } from "./credentials.js";
 
@@ -136,6 +136,10 @@ export function desiredStatus(
       httpEndpoint: endpoints.http,
       replicas: deploymentStatus?.replicas ?? 0,
       readyReplicas: deploymentStatus?.readyReplicas ?? 0,
+      // The scale subresource's selector, for an HPA or KEDA targeting the model.
+      selector: Object.entries(selectorFor(model))
+        .map(([key, value]) => `${key}=${value}`)
+        .join(","),
       ...poolStatus(observed.inferencePool),
       ...(observed.credentials?.ready === true && observed.credentials.tlsSecret !== undefined
         ? {

@@ -228,6 +228,93 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
     assert.equal((await readDeployment("scaled")).spec?.replicas, 4);
   });
 
+  it("scales through the scale subresource (kubectl scale dkm), which reports the pods' selector", async () => {
+    await kube.create(modelObject(namespace, "scalable", { replicas: 1, modelConfig: { inline: IDENTITY_CONFIG } }));
+    await waitForCondition("scalable", "Ready", "True");
+    cluster.kubectl("scale", "dkm", "scalable", "-n", namespace, "--replicas", "3");
+    await eventually(async () => assert.equal((await readModel("scalable")).status?.readyReplicas, 3));
+    assert.equal((await readModel("scalable")).spec.replicas, 3);
+    assert.equal((await readDeployment("scalable")).spec?.replicas, 3);
+    const scale = JSON.parse(
+      cluster.kubectl(
+        "get",
+        "--raw",
+        `/apis/dynamokserve.dev/v1alpha1/namespaces/${namespace}/dynamokservemodels/scalable/scale`,
+      ),
+    ) as { spec: { replicas: number }; status: { replicas: number; selector: string } };
+    assert.deepEqual(scale.spec, { replicas: 3 });
+    assert.deepEqual(scale.status, { replicas: 3, selector: "dynamokserve.dev/model=scalable" });
+    await kube.delete(modelObject(namespace, "scalable", { modelConfig: { inline: IDENTITY_CONFIG } }));
+  });
+
+  it("places and shapes the pods as spec.pod says, and rolls them keeping capacity", async () => {
+    await kube.create(
+      modelObject(namespace, "placed", {
+        replicas: 1,
+        modelConfig: { inline: IDENTITY_CONFIG },
+        pod: {
+          labels: { team: "search", "dynamokserve.dev/model": "not-this" },
+          annotations: { "example.com/owner": "search" },
+          nodeSelector: { "kubernetes.io/os": "linux" },
+          tolerations: [{ key: "gpu", operator: "Exists", effect: "NoSchedule" }],
+          affinity: {
+            podAntiAffinity: {
+              preferredDuringSchedulingIgnoredDuringExecution: [
+                {
+                  weight: 10,
+                  podAffinityTerm: {
+                    topologyKey: "kubernetes.io/hostname",
+                    labelSelector: { matchLabels: { team: "search" } },
+                  },
+                },
+              ],
+            },
+          },
+          topologySpreadConstraints: [
+            {
+              maxSkew: 1,
+              topologyKey: "kubernetes.io/hostname",
+              whenUnsatisfiable: "ScheduleAnyway",
+              labelSelector: { matchLabels: { team: "search" } },
+            },
+          ],
+          imagePullSecrets: [{ name: "registry" }],
+          env: [{ name: "DYNAMO_LOG_LEVEL", value: "debug" }],
+          envFrom: [{ configMapRef: { name: "extra-env", optional: true } }],
+        },
+      }),
+    );
+    // Accepted by the real API server as a pod template, and on kwok's nodes the pods run.
+    await waitForCondition("placed", "Ready", "True");
+    const deployment = await readDeployment("placed");
+    const template = deployment.spec!.template;
+    assert.equal(template.metadata?.labels?.["team"], "search");
+    assert.equal(
+      template.metadata?.labels?.["dynamokserve.dev/model"],
+      "placed",
+      "the selector label is the operator's",
+    );
+    assert.equal(template.metadata?.annotations?.["example.com/owner"], "search");
+    assert.deepEqual(template.spec?.nodeSelector, { "kubernetes.io/os": "linux" });
+    assert.equal(template.spec?.tolerations?.[0]?.key, "gpu");
+    assert.equal(
+      template.spec?.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.[0]?.weight,
+      10,
+    );
+    assert.equal(template.spec?.topologySpreadConstraints?.[0]?.maxSkew, 1);
+    assert.deepEqual(
+      template.spec?.imagePullSecrets?.map(({ name }) => name),
+      ["registry"],
+    );
+    assert.deepEqual(
+      template.spec?.containers[0]?.env?.map(({ name, value }) => [name, value]),
+      [["DYNAMO_LOG_LEVEL", "debug"]],
+    );
+    assert.equal(template.spec?.containers[0]?.envFrom?.[0]?.configMapRef?.name, "extra-env");
+    assert.deepEqual({ ...deployment.spec?.strategy?.rollingUpdate }, { maxUnavailable: 0, maxSurge: 1 });
+    await kube.delete(modelObject(namespace, "placed", { modelConfig: { inline: IDENTITY_CONFIG } }));
+  });
+
   it("garbage-collects the owned objects when the model is deleted", async () => {
     await kube.delete(modelObject(namespace, "scaled", { modelConfig: { inline: IDENTITY_CONFIG } }));
     await eventually(async () => {
