@@ -16,15 +16,20 @@ const CRDS = [
   { crdFile: "crds/dynamokserve.dev_dynamokserverepositories.yaml", out: "repository.v1alpha1.generated.ts" },
 ];
 
-/** Kubernetes' OpenAPI dialect -> plain JSON Schema: drop x-kubernetes-* and CEL. */
+/**
+ * Kubernetes' OpenAPI dialect -> plain JSON Schema: drop x-kubernetes-* and CEL; an object
+ * that keeps unknown fields (a Kubernetes type the CRD leaves open) becomes a map of unknowns.
+ */
 function plain(node) {
   if (Array.isArray(node)) return node.map(plain);
   if (node === null || typeof node !== "object") return node;
-  return Object.fromEntries(
-    Object.entries(node)
+  const open = node["x-kubernetes-preserve-unknown-fields"] === true && node.additionalProperties === undefined;
+  return Object.fromEntries([
+    ...Object.entries(node)
       .filter(([key]) => !key.startsWith("x-kubernetes-"))
       .map(([key, value]) => [key, key === "properties" ? mapValues(value, plain) : plain(value)]),
-  );
+    ...(open ? [["additionalProperties", true]] : []),
+  ]);
 }
 const mapValues = (object, fn) => Object.fromEntries(Object.entries(object).map(([k, v]) => [k, fn(v)]));
 

@@ -136,15 +136,21 @@ export interface DynamoKserveModelSpec {
     /**
      * Taints the pods tolerate (core/v1 Toleration).
      */
-    tolerations?: {}[];
+    tolerations?: {
+      [k: string]: unknown | undefined;
+    }[];
     /**
      * Node and pod (anti-)affinity (core/v1 Affinity).
      */
-    affinity?: {};
+    affinity?: {
+      [k: string]: unknown | undefined;
+    };
     /**
      * How the pods spread over zones or nodes (core/v1 TopologySpreadConstraint).
      */
-    topologySpreadConstraints?: {}[];
+    topologySpreadConstraints?: {
+      [k: string]: unknown | undefined;
+    }[];
     /**
      * The pods' PriorityClass.
      */
@@ -165,11 +171,15 @@ export interface DynamoKserveModelSpec {
     /**
      * Extra environment variables of the data-plane container (core/v1 EnvVar).
      */
-    env?: {}[];
+    env?: {
+      [k: string]: unknown | undefined;
+    }[];
     /**
      * ConfigMaps and Secrets whose keys become environment variables (core/v1 EnvFromSource).
      */
-    envFrom?: {}[];
+    envFrom?: {
+      [k: string]: unknown | undefined;
+    }[];
   };
   /**
    * Data-plane container image. Defaults to the image the operator was started with.

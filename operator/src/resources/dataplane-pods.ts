@@ -133,14 +133,17 @@ export function dataplaneService(owner: Owner, spec: DataplaneSpec, name: string
  * What spec.pod places and adds to the pod (the API server validates each field as part of
  * the Deployment's pod template; the CRD keeps the Kubernetes types open).
  */
+/** A Kubernetes type the CRD leaves open (validated by the API server in the pod template). */
+const asKubernetes = <T>(value: unknown): T => value as T;
+
 function placement(pod: DataplaneSpec["pod"]): Partial<V1PodSpec> {
   if (pod === undefined) return {};
   return {
     ...(pod.nodeSelector !== undefined ? { nodeSelector: pod.nodeSelector as Record<string, string> } : {}),
-    ...(pod.tolerations !== undefined ? { tolerations: pod.tolerations as V1Toleration[] } : {}),
-    ...(pod.affinity !== undefined ? { affinity: pod.affinity as V1Affinity } : {}),
+    ...(pod.tolerations !== undefined ? { tolerations: asKubernetes<V1Toleration[]>(pod.tolerations) } : {}),
+    ...(pod.affinity !== undefined ? { affinity: asKubernetes<V1Affinity>(pod.affinity) } : {}),
     ...(pod.topologySpreadConstraints !== undefined
-      ? { topologySpreadConstraints: pod.topologySpreadConstraints as V1TopologySpreadConstraint[] }
+      ? { topologySpreadConstraints: asKubernetes<V1TopologySpreadConstraint[]>(pod.topologySpreadConstraints) }
       : {}),
     ...(pod.priorityClassName !== undefined ? { priorityClassName: pod.priorityClassName } : {}),
     ...(pod.serviceAccountName !== undefined ? { serviceAccountName: pod.serviceAccountName } : {}),
@@ -228,8 +231,10 @@ export function dataplaneDeployment(
               image: spec.image ?? settings.dataplaneImage,
               ...(spec.imagePullPolicy !== undefined ? { imagePullPolicy: spec.imagePullPolicy } : {}),
               args,
-              ...(spec.pod?.env !== undefined ? { env: spec.pod.env as V1EnvVar[] } : {}),
-              ...(spec.pod?.envFrom !== undefined ? { envFrom: spec.pod.envFrom as V1EnvFromSource[] } : {}),
+              ...(spec.pod?.env !== undefined ? { env: asKubernetes<V1EnvVar[]>(spec.pod.env) } : {}),
+              ...(spec.pod?.envFrom !== undefined
+                ? { envFrom: asKubernetes<V1EnvFromSource[]>(spec.pod.envFrom) }
+                : {}),
               ports: [
                 { name: "grpc", containerPort: ports.grpc, protocol: "TCP" },
                 { name: "http", containerPort: ports.http, protocol: "TCP" },
