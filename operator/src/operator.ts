@@ -1,4 +1,11 @@
-import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Pod, V1Service } from "@kubernetes/client-node";
+import type {
+  KubernetesObject,
+  V1ConfigMap,
+  V1Deployment,
+  V1Pod,
+  V1PodDisruptionBudget,
+  V1Service,
+} from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import {
   API_VERSION,
@@ -62,6 +69,10 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     ),
     services: manager.watch<V1Service & KubernetesObject>(
       { apiVersion: "v1", kind: "Service", plural: "services" },
+      owned,
+    ),
+    budgets: manager.watch<V1PodDisruptionBudget & KubernetesObject>(
+      { apiVersion: "policy/v1", kind: "PodDisruptionBudget", plural: "poddisruptionbudgets" },
       owned,
     ),
     // All ConfigMaps: models and repositories may name any ConfigMap of their namespace.

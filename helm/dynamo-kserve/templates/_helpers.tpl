@@ -54,6 +54,9 @@ ServiceMonitors a model stops asking for; Secrets are read one by one, never lis
 - apiGroups: [""]
   resources: [services, configmaps]
   verbs: [get, list, watch, create, patch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch, create, patch, delete]
 # A repository's data-plane pods: the operator asks a ready one for its models' states.
 - apiGroups: [""]
   resources: [pods]

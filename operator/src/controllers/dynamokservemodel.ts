@@ -1,4 +1,10 @@
-import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Service } from "@kubernetes/client-node";
+import type {
+  KubernetesObject,
+  V1ConfigMap,
+  V1Deployment,
+  V1PodDisruptionBudget,
+  V1Service,
+} from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../../lib/errors.js";
 import { parseTokenFile } from "../../../lib/contract/layout.js";
@@ -11,7 +17,7 @@ import type { KubeWriter } from "../kube/writer.js";
 import { checkModelConfig } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames } from "../resources/names.js";
 import type { BuildSettings } from "../resources/dataplane-pods.js";
-import { desiredConfigMap, desiredDeployment, desiredService } from "../resources/model.js";
+import { desiredConfigMap, desiredDeployment, desiredDisruptionBudget, desiredService } from "../resources/model.js";
 import { desiredStatus, type CredentialsOutcome, type PoolOutcome } from "../resources/status.js";
 import { issueCa, issueLeaf, needsIssuing, notAfter, type KeyPairPem } from "../resources/certificates.js";
 import {
@@ -34,6 +40,7 @@ export interface ModelCaches {
   readonly deployments: WatchedObjects<V1Deployment & KubernetesObject>;
   readonly services: WatchedObjects<V1Service & KubernetesObject>;
   readonly configMaps: WatchedObjects<V1ConfigMap & KubernetesObject>;
+  readonly budgets: WatchedObjects<V1PodDisruptionBudget & KubernetesObject>;
   /** InferencePools, while their CRD is installed. */
   readonly pools: OptionalKind<InferencePool>;
   /** ServiceMonitors, while their CRD is installed. */
@@ -67,7 +74,16 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
   readonly kind = KIND;
   readonly statusPlural = PLURAL;
   readonly watches: readonly Watch[] = [
-    ownedByLabel(MODEL_LABEL, "Deployment", "Service", "ConfigMap", "InferencePool", "ServiceMonitor", "Certificate"),
+    ownedByLabel(
+      MODEL_LABEL,
+      "Deployment",
+      "Service",
+      "ConfigMap",
+      "PodDisruptionBudget",
+      "InferencePool",
+      "ServiceMonitor",
+      "Certificate",
+    ),
     // A user's ConfigMap: every model whose configMapRef names it.
     mapped(["ConfigMap"], (configMap) =>
       this.caches.models
@@ -121,6 +137,10 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         );
         const applied = await this.writer.apply(desiredDeployment(model, this.settings), deployment);
         deployment = applied.object as V1Deployment & KubernetesObject;
+        const budget = desiredDisruptionBudget(model);
+        const liveBudget = this.caches.budgets.get(namespace, names.deployment);
+        if (budget !== undefined) await this.writer.apply(budget, liveBudget);
+        else if (liveBudget !== undefined) await this.writer.remove(liveBudget);
       } else {
         // A bad config leaves the running Deployment and its ConfigMap as they are: pods keep
         // serving the last valid config, and the status says why the new one was refused.

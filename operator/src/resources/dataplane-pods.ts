@@ -4,6 +4,7 @@ import type {
   V1Deployment,
   V1EnvFromSource,
   V1EnvVar,
+  V1PodDisruptionBudget,
   V1PodSpec,
   V1ResourceRequirements,
   V1Service,
@@ -126,6 +127,25 @@ export function dataplaneService(owner: Owner, spec: DataplaneSpec, name: string
         { name: "metrics", port: ports.metrics, targetPort: "metrics", protocol: "TCP", appProtocol: "http" },
       ],
     },
+  };
+}
+
+/**
+ * A data plane's PodDisruptionBudget: voluntary disruptions (node drains, cluster upgrades)
+ * take one pod at a time. None for a single replica, which a budget would make undrainable;
+ * one when the count is left to an autoscaler (replicas unset).
+ */
+export function dataplaneDisruptionBudget(
+  owner: Owner,
+  spec: Pick<DataplaneSpec, "replicas">,
+  name: string,
+): V1PodDisruptionBudget | undefined {
+  if (spec.replicas !== undefined && spec.replicas <= 1) return undefined;
+  return {
+    apiVersion: "policy/v1",
+    kind: "PodDisruptionBudget",
+    metadata: ownedMetadata(owner, name),
+    spec: { maxUnavailable: 1, selector: { matchLabels: selectorFor(owner) } },
   };
 }
 

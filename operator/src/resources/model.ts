@@ -1,8 +1,14 @@
-import type { V1ConfigMap, V1Deployment, V1Service, V1Volume } from "@kubernetes/client-node";
+import type { V1ConfigMap, V1Deployment, V1PodDisruptionBudget, V1Service, V1Volume } from "@kubernetes/client-node";
 import { modelFilesFolder } from "../../../lib/contract/layout.js";
 import type { DynamoKserveModel } from "../api/v1alpha1.js";
 import { AUTH_MOUNT, TLS_MOUNT, tlsSecretName, tokenKey } from "./credentials.js";
-import { dataplaneDeployment, dataplaneService, type BuildSettings, type MountedVolume } from "./dataplane-pods.js";
+import {
+  dataplaneDeployment,
+  dataplaneDisruptionBudget,
+  dataplaneService,
+  type BuildSettings,
+  type MountedVolume,
+} from "./dataplane-pods.js";
 import type { ValidConfig } from "./model-config.js";
 import { MODEL_FILES_ROOT, MODEL_REPOSITORY_PATH, objectNames, ownedMetadata, servedModelName } from "./names.js";
 
@@ -29,6 +35,11 @@ export function desiredService(model: DynamoKserveModel): V1Service {
 }
 
 /** The model's data-plane Deployment: its ConfigMap as the repository, its Secrets and files. */
+/** The model's PodDisruptionBudget, named like its Deployment (none for a single replica). */
+export function desiredDisruptionBudget(model: DynamoKserveModel): V1PodDisruptionBudget | undefined {
+  return dataplaneDisruptionBudget(model, model.spec, objectNames(model).deployment);
+}
+
 export function desiredDeployment(model: DynamoKserveModel, settings: BuildSettings): V1Deployment {
   const { spec } = model;
   const tlsSecret = tlsSecretName(model);

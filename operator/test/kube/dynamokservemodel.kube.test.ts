@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import type { V1ConfigMap, V1Deployment, V1Service } from "@kubernetes/client-node";
+import type { V1ConfigMap, V1Deployment, V1PodDisruptionBudget, V1Service } from "@kubernetes/client-node";
 import { testCluster } from "../../../e2e/cluster/mocha-global.js";
 import type { TestCluster } from "../../../e2e/cluster/cluster.js";
 import { eventually } from "../../../e2e/support/eventually.js";
@@ -226,6 +226,8 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
     );
     await eventually(async () => assert.equal((await readModel("scaled")).status?.readyReplicas, 4));
     assert.equal((await readDeployment("scaled")).spec?.replicas, 4);
+    // The count is the autoscaler's: a budget keeps drains to one pod at a time.
+    assert.equal(await kube.exists("policy/v1", "PodDisruptionBudget", namespace, "scaled"), true);
   });
 
   it("scales through the scale subresource (kubectl scale dkm), which reports the pods' selector", async () => {
@@ -244,6 +246,18 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
     ) as { spec: { replicas: number }; status: { replicas: number; selector: string } };
     assert.deepEqual(scale.spec, { replicas: 3 });
     assert.deepEqual(scale.status, { replicas: 3, selector: "dynamokserve.dev/model=scalable" });
+    // More than one pod: voluntary disruptions take one at a time; back to one: no budget.
+    const budget = () => kube.read<V1PodDisruptionBudget>("policy/v1", "PodDisruptionBudget", namespace, "scalable");
+    const live = await eventually(budget);
+    assert.deepEqual(
+      [live.spec?.maxUnavailable, live.spec?.selector?.matchLabels],
+      [1, { "dynamokserve.dev/model": "scalable" }],
+    );
+    assert.equal(live.metadata?.ownerReferences?.[0]?.kind, "DynamoKserveModel");
+    cluster.kubectl("scale", "dkm", "scalable", "-n", namespace, "--replicas", "1");
+    await eventually(async () =>
+      assert.equal(await kube.exists("policy/v1", "PodDisruptionBudget", namespace, "scalable"), false),
+    );
     await kube.delete(modelObject(namespace, "scalable", { modelConfig: { inline: IDENTITY_CONFIG } }));
   });
 

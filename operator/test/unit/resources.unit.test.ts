@@ -8,7 +8,12 @@ import { parseText } from "../../../lib/model-repository/config.js";
 import { REPO_ROOT } from "../../../dataplane/test/fixtures/paths.js";
 import type { DynamoKserveModel, DynamoKserveModelSpec } from "../../src/api/v1alpha1.js";
 import { checkModelConfig, type ValidConfig } from "../../src/resources/model-config.js";
-import { desiredConfigMap, desiredDeployment, desiredService } from "../../src/resources/model.js";
+import {
+  desiredConfigMap,
+  desiredDeployment,
+  desiredDisruptionBudget,
+  desiredService,
+} from "../../src/resources/model.js";
 import { desiredStatus } from "../../src/resources/status.js";
 import { desiredInferencePool, desiredPoolService, poolServiceName } from "../../src/resources/inference-pool.js";
 import { IDENTITY_CONFIG } from "../fixtures/kube.js";
@@ -134,6 +139,19 @@ describe("desired-state builders (golden objects)", () => {
     assert.equal(old.spec.appProtocol, undefined);
     assert.equal(desiredPoolService(old).spec?.ports?.[0]?.appProtocol, "http");
     assert.match(poolServiceName("p".repeat(70)), /^p+-[0-9a-f]{8}-pool$/);
+  });
+
+  it("builds a PodDisruptionBudget of one pod at a time, unless there is a single replica", () => {
+    assert.equal(desiredDisruptionBudget(model({ replicas: 1 })), undefined);
+    assert.equal(desiredDisruptionBudget(model({ replicas: 0 })), undefined);
+    for (const replicas of [2, undefined]) {
+      const budget = desiredDisruptionBudget(model(replicas === undefined ? {} : { replicas }));
+      assert.deepEqual(budget?.spec, {
+        maxUnavailable: 1,
+        selector: { matchLabels: { "dynamokserve.dev/model": "ident" } },
+      });
+      assert.equal(budget?.metadata?.ownerReferences?.[0]?.uid, "00000000-0000-0000-0000-000000000001");
+    }
   });
 
   it("builds the ConfigMap with the config as <model>.pbtxt", () => {
