@@ -1,5 +1,6 @@
 import { once } from "node:events";
 import type { ServerResponse } from "node:http";
+import type { FastifyReply } from "fastify";
 import { errorMessage } from "../../../lib/errors.js";
 
 /**
@@ -54,5 +55,42 @@ async function drained(response: ServerResponse): Promise<void> {
     if ((error as Error).name !== "AbortError") throw new Error(errorMessage(error));
   } finally {
     controller.abort();
+  }
+}
+
+/** How the responses of a streamed reply become events. */
+export interface EventsOf<Response> {
+  /** The event data of one response. */
+  each(response: Response): string;
+  /** Event data after the last response (e.g. a usage chunk, `[DONE]`). */
+  last?(): string[];
+  /** The event data telling of an error after the stream has begun. */
+  error(error: unknown): string;
+}
+
+/**
+ * Answers with the Server-Sent Events of `responses`. An error before the first response is
+ * thrown, so it becomes an HTTP status; a later one is an event. Whatever happens, the
+ * responses are closed (the request's work stops if the client went away) and the stream ends.
+ */
+export async function replyWithEvents<Response>(
+  reply: FastifyReply,
+  responses: AsyncIterator<Response>,
+  events: EventsOf<Response>,
+): Promise<void> {
+  const first = await responses.next();
+  reply.hijack();
+  const stream = new EventStream(reply.raw);
+  try {
+    for (let step = first; !step.done; step = await responses.next()) {
+      await stream.send(events.each(step.value));
+      if (stream.closed) return;
+    }
+    for (const data of events.last?.() ?? []) await stream.send(data);
+  } catch (error) {
+    await stream.send(events.error(error));
+  } finally {
+    await responses.return?.(undefined);
+    stream.end();
   }
 }

@@ -9,10 +9,9 @@ import { rawToTyped } from "../../tensors/typed.js";
 import { httpErrorOf } from "../errors.js";
 import { httpLifetime } from "../lifetime.js";
 import { sendJson, type FrontDoor } from "../server.js";
-import { EventStream } from "../sse.js";
-import { parseJsonBody } from "./infer.js";
-import { jsonObject, parametersFromJson, rawFromJson } from "./json-tensors.js";
-import { bodyOf, type ModelParams } from "./routes.js";
+import { replyWithEvents } from "../sse.js";
+import { parametersFromJson, rawFromJson } from "./json-tensors.js";
+import { jsonBody, type ModelParams } from "./routes.js";
 
 /**
  * Triton's generate extension: `/generate` and `/generate_stream` (Server-Sent Events)
@@ -55,26 +54,15 @@ export function generateRoutes(
     const inferRequest = generateRequest(request, modelOf(request), door);
     const lifetime = httpLifetime(request.headers, reply.raw);
     const responses = runInference(door.inference, inferRequest, GENERATE_STREAM, lifetime)[Symbol.asyncIterator]();
-    // Errors before the first response are an HTTP status; later ones an event.
-    const first = await responses.next();
-    reply.hijack();
-    const events = new EventStream(reply.raw);
-    try {
-      for (let step = first; !step.done; step = await responses.next()) {
-        await events.send(JSON.stringify(generateReply(step.value, inferRequest, outputValues(step.value))));
-        if (events.closed) break;
-      }
-    } catch (error) {
-      await events.send(JSON.stringify({ error: httpErrorOf(error).message }));
-    } finally {
-      await responses.return?.(undefined);
-      events.end();
-    }
+    await replyWithEvents(reply, responses, {
+      each: (response) => JSON.stringify(generateReply(response, inferRequest, outputValues(response))),
+      error: (error) => JSON.stringify({ error: httpErrorOf(error).message }),
+    });
   });
 }
 
 function generateRequest(request: Route, model: { name: string; version: string }, door: FrontDoor): ModelInferRequest {
-  const body = jsonObject(parseJsonBody(bodyOf(request), "the generate request"), "the generate request");
+  const body = jsonBody(request, "the generate request");
   const spec = door.inference.registry.resolve(model.name, model.version).model.spec;
   const parameters = parametersFromJson(body.parameters, "parameters");
   const id = body.id;

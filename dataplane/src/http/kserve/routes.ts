@@ -118,13 +118,19 @@ export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
       handler: async () => operations.traceSetting({ modelName: "", settings: {} }),
     });
   }
-  for (const kind of ["systemsharedmemory", "cudasharedmemory"] as const) {
-    const status =
-      kind === "systemsharedmemory" ? operations.systemSharedMemoryStatus : operations.cudaSharedMemoryStatus;
-    const register =
-      kind === "systemsharedmemory" ? operations.systemSharedMemoryRegister : operations.cudaSharedMemoryRegister;
-    const unregister =
-      kind === "systemsharedmemory" ? operations.systemSharedMemoryUnregister : operations.cudaSharedMemoryUnregister;
+  const sharedMemory = {
+    systemsharedmemory: {
+      status: operations.systemSharedMemoryStatus,
+      register: operations.systemSharedMemoryRegister,
+      unregister: operations.systemSharedMemoryUnregister,
+    },
+    cudasharedmemory: {
+      status: operations.cudaSharedMemoryStatus,
+      register: operations.cudaSharedMemoryRegister,
+      unregister: operations.cudaSharedMemoryUnregister,
+    },
+  };
+  for (const [kind, { status, register, unregister }] of Object.entries(sharedMemory)) {
     for (const url of [`/v2/${kind}/status`, `/v2/${kind}/region/:region/status`]) {
       app.get(url, async () => Object.values((await status({ name: "" })).regions));
     }
@@ -140,11 +146,15 @@ export function bodyOf(request: FastifyRequest): Buffer {
   return Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
 }
 
+/** A body that must be a JSON object. */
+export function jsonBody(request: FastifyRequest, what: string): Record<string, unknown> {
+  return jsonObject(parseJsonBody(bodyOf(request), what), what);
+}
+
 /** A body that is a JSON object, or none at all ({}). */
 export function optionalJson(request: FastifyRequest, what: string): Record<string, unknown> {
   const body = bodyOf(request);
-  if (body.length === 0) return {};
-  return jsonObject(parseJsonBody(body, what), what);
+  return body.length === 0 ? {} : jsonBody(request, what);
 }
 
 const headerValue = (value: string | string[] | undefined): string | undefined =>

@@ -2,12 +2,10 @@ import { randomUUID } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { runInference, type Entry } from "../../inference/pipeline.js";
 import { httpErrorOf } from "../errors.js";
-import { parseJsonBody } from "../kserve/infer.js";
-import { jsonObject } from "../kserve/json-tensors.js";
-import { bodyOf } from "../kserve/routes.js";
+import { jsonBody } from "../kserve/routes.js";
 import { httpLifetime } from "../lifetime.js";
 import { sendJson, type FrontDoor } from "../server.js";
-import { EventStream } from "../sse.js";
+import { replyWithEvents } from "../sse.js";
 import { llmInferRequest, llmResponseText, readOpenAiRequest, speaksLlm, type OpenAiKind } from "./requests.js";
 
 /**
@@ -77,7 +75,7 @@ async function complete(
   reply: FastifyReply,
   door: FrontDoor,
 ): Promise<void> {
-  const body = jsonObject(parseJsonBody(bodyOf(request), "the request body"), "the request body");
+  const body = jsonBody(request, "the request body");
   const openai = readOpenAiRequest(kind, body);
   const spec = door.inference.registry.resolve(openai.model, "").model.spec;
   const inferRequest = llmInferRequest(spec, openai);
@@ -114,34 +112,28 @@ async function complete(
     });
     return;
   }
-  // Errors before the first response are an HTTP status; later ones an error event.
-  const first = await responses.next();
-  reply.hijack();
-  const events = new EventStream(reply.raw);
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}): string =>
     JSON.stringify({ id, object: shape.chunkObject, created, model: openai.model, choices, ...extra });
   let count = 0;
   let finished = false;
-  try {
-    for (let step = first; !step.done; step = await responses.next()) {
-      const part = llmResponseText(step.value);
-      await events.send(chunk([shape.delta(part.text, part.finishReason, count === 0 && !finished)]));
+  await replyWithEvents(reply, responses, {
+    each: (response) => {
+      const part = llmResponseText(response);
+      const data = chunk([shape.delta(part.text, part.finishReason, count === 0 && !finished)]);
       if (part.text !== "") count++;
       finished ||= part.finishReason !== null;
-      if (events.closed) return;
-    }
-    if (!finished) await events.send(chunk([shape.delta("", "stop", count === 0)]));
-    if (openai.includeUsage) await events.send(chunk([], { usage: usageOf(promptTokens, count) }));
-    await events.send("[DONE]");
-  } catch (error) {
-    const failure = httpErrorOf(error);
-    await events.send(
-      JSON.stringify({ error: { message: failure.message, type: "server_error", code: failure.status } }),
-    );
-  } finally {
-    await responses.return?.(undefined);
-    events.end();
-  }
+      return data;
+    },
+    last: () => [
+      ...(finished ? [] : [chunk([shape.delta("", "stop", count === 0)])]),
+      ...(openai.includeUsage ? [chunk([], { usage: usageOf(promptTokens, count) })] : []),
+      "[DONE]",
+    ],
+    error: (error) => {
+      const failure = httpErrorOf(error);
+      return JSON.stringify({ error: { message: failure.message, type: "server_error", code: failure.status } });
+    },
+  });
 }
 
 /** Prompt tokens as the mock engines count them: words. */
