@@ -127,7 +127,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     tuning: options.tuning,
   });
   const frontDoor = await startFrontDoor(
-    { inference, operations, live: () => true, ready: () => health.ready() },
+    { inference, operations, live: () => true, ready: () => health.ready(), draining: () => stopping },
     {
       host: options.host,
       port: options.httpPort,

@@ -5,6 +5,7 @@ import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../support/ports.js";
+import { createTestCa } from "../support/certificates.js";
 import { Daemons, waitFor } from "./daemons.js";
 import { KubeConfig, KubernetesObjectApi, loadAllYaml, type KubernetesObject } from "@kubernetes/client-node";
 
@@ -25,6 +26,8 @@ export const OPERATOR_USER = "dynamo-kserve-operator";
 const ADMIN_TOKEN = "admin-token-for-tests";
 const OPERATOR_TOKEN = "operator-token-for-tests";
 const FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node";
+/** The name in the client certificate the API server proxies aggregated API requests with. */
+const FRONT_PROXY_CLIENT = "front-proxy-client";
 const WRITE_VERBS = new Set(["create", "update", "patch", "delete", "deletecollection"]);
 
 export interface AuditEvent {
@@ -112,6 +115,16 @@ export class TestCluster {
     });
   }
 
+  /** kubectl apply of `objects` (as one List), as admin; returns kubectl's output. */
+  apply(...objects: readonly object[]): string {
+    return this.kubectlWithInput(
+      JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }),
+      "apply",
+      "-f",
+      "-",
+    );
+  }
+
   /** Writes a kubeconfig that talks to this cluster with a bearer token; returns its path. */
   writeKubeconfig(file: string, token: string): string {
     writeFileSync(
@@ -130,6 +143,23 @@ export class TestCluster {
         "current-context": "test",
       }),
     );
+    return file;
+  }
+
+  /** The API server's URL at the address it advertises (what its serving certificate names). */
+  apiServerUrl(): string {
+    return `https://${this.advertiseAddress}:${this.apiServerPort}`;
+  }
+
+  /** The API server's self-signed serving certificate with its CA: what a client outside the cluster trusts. */
+  apiServerCaFile(): string {
+    return join(this.dir, "pki", "apiserver.crt");
+  }
+
+  /** A file holding an admin bearer token, for programs that take a token file (Prometheus). */
+  adminTokenFile(): string {
+    const file = join(this.dir, "admin.token");
+    writeFileSync(file, ADMIN_TOKEN, { mode: 0o600 });
     return file;
   }
 
@@ -187,6 +217,7 @@ export class TestCluster {
   private async boot(): Promise<void> {
     [this.etcdPort, this.apiServerPort] = await Promise.all([freePort(), freePort()]);
     this.writeCredentials();
+    await this.writeFrontProxyCredentials();
     await this.startEtcd();
     await this.startApiServer();
     const kubeconfig = this.adminKubeconfig;
@@ -212,6 +243,8 @@ export class TestCluster {
       // controller would flap fake nodes NotReady and mark their pods NotReady for good.
       "--node-monitor-grace-period=1h",
       "--node-startup-grace-period=1h",
+      // The HPA controller looks every 15 s by default; tests of autoscaling should not wait that long.
+      "--horizontal-pod-autoscaler-sync-period=2s",
       "--controllers=*,-nodeipam,-attachdetach,-persistentvolume-expander,-cloud-node-lifecycle,-ttl",
     ]);
     this.spawn("kube-scheduler", await controlPlaneArgs());
@@ -264,6 +297,21 @@ export class TestCluster {
     }
   }
 
+  /**
+   * The aggregation layer's credentials: the API server proxies requests for an APIService
+   * (the custom metrics API of prometheus-adapter) with this client certificate, and the
+   * extension server trusts the user it names because this CA signed it.
+   */
+  private async writeFrontProxyCredentials(): Promise<void> {
+    const ca = await createTestCa("front-proxy-ca");
+    const client = await ca.issue(FRONT_PROXY_CLIENT, { client: true });
+    const pki = join(this.dir, "pki");
+    mkdirSync(pki, { recursive: true });
+    writeFileSync(join(pki, "front-proxy-ca.crt"), ca.certificate);
+    writeFileSync(join(pki, "front-proxy-client.crt"), client.certificate);
+    writeFileSync(join(pki, "front-proxy-client.key"), client.privateKey, { mode: 0o600 });
+  }
+
   private async startEtcd(): Promise<void> {
     const peerPort = await freePort();
     this.spawn("etcd", [
@@ -299,6 +347,16 @@ export class TestCluster {
       `--audit-policy-file=${join(this.dir, "audit-policy.yaml")}`,
       `--audit-log-path=${this.auditLog}`,
       "--audit-log-format=json",
+      // The aggregation layer (APIServices such as custom.metrics.k8s.io), routed to the
+      // extension server's endpoints rather than its ClusterIP.
+      `--requestheader-client-ca-file=${join(this.dir, "pki", "front-proxy-ca.crt")}`,
+      `--requestheader-allowed-names=${FRONT_PROXY_CLIENT}`,
+      "--requestheader-username-headers=X-Remote-User",
+      "--requestheader-group-headers=X-Remote-Group",
+      "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+      `--proxy-client-cert-file=${join(this.dir, "pki", "front-proxy-client.crt")}`,
+      `--proxy-client-key-file=${join(this.dir, "pki", "front-proxy-client.key")}`,
+      "--enable-aggregator-routing=true",
       "--enable-priority-and-fairness=false",
       "--profiling=false",
     ];

@@ -11,9 +11,10 @@ export class Daemons {
 
   constructor(private readonly logDir: string) {}
 
-  start(name: string, program: string, args: readonly string[]): ChildProcess {
+  /** Starts `program`; `env` is added to this process's environment. */
+  start(name: string, program: string, args: readonly string[], env: Record<string, string> = {}): ChildProcess {
     const log = createWriteStream(join(this.logDir, `${name}.log`), { flags: "a" });
-    const child = spawn(program, args, { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(program, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
     child.stdout!.pipe(log);
     child.stderr!.pipe(log);
     this.running.set(name, child);

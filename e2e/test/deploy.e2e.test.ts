@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { promisify } from "node:util";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { credentials } from "@grpc/grpc-js";
 import type { V1Pod, V1Service } from "@kubernetes/client-node";
 import { REPO_ROOT, TestCluster } from "../cluster/cluster.js";
 import { NODE_NAME, RealNode, realNodeUnavailable } from "../cluster/node.js";
@@ -18,12 +19,14 @@ import { eventually } from "../support/eventually.js";
 import { buildImage, IMAGE, requireDocker } from "../support/image.js";
 import { freePort } from "../support/ports.js";
 import { CACHE_DIR, helmBinary, requireHelm, requireProgram } from "../support/prerequisites.js";
-import { PROMETHEUS, PrometheusServer, resolveServiceMonitor, scrapeJobFor } from "../support/prometheus-server.js";
-import type { ServiceMonitor } from "../../operator/src/resources/service-monitor.js";
+import { KUBE_PROMETHEUS_STACK, PrometheusStack, requirePrometheusStack } from "../support/prometheus-stack.js";
+import { PrometheusAdapter, requirePrometheusAdapter } from "../support/prometheus-adapter.js";
+import { ClosedLoopLoad, type LoadOutcome } from "../support/load.js";
+import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
 import { tritonRepositoryCorpus } from "../../operator/test/fixtures/triton-repository.js";
 import { boundClaimObjects, IDENTITY_CONFIG, repositoryObject } from "../../operator/test/fixtures/kube.js";
 import type { DynamoKserveRepository } from "../../operator/src/api/v1alpha1.js";
-import { startServer } from "../../dataplane/test/fixtures/server.js";
+import { call as callRpc, startServer } from "../../dataplane/test/fixtures/server.js";
 import { CLI } from "../../dataplane/test/fixtures/paths.js";
 
 /** The README's "Deploy on Kubernetes" commands, in order; the test runs exactly these. */
@@ -79,7 +82,8 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
   this.timeout(900_000);
   let cluster: TestCluster | undefined;
   let node: RealNode | undefined;
-  let prometheus: PrometheusServer | undefined;
+  let prometheus: PrometheusStack | undefined;
+  let adapter: PrometheusAdapter | undefined;
   const background: ChildProcess[] = [];
   let localPort = 0;
 
@@ -129,7 +133,8 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     requireDocker(this);
     requireHelm(this);
     requireProgram(this, PYTHON, "the tritonclient venv", "run scripts/setup-python.sh");
-    requireProgram(this, PROMETHEUS, "Prometheus", "apt-get install prometheus");
+    requirePrometheusStack(this);
+    requirePrometheusAdapter(this);
     const unavailable = realNodeUnavailable();
     if (unavailable !== undefined) {
       if (process.env["CI"] === "true") throw new Error(`no real node: ${unavailable}`);
@@ -141,6 +146,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
 
   after(async () => {
     for (const child of background) child.kill();
+    await adapter?.stop();
     await prometheus?.stop();
     await node?.stop();
     await cluster?.stop();
@@ -150,10 +156,11 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     assert.deepEqual(readmeDeployCommands(), README_COMMANDS);
   });
 
-  it("builds the image, starts a cluster with a real node and loads the image into it", async () => {
+  it("builds the image, starts a cluster with a real node and the Prometheus Operator, and loads the image into it", async () => {
     assert.equal(await run(README_COMMANDS[0]!), IMAGE);
     cluster = await TestCluster.start({ fakeNodes: 0, reachableFromPods: true });
     node = await RealNode.start(cluster, [IMAGE]);
+    prometheus = await PrometheusStack.start(cluster);
   });
 
   it("helm install: the operator runs as real pods of the image", async () => {
@@ -217,27 +224,211 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     assert.match(throughService, /^identity-fp32 OUTPUT0 = /m);
   });
 
-  it("Prometheus, scraping what the operator's ServiceMonitor selects, counts those requests", async () => {
-    const monitor = JSON.parse(
-      cluster!.kubectl("get", "servicemonitors.monitoring.coreos.com", "identity-fp32", "-o", "json"),
-    ) as ServiceMonitor;
-    const targets = resolveServiceMonitor(monitor, (...args) => JSON.parse(cluster!.kubectl(...args)));
-    assert.equal(targets.length, 2, "both data-plane pods' metrics ports");
-    prometheus = await PrometheusServer.start(join(cluster!.dir, "prometheus"), [scrapeJobFor(monitor, targets)]);
+  it("the real Prometheus Operator selects the model's ServiceMonitor by kube-prometheus-stack's release label; Prometheus finds both pods through the API server and counts those requests", async () => {
+    const job = "serviceMonitor/default/identity-fp32/0";
+    // A monitor without the release label, selecting the same Service: a Prometheus of
+    // kube-prometheus-stack must ignore it (the example's label is what gets it scraped).
+    cluster!.apply({
+      apiVersion: "monitoring.coreos.com/v1",
+      kind: "ServiceMonitor",
+      metadata: { name: "unlabelled", namespace: "default" },
+      spec: {
+        selector: { matchLabels: { "dynamokserve.dev/model": "identity-fp32" } },
+        endpoints: [{ port: "metrics" }],
+      },
+    });
+    // The operator regenerates the configuration Secret; the kubelet's Secret volume would
+    // carry it to the reloader, which renders it and has Prometheus reload.
     await eventually(
       async () => {
-        const targets = await prometheus!.targets();
+        await prometheus!.syncConfigSecret();
+        assert.deepEqual(await prometheus!.scrapeJobs(), [job]);
+      },
+      90_000,
+      1_000,
+    );
+    const pods = JSON.parse(
+      cluster!.kubectl("get", "pods", "-l", "dynamokserve.dev/model=identity-fp32", "-o", "json"),
+    ) as { items: V1Pod[] };
+    await eventually(
+      async () => {
+        const targets = (await prometheus!.targets()).filter((target) => target.scrapePool === job);
         assert.equal(targets.length, 2, JSON.stringify(targets));
-        assert.ok(
-          targets.every((target) => target.health === "up"),
-          JSON.stringify(targets),
+        for (const target of targets) {
+          assert.equal(target.health, "up", JSON.stringify(target));
+          assert.equal(target.labels["namespace"], "default");
+          assert.equal(target.labels["service"], "identity-fp32");
+          assert.equal(target.labels["endpoint"], "metrics");
+        }
+        assert.deepEqual(
+          targets.map((target) => target.labels["pod"]).sort(),
+          pods.items.map((pod) => pod.metadata?.name).sort(),
         );
         const [total] = await prometheus!.query('sum(nv_inference_request_success{model="identity-fp32"})');
         assert.equal(total?.value, 2, "one request through the port-forward, one through the ClusterIP");
       },
-      60_000,
+      90_000,
       1_000,
     );
+    // What got it selected: the operator put the example's monitoring.labels on its ServiceMonitor.
+    const monitor = JSON.parse(
+      cluster!.kubectl("get", "servicemonitors.monitoring.coreos.com", "identity-fp32", "-o", "json"),
+    ) as { metadata: { labels: Record<string, string> } };
+    assert.equal(monitor.metadata.labels["release"], KUBE_PROMETHEUS_STACK.serviceMonitorSelector.matchLabels.release);
+  });
+
+  it("autoscales on requests in flight: the real prometheus-adapter serves them to the cluster's HPA controller; load adds pods, idle takes them away", async () => {
+    const model = "mock-llm-autoscaled";
+    adapter = await PrometheusAdapter.start(
+      cluster!,
+      prometheus!.url,
+      join(REPO_ROOT, "examples", "autoscaling", "prometheus-adapter-rules.yaml"),
+    );
+    await run(`kubectl apply -f examples/models/${model}.yaml`);
+    await run(`kubectl wait dkm/${model} --for=condition=Ready --timeout=180s`);
+    await eventually(
+      async () => {
+        await prometheus!.syncConfigSecret();
+        assert.ok((await prometheus!.scrapeJobs()).includes(`serviceMonitor/default/${model}/0`));
+      },
+      90_000,
+      1_000,
+    );
+    const ourPods = (values: { describedObject: { name: string }; value: string }[]) =>
+      values.filter((value) => value.describedObject.name.startsWith(`${model}-`));
+    // An idle pod says 0 through the whole chain (not "missing", which an HPA reads otherwise).
+    await eventually(
+      async () => {
+        const values = ourPods(await adapter!.podMetric("default", "dynamo_frontend_inflight_requests"));
+        assert.deepEqual(
+          values.map((value) => value.value),
+          ["0"],
+        );
+      },
+      120_000,
+      2_000,
+    );
+
+    const service = JSON.parse(cluster!.kubectl("get", "service", model, "-o", "json")) as V1Service;
+    const generate = `http://${service.spec?.clusterIP}:8000/v2/models/${model}/generate`;
+    const call = async (): Promise<void> => {
+      const response = await fetch(generate, { method: "POST", body: JSON.stringify({ text_input: "load" }) });
+      await response.text();
+      if (response.status !== 200) throw new Error(`generate: HTTP ${response.status}`);
+    };
+    // kube-proxy programs the new ClusterIP within its sync period.
+    await eventually(call, 30_000, 1_000);
+    // 12 clients, each keeping one ~1 s request in flight: 12 in flight, 4 per pod is 3 pods.
+    const load = new ClosedLoopLoad(12, call);
+    let outcome: LoadOutcome | undefined;
+    try {
+      await eventually(
+        () => {
+          const current = JSON.parse(cluster!.kubectl("get", "dkm", model, "-o", "json")) as {
+            status?: { readyReplicas?: number };
+          };
+          assert.equal(current.status?.readyReplicas, 3);
+        },
+        180_000,
+        2_000,
+      );
+    } finally {
+      outcome = await load.stop();
+    }
+    assert.equal(
+      outcome.failed,
+      0,
+      `${outcome.failed} of ${outcome.sent} failed while pods were added: ${outcome.errors}`,
+    );
+    console.log(`      autoscaling 1 → 3 pods under load: ${outcome.sent} requests, ${outcome.failed} failed`);
+    const hpa = JSON.parse(cluster!.kubectl("get", "hpa", model, "-o", "json")) as {
+      spec: { scaleTargetRef: { kind: string; name: string } };
+    };
+    assert.deepEqual(hpa.spec.scaleTargetRef, { apiVersion: "apps/v1", kind: "Deployment", name: model });
+    // Idle: after the example's 30 s stabilization window the HPA goes back to minReplicas.
+    await eventually(
+      () => {
+        const deployment = JSON.parse(cluster!.kubectl("get", "deployment", model, "-o", "json")) as {
+          spec?: { replicas?: number };
+        };
+        assert.equal(deployment.spec?.replicas, 1);
+      },
+      180_000,
+      2_000,
+    );
+  });
+
+  it("rolls pods under load without failing a request: gRPC and keep-alive HTTP clients through the ClusterIP, and 1 s requests on a single pod", async () => {
+    const service = JSON.parse(cluster!.kubectl("get", "service", "identity-fp32", "-o", "json")) as V1Service;
+    const address = service.spec?.clusterIP;
+    const grpc = Array.from(
+      { length: 4 },
+      () => new GRPCInferenceServiceClient(`${address}:8001`, credentials.createInsecure()),
+    );
+    const request = {
+      modelName: "identity-fp32",
+      inputs: [{ name: "INPUT0", datatype: "FP32", shape: [1, 4], contents: { fp32Contents: [1, 2, 3, 4] } }],
+    };
+    const grpcLoad = new ClosedLoopLoad(4, async (client) => {
+      const reply = await callRpc(grpc[client]!, "modelInfer", request as never);
+      if (reply.outputs[0]?.name !== "OUTPUT0") throw new Error("no OUTPUT0");
+    });
+    const httpLoad = new ClosedLoopLoad(8, async () => {
+      const response = await fetch(`http://${address}:8000/v2/models/identity-fp32/infer`, {
+        method: "POST",
+        body: JSON.stringify({ inputs: [{ name: "INPUT0", shape: [1, 4], datatype: "FP32", data: [1, 2, 3, 4] }] }),
+      });
+      await response.arrayBuffer();
+      if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
+    });
+    // The autoscaled mocker runs one pod between scale-ups: each of its requests is ~1 s in flight.
+    const llm = JSON.parse(cluster!.kubectl("get", "service", "mock-llm-autoscaled", "-o", "json")) as V1Service;
+    const llmLoad = new ClosedLoopLoad(2, async () => {
+      const response = await fetch(`http://${llm.spec?.clusterIP}:8000/v2/models/mock-llm-autoscaled/generate`, {
+        method: "POST",
+        body: JSON.stringify({ text_input: "roll" }),
+      });
+      await response.text();
+      if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
+    });
+    const before = (model: string) =>
+      (
+        JSON.parse(cluster!.kubectl("get", "pods", "-l", `dynamokserve.dev/model=${model}`, "-o", "json")) as {
+          items: V1Pod[];
+        }
+      ).items.map((pod) => pod.metadata?.name);
+    const oldPods = [...before("identity-fp32"), ...before("mock-llm-autoscaled")];
+    let outcomes: LoadOutcome[] = [];
+    try {
+      // A pod template change (the log level is an argument) rolls both models' pods.
+      for (const model of ["identity-fp32", "mock-llm-autoscaled"]) {
+        await run(`kubectl patch dkm ${model} --type merge -p {"spec":{"logLevel":"debug"}}`);
+      }
+      for (const model of ["identity-fp32", "mock-llm-autoscaled"]) {
+        await eventually(
+          () => {
+            const pods = before(model);
+            assert.ok(pods.length > 0 && pods.every((pod) => !oldPods.includes(pod)), `${model}: ${pods}`);
+          },
+          240_000,
+          1_000,
+        );
+        await run(`kubectl rollout status deployment/${model} --timeout=120s`);
+      }
+      // Keep the load on the new pods for a moment: connections moved, nothing lost.
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+    } finally {
+      outcomes = await Promise.all([grpcLoad.stop(), httpLoad.stop(), llmLoad.stop()]);
+      for (const client of grpc) client.close();
+    }
+    const [grpcOutcome, httpOutcome, llmOutcome] = outcomes;
+    console.log(
+      `      roll-out under load: gRPC ${grpcOutcome!.sent} sent / ${grpcOutcome!.failed} failed, HTTP ${httpOutcome!.sent} / ${httpOutcome!.failed}, 1 s requests ${llmOutcome!.sent} / ${llmOutcome!.failed}`,
+    );
+    for (const outcome of outcomes) {
+      assert.ok(outcome.sent > 0);
+      assert.equal(outcome.failed, 0, `${outcome.failed} of ${outcome.sent} failed: ${outcome.errors}`);
+    }
   });
 
   it("KServe v2 REST and OpenAI reach the pods through the Service's http port (ClusterIP)", async () => {
@@ -291,14 +482,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     // The "Triton" the repository forwards to runs on the host; pods reach it at the node's address.
     const upstream = await startServer(["--model-repository", upstreamConfigs, "--host", "0.0.0.0"]);
     try {
-      const apply = (objects: object[]) =>
-        cluster!.kubectlWithInput(
-          JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }),
-          "apply",
-          "-f",
-          "-",
-        );
-      apply([
+      cluster!.apply(
         ...boundClaimObjects("default", "triton-model-repository", repository),
         {
           apiVersion: "v1",
@@ -311,7 +495,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
           persistentVolumeClaim: { claimName: "triton-model-repository" },
           upstream: { address: `${cluster!.advertiseAddress}:${upstream.grpcPort}` },
         }),
-      ]);
+      );
       await run("kubectl wait dkr/triton-models --for=condition=Available --timeout=180s");
       const listed = await eventually(
         () => {

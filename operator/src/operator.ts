@@ -5,6 +5,7 @@ import type {
   V1Pod,
   V1PodDisruptionBudget,
   V1Service,
+  V2HorizontalPodAutoscaler,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import {
@@ -73,6 +74,10 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     ),
     budgets: manager.watch<V1PodDisruptionBudget & KubernetesObject>(
       { apiVersion: "policy/v1", kind: "PodDisruptionBudget", plural: "poddisruptionbudgets" },
+      owned,
+    ),
+    autoscalers: manager.watch<V2HorizontalPodAutoscaler & KubernetesObject>(
+      { apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler", plural: "horizontalpodautoscalers" },
       owned,
     ),
     // All ConfigMaps: models and repositories may name any ConfigMap of their namespace.

@@ -19,6 +19,8 @@ export interface FrontDoor {
   /** The server is live / ready (the readiness a load balancer sees on every port). */
   readonly live: () => boolean;
   readonly ready: () => boolean;
+  /** True once the data plane drains (SIGTERM): requests are still served, connections are not kept. */
+  readonly draining: () => boolean;
 }
 
 export interface FrontDoorOptions {
@@ -132,6 +134,11 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
       const status = reply.raw.writableFinished ? reply.statusCode : CLIENT_CLOSED_REQUEST;
       options.metrics.observe(request.method, routeOf(request), status, reply.elapsedTime / 1000);
     });
+  });
+  // Draining: the pod's endpoint is going away. Each reply closes its connection, so a
+  // keep-alive client reconnects (to a pod that stays) instead of racing the port's close.
+  app.addHook("onRequest", async (_request, reply) => {
+    if (door.draining()) void reply.header("connection", "close");
   });
   if (options.tokens !== undefined) app.addHook("onRequest", authenticate(options.tokens));
   app.setErrorHandler(async (error: unknown, request, reply) => replyError(request, reply, error));

@@ -40,7 +40,8 @@ export class FrontendMetrics {
   private readonly interTokenLatency: Histogram<"model">;
   private readonly outputTokens: Histogram<"model">;
 
-  constructor(register: Registry) {
+  /** `servedModels` names the models loaded now: each gets an in-flight series at every scrape, 0 when idle. */
+  constructor(register: Registry, servedModels: () => Iterable<string>) {
     const registers = [register];
     this.requests = new Counter({
       name: "dynamo_frontend_requests_total",
@@ -53,6 +54,11 @@ export class FrontendMetrics {
       help: "Inference requests being processed now",
       labelNames: ["model"],
       registers,
+      // An autoscaler averages this over pods: a pod that has served nothing yet must say 0,
+      // not be missing (an HPA takes a missing pod to be at its target when scaling down).
+      collect() {
+        for (const model of servedModels()) this.inc({ model }, 0);
+      },
     });
     this.duration = new Histogram({
       name: "dynamo_frontend_request_duration_seconds",

@@ -24,7 +24,7 @@ export function createMetrics(models: ModelRegistry): DataPlaneMetrics {
   );
   return {
     register,
-    frontend: new FrontendMetrics(register),
+    frontend: new FrontendMetrics(register, () => new Set(models.statistics("", "").map(({ name }) => name))),
     grpcInterceptor: grpcServerMetrics(register),
     http: new HttpServerMetrics(register),
   };

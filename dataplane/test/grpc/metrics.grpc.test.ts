@@ -71,6 +71,13 @@ describe("Prometheus metrics after known traffic (dynamo_frontend_*, nv_inferenc
     assert.equal(valueOf(samples, "dynamo_frontend_request_duration_seconds_count", { model: "identity_fp32" }), 4);
   });
 
+  it("publishes in-flight requests for every served model, 0 before its first request (autoscalers read a value per pod)", () => {
+    const idle = samples.find(
+      (sample) => sample.name === "dynamo_frontend_inflight_requests" && sample.labels["model"] === "identity_bytes",
+    );
+    assert.equal(idle?.value, 0, "identity_bytes was never called, and still has a series");
+  });
+
   it("times first tokens and the gaps between tokens of streamed requests", () => {
     const model = { model: "mock_llm" };
     assert.equal(valueOf(samples, "dynamo_frontend_time_to_first_token_seconds_count", model), 3);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { request as httpRequest, type IncomingMessage } from "node:http";
+import { Agent, request as httpRequest, type IncomingMessage } from "node:http";
 import { scrape, valueOf, type Sample } from "../../../e2e/support/prometheus.js";
 import { mockerConfig } from "../fixtures/repository.js";
 import { eventually, startServer, type ServerProcess } from "../fixtures/server.js";
@@ -164,5 +164,40 @@ describe("the HTTP front door on stop: a stream in flight finishes, then the por
     // 80 tokens, then the closing [DONE].
     assert.equal(stream.received(), 81);
     assert.equal(await code, 0);
+  });
+
+  it("while draining, serves each request and tells keep-alive clients to reconnect (Connection: close)", async () => {
+    server = await startServer(["--drain-delay-secs", "3"]);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const infer = () =>
+      new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+        const outgoing = httpRequest(
+          {
+            port: server.httpPort,
+            host: "127.0.0.1",
+            method: "POST",
+            path: "/v2/models/identity_fp32/infer",
+            agent,
+            headers: { "content-type": "application/json" },
+          },
+          (response) => {
+            response.resume();
+            response.on("end", () =>
+              resolve({ status: response.statusCode!, connection: response.headers.connection }),
+            );
+          },
+        );
+        outgoing.on("error", reject);
+        outgoing.end(
+          JSON.stringify({ inputs: [{ name: "INPUT0", shape: [1, 4], datatype: "FP32", data: [1, 2, 3, 4] }] }),
+        );
+      });
+    assert.deepEqual(await infer(), { status: 200, connection: "keep-alive" });
+    const code = server.stop("SIGTERM");
+    // Within the drain delay: still served, on the same kept-alive connection, which it closes.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(await infer(), { status: 200, connection: "close" });
+    assert.equal(await code, 0);
+    agent.destroy();
   });
 });

@@ -57,6 +57,9 @@ ServiceMonitors a model stops asking for; Secrets are read one by one, never lis
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [autoscaling]
+  resources: [horizontalpodautoscalers]
+  verbs: [get, list, watch, create, patch, delete]
 # A repository's data-plane pods: the operator asks a ready one for its models' states.
 - apiGroups: [""]
   resources: [pods]

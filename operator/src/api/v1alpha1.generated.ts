@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveModel";
 export const PLURAL = "dynamokservemodels";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
+export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"autoscaling":{"minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests"},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
 
 /**
  * What to serve and how to run it.
@@ -108,9 +108,53 @@ export interface DynamoKserveModelSpec {
     subPath?: string;
   };
   /**
-   * Number of data-plane pods. Leave it unset to let something else own the count (a HorizontalPodAutoscaler); the operator then never writes the Deployment's replicas. The scale subresource sets it (kubectl scale dkm, an HPA or KEDA targeting the model).
+   * Number of data-plane pods. Leave it unset to let something else own the count (a HorizontalPodAutoscaler); the operator then never writes the Deployment's replicas. The scale subresource sets it (kubectl scale dkm, an HPA or KEDA targeting the model). Not with autoscaling, which owns the count.
    */
   replicas?: number;
+  /**
+   * Scale the data-plane pods with load: the operator creates a HorizontalPodAutoscaler (autoscaling/v2) on the model's Deployment, named like it, and leaves the Deployment's replica count to it. Targets: in-flight requests per pod (the data plane's dynamo_frontend_inflight_requests, served to the HPA by the custom metrics API, e.g. prometheus-adapter with the rule in the README) and/or CPU utilization (the resource metrics API, e.g. metrics-server). With both, the HPA takes the larger count.
+   */
+  autoscaling?: {
+    /**
+     * The fewest pods.
+     */
+    minReplicas?: number;
+    /**
+     * The most pods.
+     */
+    maxReplicas: number;
+    /**
+     * Requests in flight per pod to aim for, averaged over the pods (the Pods metric named by inflightMetric). For an LLM, about the batch a pod serves well.
+     */
+    targetInflightRequests?: number;
+    /**
+     * The name under which the custom metrics API serves the data plane's in-flight requests per pod (what the adapter's rule calls it).
+     */
+    inflightMetric?: string;
+    /**
+     * Average CPU use to aim for, in percent of resources.requests.cpu.
+     */
+    targetCPUUtilization?: number;
+    /**
+     * How fast the HPA scales up and down (autoscaling/v2 HorizontalPodAutoscalerBehavior, validated by the API server); e.g. scaleDown.stabilizationWindowSeconds, 300 by default.
+     */
+    behavior?: {
+      [k: string]: unknown | undefined;
+    };
+  };
+  /**
+   * How a data-plane pod leaves (a roll-out, a scale-down, a node drain) without failing a request: on SIGTERM it keeps serving for drainDelaySeconds with readiness off, while Kubernetes takes it out of the Service's endpoints (HTTP replies then close their connections so clients reconnect elsewhere), then stops taking requests and gives those in flight, long streams included, gracePeriodSeconds to finish. The pod's terminationGracePeriodSeconds covers both, plus 5 seconds.
+   */
+  shutdown?: {
+    /**
+     * Seconds of serving with readiness off before new requests stop.
+     */
+    drainDelaySeconds?: number;
+    /**
+     * Seconds requests in flight (streams too) get to finish once new ones stop.
+     */
+    gracePeriodSeconds?: number;
+  };
   /**
    * Where the data-plane pods run and what they carry beside the operator's own settings. Kubernetes validates each field as it validates a pod template.
    */

@@ -4,6 +4,7 @@ import type {
   V1Deployment,
   V1PodDisruptionBudget,
   V1Service,
+  V2HorizontalPodAutoscaler,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../../lib/errors.js";
@@ -17,7 +18,13 @@ import type { KubeWriter } from "../kube/writer.js";
 import { checkModelConfig } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames } from "../resources/names.js";
 import type { BuildSettings } from "../resources/dataplane-pods.js";
-import { desiredConfigMap, desiredDeployment, desiredDisruptionBudget, desiredService } from "../resources/model.js";
+import {
+  desiredAutoscaler,
+  desiredConfigMap,
+  desiredDeployment,
+  desiredDisruptionBudget,
+  desiredService,
+} from "../resources/model.js";
 import { desiredStatus, type CredentialsOutcome, type PoolOutcome } from "../resources/status.js";
 import { issueCa, issueLeaf, needsIssuing, notAfter, type KeyPairPem } from "../resources/certificates.js";
 import {
@@ -41,6 +48,7 @@ export interface ModelCaches {
   readonly services: WatchedObjects<V1Service & KubernetesObject>;
   readonly configMaps: WatchedObjects<V1ConfigMap & KubernetesObject>;
   readonly budgets: WatchedObjects<V1PodDisruptionBudget & KubernetesObject>;
+  readonly autoscalers: WatchedObjects<V2HorizontalPodAutoscaler & KubernetesObject>;
   /** InferencePools, while their CRD is installed. */
   readonly pools: OptionalKind<InferencePool>;
   /** ServiceMonitors, while their CRD is installed. */
@@ -80,6 +88,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       "Service",
       "ConfigMap",
       "PodDisruptionBudget",
+      "HorizontalPodAutoscaler",
       "InferencePool",
       "ServiceMonitor",
       "Certificate",
@@ -137,10 +146,14 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         );
         const applied = await this.writer.apply(desiredDeployment(model, this.settings), deployment);
         deployment = applied.object as V1Deployment & KubernetesObject;
-        const budget = desiredDisruptionBudget(model);
-        const liveBudget = this.caches.budgets.get(namespace, names.deployment);
-        if (budget !== undefined) await this.writer.apply(budget, liveBudget);
-        else if (liveBudget !== undefined) await this.writer.remove(liveBudget);
+        await this.writer.applyOrRemove(
+          desiredDisruptionBudget(model),
+          this.caches.budgets.get(namespace, names.deployment),
+        );
+        await this.writer.applyOrRemove(
+          desiredAutoscaler(model),
+          this.caches.autoscalers.get(namespace, names.deployment),
+        );
       } else {
         // A bad config leaves the running Deployment and its ConfigMap as they are: pods keep
         // serving the last valid config, and the status says why the new one was refused.

@@ -2,6 +2,9 @@ import type { Owner } from "../api/objects.js";
 import type {
   V1Affinity,
   V1Deployment,
+  V2HorizontalPodAutoscaler,
+  V2HorizontalPodAutoscalerBehavior,
+  V2MetricSpec,
   V1EnvFromSource,
   V1EnvVar,
   V1PodDisruptionBudget,
@@ -33,10 +36,14 @@ export interface BuildSettings {
 
 const UNPRIVILEGED_USER = 65532;
 
+/** A Kubernetes type the CRD leaves open (validated by the API server where it is used). */
+const asKubernetes = <T>(value: unknown): T => value as T;
+
 /** The spec fields every data plane has, whether it serves one model or a repository. */
 export type DataplaneSpec = Pick<
   DynamoKserveModelSpec,
   | "replicas"
+  | "autoscaling"
   | "image"
   | "imagePullPolicy"
   | "resources"
@@ -46,6 +53,7 @@ export type DataplaneSpec = Pick<
   | "maxMessageSize"
   | "logLevel"
   | "pod"
+  | "shutdown"
 >;
 
 /** A volume and where the data-plane container mounts it. */
@@ -75,6 +83,17 @@ function quantities(resources: NonNullable<DataplaneSpec["resources"]>): V1Resou
   return {
     ...(resources.requests !== undefined ? { requests: asStrings(resources.requests) } : {}),
     ...(resources.limits !== undefined ? { limits: asStrings(resources.limits) } : {}),
+  };
+}
+
+/** How a data-plane pod leaves: the drain delay and the grace period (spec.shutdown with its defaults). */
+export function shutdownOf({ shutdown }: Pick<DataplaneSpec, "shutdown">): {
+  drainDelaySeconds: number;
+  gracePeriodSeconds: number;
+} {
+  return {
+    drainDelaySeconds: shutdown?.drainDelaySeconds ?? SPEC_DEFAULTS.shutdown.drainDelaySeconds,
+    gracePeriodSeconds: shutdown?.gracePeriodSeconds ?? SPEC_DEFAULTS.shutdown.gracePeriodSeconds,
   };
 }
 
@@ -150,12 +169,64 @@ export function dataplaneDisruptionBudget(
 }
 
 /**
+ * A data plane's HorizontalPodAutoscaler (spec.autoscaling), named like and scaling its
+ * Deployment: in-flight requests per pod (a Pods metric from the custom metrics API) and/or
+ * CPU utilization (the resource metrics API). Undefined without spec.autoscaling. The HPA
+ * targets the Deployment, not the owner's scale subresource: a Deployment's replica count
+ * is never read as 0 (which an HPA takes for "scaling disabled"), and the operator, which
+ * then leaves the Deployment's replicas unapplied, cannot fight it.
+ */
+export function dataplaneAutoscaler(
+  owner: Owner,
+  spec: Pick<DataplaneSpec, "autoscaling">,
+  name: string,
+): V2HorizontalPodAutoscaler | undefined {
+  const autoscaling = spec.autoscaling;
+  if (autoscaling === undefined) return undefined;
+  const metrics: V2MetricSpec[] = [
+    ...(autoscaling.targetInflightRequests !== undefined
+      ? [
+          {
+            type: "Pods",
+            pods: {
+              metric: { name: autoscaling.inflightMetric ?? SPEC_DEFAULTS.autoscaling.inflightMetric },
+              target: { type: "AverageValue", averageValue: String(autoscaling.targetInflightRequests) },
+            },
+          },
+        ]
+      : []),
+    ...(autoscaling.targetCPUUtilization !== undefined
+      ? [
+          {
+            type: "Resource",
+            resource: {
+              name: "cpu",
+              target: { type: "Utilization", averageUtilization: autoscaling.targetCPUUtilization },
+            },
+          },
+        ]
+      : []),
+  ];
+  return {
+    apiVersion: "autoscaling/v2",
+    kind: "HorizontalPodAutoscaler",
+    metadata: ownedMetadata(owner, name),
+    spec: {
+      scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name },
+      minReplicas: autoscaling.minReplicas ?? SPEC_DEFAULTS.autoscaling.minReplicas,
+      maxReplicas: autoscaling.maxReplicas,
+      metrics,
+      ...(autoscaling.behavior !== undefined
+        ? { behavior: asKubernetes<V2HorizontalPodAutoscalerBehavior>(autoscaling.behavior) }
+        : {}),
+    },
+  };
+}
+
+/**
  * What spec.pod places and adds to the pod (the API server validates each field as part of
  * the Deployment's pod template; the CRD keeps the Kubernetes types open).
  */
-/** A Kubernetes type the CRD leaves open (validated by the API server in the pod template). */
-const asKubernetes = <T>(value: unknown): T => value as T;
-
 function placement(pod: DataplaneSpec["pod"]): Partial<V1PodSpec> {
   if (pod === undefined) return {};
   return {
@@ -186,6 +257,7 @@ export function dataplaneDeployment(
 ): V1Deployment {
   const ports = portsOf({ spec });
   const { tlsSecret } = pods;
+  const shutdown = shutdownOf(spec);
   const args = [
     "dataplane",
     ...dataPlaneArguments({
@@ -194,6 +266,8 @@ export function dataplaneDeployment(
       httpPort: ports.http,
       metricsPort: ports.metrics,
       logLevel: spec.logLevel ?? SPEC_DEFAULTS.logLevel,
+      drainDelaySecs: shutdown.drainDelaySeconds,
+      shutdownGraceSecs: shutdown.gracePeriodSeconds,
       ...(spec.maxMessageSize !== undefined ? { maxMessageSize: spec.maxMessageSize } : {}),
       ...(tlsSecret !== undefined
         ? { useTls: true, certFile: `${TLS_MOUNT}/tls.crt`, keyFile: `${TLS_MOUNT}/tls.key` }
@@ -222,8 +296,9 @@ export function dataplaneDeployment(
     kind: "Deployment",
     metadata: ownedMetadata(owner, name),
     spec: {
-      // Unset replicas leave the count to whoever owns it (an HPA); the field is not applied.
-      ...(spec.replicas !== undefined ? { replicas: spec.replicas } : {}),
+      // Unset replicas (always with spec.autoscaling) leave the count to whoever owns it (an
+      // HPA); the field is not applied.
+      ...(spec.replicas !== undefined && spec.autoscaling === undefined ? { replicas: spec.replicas } : {}),
       selector: { matchLabels: selectorFor(owner) },
       strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
       template: {
@@ -236,6 +311,8 @@ export function dataplaneDeployment(
         },
         spec: {
           ...placement(spec.pod),
+          // SIGKILL comes only after the drain and the grace period (and 5 s to close engines).
+          terminationGracePeriodSeconds: shutdown.drainDelaySeconds + shutdown.gracePeriodSeconds + 5,
           automountServiceAccountToken: false,
           enableServiceLinks: false,
           securityContext: {

@@ -1,8 +1,16 @@
-import type { V1ConfigMap, V1Deployment, V1PodDisruptionBudget, V1Service, V1Volume } from "@kubernetes/client-node";
+import type {
+  V1ConfigMap,
+  V1Deployment,
+  V1PodDisruptionBudget,
+  V1Service,
+  V1Volume,
+  V2HorizontalPodAutoscaler,
+} from "@kubernetes/client-node";
 import { modelFilesFolder } from "../../../lib/contract/layout.js";
 import type { DynamoKserveModel } from "../api/v1alpha1.js";
 import { AUTH_MOUNT, TLS_MOUNT, tlsSecretName, tokenKey } from "./credentials.js";
 import {
+  dataplaneAutoscaler,
   dataplaneDeployment,
   dataplaneDisruptionBudget,
   dataplaneService,
@@ -34,11 +42,17 @@ export function desiredService(model: DynamoKserveModel): V1Service {
   return dataplaneService(model, model.spec, objectNames(model).service, tlsSecretName(model) !== undefined);
 }
 
-/** The model's data-plane Deployment: its ConfigMap as the repository, its Secrets and files. */
 /** The model's PodDisruptionBudget, named like its Deployment (none for a single replica). */
 export function desiredDisruptionBudget(model: DynamoKserveModel): V1PodDisruptionBudget | undefined {
   return dataplaneDisruptionBudget(model, model.spec, objectNames(model).deployment);
 }
+
+/** The model's HorizontalPodAutoscaler, named like its Deployment (none without spec.autoscaling). */
+export function desiredAutoscaler(model: DynamoKserveModel): V2HorizontalPodAutoscaler | undefined {
+  return dataplaneAutoscaler(model, model.spec, objectNames(model).deployment);
+}
+
+/** The model's data-plane Deployment: its ConfigMap as the repository, its Secrets and files. */
 
 export function desiredDeployment(model: DynamoKserveModel, settings: BuildSettings): V1Deployment {
   const { spec } = model;

@@ -46,6 +46,33 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
     /spec\.replicas: Invalid value: -1: spec\.replicas in body should be greater than or equal to 0/,
   ],
   [
+    "replicas beside autoscaling (the autoscaler owns the count)",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      replicas: 2,
+      autoscaling: { maxReplicas: 4, targetInflightRequests: 4 },
+    },
+    /spec\.replicas: Invalid value: .*replicas cannot be set with autoscaling: the autoscaler owns the count/,
+  ],
+  [
+    "autoscaling with more minReplicas than maxReplicas",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      autoscaling: { minReplicas: 5, maxReplicas: 4, targetInflightRequests: 4 },
+    },
+    /spec\.autoscaling\.minReplicas: Invalid value: .*minReplicas must not exceed maxReplicas/,
+  ],
+  [
+    "autoscaling without a target",
+    { modelConfig: { inline: IDENTITY_CONFIG }, autoscaling: { maxReplicas: 4 } },
+    /spec\.autoscaling: Invalid value: .*set targetInflightRequests, targetCPUUtilization or both/,
+  ],
+  [
+    "a CPU utilization target without a CPU request",
+    { modelConfig: { inline: IDENTITY_CONFIG }, autoscaling: { maxReplicas: 4, targetCPUUtilization: 70 } },
+    /spec\.autoscaling\.targetCPUUtilization: Invalid value: .*needs resources\.requests\.cpu/,
+  ],
+  [
     "a model name with a slash",
     { modelName: "a/b", modelConfig: { inline: IDENTITY_CONFIG } },
     /spec\.modelName: Invalid value: "a\/b": spec\.modelName in body should match/,

@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import type { V1ConfigMap, V1Deployment, V1PodDisruptionBudget, V1Service } from "@kubernetes/client-node";
+import type {
+  V1ConfigMap,
+  V1Deployment,
+  V1PodDisruptionBudget,
+  V1Service,
+  V2HorizontalPodAutoscaler,
+} from "@kubernetes/client-node";
 import { testCluster } from "../../../e2e/cluster/mocha-global.js";
 import type { TestCluster } from "../../../e2e/cluster/cluster.js";
 import { eventually } from "../../../e2e/support/eventually.js";
@@ -62,9 +68,15 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
       "8000",
       "--metrics-port",
       "8002",
+      "--shutdown-grace-secs",
+      "30",
+      "--drain-delay-secs",
+      "5",
       "--log-level",
       "info",
     ]);
+    // SIGKILL only after the drain delay, the grace period and 5 s to close engines.
+    assert.equal(pod.terminationGracePeriodSeconds, 40);
     assert.deepEqual({ ...container.readinessProbe?.grpc }, { port: 8001, service: "inference.GRPCInferenceService" });
     assert.equal(container.livenessProbe?.grpc?.port, 8001);
     assert.deepEqual(container.securityContext?.capabilities?.drop, ["ALL"]);
@@ -259,6 +271,56 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
       assert.equal(await kube.exists("policy/v1", "PodDisruptionBudget", namespace, "scalable"), false),
     );
     await kube.delete(modelObject(namespace, "scalable", { modelConfig: { inline: IDENTITY_CONFIG } }));
+  });
+
+  it("autoscales through a HorizontalPodAutoscaler the cluster's HPA controller acts on, never fighting it over replicas", async () => {
+    const autoscaling = {
+      minReplicas: 3,
+      maxReplicas: 5,
+      targetInflightRequests: 4,
+      behavior: { scaleDown: { stabilizationWindowSeconds: 0 } },
+    };
+    await kube.create(modelObject(namespace, "autoscaled", { modelConfig: { inline: IDENTITY_CONFIG }, autoscaling }));
+    const hpa = await eventually(() =>
+      kube.read<V2HorizontalPodAutoscaler>("autoscaling/v2", "HorizontalPodAutoscaler", namespace, "autoscaled"),
+    );
+    assert.deepEqual(
+      { ...hpa.spec?.scaleTargetRef },
+      { apiVersion: "apps/v1", kind: "Deployment", name: "autoscaled" },
+    );
+    assert.equal(hpa.metadata?.ownerReferences?.[0]?.kind, "DynamoKserveModel");
+    // No metrics API serves this cluster's HPA: it still lifts the count to minReplicas, and
+    // the model's status follows the pods the HPA asked for.
+    await eventually(async () => assert.equal((await readModel("autoscaled")).status?.readyReplicas, 3), 45_000);
+    const deployment = await readDeployment("autoscaled");
+    assert.equal(deployment.spec?.replicas, 3);
+    const replicasOwners = (deployment.metadata?.managedFields ?? [])
+      .filter((entry) => JSON.stringify(entry.fieldsV1 ?? {}).includes('"f:replicas"'))
+      .map((entry) => entry.manager);
+    assert.ok(!replicasOwners.includes("dynamo-kserve-operator"), `replicas owned by ${replicasOwners.join(", ")}`);
+    // Edits to the model re-apply the Deployment without touching the HPA's count.
+    await kube.mergePatch(modelObject(namespace, "autoscaled", { logLevel: "debug" } as DynamoKserveModel["spec"]));
+    await eventually(async () =>
+      assert.match(
+        (await readDeployment("autoscaled")).spec?.template.spec?.containers[0]?.args?.join(" ") ?? "",
+        /debug/,
+      ),
+    );
+    assert.equal((await readDeployment("autoscaled")).spec?.replicas, 3);
+    // kubectl scale dkm would fight the autoscaler: the API server refuses it, saying why.
+    assert.throws(
+      () => cluster.kubectl("scale", "dkm", "autoscaled", "-n", namespace, "--replicas", "1"),
+      /replicas cannot be set with autoscaling: the autoscaler owns the count/,
+    );
+    // Autoscaling off: the HPA goes.
+    // A merge patch's null removes the field.
+    await kube.mergePatch(
+      modelObject(namespace, "autoscaled", { autoscaling: null } as unknown as DynamoKserveModel["spec"]),
+    );
+    await eventually(async () =>
+      assert.equal(await kube.exists("autoscaling/v2", "HorizontalPodAutoscaler", namespace, "autoscaled"), false),
+    );
+    await kube.delete(modelObject(namespace, "autoscaled", { modelConfig: { inline: IDENTITY_CONFIG } }));
   });
 
   it("places and shapes the pods as spec.pod says, and rolls them keeping capacity", async () => {

@@ -11,6 +11,7 @@ import { checkModelConfig, type ValidConfig } from "../../src/resources/model-co
 import {
   desiredConfigMap,
   desiredDeployment,
+  desiredAutoscaler,
   desiredDisruptionBudget,
   desiredService,
 } from "../../src/resources/model.js";
@@ -62,6 +63,7 @@ describe("desired-state builders (golden objects)", () => {
     metricsPort: 9002,
     maxMessageSize: 1048576,
     logLevel: "debug",
+    shutdown: { drainDelaySeconds: 10, gracePeriodSeconds: 120 },
   });
 
   it("builds the Deployment", () => {
@@ -152,6 +154,37 @@ describe("desired-state builders (golden objects)", () => {
       });
       assert.equal(budget?.metadata?.ownerReferences?.[0]?.uid, "00000000-0000-0000-0000-000000000001");
     }
+  });
+
+  it("builds a HorizontalPodAutoscaler on the Deployment from spec.autoscaling, and leaves it the replica count", () => {
+    assert.equal(desiredAutoscaler(model({ replicas: 2 })), undefined);
+    const scaled = model({
+      resources: { requests: { cpu: "500m" } },
+      autoscaling: {
+        minReplicas: 2,
+        maxReplicas: 6,
+        targetInflightRequests: 8,
+        targetCPUUtilization: 70,
+        behavior: { scaleDown: { stabilizationWindowSeconds: 30 } },
+      },
+    });
+    assertGolden("autoscaler", desiredAutoscaler(scaled));
+    // The Deployment's count is the HPA's: not applied, and a budget keeps drains to one pod.
+    assert.equal(desiredDeployment(scaled, { dataplaneImage: "i" }).spec?.replicas, undefined);
+    assert.equal(desiredDisruptionBudget(scaled)?.spec?.maxUnavailable, 1);
+    // One target alone, and the defaults: one pod at least, the data plane's own metric name.
+    const inflightOnly = desiredAutoscaler(model({ autoscaling: { maxReplicas: 3, targetInflightRequests: 4 } }));
+    assert.equal(inflightOnly?.spec?.minReplicas, 1);
+    assert.deepEqual(inflightOnly?.spec?.metrics, [
+      {
+        type: "Pods",
+        pods: {
+          metric: { name: "dynamo_frontend_inflight_requests" },
+          target: { type: "AverageValue", averageValue: "4" },
+        },
+      },
+    ]);
+    assert.equal(inflightOnly?.spec?.behavior, undefined);
   });
 
   it("builds the ConfigMap with the config as <model>.pbtxt", () => {
