@@ -20,10 +20,17 @@ export class ClosedLoopLoad {
     this.loops = Array.from({ length: clients }, async (_, client) => {
       while (!this.stopped) {
         this.sent++;
-        await request(client).catch((error: unknown) => {
-          this.failed++;
-          if (this.errors.size < 5) this.errors.add(error instanceof Error ? error.message : String(error));
-        });
+        const failed = await request(client).then(
+          () => false,
+          (error: unknown) => {
+            this.failed++;
+            if (this.errors.size < 5) this.errors.add(error instanceof Error ? error.message : String(error));
+            return true;
+          },
+        );
+        // A request that fails at once would make this loop a chain of microtasks that never
+        // lets a timer (or stop()) run: after a failure, wait a little.
+        if (failed) await new Promise((resolve) => setTimeout(resolve, 10));
       }
     });
   }

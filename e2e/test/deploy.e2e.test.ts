@@ -26,7 +26,8 @@ import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
 import { tritonRepositoryCorpus } from "../../operator/test/fixtures/triton-repository.js";
 import { boundClaimObjects, IDENTITY_CONFIG, repositoryObject } from "../../operator/test/fixtures/kube.js";
 import type { DynamoKserveRepository } from "../../operator/src/api/v1alpha1.js";
-import { call as callRpc, startServer } from "../../dataplane/test/fixtures/server.js";
+import { call as callRpc, infer, startServer } from "../../dataplane/test/fixtures/server.js";
+import { identityRequest } from "../../dataplane/test/fixtures/requests.js";
 import { CLI } from "../../dataplane/test/fixtures/paths.js";
 
 /** The README's "Deploy on Kubernetes" commands, in order; the test runs exactly these. */
@@ -128,6 +129,47 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       child.once("exit", (code) => reject(new Error(`${program} ${args.join(" ")} exited ${code}`)));
     });
   };
+
+  /**
+   * Closed-loop load on identity-fp32 through its Service's ClusterIP: 4 gRPC clients (one
+   * HTTP/2 connection each) and 8 keep-alive HTTP clients. stop() gives [gRPC, HTTP] outcomes.
+   */
+  const identityLoad = (): { stop(): Promise<LoadOutcome[]> } => {
+    const service = JSON.parse(cluster!.kubectl("get", "service", "identity-fp32", "-o", "json")) as V1Service;
+    const address = service.spec?.clusterIP;
+    const grpc = Array.from(
+      { length: 4 },
+      () => new GRPCInferenceServiceClient(`${address}:8001`, credentials.createInsecure()),
+    );
+    const request = identityRequest({ model: "identity-fp32", width: 4 });
+    const grpcLoad = new ClosedLoopLoad(4, async (client) => {
+      const reply = await infer(grpc[client]!, request);
+      if (reply.outputs[0]?.name !== "OUTPUT0") throw new Error("no OUTPUT0");
+    });
+    const httpLoad = new ClosedLoopLoad(8, async () => {
+      const response = await fetch(`http://${address}:8000/v2/models/identity-fp32/infer`, {
+        method: "POST",
+        body: JSON.stringify({ inputs: [{ name: "INPUT0", shape: [1, 4], datatype: "FP32", data: [1, 2, 3, 4] }] }),
+      });
+      await response.arrayBuffer();
+      if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
+    });
+    return {
+      async stop() {
+        const outcomes = await Promise.all([grpcLoad.stop(), httpLoad.stop()]);
+        for (const client of grpc) client.close();
+        return outcomes;
+      },
+    };
+  };
+
+  /** The names of a model's pods (terminating ones included). */
+  const podsOf = (model: string): V1Pod[] =>
+    (
+      JSON.parse(cluster!.kubectl("get", "pods", "-l", `dynamokserve.dev/model=${model}`, "-o", "json")) as {
+        items: V1Pod[];
+      }
+    ).items;
 
   before(async function () {
     requireDocker(this);
@@ -358,29 +400,61 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     );
   });
 
-  it("rolls pods under load without failing a request: gRPC and keep-alive HTTP clients through the ClusterIP, and 1 s requests on a single pod", async () => {
-    const service = JSON.parse(cluster!.kubectl("get", "service", "identity-fp32", "-o", "json")) as V1Service;
-    const address = service.spec?.clusterIP;
-    const grpc = Array.from(
-      { length: 4 },
-      () => new GRPCInferenceServiceClient(`${address}:8001`, credentials.createInsecure()),
+  it("hot-reloads a model config edit in the running pods under load: no pod restarts, no request fails", async () => {
+    const pods = podsOf("identity-fp32");
+    const load = identityLoad();
+    let outcomes: LoadOutcome[] = [];
+    try {
+      // The config lives in the model's ConfigMap, mounted as the data plane's repository:
+      // the kubelet swaps the file, the data plane's poll loads it, the pods stay.
+      const live = JSON.parse(cluster!.kubectl("get", "dkm", "identity-fp32", "-o", "json")) as {
+        spec: { modelConfig: { inline: string } };
+      };
+      const edited = live.spec.modelConfig.inline.replace("max_batch_size: 8", "max_batch_size: 16");
+      assert.notEqual(edited, live.spec.modelConfig.inline);
+      cluster!.kubectl(
+        "patch",
+        "dkm",
+        "identity-fp32",
+        "--type",
+        "merge",
+        "-p",
+        JSON.stringify({ spec: { modelConfig: { inline: edited } } }),
+      );
+      for (const pod of pods) {
+        const client = new GRPCInferenceServiceClient(`${pod.status?.podIP}:8001`, credentials.createInsecure());
+        try {
+          await eventually(
+            async () => {
+              const reply = await callRpc(client, "modelConfig", { name: "identity-fp32", version: "" });
+              assert.equal(reply.config?.maxBatchSize, 16, pod.metadata?.name);
+            },
+            90_000,
+            1_000,
+          );
+        } finally {
+          client.close();
+        }
+      }
+    } finally {
+      outcomes = await load.stop();
+    }
+    const after = podsOf("identity-fp32");
+    assert.deepEqual(
+      after.map((pod) => [pod.metadata?.name, pod.status?.containerStatuses?.[0]?.restartCount]),
+      pods.map((pod) => [pod.metadata?.name, 0]),
     );
-    const request = {
-      modelName: "identity-fp32",
-      inputs: [{ name: "INPUT0", datatype: "FP32", shape: [1, 4], contents: { fp32Contents: [1, 2, 3, 4] } }],
-    };
-    const grpcLoad = new ClosedLoopLoad(4, async (client) => {
-      const reply = await callRpc(grpc[client]!, "modelInfer", request as never);
-      if (reply.outputs[0]?.name !== "OUTPUT0") throw new Error("no OUTPUT0");
-    });
-    const httpLoad = new ClosedLoopLoad(8, async () => {
-      const response = await fetch(`http://${address}:8000/v2/models/identity-fp32/infer`, {
-        method: "POST",
-        body: JSON.stringify({ inputs: [{ name: "INPUT0", shape: [1, 4], datatype: "FP32", data: [1, 2, 3, 4] }] }),
-      });
-      await response.arrayBuffer();
-      if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
-    });
+    console.log(
+      `      hot reload under load: gRPC ${outcomes[0]!.sent} sent / ${outcomes[0]!.failed} failed, HTTP ${outcomes[1]!.sent} / ${outcomes[1]!.failed}`,
+    );
+    for (const outcome of outcomes) {
+      assert.ok(outcome.sent > 0);
+      assert.equal(outcome.failed, 0, `${outcome.failed} of ${outcome.sent} failed: ${outcome.errors}`);
+    }
+  });
+
+  it("rolls pods under load without failing a request: gRPC and keep-alive HTTP clients through the ClusterIP, and 1 s requests on a single pod", async () => {
+    const identity = identityLoad();
     // The autoscaled mocker runs one pod between scale-ups: each of its requests is ~1 s in flight.
     const llm = JSON.parse(cluster!.kubectl("get", "service", "mock-llm-autoscaled", "-o", "json")) as V1Service;
     const llmLoad = new ClosedLoopLoad(2, async () => {
@@ -391,12 +465,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       await response.text();
       if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
     });
-    const before = (model: string) =>
-      (
-        JSON.parse(cluster!.kubectl("get", "pods", "-l", `dynamokserve.dev/model=${model}`, "-o", "json")) as {
-          items: V1Pod[];
-        }
-      ).items.map((pod) => pod.metadata?.name);
+    const before = (model: string) => podsOf(model).map((pod) => pod.metadata?.name);
     const oldPods = [...before("identity-fp32"), ...before("mock-llm-autoscaled")];
     let outcomes: LoadOutcome[] = [];
     try {
@@ -418,8 +487,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       // Keep the load on the new pods for a moment: connections moved, nothing lost.
       await new Promise((resolve) => setTimeout(resolve, 3_000));
     } finally {
-      outcomes = await Promise.all([grpcLoad.stop(), httpLoad.stop(), llmLoad.stop()]);
-      for (const client of grpc) client.close();
+      outcomes = [...(await identity.stop()), await llmLoad.stop()];
     }
     const [grpcOutcome, httpOutcome, llmOutcome] = outcomes;
     console.log(

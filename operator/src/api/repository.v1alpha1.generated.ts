@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveRepository";
 export const PLURAL = "dynamokserverepositories";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"upstream":{"port":8001},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","monitoring":{"interval":"30s"}} as const;
+export const SPEC_DEFAULTS = {"upstream":{"port":8001},"autoscaling":{"minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests"},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","monitoring":{"interval":"30s"}} as const;
 
 /**
  * Where the repository is and how to run its data plane.
@@ -52,9 +52,123 @@ export interface DynamoKserveRepositorySpec {
     address?: string;
   };
   /**
-   * Number of data-plane pods. Leave it unset to let something else own the count (a HorizontalPodAutoscaler); the operator then never writes the Deployment's replicas.
+   * Number of data-plane pods. Leave it unset to let something else own the count (a HorizontalPodAutoscaler); the operator then never writes the Deployment's replicas. The scale subresource sets it (kubectl scale dkr, an HPA or KEDA targeting the repository). Not with autoscaling, which owns the count.
    */
   replicas?: number;
+  /**
+   * Scale the data-plane pods with load: the operator creates a HorizontalPodAutoscaler (autoscaling/v2) on the repository's Deployment, named like it, and leaves the Deployment's replica count to it. Targets: in-flight requests per pod (the data plane's dynamo_frontend_inflight_requests, served to the HPA by the custom metrics API, e.g. prometheus-adapter with the rule in the README) and/or CPU utilization (the resource metrics API, e.g. metrics-server). With both, the HPA takes the larger count.
+   */
+  autoscaling?: {
+    /**
+     * The fewest pods.
+     */
+    minReplicas?: number;
+    /**
+     * The most pods.
+     */
+    maxReplicas: number;
+    /**
+     * Requests in flight per pod to aim for, averaged over the pods (the Pods metric named by inflightMetric). For an LLM, about the batch a pod serves well.
+     */
+    targetInflightRequests?: number;
+    /**
+     * The name under which the custom metrics API serves the data plane's in-flight requests per pod (what the adapter's rule calls it).
+     */
+    inflightMetric?: string;
+    /**
+     * Average CPU use to aim for, in percent of resources.requests.cpu.
+     */
+    targetCPUUtilization?: number;
+    /**
+     * How fast the HPA scales up and down (autoscaling/v2 HorizontalPodAutoscalerBehavior, validated by the API server); e.g. scaleDown.stabilizationWindowSeconds, 300 by default.
+     */
+    behavior?: {
+      [k: string]: unknown | undefined;
+    };
+  };
+  /**
+   * How a data-plane pod leaves (a roll-out, a scale-down, a node drain) without failing a request: on SIGTERM it keeps serving for drainDelaySeconds with readiness off, while Kubernetes takes it out of the Service's endpoints (HTTP replies then close their connections so clients reconnect elsewhere), then stops taking requests and gives those in flight, long streams included, gracePeriodSeconds to finish. The pod's terminationGracePeriodSeconds covers both, plus 5 seconds.
+   */
+  shutdown?: {
+    /**
+     * Seconds of serving with readiness off before new requests stop.
+     */
+    drainDelaySeconds?: number;
+    /**
+     * Seconds requests in flight (streams too) get to finish once new ones stop.
+     */
+    gracePeriodSeconds?: number;
+  };
+  /**
+   * Where the data-plane pods run and what they carry beside the operator's own settings. Kubernetes validates each field as it validates a pod template.
+   */
+  pod?: {
+    /**
+     * Extra pod labels (the operator's own selector label cannot be changed).
+     */
+    labels?: {
+      [k: string]: string | undefined;
+    };
+    /**
+     * Extra pod annotations.
+     */
+    annotations?: {
+      [k: string]: string | undefined;
+    };
+    /**
+     * Node labels the pods must run on.
+     */
+    nodeSelector?: {
+      [k: string]: string | undefined;
+    };
+    /**
+     * Taints the pods tolerate (core/v1 Toleration).
+     */
+    tolerations?: {
+      [k: string]: unknown | undefined;
+    }[];
+    /**
+     * Node and pod (anti-)affinity (core/v1 Affinity).
+     */
+    affinity?: {
+      [k: string]: unknown | undefined;
+    };
+    /**
+     * How the pods spread over zones or nodes (core/v1 TopologySpreadConstraint).
+     */
+    topologySpreadConstraints?: {
+      [k: string]: unknown | undefined;
+    }[];
+    /**
+     * The pods' PriorityClass.
+     */
+    priorityClassName?: string;
+    /**
+     * The pods' ServiceAccount (its token is still not mounted).
+     */
+    serviceAccountName?: string;
+    /**
+     * Secrets for pulling the data-plane image.
+     */
+    imagePullSecrets?: {
+      /**
+       * Name of a Secret of the model's namespace.
+       */
+      name: string;
+    }[];
+    /**
+     * Extra environment variables of the data-plane container (core/v1 EnvVar).
+     */
+    env?: {
+      [k: string]: unknown | undefined;
+    }[];
+    /**
+     * ConfigMaps and Secrets whose keys become environment variables (core/v1 EnvFromSource).
+     */
+    envFrom?: {
+      [k: string]: unknown | undefined;
+    }[];
+  };
   /**
    * Data-plane container image. Defaults to the image the operator was started with.
    */
@@ -137,6 +251,10 @@ export interface DynamoKserveRepositoryStatus {
    * Data-plane pods that exist.
    */
   replicas?: number;
+  /**
+   * The label selector of the data-plane pods (the scale subresource's).
+   */
+  selector?: string;
   /**
    * Data-plane pods that are ready to serve.
    */

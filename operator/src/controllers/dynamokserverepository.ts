@@ -1,4 +1,12 @@
-import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Pod, V1Service } from "@kubernetes/client-node";
+import type {
+  KubernetesObject,
+  V1ConfigMap,
+  V1Deployment,
+  V1Pod,
+  V1PodDisruptionBudget,
+  V1Service,
+  V2HorizontalPodAutoscaler,
+} from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../../lib/errors.js";
 import {
@@ -14,7 +22,9 @@ import type { RepositoryIndexReader } from "../probes/repository-index.js";
 import { REPOSITORY_LABEL } from "../resources/names.js";
 import { portsOf, type BuildSettings } from "../resources/dataplane-pods.js";
 import {
+  desiredRepositoryAutoscaler,
   desiredRepositoryDeployment,
+  desiredRepositoryDisruptionBudget,
   desiredRepositoryService,
   desiredRepositoryStatus,
   repositoryObjectName,
@@ -32,6 +42,8 @@ export interface RepositoryCaches {
   readonly configMaps: WatchedObjects<V1ConfigMap & KubernetesObject>;
   /** The data-plane pods of repositories (label dynamokserve.dev/repository). */
   readonly pods: WatchedObjects<V1Pod & KubernetesObject>;
+  readonly budgets: WatchedObjects<V1PodDisruptionBudget & KubernetesObject>;
+  readonly autoscalers: WatchedObjects<V2HorizontalPodAutoscaler & KubernetesObject>;
   readonly monitors: OptionalKind<ServiceMonitor>;
 }
 
@@ -59,7 +71,15 @@ export class DynamoKserveRepositoryController implements Controller<
   readonly kind = REPOSITORY_KIND;
   readonly statusPlural = REPOSITORY_PLURAL;
   readonly watches: readonly Watch[] = [
-    ownedByLabel(REPOSITORY_LABEL, "Deployment", "Service", "ServiceMonitor", "Pod"),
+    ownedByLabel(
+      REPOSITORY_LABEL,
+      "Deployment",
+      "Service",
+      "PodDisruptionBudget",
+      "HorizontalPodAutoscaler",
+      "ServiceMonitor",
+      "Pod",
+    ),
     // A user's ConfigMap of configs: every repository whose configMapRef names it.
     mapped(["ConfigMap"], (configMap) =>
       this.caches.repositories
@@ -97,6 +117,14 @@ export class DynamoKserveRepositoryController implements Controller<
       await this.writer.apply(desiredRepositoryService(repository), this.caches.services.get(namespace, objectName));
       const applied = await this.writer.apply(desiredRepositoryDeployment(repository, this.settings), deployment);
       deployment = applied.object as V1Deployment & KubernetesObject;
+      await this.writer.applyOrRemove(
+        desiredRepositoryDisruptionBudget(repository),
+        this.caches.budgets.get(namespace, objectName),
+      );
+      await this.writer.applyOrRemove(
+        desiredRepositoryAutoscaler(repository),
+        this.caches.autoscalers.get(namespace, objectName),
+      );
     });
     const monitoring = await reconcileServiceMonitor(repository, objectName, this.caches.monitors, this.writer);
     const index = nameTaken === undefined ? await this.readIndex(repository) : ({ state: "NoReadyPod" } as const);

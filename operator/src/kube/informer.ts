@@ -88,6 +88,7 @@ export class WatchedObjects<T extends KubernetesObject> {
         undefined,
         this.options.labelSelector,
       );
+      for (const item of result.items) withoutManagedFields(item);
       markSynced();
       return result;
     };
@@ -95,7 +96,7 @@ export class WatchedObjects<T extends KubernetesObject> {
     const informer = makeInformer<T>(this.kubeConfig, path, list, this.options.labelSelector) as CachedInformer<T>;
     this.informers.push(informer);
     for (const event of ["add", "update", "delete"] as const) {
-      informer.on(event, (object) => this.options.onEvent(event, object));
+      informer.on(event, (object) => this.options.onEvent(event, withoutManagedFields(object)));
     }
     const { initialMs, maxMs } = this.options.backoff ?? { initialMs: 500, maxMs: 30_000 };
     let failures = 0;
@@ -121,4 +122,15 @@ export class WatchedObjects<T extends KubernetesObject> {
     await restart();
     await synced;
   }
+}
+
+/**
+ * Drops metadata.managedFields from an object the cache holds, in place (as
+ * controller-runtime's TransformStripManagedFields): nothing here reads them, and they are
+ * the largest part of a cached Deployment. client-node's informer stores the very object it
+ * passes to event handlers, and the list items we return, so this shrinks the cache itself.
+ */
+function withoutManagedFields<T extends KubernetesObject>(object: T): T {
+  if (object.metadata !== undefined) delete object.metadata.managedFields;
+  return object;
 }

@@ -53,6 +53,13 @@ export function selectorFor(owner: Owner): Record<string, string> {
   return { [ownerLabel(owner)]: owner.metadata.name };
 }
 
+/** The pod selector as a label-selector string: the scale subresource's status.selector (HPA, KEDA). */
+export function selectorTextFor(owner: Owner): string {
+  return Object.entries(selectorFor(owner))
+    .map(([key, value]) => `${key}=${value}`)
+    .join(",");
+}
+
 /** Makes an owned object garbage-collected with its owner. */
 export function ownerReference(owner: Owner): V1OwnerReference {
   return {

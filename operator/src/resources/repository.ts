@@ -1,5 +1,10 @@
 import type { Transition } from "../api/objects.js";
-import type { V1Deployment, V1Service } from "@kubernetes/client-node";
+import type {
+  V1Deployment,
+  V1PodDisruptionBudget,
+  V1Service,
+  V2HorizontalPodAutoscaler,
+} from "@kubernetes/client-node";
 import {
   REPOSITORY_SPEC_DEFAULTS,
   type DynamoKserveRepository,
@@ -7,9 +12,11 @@ import {
   type RepositoryConditionType,
   type RepositoryModelStatus,
 } from "../api/v1alpha1.js";
-import { CLAIM_REPOSITORY_PATH, MODEL_REPOSITORY_PATH } from "./names.js";
+import { CLAIM_REPOSITORY_PATH, MODEL_REPOSITORY_PATH, selectorTextFor } from "./names.js";
 import {
+  dataplaneAutoscaler,
   dataplaneDeployment,
+  dataplaneDisruptionBudget,
   dataplaneService,
   endpointsOf,
   type BuildSettings,
@@ -52,6 +59,18 @@ export function desiredRepositoryService(repository: DynamoKserveRepository): V1
  * claim's config of that model, and /repository is also where single-file configs find
  * their version folders (--model-files-root).
  */
+/** The repository's PodDisruptionBudget, named like its Deployment (none for a single replica). */
+export function desiredRepositoryDisruptionBudget(
+  repository: DynamoKserveRepository,
+): V1PodDisruptionBudget | undefined {
+  return dataplaneDisruptionBudget(repository, repository.spec, repositoryObjectName(repository));
+}
+
+/** The repository's HorizontalPodAutoscaler, named like its Deployment (none without spec.autoscaling). */
+export function desiredRepositoryAutoscaler(repository: DynamoKserveRepository): V2HorizontalPodAutoscaler | undefined {
+  return dataplaneAutoscaler(repository, repository.spec, repositoryObjectName(repository));
+}
+
 export function desiredRepositoryDeployment(repository: DynamoKserveRepository, settings: BuildSettings): V1Deployment {
   const { configMapRef, persistentVolumeClaim: claim } = repository.spec;
   const configs: MountedVolume | undefined =
@@ -159,6 +178,8 @@ export function desiredRepositoryStatus(
       endpoint,
       httpEndpoint: endpoints.http,
       replicas: deploymentStatus?.replicas ?? 0,
+      // The scale subresource's selector, for an HPA or KEDA targeting the repository.
+      selector: selectorTextFor(repository),
       readyReplicas: deploymentStatus?.readyReplicas ?? 0,
       ...(models !== undefined ? { modelsReady: `${models.filter(isReady).length}/${models.length}`, models } : {}),
       conditions,

@@ -2,7 +2,7 @@ import type { V1Deployment } from "@kubernetes/client-node";
 import type { Transition } from "../api/objects.js";
 import type { Condition, ConditionType, DynamoKserveModel, DynamoKserveModelStatus } from "../api/v1alpha1.js";
 import type { ConfigCheck } from "./model-config.js";
-import { objectNames, selectorFor, servedModelName } from "./names.js";
+import { objectNames, selectorTextFor, servedModelName } from "./names.js";
 import { endpointsOf } from "./dataplane-pods.js";
 import { tlsSecretName } from "./credentials.js";
 
@@ -137,9 +137,7 @@ export function desiredStatus(
       replicas: deploymentStatus?.replicas ?? 0,
       readyReplicas: deploymentStatus?.readyReplicas ?? 0,
       // The scale subresource's selector, for an HPA or KEDA targeting the model.
-      selector: Object.entries(selectorFor(model))
-        .map(([key, value]) => `${key}=${value}`)
-        .join(","),
+      selector: selectorTextFor(model),
       ...poolStatus(observed.inferencePool),
       ...(observed.credentials?.ready === true && observed.credentials.tlsSecret !== undefined
         ? {

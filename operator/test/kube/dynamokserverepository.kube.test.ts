@@ -3,7 +3,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { V1Deployment, V1Pod, V1Service } from "@kubernetes/client-node";
+import type { V1Deployment, V1Pod, V1Service, V2HorizontalPodAutoscaler } from "@kubernetes/client-node";
 import { startServer, type ServerProcess } from "../../../dataplane/test/fixtures/server.js";
 import { eventually } from "../../../e2e/support/eventually.js";
 import { freePort } from "../../../e2e/support/ports.js";
@@ -95,6 +95,10 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
       String(ports.http),
       "--metrics-port",
       String(ports.metrics),
+      "--shutdown-grace-secs",
+      "30",
+      "--drain-delay-secs",
+      "5",
       "--log-level",
       "info",
     ]);
@@ -248,5 +252,58 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     const service = await kube.read<V1Service>("v1", "Service", namespace, "triton");
     assert.deepEqual(service.spec?.selector, { app: "triton" });
     assert.equal(await kube.exists("apps/v1", "Deployment", namespace, "triton"), false);
+  });
+
+  it("scales like a model: kubectl scale dkr, a disruption budget past one pod, an autoscaler that owns the count, pods placed and drained as asked", async () => {
+    const { kube, namespace, cluster } = suite;
+    await kube.create(
+      repositoryObject(namespace, "scaled-repo", {
+        configMapRef: { name: "triton-configs" },
+        replicas: 1,
+        pod: { nodeSelector: { "kubernetes.io/os": "linux" } },
+        shutdown: { drainDelaySeconds: 2, gracePeriodSeconds: 60 },
+      }),
+    );
+    const deployment = await eventually(() =>
+      kube.read<V1Deployment>("apps/v1", "Deployment", namespace, "scaled-repo"),
+    );
+    const pod = deployment.spec?.template.spec;
+    assert.deepEqual(pod?.nodeSelector, { "kubernetes.io/os": "linux" });
+    assert.equal(pod?.terminationGracePeriodSeconds, 67);
+    assert.match(pod?.containers[0]?.args?.join(" ") ?? "", /--shutdown-grace-secs 60 --drain-delay-secs 2/);
+    cluster.kubectl("scale", "dkr", "scaled-repo", "-n", namespace, "--replicas", "3");
+    await eventually(async () => assert.equal((await readRepository("scaled-repo")).status?.replicas, 3));
+    const scale = JSON.parse(
+      cluster.kubectl(
+        "get",
+        "--raw",
+        `/apis/dynamokserve.dev/v1alpha1/namespaces/${namespace}/dynamokserverepositories/scaled-repo/scale`,
+      ),
+    ) as { status: { replicas: number; selector: string } };
+    assert.deepEqual(scale.status, { replicas: 3, selector: "dynamokserve.dev/repository=scaled-repo" });
+    await eventually(() => kube.read("policy/v1", "PodDisruptionBudget", namespace, "scaled-repo"));
+    // Autoscaling instead of a fixed count: the HPA on the Deployment; replicas is refused beside it.
+    await kube.mergePatch(
+      repositoryObject(namespace, "scaled-repo", {
+        replicas: null,
+        autoscaling: { minReplicas: 2, maxReplicas: 4, targetCPUUtilization: 80 },
+        resources: { requests: { cpu: "100m" } },
+      } as unknown as DynamoKserveRepository["spec"]),
+    );
+    const hpa = await eventually(() =>
+      kube.read<V2HorizontalPodAutoscaler>("autoscaling/v2", "HorizontalPodAutoscaler", namespace, "scaled-repo"),
+    );
+    assert.deepEqual(
+      [
+        hpa.spec?.scaleTargetRef.name,
+        hpa.spec?.minReplicas,
+        hpa.spec?.metrics?.[0]?.resource?.target.averageUtilization,
+      ],
+      ["scaled-repo", 2, 80],
+    );
+    assert.throws(
+      () => cluster.kubectl("scale", "dkr", "scaled-repo", "-n", namespace, "--replicas", "1"),
+      /replicas cannot be set with autoscaling/,
+    );
   });
 });
