@@ -76,6 +76,10 @@ try {
     reconcilesPerSecond: (reconciles(atReady) - before) / ((allReady - started) / 1000),
     writesPerModel: writes / COUNT,
     operatorRssMiB: valueOf(after, "process_resident_memory_bytes") / 2 ** 20,
+    // Where that memory is: V8's heap in use (the caches, the queue) and outside it (buffers).
+    operatorHeapUsedMiB: valueOf(after, "nodejs_heap_size_used_bytes") / 2 ** 20,
+    operatorHeapTotalMiB: valueOf(after, "nodejs_heap_size_total_bytes") / 2 ** 20,
+    operatorExternalMiB: valueOf(after, "nodejs_external_memory_bytes") / 2 ** 20,
     steadyStateSeconds: 2 * RESYNC_SECS + 5,
     steadyStateReconciles: reconciles(after) - reconciles(atReady),
     steadyStateWrites: steadyWrites,
