@@ -1,5 +1,6 @@
 import { credentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import {
   GRPCInferenceServiceClient,
   type InferParameter,
@@ -13,6 +14,7 @@ import { identityRequest, promptRequest } from "../fixtures/requests.js";
 import { mockerConfig, TestRepository } from "../fixtures/repository.js";
 import { callError, eventually, inferRequest, startServer, streamAll, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
+import { UNREAD_STREAM } from "../fixtures/paths.js";
 
 /**
  * Defects found by an adversarial run (issue 15), each reproduced here: a request that
@@ -261,22 +263,23 @@ describe("defects found under attack (real server over loopback)", function () {
     });
 
     it("stops reading at the cap (back-pressure), and other clients are not stalled, before or after its cancel", async () => {
-      // A connection of its own: a client that does not read blocks its own connection's windows.
-      const writer = new GRPCInferenceServiceClient(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure(), {
-        "grpc.use_local_subchannel_pool": 1,
+      // The client that does not read runs in a process (and on a connection) of its own: its
+      // 20,000 writes keep that process's event loop busy, which must not count as the
+      // server stalling this test's probe.
+      const writer = spawn(process.execPath, [UNREAD_STREAM, `127.0.0.1:${server.grpcPort}`, "20000"], {
+        stdio: ["ignore", "pipe", "inherit"],
       });
-      const stream = writer.modelStreamInfer();
-      stream.on("error", () => undefined);
-      // Never read: no 'data' listener, so responses pile up and the server's writes block.
-      // (Queued before the probe starts: serializing them stalls this test process, not the server.)
-      const request = identityRequest({ width: 16 });
-      for (let i = 0; i < 20_000; i++) stream.write({ ...request, id: `r${i}` });
+      await new Promise<void>((resolve, reject) => {
+        writer.stdout!.once("data", () => resolve());
+        writer.once("exit", (code) => reject(new Error(`the unread-stream client exited ${code}`)));
+      });
       const probe = probeLatency(server.client);
       await pauseMs(1500);
       const samples = await metricsOf(server);
       const inflight = valueOf(samples, "dynamo_frontend_inflight_requests", { model: "identity_fp32" });
       assert.ok(inflight <= 64 + 1, `${inflight} requests in flight (cap 64, plus the probe's)`);
-      stream.cancel();
+      // Its connection closes: the server sees the stream cancelled.
+      writer.kill("SIGKILL");
       await pauseMs(1000);
       await eventually(async () =>
         assert.equal(
@@ -284,7 +287,6 @@ describe("defects found under attack (real server over loopback)", function () {
           0,
         ),
       );
-      writer.close();
       const { latencies, failures } = await probe.stop();
       console.log(`      another client's worst latency: ${worst(latencies)} ms over ${latencies.length} calls`);
       assert.deepEqual(failures, []);

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { parse } from "yaml";
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import type { V1Deployment } from "@kubernetes/client-node";
@@ -64,6 +65,33 @@ describe("the Helm chart (helm built from its Go module, real API server with RB
     for (const kind of ["serviceaccount", "clusterrole", "role", "rolebinding", "deployment", "service", "configmap"]) {
       assert.match(applied, new RegExp(`^${kind}[^ ]*/`, "m"), `${kind} in:\n${applied}`);
     }
+  });
+
+  it("gives the operator's ServiceMonitor the labels a kube-prometheus-stack Prometheus selects", () => {
+    const rendered = helm(
+      "template",
+      RELEASE,
+      CHART,
+      ...values(),
+      "--kube-version",
+      "1.34.4",
+      "--api-versions",
+      "monitoring.coreos.com/v1/ServiceMonitor",
+      "--set",
+      "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
+      "--show-only",
+      "templates/servicemonitor.yaml",
+    );
+    const monitor = parse(rendered) as { kind: string; metadata: { labels: Record<string, string> } };
+    assert.equal(monitor.kind, "ServiceMonitor");
+    assert.equal(monitor.metadata.labels["release"], "kube-prometheus-stack");
+    // The cluster's ServiceMonitor CRD (from the Prometheus Operator's module) accepts it.
+    const applied = execFileSync(
+      join(cluster.bin, "kubectl"),
+      ["--kubeconfig", cluster.adminKubeconfig, "apply", "--server-side", "--dry-run=server", "-f", "-"],
+      { input: rendered, encoding: "utf8" },
+    );
+    assert.match(applied, /^servicemonitor[^ ]*\/\S+ serverside-applied/m);
   });
 
   it("installs; the operator, run as the chart's ServiceAccount, does its whole job with no request refused", async () => {
