@@ -29,6 +29,13 @@ describe("the Helm chart (helm built from its Go module, real API server with RB
       encoding: "utf8",
       stdio: ["ignore", "pipe", "pipe"],
     });
+  /** What the API server would make of a manifest (kubectl apply --server-side --dry-run=server). */
+  const serverDryRun = (manifest: string): string =>
+    execFileSync(
+      join(cluster.bin, "kubectl"),
+      ["--kubeconfig", cluster.adminKubeconfig, "apply", "--server-side", "--dry-run=server", "-f", "-"],
+      { input: manifest, encoding: "utf8" },
+    );
   const values = (): string[] => ["--namespace", system, "--set", `watchNamespaces={${models}}`];
 
   before(async function () {
@@ -57,11 +64,7 @@ describe("the Helm chart (helm built from its Go module, real API server with RB
       "--set",
       "grafanaDashboard.enabled=true",
     );
-    const applied = execFileSync(
-      join(cluster.bin, "kubectl"),
-      ["--kubeconfig", cluster.adminKubeconfig, "apply", "--server-side", "--dry-run=server", "-f", "-"],
-      { input: rendered, encoding: "utf8" },
-    );
+    const applied = serverDryRun(rendered);
     for (const kind of ["serviceaccount", "clusterrole", "role", "rolebinding", "deployment", "service", "configmap"]) {
       assert.match(applied, new RegExp(`^${kind}[^ ]*/`, "m"), `${kind} in:\n${applied}`);
     }
@@ -86,11 +89,7 @@ describe("the Helm chart (helm built from its Go module, real API server with RB
     assert.equal(monitor.kind, "ServiceMonitor");
     assert.equal(monitor.metadata.labels["release"], "kube-prometheus-stack");
     // The cluster's ServiceMonitor CRD (from the Prometheus Operator's module) accepts it.
-    const applied = execFileSync(
-      join(cluster.bin, "kubectl"),
-      ["--kubeconfig", cluster.adminKubeconfig, "apply", "--server-side", "--dry-run=server", "-f", "-"],
-      { input: rendered, encoding: "utf8" },
-    );
+    const applied = serverDryRun(rendered);
     assert.match(applied, /^servicemonitor[^ ]*\/\S+ serverside-applied/m);
   });
 
