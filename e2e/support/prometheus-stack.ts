@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { V1StatefulSet } from "@kubernetes/client-node";
 import { parse } from "yaml";
@@ -200,14 +200,7 @@ export class PrometheusStack {
     if (gzipped === undefined) throw new Error("the configuration Secret has no prometheus.yaml.gz");
     const file = join(this.dir, "prometheus.yaml.gz");
     const next = Buffer.from(gzipped, "base64");
-    const current = (() => {
-      try {
-        return readFileSync(file);
-      } catch {
-        return undefined;
-      }
-    })();
-    if (current?.equals(next)) return false;
+    if (existsSync(file) && readFileSync(file).equals(next)) return false;
     writeFileSync(file, next);
     return true;
   }
@@ -239,8 +232,8 @@ export class PrometheusStack {
     return body.data.activeTargets;
   }
 
-  /** A file in the stack's folder, e.g. a daemon's log. */
-  log(name: string): string {
+  /** A daemon's log in the stack's folder. */
+  private log(name: string): string {
     return readFileSync(join(this.dir, `${name}.log`), "utf8");
   }
 

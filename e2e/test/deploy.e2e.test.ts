@@ -230,11 +230,9 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     // Ready means one replica serves; the second follows (its gRPC readiness probe passes).
     await eventually(
       () => {
-        const pods = JSON.parse(
-          cluster!.kubectl("get", "pods", "-l", "dynamokserve.dev/model=identity-fp32", "-o", "json"),
-        ) as { items: V1Pod[] };
-        assert.equal(pods.items.length, 2);
-        for (const pod of pods.items) {
+        const pods = podsOf("identity-fp32");
+        assert.equal(pods.length, 2);
+        for (const pod of pods) {
           assert.equal(pod.spec?.nodeName, NODE_NAME);
           assert.ok(pod.status?.containerStatuses?.[0]?.ready, `${pod.metadata?.name} ready`);
         }
@@ -289,9 +287,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       90_000,
       1_000,
     );
-    const pods = JSON.parse(
-      cluster!.kubectl("get", "pods", "-l", "dynamokserve.dev/model=identity-fp32", "-o", "json"),
-    ) as { items: V1Pod[] };
+    const pods = podsOf("identity-fp32");
     await eventually(
       async () => {
         const targets = (await prometheus!.targets()).filter((target) => target.scrapePool === job);
@@ -304,7 +300,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
         }
         assert.deepEqual(
           targets.map((target) => target.labels["pod"]).sort(),
-          pods.items.map((pod) => pod.metadata?.name).sort(),
+          pods.map((pod) => pod.metadata?.name).sort(),
         );
         const [total] = await prometheus!.query('sum(nv_inference_request_success{model="identity-fp32"})');
         assert.equal(total?.value, 2, "one request through the port-forward, one through the ClusterIP");
@@ -465,8 +461,8 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       await response.text();
       if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
     });
-    const before = (model: string) => podsOf(model).map((pod) => pod.metadata?.name);
-    const oldPods = [...before("identity-fp32"), ...before("mock-llm-autoscaled")];
+    const podNames = (model: string) => podsOf(model).map((pod) => pod.metadata?.name);
+    const oldPods = [...podNames("identity-fp32"), ...podNames("mock-llm-autoscaled")];
     let outcomes: LoadOutcome[] = [];
     try {
       // A pod template change (the log level is an argument) rolls both models' pods.
@@ -476,7 +472,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       for (const model of ["identity-fp32", "mock-llm-autoscaled"]) {
         await eventually(
           () => {
-            const pods = before(model);
+            const pods = podNames(model);
             assert.ok(pods.length > 0 && pods.every((pod) => !oldPods.includes(pod)), `${model}: ${pods}`);
           },
           240_000,

@@ -87,7 +87,7 @@ function quantities(resources: NonNullable<DataplaneSpec["resources"]>): V1Resou
 }
 
 /** How a data-plane pod leaves: the drain delay and the grace period (spec.shutdown with its defaults). */
-export function shutdownOf({ shutdown }: Pick<DataplaneSpec, "shutdown">): {
+function shutdownOf({ shutdown }: Pick<DataplaneSpec, "shutdown">): {
   drainDelaySeconds: number;
   gracePeriodSeconds: number;
 } {
