@@ -34,7 +34,7 @@ const OPERATOR_OPTIONS = {
     "--workers <n>",
     { env: "DYNAMO_OPERATOR_WORKERS", help: "models reconciled in parallel" },
     { min: 1, max: 256 },
-    4,
+    16,
   ),
   host: text("--host <address>", { env: "DYNAMO_OPERATOR_HOST", help: "address of the HTTP endpoint" }, "0.0.0.0"),
   httpPort: wholeNumber(

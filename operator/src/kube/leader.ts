@@ -1,6 +1,7 @@
 import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../../lib/errors.js";
+import { makeApiClient } from "./api-clients.js";
 
 /**
  * Lease-based leader election (coordination.k8s.io/v1), as client-go's leaderelection
@@ -42,7 +43,7 @@ export class LeaderElector {
     config: KubeConfig,
     private readonly options: LeaderElectionOptions,
   ) {
-    this.api = config.makeApiClient(CoordinationV1Api);
+    this.api = makeApiClient(config, CoordinationV1Api);
   }
 
   get isLeader(): boolean {

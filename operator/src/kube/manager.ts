@@ -16,6 +16,11 @@ import { OperatorMetrics } from "./metrics.js";
 import { OptionalKind } from "./optional-kind.js";
 import { WorkQueue } from "./queue.js";
 import { KubeWriter } from "./writer.js";
+import { closeApiClients, makeObjectsClient } from "./api-clients.js";
+import { EventRecorder } from "./events.js";
+
+/** How long stopping waits for Events still queued. */
+const EVENT_FLUSH_MS = 5_000;
 
 export interface ManagerOptions {
   /** Path of a kubeconfig; undefined loads the default (in-cluster, $KUBECONFIG, ~/.kube/config). */
@@ -56,6 +61,7 @@ export class Manager {
   readonly config = new KubeConfig();
   readonly metrics = new OperatorMetrics();
   readonly writer: KubeWriter;
+  private readonly events: EventRecorder;
   private readonly objectsApi: KubernetesObjectApi;
   private readonly caches: WatchedObjects<KubernetesObject>[] = [];
   private readonly optionalKinds: OptionalKind<KubernetesObject>[] = [];
@@ -69,8 +75,9 @@ export class Manager {
   constructor(private readonly options: ManagerOptions) {
     if (options.kubeconfig !== undefined) this.config.loadFromFile(options.kubeconfig);
     else this.config.loadFromDefault();
-    this.objectsApi = KubernetesObjectApi.makeApiClient(this.config);
+    this.objectsApi = makeObjectsClient(this.config);
     this.writer = new KubeWriter(this.config, this.metrics, options.logger);
+    this.events = new EventRecorder(this.writer, options.logger, () => this.metrics.eventsDropped.inc());
     // CRDs are cluster-scoped: watched to notice optional kinds' coming and going.
     this.crds = new WatchedObjects(
       this.config,
@@ -176,9 +183,11 @@ export class Manager {
     this.ready = false;
     clearInterval(this.resync);
     await Promise.all(this.running.map(({ queue }) => queue.stop()));
+    await this.events.flush(EVENT_FLUSH_MS);
     await this.elector?.release();
     await Promise.all([...this.caches.map((cache) => cache.stop()), ...this.optionalKinds.map((kind) => kind.stop())]);
     await new Promise<void>((resolve) => (this.http === undefined ? resolve() : this.http.close(() => resolve())));
+    closeApiClients(this.config);
   }
 
   private makeCache<T extends KubernetesObject>(kind: WatchedKind, labelSelector: string | undefined) {
@@ -260,16 +269,7 @@ export class Manager {
       await this.writer.status(owner, controller.statusPlural, outcome.status as object);
       writtenStatus.set(key, outcome.status);
     }
-    for (const transition of outcome.transitions ?? []) {
-      await this.writer
-        .event(owner, transition)
-        .catch((error: unknown) =>
-          this.options.logger.warn(
-            { controller: controller.name, key, err: errorMessage(error) },
-            "could not record an event",
-          ),
-        );
-    }
+    for (const transition of outcome.transitions ?? []) this.events.record(owner, transition);
     return outcome.requeueAfterMs;
   }
 

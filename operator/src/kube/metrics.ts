@@ -32,6 +32,11 @@ export class OperatorMetrics {
     labelNames: ["verb", "resource"] as const,
     registers: [this.registry],
   });
+  readonly eventsDropped = new Counter({
+    name: "dynamo_operator_events_dropped_total",
+    help: "Kubernetes Events not sent because too many were waiting (the API server was behind).",
+    registers: [this.registry],
+  });
   private readonly depth = new Gauge({
     name: "workqueue_depth",
     help: "Keys waiting in the work queue.",

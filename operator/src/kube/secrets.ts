@@ -1,4 +1,5 @@
 import { CoreV1Api, type KubeConfig, type V1Secret } from "@kubernetes/client-node";
+import { makeApiClient } from "./api-clients.js";
 
 /**
  * Secrets read one by one when a reconcile needs them: they are never listed or watched,
@@ -8,7 +9,7 @@ export class SecretReader {
   private readonly core: CoreV1Api;
 
   constructor(config: KubeConfig) {
-    this.core = config.makeApiClient(CoreV1Api);
+    this.core = makeApiClient(config, CoreV1Api);
   }
 
   /** The Secret, or undefined when there is none of that name. */

@@ -12,6 +12,7 @@ import { GROUP, VERSION } from "../api/v1alpha1.js";
 import { OPERATOR_NAME, type Owner, type Transition } from "../api/objects.js";
 import { APPLIED_HASH_ANNOTATION, applyIfChanged, canonicalJson, hashOf, type ApplyResult } from "./apply.js";
 import type { OperatorMetrics } from "./metrics.js";
+import { makeApiClient, makeObjectsClient } from "./api-clients.js";
 
 /** How long a cached object may lag behind an apply we made before it counts as drift. */
 const CACHE_LAG_WINDOW_MS = 10_000;
@@ -31,9 +32,9 @@ export class KubeWriter {
     private readonly metrics: OperatorMetrics,
     private readonly logger?: Logger,
   ) {
-    this.objects = KubernetesObjectApi.makeApiClient(config);
-    this.custom = config.makeApiClient(CustomObjectsApi);
-    this.core = config.makeApiClient(CoreV1Api);
+    this.objects = makeObjectsClient(config);
+    this.custom = makeApiClient(config, CustomObjectsApi);
+    this.core = makeApiClient(config, CoreV1Api);
   }
 
   /**
@@ -51,6 +52,10 @@ export class KubeWriter {
     }
     const result = await applyIfChanged(this.objects, desired, live);
     if (result.changed) {
+      this.forgetExpiredApplies();
+      // Re-inserted so the map stays in apply order, oldest first.
+      this.recentApplies.delete(key);
+      if (result.object.metadata !== undefined) delete result.object.metadata.managedFields;
       this.recentApplies.set(key, { hash, at: Date.now(), object: result.object });
       this.metrics.apiWrites.inc({ verb: "apply", resource: desired.kind?.toLowerCase() ?? "" });
     }
@@ -76,6 +81,19 @@ export class KubeWriter {
     }
     this.recentApplies.delete(`${live.kind}/${live.metadata?.namespace}/${live.metadata?.name}`);
     this.metrics.apiWrites.inc({ verb: "delete", resource: live.kind?.toLowerCase() ?? "" });
+  }
+
+  /**
+   * Drops applies older than the lag window: past it the cache speaks for the object.
+   * Without this, every object ever applied stayed here (with its managedFields): a third
+   * of the operator's heap at 1,000 models.
+   */
+  private forgetExpiredApplies(): void {
+    const expired = Date.now() - CACHE_LAG_WINDOW_MS;
+    for (const [key, { at }] of this.recentApplies) {
+      if (at >= expired) break;
+      this.recentApplies.delete(key);
+    }
   }
 
   /** Forgets every apply of a kind (its CRD was removed, and its objects with it). */
@@ -120,8 +138,8 @@ export class KubeWriter {
   async event(
     model: Owner & { readonly metadata: { readonly resourceVersion?: string } },
     transition: Transition,
+    now: Date,
   ): Promise<void> {
-    const now = new Date();
     await this.core.createNamespacedEvent({
       namespace: model.metadata.namespace,
       body: {

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { pino } from "pino";
 import { contains, hashOf } from "../../src/kube/apply.js";
 import { WorkQueue } from "../../src/kube/queue.js";
+import { EventRecorder } from "../../src/kube/events.js";
 
 describe("apply: does the live object hold the desired one?", () => {
   it("ignores extra live fields and compares lists element by element", () => {
@@ -110,5 +111,68 @@ describe("work queue", () => {
     await queue.stop();
     assert.equal(afterEvents, 5);
     assert.equal(runs - afterEvents, 1, `runs in the next period: ${runs - afterEvents}`);
+  });
+});
+
+describe("event recorder", () => {
+  const logger = pino({ level: "silent" });
+  const owner = (name: string) => ({
+    apiVersion: "dynamokserve.dev/v1alpha1",
+    kind: "DynamoKserveModel",
+    metadata: { name, namespace: "ns", uid: name },
+  });
+  const transition = (reason: string) => ({ type: "Normal" as const, reason, message: reason });
+
+  it("returns at once while the API server is slow, then sends everything stamped with when it was recorded", async () => {
+    const sent: { name: string; reason: string; at: Date; sentAt: number }[] = [];
+    const sink = {
+      event: async (o: { metadata: { name: string } }, t: { reason: string }, at: Date) => {
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        sent.push({ name: o.metadata.name, reason: t.reason, at, sentAt: Date.now() });
+      },
+    };
+    const recorder = new EventRecorder(sink, logger);
+    const started = Date.now();
+    for (let i = 0; i < 6; i++) recorder.record(owner(`m${i}`), transition("Ready"));
+    assert.ok(Date.now() - started < 20, "record() does not wait for the API server");
+    assert.equal(sent.length, 0);
+    await recorder.flush(5_000);
+    assert.deepEqual(sent.map((event) => event.name).sort(), ["m0", "m1", "m2", "m3", "m4", "m5"]);
+    assert.ok(
+      sent.every((event) => event.at.getTime() < started + 20),
+      "timestamps are the recording time",
+    );
+    assert.ok(Math.max(...sent.map((event) => event.sentAt)) - started >= 80, "two at a time: 6 take 3 rounds");
+  });
+
+  it("logs a failed event and goes on; drops (and counts) what exceeds 1,000 waiting", async () => {
+    const sent: string[] = [];
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const sink = {
+      event: async (o: { metadata: { name: string } }) => {
+        await gate;
+        if (o.metadata.name === "bad") throw new Error("refused");
+        sent.push(o.metadata.name);
+      },
+    };
+    let dropped = 0;
+    const recorder = new EventRecorder(sink, logger, () => dropped++);
+    recorder.record(owner("bad"), transition("x"));
+    for (let i = 0; i < 1_050; i++) recorder.record(owner(`m${i}`), transition("x"));
+    // Two are in flight, 1,000 wait: the rest are dropped.
+    assert.equal(dropped, 1_051 - 2 - 1_000);
+    release();
+    await recorder.flush(10_000);
+    assert.equal(sent.length, 1_001);
+    assert.ok(!sent.includes("bad"));
+  });
+
+  it("flush gives up after its timeout when the API server never answers", async () => {
+    const recorder = new EventRecorder({ event: () => new Promise<void>(() => undefined) }, logger);
+    recorder.record(owner("m"), transition("x"));
+    const started = Date.now();
+    await recorder.flush(100);
+    assert.ok(Date.now() - started < 1_000);
   });
 });
