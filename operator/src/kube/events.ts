@@ -25,9 +25,10 @@ const SENDERS = 2;
 /**
  * Kubernetes Events sent off the reconcile path, as client-go's event broadcaster sends
  * them: a reconcile queues its condition changes and goes on, and two senders post them
- * (stamped with the time they were recorded, which is what `kubectl describe` sorts by). Events are best effort: a failed one is logged, and while the API server falls
- * behind at most MAX_QUEUED wait (newer ones are dropped and counted), so recording can
- * neither hold up reconciles nor grow without bound.
+ * (stamped with the time they were recorded, which is what `kubectl describe` sorts by).
+ * Events are best effort: a failed one is logged, and while the API server falls behind at
+ * most MAX_QUEUED wait (newer ones are dropped and counted), so recording can neither hold
+ * up reconciles nor grow without bound.
  */
 export class EventRecorder {
   private readonly queued: Recorded[] = [];
