@@ -107,6 +107,11 @@ export class TestCluster {
     return this.kubectlWithInput(undefined, ...args);
   }
 
+  /** `kubectl get <args> -o json`, parsed: an object, or a list as `{ items }`. */
+  kubectlGet<T>(...args: string[]): T {
+    return JSON.parse(this.kubectl("get", ...args, "-o", "json")) as T;
+  }
+
   /** kubectl with `input` on its standard input (`apply -f -`). */
   kubectlWithInput(input: string | undefined, ...args: string[]): string {
     return execFileSync(join(this.bin, "kubectl"), ["--kubeconfig", this.adminKubeconfig, ...args], {

@@ -95,9 +95,10 @@ export class PrometheusAdapter {
     await waitFor(
       "the custom metrics APIService Available",
       async () => {
-        const service = JSON.parse(
-          this.cluster.kubectl("get", "apiservice", `${CUSTOM_METRICS.version}.${CUSTOM_METRICS.group}`, "-o", "json"),
-        ) as { status?: { conditions?: { type: string; status: string }[] } };
+        const service = this.cluster.kubectlGet<{ status?: { conditions?: { type: string; status: string }[] } }>(
+          "apiservice",
+          `${CUSTOM_METRICS.version}.${CUSTOM_METRICS.group}`,
+        );
         return service.status?.conditions?.some((c) => c.type === "Available" && c.status === "True") ?? false;
       },
       60_000,

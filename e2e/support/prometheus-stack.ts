@@ -144,7 +144,6 @@ export class PrometheusStack {
     // The StatefulSet the operator made says what the reloader container runs with.
     const statefulSet = await this.eventuallyJson<V1StatefulSet>(
       "the operator's Prometheus StatefulSet",
-      "get",
       "statefulset",
       `prometheus-${prometheus}`,
       "-n",
@@ -190,7 +189,6 @@ export class PrometheusStack {
     const { namespace, prometheus } = KUBE_PROMETHEUS_STACK;
     const secret = await this.eventuallyJson<{ data?: Record<string, string> }>(
       "the operator's Prometheus configuration Secret",
-      "get",
       "secret",
       `prometheus-${prometheus}`,
       "-n",
@@ -253,7 +251,7 @@ export class PrometheusStack {
   private async eventuallyJson<T>(what: string, ...args: string[]): Promise<T> {
     let found: T | undefined;
     await waitFor(what, async () => {
-      found = JSON.parse(this.cluster.kubectl(...args, "-o", "json")) as T;
+      found = this.cluster.kubectlGet<T>(...args);
       return true;
     });
     return found!;

@@ -135,7 +135,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
    * HTTP/2 connection each) and 8 keep-alive HTTP clients. stop() gives [gRPC, HTTP] outcomes.
    */
   const identityLoad = (): { stop(): Promise<LoadOutcome[]> } => {
-    const service = JSON.parse(cluster!.kubectl("get", "service", "identity-fp32", "-o", "json")) as V1Service;
+    const service = cluster!.kubectlGet<V1Service>("service", "identity-fp32");
     const address = service.spec?.clusterIP;
     const grpc = Array.from(
       { length: 4 },
@@ -165,11 +165,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
 
   /** The names of a model's pods (terminating ones included). */
   const podsOf = (model: string): V1Pod[] =>
-    (
-      JSON.parse(cluster!.kubectl("get", "pods", "-l", `dynamokserve.dev/model=${model}`, "-o", "json")) as {
-        items: V1Pod[];
-      }
-    ).items;
+    cluster!.kubectlGet<{ items: V1Pod[] }>("pods", "-l", `dynamokserve.dev/model=${model}`).items;
 
   before(async function () {
     requireDocker(this);
@@ -207,9 +203,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
 
   it("helm install: the operator runs as real pods of the image", async () => {
     await run(README_COMMANDS[1]!);
-    const pods = JSON.parse(cluster!.kubectl("get", "pods", "-n", "dynamo-kserve-system", "-o", "json")) as {
-      items: V1Pod[];
-    };
+    const pods = cluster!.kubectlGet<{ items: V1Pod[] }>("pods", "-n", "dynamo-kserve-system");
     assert.equal(pods.items.length, 2);
     for (const pod of pods.items) {
       assert.equal(pod.spec?.nodeName, NODE_NAME);
@@ -245,7 +239,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
   it("the stock Triton client infers through kubectl port-forward and through the Service's ClusterIP", async () => {
     await run(README_COMMANDS[5]!);
     assert.match(await run(README_COMMANDS[6]!), /^identity-fp32 OUTPUT0 = \[\[0\.0, 1\.0, 2\.0, 3\.0\]\]$/m);
-    const service = JSON.parse(cluster!.kubectl("get", "service", "identity-fp32", "-o", "json")) as V1Service;
+    const service = cluster!.kubectlGet<V1Service>("service", "identity-fp32");
     const grpcPort = service.spec?.ports?.find((port) => port.name === "grpc");
     assert.equal(grpcPort?.appProtocol, "kubernetes.io/h2c");
     const clusterAddress = `${service.spec?.clusterIP}:${grpcPort?.port}`;
@@ -309,9 +303,10 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       1_000,
     );
     // What got it selected: the operator put the example's monitoring.labels on its ServiceMonitor.
-    const monitor = JSON.parse(
-      cluster!.kubectl("get", "servicemonitors.monitoring.coreos.com", "identity-fp32", "-o", "json"),
-    ) as { metadata: { labels: Record<string, string> } };
+    const monitor = cluster!.kubectlGet<{ metadata: { labels: Record<string, string> } }>(
+      "servicemonitors.monitoring.coreos.com",
+      "identity-fp32",
+    );
     assert.equal(monitor.metadata.labels["release"], KUBE_PROMETHEUS_STACK.serviceMonitorSelector.matchLabels.release);
   });
 
@@ -347,7 +342,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       2_000,
     );
 
-    const service = JSON.parse(cluster!.kubectl("get", "service", model, "-o", "json")) as V1Service;
+    const service = cluster!.kubectlGet<V1Service>("service", model);
     const generate = `http://${service.spec?.clusterIP}:8000/v2/models/${model}/generate`;
     const call = async (): Promise<void> => {
       const response = await fetch(generate, { method: "POST", body: JSON.stringify({ text_input: "load" }) });
@@ -362,9 +357,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     try {
       await eventually(
         () => {
-          const current = JSON.parse(cluster!.kubectl("get", "dkm", model, "-o", "json")) as {
-            status?: { readyReplicas?: number };
-          };
+          const current = cluster!.kubectlGet<{ status?: { readyReplicas?: number } }>("dkm", model);
           assert.equal(current.status?.readyReplicas, 3);
         },
         180_000,
@@ -379,16 +372,12 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       `${outcome.failed} of ${outcome.sent} failed while pods were added: ${outcome.errors}`,
     );
     console.log(`      autoscaling 1 → 3 pods under load: ${outcome.sent} requests, ${outcome.failed} failed`);
-    const hpa = JSON.parse(cluster!.kubectl("get", "hpa", model, "-o", "json")) as {
-      spec: { scaleTargetRef: { kind: string; name: string } };
-    };
+    const hpa = cluster!.kubectlGet<{ spec: { scaleTargetRef: { kind: string; name: string } } }>("hpa", model);
     assert.deepEqual(hpa.spec.scaleTargetRef, { apiVersion: "apps/v1", kind: "Deployment", name: model });
     // Idle: after the example's 30 s stabilization window the HPA goes back to minReplicas.
     await eventually(
       () => {
-        const deployment = JSON.parse(cluster!.kubectl("get", "deployment", model, "-o", "json")) as {
-          spec?: { replicas?: number };
-        };
+        const deployment = cluster!.kubectlGet<{ spec?: { replicas?: number } }>("deployment", model);
         assert.equal(deployment.spec?.replicas, 1);
       },
       180_000,
@@ -403,9 +392,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     try {
       // The config lives in the model's ConfigMap, mounted as the data plane's repository:
       // the kubelet swaps the file, the data plane's poll loads it, the pods stay.
-      const live = JSON.parse(cluster!.kubectl("get", "dkm", "identity-fp32", "-o", "json")) as {
-        spec: { modelConfig: { inline: string } };
-      };
+      const live = cluster!.kubectlGet<{ spec: { modelConfig: { inline: string } } }>("dkm", "identity-fp32");
       const edited = live.spec.modelConfig.inline.replace("max_batch_size: 8", "max_batch_size: 16");
       assert.notEqual(edited, live.spec.modelConfig.inline);
       cluster!.kubectl(
@@ -452,7 +439,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
   it("rolls pods under load without failing a request: gRPC and keep-alive HTTP clients through the ClusterIP, and 1 s requests on a single pod", async () => {
     const identity = identityLoad();
     // The autoscaled mocker runs one pod between scale-ups: each of its requests is ~1 s in flight.
-    const llm = JSON.parse(cluster!.kubectl("get", "service", "mock-llm-autoscaled", "-o", "json")) as V1Service;
+    const llm = cluster!.kubectlGet<V1Service>("service", "mock-llm-autoscaled");
     const llmLoad = new ClosedLoopLoad(2, async () => {
       const response = await fetch(`http://${llm.spec?.clusterIP}:8000/v2/models/mock-llm-autoscaled/generate`, {
         method: "POST",
@@ -496,7 +483,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
   });
 
   it("KServe v2 REST and OpenAI reach the pods through the Service's http port (ClusterIP)", async () => {
-    const service = JSON.parse(cluster!.kubectl("get", "service", "identity-fp32", "-o", "json")) as V1Service;
+    const service = cluster!.kubectlGet<V1Service>("service", "identity-fp32");
     const httpPort = service.spec?.ports?.find((port) => port.name === "http");
     assert.equal(httpPort?.appProtocol, "http");
     const base = `http://${service.spec?.clusterIP}:${httpPort?.port}`;
@@ -527,7 +514,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       );
       await run(`kubectl apply -f ${join(out, "add-sub-versions.yaml")}`);
       await run("kubectl wait dkm/add-sub-versions --for=condition=Ready --timeout=180s");
-      const service = JSON.parse(cluster!.kubectl("get", "service", "add-sub-versions", "-o", "json")) as V1Service;
+      const service = cluster!.kubectlGet<V1Service>("service", "add-sub-versions");
       const parsed = await eventually(() => inferAddSub(service), 30_000, 1_000);
       assert.equal(parsed.model_version, "2", "version_policy specific: [2]");
       assert.deepEqual(parsed.outputs.find((output) => output.name === "OUTPUT0")?.values, [1, 2, 3, 4]);
@@ -563,9 +550,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       await run("kubectl wait dkr/triton-models --for=condition=Available --timeout=180s");
       const listed = await eventually(
         () => {
-          const current = JSON.parse(
-            cluster!.kubectl("get", "dkr", "triton-models", "-o", "json"),
-          ) as DynamoKserveRepository;
+          const current = cluster!.kubectlGet<DynamoKserveRepository>("dkr", "triton-models");
           const models = new Map(
             (current.status?.models ?? []).map((model) => [`${model.name}:${model.version ?? ""}`, model]),
           );
@@ -587,7 +572,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
         "triton-models.default.svc:8001",
       ]);
 
-      const service = JSON.parse(cluster!.kubectl("get", "service", "triton-models", "-o", "json")) as V1Service;
+      const service = cluster!.kubectlGet<V1Service>("service", "triton-models");
       // As above: kube-proxy programs the new ClusterIP within its sync period.
       const reply = await eventually(() => inferAddSub(service), 30_000, 1_000);
       assert.deepEqual(reply.outputs.find((output) => output.name === "OUTPUT0")?.values, [1, 2, 3, 4]);
