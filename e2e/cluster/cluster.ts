@@ -304,8 +304,9 @@ export class TestCluster {
 
   /**
    * The aggregation layer's credentials: the API server proxies requests for an APIService
-   * (the custom metrics API of prometheus-adapter) with this client certificate, and the
-   * extension server trusts the user it names because this CA signed it.
+   * (the custom metrics API of prometheus-adapter, the resource metrics API of metrics-server)
+   * with this client certificate, and the extension server trusts the user it names because
+   * this CA signed it.
    */
   private async writeFrontProxyCredentials(): Promise<void> {
     const ca = await createTestCa("front-proxy-ca");

@@ -4,6 +4,7 @@
 #   prometheus-operator, prometheus-config-reloader  (github.com/prometheus-operator/prometheus-operator)
 #   prometheus                                       (github.com/prometheus/prometheus: Kubernetes discovery)
 #   prometheus-adapter                               (sigs.k8s.io/prometheus-adapter: the custom metrics API)
+#   metrics-server                                   (sigs.k8s.io/metrics-server: the resource metrics API)
 # into $DYNAMO_KSERVE_CACHE/platform/<name>-<version>/bin (reused when present).
 #
 # `go install module@version` is refused for modules whose go.mod has replace directives, so
@@ -62,4 +63,6 @@ build prometheus github.com/prometheus/prometheus "$PROMETHEUS_VERSION" \
   github.com/prometheus/prometheus/cmd/prometheus
 build prometheus-adapter sigs.k8s.io/prometheus-adapter "$PROMETHEUS_ADAPTER_VERSION" \
   sigs.k8s.io/prometheus-adapter/cmd/adapter
+build metrics-server sigs.k8s.io/metrics-server "$METRICS_SERVER_VERSION" \
+  sigs.k8s.io/metrics-server/cmd/metrics-server
 echo "$cache/platform"

@@ -6,7 +6,8 @@ import { parse } from "yaml";
 import { goModuleDir, pinnedVersion, type TestCluster } from "../cluster/cluster.js";
 import { Daemons, waitFor } from "../cluster/daemons.js";
 import { freePort } from "./ports.js";
-import { CACHE_DIR, requireProgram } from "./prerequisites.js";
+import { CONFIG_RELOADER, PROMETHEUS, PROMETHEUS_OPERATOR } from "./platform.js";
+import { requireProgram } from "./prerequisites.js";
 
 /**
  * The Prometheus Operator's monitoring path, every piece real and built from its pinned Go
@@ -21,19 +22,6 @@ import { CACHE_DIR, requireProgram } from "./prerequisites.js";
  * no node and never pulls), and the test copies the Secret's file where the reloader reads
  * it, as the kubelet's Secret volume would.
  */
-
-/** A binary e2e/platform/build.sh builds: `component` of `name` at the version pinned as `pin`. */
-function platformBinary(name: string, pin: string, component = name): string {
-  return join(CACHE_DIR, "platform", `${name}-${pinnedVersion(pin)}`, "bin", component);
-}
-
-export const PROMETHEUS_OPERATOR = (): string =>
-  platformBinary("prometheus-operator", "PROMETHEUS_OPERATOR_VERSION", "operator");
-export const CONFIG_RELOADER = (): string =>
-  platformBinary("prometheus-operator", "PROMETHEUS_OPERATOR_VERSION", "prometheus-config-reloader");
-export const PROMETHEUS = (): string => platformBinary("prometheus", "PROMETHEUS_VERSION");
-export const PROMETHEUS_ADAPTER = (): string =>
-  platformBinary("prometheus-adapter", "PROMETHEUS_ADAPTER_VERSION", "adapter");
 
 /** Fails (CI) or skips when the platform binaries are not built. */
 export function requirePrometheusStack(context: Mocha.Context): void {

@@ -20,6 +20,7 @@ import { buildImage, IMAGE, requireDocker } from "../support/image.js";
 import { freePort } from "../support/ports.js";
 import { CACHE_DIR, helmBinary, requireHelm, requireProgram } from "../support/prerequisites.js";
 import { KUBE_PROMETHEUS_STACK, PrometheusStack, requirePrometheusStack } from "../support/prometheus-stack.js";
+import { MetricsServer, requireMetricsServer } from "../support/metrics-server.js";
 import { PrometheusAdapter, requirePrometheusAdapter } from "../support/prometheus-adapter.js";
 import { ClosedLoopLoad, type LoadOutcome } from "../support/load.js";
 import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
@@ -85,6 +86,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
   let node: RealNode | undefined;
   let prometheus: PrometheusStack | undefined;
   let adapter: PrometheusAdapter | undefined;
+  let metricsServer: MetricsServer | undefined;
   const background: ChildProcess[] = [];
   let localPort = 0;
 
@@ -131,23 +133,24 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
   };
 
   /**
-   * Closed-loop load on identity-fp32 through its Service's ClusterIP: 4 gRPC clients (one
-   * HTTP/2 connection each) and 8 keep-alive HTTP clients. stop() gives [gRPC, HTTP] outcomes.
+   * Closed-loop load on an identity model (identity-fp32's config) through its Service's
+   * ClusterIP: 4 gRPC clients (one HTTP/2 connection each) and 8 keep-alive HTTP clients.
+   * stop() gives [gRPC, HTTP] outcomes.
    */
-  const identityLoad = (): { stop(): Promise<LoadOutcome[]> } => {
-    const service = cluster!.kubectlGet<V1Service>("service", "identity-fp32");
+  const identityLoad = (model = "identity-fp32"): { stop(): Promise<LoadOutcome[]> } => {
+    const service = cluster!.kubectlGet<V1Service>("service", model);
     const address = service.spec?.clusterIP;
     const grpc = Array.from(
       { length: 4 },
       () => new GRPCInferenceServiceClient(`${address}:8001`, credentials.createInsecure()),
     );
-    const request = identityRequest({ model: "identity-fp32", width: 4 });
+    const request = identityRequest({ model, width: 4 });
     const grpcLoad = new ClosedLoopLoad(4, async (client) => {
       const reply = await infer(grpc[client]!, request);
       if (reply.outputs[0]?.name !== "OUTPUT0") throw new Error("no OUTPUT0");
     });
     const httpLoad = new ClosedLoopLoad(8, async () => {
-      const response = await fetch(`http://${address}:8000/v2/models/identity-fp32/infer`, {
+      const response = await fetch(`http://${address}:8000/v2/models/${model}/infer`, {
         method: "POST",
         body: JSON.stringify({ inputs: [{ name: "INPUT0", shape: [1, 4], datatype: "FP32", data: [1, 2, 3, 4] }] }),
       });
@@ -163,6 +166,49 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     };
   };
 
+  /**
+   * Waits (3 minutes at most) until the autoscaled model has `replicas` ready pods, then stops
+   * the load and asserts that none of its requests failed while pods were added.
+   */
+  const scaleUnderLoad = async (
+    model: string,
+    replicas: number,
+    stopLoad: () => Promise<LoadOutcome[]>,
+  ): Promise<LoadOutcome[]> => {
+    let outcomes: LoadOutcome[] = [];
+    try {
+      await eventually(
+        () => {
+          const current = cluster!.kubectlGet<{ status?: { readyReplicas?: number } }>("dkm", model);
+          assert.equal(current.status?.readyReplicas, replicas);
+        },
+        180_000,
+        2_000,
+      );
+    } finally {
+      outcomes = await stopLoad();
+    }
+    for (const outcome of outcomes) {
+      assert.equal(
+        outcome.failed,
+        0,
+        `${outcome.failed} of ${outcome.sent} failed while pods were added: ${outcome.errors}`,
+      );
+    }
+    return outcomes;
+  };
+
+  /** Waits until the HPA has taken the idle model back to 1 pod (the examples' 30 s stabilization window). */
+  const scaledDownWhenIdle = (model: string): Promise<void> =>
+    eventually(
+      () => {
+        const deployment = cluster!.kubectlGet<{ spec?: { replicas?: number } }>("deployment", model);
+        assert.equal(deployment.spec?.replicas, 1);
+      },
+      180_000,
+      2_000,
+    );
+
   /** The names of a model's pods (terminating ones included). */
   const podsOf = (model: string): V1Pod[] =>
     cluster!.kubectlGet<{ items: V1Pod[] }>("pods", "-l", `dynamokserve.dev/model=${model}`).items;
@@ -173,6 +219,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     requireProgram(this, PYTHON, "the tritonclient venv", "run scripts/setup-python.sh");
     requirePrometheusStack(this);
     requirePrometheusAdapter(this);
+    requireMetricsServer(this);
     const unavailable = realNodeUnavailable();
     if (unavailable !== undefined) {
       if (process.env["CI"] === "true") throw new Error(`no real node: ${unavailable}`);
@@ -184,6 +231,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
 
   after(async () => {
     for (const child of background) child.kill();
+    await metricsServer?.stop();
     await adapter?.stop();
     await prometheus?.stop();
     await node?.stop();
@@ -353,36 +401,64 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     await eventually(call, 30_000, 1_000);
     // 12 clients, each keeping one ~1 s request in flight: 12 in flight, 4 per pod is 3 pods.
     const load = new ClosedLoopLoad(12, call);
-    let outcome: LoadOutcome | undefined;
-    try {
-      await eventually(
-        () => {
-          const current = cluster!.kubectlGet<{ status?: { readyReplicas?: number } }>("dkm", model);
-          assert.equal(current.status?.readyReplicas, 3);
-        },
-        180_000,
-        2_000,
-      );
-    } finally {
-      outcome = await load.stop();
-    }
-    assert.equal(
-      outcome.failed,
-      0,
-      `${outcome.failed} of ${outcome.sent} failed while pods were added: ${outcome.errors}`,
-    );
-    console.log(`      autoscaling 1 → 3 pods under load: ${outcome.sent} requests, ${outcome.failed} failed`);
+    const outcomes = await scaleUnderLoad(model, 3, async () => [await load.stop()]);
+    console.log(`      autoscaling 1 → 3 pods under load: ${outcomes.map((o) => o.sent).join()} requests, 0 failed`);
     const hpa = cluster!.kubectlGet<{ spec: { scaleTargetRef: { kind: string; name: string } } }>("hpa", model);
     assert.deepEqual(hpa.spec.scaleTargetRef, { apiVersion: "apps/v1", kind: "Deployment", name: model });
-    // Idle: after the example's 30 s stabilization window the HPA goes back to minReplicas.
+    await scaledDownWhenIdle(model);
+  });
+
+  it("autoscales on CPU: the real metrics-server reads the real kubelet's container CPU for the cluster's HPA controller; load adds a pod, idle takes it away", async () => {
+    const model = "identity-cpu-autoscaled";
+    metricsServer = await MetricsServer.start(cluster!);
+    await run(`kubectl apply -f examples/models/${model}.yaml`);
+    await run(`kubectl wait dkm/${model} --for=condition=Ready --timeout=180s`);
+    const cpuOf = async (): Promise<string[]> =>
+      (await metricsServer!.podUsage("default"))
+        .filter((pod) => pod.metadata.name.startsWith(`${model}-`))
+        .map((pod) => pod.containers.find((container) => container.name === "dataplane")?.usage.cpu ?? "none");
+    // The kubelet's CPU counter reaches the API (a rate needs two of metrics-server's scrapes).
+    await eventually(async () => assert.equal((await cpuOf()).length, 1), 120_000, 2_000);
+    // The README's look at it: kubectl top reads the same API.
+    const top = await run(`kubectl top pod -l dynamokserve.dev/model=${model}`);
+    assert.match(top, new RegExp(`^${model}-\\S+\\s+\\d+m\\s+\\d+Mi\\s*$`, "m"));
+    // kube-proxy programs the new ClusterIP within its sync period.
+    const { clusterIP } = cluster!.kubectlGet<V1Service>("service", model).spec ?? {};
     await eventually(
-      () => {
-        const deployment = cluster!.kubectlGet<{ spec?: { replicas?: number } }>("deployment", model);
-        assert.equal(deployment.spec?.replicas, 1);
+      async () => {
+        const response = await fetch(`http://${clusterIP}:8000/v2/models/${model}/ready`, {
+          signal: AbortSignal.timeout(2_000),
+        });
+        assert.equal(response.status, 200);
       },
-      180_000,
-      2_000,
+      30_000,
+      1_000,
     );
+    const loadStart = Date.now();
+    const load = identityLoad(model);
+    const outcomes = await scaleUnderLoad(model, 2, () => load.stop());
+    // The resource metrics API's quantities are in nanocores ("523593709n") or millicores.
+    const millicores = (cpu: string): number =>
+      cpu.endsWith("n")
+        ? Math.round(parseInt(cpu, 10) / 1e6)
+        : cpu.endsWith("m")
+          ? parseInt(cpu, 10)
+          : 1000 * Number(cpu);
+    const usage = (await cpuOf()).map((cpu) => `${millicores(cpu)}m`);
+    console.log(
+      `      CPU autoscaling 1 → 2 pods under load in ${Math.round((Date.now() - loadStart) / 1000)} s: ${outcomes.map((o) => o.sent).join(" gRPC + ")} HTTP requests, 0 failed; CPU ${usage.join(", ")} of 200m requested`,
+    );
+    const hpa = cluster!.kubectlGet<{ spec: { metrics: { type: string; resource?: { name: string } }[] } }>(
+      "hpa",
+      model,
+    );
+    assert.deepEqual(
+      hpa.spec.metrics.map((metric) => [metric.type, metric.resource?.name]),
+      [["Resource", "cpu"]],
+    );
+    await scaledDownWhenIdle(model);
+    console.log(`      idle: back to 1 pod; CPU ${(await cpuOf()).map((cpu) => `${millicores(cpu)}m`).join(", ")}`);
+    await run(`kubectl delete -f examples/models/${model}.yaml`);
   });
 
   it("hot-reloads a model config edit in the running pods under load: no pod restarts, no request fails", async () => {

@@ -1,0 +1,105 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { pinnedVersion, type TestCluster } from "../cluster/cluster.js";
+import { Daemons, waitFor } from "../cluster/daemons.js";
+import { freePort } from "./ports.js";
+import { CACHE_DIR } from "./prerequisites.js";
+
+/** A binary e2e/platform/build.sh builds: `component` of `name` at the version pinned as `pin`. */
+function platformBinary(name: string, pin: string, component = name): string {
+  return join(CACHE_DIR, "platform", `${name}-${pinnedVersion(pin)}`, "bin", component);
+}
+
+export const PROMETHEUS_OPERATOR = (): string =>
+  platformBinary("prometheus-operator", "PROMETHEUS_OPERATOR_VERSION", "operator");
+export const CONFIG_RELOADER = (): string =>
+  platformBinary("prometheus-operator", "PROMETHEUS_OPERATOR_VERSION", "prometheus-config-reloader");
+export const PROMETHEUS = (): string => platformBinary("prometheus", "PROMETHEUS_VERSION");
+export const PROMETHEUS_ADAPTER = (): string =>
+  platformBinary("prometheus-adapter", "PROMETHEUS_ADAPTER_VERSION", "adapter");
+export const METRICS_SERVER = (): string => platformBinary("metrics-server", "METRICS_SERVER_VERSION");
+
+/** An API group that a Kubernetes aggregated API server on this machine serves to the test cluster. */
+export interface AggregatedApi {
+  /** The program's name (its folder, its daemon, its Service). */
+  readonly name: string;
+  readonly binary: string;
+  readonly namespace: string;
+  readonly group: string;
+  readonly version: string;
+  /** Its own flags (the generic API server's serving and delegated auth flags are added). */
+  readonly args: readonly string[];
+}
+
+/**
+ * Starts an aggregated API server (prometheus-adapter, metrics-server: both built on
+ * k8s.io/apiserver) on this machine and registers its API group with the cluster's
+ * aggregation layer: an APIService whose Service has this machine as its one endpoint (the
+ * API server reaches it through the endpoints: --enable-aggregator-routing). Resolves once
+ * the API server calls it Available; the returned daemons stop it (`stop(api.name)`).
+ */
+export async function startAggregatedApiServer(cluster: TestCluster, api: AggregatedApi): Promise<Daemons> {
+  const dir = join(cluster.dir, api.name);
+  mkdirSync(join(dir, "certs"), { recursive: true });
+  const port = await freePort();
+  const daemons = new Daemons(dir);
+  daemons.start(api.name, api.binary, [
+    `--secure-port=${port}`,
+    `--bind-address=${cluster.advertiseAddress}`,
+    `--cert-dir=${join(dir, "certs")}`,
+    `--authentication-kubeconfig=${cluster.adminKubeconfig}`,
+    `--authorization-kubeconfig=${cluster.adminKubeconfig}`,
+    ...api.args,
+  ]);
+  try {
+    await register(cluster, api, port);
+  } catch (error) {
+    await daemons.stop(api.name);
+    throw error;
+  }
+  return daemons;
+}
+
+async function register(cluster: TestCluster, api: AggregatedApi, port: number): Promise<void> {
+  const { name, namespace, group, version } = api;
+  cluster.apply(
+    ...(namespace === "kube-system" ? [] : [{ apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } }]),
+    {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name, namespace },
+      spec: { ports: [{ port: 443, targetPort: port, protocol: "TCP" }] },
+    },
+    {
+      apiVersion: "v1",
+      kind: "Endpoints",
+      metadata: { name, namespace },
+      subsets: [{ addresses: [{ ip: cluster.advertiseAddress }], ports: [{ port, protocol: "TCP" }] }],
+    },
+    {
+      apiVersion: "apiregistration.k8s.io/v1",
+      kind: "APIService",
+      metadata: { name: `${version}.${group}` },
+      spec: {
+        group,
+        version,
+        service: { name, namespace, port: 443 },
+        // The server's certificate is self-signed (its --cert-dir).
+        insecureSkipTLSVerify: true,
+        groupPriorityMinimum: 100,
+        versionPriority: 100,
+      },
+    },
+  );
+  await waitFor(
+    `the ${group} APIService Available`,
+    async () => {
+      const service = cluster.kubectlGet<{ status?: { conditions?: { type: string; status: string }[] } }>(
+        "apiservice",
+        `${version}.${group}`,
+      );
+      return service.status?.conditions?.some((c) => c.type === "Available" && c.status === "True") ?? false;
+    },
+    60_000,
+  );
+}
