@@ -7,6 +7,7 @@
 #   venv-llm    a real OpenAI-compatible server: LiteLLM proxy    DYNAMO_KSERVE_LLM_VENV
 #   venv-clients  HTTP clients: the KServe SDK, the openai SDK    DYNAMO_KSERVE_CLIENTS_VENV
 #   venv-aiperf   aiperf (its pins conflict with the KServe SDK's)  DYNAMO_KSERVE_AIPERF_VENV
+#   venv-genai-perf  genai-perf (Triton's LLM benchmark)          DYNAMO_KSERVE_GENAI_PERF_VENV
 # The peers venv uses Debian's python3: pytriton's Python-backend stub links the system
 # libpython, so the interpreter's standard library must match it.
 set -euo pipefail
@@ -24,3 +25,4 @@ make_venv /usr/bin/python3 "${DYNAMO_KSERVE_PEERS_VENV:-$cache/venv-peers}" "$ro
 make_venv /usr/bin/python3 "${DYNAMO_KSERVE_LLM_VENV:-$cache/venv-llm}" "$root/dataplane/test/peers/llm-requirements.txt"
 make_venv python3 "${DYNAMO_KSERVE_CLIENTS_VENV:-$cache/venv-clients}" "$root/dataplane/test/clients/requirements.txt"
 make_venv python3 "${DYNAMO_KSERVE_AIPERF_VENV:-$cache/venv-aiperf}" "$root/dataplane/test/clients/aiperf-requirements.txt"
+make_venv python3 "${DYNAMO_KSERVE_GENAI_PERF_VENV:-$cache/venv-genai-perf}" "$root/dataplane/test/clients/genai-perf-requirements.txt"

@@ -56,16 +56,27 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
 }
 
 function securityOptions(args: DataPlaneArguments): SecurityOptions {
-  const { useTls, certFile, keyFile, clientCaFile } = args;
-  if (useTls !== true && (certFile !== undefined || keyFile !== undefined || clientCaFile !== undefined)) {
-    throw new Error("--cert-file, --key-file and --client-ca-file need --use-tls");
+  const { certFile, keyFile, clientCaFile } = args;
+  // As the reference frontend: a certificate and its key turn TLS on by themselves;
+  // --use-tls only insists that they are there.
+  if (certFile !== undefined && keyFile === undefined) {
+    throw new Error("--cert-file (DYNAMO_TLS_CERT) needs --key-file (DYNAMO_TLS_KEY)");
   }
-  if (useTls === true && (certFile === undefined || keyFile === undefined)) {
+  if (keyFile !== undefined && certFile === undefined) {
+    throw new Error("--key-file (DYNAMO_TLS_KEY) needs --cert-file (DYNAMO_TLS_CERT)");
+  }
+  if (args.useTls === true && certFile === undefined) {
     throw new Error("--use-tls needs --cert-file and --key-file (or DYNAMO_TLS_CERT and DYNAMO_TLS_KEY)");
+  }
+  if (clientCaFile !== undefined && certFile === undefined) {
+    throw new Error("--client-ca-file (DYNAMO_TLS_CLIENT_CA) needs --cert-file and --key-file: mTLS is TLS first");
   }
   const reloadIntervalMs = args.credentialsReloadSecs * 1000;
   return {
-    tls: useTls === true ? { certFile: certFile!, keyFile: keyFile!, clientCaFile, reloadIntervalMs } : undefined,
+    tls:
+      certFile !== undefined && keyFile !== undefined
+        ? { certFile, keyFile, clientCaFile, reloadIntervalMs }
+        : undefined,
     authTokenFile: args.authTokenFile,
     reloadIntervalMs,
   };
@@ -81,6 +92,15 @@ function tuningOptions(args: DataPlaneArguments): GrpcTuning {
     maxConnectionAgeGraceMs: ms(args.grpcMaxConnectionAgeGraceSecs),
     maxConnectionIdleMs: ms(args.grpcMaxConnectionIdleSecs),
     maxConcurrentStreams: args.grpcMaxConcurrentStreams,
+    ...(args.grpcHttp2MaxPingStrikes > 0
+      ? {
+          clientPings: {
+            permitWithoutCalls: args.grpcKeepalivePermitWithoutCalls === true,
+            minIntervalWithoutDataMs: args.grpcHttp2MinPingIntervalWithoutDataSecs * 1000,
+            maxStrikes: args.grpcHttp2MaxPingStrikes,
+          },
+        }
+      : {}),
   };
 }
 

@@ -34,6 +34,8 @@ export const grpcurlBinary = (): string => toolBinary("grpcurl");
 export const helmBinary = (): string => toolBinary("helm");
 export const ghzBinary = (): string => toolBinary("ghz");
 export const vegetaBinary = (): string => toolBinary("vegeta");
+/** perf_analyzer's wrapper (e2e/tools/perf-analyzer.sh): PyPI's binary through a newer glibc's loader. */
+export const perfAnalyzerBinary = (): string => toolBinary("perf_analyzer");
 
 export const requireGrpcurl = (context: Mocha.Context): void =>
   requireProgram(context, grpcurlBinary(), "grpcurl", "run bash e2e/tools/build.sh");

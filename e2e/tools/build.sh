@@ -26,3 +26,5 @@ build helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm
 build ghz "$GHZ_VERSION" github.com/bojand/ghz/cmd/ghz
 # The HTTP load generator of the benchmark (REST and OpenAI scenarios).
 build vegeta "$VEGETA_VERSION" github.com/tsenart/vegeta/v12
+# perf_analyzer is no Go module: a PyPI wheel that needs a newer glibc (see the script).
+bash "$here/perf-analyzer.sh"

@@ -145,6 +145,27 @@ export const DATAPLANE_OPTIONS = {
     env: "DYNAMO_GRPC_MAX_CONNECTION_IDLE_SECS",
     help: "close connections idle this long",
   }),
+  grpcKeepalivePermitWithoutCalls: flag("--grpc-keepalive-permit-without-calls", {
+    env: "DYNAMO_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS",
+    help: "let clients ping while no call is open (grpc.keepalive_permit_without_calls); without it an idle connection may ping once per 2 h",
+  }),
+  grpcHttp2MinPingIntervalWithoutDataSecs: duration(
+    "--grpc-http2-min-ping-interval-without-data-secs <seconds>",
+    {
+      env: "DYNAMO_GRPC_HTTP2_MIN_PING_INTERVAL_WITHOUT_DATA_SECS",
+      help: "shortest gap between a client's pings while no call is open (grpc.http2.min_ping_interval_without_data_ms); a ping sooner is a strike",
+    },
+    300,
+  ),
+  grpcHttp2MaxPingStrikes: wholeNumber(
+    "--grpc-http2-max-ping-strikes <n>",
+    {
+      env: "DYNAMO_GRPC_HTTP2_MAX_PING_STRIKES",
+      help: "strikes tolerated; one more and the connection gets GOAWAY too_many_pings (grpc.http2.max_ping_strikes); 0 accepts every ping, as grpc-js",
+    },
+    { min: 0 },
+    0,
+  ),
   grpcMaxConcurrentStreams: wholeNumber(
     "--grpc-max-concurrent-streams <n>",
     { env: "DYNAMO_GRPC_MAX_CONCURRENT_STREAMS", help: "HTTP/2 streams (calls) per connection at once" },
@@ -166,13 +187,17 @@ export const DATAPLANE_OPTIONS = {
     },
     { min: 65535, max: 2 ** 31 - 1 },
   ),
+  kserveMode: flag("--kserve-mode", {
+    env: "DYNAMO_KSERVE_MODE",
+    help: "accepted as the reference frontend's command lines pass it (`--grpc-port 8001 --kserve-mode`): this data plane always serves KServe v2",
+  }),
   useTls: flag("--use-tls", {
     env: "DYNAMO_USE_TLS",
-    help: "serve gRPC and the HTTP port over TLS (needs --cert-file and --key-file)",
+    help: "insist on TLS for gRPC and the HTTP port: refuse to start without --cert-file and --key-file (which turn TLS on by themselves)",
   }),
   certFile: text("--cert-file <pem>", {
     env: "DYNAMO_TLS_CERT",
-    help: "the server certificate (chain), PEM; reloaded when it changes",
+    help: "the server certificate (chain), PEM, reloaded when it changes; with --key-file, gRPC and the HTTP port serve TLS",
   }),
   keyFile: text("--key-file <pem>", { env: "DYNAMO_TLS_KEY", help: "the server certificate's private key, PEM" }),
   clientCaFile: text("--client-ca-file <pem>", {

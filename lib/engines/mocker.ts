@@ -1,6 +1,6 @@
 import { ConfigError } from "../model-repository/config.js";
 import type { EngineDescription } from "./description.js";
-import { checkLlmSpec, FINISH_REASON, MAX_TOKENS_LIMIT, numberParameter } from "./llm.js";
+import { checkLlmSpec, MAX_TOKENS_LIMIT, numberParameter, type LlmLayout } from "./llm.js";
 
 /**
  * `backend: "mocker"`, a simulated LLM for tests and benchmarks: `ttft_ms` before the
@@ -11,15 +11,13 @@ export interface MockerSettings {
   readonly itlMs: number;
   readonly maxTokens: number;
   readonly decoupled: boolean;
+  readonly layout: LlmLayout;
 }
 
 export const mockerEngine: EngineDescription<MockerSettings> = {
   name: "mocker",
   settings(spec, source) {
-    checkLlmSpec(spec, source, "mocker");
-    if (!spec.outputs.some((output) => output.name === FINISH_REASON)) {
-      throw new ConfigError(source, `backend mocker: declare output '${FINISH_REASON}' with data_type TYPE_STRING`);
-    }
+    const layout = checkLlmSpec(spec, source, "mocker");
     const maxTokens = Math.max(1, Math.floor(numberParameter(spec, source, "max_tokens", 16)));
     if (maxTokens > MAX_TOKENS_LIMIT) {
       throw new ConfigError(source, `parameters["max_tokens"]: at most ${MAX_TOKENS_LIMIT}, got ${maxTokens}`);
@@ -29,6 +27,7 @@ export const mockerEngine: EngineDescription<MockerSettings> = {
       itlMs: numberParameter(spec, source, "itl_ms", 0),
       maxTokens,
       decoupled: spec.decoupled,
+      layout,
     };
   },
 };

@@ -1,6 +1,6 @@
 import { ConfigError } from "../model-repository/config.js";
 import type { EngineDescription } from "./description.js";
-import { checkLlmSpec } from "./llm.js";
+import { checkLlmSpec, type LlmLayout } from "./llm.js";
 
 /**
  * `openai`: an LLM behind an OpenAI-compatible HTTP server (vLLM, SGLang, TGI, llama.cpp).
@@ -15,12 +15,13 @@ export interface OpenAiSettings {
   readonly chat: boolean;
   readonly apiKeyVariable: string | undefined;
   readonly decoupled: boolean;
+  readonly layout: LlmLayout;
 }
 
 export const openAiEngine: EngineDescription<OpenAiSettings> = {
   name: "openai",
   settings(spec, source) {
-    checkLlmSpec(spec, source, "openai");
+    const layout = checkLlmSpec(spec, source, "openai");
     const url = spec.parameters["url"];
     if (url === undefined || !/^https?:\/\/[^\s]+$/.test(url)) {
       throw new ConfigError(
@@ -39,6 +40,7 @@ export const openAiEngine: EngineDescription<OpenAiSettings> = {
       chat: mode === "chat",
       apiKeyVariable: spec.parameters["api_key_env"],
       decoupled: spec.decoupled,
+      layout,
     };
   },
 };

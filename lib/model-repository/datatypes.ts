@@ -68,3 +68,8 @@ export function isDatatype(name: string): name is Datatype {
 export function datatypeFromConfig(type: DataType): Datatype | undefined {
   return byConfigType.get(type);
 }
+
+/** How config.pbtxt spells a datatype: TYPE_<name>, and TYPE_STRING for BYTES. */
+export function configTypeName(datatype: Datatype): string {
+  return datatype === "BYTES" ? "TYPE_STRING" : `TYPE_${datatype}`;
+}

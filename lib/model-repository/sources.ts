@@ -146,7 +146,8 @@ async function readVersionFolders(folder: string): Promise<{ versions: number[];
   const versions: number[] = [];
   const files: string[] = [];
   for (const entry of entries) {
-    if (!/^\d+$/.test(entry.name)) continue;
+    // As Triton: a version is a positive number; "0" and names starting with 0 are not versions.
+    if (!/^[1-9]\d*$/.test(entry.name)) continue;
     const info = await stat(join(folder, entry.name)).catch(() => undefined);
     if (!info?.isDirectory()) continue;
     versions.push(Number(entry.name));

@@ -3,6 +3,7 @@ import type { EngineResponse } from "../engines/engine.js";
 import { internal, invalidArgument } from "../../../lib/errors.js";
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
 import { boolParameter, isTrue } from "../tensors/parameters.js";
+import { fromCharacterCodes, toCharacterCodes } from "./character-codes.js";
 import { decodeInputs, encodeOutputs, type DecodedInputs } from "../tensors/request.js";
 import type { RequestLifetime } from "./lifetime.js";
 import { RequestScope, type Entry, type InferenceContext } from "./request-scope.js";
@@ -18,22 +19,25 @@ export type { Entry, InferenceContext } from "./request-scope.js";
  * RequestScope's.
  */
 
-/** Request parameters that steer the protocol and are not echoed back. */
+/** Request and response parameters of Triton's decoupled protocol. */
 const ENABLE_EMPTY_FINAL = "triton_enable_empty_final_response";
 const FINAL_RESPONSE = "triton_final_response";
 
 export async function* runInference(
   context: InferenceContext,
-  request: ModelInferRequest,
+  received: ModelInferRequest,
   entry: Entry,
   lifetime: RequestLifetime,
 ): AsyncGenerator<ModelInferResponse> {
-  const scope = new RequestScope(context, request, entry, lifetime);
+  const scope = new RequestScope(context, received, entry, lifetime);
   try {
     const { spec, engine, version } = scope.admit();
+    // MAX's clients' prompt form: read as text_input, answered in character codes.
+    const rewritten = fromCharacterCodes(received, spec);
+    const request = rewritten ?? received;
+    const answer = rewritten === undefined ? (response: ModelInferResponse) => response : toCharacterCodes;
     const inputs = decode(request, spec);
     scope.decoded(inputs.batchSize);
-    const echoed = echoedParameters(request.parameters);
     // One reply expected: a model that is not decoupled must make exactly one response.
     const single = scope.isUnary && !spec.decoupled;
     const finalFlag = (final: boolean): Record<string, InferParameter> =>
@@ -55,10 +59,9 @@ export async function* runInference(
       if (single && scope.responseCount > 0) {
         throw internal(`model '${spec.name}' produced more than one response for a unary request`);
       }
-      const response = encodeResponse(request, version, result, inputs.usedRaw, {
-        ...echoed,
-        ...finalFlag(!spec.decoupled),
-      });
+      // As Triton: a response carries the engine's parameters and, on a stream, the final
+      // flag; the request's own parameters are not echoed back.
+      const response = answer(encodeResponse(request, version, result, inputs.usedRaw, finalFlag(!spec.decoupled)));
       scope.encoded();
       yield response;
       scope.resumed();
@@ -66,7 +69,7 @@ export async function* runInference(
     scope.produced();
     if (single && scope.responseCount === 0) throw internal(`model '${spec.name}' produced no response`);
     if (!scope.isUnary && spec.decoupled && isTrue(request.parameters[ENABLE_EMPTY_FINAL])) {
-      yield encodeResponse(request, version, { outputs: [] }, inputs.usedRaw, { ...echoed, ...finalFlag(true) });
+      yield encodeResponse(request, version, { outputs: [] }, inputs.usedRaw, finalFlag(true));
     }
     scope.succeed();
   } catch (error) {
@@ -112,8 +115,4 @@ function encodeResponse(
     outputs,
     rawOutputContents,
   };
-}
-
-function echoedParameters(parameters: Record<string, InferParameter>): Record<string, InferParameter> {
-  return Object.fromEntries(Object.entries(parameters).filter(([key]) => key !== ENABLE_EMPTY_FINAL));
 }

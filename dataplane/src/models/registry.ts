@@ -178,8 +178,13 @@ export class ModelRegistry {
     }
   }
 
-  /** The model and version a request names; an empty version means the latest served. */
-  resolve(name: string, version: string): ResolvedModel {
+  /**
+   * The model and version a request names; an empty version means the latest served, and so
+   * does "0": MAX's clients send it for "the model's one version", and it can name no Triton
+   * version (version folders are positive numbers; Triton ignores names starting with 0).
+   */
+  resolve(name: string, requested: string): ResolvedModel {
+    const version = requested === "0" ? "" : requested;
     const record = this.records.get(name);
     if (record === undefined) throw notFound(`model '${name}' is not found`);
     const model = record.live;

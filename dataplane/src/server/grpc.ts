@@ -6,6 +6,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import type { HealthImplementation } from "grpc-health-check";
+import { enforceClientPingPolicy, type ClientPingPolicy } from "./client-pings.js";
 import { addReflection } from "./reflection.js";
 import { InferenceExtensionsService, type InferenceExtensionsServer } from "../../../proto/gen/ts/extensions.js";
 import { GRPCInferenceServiceService, type GRPCInferenceServiceServer } from "../../../proto/gen/ts/grpc_service.js";
@@ -34,9 +35,13 @@ export interface GrpcTuning {
   readonly maxConnectionAgeGraceMs?: number;
   readonly maxConnectionIdleMs?: number;
   readonly maxConcurrentStreams?: number;
+  /** How often clients may ping (gRPC core's server policy; grpc-js enforces none). */
+  readonly clientPings?: ClientPingPolicy;
 }
 
-const TUNING_OPTIONS: Readonly<Record<keyof GrpcTuning, string>> = {
+type ChannelArgument = Exclude<keyof GrpcTuning, "clientPings">;
+
+const TUNING_OPTIONS: Readonly<Record<ChannelArgument, string>> = {
   keepaliveTimeMs: "grpc.keepalive_time_ms",
   keepaliveTimeoutMs: "grpc.keepalive_timeout_ms",
   maxConnectionAgeMs: "grpc.max_connection_age_ms",
@@ -61,6 +66,18 @@ const extensionsService: ServiceDefinition = {
   modelInferStream: { ...InferenceExtensionsService.modelInferStream, responseSerialize: encodeInferResponse },
 };
 
+/**
+ * The same server-streaming method at the path Modular MAX's clients call: their copy of
+ * the KServe proto declares ModelInferStream inside inference.GRPCInferenceService. Only
+ * the path is added; proto/grpc_service.proto stays the standard one.
+ */
+const maxStreamPath: ServiceDefinition = {
+  modelInferStream: {
+    ...extensionsService["modelInferStream"]!,
+    path: "/inference.GRPCInferenceService/ModelInferStream",
+  },
+};
+
 /** Starts the gRPC server and resolves with it and the port it is bound to. */
 export async function startGrpcServer(
   implementation: GRPCInferenceServiceServer,
@@ -68,9 +85,10 @@ export async function startGrpcServer(
   health: HealthImplementation,
   options: GrpcServerOptions,
 ): Promise<{ server: Server; port: number }> {
-  const tuning = Object.entries(options.tuning)
+  const { clientPings, ...channelArguments } = options.tuning;
+  const tuning = Object.entries(channelArguments)
     .filter(([, value]) => value !== undefined)
-    .map(([key, value]) => [TUNING_OPTIONS[key as keyof GrpcTuning], value as number]);
+    .map(([key, value]) => [TUNING_OPTIONS[key as ChannelArgument], value as number]);
   const server = new Server({
     "grpc.max_receive_message_length": options.maxMessageSize,
     "grpc.max_send_message_length": options.maxMessageSize,
@@ -79,6 +97,7 @@ export async function startGrpcServer(
   });
   server.addService(inferenceService, implementation as unknown as UntypedServiceImplementation);
   server.addService(extensionsService, extensions);
+  server.addService(maxStreamPath, extensions);
   health.addToServer(server);
   addReflection(server);
   const port = await new Promise<number>((resolve, reject) => {
@@ -86,6 +105,7 @@ export async function startGrpcServer(
       error ? reject(error) : resolve(bound),
     );
   });
+  if (clientPings !== undefined) enforceClientPingPolicy(server, clientPings);
   return { server, port };
 }
 

@@ -44,9 +44,16 @@ function configOverride(
   parameters: Record<string, ModelRepositoryParameter>,
 ): ModelConfig | undefined {
   for (const key of Object.keys(parameters)) {
+    // Triton's override of model files: the files would have to be written somewhere the
+    // engines load from, and a pod's repository is a read-only volume.
     if (key.startsWith("file:")) {
       throw unimplemented(
-        `RepositoryModelLoad parameter '${key}': model files sent with the request are not supported`,
+        `RepositoryModelLoad parameter '${key}': model files sent with the request are not supported; put them in the model repository`,
+      );
+    }
+    if (key !== "config") {
+      throw invalidArgument(
+        `RepositoryModelLoad: unknown parameter '${key}'; the one load parameter is 'config' (the model configuration as JSON)`,
       );
     }
   }

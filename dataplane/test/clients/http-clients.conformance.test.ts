@@ -1,13 +1,12 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { CACHE_DIR, requireProgram } from "../../../e2e/support/prerequisites.js";
 import { requireTritonPeers, startTritonPeer, type Peer } from "../fixtures/peers.js";
 import { REPO_ROOT } from "../fixtures/paths.js";
 import { TestRepository } from "../fixtures/repository.js";
+import { runProgram } from "../fixtures/programs.js";
 import { startServer, type ServerProcess } from "../fixtures/server.js";
 
 /**
@@ -16,24 +15,12 @@ import { startServer, type ServerProcess } from "../fixtures/server.js";
  * REST client, curl on Triton's generate extension, and a short aiperf run.
  */
 
-const run = promisify(execFile);
 const here = join(REPO_ROOT, "dataplane", "test", "clients");
 const venvPython = (variable: string, name: string): string =>
   join(process.env[variable] ?? join(CACHE_DIR, name), "bin", "python");
 const CLIENTS = venvPython("DYNAMO_KSERVE_CLIENTS_VENV", "venv-clients");
 const AIPERF = join(process.env["DYNAMO_KSERVE_AIPERF_VENV"] ?? join(CACHE_DIR, "venv-aiperf"), "bin");
 const CURL = "/usr/bin/curl";
-
-/** Runs a program; resolves with its output whether it passed or not. */
-async function runProgram(program: string, args: string[]): Promise<{ code: number; output: string }> {
-  try {
-    const { stdout, stderr } = await run(program, args, { timeout: 240_000, maxBuffer: 16 * 1024 * 1024 });
-    return { code: 0, output: stdout + stderr };
-  } catch (error) {
-    const failed = error as { code?: number; stdout?: string; stderr?: string };
-    return { code: failed.code ?? 1, output: `${failed.stdout ?? ""}${failed.stderr ?? ""}` };
-  }
-}
 
 /** A model forwarded to the Triton peer's echo_llm, declaring the LLM tensors. */
 const remoteLlmConfig = (upstream: string): string => `

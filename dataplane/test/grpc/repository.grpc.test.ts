@@ -1,5 +1,6 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import type { ModelRepositoryParameter } from "../../../proto/gen/ts/grpc_service.js";
 import { mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
@@ -216,6 +217,22 @@ describe("model repository (real server over loopback)", function () {
       );
       assert.equal(bad.code, status.INVALID_ARGUMENT);
       assert.match(bad.details, /parameters\["config"\].*input\[0\] 'X'\.data_type/);
+      assert.deepEqual(await inputShape(server, "identity_int32"), [6n]);
+    });
+
+    it("refuses model files sent with the load (UNIMPLEMENTED) and parameters it does not know (INVALID_ARGUMENT), keeping the model", async () => {
+      const { client } = server;
+      const load = (parameters: Record<string, ModelRepositoryParameter>) =>
+        callError(client, "repositoryModelLoad", { repositoryName: "", modelName: "identity_int32", parameters });
+      const withFile = await load({
+        config: { parameterChoice: { $case: "stringParam", value: '{"backend": "onnxruntime"}' } },
+        "file:1/model.onnx": { parameterChoice: { $case: "bytesParam", value: new Uint8Array([8, 1]) } },
+      });
+      assert.equal(withFile.code, status.UNIMPLEMENTED);
+      assert.match(withFile.details, /'file:1\/model\.onnx'.*model files sent with the request are not supported/);
+      const unknown = await load({ model_path: { parameterChoice: { $case: "stringParam", value: "/elsewhere" } } });
+      assert.equal(unknown.code, status.INVALID_ARGUMENT);
+      assert.match(unknown.details, /unknown parameter 'model_path'.*'config'/);
       assert.deepEqual(await inputShape(server, "identity_int32"), [6n]);
     });
 

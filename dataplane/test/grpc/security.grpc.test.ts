@@ -230,17 +230,19 @@ describe("data plane security: TLS, mTLS, certificate rotation, bearer tokens, m
     });
     after(() => files.remove());
 
-    it("refuses to start with a key that does not match, TLS files without --use-tls, or an empty token file", async () => {
+    it("refuses to start with a key that does not match, a certificate without its key, or an empty token file", async () => {
       /** The data plane on free ports, started with `args`; it must fail. */
       const dataplane = (...args: string[]) =>
         runFailing([CLI, "dataplane", "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0", ...args]);
       const mismatch = await dataplane(...tlsArgs(files));
       assert.equal(mismatch.code, 1);
       assert.match(mismatch.stderr, /TLS: .*tls\.key is not the private key of the certificate in .*tls\.crt/);
-      const noFlag = await runFailing([CLI, "dataplane", "--cert-file", files.path("tls.crt")]);
-      assert.match(noFlag.stderr, /need --use-tls/);
-      const noKey = await runFailing([CLI, "dataplane", "--use-tls", "--cert-file", files.path("tls.crt")]);
-      assert.match(noKey.stderr, /--use-tls needs --cert-file and --key-file/);
+      const noKeyFile = await runFailing([CLI, "dataplane", "--cert-file", files.path("tls.crt")]);
+      assert.match(noKeyFile.stderr, /--cert-file \(DYNAMO_TLS_CERT\) needs --key-file \(DYNAMO_TLS_KEY\)/);
+      const caAlone = await runFailing([CLI, "dataplane", "--client-ca-file", files.path("tls.crt")]);
+      assert.match(caAlone.stderr, /--client-ca-file \(DYNAMO_TLS_CLIENT_CA\) needs --cert-file and --key-file/);
+      const tlsAlone = await runFailing([CLI, "dataplane", "--use-tls"]);
+      assert.match(tlsAlone.stderr, /--use-tls needs --cert-file and --key-file/);
       const empty = await dataplane("--auth-token-file", files.path("empty"));
       assert.match(empty.stderr, /empty holds no token/);
     });

@@ -68,7 +68,12 @@ describe("generate and OpenAI routes on the HTTP front door", function () {
 
   it("lists only models with the LLM tensor interface on /v1/models", async () => {
     const models = (await (await fetch(url("/v1/models"))).json()) as { data: { id: string }[] };
-    assert.deepEqual(models.data.map((model) => model.id).sort(), ["mock_llm", "slow_llm"]);
+    assert.deepEqual(models.data.map((model) => model.id).sort(), [
+      "mock_llm",
+      "mock_llm_trtllm",
+      "mock_llm_vllm",
+      "slow_llm",
+    ]);
   });
 
   it("answers bad OpenAI requests in OpenAI's error shape", async () => {

@@ -25,4 +25,10 @@ describe("model repository scan", () => {
     mkdirSync(join(repository, "m", "2"));
     assert.notEqual(await fingerprint(), second);
   });
+
+  it("takes positive numbers as versions, as Triton: not 0, not names starting with 0", async () => {
+    for (const folder of ["0", "01", "2", "10", "v3"]) mkdirSync(join(repository, "m", folder), { recursive: true });
+    const [source] = await scanModelSources([repository], []);
+    assert.deepEqual(source?.versions, [2, 10]);
+  });
 });

@@ -108,10 +108,6 @@ export class DynamoKserveRepositoryController implements Controller<
   async reconcile(repository: DynamoKserveRepository): Promise<Reconciled<DynamoKserveRepositoryStatus>> {
     const { namespace } = repository.metadata;
     const objectName = repositoryObjectName(repository);
-    const ref = repository.spec.configMapRef;
-    const missingConfigMap =
-      ref !== undefined && this.caches.configMaps.get(namespace, ref.name) === undefined ? ref.name : undefined;
-
     let deployment = this.caches.deployments.get(namespace, objectName);
     const nameTaken = await nameTakenBy(async () => {
       await this.writer.apply(desiredRepositoryService(repository), this.caches.services.get(namespace, objectName));
@@ -128,6 +124,11 @@ export class DynamoKserveRepositoryController implements Controller<
     });
     const monitoring = await reconcileServiceMonitor(repository, objectName, this.caches.monitors, this.writer);
     const index = nameTaken === undefined ? await this.readIndex(repository) : ({ state: "NoReadyPod" } as const);
+    // Read after the pod answered (which can take seconds): a ConfigMap made meanwhile must
+    // not be reported missing beside a model list that already reflects it.
+    const ref = repository.spec.configMapRef;
+    const missingConfigMap =
+      ref !== undefined && this.caches.configMaps.get(namespace, ref.name) === undefined ? ref.name : undefined;
     const { status, transitions } = desiredRepositoryStatus(
       repository,
       {

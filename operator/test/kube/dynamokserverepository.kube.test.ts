@@ -3,6 +3,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Server, ServerCredentials } from "@grpc/grpc-js";
 import type { V1Deployment, V1Pod, V1Service, V2HorizontalPodAutoscaler } from "@kubernetes/client-node";
 import { startServer, type ServerProcess } from "../../../dataplane/test/fixtures/server.js";
 import { eventually } from "../../../e2e/support/eventually.js";
@@ -11,6 +12,11 @@ import type { DynamoKserveRepository, RepositoryModelStatus } from "../../src/ap
 import { boundClaimObjects, conditionOf, IDENTITY_CONFIG, repositoryObject } from "../fixtures/kube.js";
 import { useOperator } from "../fixtures/operator.js";
 import { tritonRepositoryCorpus } from "../fixtures/triton-repository.js";
+import {
+  GRPCInferenceServiceService,
+  type GRPCInferenceServiceServer,
+  type RepositoryIndexResponse,
+} from "../../../proto/gen/ts/grpc_service.js";
 
 /** A config the ConfigMap carries to override the claim's broken one of the same name. */
 const FIXED_BROKEN_DIMS = `name: "broken_dims"\n${IDENTITY_CONFIG}`;
@@ -23,7 +29,7 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
   let upstreamConfigs: string;
   let upstream: ServerProcess | undefined;
   let dataplane: ServerProcess | undefined;
-  let aliasedIp: string | undefined;
+  const aliasedIps: string[] = [];
   let ports: { grpc: number; http: number; metrics: number; upstream: number };
 
   const readRepository = (name: string) =>
@@ -35,6 +41,25 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     );
   const modelsOf = (repository: DynamoKserveRepository): Map<string, RepositoryModelStatus> =>
     new Map((repository.status?.models ?? []).map((model) => [`${model.name}:${model.version ?? ""}`, model]));
+  /** The IP of a Ready (kwok) pod of the repository. */
+  const readyPodIp = (repository: string): Promise<string> =>
+    eventually(async () => {
+      const pods = await suite.kube.api.list<V1Pod>(
+        "v1",
+        "Pod",
+        suite.namespace,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        `dynamokserve.dev/repository=${repository}`,
+      );
+      const ready = pods.items.find((pod) =>
+        pod.status?.conditions?.some((condition) => condition.type === "Ready" && condition.status === "True"),
+      );
+      assert.ok(ready?.status?.podIP, "a Ready pod with an IP");
+      return ready.status.podIP;
+    }, 30_000);
 
   before(async () => {
     corpus = tritonRepositoryCorpus();
@@ -47,7 +72,7 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
   after(async () => {
     await dataplane?.stop();
     await upstream?.stop();
-    if (aliasedIp !== undefined) execFileSync("ip", ["addr", "del", `${aliasedIp}/32`, "dev", "lo"]);
+    for (const ip of aliasedIps) execFileSync("ip", ["addr", "del", `${ip}/32`, "dev", "lo"]);
     rmSync(corpus, { recursive: true, force: true });
     rmSync(upstreamConfigs, { recursive: true, force: true });
   });
@@ -135,16 +160,9 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     });
     // kwok makes the pod Ready with an IP; the pod's data plane runs here, on that IP, with
     // the Deployment's arguments and the volumes laid out as the kubelet would mount them.
-    const podIp = await eventually(async () => {
-      const pods = (await kube.api.list<V1Pod>("v1", "Pod", namespace)).items;
-      const ready = pods.find((pod) =>
-        pod.status?.conditions?.some((condition) => condition.type === "Ready" && condition.status === "True"),
-      );
-      assert.ok(ready?.status?.podIP, "a Ready pod with an IP");
-      return ready.status.podIP;
-    }, 30_000);
+    const podIp = await readyPodIp("triton-models");
     execFileSync("ip", ["addr", "add", `${podIp}/32`, "dev", "lo"]);
-    aliasedIp = podIp;
+    aliasedIps.push(podIp);
     const configs = mkdtempSync(join(tmpdir(), "dynamo-kserve-configmap-"));
     writeFileSync(join(configs, "identity_fp32.pbtxt"), IDENTITY_CONFIG);
     writeFileSync(join(configs, "broken_dims.pbtxt"), FIXED_BROKEN_DIMS);
@@ -306,4 +324,69 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
       /replicas cannot be set with autoscaling/,
     );
   });
+
+  it("writes the status from what it saw after asking the pod: a ConfigMap made while the pod answered counts", async () => {
+    const { kube, namespace } = suite;
+    const grpcPort = await freePort();
+    await kube.create(repositoryObject(namespace, "held-repo", { configMapRef: { name: "held-configs" }, grpcPort }));
+    const podIp = await readyPodIp("held-repo");
+    execFileSync("ip", ["addr", "add", `${podIp}/32`, "dev", "lo"]);
+    aliasedIps.push(podIp);
+    // A pod that holds RepositoryIndex until told: the first ask is answered when the test
+    // says, every later one never (so no later reconcile overwrites the status in the window).
+    const pod = await heldIndexServer(`${podIp}:${grpcPort}`);
+    try {
+      await pod.firstAsk;
+      await kube.create({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: "held-configs", namespace },
+        data: { "m.pbtxt": IDENTITY_CONFIG },
+      });
+      // The operator's ConfigMap watch sees it within milliseconds; give it ample time.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      pod.answerFirst([{ name: "m", version: "1", state: "READY", reason: "" }]);
+      const repository = await eventually(
+        async () => {
+          const current = await readRepository("held-repo");
+          assert.equal(current.status?.modelsReady, "1/1");
+          return current;
+        },
+        4_000,
+        50,
+      );
+      assert.notEqual(conditionOf(repository, "Ready")?.reason, "ConfigMapNotFound", JSON.stringify(repository.status));
+    } finally {
+      pod.server.forceShutdown();
+    }
+  });
 });
+
+/** A data-plane stand-in on `address` whose first RepositoryIndex waits for `answerFirst`. */
+async function heldIndexServer(address: string): Promise<{
+  server: Server;
+  firstAsk: Promise<void>;
+  answerFirst(models: RepositoryIndexResponse["models"]): void;
+}> {
+  let asked: () => void = () => undefined;
+  const firstAsk = new Promise<void>((resolve) => (asked = resolve));
+  let answer: ((models: RepositoryIndexResponse["models"]) => void) | undefined;
+  let askedBefore = false;
+  const implementation: Partial<GRPCInferenceServiceServer> = {
+    repositoryIndex: (_call, callback) => {
+      if (askedBefore) return; // held until the caller's deadline
+      askedBefore = true;
+      answer = (models) => callback(null, { models });
+      asked();
+    },
+    modelReady: (_call, callback) => callback(null, { ready: true }),
+  };
+  const server = new Server();
+  server.addService(GRPCInferenceServiceService, implementation as GRPCInferenceServiceServer);
+  await new Promise<number>((resolve, reject) =>
+    server.bindAsync(address, ServerCredentials.createInsecure(), (error, port) =>
+      error ? reject(error) : resolve(port),
+    ),
+  );
+  return { server, firstAsk, answerFirst: (models) => answer?.(models) };
+}

@@ -8,9 +8,12 @@ import { CpuSlices, pause } from "../pause.js";
 /**
  * `backend: "mocker"`, a simulated LLM for tests and benchmarks. It "generates" words
  * chosen deterministically from the prompt, waits `ttft_ms` before the first token and
- * `itl_ms` between tokens, and stops after `max_tokens` (request parameter, else the
- * model's `max_tokens` parameter) with finish_reason "length". A decoupled model streams
- * one response per token; otherwise the whole text comes in one response.
+ * `itl_ms` between tokens, and stops after `max_tokens` (the request's, from whichever
+ * place its layout puts it, else the model's `max_tokens` parameter) with finish_reason
+ * "length". A decoupled model streams one response per token when the request asks for it
+ * (`streaming`/`stream`; without the flag: yes, unless the model declares `stream` as
+ * Triton's vLLM and TensorRT-LLM models do); otherwise the whole text comes in one
+ * response, after the prompt when the layout echoes it.
  */
 const VOCABULARY = [
   "the",
@@ -39,13 +42,14 @@ export class MockerEngine implements Engine {
   constructor(private readonly settings: MockerSettings) {}
 
   async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
-    const llm = readLlmRequest(request);
-    if (llm.streaming && !this.settings.decoupled) {
+    const { decoupled, layout } = this.settings;
+    const llm = readLlmRequest(request, layout, decoupled);
+    if (llm.streaming && !decoupled) {
       throw invalidArgument("streaming=true needs a decoupled model and the ModelStreamInfer RPC");
     }
     const count = llm.sampling.max_tokens ?? this.settings.maxTokens;
     const seed = llm.sampling.seed ?? 0;
-    const stream = this.settings.decoupled;
+    const stream = llm.streaming;
     // Each token is made when its turn comes, in CPU slices: a long answer neither holds up
     // other requests nor goes on once the request is cancelled.
     const slices = new CpuSlices(signal);
@@ -57,12 +61,15 @@ export class MockerEngine implements Engine {
       const token = wordFor(llm.prompt, seed, index);
       if (stream) {
         const delta = index === 0 ? token : ` ${token}`;
-        yield { outputs: llmOutputs([delta], [index === count - 1 ? "length" : ""], request.requestedOutputs) };
+        yield { outputs: llmOutputs([delta], [index === count - 1 ? "length" : ""], request.requestedOutputs, llm) };
       } else {
         text.push(token);
       }
     }
-    if (!stream) yield { outputs: llmOutputs([text.join(" ")], ["length"], request.requestedOutputs) };
+    if (!stream) {
+      const answer = llm.echoPrompt ? [llm.prompt, ...text] : text;
+      yield { outputs: llmOutputs([answer.join(" ")], ["length"], request.requestedOutputs, llm) };
+    }
   }
 
   async close(): Promise<void> {}

@@ -9,8 +9,8 @@ import { llmOutputs, readLlmRequest, type LlmRequest } from "../llm-tensors.js";
  * The `openai` engine: an LLM model served by an OpenAI-compatible HTTP server (vLLM,
  * SGLang, TGI, llama.cpp server). `text_input` becomes the prompt (or, with
  * `mode: chat`, the messages: a JSON list of {role, content} or plain text as one user
- * message); request parameters max_tokens, temperature, top_p, top_k, seed, stop,
- * presence_penalty, frequency_penalty become the same request fields; each choice gives
+ * message); the sampling values (request parameters, vLLM's sampling_parameters with its
+ * other keys passed on as they are, TensorRT-LLM's inputs) become the same request fields; each choice gives
  * one `text_output` and one `finish_reason` element. With `streaming` true on a decoupled
  * model the upstream streams (SSE) and every event becomes one response.
  * Parameters: `url` (e.g. http://vllm:8000/v1), `upstream_model` (default: the model's
@@ -52,7 +52,7 @@ export class OpenAiEngine implements Engine {
   }
 
   async *infer(engineRequest: EngineRequest, { signal, traceHeaders }: InferOptions): AsyncIterable<EngineResponse> {
-    const llm = readLlmRequest(engineRequest);
+    const llm = readLlmRequest(engineRequest, this.settings.layout, false);
     if (llm.streaming && !this.settings.decoupled) {
       throw invalidArgument(
         `model '${this.settings.model}': streaming=true needs a decoupled model (model_transaction_policy { decoupled: true }) and ModelStreamInfer`,
@@ -64,11 +64,14 @@ export class OpenAiEngine implements Engine {
     if (!llm.streaming) {
       const json = (await response.body.json()) as { choices?: Choice[] };
       const choices = json.choices ?? [];
+      // Triton's vLLM and TensorRT-LLM backends answer with the prompt, then the generated text.
+      const echo = llm.echoPrompt ? llm.prompt : "";
       yield {
         outputs: llmOutputs(
-          choices.map((choice) => (this.settings.chat ? (choice.message?.content ?? "") : (choice.text ?? ""))),
+          choices.map((choice) => echo + (this.settings.chat ? (choice.message?.content ?? "") : (choice.text ?? ""))),
           choices.map((choice) => choice.finish_reason ?? ""),
           wanted,
+          llm,
         ),
       };
       return;
@@ -79,6 +82,7 @@ export class OpenAiEngine implements Engine {
           choices.map((choice) => (this.settings.chat ? (choice.delta?.content ?? "") : (choice.text ?? ""))),
           choices.map((choice) => choice.finish_reason ?? ""),
           wanted,
+          llm,
         ),
       };
     }
@@ -92,6 +96,7 @@ export class OpenAiEngine implements Engine {
       model: this.settings.upstreamModel,
       ...(this.settings.chat ? { messages: messagesOf(llm.prompt) } : { prompt: llm.prompt }),
       stream: llm.streaming,
+      ...llm.extraSampling,
       ...sampling,
     };
   }

@@ -1,5 +1,13 @@
 import type { InferParameter, ModelInferRequest } from "../../../../proto/gen/ts/grpc_service.js";
-import { FINISH_REASON, STREAMING_INPUTS, TEXT_INPUT, TEXT_OUTPUT } from "../../../../lib/engines/llm.js";
+import {
+  EXCLUDE_INPUT_IN_OUTPUT,
+  FINISH_REASON,
+  RETURN_FINISH_REASON,
+  speaksLlm,
+  STREAMING_INPUTS,
+  TEXT_INPUT,
+  TEXT_OUTPUT,
+} from "../../../../lib/engines/llm.js";
 import { invalidArgument, unimplemented } from "../../../../lib/errors.js";
 import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
 import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
@@ -154,14 +162,6 @@ function samplingParameters(body: Record<string, unknown>): Record<string, Infer
   return parameters;
 }
 
-/** True when a model declares the LLM tensor interface (text_input in, text_output out). */
-export function speaksLlm(spec: ModelSpec): boolean {
-  return (
-    spec.inputs.some((tensor) => tensor.name === TEXT_INPUT && tensor.datatype === "BYTES") &&
-    spec.outputs.some((tensor) => tensor.name === TEXT_OUTPUT && tensor.datatype === "BYTES")
-  );
-}
-
 /** The inference request for an OpenAI request to an LLM-interface model. */
 export function llmInferRequest(spec: ModelSpec, request: OpenAiRequest): ModelInferRequest {
   if (!speaksLlm(spec)) {
@@ -176,11 +176,18 @@ export function llmInferRequest(spec: ModelSpec, request: OpenAiRequest): ModelI
     { name: TEXT_INPUT, datatype: "BYTES", shape: [...batch, ...promptShape], parameters: {}, contents: undefined },
   ];
   const rawInputContents = [joinBytesElements([Buffer.from(request.prompt, "utf8")])];
+  const flag = (name: string, value: boolean): void => {
+    inputs.push({ name, datatype: "BOOL", shape: [...batch, 1n], parameters: {}, contents: undefined });
+    rawInputContents.push(Uint8Array.of(value ? 1 : 0));
+  };
   const streaming = spec.inputs.find((tensor) => STREAMING_INPUTS.includes(tensor.name) && tensor.datatype === "BOOL");
-  if (streaming !== undefined) {
-    inputs.push({ name: streaming.name, datatype: "BOOL", shape: [...batch, 1n], parameters: {}, contents: undefined });
-    rawInputContents.push(Uint8Array.of(request.stream && spec.decoupled ? 1 : 0));
-  }
+  // A decoupled model answers token by token even when the client wants one reply: the
+  // route gathers the tokens, and counts them for `usage`.
+  if (streaming !== undefined) flag(streaming.name, spec.decoupled);
+  // OpenAI answers never repeat the prompt and always say why they ended (vLLM's layout makes both opt-in).
+  const declares = (name: string): boolean => spec.inputs.some((tensor) => tensor.name === name);
+  if (declares(EXCLUDE_INPUT_IN_OUTPUT)) flag(EXCLUDE_INPUT_IN_OUTPUT, true);
+  if (declares(RETURN_FINISH_REASON)) flag(RETURN_FINISH_REASON, true);
   const wanted = spec.outputs.filter((tensor) => tensor.name === TEXT_OUTPUT || tensor.name === FINISH_REASON);
   return {
     modelName: spec.name,

@@ -6,7 +6,8 @@ import { jsonBody } from "../kserve/routes.js";
 import { httpLifetime } from "../lifetime.js";
 import { sendJson, type FrontDoor } from "../server.js";
 import { replyWithEvents } from "../sse.js";
-import { llmInferRequest, llmResponseText, readOpenAiRequest, speaksLlm, type OpenAiKind } from "./requests.js";
+import { speaksLlm } from "../../../../lib/engines/llm.js";
+import { llmInferRequest, llmResponseText, readOpenAiRequest, type OpenAiKind } from "./requests.js";
 
 /**
  * The OpenAI-compatible routes over every model with the LLM tensor interface, whatever

@@ -1,0 +1,209 @@
+import { credentials, Metadata, status, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
+import assert from "node:assert/strict";
+import { connect as http2Connect, constants, type ClientHttp2Session } from "node:http2";
+import { connect as tcpConnect } from "node:net";
+import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
+import { createTestCa } from "../../../e2e/support/certificates.js";
+import { SecretFiles } from "../fixtures/secret-files.js";
+import { startServer, type ServerProcess } from "../fixtures/server.js";
+
+/** ServerLive over a new channel to 127.0.0.1:`port`; resolves with the error, if any. */
+async function serverLive(port: number, channelCredentials: ChannelCredentials): Promise<ServiceError | null> {
+  const client = new GRPCInferenceServiceClient(`localhost:${port}`, channelCredentials);
+  try {
+    return await new Promise((resolve) =>
+      client.serverLive({}, new Metadata(), { deadline: Date.now() + 5000 }, (error) => resolve(error)),
+    );
+  } finally {
+    client.close();
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+interface Goaway {
+  readonly code: number;
+  readonly debug: string;
+}
+
+/**
+ * A bare HTTP/2 connection (no call ever opened) that sends a PING every `gapMs`, `count`
+ * times; resolves with the GOAWAY it got, if any, once the pings are done or the server hung up.
+ */
+async function pingIdle(port: number, count: number, gapMs: number): Promise<Goaway | undefined> {
+  const session: ClientHttp2Session = http2Connect(`http://127.0.0.1:${port}`);
+  let goaway: Goaway | undefined;
+  session.on("goaway", (code, _lastStreamId, debug) => (goaway = { code, debug: debug?.toString() ?? "" }));
+  session.on("error", () => undefined);
+  await new Promise<void>((resolve, reject) => {
+    session.once("connect", () => resolve());
+    session.once("error", reject);
+  });
+  try {
+    for (let sent = 0; sent < count && goaway === undefined && !session.closed; sent++) {
+      session.ping(() => undefined);
+      await sleep(gapMs);
+    }
+    await sleep(200);
+    return goaway;
+  } finally {
+    session.destroy();
+  }
+}
+
+/** An empty SETTINGS frame: length 0, type 4, no flags, stream 0. */
+const EMPTY_SETTINGS = Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+
+/**
+ * A peer that sends the HTTP/2 preface and then never answers anything (no SETTINGS or PING
+ * ACK); resolves with how long the server kept the connection, or Infinity after `waitMs`.
+ */
+function mutePeer(port: number, waitMs: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const socket = tcpConnect(port, "127.0.0.1", () =>
+      socket.write(Buffer.concat([Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), EMPTY_SETTINGS])),
+    );
+    const timer = setTimeout(() => {
+      socket.removeAllListeners("close");
+      socket.destroy();
+      resolve(Number.POSITIVE_INFINITY);
+    }, waitMs);
+    socket.on("data", () => undefined);
+    socket.on("error", reject);
+    socket.on("close", () => {
+      clearTimeout(timer);
+      resolve(performance.now() - started);
+    });
+  });
+}
+
+describe("the reference frontend's command lines, variables and connection knobs", function () {
+  this.timeout(60_000);
+
+  it("starts from `--grpc-port 8001 --kserve-mode` as the reference's InferenceService runs it, and serves KServe v2", async () => {
+    const server = await startServer(["--grpc-port", "8001", "--kserve-mode"]);
+    try {
+      assert.equal(server.grpcPort, 8001);
+      assert.equal(await serverLive(8001, credentials.createInsecure()), null);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("turns TLS on from DYNAMO_TLS_CERT and DYNAMO_TLS_KEY alone", async () => {
+    const ca = await createTestCa("reference CA");
+    const files = new SecretFiles();
+    files.writeIdentity(await ca.issue("data plane", { dns: ["localhost"], ips: ["127.0.0.1"] }));
+    const server = await startServer([], {
+      DYNAMO_TLS_CERT: files.path("tls.crt"),
+      DYNAMO_TLS_KEY: files.path("tls.key"),
+    });
+    try {
+      assert.equal(await serverLive(server.grpcPort, credentials.createSsl(Buffer.from(ca.certificate))), null);
+      const plaintext = await serverLive(server.grpcPort, credentials.createInsecure());
+      assert.equal(plaintext?.code, status.UNAVAILABLE);
+    } finally {
+      await server.stop();
+      files.remove();
+    }
+  });
+
+  describe("client pings, as a gRPC core server polices them", () => {
+    let strict: ServerProcess;
+    let permissive: ServerProcess;
+    let lenient: ServerProcess;
+    before(async () => {
+      [strict, permissive, lenient] = await Promise.all([
+        // Triton's defaults but for the interval: idle pings not permitted, two strikes.
+        startServer(["--grpc-http2-max-ping-strikes", "2", "--grpc-http2-min-ping-interval-without-data-secs", "0.2"]),
+        startServer([
+          "--grpc-http2-max-ping-strikes",
+          "2",
+          "--grpc-http2-min-ping-interval-without-data-secs",
+          "0.2",
+          "--grpc-keepalive-permit-without-calls",
+        ]),
+        startServer([]),
+      ]);
+    });
+    after(async () => {
+      await Promise.all([strict?.stop(), permissive?.stop(), lenient?.stop()]);
+    });
+
+    it("sends GOAWAY too_many_pings (ENHANCE_YOUR_CALM) after the strikes: pings with no call open, not permitted", async () => {
+      const goaway = await pingIdle(strict.grpcPort, 6, 300);
+      assert.deepEqual(goaway, { code: constants.NGHTTP2_ENHANCE_YOUR_CALM, debug: "too_many_pings" });
+    });
+
+    it("with --grpc-keepalive-permit-without-calls, idle pings at the interval are fine and faster ones strike out", async () => {
+      assert.equal(await pingIdle(permissive.grpcPort, 6, 300), undefined);
+      const goaway = await pingIdle(permissive.grpcPort, 6, 20);
+      assert.equal(goaway?.debug, "too_many_pings");
+    });
+
+    it("counts no ping while a call is open", async () => {
+      const session = http2Connect(`http://127.0.0.1:${strict.grpcPort}`);
+      let goaway = false;
+      session.on("goaway", () => (goaway = true));
+      session.on("error", () => undefined);
+      try {
+        // A ModelStreamInfer call left open: its pings keep it alive, as a streaming client's would.
+        const call = session.request({
+          ":method": "POST",
+          ":path": "/inference.GRPCInferenceService/ModelStreamInfer",
+          "content-type": "application/grpc",
+          te: "trailers",
+        });
+        call.on("error", () => undefined);
+        // The server answers a stream's headers with its first reply; give it the call first.
+        await sleep(200);
+        for (let sent = 0; sent < 6; sent++) {
+          session.ping(() => undefined);
+          await sleep(20);
+        }
+        await sleep(200);
+        assert.equal(goaway, false);
+        call.close();
+      } finally {
+        session.destroy();
+      }
+    });
+
+    it("accepts every ping without --grpc-http2-max-ping-strikes, as grpc-js does", async () => {
+      assert.equal(await pingIdle(lenient.grpcPort, 6, 20), undefined);
+    });
+  });
+
+  describe("server-side connection limits", () => {
+    it("closes an idle connection after --grpc-max-connection-idle-secs with GOAWAY", async () => {
+      const server = await startServer(["--grpc-max-connection-idle-secs", "0.5"]);
+      try {
+        const session = http2Connect(`http://127.0.0.1:${server.grpcPort}`);
+        session.on("error", () => undefined);
+        const started = performance.now();
+        const code = await new Promise<number>((resolve) => session.once("goaway", (errorCode) => resolve(errorCode)));
+        const after = performance.now() - started;
+        session.destroy();
+        assert.equal(code, constants.NGHTTP2_NO_ERROR);
+        assert.ok(after >= 400 && after < 5_000, `GOAWAY after ${after.toFixed(0)} ms`);
+      } finally {
+        await server.stop();
+      }
+    });
+
+    it("drops a connection whose keepalive ping goes unanswered for --grpc-keepalive-timeout-secs", async () => {
+      const [pinging, quiet] = await Promise.all([
+        startServer(["--grpc-keepalive-time-secs", "0.3", "--grpc-keepalive-timeout-secs", "0.3"]),
+        startServer([]),
+      ]);
+      try {
+        const [dropped, kept] = await Promise.all([mutePeer(pinging.grpcPort, 4_000), mutePeer(quiet.grpcPort, 2_000)]);
+        assert.ok(dropped < 3_000, `closed after ${dropped} ms`);
+        assert.equal(kept, Number.POSITIVE_INFINITY, "without keepalive a mute peer is left alone");
+      } finally {
+        await Promise.all([pinging.stop(), quiet.stop()]);
+      }
+    });
+  });
+});
