@@ -21,6 +21,10 @@ const MIGRATE_OPTIONS = {
     env: "DYNAMO_TRITON_ENDPOINT",
     help: "the Triton gRPC endpoint that serves the repository now; models this data plane cannot run are forwarded there",
   }),
+  vllmUrl: text("--vllm-url <url>", {
+    env: "DYNAMO_VLLM_URL",
+    help: "base URL of a vLLM OpenAI server (e.g. http://vllm:8000/v1); Triton vLLM-backend models are served from it, keeping their tensors",
+  }),
   modelFiles: {
     flags: "--model-files <source>",
     env: "DYNAMO_MODEL_FILES",
@@ -44,6 +48,7 @@ export function migrateCommand(): Command {
     const plans = await planMigration(repository, {
       modelFiles: flags.modelFiles,
       ...(flags.tritonEndpoint !== undefined ? { tritonEndpoint: flags.tritonEndpoint } : {}),
+      ...(flags.vllmUrl !== undefined ? { vllmUrl: flags.vllmUrl } : {}),
     });
     const checked = rejectNameClashes(plans);
     process.stderr.write(summaryTable(checked));

@@ -1,4 +1,5 @@
-import { ConfigError } from "../model-repository/config.js";
+import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
+import { ConfigError, parseText } from "../model-repository/config.js";
 import type { EngineDescription } from "./description.js";
 import { checkLlmSpec, type LlmLayout } from "./llm.js";
 
@@ -44,3 +45,50 @@ export const openAiEngine: EngineDescription<OpenAiSettings> = {
     };
   },
 };
+
+/**
+ * The tensors Triton's vLLM backend gives a model whose config.pbtxt declares none (its
+ * auto-complete), which clients written for it (tritonclient scripts, genai-perf --backend
+ * vllm) send and read.
+ */
+const VLLM_BACKEND_TENSORS = `
+input [
+  { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] },
+  { name: "stream" data_type: TYPE_BOOL dims: [ 1 ] optional: true },
+  { name: "sampling_parameters" data_type: TYPE_STRING dims: [ 1 ] optional: true },
+  { name: "exclude_input_in_output" data_type: TYPE_BOOL dims: [ 1 ] optional: true },
+  { name: "return_finish_reason" data_type: TYPE_BOOL dims: [ 1 ] optional: true },
+  { name: "return_cumulative_logprob" data_type: TYPE_BOOL dims: [ 1 ] optional: true },
+  { name: "return_logprobs" data_type: TYPE_BOOL dims: [ 1 ] optional: true },
+  { name: "return_num_input_tokens" data_type: TYPE_BOOL dims: [ 1 ] optional: true },
+  { name: "return_num_output_tokens" data_type: TYPE_BOOL dims: [ 1 ] optional: true }
+]
+output [
+  { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] },
+  { name: "finish_reason" data_type: TYPE_STRING dims: [ -1 ] },
+  { name: "cumulative_logprob" data_type: TYPE_FP32 dims: [ -1 ] },
+  { name: "logprobs" data_type: TYPE_STRING dims: [ -1 ] },
+  { name: "num_input_tokens" data_type: TYPE_UINT32 dims: [ 1 ] },
+  { name: "num_output_tokens" data_type: TYPE_UINT32 dims: [ -1 ] }
+]
+`;
+
+/**
+ * A Triton vLLM-backend model served instead by a vLLM OpenAI server at `url` under
+ * `upstreamModel`: the openai engine, with the tensors (declared, or the vLLM backend's own)
+ * and decoupling kept, so the model's clients do not change.
+ */
+export function openAiServedConfig(config: ModelConfig, url: string, upstreamModel: string): ModelConfig {
+  const backend = parseText(VLLM_BACKEND_TENSORS, "the vLLM backend's tensors");
+  return {
+    ...config,
+    input: config.input.length > 0 ? config.input : backend.input,
+    output: config.output.length > 0 ? config.output : backend.output,
+    parameters: {
+      ...config.parameters,
+      engine: { stringValue: openAiEngine.name },
+      url: { stringValue: url },
+      upstream_model: { stringValue: upstreamModel },
+    },
+  };
+}

@@ -1,14 +1,25 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { parseAllDocuments } from "yaml";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { InferParameter, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { joinBytesElements, splitBytesElements } from "../../src/tensors/bytes.js";
+import { CLI } from "../fixtures/paths.js";
 import { TestRepository } from "../fixtures/repository.js";
 import { callError, infer, inferRequest, startServer, streamAll, type ServerProcess } from "../fixtures/server.js";
 import { requireOpenAiPeer, startOpenAiPeer, type Peer } from "../fixtures/peers.js";
 
 const MOCK_TEXT = "The quick brown fox jumps over the lazy dog";
+
+/** Runs the CLI; rejects (with its output) when it exits non-zero. */
+const runProgramOrFail = (program: string, args: string[]): Promise<{ stdout: string; stderr: string }> =>
+  promisify(execFile)(process.execPath, [program, ...args]);
 
 const llmConfig = (name: string, url: string, { decoupled = false, mode = "completions", model = "mock-gpt" } = {}) => `
 name: "${name}"
@@ -137,6 +148,68 @@ describe("openai engine against a real OpenAI-compatible server (LiteLLM proxy)"
     const down = await callError(server.client, "modelInfer", llmRequest("llm_down", "x", false));
     assert.equal(down.code, status.UNAVAILABLE);
     assert.match(down.details, /model 'llm_down': upstream http:\/\/127\.0\.0\.1:1\/v1\/completions is unavailable/);
+  });
+
+  it("serves a Triton vLLM-backend model migrated with --vllm-url, its clients' tensors unchanged", async () => {
+    const triton = mkdtempSync(join(tmpdir(), "dynamo-kserve-vllm-repo-"));
+    const migrated = new TestRepository();
+    let served: ServerProcess | undefined;
+    try {
+      // A Triton vLLM model as its docs lay it out: no tensors declared (the backend adds them).
+      mkdirSync(join(triton, "opt", "1"), { recursive: true });
+      writeFileSync(
+        join(triton, "opt", "config.pbtxt"),
+        'backend: "vllm"\nmodel_transaction_policy { decoupled: true }\n',
+      );
+      writeFileSync(join(triton, "opt", "1", "model.json"), '{"model": "mock-gpt", "gpu_memory_utilization": 0.5}');
+      const { stdout, stderr } = await runProgramOrFail(CLI, [
+        "migrate",
+        triton,
+        "--vllm-url",
+        `http://${peer.address}/v1`,
+        "--namespace",
+        "ml",
+      ]);
+      assert.match(
+        stderr,
+        new RegExp(`opt .*vllm +openai +served by the vLLM OpenAI server at http://${peer.address}/v1 as 'mock-gpt'`),
+      );
+      const configMap = parseAllDocuments(stdout)
+        .map((document) => document.toJSON() as { kind: string; data?: Record<string, string> })
+        .find((object) => object.kind === "ConfigMap");
+      migrated.writeModel("opt", configMap!.data!["config.pbtxt"]!);
+      served = await startServer(["--model-repository", migrated.dir]);
+      const vllmRequest = (stream: boolean) =>
+        inferRequest({
+          modelName: "opt",
+          id: "vllm",
+          inputs: ["text_input", "stream", "sampling_parameters", "exclude_input_in_output"].map((name, index) => ({
+            name,
+            datatype: index === 1 || index === 3 ? "BOOL" : "BYTES",
+            shape: [1n],
+            parameters: {},
+            contents: undefined,
+          })),
+          rawInputContents: [
+            joinBytesElements([new TextEncoder().encode("Hello")]),
+            Uint8Array.of(stream ? 1 : 0),
+            joinBytesElements([new TextEncoder().encode('{"max_tokens": "16", "temperature": "0"}')]),
+            Uint8Array.of(1),
+          ],
+        });
+      const whole = await streamAll(served.client, [vllmRequest(false)]);
+      assert.deepEqual(
+        whole.map((reply) => textsOf(reply.inferResponse!, "text_output")),
+        [[MOCK_TEXT]],
+      );
+      const tokens = await streamAll(served.client, [vllmRequest(true)]);
+      assert.ok(tokens.length > 3, `${tokens.length} responses`);
+      assert.equal(tokens.map((reply) => textsOf(reply.inferResponse!, "text_output")[0]).join(""), MOCK_TEXT);
+    } finally {
+      await served?.stop();
+      migrated.remove();
+      rmSync(triton, { recursive: true, force: true });
+    }
   });
 
   it("cancels the upstream HTTP request within 200 ms of the client cancelling", async () => {

@@ -2,6 +2,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { ModelInstanceGroup_Kind, type ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../../lib/engines/catalog.js";
+import { openAiServedConfig } from "../../../lib/engines/openai.js";
 import { errorMessage } from "../../../lib/errors.js";
 import { ConfigError, configText } from "../../../lib/model-repository/config.js";
 import { parseCandidate } from "../../../lib/model-repository/candidates.js";
@@ -17,6 +18,7 @@ import { servedVersions } from "../../../lib/model-repository/versions.js";
  */
 
 const ONNX_BACKENDS = new Set(["onnxruntime", "onnxruntime_onnx"]);
+const VLLM_BACKEND = "vllm";
 
 /** Where the files of in-process (ONNX) models come from in the cluster. */
 export type ModelFilesSource =
@@ -25,6 +27,8 @@ export type ModelFilesSource =
 export interface MigrationOptions {
   /** host:port of the Triton gRPC endpoint that serves the repository today. */
   readonly tritonEndpoint?: string;
+  /** Base URL of the vLLM OpenAI server that serves Triton's vLLM-backend models from now on. */
+  readonly vllmUrl?: string;
   readonly modelFiles: ModelFilesSource;
 }
 
@@ -75,6 +79,9 @@ async function planModel(repository: string, source: ModelSource, options: Migra
     const spec = toModelSpec(config, source.path, candidate.name, configText(source.format, source.content));
     const versions = servedVersions(config.versionPolicy, source.versions, source.path);
     const notes = [...commonNotes(config, source)];
+    if (config.backend === VLLM_BACKEND && options.vllmUrl !== undefined) {
+      return await toVllmServer(candidate.name, versions, source, config, notes, options.vllmUrl);
+    }
     if (!runsLocally(config)) return forwarded(candidate.name, versions, platform, config, notes, options);
     const engine = config.parameters["engine"]?.stringValue ?? spec.backend;
     const local = { ok: true as const, model: candidate.name, versions, platform, notes, config };
@@ -115,7 +122,10 @@ function forwarded(
       ok: false,
       model,
       platform,
-      error: `'${platform}' does not run in this data plane; pass --triton-endpoint host:port to forward it to the Triton that serves it now`,
+      error:
+        platform === VLLM_BACKEND
+          ? `'vllm' does not run in this data plane; pass --vllm-url http://<vllm>:8000/v1 to serve it from a vLLM OpenAI server, or --triton-endpoint host:port to forward it to the Triton that serves it now`
+          : `'${platform}' does not run in this data plane; pass --triton-endpoint host:port to forward it to the Triton that serves it now`,
     };
   }
   return {
@@ -126,6 +136,47 @@ function forwarded(
     engine: "kserve-grpc",
     notes: [`forwarded to ${options.tritonEndpoint}`, ...notes, ...forwardedNotes(config)],
     config: forwardedConfig(config, options.tritonEndpoint),
+  };
+}
+
+/**
+ * A vLLM-backend model moved to a vLLM OpenAI server: the upstream model is the one its
+ * model.json names (the name such a server serves it under unless --served-model-name).
+ */
+async function toVllmServer(
+  model: string,
+  versions: readonly string[],
+  source: ModelSource,
+  config: ModelConfig,
+  notes: string[],
+  url: string,
+): Promise<ModelPlan> {
+  const latest = versions[versions.length - 1];
+  const file =
+    source.folder === undefined || latest === undefined ? undefined : join(source.folder, latest, "model.json");
+  const fail = (error: string): ModelPlan => ({ ok: false, model, platform: VLLM_BACKEND, error });
+  if (!/^https?:\/\/\S+$/.test(url))
+    return fail(`--vllm-url '${url}' is not an http(s) URL (e.g. http://vllm:8000/v1)`);
+  if (file === undefined) return fail("a vLLM model needs <model>/<version>/model.json naming the model it serves");
+  let upstream: unknown;
+  try {
+    upstream = (JSON.parse(await readFile(file, "utf8")) as { model?: unknown }).model;
+  } catch (error) {
+    return fail(`${file}: ${errorMessage(error)}`);
+  }
+  if (typeof upstream !== "string" || upstream === "") return fail(`${file}: "model" must name the model vLLM serves`);
+  return {
+    ok: true,
+    model,
+    versions,
+    platform: VLLM_BACKEND,
+    engine: "openai",
+    notes: [
+      `served by the vLLM OpenAI server at ${url} as '${upstream}' (model.json)`,
+      config.input.length > 0 ? "tensors kept" : "the vLLM backend's tensors declared",
+      ...notes,
+    ],
+    config: openAiServedConfig(config, url, upstream),
   };
 }
 

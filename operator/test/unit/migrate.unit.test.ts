@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
 import { InvalidArgumentError } from "commander";
 import { parseModelFiles, summaryTable } from "../../../cli/migrate.js";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { kubernetesName } from "../../src/migrate/manifests.js";
+import { planMigration } from "../../src/migrate/plan.js";
 
 describe("migrate helpers", () => {
   it("makes Triton model names DNS labels", () => {
@@ -40,5 +44,38 @@ describe("migrate helpers", () => {
         "",
       ].join("\n"),
     );
+  });
+
+  it("says what a Triton vLLM model needs: --vllm-url, an http(s) URL, a model.json naming the model", async () => {
+    const repository = mkdtempSync(join(tmpdir(), "dynamo-kserve-vllm-"));
+    try {
+      mkdirSync(join(repository, "opt", "1"), { recursive: true });
+      writeFileSync(join(repository, "opt", "config.pbtxt"), 'backend: "vllm"\n');
+      const plan = async (vllmUrl?: string) =>
+        (await planMigration(repository, { modelFiles: { kind: "configMap" }, ...(vllmUrl ? { vllmUrl } : {}) }))[0]!;
+      const error = async (vllmUrl?: string) => {
+        const planned = await plan(vllmUrl);
+        assert.equal(planned.ok, false);
+        return planned.ok ? "" : planned.error;
+      };
+      assert.match(await error(), /pass --vllm-url http:\/\/<vllm>:8000\/v1/);
+      assert.match(await error("vllm:8000"), /--vllm-url 'vllm:8000' is not an http\(s\) URL/);
+      assert.match(await error("http://vllm:8000/v1"), /opt\/1\/model\.json: ENOENT/);
+      writeFileSync(join(repository, "opt", "1", "model.json"), '{"gpu_memory_utilization": 0.5}');
+      assert.match(await error("http://vllm:8000/v1"), /"model" must name the model vLLM serves/);
+      writeFileSync(join(repository, "opt", "1", "model.json"), '{"model": "facebook/opt-125m"}');
+      const planned = await plan("http://vllm:8000/v1");
+      assert.ok(planned.ok);
+      assert.equal(planned.engine, "openai");
+      assert.deepEqual(planned.config.input.map((input) => input.name).slice(0, 4), [
+        "text_input",
+        "stream",
+        "sampling_parameters",
+        "exclude_input_in_output",
+      ]);
+      assert.equal(planned.config.parameters["upstream_model"]?.stringValue, "facebook/opt-125m");
+    } finally {
+      rmSync(repository, { recursive: true, force: true });
+    }
   });
 });
