@@ -85,22 +85,38 @@ function securityOptions(args: DataPlaneArguments): SecurityOptions {
 function tuningOptions(args: DataPlaneArguments): GrpcTuning {
   const ms = (secs: number | undefined): number | undefined =>
     secs === undefined ? undefined : Math.round(secs * 1000);
+  const shapesKeepalive = args.grpcHttp2MaxPingsWithoutData > 0 || args.grpcHttp2MinTimeBetweenPingsSecs > 0;
+  if (shapesKeepalive && args.grpcKeepaliveTimeSecs === undefined) {
+    throw new Error(
+      "--grpc-http2-max-pings-without-data and --grpc-http2-min-time-between-pings-secs shape the server's keepalive pings: set --grpc-keepalive-time-secs",
+    );
+  }
   return {
-    keepaliveTimeMs: ms(args.grpcKeepaliveTimeSecs),
-    keepaliveTimeoutMs: ms(args.grpcKeepaliveTimeoutSecs),
     maxConnectionAgeMs: ms(args.grpcMaxConnectionAgeSecs),
     maxConnectionAgeGraceMs: ms(args.grpcMaxConnectionAgeGraceSecs),
     maxConnectionIdleMs: ms(args.grpcMaxConnectionIdleSecs),
     maxConcurrentStreams: args.grpcMaxConcurrentStreams,
-    ...(args.grpcHttp2MaxPingStrikes > 0
-      ? {
-          clientPings: {
-            permitWithoutCalls: args.grpcKeepalivePermitWithoutCalls === true,
-            minIntervalWithoutDataMs: args.grpcHttp2MinPingIntervalWithoutDataSecs * 1000,
-            maxStrikes: args.grpcHttp2MaxPingStrikes,
-          },
-        }
-      : {}),
+    pings: {
+      ...(args.grpcKeepaliveTimeSecs !== undefined
+        ? {
+            keepalive: {
+              timeMs: args.grpcKeepaliveTimeSecs * 1000,
+              timeoutMs: args.grpcKeepaliveTimeoutSecs * 1000,
+              maxPingsWithoutData: args.grpcHttp2MaxPingsWithoutData,
+              minTimeBetweenPingsMs: args.grpcHttp2MinTimeBetweenPingsSecs * 1000,
+            },
+          }
+        : {}),
+      ...(args.grpcHttp2MaxPingStrikes > 0
+        ? {
+            clientPings: {
+              permitWithoutCalls: args.grpcKeepalivePermitWithoutCalls === true,
+              minIntervalWithoutDataMs: args.grpcHttp2MinPingIntervalWithoutDataSecs * 1000,
+              maxStrikes: args.grpcHttp2MaxPingStrikes,
+            },
+          }
+        : {}),
+    },
   };
 }
 

@@ -127,12 +127,16 @@ export const DATAPLANE_OPTIONS = {
   ),
   grpcKeepaliveTimeSecs: duration("--grpc-keepalive-time-secs <seconds>", {
     env: "DYNAMO_GRPC_KEEPALIVE_TIME_SECS",
-    help: "ping an idle client after this long (grpc-js default: 2 h)",
+    help: "ping a client after this long without a ping (grpc.keepalive_time_ms; grpc-js's own default: 2 h)",
   }),
-  grpcKeepaliveTimeoutSecs: duration("--grpc-keepalive-timeout-secs <seconds>", {
-    env: "DYNAMO_GRPC_KEEPALIVE_TIMEOUT_SECS",
-    help: "close a connection whose ping is not answered this fast (default 20)",
-  }),
+  grpcKeepaliveTimeoutSecs: duration(
+    "--grpc-keepalive-timeout-secs <seconds>",
+    {
+      env: "DYNAMO_GRPC_KEEPALIVE_TIMEOUT_SECS",
+      help: "close a connection whose keepalive ping is not answered this fast (grpc.keepalive_timeout_ms)",
+    },
+    20,
+  ),
   grpcMaxConnectionAgeSecs: duration("--grpc-max-connection-age-secs <seconds>", {
     env: "DYNAMO_GRPC_MAX_CONNECTION_AGE_SECS",
     help: "close connections this old (with GOAWAY) so L4 load balancers rebalance",
@@ -145,6 +149,23 @@ export const DATAPLANE_OPTIONS = {
     env: "DYNAMO_GRPC_MAX_CONNECTION_IDLE_SECS",
     help: "close connections idle this long",
   }),
+  grpcHttp2MaxPingsWithoutData: wholeNumber(
+    "--grpc-http2-max-pings-without-data <n>",
+    {
+      env: "DYNAMO_GRPC_HTTP2_MAX_PINGS_WITHOUT_DATA",
+      help: "keepalive pings the server sends with no call started or finished between them, then it waits for one (grpc.http2.max_pings_without_data); 0: no limit",
+    },
+    { min: 0 },
+    0,
+  ),
+  grpcHttp2MinTimeBetweenPingsSecs: duration(
+    "--grpc-http2-min-time-between-pings-secs <seconds>",
+    {
+      env: "DYNAMO_GRPC_HTTP2_MIN_TIME_BETWEEN_PINGS_SECS",
+      help: "the shortest gap between two keepalive pings the server sends (grpc.http2.min_time_between_pings_ms)",
+    },
+    0,
+  ),
   grpcKeepalivePermitWithoutCalls: flag("--grpc-keepalive-permit-without-calls", {
     env: "DYNAMO_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS",
     help: "let clients ping while no call is open (grpc.keepalive_permit_without_calls); without it an idle connection may ping once per 2 h",

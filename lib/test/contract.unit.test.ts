@@ -27,6 +27,8 @@ const EVERY_OPTION: Required<DataPlaneArguments> = {
   grpcMaxConnectionAgeSecs: 600,
   grpcMaxConnectionAgeGraceSecs: 30,
   grpcMaxConnectionIdleSecs: 120,
+  grpcHttp2MaxPingsWithoutData: 2,
+  grpcHttp2MinTimeBetweenPingsSecs: 10,
   grpcKeepalivePermitWithoutCalls: true,
   grpcHttp2MinPingIntervalWithoutDataSecs: 10,
   grpcHttp2MaxPingStrikes: 2,

@@ -6,7 +6,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import type { HealthImplementation } from "grpc-health-check";
-import { enforceClientPingPolicy, type ClientPingPolicy } from "./client-pings.js";
+import { applyPingPolicies, type PingPolicies } from "./http2-pings.js";
 import { addReflection } from "./reflection.js";
 import { InferenceExtensionsService, type InferenceExtensionsServer } from "../../../proto/gen/ts/extensions.js";
 import { GRPCInferenceServiceService, type GRPCInferenceServiceServer } from "../../../proto/gen/ts/grpc_service.js";
@@ -29,21 +29,17 @@ export interface GrpcServerOptions {
  * spreads long-lived HTTP/2 connections over new replicas.
  */
 export interface GrpcTuning {
-  readonly keepaliveTimeMs?: number;
-  readonly keepaliveTimeoutMs?: number;
   readonly maxConnectionAgeMs?: number;
   readonly maxConnectionAgeGraceMs?: number;
   readonly maxConnectionIdleMs?: number;
   readonly maxConcurrentStreams?: number;
-  /** How often clients may ping (gRPC core's server policy; grpc-js enforces none). */
-  readonly clientPings?: ClientPingPolicy;
+  /** Keepalive pings sent and client pings policed, as gRPC core does (http2-pings.ts). */
+  readonly pings: PingPolicies;
 }
 
-type ChannelArgument = Exclude<keyof GrpcTuning, "clientPings">;
+type ChannelArgument = Exclude<keyof GrpcTuning, "pings">;
 
 const TUNING_OPTIONS: Readonly<Record<ChannelArgument, string>> = {
-  keepaliveTimeMs: "grpc.keepalive_time_ms",
-  keepaliveTimeoutMs: "grpc.keepalive_timeout_ms",
   maxConnectionAgeMs: "grpc.max_connection_age_ms",
   maxConnectionAgeGraceMs: "grpc.max_connection_age_grace_ms",
   maxConnectionIdleMs: "grpc.max_connection_idle_ms",
@@ -85,7 +81,7 @@ export async function startGrpcServer(
   health: HealthImplementation,
   options: GrpcServerOptions,
 ): Promise<{ server: Server; port: number }> {
-  const { clientPings, ...channelArguments } = options.tuning;
+  const { pings, ...channelArguments } = options.tuning;
   const tuning = Object.entries(channelArguments)
     .filter(([, value]) => value !== undefined)
     .map(([key, value]) => [TUNING_OPTIONS[key as ChannelArgument], value as number]);
@@ -105,7 +101,7 @@ export async function startGrpcServer(
       error ? reject(error) : resolve(bound),
     );
   });
-  if (clientPings !== undefined) enforceClientPingPolicy(server, clientPings);
+  applyPingPolicies(server, pings);
   return { server, port };
 }
 

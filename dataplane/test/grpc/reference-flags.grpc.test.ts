@@ -1,9 +1,11 @@
 import { credentials, Metadata, status, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
-import { connect as http2Connect, constants, type ClientHttp2Session } from "node:http2";
+import { connect as http2Connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
 import { connect as tcpConnect } from "node:net";
 import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
 import { createTestCa } from "../../../e2e/support/certificates.js";
+import { runFailing } from "../../../e2e/support/process.js";
+import { CLI } from "../fixtures/paths.js";
 import { SecretFiles } from "../fixtures/secret-files.js";
 import { startServer, type ServerProcess } from "../fixtures/server.js";
 
@@ -49,6 +51,18 @@ async function pingIdle(port: number, count: number, gapMs: number): Promise<Goa
   } finally {
     session.destroy();
   }
+}
+
+/** A gRPC call of the inference service opened on a bare HTTP/2 session. */
+function rawCall(session: ClientHttp2Session, method: string): ClientHttp2Stream {
+  const call = session.request({
+    ":method": "POST",
+    ":path": `/inference.GRPCInferenceService/${method}`,
+    "content-type": "application/grpc",
+    te: "trailers",
+  });
+  call.on("error", () => undefined);
+  return call;
 }
 
 /** An empty SETTINGS frame: length 0, type 4, no flags, stream 0. */
@@ -149,13 +163,7 @@ describe("the reference frontend's command lines, variables and connection knobs
       session.on("error", () => undefined);
       try {
         // A ModelStreamInfer call left open: its pings keep it alive, as a streaming client's would.
-        const call = session.request({
-          ":method": "POST",
-          ":path": "/inference.GRPCInferenceService/ModelStreamInfer",
-          "content-type": "application/grpc",
-          te: "trailers",
-        });
-        call.on("error", () => undefined);
+        const call = rawCall(session, "ModelStreamInfer");
         // The server answers a stream's headers with its first reply; give it the call first.
         await sleep(200);
         for (let sent = 0; sent < 6; sent++) {
@@ -172,6 +180,67 @@ describe("the reference frontend's command lines, variables and connection knobs
 
     it("accepts every ping without --grpc-http2-max-ping-strikes, as grpc-js does", async () => {
       assert.equal(await pingIdle(lenient.grpcPort, 6, 20), undefined);
+    });
+  });
+
+  describe("the server's keepalive pings, shaped as a gRPC core server shapes them", () => {
+    /** Keepalive pings an idle HTTP/2 client (answering each) receives from a server in `ms`. */
+    async function pingsReceived(port: number, ms: number): Promise<number> {
+      const session = http2Connect(`http://127.0.0.1:${port}`);
+      session.on("error", () => undefined);
+      let received = 0;
+      session.on("ping", () => received++);
+      await sleep(ms);
+      session.destroy();
+      return received;
+    }
+    let every: ServerProcess;
+    let limited: ServerProcess;
+    let spaced: ServerProcess;
+    before(async () => {
+      const keepalive = ["--grpc-keepalive-time-secs", "0.1"];
+      [every, limited, spaced] = await Promise.all([
+        startServer(keepalive),
+        startServer([...keepalive, "--grpc-http2-max-pings-without-data", "2"]),
+        startServer([...keepalive, "--grpc-http2-min-time-between-pings-secs", "0.5"]),
+      ]);
+    });
+    after(async () => {
+      await Promise.all([every?.stop(), limited?.stop(), spaced?.stop()]);
+    });
+
+    it("pings every --grpc-keepalive-time-secs", async () => {
+      const count = await pingsReceived(every.grpcPort, 1_200);
+      assert.ok(count >= 6, `${count} pings in 1.2 s`);
+    });
+
+    it("stops after --grpc-http2-max-pings-without-data until a call goes by, then pings again", async () => {
+      const session = http2Connect(`http://127.0.0.1:${limited.grpcPort}`);
+      session.on("error", () => undefined);
+      let received = 0;
+      session.on("ping", () => received++);
+      try {
+        await sleep(1_000);
+        assert.equal(received, 2, "two pings, then none without data");
+        const call = rawCall(session, "ServerLive");
+        call.end(Buffer.from([0, 0, 0, 0, 0]));
+        call.resume();
+        await new Promise((resolve) => call.once("close", resolve));
+        await sleep(1_000);
+        assert.ok(received >= 3 && received <= 6, `${received} pings after a call`);
+      } finally {
+        session.destroy();
+      }
+    });
+
+    it("keeps --grpc-http2-min-time-between-pings-secs between them", async () => {
+      const count = await pingsReceived(spaced.grpcPort, 1_200);
+      assert.ok(count >= 1 && count <= 3, `${count} pings in 1.2 s`);
+    });
+
+    it("refuses the shaping knobs without a keepalive time to shape", async () => {
+      const refused = await runFailing([CLI, "dataplane", "--grpc-http2-max-pings-without-data", "2"]);
+      assert.match(refused.stderr, /shape the server's keepalive pings: set --grpc-keepalive-time-secs/);
     });
   });
 
