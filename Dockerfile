@@ -6,6 +6,8 @@ ARG BASE_IMAGE=node:20-bookworm-slim
 FROM ${BASE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json .npmrc ./
+# npm ci's postinstall applies these to dependencies (patch-package); see patches/README.md.
+COPY patches patches
 # onnxruntime-node's install script would download GPU extras; the CPU build ships in the package.
 ENV ONNXRUNTIME_NODE_INSTALL=skip
 RUN ["npm", "ci", "--no-audit", "--no-fund"]

@@ -1,5 +1,6 @@
 import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
 import { ModelInferResponse } from "../../proto/gen/ts/grpc_service.js";
+import { DEFAULT_CONNECTION_WINDOW, DEFAULT_STREAM_WINDOW } from "../../lib/contract/dataplane.js";
 
 /**
  * A bare grpc-js server: the best Node can do for ModelInfer on this machine. It decodes
@@ -41,7 +42,14 @@ function pick(requestSize: number): Buffer {
 }
 
 const passThrough = (bytes: Buffer): Buffer => bytes;
-const server = new Server({ "grpc.max_receive_message_length": -1, "grpc.max_send_message_length": -1 });
+// The data plane's receive windows (patches/@grpc+grpc-js+1.14.7.patch), so the ceiling moves
+// large tensors under the same HTTP/2 flow control.
+const server = new Server({
+  "grpc.max_receive_message_length": -1,
+  "grpc.max_send_message_length": -1,
+  "grpc-node.flow_control_window": DEFAULT_STREAM_WINDOW,
+  "grpc-node.connection_flow_control_window": DEFAULT_CONNECTION_WINDOW,
+});
 server.addService(
   {
     modelInfer: {

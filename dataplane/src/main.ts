@@ -44,8 +44,7 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
     shutdownGraceSeconds: args.shutdownGraceSecs,
     security: securityOptions(args),
     tuning: tuningOptions(args),
-    // grpc-js has one window for a channel's connection and its streams: the larger wins.
-    upstreamFlowControlWindow: largest(args.grpcInitialConnectionWindowSize, args.grpcInitialStreamWindowSize),
+    upstreamFlowControlWindow: args.upstreamFlowControlWindow,
     drainDelaySeconds: args.drainDelaySecs,
     tracing:
       args.otlpTracesEndpoint === undefined
@@ -96,6 +95,8 @@ function tuningOptions(args: DataPlaneArguments): GrpcTuning {
     maxConnectionAgeGraceMs: ms(args.grpcMaxConnectionAgeGraceSecs),
     maxConnectionIdleMs: ms(args.grpcMaxConnectionIdleSecs),
     maxConcurrentStreams: args.grpcMaxConcurrentStreams,
+    streamWindowBytes: args.grpcInitialStreamWindowSize,
+    connectionWindowBytes: args.grpcInitialConnectionWindowSize,
     pings: {
       ...(args.grpcKeepaliveTimeSecs !== undefined
         ? {
@@ -119,8 +120,3 @@ function tuningOptions(args: DataPlaneArguments): GrpcTuning {
     },
   };
 }
-
-const largest = (...values: (number | undefined)[]): number | undefined => {
-  const given = values.filter((value): value is number => value !== undefined);
-  return given.length === 0 ? undefined : Math.max(...given);
-};

@@ -19,6 +19,12 @@ import {
 
 /** The largest gRPC message accepted or sent unless --max-message-size says otherwise (see dataplane/src/limits.ts). */
 export const DEFAULT_MAX_MESSAGE_SIZE = 64 * 1024 * 1024;
+/**
+ * HTTP/2 receive windows: Node's 64 KiB default makes a 1 MiB tensor wait for sixteen
+ * WINDOW_UPDATE round trips; these let one large request arrive without stopping.
+ */
+export const DEFAULT_STREAM_WINDOW = 8 * 1024 * 1024;
+export const DEFAULT_CONNECTION_WINDOW = 16 * 1024 * 1024;
 /** ModelStreamInfer requests of one stream running at once unless --stream-max-pending says otherwise. */
 export const DEFAULT_STREAM_MAX_PENDING = 1024;
 
@@ -196,17 +202,31 @@ export const DATAPLANE_OPTIONS = {
     "--grpc-initial-connection-window-size <bytes>",
     {
       env: "DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE",
-      help: "HTTP/2 connection flow-control window of upstream (kserve-grpc) channels; NVIDIA Dynamo's frontend's variable",
+      help: "the gRPC server's HTTP/2 receive window per connection: what a client may send before the server reads (NVIDIA Dynamo's frontend's variable)",
     },
     { min: 65535, max: 2 ** 31 - 1 },
+    DEFAULT_CONNECTION_WINDOW,
+    "16 MiB",
   ),
   grpcInitialStreamWindowSize: wholeNumber(
     "--grpc-initial-stream-window-size <bytes>",
     {
       env: "DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE",
-      help: "HTTP/2 stream flow-control window of upstream (kserve-grpc) channels; NVIDIA Dynamo's frontend's variable",
+      help: "the gRPC server's HTTP/2 receive window per call (SETTINGS_INITIAL_WINDOW_SIZE; NVIDIA Dynamo's frontend's variable)",
     },
     { min: 65535, max: 2 ** 31 - 1 },
+    DEFAULT_STREAM_WINDOW,
+    "8 MiB",
+  ),
+  upstreamFlowControlWindow: wholeNumber(
+    "--upstream-flow-control-window <bytes>",
+    {
+      env: "DYNAMO_UPSTREAM_FLOW_CONTROL_WINDOW",
+      help: "HTTP/2 receive window of the kserve-grpc engine's upstream channels (grpc-js has one for a connection and its calls)",
+    },
+    { min: 65535, max: 2 ** 31 - 1 },
+    DEFAULT_STREAM_WINDOW,
+    "8 MiB",
   ),
   kserveMode: flag("--kserve-mode", {
     env: "DYNAMO_KSERVE_MODE",

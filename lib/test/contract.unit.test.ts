@@ -35,6 +35,7 @@ const EVERY_OPTION: Required<DataPlaneArguments> = {
   grpcMaxConcurrentStreams: 100,
   grpcInitialConnectionWindowSize: 1_048_576,
   grpcInitialStreamWindowSize: 262_144,
+  upstreamFlowControlWindow: 2_097_152,
   kserveMode: true,
   useTls: true,
   certFile: "/tls/tls.crt",

@@ -33,6 +33,12 @@ export interface GrpcTuning {
   readonly maxConnectionAgeGraceMs?: number;
   readonly maxConnectionIdleMs?: number;
   readonly maxConcurrentStreams?: number;
+  /**
+   * The server's HTTP/2 receive windows, per call and per connection. grpc-js has no option
+   * for them: patches/@grpc+grpc-js+1.14.7.patch adds one (after grpc-node PR #3058).
+   */
+  readonly streamWindowBytes?: number;
+  readonly connectionWindowBytes?: number;
   /** Keepalive pings sent and client pings policed, as gRPC core does (http2-pings.ts). */
   readonly pings: PingPolicies;
 }
@@ -44,6 +50,8 @@ const TUNING_OPTIONS: Readonly<Record<ChannelArgument, string>> = {
   maxConnectionAgeGraceMs: "grpc.max_connection_age_grace_ms",
   maxConnectionIdleMs: "grpc.max_connection_idle_ms",
   maxConcurrentStreams: "grpc.max_concurrent_streams",
+  streamWindowBytes: "grpc-node.flow_control_window",
+  connectionWindowBytes: "grpc-node.connection_flow_control_window",
 };
 
 /**

@@ -244,6 +244,43 @@ describe("the reference frontend's command lines, variables and connection knobs
     });
   });
 
+  describe("the server's HTTP/2 receive windows (grpc-js patched: patches/@grpc+grpc-js+1.14.7.patch)", () => {
+    /** The windows a client is granted: per call (SETTINGS) and for the connection. */
+    async function windowsGranted(port: number): Promise<{ stream: number; connection: number }> {
+      const session = http2Connect(`http://127.0.0.1:${port}`);
+      session.on("error", () => undefined);
+      try {
+        await new Promise((resolve) => session.once("remoteSettings", resolve));
+        // The connection window comes as a WINDOW_UPDATE right after the server's SETTINGS.
+        await sleep(100);
+        return { stream: session.remoteSettings.initialWindowSize!, connection: session.state.remoteWindowSize! };
+      } finally {
+        session.destroy();
+      }
+    }
+
+    it("grants 8 MiB per call and 16 MiB per connection by default, not Node's 64 KiB", async () => {
+      const server = await startServer([]);
+      try {
+        assert.deepEqual(await windowsGranted(server.grpcPort), { stream: 8 * 2 ** 20, connection: 16 * 2 ** 20 });
+      } finally {
+        await server.stop();
+      }
+    });
+
+    it("takes them from the reference's DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE and DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE", async () => {
+      const server = await startServer([], {
+        DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE: String(2 ** 20),
+        DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE: String(3 * 2 ** 20),
+      });
+      try {
+        assert.deepEqual(await windowsGranted(server.grpcPort), { stream: 2 ** 20, connection: 3 * 2 ** 20 });
+      } finally {
+        await server.stop();
+      }
+    });
+  });
+
   describe("server-side connection limits", () => {
     it("closes an idle connection after --grpc-max-connection-idle-secs with GOAWAY", async () => {
       const server = await startServer(["--grpc-max-connection-idle-secs", "0.5"]);
