@@ -33,6 +33,7 @@ const options = new Command("bench")
   .option("--scenarios <ids>", "only these scenarios (comma-separated ids)")
   .option("--only <servers>", "only these servers (comma-separated)", servers, [] as ServerId[])
   .option("--no-publish", "a trial: write bench/results/tmp/ only, not bench/results/ nor BENCHMARKS.md")
+  .option("--no-perf-analyzer", "drive the gRPC tensor scenarios with ghz only, not also with perf_analyzer")
   .parse()
   .opts<{
     duration: number;
@@ -41,6 +42,7 @@ const options = new Command("bench")
     scenarios?: string;
     only: ServerId[];
     publish: boolean;
+    perfAnalyzer: boolean;
   }>();
 
 const chosen =
@@ -50,6 +52,7 @@ const report = await runBenchmarks(chosen, {
   repetitions: options.repetitions,
   warmupSeconds: options.warmup,
   only: options.only,
+  perfAnalyzer: options.perfAnalyzer,
   log: (line) => console.error(`bench: ${line}`),
 });
 

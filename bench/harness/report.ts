@@ -12,8 +12,11 @@ export interface TargetResult {
   readonly detail: string;
 }
 
+/** A server's result in a scenario, measured by the scenario's own load client. */
 const resultOf = (report: BenchReport, scenario: string, server: ServerId): ServerResult | undefined =>
-  report.scenarios.find((candidate) => candidate.id === scenario)?.results.find((result) => result.server === server);
+  report.scenarios
+    .find((candidate) => candidate.id === scenario)
+    ?.results.find((result) => result.server === server && result.client === undefined);
 
 const usable = (result: ServerResult | undefined): result is ServerResult & { rps: number } =>
   result !== undefined && result.error === undefined && result.rps !== undefined && result.rps > 0;
@@ -136,6 +139,37 @@ function scenarioTable(scenario: ScenarioResult): string[] {
   ];
 }
 
+/**
+ * Where perf_analyzer measured too: its throughput over ghz's for the same server and
+ * scenario. Near 1 means the number is the server's; far from it, one generator limits.
+ */
+export function clientAgreement(report: BenchReport): string[] {
+  const rows = report.scenarios.flatMap((scenario) =>
+    scenario.results
+      .filter((result) => result.client === "perf_analyzer")
+      .map((second) => {
+        const first = resultOf(report, scenario.id, second.server);
+        const both = usable(first) && usable(second);
+        const ratio = both ? `${(second.rps / first.rps).toFixed(2)}×` : "—";
+        const detail = both
+          ? `${second.rps.toFixed(0)} vs ${first.rps.toFixed(0)} req/s; p50 ${second.p50Ms!.toFixed(2)} vs ${first.p50Ms!.toFixed(2)} ms`
+          : oneLine(second.error ?? first?.error ?? "not measured");
+        return `| \`${scenario.id}\` | ${first?.label ?? second.server} | ${ratio} | ${detail} |`;
+      }),
+  );
+  if (rows.length === 0) return [];
+  return [
+    "## Two load clients",
+    "",
+    "perf_analyzer (Triton's C++ client) against ghz, same server and scenario, one run each after ghz's:",
+    "",
+    "| scenario | server | perf_analyzer / ghz | detail |",
+    "|---|---|---|---|",
+    ...rows,
+    "",
+  ];
+}
+
 const oneLine = (text: string): string => text.replace(/\s+/g, " ").replaceAll("|", "\\|").slice(0, 300);
 
 /** The Markdown report: settings, the targets met or not, one table per scenario. */
@@ -152,7 +186,7 @@ export function markdownReport(report: BenchReport, command: string, chart: stri
   return [
     `Produced by \`${command}\` on ${report.date.slice(0, 10)}: ${report.machine.cores} cores (${report.machine.cpu}), Node ${report.machine.node}, kernel ${report.machine.kernel}.`,
     `Each number is the median of ${report.settings.repetitions} runs of ${report.settings.durationSeconds} s after a ${report.settings.warmupSeconds} s warm-up; ` +
-      `load from ghz (gRPC), vegeta (REST) and our stream generators (ModelStreamInfer, SSE); pinning: ${report.settings.pinning}.`,
+      `load from ghz (gRPC; perf_analyzer beside it where marked), vegeta (REST) and our stream generators (ModelStreamInfer, SSE); pinning: ${report.settings.pinning}.`,
     "",
     ...(chart !== undefined ? [`![throughput and latency per scenario](${chart})`, ""] : []),
     "## Targets",
@@ -166,6 +200,7 @@ export function markdownReport(report: BenchReport, command: string, chart: stri
         `| ${target.name} | ${target.wanted} | ${measured(target)} | ${verdict(target)} | ${oneLine(target.detail)} |`,
     ),
     "",
+    ...clientAgreement(report),
     "## Scenarios",
     "",
     ...report.scenarios.flatMap(scenarioTable),

@@ -2,9 +2,10 @@ import { cpus, release } from "node:os";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ghzBinary, vegetaBinary } from "../../e2e/support/prerequisites.js";
+import { ghzBinary, perfAnalyzerBinary, vegetaBinary } from "../../e2e/support/prerequisites.js";
 import { medianRun, runLoad, type LoadRun } from "./ghz.js";
-import { payloadBytes, writeHttpRequest, writeRequest } from "./requests.js";
+import { runPerfAnalyzer } from "./perf-analyzer.js";
+import { modelFor, payloadBytes, writeHttpRequest, writeRequest } from "./requests.js";
 import { runStreamLoad } from "./streams.js";
 import { CEILING_SIZES, type Scenario } from "./scenarios.js";
 import { SERVER_LABELS, startBenchServer, type BenchServer, type ServerId } from "./servers.js";
@@ -16,12 +17,16 @@ export interface RunSettings {
   readonly warmupSeconds: number;
   /** Only these servers (all of each scenario's when empty). */
   readonly only: readonly ServerId[];
+  /** Also drive each gRPC tensor scenario with perf_analyzer (one run), beside ghz. */
+  readonly perfAnalyzer?: boolean;
   readonly log: (line: string) => void;
 }
 
 export interface ServerResult extends Partial<LoadRun> {
   readonly server: ServerId;
   readonly label: string;
+  /** The load generator when it is not the scenario's usual one (ghz, vegeta, ours). */
+  readonly client?: "perf_analyzer";
   /** Tensor bytes per second (rps × payload), for bytes/s scenarios. */
   readonly bytesPerSecond?: number;
   /** Why this server has no numbers: it could not start here, or every request failed. */
@@ -41,7 +46,7 @@ export interface ScenarioResult {
 export interface BenchReport {
   readonly date: string;
   readonly machine: { cores: number; cpu: string; node: string; kernel: string };
-  readonly settings: Omit<RunSettings, "log" | "only"> & { pinning: string };
+  readonly settings: Omit<RunSettings, "log" | "only" | "perfAnalyzer"> & { pinning: string };
   readonly scenarios: ScenarioResult[];
 }
 
@@ -133,6 +138,29 @@ export async function runBenchmarks(scenarios: readonly Scenario[], settings: Ru
             ...(scenario.unit === "bytes/s" ? { bytesPerSecond } : {}),
             ...(run.ok === 0 ? { error: run.firstError ?? "no request succeeded" } : {}),
           });
+          if (settings.perfAnalyzer === true && asksPerfAnalyzer(scenario, id)) {
+            const second = await runPerfAnalyzer({
+              binary: perfAnalyzerBinary(),
+              address: server.address,
+              model: modelFor(scenario.payload),
+              shape: `INPUT0:1,${scenario.payload.elements}`,
+              concurrency: scenario.concurrency,
+              durationSeconds: settings.durationSeconds,
+              ...clientCpus,
+            });
+            settings.log(
+              `${scenario.id} ${id} (perf_analyzer): ${second.rps.toFixed(0)} req/s, p50 ${second.p50Ms.toFixed(2)} ms` +
+                (second.errors > 0 ? `, failed: ${second.firstError}` : ""),
+            );
+            results.get(scenario.id)!.push({
+              server: id,
+              label: `${SERVER_LABELS[id]} · perf_analyzer`,
+              client: "perf_analyzer",
+              ...second,
+              ...(scenario.unit === "bytes/s" ? { bytesPerSecond: second.rps * payloadBytes(scenario.payload) } : {}),
+              ...(second.ok === 0 || second.errors > 0 ? { error: second.firstError ?? "no request succeeded" } : {}),
+            });
+          }
         }
       } finally {
         for (const running of started.reverse()) await running.stop();
@@ -160,6 +188,19 @@ export async function runBenchmarks(scenarios: readonly Scenario[], settings: Ru
       results: results.get(scenario.id)!,
     })),
   };
+}
+
+/**
+ * perf_analyzer asks a model's metadata and config before it sends a request, which the bare
+ * ceilings (ModelInfer only) do not answer; and it sends FP32 tensors by shape alone.
+ */
+function asksPerfAnalyzer(scenario: Scenario, server: ServerId): boolean {
+  return (
+    scenario.streams === undefined &&
+    scenario.http === undefined &&
+    scenario.payload.kind === "fp32" &&
+    !server.endsWith("-ceiling")
+  );
 }
 
 /** A server, preceded by the Triton it forwards to when it is the forwarding data plane. */

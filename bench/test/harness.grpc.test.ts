@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ghzBinary, requireProgram, vegetaBinary } from "../../e2e/support/prerequisites.js";
+import { ghzBinary, perfAnalyzerBinary, requireProgram, vegetaBinary } from "../../e2e/support/prerequisites.js";
 import { markdownReport, targetsOf } from "../harness/report.js";
 import { runBenchmarks } from "../harness/run.js";
 import { SCENARIOS, SMOKE_SCENARIO } from "../harness/scenarios.js";
@@ -14,6 +14,7 @@ describe("benchmark harness smoke run (npm run bench, one scenario, one second)"
   before(function () {
     requireProgram(this, ghzBinary(), "ghz", "run bash e2e/tools/build.sh");
     requireProgram(this, vegetaBinary(), "vegeta", "run bash e2e/tools/build.sh");
+    requireProgram(this, perfAnalyzerBinary(), "perf_analyzer", "run bash e2e/tools/build.sh");
   });
 
   it("drives the data plane's REST endpoint with vegeta (JSON and binary) and SSE streams with our generator", async () => {
@@ -44,20 +45,26 @@ describe("benchmark harness smoke run (npm run bench, one scenario, one second)"
     }
   });
 
-  it("drives the data plane and the ceiling with ghz and reports both, with a ratio", async () => {
+  it("drives the data plane and the ceiling with ghz, the data plane also with perf_analyzer, and reports all, with ratios", async () => {
     const logged: string[] = [];
     const report = await runBenchmarks([SMOKE_SCENARIO], {
       durationSeconds: 1,
       repetitions: 1,
       warmupSeconds: 1,
       only: [],
+      perfAnalyzer: true,
       log: (line) => logged.push(line),
     });
     const [scenario] = report.scenarios;
     assert.equal(scenario?.id, SMOKE_SCENARIO.id);
+    // The ceilings answer ModelInfer only; perf_analyzer asks metadata first, so it drives the data plane alone.
     assert.deepEqual(
-      scenario.results.map((result) => result.server),
-      ["dataplane", "grpc-js-ceiling"],
+      scenario.results.map((result) => [result.server, result.client]),
+      [
+        ["dataplane", undefined],
+        ["dataplane", "perf_analyzer"],
+        ["grpc-js-ceiling", undefined],
+      ],
     );
     for (const result of scenario.results) {
       assert.equal(result.error, undefined, `${result.server}: ${result.error}`);
@@ -65,8 +72,13 @@ describe("benchmark harness smoke run (npm run bench, one scenario, one second)"
       assert.equal(result.errors, 0, `${result.server}: ${result.firstError}`);
       assert.ok(result.p50Ms! > 0 && result.p99Ms! >= result.p50Ms!, JSON.stringify(result));
     }
-    assert.equal(logged.length, 2);
+    assert.equal(logged.length, 3);
     const markdown = markdownReport(report, "npm run bench", undefined);
+    assert.match(
+      markdown,
+      /\| `smoke-identity-1KiB-c16` \| dynamo-kserve \(1 worker\) \| \d+\.\d\d× \| \d+ vs \d+ req\/s/,
+    );
+    assert.match(markdown, /\| dynamo-kserve \(1 worker\) · perf_analyzer \| \d+ req\/s \|/);
     assert.match(markdown, /\| dynamo-kserve \(1 worker\) \| \d+ req\/s \|/);
     assert.match(markdown, /\| bare grpc-js \(ceiling\) \| \d+ req\/s \|/);
     // Targets whose servers were not in this run say so instead of passing silently.
