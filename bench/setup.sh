@@ -3,7 +3,8 @@
 # (default ~/.cache/dynamo-kserve), each piece reused until its inputs change:
 #   ghz (Go module, e2e/tools/build.sh), the bare grpc-go ceiling (bench/ceilings/go),
 #   Triton's server from nvidia-pytriton laid out to run a plain model repository,
-#   KServe, MLServer and NVIDIA Dynamo from PyPI (one venv each: their pins conflict),
+#   KServe, MLServer and NVIDIA Dynamo's frontend from PyPI (one venv each: their pins
+#   conflict),
 #   matplotlib for the chart.
 # A peer that cannot be installed here is not dropped: bench/<id>.unavailable keeps the
 # exact error, and the report shows it.
@@ -42,16 +43,20 @@ if [[ ! -x "$bench/tritonserver/bin/tritonserver" ]]; then
 fi
 
 # attempt ID VENV REQUIREMENTS: installs a peer, or records why it cannot be (once per
-# requirements file, so a failing install is not retried on every run).
+# requirements file, so a failing install is not retried on every run). A no-deps.txt
+# beside the requirements is installed after them with --no-deps (packages whose declared
+# dependencies PyPI cannot satisfy, their real ones listed in the requirements).
 attempt() {
   local id="$1" venv="$cache/$2" requirements="$root/$3"
-  local stamp="$bench/$id.attempted" want
-  want="$(hash_of "$requirements")"
+  local stamp="$bench/$id.attempted" want no_deps
+  no_deps="$(dirname "$requirements")/no-deps.txt"
+  want="$(hash_of "$requirements" $([[ -f "$no_deps" ]] && echo "$no_deps"))"
   if [[ -f "$bench/$id.unavailable" && "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
     echo "bench: $id is unavailable here (recorded in $bench/$id.unavailable)"
     return
   fi
-  if make_venv python3 "$venv" "$requirements" > "$bench/$id.install.log" 2>&1; then
+  if make_venv python3 "$venv" "$requirements" > "$bench/$id.install.log" 2>&1 &&
+    { [[ ! -f "$no_deps" ]] || "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$no_deps" >> "$bench/$id.install.log" 2>&1; }; then
     rm -f "$bench/$id.unavailable"
     echo "bench: $id ready in $venv"
   else

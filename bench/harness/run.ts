@@ -206,7 +206,7 @@ function asksPerfAnalyzer(scenario: Scenario, server: ServerId): boolean {
 /** A server, preceded by the Triton it forwards to when it is the forwarding data plane. */
 async function startWithUpstream(id: ServerId, cpus: string | undefined): Promise<BenchServer[]> {
   const common = { cpus: id === "dataplane-all-cores" ? undefined : cpus, ceilingSizes: CEILING_SIZES };
-  if (id !== "dataplane-forward") return [await startBenchServer(id, common)];
+  if (id !== "dataplane-forward" && id !== "dataplane-pass-through") return [await startBenchServer(id, common)];
   // Both on the server's core: the forwarding hop's cost shows as Triton's loss.
   const triton = await startBenchServer("triton", common);
   try {

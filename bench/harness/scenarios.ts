@@ -21,10 +21,11 @@ const KIB_FP32: Payload = { kind: "fp32", elements: 256 };
 const MIB_FP32: Payload = { kind: "fp32", elements: 256 * 1024 };
 const MIB16_FP32: Payload = { kind: "fp32", elements: 4 * 1024 * 1024 };
 
-/** Every server that answers ModelInfer itself (not the forwarding pair). */
-const EVERY_UNARY_SERVER: readonly ServerId[] = SERVER_IDS.filter(
-  (id) => id !== "dataplane-forward" && id !== "triton-direct",
-);
+/** The forwarding scenarios' servers: Triton called directly, and through each kind of forwarding config. */
+const FORWARDING: readonly ServerId[] = ["triton-direct", "dataplane-forward", "dataplane-pass-through"];
+
+/** Every server that answers ModelInfer itself (not the forwarding ones). */
+const EVERY_UNARY_SERVER: readonly ServerId[] = SERVER_IDS.filter((id) => !FORWARDING.includes(id));
 
 /** FP32 element counts the ceilings answer for: every FP32 payload above. */
 export const CEILING_SIZES = [KIB_FP32, MIB_FP32, MIB16_FP32].map((payload) => payload.elements);
@@ -45,7 +46,7 @@ export const SCENARIOS: readonly Scenario[] = [
     payload: MIB_FP32,
     concurrency: 16,
     connections: 4,
-    servers: ["dataplane", "grpc-js-ceiling", "go-ceiling", "triton", "kserve", "mlserver"],
+    servers: ["dataplane", "grpc-js-ceiling", "go-ceiling", "triton", "kserve", "mlserver", "dynamo"],
     unit: "bytes/s",
   },
   {
@@ -54,7 +55,7 @@ export const SCENARIOS: readonly Scenario[] = [
     payload: MIB16_FP32,
     concurrency: 4,
     connections: 4,
-    servers: ["dataplane", "grpc-js-ceiling", "go-ceiling", "triton"],
+    servers: ["dataplane", "grpc-js-ceiling", "go-ceiling", "triton", "dynamo"],
     unit: "bytes/s",
   },
   {
@@ -63,7 +64,7 @@ export const SCENARIOS: readonly Scenario[] = [
     payload: { kind: "bytes", elements: 64, elementBytes: 16 },
     concurrency: 64,
     connections: 8,
-    servers: ["dataplane", "triton", "kserve", "mlserver"],
+    servers: ["dataplane", "triton", "kserve", "mlserver", "dynamo"],
     unit: "requests/s",
   },
   {
@@ -72,7 +73,7 @@ export const SCENARIOS: readonly Scenario[] = [
     payload: KIB_FP32,
     concurrency: 1,
     connections: 1,
-    servers: ["triton-direct", "dataplane-forward"],
+    servers: FORWARDING,
     unit: "requests/s",
   },
   {
@@ -81,8 +82,19 @@ export const SCENARIOS: readonly Scenario[] = [
     payload: KIB_FP32,
     concurrency: 64,
     connections: 8,
+    servers: FORWARDING,
+    unit: "requests/s",
+  },
+  {
+    id: "forward-rest-1KiB-c64",
+    title:
+      "forwarding: KServe v2 REST in (binary tensors), gRPC out to Triton, vs Triton's HTTP endpoint, FP32 1 KiB, concurrency 64",
+    payload: KIB_FP32,
+    concurrency: 64,
+    connections: 64,
     servers: ["triton-direct", "dataplane-forward"],
     unit: "requests/s",
+    http: { form: "binary" },
   },
   ...(["json", "binary"] as const).map((form): Scenario => ({
     id: `rest-${form}-1KiB-c64`,

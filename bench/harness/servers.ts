@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { credentials, Metadata } from "@grpc/grpc-js";
@@ -24,6 +24,7 @@ export const SERVER_IDS = [
   "mlserver",
   "dynamo",
   "dataplane-forward",
+  "dataplane-pass-through",
   "triton-direct",
 ] as const;
 export type ServerId = (typeof SERVER_IDS)[number];
@@ -37,7 +38,8 @@ export const SERVER_LABELS: Readonly<Record<ServerId, string>> = {
   kserve: "KServe ModelServer",
   mlserver: "MLServer",
   dynamo: "NVIDIA Dynamo frontend",
-  "dataplane-forward": "dynamo-kserve → Triton",
+  "dataplane-forward": "dynamo-kserve → Triton (Triton's configs: tensors checked)",
+  "dataplane-pass-through": "dynamo-kserve → Triton (no tensors declared: passed through)",
   "triton-direct": "Triton direct",
 };
 
@@ -54,7 +56,7 @@ export interface StartOptions {
   readonly cpus: string | undefined;
   /** FP32 element counts the ceilings pre-encode responses for. */
   readonly ceilingSizes: readonly number[];
-  /** For dataplane-forward: the Triton to forward to. */
+  /** For the forwarding data planes: the Triton to forward to. */
   readonly upstream?: string;
 }
 
@@ -161,6 +163,18 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
     case "dataplane-forward":
       // The Triton repository itself, unchanged: its python models are forwarded to that Triton.
       return dataplane(join(REPO_ROOT, "bench", "peers", "triton"), ["--forward-unsupported", options.upstream!]);
+    case "dataplane-pass-through": {
+      // Configs that name only the upstream: requests and replies pass through as bytes.
+      const folder = mkdtempSync(join(tmpdir(), "dynamo-kserve-pass-through-"));
+      for (const model of readdirSync(join(REPO_ROOT, "bench", "peers", "triton"))) {
+        mkdirSync(join(folder, model, "1"), { recursive: true });
+        writeFileSync(
+          join(folder, model, "config.pbtxt"),
+          `name: "${model}"\nbackend: "kserve-grpc"\nparameters { key: "upstream" value { string_value: "${options.upstream!}" } }\n`,
+        );
+      }
+      return { ...dataplane(folder), scratch: folder };
+    }
     case "grpc-js-ceiling":
       return {
         ...node(join(REPO_ROOT, "dist", "bench", "ceilings", "grpcjs.js"), [String(port), sizes]),
@@ -228,11 +242,18 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
         scratch: folder,
       };
     }
-    case "dynamo":
-      // Reached only when bench/setup.sh installed ai-dynamo; it records why not otherwise.
-      throw new Error(
-        "ai-dynamo installed, but its KServe gRPC frontend needs a Dynamo worker and discovery; not wired up",
-      );
+    case "dynamo": {
+      // The frontend and the worker registering the identity models, one process group;
+      // their file-based discovery lives in a scratch folder.
+      const discovery = mkdtempSync(join(tmpdir(), "dynamo-kserve-dynamo-"));
+      return {
+        command: join(REPO_ROOT, "bench", "peers", "dynamo", "serve.sh"),
+        args: [join(CACHE_DIR, "venv-dynamo"), String(port), String(await freePort()), discovery],
+        env: {},
+        ready: "model",
+        scratch: discovery,
+      };
+    }
   }
 }
 

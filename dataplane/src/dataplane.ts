@@ -2,7 +2,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Server as HttpServer } from "node:http";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
 import type { Logger } from "pino";
-import type { GRPCInferenceServiceServer } from "../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
 import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../lib/engines/catalog.js";
 import { createEngine } from "./engines/runtimes.js";
@@ -11,7 +10,12 @@ import { createMetrics, type DataPlaneMetrics } from "./metrics/index.js";
 import { NO_TRACING, startTracing, type TracingOptions } from "./tracing/tracing.js";
 import { ModelRegistry, type ModelControlMode } from "./models/registry.js";
 import { boundedStatusInterceptor } from "./server/bounded-status.js";
-import { startGrpcServer, stopGrpcServer, type GrpcTuning } from "./server/grpc.js";
+import {
+  startGrpcServer,
+  stopGrpcServer,
+  type GrpcTuning,
+  type InferenceServiceImplementation,
+} from "./server/grpc.js";
 import { serverSecurity, type SecurityOptions } from "./server/security.js";
 import { startHttpServer } from "./server/http.js";
 import { InFlight } from "./models/in-flight.js";
@@ -113,7 +117,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     ...sharedMemoryAndTraceOperations(),
     logSettings: logSettingsOperation(logger, options.onLogLevelChange),
   };
-  const implementation: GRPCInferenceServiceServer = {
+  const implementation: InferenceServiceImplementation = {
     ...unaryHandlers<UnaryRpcs>(operations),
     modelInfer: modelInferHandler(inference),
     modelStreamInfer: modelStreamInferHandler(inference, options.streamMaxPending),

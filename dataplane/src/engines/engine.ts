@@ -12,11 +12,22 @@ export interface EngineRequest {
   readonly inputs: readonly Tensor[];
   /** Names the client asked for; empty means every output. Engines may skip the others. */
   readonly requestedOutputs: ReadonlySet<string>;
+  /**
+   * The client's ModelInferRequest as it came on the wire, given when the model declares no
+   * tensors and the caller can send encoded replies (the gRPC inference RPCs): an engine in
+   * front of a KServe server may send it on as it is and answer with `encoded` responses.
+   */
+  readonly encoded?: Uint8Array;
 }
 
 export interface EngineResponse {
   readonly outputs: readonly Tensor[];
   readonly parameters?: Readonly<Record<string, InferParameter>>;
+  /**
+   * The response as an upstream encoded it (a ModelInferResponse, its final flags its own),
+   * only ever in answer to a request given `encoded`; `outputs` is then empty.
+   */
+  readonly encoded?: Uint8Array;
 }
 
 export interface InferOptions {

@@ -7,6 +7,7 @@ import { fromCharacterCodes, toCharacterCodes } from "./character-codes.js";
 import { decodeInputs, encodeOutputs, type DecodedInputs } from "../tensors/request.js";
 import type { RequestLifetime } from "./lifetime.js";
 import { RequestScope, type Entry, type InferenceContext } from "./request-scope.js";
+import { withModel, type InferReply } from "../tensors/wire.js";
 
 export type { Entry, InferenceContext } from "./request-scope.js";
 
@@ -23,12 +24,31 @@ export type { Entry, InferenceContext } from "./request-scope.js";
 const ENABLE_EMPTY_FINAL = "triton_enable_empty_final_response";
 const FINAL_RESPONSE = "triton_final_response";
 
+export function runInference(
+  context: InferenceContext,
+  received: ModelInferRequest,
+  entry: Entry,
+  lifetime: RequestLifetime,
+): AsyncGenerator<ModelInferResponse>;
+/**
+ * `encoded`: the request as it came on the wire (the gRPC inference RPCs), so a forwarded
+ * model that declares no tensors passes it on and its upstream's replies come back as they
+ * are, never decoded or re-encoded (one copy at most, when the model's name differs).
+ */
+export function runInference(
+  context: InferenceContext,
+  received: ModelInferRequest,
+  entry: Entry,
+  lifetime: RequestLifetime,
+  encoded: Uint8Array | undefined,
+): AsyncGenerator<InferReply>;
 export async function* runInference(
   context: InferenceContext,
   received: ModelInferRequest,
   entry: Entry,
   lifetime: RequestLifetime,
-): AsyncGenerator<ModelInferResponse> {
+  encoded?: Uint8Array,
+): AsyncGenerator<InferReply> {
   const scope = new RequestScope(context, received, entry, lifetime);
   try {
     const { spec, engine, version } = scope.admit();
@@ -42,33 +62,43 @@ export async function* runInference(
     const single = scope.isUnary && !spec.decoupled;
     const finalFlag = (final: boolean): Record<string, InferParameter> =>
       scope.isUnary ? {} : { [FINAL_RESPONSE]: boolParameter(final) };
+    // Passed through, the upstream's replies keep their own final flags: only where the
+    // stream's flags are the upstream's (a decoupled model on a stream) or absent (unary).
+    const passThrough =
+      encoded !== undefined && rewritten === undefined && !spec.declaresTensors && spec.decoupled !== scope.isUnary;
     const engineRequest = {
       id: request.id,
       version,
       parameters: request.parameters,
       inputs: inputs.tensors,
       requestedOutputs: new Set(request.outputs.map((output) => output.name)),
+      encoded: passThrough ? encoded : undefined,
     };
     const results = engine.infer(engineRequest, {
       signal: lifetime.signal,
       deadline: lifetime.deadline,
       traceHeaders: scope.traceHeaders,
     });
+    let passedThrough = false;
     for await (const result of results) {
       scope.produced();
+      passedThrough ||= result.encoded !== undefined;
       if (single && scope.responseCount > 0) {
         throw internal(`model '${spec.name}' produced more than one response for a unary request`);
       }
       // As Triton: a response carries the engine's parameters and, on a stream, the final
       // flag; the request's own parameters are not echoed back.
-      const response = answer(encodeResponse(request, version, result, inputs.usedRaw, finalFlag(!spec.decoupled)));
+      const response =
+        result.encoded !== undefined
+          ? { encoded: withModel(result.encoded, request.modelName, version) }
+          : answer(encodeResponse(request, version, result, inputs.usedRaw, finalFlag(!spec.decoupled)));
       scope.encoded();
       yield response;
       scope.resumed();
     }
     scope.produced();
     if (single && scope.responseCount === 0) throw internal(`model '${spec.name}' produced no response`);
-    if (!scope.isUnary && spec.decoupled && isTrue(request.parameters[ENABLE_EMPTY_FINAL])) {
+    if (!scope.isUnary && spec.decoupled && !passedThrough && isTrue(request.parameters[ENABLE_EMPTY_FINAL])) {
       yield encodeResponse(request, version, { outputs: [] }, inputs.usedRaw, finalFlag(true));
     }
     scope.succeed();

@@ -1,5 +1,8 @@
 import {
   Server,
+  type handleBidiStreamingCall,
+  type handleServerStreamingCall,
+  type handleUnaryCall,
   type ServerCredentials,
   type ServerInterceptor,
   type ServiceDefinition,
@@ -8,9 +11,15 @@ import {
 import type { HealthImplementation } from "grpc-health-check";
 import { applyPingPolicies, type PingPolicies } from "./http2-pings.js";
 import { addReflection } from "./reflection.js";
-import { InferenceExtensionsService, type InferenceExtensionsServer } from "../../../proto/gen/ts/extensions.js";
-import { GRPCInferenceServiceService, type GRPCInferenceServiceServer } from "../../../proto/gen/ts/grpc_service.js";
-import { encodeInferResponse, encodeStreamInferResponse } from "./reply-encoding.js";
+import { InferenceExtensionsService } from "../../../proto/gen/ts/extensions.js";
+import {
+  GRPCInferenceServiceService,
+  type GRPCInferenceServiceServer,
+  type ModelInferRequest,
+} from "../../../proto/gen/ts/grpc_service.js";
+import type { InferReply } from "../tensors/wire.js";
+import { encodeInferResponse, encodeStreamInferResponse, type StreamInferReply } from "./reply-encoding.js";
+import { decodeInferRequest } from "./request-decoding.js";
 
 export interface GrpcServerOptions {
   readonly host: string;
@@ -55,19 +64,33 @@ const TUNING_OPTIONS: Readonly<Record<ChannelArgument, string>> = {
 };
 
 /**
- * The generated service definitions, with inference replies serialized so that tensor
- * bytes are copied once (reply-encoding.ts), not several times as the generated
- * serializer does.
+ * The generated service definitions, with inference requests decoded keeping the bytes
+ * they came in (request-decoding.ts: a forwarded model sends them on as they are) and
+ * replies serialized so that tensor bytes are copied once (reply-encoding.ts), not several
+ * times as the generated serializer does; a reply passed through from an upstream is sent
+ * as it is.
  */
 const inferenceService: ServiceDefinition = {
   ...GRPCInferenceServiceService,
-  modelInfer: { ...GRPCInferenceServiceService.modelInfer, responseSerialize: encodeInferResponse },
-  modelStreamInfer: { ...GRPCInferenceServiceService.modelStreamInfer, responseSerialize: encodeStreamInferResponse },
+  modelInfer: {
+    ...GRPCInferenceServiceService.modelInfer,
+    requestDeserialize: decodeInferRequest,
+    responseSerialize: encodeInferResponse,
+  },
+  modelStreamInfer: {
+    ...GRPCInferenceServiceService.modelStreamInfer,
+    requestDeserialize: decodeInferRequest,
+    responseSerialize: encodeStreamInferResponse,
+  },
 };
 
 const extensionsService: ServiceDefinition = {
   ...InferenceExtensionsService,
-  modelInferStream: { ...InferenceExtensionsService.modelInferStream, responseSerialize: encodeInferResponse },
+  modelInferStream: {
+    ...InferenceExtensionsService.modelInferStream,
+    requestDeserialize: decodeInferRequest,
+    responseSerialize: encodeInferResponse,
+  },
 };
 
 /**
@@ -82,10 +105,20 @@ const maxStreamPath: ServiceDefinition = {
   },
 };
 
+/** The inference service as this server serializes it: replies may be passed on from an upstream as they came. */
+export type InferenceServiceImplementation = Omit<GRPCInferenceServiceServer, "modelInfer" | "modelStreamInfer"> & {
+  readonly modelInfer: handleUnaryCall<ModelInferRequest, InferReply>;
+  readonly modelStreamInfer: handleBidiStreamingCall<ModelInferRequest, StreamInferReply>;
+};
+
+export interface ExtensionsImplementation {
+  readonly modelInferStream: handleServerStreamingCall<ModelInferRequest, InferReply>;
+}
+
 /** Starts the gRPC server and resolves with it and the port it is bound to. */
 export async function startGrpcServer(
-  implementation: GRPCInferenceServiceServer,
-  extensions: InferenceExtensionsServer,
+  implementation: InferenceServiceImplementation,
+  extensions: ExtensionsImplementation,
   health: HealthImplementation,
   options: GrpcServerOptions,
 ): Promise<{ server: Server; port: number }> {
@@ -100,8 +133,8 @@ export async function startGrpcServer(
     interceptors: [...options.interceptors],
   });
   server.addService(inferenceService, implementation as unknown as UntypedServiceImplementation);
-  server.addService(extensionsService, extensions);
-  server.addService(maxStreamPath, extensions);
+  server.addService(extensionsService, extensions as unknown as UntypedServiceImplementation);
+  server.addService(maxStreamPath, extensions as unknown as UntypedServiceImplementation);
   health.addToServer(server);
   addReflection(server);
   const port = await new Promise<number>((resolve, reject) => {

@@ -1,4 +1,5 @@
 import { ModelInferResponse, ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { asBuffer, type InferReply } from "../tensors/wire.js";
 
 /**
  * Inference replies as grpc-js sends them, with each output tensor's bytes copied once.
@@ -7,8 +8,15 @@ import { ModelInferResponse, ModelStreamInferResponse } from "../../../proto/gen
  * 16 MiB tensor that is several copies and zero-filled allocations per reply. Here the
  * small fields are encoded by the generated code and the tensor bytes are placed once,
  * into one buffer of the exact size. The bytes are the generated encoder's, byte for byte
- * (raw_output_contents is the last field it writes).
+ * (raw_output_contents is the last field it writes). A reply passed through from an
+ * upstream is already encoded: it goes out as it is (inside a stream reply, copied once).
  */
+
+/** ModelStreamInfer's reply, whose response may be passed on from an upstream. */
+export interface StreamInferReply {
+  readonly errorMessage: string;
+  readonly inferResponse: InferReply | undefined;
+}
 
 /** ModelInferResponse.raw_output_contents: field 6, length-delimited. */
 const RAW_OUTPUT_TAG = (6 << 3) | 2;
@@ -35,7 +43,8 @@ interface Parts {
   readonly size: number;
 }
 
-function partsOf(response: ModelInferResponse): Parts {
+function partsOf(response: InferReply): Parts {
+  if ("encoded" in response) return { head: response.encoded, raw: [], size: response.encoded.byteLength };
   const head = ModelInferResponse.encode({ ...response, rawOutputContents: [] }).finish();
   let size = head.byteLength;
   for (const raw of response.rawOutputContents) size += 1 + varintSize(raw.byteLength) + raw.byteLength;
@@ -55,7 +64,8 @@ function writeParts(out: Buffer, start: number, parts: Parts): number {
 }
 
 /** ModelInfer's reply. */
-export function encodeInferResponse(response: ModelInferResponse): Buffer {
+export function encodeInferResponse(response: InferReply): Buffer {
+  if ("encoded" in response) return asBuffer(response.encoded);
   const parts = partsOf(response);
   const out = Buffer.allocUnsafe(parts.size);
   writeParts(out, 0, parts);
@@ -63,7 +73,7 @@ export function encodeInferResponse(response: ModelInferResponse): Buffer {
 }
 
 /** ModelStreamInfer's reply: an error message, or a ModelInferResponse. */
-export function encodeStreamInferResponse(reply: ModelStreamInferResponse): Buffer {
+export function encodeStreamInferResponse(reply: StreamInferReply): Buffer {
   const head = ModelStreamInferResponse.encode({ errorMessage: reply.errorMessage, inferResponse: undefined }).finish();
   if (reply.inferResponse === undefined) return Buffer.from(head.buffer, head.byteOffset, head.byteLength);
   const inner = partsOf(reply.inferResponse);

@@ -1,6 +1,8 @@
 import type { handleServerStreamingCall } from "@grpc/grpc-js";
-import type { InferenceExtensionsServer } from "../../../proto/gen/ts/extensions.js";
-import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
+import type { ExtensionsImplementation } from "../server/grpc.js";
+import { receivedBytesOf } from "../server/request-decoding.js";
+import type { InferReply } from "../tensors/wire.js";
 import { toServiceError } from "../server/status.js";
 import { runInference, type InferenceContext } from "../inference/pipeline.js";
 import { StreamWriter } from "./stream-writer.js";
@@ -10,8 +12,8 @@ import { callLifetime } from "./call-lifetime.js";
  * dynamokserve.v1.InferenceExtensions/ModelInferStream: one request, every response the
  * model produces, then OK; a failure ends the stream with its gRPC status.
  */
-export function modelInferStreamHandlers(context: InferenceContext): InferenceExtensionsServer {
-  const modelInferStream: handleServerStreamingCall<ModelInferRequest, ModelInferResponse> = (call) => {
+export function modelInferStreamHandlers(context: InferenceContext): ExtensionsImplementation {
+  const modelInferStream: handleServerStreamingCall<ModelInferRequest, InferReply> = (call) => {
     const lifetime = callLifetime(call);
     const { signal } = lifetime;
     const writer = new StreamWriter(call, signal);
@@ -22,6 +24,7 @@ export function modelInferStreamHandlers(context: InferenceContext): InferenceEx
           call.request,
           { endpoint: "ModelInferStream", requestType: "stream", protocol: "grpc" },
           lifetime,
+          receivedBytesOf(call.request),
         )) {
           await writer.write(response);
         }

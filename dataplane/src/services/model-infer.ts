@@ -1,23 +1,26 @@
 import type { handleUnaryCall, ServerUnaryCall } from "@grpc/grpc-js";
-import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { internal } from "../../../lib/errors.js";
 import { runInference, type InferenceContext } from "../inference/pipeline.js";
+import { receivedBytesOf } from "../server/request-decoding.js";
+import type { InferReply } from "../tensors/wire.js";
 import { callLifetime } from "./call-lifetime.js";
 import { unary } from "./unary.js";
 
 /** ModelInfer: one request, one response. */
-export function modelInferHandler(context: InferenceContext): handleUnaryCall<ModelInferRequest, ModelInferResponse> {
-  return unary(async (request, call: ServerUnaryCall<ModelInferRequest, ModelInferResponse>) => {
+export function modelInferHandler(context: InferenceContext): handleUnaryCall<ModelInferRequest, InferReply> {
+  return unary(async (request, call: ServerUnaryCall<ModelInferRequest, InferReply>) => {
     const lifetime = callLifetime(call);
     // Run the pipeline to its end (it checks there is exactly one response and records
     // statistics after it); returning from inside the loop would cut it short.
-    let reply: ModelInferResponse | undefined;
+    let reply: InferReply | undefined;
     try {
       for await (const response of runInference(
         context,
         request,
         { endpoint: "ModelInfer", requestType: "unary", protocol: "grpc" },
         lifetime,
+        receivedBytesOf(request),
       ))
         reply = response;
     } finally {

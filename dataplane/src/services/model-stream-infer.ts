@@ -1,9 +1,7 @@
 import type { handleBidiStreamingCall } from "@grpc/grpc-js";
-import type {
-  ModelInferRequest,
-  ModelInferResponse,
-  ModelStreamInferResponse,
-} from "../../../proto/gen/ts/grpc_service.js";
+import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import type { StreamInferReply } from "../server/reply-encoding.js";
+import { receivedBytesOf } from "../server/request-decoding.js";
 import { errorDetail } from "../limits.js";
 import { DEFAULT_STREAM_MAX_PENDING } from "../../../lib/contract/dataplane.js";
 import { StreamRequests, type RequestLifetime } from "../inference/lifetime.js";
@@ -22,7 +20,7 @@ import { callLifetime } from "./call-lifetime.js";
 export function modelStreamInferHandler(
   context: InferenceContext,
   maxPending = DEFAULT_STREAM_MAX_PENDING,
-): handleBidiStreamingCall<ModelInferRequest, ModelStreamInferResponse> {
+): handleBidiStreamingCall<ModelInferRequest, StreamInferReply> {
   return (call) => {
     const lifetime = callLifetime(call);
     const { signal } = lifetime;
@@ -61,7 +59,7 @@ export function modelStreamInferHandler(
 
 async function serveRequest(
   context: InferenceContext,
-  writer: StreamWriter<ModelStreamInferResponse>,
+  writer: StreamWriter<StreamInferReply>,
   request: ModelInferRequest,
   lifetime: RequestLifetime,
 ): Promise<void> {
@@ -71,6 +69,7 @@ async function serveRequest(
       request,
       { endpoint: "ModelStreamInfer", requestType: "stream", protocol: "grpc" },
       lifetime,
+      receivedBytesOf(request),
     )) {
       await writer.write({ errorMessage: "", inferResponse: response });
     }

@@ -1,5 +1,12 @@
 import type { KserveGrpcSettings } from "../../../../lib/engines/kserve-grpc.js";
-import { Metadata, status, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
+import {
+  Metadata,
+  status,
+  type CallOptions,
+  type ClientDuplexStream,
+  type ClientUnaryCall,
+  type ServiceError,
+} from "@grpc/grpc-js";
 import type {
   GRPCInferenceServiceClient,
   InferParameter,
@@ -18,6 +25,7 @@ import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { isTrue } from "../../tensors/parameters.js";
 import { elementCount, type Tensor } from "../../tensors/tensor.js";
 import { emptyContents, typedToRaw } from "../../tensors/typed.js";
+import { asBuffer, streamReplyParts, withModel } from "../../tensors/wire.js";
 import type { Engine, EngineRequest, EngineResponse, EngineRuntime, InferOptions } from "../engine.js";
 import type { Endpoint } from "./endpoints.js";
 import { UpstreamPool } from "./upstream-pool.js";
@@ -65,7 +73,10 @@ export class KserveGrpcEngine implements Engine {
     const call: UpstreamCall = { signal, deadline, metadata: metadataOf(traceHeaders) };
     await this.pool.refresh();
     const sequence = sequenceKey(request.parameters);
-    const upstreamRequest = this.upstreamRequest(request);
+    const upstreamRequest: UpstreamRequest =
+      request.encoded === undefined
+        ? this.upstreamRequest(request)
+        : { encoded: withModel(request.encoded, this.settings.upstreamModel, this.settings.upstreamVersion) };
     // A request refused by an endpoint never reached its model: another may take it.
     // Streams and sequences stay where they started.
     const attempts = sequence === undefined && !this.settings.decoupled ? this.pool.size : 1;
@@ -161,43 +172,75 @@ export class KserveGrpcEngine implements Engine {
 
   private async unary(
     endpoint: Endpoint,
-    request: ModelInferRequest,
+    request: UpstreamRequest,
     { signal, deadline, metadata }: UpstreamCall,
   ): Promise<EngineResponse> {
-    const response = await unaryCall<ModelInferResponse>(
-      (options, done) => endpoint.client.modelInfer(request, metadata, options, done),
-      // The client's deadline goes upstream too, so the upstream stops when it passes.
-      { deadline, signal },
-    ).catch((error: ServiceError) => {
+    // The client's deadline goes upstream too, so the upstream stops when it passes.
+    const options = { deadline, signal };
+    const failed = (error: ServiceError): never => {
       throw this.upstreamError(endpoint, error, signal);
-    });
+    };
+    if ("encoded" in request) {
+      const encoded = await unaryCall<Buffer>(
+        (callOptions, done) =>
+          endpoint.client.makeUnaryRequest(
+            MODEL_INFER,
+            asBuffer,
+            asIs,
+            request.encoded,
+            metadata,
+            callOptions,
+            (error, reply) => done(error, reply ?? EMPTY),
+          ),
+        options,
+      ).catch(failed);
+      return { outputs: [], encoded };
+    }
+    const response = await unaryCall<ModelInferResponse>(
+      (callOptions, done) => endpoint.client.modelInfer(request, metadata, callOptions, done),
+      options,
+    ).catch(failed);
     return fromUpstream(response);
   }
 
   private async *stream(
     endpoint: Endpoint,
-    request: ModelInferRequest,
+    request: UpstreamRequest,
     { signal, deadline, metadata }: UpstreamCall,
   ): AsyncIterable<EngineResponse> {
-    const call = endpoint.client.modelStreamInfer(metadata, Number.isFinite(deadline) ? { deadline } : {});
+    const options = Number.isFinite(deadline) ? { deadline } : {};
+    let call: ClientDuplexStream<never, ModelStreamInferResponse | Buffer>;
+    if ("encoded" in request) {
+      const raw = endpoint.client.makeBidiStreamRequest(MODEL_STREAM_INFER, asBuffer, asIs, metadata, options);
+      raw.write(request.encoded);
+      call = raw;
+    } else {
+      const decoded = endpoint.client.modelStreamInfer(metadata, options);
+      decoded.write(request);
+      call = decoded;
+    }
     const cancel = (): void => call.cancel();
     signal.addEventListener("abort", cancel, { once: true });
     try {
-      call.write(request);
       call.end();
-      for await (const message of call as AsyncIterable<ModelStreamInferResponse>) {
-        if (message.errorMessage !== "") {
+      for await (const message of call as AsyncIterable<ModelStreamInferResponse | Buffer>) {
+        const reply = message instanceof Uint8Array ? streamReplyParts(message) : message;
+        if (reply.errorMessage !== "") {
           throw new UpstreamStatusError(
             "Internal",
             status.INTERNAL,
-            `upstream ${endpoint.address}: ${message.errorMessage}`,
+            `upstream ${endpoint.address}: ${reply.errorMessage}`,
           );
         }
-        if (message.inferResponse === undefined) continue;
-        const response = fromUpstream(message.inferResponse);
-        // An empty final response only closes the request; our pipeline sends its own.
-        if (response.outputs.length === 0 && isTrue(message.inferResponse.parameters["triton_final_response"]))
+        if (reply.inferResponse === undefined) continue;
+        // Passed through, the upstream's responses go on as they are, its final flags too.
+        if (reply.inferResponse instanceof Uint8Array) {
+          yield { outputs: [], encoded: reply.inferResponse };
           continue;
+        }
+        const response = fromUpstream(reply.inferResponse);
+        // An empty final response only closes the request; our pipeline sends its own.
+        if (response.outputs.length === 0 && isTrue(reply.inferResponse.parameters["triton_final_response"])) continue;
         yield response;
       }
     } catch (error) {
@@ -243,6 +286,14 @@ function fromUpstream(response: ModelInferResponse): EngineResponse {
   );
   return { outputs, parameters };
 }
+
+/** A request for the upstream: built from the engine request, or the client's bytes as they came. */
+type UpstreamRequest = ModelInferRequest | { readonly encoded: Uint8Array };
+
+const MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer";
+const MODEL_STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer";
+const asIs = (bytes: Buffer): Buffer => bytes;
+const EMPTY = Buffer.alloc(0);
 
 /** What an upstream call carries of the client's call: cancellation, deadline, trace context. */
 interface UpstreamCall {

@@ -1,0 +1,165 @@
+import type { ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { internal } from "../../../lib/errors.js";
+
+/**
+ * KServe inference messages handled as bytes, for forwarding them without decoding and
+ * re-encoding their tensors. ModelInferRequest and ModelInferResponse both begin with
+ * `model_name = 1` and `model_version = 2` (strings); everything else passes as it came,
+ * unknown fields included. ModelStreamInferResponse is `error_message = 1` and
+ * `infer_response = 2`.
+ */
+
+/** A ModelInferResponse already encoded: an upstream's reply, passed on as it came. */
+export interface EncodedInferResponse {
+  readonly encoded: Uint8Array;
+}
+
+/** An inference reply: decoded, or an upstream's, passed on. */
+export type InferReply = ModelInferResponse | EncodedInferResponse;
+
+const VARINT = 0;
+const FIXED64 = 1;
+const LENGTH_DELIMITED = 2;
+const START_GROUP = 3;
+const END_GROUP = 4;
+const FIXED32 = 5;
+
+const MODEL_NAME = 1;
+const MODEL_VERSION = 2;
+const ERROR_MESSAGE = 1;
+const INFER_RESPONSE = 2;
+
+/** One top-level field: its number, where it starts and ends, and where a length-delimited value starts. */
+interface Field {
+  readonly number: number;
+  readonly start: number;
+  readonly valueStart: number;
+  readonly end: number;
+}
+
+function readVarint(bytes: Uint8Array, at: number): { value: number; next: number } {
+  let value = 0;
+  let scale = 1;
+  for (let offset = at; offset < bytes.byteLength && offset < at + 10; offset++) {
+    const byte = bytes[offset]!;
+    value += (byte & 0x7f) * scale;
+    if (byte < 0x80) return { value, next: offset + 1 };
+    scale *= 128;
+  }
+  throw internal("malformed protobuf message: a varint runs past its end");
+}
+
+/** The field starting at `start`; a group (long deprecated, still valid) is read to its end tag. */
+function fieldAt(bytes: Uint8Array, start: number): Field & { readonly wireType: number } {
+  const tag = readVarint(bytes, start);
+  const number = Math.floor(tag.value / 8);
+  const wireType = tag.value % 8;
+  let offset = tag.next;
+  let valueStart = offset;
+  if (wireType === VARINT) offset = readVarint(bytes, offset).next;
+  else if (wireType === FIXED64) offset += 8;
+  else if (wireType === FIXED32) offset += 4;
+  else if (wireType === LENGTH_DELIMITED) {
+    const length = readVarint(bytes, offset);
+    valueStart = length.next;
+    offset = length.next + length.value;
+  } else if (wireType === START_GROUP) {
+    for (;;) {
+      const inner = fieldAt(bytes, offset);
+      offset = inner.end;
+      if (inner.wireType === END_GROUP && inner.number === number) break;
+    }
+  } else if (wireType !== END_GROUP)
+    throw internal(`malformed protobuf message: field ${number} has wire type ${wireType}`);
+  if (number === 0 || offset > bytes.byteLength)
+    throw internal(`malformed protobuf message: field ${number} runs past the message's end`);
+  return { number, wireType, start, valueStart, end: offset };
+}
+
+/** The message's top-level fields, in order. */
+function fieldsOf(bytes: Uint8Array): Field[] {
+  const fields: Field[] = [];
+  for (let offset = 0; offset < bytes.byteLength;) {
+    const field = fieldAt(bytes, offset);
+    if (field.wireType === END_GROUP) throw internal(`malformed protobuf message: an unopened group ends at ${offset}`);
+    fields.push(field);
+    offset = field.end;
+  }
+  return fields;
+}
+
+const utf8 = new TextEncoder();
+
+function sameText(bytes: Uint8Array, field: Field | undefined, text: Uint8Array): boolean {
+  if (field === undefined) return text.byteLength === 0;
+  const value = bytes.subarray(field.valueStart, field.end);
+  return value.byteLength === text.byteLength && Buffer.compare(value, text) === 0;
+}
+
+function stringField(number: number, text: Uint8Array): Uint8Array {
+  if (text.byteLength === 0) return new Uint8Array(0);
+  const head: number[] = [(number << 3) | LENGTH_DELIMITED];
+  for (let rest = text.byteLength; ; rest = Math.floor(rest / 128)) {
+    if (rest < 0x80) {
+      head.push(rest);
+      break;
+    }
+    head.push((rest & 0x7f) | 0x80);
+  }
+  const out = new Uint8Array(head.length + text.byteLength);
+  out.set(head, 0);
+  out.set(text, head.length);
+  return out;
+}
+
+/**
+ * A ModelInferRequest or ModelInferResponse naming the given model and version, the rest
+ * of it as it came. When it already names them, the very same bytes come back (nothing
+ * copied); otherwise the name and version go first and every other field is copied once.
+ */
+export function withModel(bytes: Uint8Array, name: string, version: string): Uint8Array {
+  const fields = fieldsOf(bytes);
+  const names = fields.filter((field) => field.number === MODEL_NAME);
+  const versions = fields.filter((field) => field.number === MODEL_VERSION);
+  const nameBytes = utf8.encode(name);
+  const versionBytes = utf8.encode(version);
+  if (names.length <= 1 && versions.length <= 1 && sameText(bytes, names[0], nameBytes)) {
+    if (sameText(bytes, versions[0], versionBytes)) return bytes;
+  }
+  const head = [stringField(MODEL_NAME, nameBytes), stringField(MODEL_VERSION, versionBytes)];
+  const kept = fields.filter((field) => field.number !== MODEL_NAME && field.number !== MODEL_VERSION);
+  let size = head[0]!.byteLength + head[1]!.byteLength;
+  for (const field of kept) size += field.end - field.start;
+  const out = Buffer.allocUnsafe(size);
+  let offset = 0;
+  for (const part of head) {
+    out.set(part, offset);
+    offset += part.byteLength;
+  }
+  for (const field of kept) {
+    out.set(bytes.subarray(field.start, field.end), offset);
+    offset += field.end - field.start;
+  }
+  return out;
+}
+
+/** A ModelStreamInferResponse's two fields: the error message, and the response's bytes (a view, not a copy). */
+export function streamReplyParts(bytes: Uint8Array): { errorMessage: string; inferResponse: Uint8Array | undefined } {
+  let errorMessage = "";
+  let inferResponse: Uint8Array | undefined;
+  for (const field of fieldsOf(bytes)) {
+    if (field.number === ERROR_MESSAGE) {
+      errorMessage = Buffer.from(
+        bytes.buffer,
+        bytes.byteOffset + field.valueStart,
+        field.end - field.valueStart,
+      ).toString("utf8");
+    } else if (field.number === INFER_RESPONSE) inferResponse = bytes.subarray(field.valueStart, field.end);
+  }
+  return { errorMessage, inferResponse };
+}
+
+/** The bytes as a Buffer over the same memory, as grpc-js's serializers must return. */
+export function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}

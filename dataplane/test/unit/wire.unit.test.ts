@@ -1,0 +1,93 @@
+import assert from "node:assert/strict";
+import { ModelInferRequest, ModelInferResponse, ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { encodeInferResponse, encodeStreamInferResponse } from "../../src/server/reply-encoding.js";
+import { streamReplyParts, withModel } from "../../src/tensors/wire.js";
+
+const request = (modelName: string, modelVersion: string): ModelInferRequest => ({
+  modelName,
+  modelVersion,
+  id: "r1",
+  parameters: { sequence_id: { parameterChoice: { $case: "int64Param", value: 7n } } },
+  inputs: [{ name: "INPUT0", datatype: "FP32", shape: [1n, 300n], parameters: {}, contents: undefined }],
+  outputs: [{ name: "OUTPUT0", parameters: {} }],
+  rawInputContents: [new Uint8Array(1200).fill(3)],
+});
+
+const encode = (message: ModelInferRequest): Uint8Array => ModelInferRequest.encode(message).finish();
+
+/** Field 99 (tag 794 as a varint, length-delimited "abc"): unknown to the generated code, which drops it. */
+const UNKNOWN_FIELD = Uint8Array.of(0x9a, 0x06, 3, 0x61, 0x62, 0x63);
+const withUnknown = (bytes: Uint8Array): Uint8Array => Buffer.concat([bytes, UNKNOWN_FIELD]);
+
+describe("KServe messages forwarded as bytes", () => {
+  it("renames the model and version, everything else as it came, unknown fields included", () => {
+    const original = withUnknown(encode(request("ours", "3")));
+    const renamed = withModel(original, "theirs", "");
+    const decoded = ModelInferRequest.decode(renamed);
+    assert.deepEqual(decoded, { ...request("theirs", ""), rawInputContents: decoded.rawInputContents });
+    assert.ok(Buffer.from(decoded.rawInputContents[0]!).equals(Buffer.alloc(1200, 3)));
+    assert.ok(Buffer.from(renamed).subarray(-UNKNOWN_FIELD.byteLength).equals(UNKNOWN_FIELD));
+    // Back again: byte for byte what the generated encoder writes, then the unknown field.
+    assert.ok(Buffer.from(withModel(renamed, "ours", "3")).equals(original));
+  });
+
+  it("gives back the very same bytes when the names already match", () => {
+    const original = encode(request("same", "1"));
+    assert.equal(withModel(original, "same", "1"), original);
+    const unversioned = encode(request("same", ""));
+    assert.equal(withModel(unversioned, "same", ""), unversioned);
+  });
+
+  it("renames a reply too, and takes a name given twice as its last", () => {
+    const reply: ModelInferResponse = {
+      modelName: "upstream",
+      modelVersion: "2",
+      id: "x",
+      parameters: {},
+      outputs: [],
+      rawOutputContents: [new Uint8Array(200_000).fill(9)],
+    };
+    const twice = Buffer.concat([ModelInferResponse.encode(reply).finish(), Uint8Array.of(0x0a, 1, 0x7a)]);
+    assert.equal(ModelInferResponse.decode(twice).modelName, "z");
+    const renamed = ModelInferResponse.decode(withModel(twice, "ours", "1"));
+    assert.deepEqual(
+      { ...renamed, rawOutputContents: [] },
+      { ...reply, modelName: "ours", modelVersion: "1", rawOutputContents: [] },
+    );
+    assert.equal(renamed.rawOutputContents[0]?.byteLength, 200_000);
+  });
+
+  it("reads a stream reply's error message and response without copying the response", () => {
+    const inner: ModelInferResponse = {
+      modelName: "m",
+      modelVersion: "1",
+      id: "s",
+      parameters: {},
+      outputs: [],
+      rawOutputContents: [new Uint8Array(64).fill(1)],
+    };
+    const bytes = ModelStreamInferResponse.encode({ errorMessage: "", inferResponse: inner }).finish();
+    const parts = streamReplyParts(bytes);
+    assert.equal(parts.errorMessage, "");
+    assert.equal(parts.inferResponse?.buffer, bytes.buffer, "a view of the received message");
+    assert.deepEqual(ModelInferResponse.decode(parts.inferResponse!), inner);
+    const failed = streamReplyParts(
+      ModelStreamInferResponse.encode({ errorMessage: "model 'm' failed: é", inferResponse: undefined }).finish(),
+    );
+    assert.deepEqual(failed, { errorMessage: "model 'm' failed: é", inferResponse: undefined });
+  });
+
+  it("skips groups, and refuses a message that runs past its end", () => {
+    // Field 5 as a group holding a varint field, then field 1 (the name).
+    const grouped = Uint8Array.of((5 << 3) | 3, 0x08, 0x01, (5 << 3) | 4, 0x0a, 1, 0x61);
+    assert.equal(ModelInferRequest.decode(withModel(grouped, "b", "")).modelName, "b");
+    assert.throws(() => withModel(Uint8Array.of(0x0a, 5, 0x61), "b", ""), /runs past the message's end/);
+  });
+
+  it("sends an encoded reply as it is, and wraps it once in a stream reply", () => {
+    const encoded = withUnknown(ModelInferResponse.encode({ ...ModelInferResponse.fromPartial({ id: "e" }) }).finish());
+    assert.ok(encodeInferResponse({ encoded }).equals(encoded));
+    const streamed = encodeStreamInferResponse({ errorMessage: "", inferResponse: { encoded } });
+    assert.ok(Buffer.from(streamReplyParts(streamed).inferResponse!).equals(encoded));
+  });
+});
