@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { CLI, REPO_ROOT } from "../dataplane/test/fixtures/paths.js";
@@ -7,8 +7,8 @@ import { freePort } from "../e2e/support/ports.js";
 import { ghzBinary } from "../e2e/support/prerequisites.js";
 import { runLoad } from "./harness/ghz.js";
 import { writeRequest } from "./harness/requests.js";
-import { SCENARIOS } from "./harness/scenarios.js";
-import { dataplaneArgs } from "./harness/servers.js";
+import { CEILING_SIZES, SCENARIOS } from "./harness/scenarios.js";
+import { dataplaneArgs, passThroughRepository, startBenchServer } from "./harness/servers.js";
 
 /**
  * `npm run bench:profile [-- scenario-id]`: the data plane under one scenario's load with
@@ -33,6 +33,12 @@ const scenario = SCENARIOS.find((candidate) => candidate.id === scenarioId);
 if (scenario === undefined) throw new Error(`no scenario ${scenarioId}`);
 const profileDir = mkdtempSync(join(tmpdir(), "dynamo-kserve-profile-"));
 const port = await freePort();
+// A forwarding scenario profiles the pass-through data plane, its Triton on the same core.
+const upstream = scenario.id.startsWith("forward-")
+  ? await startBenchServer("triton", { cpus: "0", ceilingSizes: CEILING_SIZES })
+  : undefined;
+const repository =
+  upstream === undefined ? join(REPO_ROOT, "bench", "models") : passThroughRepository(upstream.address);
 const server = spawn(
   "taskset",
   [
@@ -43,7 +49,7 @@ const server = spawn(
     "--cpu-prof-dir",
     profileDir,
     CLI,
-    ...dataplaneArgs(join(REPO_ROOT, "bench", "models"), port),
+    ...dataplaneArgs(repository, port),
   ],
   { stdio: "inherit" },
 );
@@ -61,6 +67,10 @@ const run = await runLoad({
 const exited = new Promise((resolve) => server.once("exit", resolve));
 server.kill("SIGTERM");
 await exited;
+if (upstream !== undefined) {
+  await upstream.stop();
+  rmSync(repository, { recursive: true, force: true });
+}
 
 const file = readdirSync(profileDir).find((name) => name.endsWith(".cpuprofile"));
 if (file === undefined) throw new Error(`no profile written in ${profileDir}`);
@@ -92,7 +102,7 @@ renameSync(join(profileDir, file), join(resultsDir, `${stem}.cpuprofile`));
 const report = [
   `# CPU profile: ${scenario.title}`,
   "",
-  `\`npm run bench:profile -- ${scenario.id}\`: the data plane (one worker, core 0) under ghz for 10 s: ` +
+  `\`npm run bench:profile -- ${scenario.id}\`: the data plane (one worker, core 0${upstream === undefined ? "" : ", passing requests through to Triton on the same core"}) under ghz for 10 s: ` +
     `${run.rps.toFixed(0)} req/s, p50 ${run.p50Ms.toFixed(2)} ms, p99 ${run.p99Ms.toFixed(2)} ms (with the profiler on). ` +
     `Flame graph: open \`${stem}.cpuprofile\` in Chrome DevTools or speedscope.`,
   "",

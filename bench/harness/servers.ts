@@ -110,6 +110,22 @@ export async function startBenchServer(id: ServerId, options: StartOptions): Pro
   return { id, address, ...(httpPort !== undefined ? { httpAddress: `127.0.0.1:${httpPort}` } : {}), stop };
 }
 
+/**
+ * A repository forwarding Triton's benchmark models to `upstream` with configs that name
+ * only the upstream: requests and replies pass through as bytes. The caller removes it.
+ */
+export function passThroughRepository(upstream: string): string {
+  const folder = mkdtempSync(join(tmpdir(), "dynamo-kserve-pass-through-"));
+  for (const model of readdirSync(join(REPO_ROOT, "bench", "peers", "triton"))) {
+    mkdirSync(join(folder, model, "1"), { recursive: true });
+    writeFileSync(
+      join(folder, model, "config.pbtxt"),
+      `name: "${model}"\nbackend: "kserve-grpc"\nparameters { key: "upstream" value { string_value: "${upstream}" } }\n`,
+    );
+  }
+  return folder;
+}
+
 /** The data plane's command line in every benchmark: loopback, quiet, a fixed repository. */
 export function dataplaneArgs(repository: string, port: number, httpPort = 0): string[] {
   return [
@@ -164,15 +180,7 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
       // The Triton repository itself, unchanged: its python models are forwarded to that Triton.
       return dataplane(join(REPO_ROOT, "bench", "peers", "triton"), ["--forward-unsupported", options.upstream!]);
     case "dataplane-pass-through": {
-      // Configs that name only the upstream: requests and replies pass through as bytes.
-      const folder = mkdtempSync(join(tmpdir(), "dynamo-kserve-pass-through-"));
-      for (const model of readdirSync(join(REPO_ROOT, "bench", "peers", "triton"))) {
-        mkdirSync(join(folder, model, "1"), { recursive: true });
-        writeFileSync(
-          join(folder, model, "config.pbtxt"),
-          `name: "${model}"\nbackend: "kserve-grpc"\nparameters { key: "upstream" value { string_value: "${options.upstream!}" } }\n`,
-        );
-      }
+      const folder = passThroughRepository(options.upstream!);
       return { ...dataplane(folder), scratch: folder };
     }
     case "grpc-js-ceiling":
