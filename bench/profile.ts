@@ -41,16 +41,7 @@ const repository =
   upstream === undefined ? join(REPO_ROOT, "bench", "models") : passThroughRepository(upstream.address);
 const server = spawn(
   "taskset",
-  [
-    "-c",
-    "0",
-    process.execPath,
-    "--cpu-prof",
-    "--cpu-prof-dir",
-    profileDir,
-    CLI,
-    ...dataplaneArgs(repository, port),
-  ],
+  ["-c", "0", process.execPath, "--cpu-prof", "--cpu-prof-dir", profileDir, CLI, ...dataplaneArgs(repository, port)],
   { stdio: "inherit" },
 );
 await new Promise((resolve) => setTimeout(resolve, 2000));
