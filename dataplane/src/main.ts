@@ -1,8 +1,8 @@
 import cluster from "node:cluster";
-import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import type { DataPlaneArguments } from "../../lib/contract/dataplane.js";
+import { usableCores } from "./cpu-budget.js";
 import { startDataPlane, type DataPlaneOptions } from "./dataplane.js";
 import type { GrpcTuning } from "./server/grpc.js";
 import type { SecurityOptions } from "./server/security.js";
@@ -17,7 +17,7 @@ export const EXAMPLE_REPOSITORY = fileURLToPath(new URL("../../../examples/model
  */
 export async function serveDataPlane(args: DataPlaneArguments, logger: Logger): Promise<{ stop(): Promise<void> }> {
   const options = dataPlaneOptions(args, logger);
-  const workers = args.grpcWorkers === 0 ? availableParallelism() : args.grpcWorkers;
+  const workers = args.grpcWorkers === 0 ? usableCores() : args.grpcWorkers;
   if (cluster.isWorker) return runDataPlaneWorker(options, logger);
   if (workers > 1) return startDataPlaneWorkers(options, workers);
   return startDataPlane(options);

@@ -118,7 +118,7 @@ export const DATAPLANE_OPTIONS = {
     "--grpc-workers <n>",
     {
       env: "DYNAMO_GRPC_WORKERS",
-      help: "serve gRPC from n processes on the same port (one Node process uses one core); 0: one per core",
+      help: "serve gRPC from n processes on the same port (one Node process uses one core); 0: one per core the process may use (its CPU affinity, capped by the container's CPU limit)",
     },
     { min: 0, max: 256 },
     1,

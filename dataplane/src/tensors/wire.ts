@@ -1,12 +1,12 @@
-import type { ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { ModelInferRequest, type ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { internal } from "../../../lib/errors.js";
 
 /**
- * KServe inference messages handled as bytes, for forwarding them without decoding and
- * re-encoding their tensors. ModelInferRequest and ModelInferResponse both begin with
- * `model_name = 1` and `model_version = 2` (strings); everything else passes as it came,
- * unknown fields included. ModelStreamInferResponse is `error_message = 1` and
- * `infer_response = 2`.
+ * KServe inference messages handled as bytes: encoded with each tensor's bytes copied once,
+ * and forwarded without decoding and re-encoding their tensors. ModelInferRequest and
+ * ModelInferResponse both begin with `model_name = 1` and `model_version = 2` (strings);
+ * forwarded, everything else passes as it came, unknown fields included.
+ * ModelStreamInferResponse is `error_message = 1` and `infer_response = 2`.
  */
 
 /** A ModelInferResponse already encoded: an upstream's reply, passed on as it came. */
@@ -98,17 +98,9 @@ function sameText(bytes: Uint8Array, field: Field | undefined, text: Uint8Array)
 
 function stringField(number: number, text: Uint8Array): Uint8Array {
   if (text.byteLength === 0) return new Uint8Array(0);
-  const head: number[] = [(number << 3) | LENGTH_DELIMITED];
-  for (let rest = text.byteLength; ; rest = Math.floor(rest / 128)) {
-    if (rest < 0x80) {
-      head.push(rest);
-      break;
-    }
-    head.push((rest & 0x7f) | 0x80);
-  }
-  const out = new Uint8Array(head.length + text.byteLength);
-  out.set(head, 0);
-  out.set(text, head.length);
+  const out = Buffer.allocUnsafe(1 + varintSize(text.byteLength) + text.byteLength);
+  out[0] = (number << 3) | LENGTH_DELIMITED;
+  out.set(text, writeVarint(out, 1, text.byteLength));
   return out;
 }
 
@@ -162,4 +154,62 @@ export function streamReplyParts(bytes: Uint8Array): { errorMessage: string; inf
 /** The bytes as a Buffer over the same memory, as grpc-js's serializers must return. */
 export function asBuffer(bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+export const varintSize = (value: number): number =>
+  value < 0x80 ? 1 : value < 0x4000 ? 2 : value < 0x200000 ? 3 : value < 0x10000000 ? 4 : 5;
+
+export function writeVarint(out: Buffer, offset: number, value: number): number {
+  let rest = value;
+  while (rest > 0x7f) {
+    out[offset++] = (rest & 0x7f) | 0x80;
+    rest >>>= 7;
+  }
+  out[offset++] = rest;
+  return offset;
+}
+
+/**
+ * A message whose last field is its tensors' raw bytes (ModelInferRequest's 7,
+ * ModelInferResponse's 6), before assembly: the generated code's encoding of the rest, then
+ * the tensors. The generic protobuf writer copies each tensor into a growing buffer
+ * (again at every doubling) and slices the result; placed here, each is copied once, into
+ * one buffer of the exact size, byte for byte what the generated encoder writes.
+ */
+export interface TensorMessage {
+  readonly head: Uint8Array;
+  readonly tag: number;
+  readonly raw: readonly Uint8Array[];
+  readonly size: number;
+}
+
+export function tensorMessage(head: Uint8Array, rawField: number, raw: readonly Uint8Array[]): TensorMessage {
+  let size = head.byteLength;
+  for (const bytes of raw) size += 1 + varintSize(bytes.byteLength) + bytes.byteLength;
+  return { head, tag: (rawField << 3) | LENGTH_DELIMITED, raw, size };
+}
+
+/** Writes the message at `start`; returns where it ends. */
+export function writeTensorMessage(out: Buffer, start: number, message: TensorMessage): number {
+  out.set(message.head, start);
+  let offset = start + message.head.byteLength;
+  for (const bytes of message.raw) {
+    out[offset++] = message.tag;
+    offset = writeVarint(out, offset, bytes.byteLength);
+    out.set(bytes, offset);
+    offset += bytes.byteLength;
+  }
+  return offset;
+}
+
+/** ModelInferRequest.raw_input_contents: field 7. */
+const RAW_INPUT_FIELD = 7;
+
+/** A ModelInferRequest encoded with its tensors' bytes copied once (an upstream's request). */
+export function encodeInferRequest(request: ModelInferRequest): Buffer {
+  const head = ModelInferRequest.encode({ ...request, rawInputContents: [] }).finish();
+  const message = tensorMessage(head, RAW_INPUT_FIELD, request.rawInputContents);
+  const out = Buffer.allocUnsafe(message.size);
+  writeTensorMessage(out, 0, message);
+  return out;
 }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ModelInferRequest, ModelInferResponse, ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { encodeInferResponse, encodeStreamInferResponse } from "../../src/server/reply-encoding.js";
-import { streamReplyParts, withModel } from "../../src/tensors/wire.js";
+import { encodeInferRequest, streamReplyParts, withModel } from "../../src/tensors/wire.js";
 
 const request = (modelName: string, modelVersion: string): ModelInferRequest => ({
   modelName,
@@ -29,6 +29,16 @@ describe("KServe messages forwarded as bytes", () => {
     assert.ok(Buffer.from(renamed).subarray(-UNKNOWN_FIELD.byteLength).equals(UNKNOWN_FIELD));
     // Back again: byte for byte what the generated encoder writes, then the unknown field.
     assert.ok(Buffer.from(withModel(renamed, "ours", "3")).equals(original));
+  });
+
+  it("encodes a request byte for byte as the generated encoder does, whatever the tensors' sizes", () => {
+    for (const sizes of [[], [0], [4], [124, 128], [16_388], [2_097_156]]) {
+      const message = {
+        ...request("m", "1"),
+        rawInputContents: sizes.map((size, i) => new Uint8Array(size).fill(i + 1)),
+      };
+      assert.ok(encodeInferRequest(message).equals(encode(message)), `raw sizes ${sizes.join(", ")}`);
+    }
   });
 
   it("gives back the very same bytes when the names already match", () => {

@@ -1,21 +1,13 @@
 import type { KserveGrpcSettings } from "../../../../lib/engines/kserve-grpc.js";
+import { Metadata, status, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
 import {
-  Metadata,
-  status,
-  type CallOptions,
-  type ClientDuplexStream,
-  type ClientUnaryCall,
-  type ServiceError,
-} from "@grpc/grpc-js";
-import type {
-  GRPCInferenceServiceClient,
-  InferParameter,
-  ModelConfigResponse,
-  ModelMetadataResponse,
-  ModelReadyResponse,
-  ModelInferRequest,
   ModelInferResponse,
-  ModelStreamInferResponse,
+  type GRPCInferenceServiceClient,
+  type InferParameter,
+  type ModelConfigResponse,
+  type ModelMetadataResponse,
+  type ModelReadyResponse,
+  type ModelInferRequest,
 } from "../../../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../../../proto/gen/ts/model_config.js";
 import { abortedError, DataPlaneError, internal, UpstreamStatusError } from "../../../../lib/errors.js";
@@ -25,7 +17,7 @@ import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { isTrue } from "../../tensors/parameters.js";
 import { elementCount, type Tensor } from "../../tensors/tensor.js";
 import { emptyContents, typedToRaw } from "../../tensors/typed.js";
-import { asBuffer, streamReplyParts, withModel } from "../../tensors/wire.js";
+import { asBuffer, encodeInferRequest, streamReplyParts, withModel } from "../../tensors/wire.js";
 import type { Engine, EngineRequest, EngineResponse, EngineRuntime, InferOptions } from "../engine.js";
 import type { Endpoint } from "./endpoints.js";
 import { UpstreamPool } from "./upstream-pool.js";
@@ -52,8 +44,8 @@ const STEERING_PARAMETERS = new Set(["triton_final_response"]);
 
 /**
  * Translates between our pipeline and an upstream's KServe v2 API: engine requests become
- * upstream requests (raw bytes passed on uncopied), upstream replies and statuses come
- * back as they are. Which upstream serves a request is the pool's business.
+ * upstream requests (serialized once, each tensor's bytes copied once; passed through, the
+ * client's own bytes), upstream replies and statuses come back as they are. Which upstream serves a request is the pool's business.
  */
 export class KserveGrpcEngine implements Engine {
   private readonly pool: UpstreamPool;
@@ -73,10 +65,15 @@ export class KserveGrpcEngine implements Engine {
     const call: UpstreamCall = { signal, deadline, metadata: metadataOf(traceHeaders) };
     await this.pool.refresh();
     const sequence = sequenceKey(request.parameters);
+    // Serialized once, whichever endpoint takes it: the client's own bytes when passed
+    // through, else the checked request with its tensors' bytes copied once.
     const upstreamRequest: UpstreamRequest =
       request.encoded === undefined
-        ? this.upstreamRequest(request)
-        : { encoded: withModel(request.encoded, this.settings.upstreamModel, this.settings.upstreamVersion) };
+        ? { bytes: encodeInferRequest(this.upstreamRequest(request)), passThrough: false }
+        : {
+            bytes: withModel(request.encoded, this.settings.upstreamModel, this.settings.upstreamVersion),
+            passThrough: true,
+          };
     // A request refused by an endpoint never reached its model: another may take it.
     // Streams and sequences stay where they started.
     const attempts = sequence === undefined && !this.settings.decoupled ? this.pool.size : 1;
@@ -172,75 +169,49 @@ export class KserveGrpcEngine implements Engine {
 
   private async unary(
     endpoint: Endpoint,
-    request: UpstreamRequest,
+    { bytes, passThrough }: UpstreamRequest,
     { signal, deadline, metadata }: UpstreamCall,
   ): Promise<EngineResponse> {
-    // The client's deadline goes upstream too, so the upstream stops when it passes.
-    const options = { deadline, signal };
-    const failed = (error: ServiceError): never => {
+    const reply = await unaryCall<Buffer>(
+      (options, done) =>
+        endpoint.client.makeUnaryRequest(MODEL_INFER, asBuffer, asIs, bytes, metadata, options, (error, received) =>
+          done(error, received ?? EMPTY),
+        ),
+      // The client's deadline goes upstream too, so the upstream stops when it passes.
+      { deadline, signal },
+    ).catch((error: ServiceError) => {
       throw this.upstreamError(endpoint, error, signal);
-    };
-    if ("encoded" in request) {
-      const encoded = await unaryCall<Buffer>(
-        (callOptions, done) =>
-          endpoint.client.makeUnaryRequest(
-            MODEL_INFER,
-            asBuffer,
-            asIs,
-            request.encoded,
-            metadata,
-            callOptions,
-            (error, reply) => done(error, reply ?? EMPTY),
-          ),
-        options,
-      ).catch(failed);
-      return { outputs: [], encoded };
-    }
-    const response = await unaryCall<ModelInferResponse>(
-      (callOptions, done) => endpoint.client.modelInfer(request, metadata, callOptions, done),
-      options,
-    ).catch(failed);
-    return fromUpstream(response);
+    });
+    return passThrough ? { outputs: [], encoded: reply } : fromUpstream(ModelInferResponse.decode(reply));
   }
 
   private async *stream(
     endpoint: Endpoint,
-    request: UpstreamRequest,
+    { bytes, passThrough }: UpstreamRequest,
     { signal, deadline, metadata }: UpstreamCall,
   ): AsyncIterable<EngineResponse> {
     const options = Number.isFinite(deadline) ? { deadline } : {};
-    let call: ClientDuplexStream<never, ModelStreamInferResponse | Buffer>;
-    if ("encoded" in request) {
-      const raw = endpoint.client.makeBidiStreamRequest(MODEL_STREAM_INFER, asBuffer, asIs, metadata, options);
-      raw.write(request.encoded);
-      call = raw;
-    } else {
-      const decoded = endpoint.client.modelStreamInfer(metadata, options);
-      decoded.write(request);
-      call = decoded;
-    }
+    const call = endpoint.client.makeBidiStreamRequest(MODEL_STREAM_INFER, asBuffer, asIs, metadata, options);
     const cancel = (): void => call.cancel();
     signal.addEventListener("abort", cancel, { once: true });
     try {
+      call.write(bytes);
       call.end();
-      for await (const message of call as AsyncIterable<ModelStreamInferResponse | Buffer>) {
-        const reply = message instanceof Uint8Array ? streamReplyParts(message) : message;
-        if (reply.errorMessage !== "") {
-          throw new UpstreamStatusError(
-            "Internal",
-            status.INTERNAL,
-            `upstream ${endpoint.address}: ${reply.errorMessage}`,
-          );
+      for await (const message of call as AsyncIterable<Buffer>) {
+        const { errorMessage, inferResponse } = streamReplyParts(message);
+        if (errorMessage !== "") {
+          throw new UpstreamStatusError("Internal", status.INTERNAL, `upstream ${endpoint.address}: ${errorMessage}`);
         }
-        if (reply.inferResponse === undefined) continue;
+        if (inferResponse === undefined) continue;
         // Passed through, the upstream's responses go on as they are, its final flags too.
-        if (reply.inferResponse instanceof Uint8Array) {
-          yield { outputs: [], encoded: reply.inferResponse };
+        if (passThrough) {
+          yield { outputs: [], encoded: inferResponse };
           continue;
         }
-        const response = fromUpstream(reply.inferResponse);
+        const decoded = ModelInferResponse.decode(inferResponse);
+        const response = fromUpstream(decoded);
         // An empty final response only closes the request; our pipeline sends its own.
-        if (response.outputs.length === 0 && isTrue(reply.inferResponse.parameters["triton_final_response"])) continue;
+        if (response.outputs.length === 0 && isTrue(decoded.parameters["triton_final_response"])) continue;
         yield response;
       }
     } catch (error) {
@@ -287,8 +258,12 @@ function fromUpstream(response: ModelInferResponse): EngineResponse {
   return { outputs, parameters };
 }
 
-/** A request for the upstream: built from the engine request, or the client's bytes as they came. */
-type UpstreamRequest = ModelInferRequest | { readonly encoded: Uint8Array };
+/** A request for the upstream, serialized: the client's bytes as they came (passed through), or built here. */
+interface UpstreamRequest {
+  readonly bytes: Uint8Array;
+  /** Replies then go back undecoded. */
+  readonly passThrough: boolean;
+}
 
 const MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer";
 const MODEL_STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer";
