@@ -194,7 +194,7 @@ export function markdownReport(report: BenchReport, command: string, chart: stri
     ...(chart !== undefined ? [`![throughput and latency per scenario](${chart})`, ""] : []),
     "## Targets",
     "",
-    "Why the unmet ones fall short, with profiles: [bench/README.md](bench/README.md#findings-run-of-2026-11-22-benchmarksmd-2-cores).",
+    "Why the unmet ones fall short, with profiles: [bench/README.md](bench/README.md#findings).",
     "",
     "| target | wanted | measured | verdict | detail |",
     "|---|---|---|---|---|",
