@@ -1,6 +1,7 @@
 import type { KserveGrpcSettings } from "../../../../lib/engines/kserve-grpc.js";
 import { Metadata, status, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
 import {
+  GRPCInferenceServiceService,
   ModelInferResponse,
   type GRPCInferenceServiceClient,
   type InferParameter,
@@ -45,7 +46,8 @@ const STEERING_PARAMETERS = new Set(["triton_final_response"]);
 /**
  * Translates between our pipeline and an upstream's KServe v2 API: engine requests become
  * upstream requests (serialized once, each tensor's bytes copied once; passed through, the
- * client's own bytes), upstream replies and statuses come back as they are. Which upstream serves a request is the pool's business.
+ * client's own bytes), upstream replies and statuses come back as they are. Which upstream
+ * serves a request is the pool's business.
  */
 export class KserveGrpcEngine implements Engine {
   private readonly pool: UpstreamPool;
@@ -265,8 +267,8 @@ interface UpstreamRequest {
   readonly passThrough: boolean;
 }
 
-const MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer";
-const MODEL_STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer";
+const MODEL_INFER = GRPCInferenceServiceService.modelInfer.path;
+const MODEL_STREAM_INFER = GRPCInferenceServiceService.modelStreamInfer.path;
 const asIs = (bytes: Buffer): Buffer => bytes;
 const EMPTY = Buffer.alloc(0);
 
