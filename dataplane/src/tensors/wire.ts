@@ -1,3 +1,4 @@
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { ModelInferRequest, type ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { internal } from "../../../lib/errors.js";
 
@@ -17,91 +18,53 @@ export interface EncodedInferResponse {
 /** An inference reply: decoded, or an upstream's, passed on. */
 export type InferReply = ModelInferResponse | EncodedInferResponse;
 
-const VARINT = 0;
-const FIXED64 = 1;
-const LENGTH_DELIMITED = 2;
-const START_GROUP = 3;
-const END_GROUP = 4;
-const FIXED32 = 5;
-
 const MODEL_NAME = 1;
 const MODEL_VERSION = 2;
 const ERROR_MESSAGE = 1;
 const INFER_RESPONSE = 2;
 
-/** One top-level field: its number, where it starts and ends, and where a length-delimited value starts. */
+/** One top-level field: its number, where it starts and ends, and a length-delimited field's value (a view). */
 interface Field {
   readonly number: number;
   readonly start: number;
-  readonly valueStart: number;
   readonly end: number;
+  readonly value: Uint8Array | undefined;
 }
 
-function readVarint(bytes: Uint8Array, at: number): { value: number; next: number } {
-  let value = 0;
-  let scale = 1;
-  for (let offset = at; offset < bytes.byteLength && offset < at + 10; offset++) {
-    const byte = bytes[offset]!;
-    value += (byte & 0x7f) * scale;
-    if (byte < 0x80) return { value, next: offset + 1 };
-    scale *= 128;
-  }
-  throw internal("malformed protobuf message: a varint runs past its end");
-}
-
-/** The field starting at `start`; a group (long deprecated, still valid) is read to its end tag. */
-function fieldAt(bytes: Uint8Array, start: number): Field & { readonly wireType: number } {
-  const tag = readVarint(bytes, start);
-  const number = Math.floor(tag.value / 8);
-  const wireType = tag.value % 8;
-  let offset = tag.next;
-  let valueStart = offset;
-  if (wireType === VARINT) offset = readVarint(bytes, offset).next;
-  else if (wireType === FIXED64) offset += 8;
-  else if (wireType === FIXED32) offset += 4;
-  else if (wireType === LENGTH_DELIMITED) {
-    const length = readVarint(bytes, offset);
-    valueStart = length.next;
-    offset = length.next + length.value;
-  } else if (wireType === START_GROUP) {
-    for (;;) {
-      const inner = fieldAt(bytes, offset);
-      offset = inner.end;
-      if (inner.wireType === END_GROUP && inner.number === number) break;
-    }
-  } else if (wireType !== END_GROUP)
-    throw internal(`malformed protobuf message: field ${number} has wire type ${wireType}`);
-  if (number === 0 || offset > bytes.byteLength)
-    throw internal(`malformed protobuf message: field ${number} runs past the message's end`);
-  return { number, wireType, start, valueStart, end: offset };
-}
-
-/** The message's top-level fields, in order. */
+/**
+ * The message's top-level fields, in order, read by the protobuf runtime's own reader (it
+ * skips groups, bounds nesting and refuses what runs past the end).
+ */
 function fieldsOf(bytes: Uint8Array): Field[] {
+  const reader = new BinaryReader(bytes);
   const fields: Field[] = [];
-  for (let offset = 0; offset < bytes.byteLength;) {
-    const field = fieldAt(bytes, offset);
-    if (field.wireType === END_GROUP) throw internal(`malformed protobuf message: an unopened group ends at ${offset}`);
-    fields.push(field);
-    offset = field.end;
+  try {
+    while (reader.pos < reader.len) {
+      const start = reader.pos;
+      const [number, wireType] = reader.tag();
+      let value: Uint8Array | undefined;
+      if (wireType === WireType.LengthDelimited) value = reader.bytes();
+      else reader.skip(wireType, number);
+      fields.push({ number, start, end: reader.pos, value });
+    }
+  } catch (error) {
+    const why = error instanceof RangeError ? "a field runs past the message's end" : (error as Error).message;
+    throw internal(`malformed protobuf message: ${why}`);
   }
   return fields;
 }
 
 const utf8 = new TextEncoder();
+const utf8Decoder = new TextDecoder();
 
-function sameText(bytes: Uint8Array, field: Field | undefined, text: Uint8Array): boolean {
+function sameText(field: Field | undefined, text: Uint8Array): boolean {
   if (field === undefined) return text.byteLength === 0;
-  const value = bytes.subarray(field.valueStart, field.end);
-  return value.byteLength === text.byteLength && Buffer.compare(value, text) === 0;
+  return field.value !== undefined && Buffer.compare(field.value, text) === 0;
 }
 
 function stringField(number: number, text: Uint8Array): Uint8Array {
   if (text.byteLength === 0) return new Uint8Array(0);
-  const out = Buffer.allocUnsafe(1 + varintSize(text.byteLength) + text.byteLength);
-  out[0] = (number << 3) | LENGTH_DELIMITED;
-  out.set(text, writeVarint(out, 1, text.byteLength));
-  return out;
+  return new BinaryWriter().tag(number, WireType.LengthDelimited).bytes(text).finish();
 }
 
 /**
@@ -115,9 +78,8 @@ export function withModel(bytes: Uint8Array, name: string, version: string): Uin
   const versions = fields.filter((field) => field.number === MODEL_VERSION);
   const nameBytes = utf8.encode(name);
   const versionBytes = utf8.encode(version);
-  if (names.length <= 1 && versions.length <= 1 && sameText(bytes, names[0], nameBytes)) {
-    if (sameText(bytes, versions[0], versionBytes)) return bytes;
-  }
+  if (names.length <= 1 && versions.length <= 1 && sameText(names[0], nameBytes) && sameText(versions[0], versionBytes))
+    return bytes;
   const head = [stringField(MODEL_NAME, nameBytes), stringField(MODEL_VERSION, versionBytes)];
   const kept = fields.filter((field) => field.number !== MODEL_NAME && field.number !== MODEL_VERSION);
   let size = head[0]!.byteLength + head[1]!.byteLength;
@@ -140,13 +102,9 @@ export function streamReplyParts(bytes: Uint8Array): { errorMessage: string; inf
   let errorMessage = "";
   let inferResponse: Uint8Array | undefined;
   for (const field of fieldsOf(bytes)) {
-    if (field.number === ERROR_MESSAGE) {
-      errorMessage = Buffer.from(
-        bytes.buffer,
-        bytes.byteOffset + field.valueStart,
-        field.end - field.valueStart,
-      ).toString("utf8");
-    } else if (field.number === INFER_RESPONSE) inferResponse = bytes.subarray(field.valueStart, field.end);
+    if (field.value === undefined) continue;
+    if (field.number === ERROR_MESSAGE) errorMessage = utf8Decoder.decode(field.value);
+    else if (field.number === INFER_RESPONSE) inferResponse = field.value;
   }
   return { errorMessage, inferResponse };
 }
@@ -186,7 +144,7 @@ export interface TensorMessage {
 export function tensorMessage(head: Uint8Array, rawField: number, raw: readonly Uint8Array[]): TensorMessage {
   let size = head.byteLength;
   for (const bytes of raw) size += 1 + varintSize(bytes.byteLength) + bytes.byteLength;
-  return { head, tag: (rawField << 3) | LENGTH_DELIMITED, raw, size };
+  return { head, tag: (rawField << 3) | WireType.LengthDelimited, raw, size };
 }
 
 /** Writes the message at `start`; returns where it ends. */
