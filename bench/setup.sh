@@ -2,7 +2,7 @@
 # Installs what `npm run bench` drives, outside the checkout under $DYNAMO_KSERVE_CACHE
 # (default ~/.cache/dynamo-kserve), each piece reused until its inputs change:
 #   ghz (Go module, e2e/tools/build.sh), the bare grpc-go ceiling (bench/ceilings/go),
-#   Triton's server from nvidia-pytriton laid out to run a plain model repository,
+#   Triton's server from nvidia-pytriton (laid out by scripts/setup-python.sh),
 #   KServe, MLServer and NVIDIA Dynamo's frontend from PyPI (one venv each: their pins
 #   conflict),
 #   matplotlib for the chart.
@@ -26,20 +26,6 @@ if [[ ! -x "$bench/ceiling-go" || "$(cat "$bench/ceiling-go.sha" 2>/dev/null)" !
   echo "bench: building the grpc-go ceiling"
   (cd "$root/bench/ceilings/go" && CGO_ENABLED=0 go build -o "$bench/ceiling-go" .)
   echo "$want" > "$bench/ceiling-go.sha"
-fi
-
-# Triton from nvidia-pytriton, laid out as pytriton lays it out before it starts it (the
-# Python-backend stub of this interpreter's version, the bundled libraries on the path).
-peers_python="$cache/venv-peers/bin/python"
-pytriton="$("$peers_python" -c 'import os, pytriton; print(os.path.dirname(pytriton.__file__))')"
-if [[ ! -x "$bench/tritonserver/bin/tritonserver" ]]; then
-  echo "bench: laying out tritonserver from $pytriton"
-  rm -rf "$bench/tritonserver"
-  cp -r "$pytriton/tritonserver" "$bench/tritonserver"
-  rm -rf "$bench/tritonserver/python_backend_stubs"
-  version="$("$peers_python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
-  cp "$pytriton/tritonserver/python_backend_stubs/$version/triton_python_backend_stub" "$bench/tritonserver/backends/python/"
-  echo "$(dirname "$pytriton")/nvidia_pytriton.libs" > "$bench/tritonserver/libs-path"
 fi
 
 # attempt ID VENV REQUIREMENTS: installs a peer, or records why it cannot be (once per

@@ -4,6 +4,7 @@
 # requirements file changes.
 #   venv        the real tritonclient (conformance tests)       DYNAMO_KSERVE_VENV
 #   venv-peers  real upstream servers: Triton via nvidia-pytriton  DYNAMO_KSERVE_PEERS_VENV
+#               (and tritonserver laid out from it under $cache/tritonserver)
 #   venv-llm    a real OpenAI-compatible server: LiteLLM proxy    DYNAMO_KSERVE_LLM_VENV
 #   venv-clients  HTTP clients: the KServe SDK, the openai SDK    DYNAMO_KSERVE_CLIENTS_VENV
 #   venv-aiperf   aiperf (its pins conflict with the KServe SDK's)  DYNAMO_KSERVE_AIPERF_VENV
@@ -22,6 +23,8 @@ if [[ ! -x /usr/bin/python3 ]] || ! /usr/bin/python3 -m venv --help >/dev/null 2
   apt-get update -qq && apt-get install -y -qq python3 python3-venv libpython3-dev
 fi
 make_venv /usr/bin/python3 "${DYNAMO_KSERVE_PEERS_VENV:-$cache/venv-peers}" "$root/dataplane/test/peers/requirements.txt"
+# Triton itself, to run Python-backend model repositories (tests and bench).
+bash "$root/scripts/layout-tritonserver.sh" "${DYNAMO_KSERVE_PEERS_VENV:-$cache/venv-peers}/bin/python" "$cache/tritonserver"
 make_venv /usr/bin/python3 "${DYNAMO_KSERVE_LLM_VENV:-$cache/venv-llm}" "$root/dataplane/test/peers/llm-requirements.txt"
 make_venv python3 "${DYNAMO_KSERVE_CLIENTS_VENV:-$cache/venv-clients}" "$root/dataplane/test/clients/requirements.txt"
 make_venv python3 "${DYNAMO_KSERVE_AIPERF_VENV:-$cache/venv-aiperf}" "$root/dataplane/test/clients/aiperf-requirements.txt"

@@ -63,7 +63,7 @@ export interface StartOptions {
 /** Where bench/setup.sh puts what the peers need (venvs, the Go ceiling, Triton's files). */
 export const BENCH_CACHE = join(CACHE_DIR, "bench");
 const venvProgram = (venv: string, program: string) => join(CACHE_DIR, venv, "bin", program);
-const TRITON_DIR = join(BENCH_CACHE, "tritonserver");
+const TRITON_DIR = join(CACHE_DIR, "tritonserver");
 /** Python peers load slowly (Triton starts a Python stub per model). */
 const STARTUP_TIMEOUT_MS = 180_000;
 

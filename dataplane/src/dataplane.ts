@@ -5,6 +5,8 @@ import type { Logger } from "pino";
 import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
 import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../lib/engines/catalog.js";
 import { createEngine } from "./engines/runtimes.js";
+import type { ModelInference } from "./engines/engine.js";
+import { modelCalls } from "./inference/model-calls.js";
 import { errorMessage } from "../../lib/errors.js";
 import { createMetrics, type DataPlaneMetrics } from "./metrics/index.js";
 import { NO_TRACING, startTracing, type TracingOptions } from "./tracing/tracing.js";
@@ -36,6 +38,10 @@ export interface DataPlaneOptions {
   readonly modelConfigFiles: readonly string[];
   /** A Triton (host:port) that serves the models this data plane cannot run (undefined: they fail). */
   readonly forwardUnsupportedTo?: string;
+  /** With forwardUnsupportedTo: Python-backend models are forwarded too (--forward-python). */
+  readonly forwardPython: boolean;
+  /** How Python-backend models are hosted (the python engine). */
+  readonly python: PythonHosting;
   /** Version folders of single-file configs: `<root>/<model>/<version>/` (undefined: none). */
   readonly modelFilesRoot?: string;
   readonly modelControlMode: ModelControlMode;
@@ -66,6 +72,12 @@ export interface DataPlaneOptions {
   readonly onLogLevelChange?: (level: string) => void;
 }
 
+export interface PythonHosting {
+  readonly interpreter: string;
+  readonly stubTimeoutMs: number;
+  readonly sharedMemoryBytes: number;
+}
+
 export interface RunningDataPlane {
   readonly grpcPort: number;
   readonly httpPort: number;
@@ -80,6 +92,8 @@ export interface RunningDataPlane {
 /** Loads the models, then serves gRPC, the HTTP front door and the metrics port until stopped. */
 export async function startDataPlane(options: DataPlaneOptions): Promise<RunningDataPlane> {
   const { logger } = options;
+  // Set once the pipeline exists: models that call other models (BLS) reach them through it.
+  let modelInference: ModelInference | undefined;
   const registry = new ModelRegistry({
     repositories: options.modelRepositories,
     configFiles: options.modelConfigFiles,
@@ -90,12 +104,19 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       createEngine(spec, source, files, {
         maxMessageSize: options.maxMessageSize,
         upstreamFlowControlWindow: options.upstreamFlowControlWindow,
+        python: options.python.interpreter,
+        pythonStubTimeoutMs: options.python.stubTimeoutMs,
+        pythonSharedMemoryBytes: options.python.sharedMemoryBytes,
+        logger,
+        inference: () => modelInference,
       }),
     completeConfig: options.autoCompleteConfig ? autoCompleteConfig : undefined,
     ...(options.forwardUnsupportedTo !== undefined
       ? {
           forwardUnsupported: (config: ModelConfig) =>
-            runsLocally(config) ? config : forwardedConfig(config, options.forwardUnsupportedTo!),
+            runsLocally(config, { forwardPython: options.forwardPython })
+              ? config
+              : forwardedConfig(config, options.forwardUnsupportedTo!),
         }
       : {}),
     retireGraceMs: options.shutdownGraceSeconds * 1000,
@@ -109,6 +130,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const active = new InFlight();
   const tracing = options.tracing === undefined ? NO_TRACING : startTracing(options.tracing);
   const inference = { registry, metrics: metrics.frontend, logger, active, tracing };
+  modelInference = modelCalls(inference);
   // One implementation of every unary RPC, for the gRPC server and the HTTP front door.
   const operations: InferenceServiceOperations = {
     ...healthOperations(registry, () => stopping),

@@ -31,6 +31,12 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
     modelConfigFiles: args.modelConfig ?? [],
     ...(args.modelFilesRoot !== undefined ? { modelFilesRoot: args.modelFilesRoot } : {}),
     ...(args.forwardUnsupported !== undefined ? { forwardUnsupportedTo: args.forwardUnsupported } : {}),
+    forwardPython: args.forwardPython === true,
+    python: {
+      interpreter: args.python,
+      stubTimeoutMs: args.pythonStubTimeoutSecs * 1000,
+      sharedMemoryBytes: args.pythonShmByteSize,
+    },
     modelControlMode: args.modelControlMode,
     loadModels: args.loadModel ?? [],
     repositoryPollSeconds: args.repositoryPollSecs,

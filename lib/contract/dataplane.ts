@@ -27,6 +27,8 @@ export const DEFAULT_STREAM_WINDOW = 8 * 1024 * 1024;
 export const DEFAULT_CONNECTION_WINDOW = 16 * 1024 * 1024;
 /** ModelStreamInfer requests of one stream running at once unless --stream-max-pending says otherwise. */
 export const DEFAULT_STREAM_MAX_PENDING = 1024;
+/** Shared memory per Python model process: a 16 MiB tensor fits four times; pages are used only as written. */
+export const DEFAULT_PYTHON_SHM_BYTE_SIZE = 64 * 1024 * 1024;
 
 export const DATAPLANE_OPTIONS = {
   modelRepository: repeatable("--model-repository <dir>", {
@@ -43,8 +45,37 @@ export const DATAPLANE_OPTIONS = {
   }),
   forwardUnsupported: text("--forward-unsupported <host:port>", {
     env: "DYNAMO_FORWARD_UNSUPPORTED",
-    help: "forward models this data plane cannot run (python, pytorch, tensorflow, tensorrt, ensembles, ...) to this Triton gRPC endpoint, as migrate does",
+    help: "forward models this data plane cannot run (pytorch, tensorflow, tensorrt, ensembles, ...) to this Triton gRPC endpoint, as migrate does",
   }),
+  forwardPython: flag("--forward-python", {
+    env: "DYNAMO_FORWARD_PYTHON",
+    help: "with --forward-unsupported: forward Python-backend models too, instead of running them with the python engine",
+  }),
+  python: text(
+    "--python <path>",
+    {
+      env: "DYNAMO_PYTHON",
+      help: 'the Python interpreter, with numpy, that hosts Python-backend models (backend: "python")',
+    },
+    "python3",
+  ),
+  pythonStubTimeoutSecs: duration(
+    "--python-stub-timeout-secs <seconds>",
+    {
+      env: "DYNAMO_PYTHON_STUB_TIMEOUT_SECS",
+      help: "a Python model process that answers no health check for this long is killed and restarted (Triton's stub-timeout-seconds)",
+    },
+    30,
+  ),
+  pythonShmByteSize: wholeNumber(
+    "--python-shm-byte-size <bytes>",
+    {
+      env: "DYNAMO_PYTHON_SHM_BYTE_SIZE",
+      help: "shared memory (/dev/shm) per Python model process for input tensors of 64 KiB and more; 0: all go through its pipe",
+    },
+    { min: 0, max: 4 * 1024 * 1024 * 1024 },
+    DEFAULT_PYTHON_SHM_BYTE_SIZE,
+  ),
   modelControlMode: choice(
     "--model-control-mode <mode>",
     { env: "DYNAMO_MODEL_CONTROL_MODE", help: "none | poll (follow changes on disk) | explicit (load/unload RPCs)" },

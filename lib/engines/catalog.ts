@@ -10,6 +10,7 @@ import { kserveGrpcEngine } from "./kserve-grpc.js";
 import { mockerEngine } from "./mocker.js";
 import { onnxEngine } from "./onnx.js";
 import { openAiEngine } from "./openai.js";
+import { pythonEngine } from "./python.js";
 import { repeatEngine } from "./repeat.js";
 
 /**
@@ -24,6 +25,7 @@ export const ENGINES = {
   "kserve-grpc": kserveGrpcEngine,
   openai: openAiEngine,
   onnxruntime: onnxEngine,
+  python: pythonEngine,
 } as const;
 
 export type EngineName = keyof typeof ENGINES;
@@ -68,13 +70,15 @@ export function checkEngine(spec: ModelSpec, source: string): void {
 
 /**
  * Whether this data plane runs a Triton config itself: its `engine` parameter, or its
- * backend or platform, names one of our engines. Others (python, pytorch_libtorch,
- * tensorflow, tensorrt, ensembles, ...) are forwarded to a Triton (forwardedConfig); the
- * data plane's --forward-unsupported and `migrate` apply the same rule.
+ * backend or platform, names one of our engines. Others (pytorch_libtorch, tensorflow,
+ * tensorrt, ensembles, ...) are forwarded to a Triton (forwardedConfig); the data plane's
+ * --forward-unsupported and `migrate` apply the same rule. `forwardPython` forwards
+ * Python-backend models too (--forward-python), as before the python engine existed.
  */
-export function runsLocally(config: ModelConfig): boolean {
+export function runsLocally(config: ModelConfig, { forwardPython = false }: { forwardPython?: boolean } = {}): boolean {
   if (config.parameters["engine"] !== undefined) return true;
-  return BY_SELECTOR.has(config.backend) || BY_SELECTOR.has(config.platform);
+  const name = BY_SELECTOR.get(config.backend) ?? BY_SELECTOR.get(config.platform);
+  return name !== undefined && !(forwardPython && name === "python");
 }
 
 /**

@@ -1,4 +1,4 @@
-import { fromBinary, fromJsonString, toBinary, toJson, type JsonValue } from "@bufbuild/protobuf";
+import { fromBinary, fromJsonString, ScalarType, toBinary, toJson, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
 import { fromText, toText } from "@bufbuild/protobuf/txtpb";
 import { ModelConfigSchema } from "../../proto/gen/es/model_config_pb.js";
 import { ModelConfig } from "../../proto/gen/ts/model_config.js";
@@ -68,11 +68,52 @@ export function formatText(config: ModelConfig): string {
   return toText(ModelConfigSchema, fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish()));
 }
 
-/** A configuration in the JSON mapping with the proto's field names, as Triton's HTTP config endpoint shows it. */
+/**
+ * A configuration in the JSON mapping with the proto's field names, as Triton's HTTP config
+ * endpoint shows it: 64-bit integers (dims, delays) as JSON numbers, as Triton writes them,
+ * not the strings of protobuf's JSON mapping.
+ */
 export function configJson(config: ModelConfig): JsonValue {
-  return toJson(ModelConfigSchema, fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish()), {
-    useProtoFieldName: true,
-  });
+  const message = fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish());
+  return int64AsNumbers(ModelConfigSchema, toJson(ModelConfigSchema, message, { useProtoFieldName: true }));
+}
+
+/**
+ * The configuration a Triton Python model's initialize is given (`args["model_config"]`):
+ * Triton's JSON form, with every field present (defaults included) so that a model can read
+ * `model_config["max_batch_size"]` whatever config.pbtxt left out.
+ */
+export function tritonConfigJson(config: ModelConfig): JsonValue {
+  const message = fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish());
+  const json = toJson(ModelConfigSchema, message, { useProtoFieldName: true, alwaysEmitImplicit: true });
+  return int64AsNumbers(ModelConfigSchema, json);
+}
+
+const INT64_TYPES: ReadonlySet<ScalarType> = new Set([
+  ScalarType.INT64,
+  ScalarType.UINT64,
+  ScalarType.FIXED64,
+  ScalarType.SFIXED64,
+  ScalarType.SINT64,
+]);
+
+/** The message's 64-bit integers, which protobuf's JSON mapping writes as strings, as numbers. */
+function int64AsNumbers(schema: DescMessage, json: JsonValue): JsonValue {
+  if (json === null || typeof json !== "object" || Array.isArray(json)) return json;
+  const result: Record<string, JsonValue> = { ...json };
+  for (const field of schema.fields) {
+    const value = result[field.name];
+    if (value === undefined || value === null) continue;
+    const convert = (item: JsonValue): JsonValue => {
+      if (field.message !== undefined) return int64AsNumbers(field.message, item);
+      return field.scalar !== undefined && INT64_TYPES.has(field.scalar) && typeof item === "string" ? Number(item) : item;
+    };
+    if (field.fieldKind === "list" && Array.isArray(value)) result[field.name] = value.map(convert);
+    else if (field.fieldKind === "map" && typeof value === "object" && !Array.isArray(value)) {
+      result[field.name] = Object.fromEntries(Object.entries(value).map(([key, item]) => [key, convert(item)]));
+    } else if (field.fieldKind === "message" || field.fieldKind === "scalar") result[field.name] = convert(value);
+  }
+  return result;
 }
 
 /** The JSON mapping of ModelConfig, as RepositoryModelLoad's "config" parameter carries it. */

@@ -1,4 +1,10 @@
-import type { InferParameter, ModelMetadataResponse } from "../../../proto/gen/ts/grpc_service.js";
+import type { Logger } from "pino";
+import type {
+  InferParameter,
+  ModelInferRequest,
+  ModelInferResponse,
+  ModelMetadataResponse,
+} from "../../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 
 import type { Tensor } from "../tensors/tensor.js";
@@ -45,6 +51,11 @@ export interface InferOptions {
  * iteration is the end of the request. Errors are DataPlaneErrors.
  */
 export interface Engine {
+  /**
+   * Loads what the model needs before it serves (e.g. starts the processes that host it);
+   * the model is READY once this resolves, and fails to load if it rejects. Absent: nothing to load.
+   */
+  start?(): Promise<void>;
   infer(request: EngineRequest, options: InferOptions): AsyncIterable<EngineResponse>;
   /** False while the engine cannot serve (e.g. no healthy upstream); absent means always ready. */
   ready?(): boolean;
@@ -59,10 +70,30 @@ export interface Engine {
   close(): Promise<void>;
 }
 
-/** Process-wide settings engines that open connections use. */
+/**
+ * Runs a request on a model of this data plane, as a client's would run (admission,
+ * checks, metrics): for engines whose models call other models (Triton's BLS). `stream`
+ * asks for every response of a decoupled model.
+ */
+export type ModelInference = (
+  request: ModelInferRequest,
+  stream: boolean,
+  lifetime: { readonly signal: AbortSignal; readonly deadline: number },
+) => AsyncIterable<ModelInferResponse>;
+
+/** Process-wide settings of the engines. */
 export interface EngineRuntime {
   /** Largest message sent to or accepted from an upstream (the data plane's own limit). */
   readonly maxMessageSize: number;
   /** HTTP/2 flow-control window of upstream gRPC channels, in bytes (unset: grpc-js's default). */
   readonly upstreamFlowControlWindow?: number;
+  /** The interpreter that hosts Python-backend models (with numpy). */
+  readonly python: string;
+  /** A Python model process that answers nothing for this long is replaced (Triton's stub timeout). */
+  readonly pythonStubTimeoutMs: number;
+  /** Shared memory per Python model process for large input tensors, in bytes. */
+  readonly pythonSharedMemoryBytes: number;
+  readonly logger: Logger;
+  /** Other models of this data plane, for models that call them (set once the data plane serves). */
+  readonly inference: () => ModelInference | undefined;
 }

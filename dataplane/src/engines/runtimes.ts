@@ -7,6 +7,7 @@ import { KserveGrpcEngine } from "./kserve-grpc/kserve-grpc.js";
 import { MockerEngine } from "./mocker/mocker.js";
 import { OnnxEngine } from "./onnx/onnx.js";
 import { OpenAiEngine } from "./openai/openai.js";
+import { PythonEngine } from "./python/python.js";
 import { RepeatEngine } from "./repeat/repeat.js";
 
 /** What an engine's runtime is built from: its checked settings, where its files are, the process's limits. */
@@ -24,6 +25,14 @@ const RUNTIMES: { readonly [Name in EngineName]: RuntimeOf<Name> } = {
   "kserve-grpc": (settings, _files, runtime) => new KserveGrpcEngine({ ...settings, runtime }),
   openai: (settings) => new OpenAiEngine(settings),
   onnxruntime: (settings, files) => new OnnxEngine(settings, files),
+  python: (settings, files, runtime) =>
+    new PythonEngine(settings, files, {
+      python: runtime.python,
+      stubTimeoutMs: runtime.pythonStubTimeoutMs,
+      sharedMemoryBytes: runtime.pythonSharedMemoryBytes,
+      logger: runtime.logger,
+      inference: runtime.inference,
+    }),
 };
 
 /**

@@ -27,7 +27,8 @@ export interface Entry {
   readonly endpoint: InferenceEndpoint;
   /** A stream of responses (a streaming RPC, SSE) or one reply. */
   readonly requestType: RequestType;
-  readonly protocol: "grpc" | "http";
+  /** How it came: gRPC, HTTP, or from a model calling another (BLS). */
+  readonly protocol: "grpc" | "http" | "bls";
   /** One reply made of all of a decoupled model's responses (generate, OpenAI without stream). */
   readonly gathersResponses?: boolean;
   /** What a caller of a decoupled model on this entry should use instead. */
@@ -91,7 +92,9 @@ export class RequestScope {
     this.span = context.tracing.start(entry.endpoint, lifetime.headers, {
       ...(entry.protocol === "grpc"
         ? { "rpc.system": "grpc", "rpc.method": entry.endpoint }
-        : { "http.route": entry.endpoint }),
+        : entry.protocol === "http"
+          ? { "http.route": entry.endpoint }
+          : { "inference.call": entry.endpoint }),
       "model.name": request.modelName,
       "model.version": request.modelVersion,
       "request.id": request.id,

@@ -19,7 +19,9 @@ export type InferenceEndpoint =
   | "generate"
   | "generate_stream"
   | "completions"
-  | "chat_completions";
+  | "chat_completions"
+  /** A model's call to another model (BLS, from Python models). */
+  | "bls";
 export type RequestType = "unary" | "stream";
 
 /** What happens to one request, reported by the inference pipeline. */

@@ -341,6 +341,12 @@ export class ModelRegistry {
     record.fingerprint = candidate.source.fingerprint;
     try {
       const live = this.build(candidate);
+      // As Triton: a model is READY once its engine has loaded it (e.g. a Python model's
+      // initialize ran); one that fails to load leaves the last good one serving.
+      await live.engine.start?.().catch(async (error: unknown) => {
+        await live.engine.close().catch(() => undefined);
+        throw error;
+      });
       const previous = record.live;
       record.live = live;
       record.state = "READY";

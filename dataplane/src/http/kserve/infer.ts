@@ -9,12 +9,12 @@ import { DATATYPES } from "../../../../lib/model-repository/datatypes.js";
 import { countBytesElements } from "../../tensors/bytes.js";
 import { elementCount } from "../../tensors/tensor.js";
 import { typedToRaw } from "../../tensors/typed.js";
+import { parametersToJson } from "../../tensors/parameters.js";
 import {
   datatypeFromJson,
   jsonObject,
   jsonTextOfRaw,
   parametersFromJson,
-  parametersToJson,
   rawFromJson,
   shapeFromJson,
 } from "./json-tensors.js";

@@ -3,6 +3,7 @@ import { invalidArgument } from "../../../../lib/errors.js";
 import { DATATYPES, isDatatype, type Datatype } from "../../../../lib/model-repository/datatypes.js";
 import { elementCount } from "../../tensors/tensor.js";
 import { emptyContents, rawToTyped, typedFieldOf, typedToRaw } from "../../tensors/typed.js";
+import { parameterChoiceOf } from "../../tensors/parameters.js";
 
 /**
  * Tensors and parameters in the KServe v2 JSON form: `data` arrays (flat or nested,
@@ -19,28 +20,6 @@ export function parametersFromJson(value: unknown, field: string): Record<string
     parameters[key] = { parameterChoice: parameterChoiceOf(item, `${field}.${key}`) };
   }
   return parameters;
-}
-
-function parameterChoiceOf(value: unknown, field: string): InferParameter["parameterChoice"] {
-  if (typeof value === "boolean") return { $case: "boolParam", value };
-  if (typeof value === "string") return { $case: "stringParam", value };
-  if (typeof value === "number") {
-    return Number.isSafeInteger(value)
-      ? { $case: "int64Param", value: BigInt(value) }
-      : { $case: "doubleParam", value };
-  }
-  throw invalidArgument(`'${field}' must be a boolean, a number or a string`);
-}
-
-/** Parameters as JSON values. */
-export function parametersToJson(parameters: Readonly<Record<string, InferParameter>>): Record<string, unknown> {
-  const json: Record<string, unknown> = {};
-  for (const [key, { parameterChoice }] of Object.entries(parameters)) {
-    if (parameterChoice === undefined) continue;
-    const { value } = parameterChoice;
-    json[key] = typeof value === "bigint" ? Number(value) : value;
-  }
-  return json;
 }
 
 /** A JSON object (not an array, not null), or an error naming the field. */

@@ -1,0 +1,437 @@
+"""Hosts one instance of a Triton Python-backend model (`model.py`) for dynamo-kserve's
+`python` engine (dataplane/src/engines/python/).
+
+The data plane starts one of these per model instance. Messages travel as frames on two
+file descriptors the data plane opens for it (3: to this process, 4: from it), so that
+whatever the model prints on stdout or stderr stays out of the protocol (the data plane
+logs those lines). A frame is: header length and payload length (uint32, little endian),
+a JSON header, then the payload holding tensor bytes. Large input tensors are not in the
+payload but in a shared-memory file the data plane writes and this process maps once:
+numpy arrays are made over it without a copy.
+
+Usage: dynamo_kserve_python_stub.py serve | auto-complete  (settings come in the first frame)
+"""
+
+import importlib.util
+import json
+import mmap
+import os
+import queue
+import struct
+import sys
+import threading
+import time
+import traceback
+
+import numpy as np
+
+import triton_python_backend_utils as pb_utils
+
+FROM_DATAPLANE = 3
+TO_DATAPLANE = 4
+FRAME_HEAD = struct.Struct("<II")
+# Where an input tensor's bytes are: in the frame's payload, or in the shared-memory file.
+IN_PAYLOAD, IN_SHARED_MEMORY = 0, 1
+# The instance this process hosts (args["model_instance_name"]), for error messages.
+INSTANCE_NAME = ""
+
+_ERROR_CODE_NAMES = {
+    pb_utils.TritonError.UNKNOWN: "UNKNOWN",
+    pb_utils.TritonError.INTERNAL: "INTERNAL",
+    pb_utils.TritonError.NOT_FOUND: "NOT_FOUND",
+    pb_utils.TritonError.INVALID_ARG: "INVALID_ARG",
+    pb_utils.TritonError.UNAVAILABLE: "UNAVAILABLE",
+    pb_utils.TritonError.UNSUPPORTED: "UNSUPPORTED",
+    pb_utils.TritonError.ALREADY_EXISTS: "ALREADY_EXISTS",
+    pb_utils.TritonError.CANCELLED: "CANCELLED",
+}
+_ERROR_CODE_OF_NAME = {name: code for code, name in _ERROR_CODE_NAMES.items()}
+
+
+class Channel:
+    """Frames in both directions; writes from any thread, one frame at a time."""
+
+    def __init__(self):
+        self._reader = os.fdopen(FROM_DATAPLANE, "rb", buffering=1 << 16)
+        self._out = TO_DATAPLANE
+        self._write_lock = threading.Lock()
+
+    def read(self):
+        """The next frame (header dict, payload bytearray), or None when the data plane is gone."""
+        head = self._reader.read(FRAME_HEAD.size)
+        if len(head) < FRAME_HEAD.size:
+            return None
+        header_length, payload_length = FRAME_HEAD.unpack(head)
+        header = json.loads(self._reader.read(header_length))
+        payload = bytearray(payload_length)
+        view = memoryview(payload)
+        received = 0
+        while received < payload_length:
+            count = self._reader.readinto(view[received:])
+            if not count:
+                return None
+            received += count
+        return header, payload
+
+    def write(self, header, parts=()):
+        encoded = json.dumps(header, separators=(",", ":")).encode()
+        parts = [memoryview(part).cast("B") for part in parts]
+        buffers = [FRAME_HEAD.pack(len(encoded), sum(len(part) for part in parts)), encoded, *parts]
+        with self._write_lock:
+            while buffers:
+                written = os.writev(self._out, buffers)
+                while buffers and written >= len(buffers[0]):
+                    written -= len(buffers[0])
+                    buffers.pop(0)
+                if buffers and written:
+                    buffers[0] = buffers[0][written:]
+
+
+def tensors_from(described, payload, shared):
+    """pb_utils.Tensors over the frame's payload or the shared-memory file (no copies but BYTES)."""
+    tensors = []
+    for name, datatype, shape, offset, length, where in described:
+        source = shared if where == IN_SHARED_MEMORY else payload
+        if datatype == "BYTES":
+            array = pb_utils.deserialize_bytes_tensor(np.frombuffer(source, np.uint8, length, offset)).reshape(shape)
+        elif datatype == "BF16":
+            raise pb_utils.TritonModelException(f"input '{name}': BF16 has no numpy type")
+        else:
+            dtype = np.dtype(pb_utils.triton_string_to_numpy(datatype))
+            array = np.frombuffer(source, dtype, length // dtype.itemsize, offset).reshape(shape)
+        tensors.append(pb_utils.Tensor(name, array, datatype))
+    return tensors
+
+
+def described_outputs(tensors):
+    """Outputs as the data plane reads them: [name, datatype, shape, length] and their bytes."""
+    described, parts = [], []
+    for tensor in tensors:
+        array = tensor.as_numpy()
+        if tensor.triton_dtype() == "BYTES":
+            data = pb_utils.serialize_byte_tensor(array)
+        else:
+            data = np.ascontiguousarray(array)
+        described.append([tensor.name(), tensor.triton_dtype(), list(array.shape), data.nbytes])
+        parts.append(data.reshape(-1).view(np.uint8) if data.nbytes else b"")
+    return described, parts
+
+
+def error_of(error):
+    if isinstance(error, pb_utils.TritonError):
+        return [_ERROR_CODE_NAMES.get(error.code(), "INTERNAL"), error.message()]
+    return ["INTERNAL", str(error)]
+
+
+class RequestHandle:
+    """What the data plane knows of one request given to execute."""
+
+    __slots__ = ("id", "decoupled", "cancelled", "finished", "batch_size")
+
+    def __init__(self, request_id, decoupled, batch_size):
+        self.id = request_id
+        self.decoupled = decoupled
+        self.cancelled = False
+        self.finished = False
+        self.batch_size = batch_size
+
+
+class Host:
+    """What triton_python_backend_utils asks of the data plane."""
+
+    def __init__(self, channel):
+        self.channel = channel
+        self.running = {}
+        self.calls = {}
+        self.next_call = 0
+        self.lock = threading.Lock()
+
+    def send_response(self, handle, response, final):
+        if handle.finished:
+            raise pb_utils.TritonModelException("this request's final response was already sent")
+        header = {"t": "r", "id": handle.id, "f": final}
+        parts = ()
+        if response is not None:
+            if response.has_error():
+                header["e"] = error_of(response.error())
+            else:
+                header["o"], parts = described_outputs(response.output_tensors())
+            parameters = json.loads(response.parameters())
+            if parameters:
+                header["p"] = parameters
+        if final:
+            handle.finished = True
+            self.running.pop(handle.id, None)
+        self.channel.write(header, parts)
+
+    def bls(self, request, stream):
+        with self.lock:
+            self.next_call += 1
+            call = self.next_call
+            answers = queue.Queue()
+            self.calls[call] = answers
+        described, parts = [], []
+        offset = 0
+        for tensor in request.inputs():
+            [[name, datatype, shape, length]], [data] = described_outputs([tensor])
+            described.append([name, datatype, shape, offset, length, IN_PAYLOAD])
+            parts.append(data)
+            offset += length
+        header = {
+            "t": "b",
+            "id": call,
+            "m": request.model_name(),
+            "v": "" if request.model_version() in (-1, "", None) else str(request.model_version()),
+            "i": described,
+            "o": request.requested_output_names(),
+            "p": json.loads(request.parameters()),
+            "r": request.request_id(),
+            "s": stream,
+            "to": request.timeout(),
+        }
+        self.channel.write(header, parts)
+        return self._answers(call, answers)
+
+    def _answers(self, call, answers):
+        try:
+            while True:
+                header, payload = answers.get()
+                if "e" in header:
+                    code, message = header["e"]
+                    yield pb_utils.InferenceResponse(
+                        error=pb_utils.TritonError(message, _ERROR_CODE_OF_NAME.get(code, pb_utils.TritonError.INTERNAL))
+                    )
+                elif "o" in header:
+                    offset, described = 0, []
+                    for name, datatype, shape, length in header["o"]:
+                        described.append([name, datatype, shape, offset, length, IN_PAYLOAD])
+                        offset += length
+                    yield pb_utils.InferenceResponse(
+                        output_tensors=tensors_from(described, payload, None), parameters=header.get("p")
+                    )
+                if header.get("f"):
+                    return
+        finally:
+            with self.lock:
+                self.calls.pop(call, None)
+
+    def bls_answer(self, header, payload):
+        answers = self.calls.get(header["id"])
+        if answers is not None:
+            answers.put((header, payload))
+
+    def log(self, level, message):
+        self.channel.write({"t": "l", "l": level, "m": message})
+
+
+def load_model_module(path):
+    folder = os.path.dirname(path)
+    # As Triton: the model's own modules next to model.py are importable.
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location("model", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["model"] = module
+    spec.loader.exec_module(module)
+    if not hasattr(module, "TritonPythonModel"):
+        raise pb_utils.TritonModelException(f"{path} defines no class TritonPythonModel")
+    return module.TritonPythonModel
+
+
+class Batcher:
+    """Triton's dynamic batcher for one instance: a call to execute takes the requests
+    waiting, up to max_batch_size batch items, waiting up to the queue delay for a
+    preferred size."""
+
+    def __init__(self, work, batching):
+        self.work = work
+        self.max_items = batching["max_batch_size"] if batching else 0
+        self.preferred = set(batching.get("preferred_batch_size", [])) if batching else set()
+        self.delay = batching.get("max_queue_delay_microseconds", 0) / 1e6 if batching else 0
+        self.carried = None
+
+    def next(self):
+        """The requests of the next execute call, or None when the instance is to finish."""
+        first = self.carried if self.carried is not None else self.work.get()
+        self.carried = None
+        if first is None:
+            return None
+        batch = [first]
+        if not self.max_items:
+            return batch
+        items = first[0].batch_size
+        deadline = time.monotonic() + self.delay
+        while items < self.max_items:
+            wait = deadline - time.monotonic()
+            try:
+                if wait > 0 and items not in self.preferred:
+                    item = self.work.get(timeout=wait)
+                else:
+                    item = self.work.get_nowait()
+            except queue.Empty:
+                break
+            if item is None or items + item[0].batch_size > self.max_items:
+                self.carried = item
+                break
+            batch.append(item)
+            items += item[0].batch_size
+        return batch
+
+
+def serve(channel, settings):
+    host = Host(channel)
+    pb_utils._host = host
+    shared = None
+    if settings.get("shm"):
+        with open(settings["shm"], "r+b") as file:
+            shared = mmap.mmap(file.fileno(), settings["shmSize"])
+    global INSTANCE_NAME
+    INSTANCE_NAME = settings["args"]["model_instance_name"]
+    decoupled = settings["decoupled"]
+    batched = settings["maxBatchSize"] > 0
+    try:
+        model = load_model_module(settings["file"])()
+        if hasattr(model, "initialize"):
+            model.initialize(settings["args"])
+    except BaseException:
+        channel.write({"t": "fatal", "m": traceback.format_exc(limit=8)})
+        return 1
+    work = queue.Queue()
+
+    def read_frames():
+        while True:
+            frame = channel.read()
+            if frame is None:
+                work.put(None)
+                return
+            header, payload = frame
+            kind = header["t"]
+            if kind == "x":
+                shape = header["i"][0][2] if header["i"] else []
+                size = shape[0] if batched and shape else 1
+                handle = RequestHandle(header["id"], decoupled, size)
+                host.running[handle.id] = handle
+                work.put((handle, header, payload))
+            elif kind == "c":
+                handle = host.running.get(header["id"])
+                if handle is not None:
+                    handle.cancelled = True
+            elif kind == "br":
+                host.bls_answer(header, payload)
+            elif kind == "ping":
+                channel.write({"t": "pong"})
+            elif kind == "fini":
+                work.put(None)
+                return
+
+    threading.Thread(target=read_frames, name="dataplane-reader", daemon=True).start()
+    channel.write({"t": "ready"})
+    batcher = Batcher(work, settings.get("batching"))
+    while True:
+        batch = batcher.next()
+        if batch is None:
+            break
+        requests = []
+        for handle, header, payload in batch:
+            if handle.cancelled:
+                host.send_response(
+                    handle, pb_utils.InferenceResponse(error=pb_utils.TritonError("request cancelled", pb_utils.TritonError.CANCELLED)), True
+                )
+                continue
+            try:
+                inputs = tensors_from(header["i"], payload, shared)
+            except Exception as error:
+                host.send_response(handle, pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error))), True)
+                continue
+            request = pb_utils.InferenceRequest(
+                settings["args"]["model_name"],
+                inputs,
+                header.get("o", []),
+                model_version=int(settings["args"]["model_version"]),
+                flags=header.get("f", 0),
+                correlation_id=header.get("c", 0),
+                request_id=header.get("r", ""),
+                parameters=header.get("p"),
+            )
+            request._handle = handle
+            requests.append(request)
+        if requests:
+            execute(model, requests, host, decoupled)
+    if hasattr(model, "finalize"):
+        try:
+            model.finalize()
+        except Exception:
+            traceback.print_exc()
+    channel.write({"t": "bye"})
+    return 0
+
+
+def execute_failure(error):
+    """An exception from execute as Triton words it: the instance, the exception, where it was raised."""
+    frames = traceback.extract_tb(error.__traceback__)[1:]
+    where = "".join(f"  {frame.filename}({frame.lineno}): {frame.name}\n" for frame in reversed(frames))
+    return (
+        f"Failed to process the request(s) for model '{INSTANCE_NAME}', message: "
+        f"{type(error).__name__}: {error}\n\nAt:\n{where}"
+    )
+
+
+def execute(model, requests, host, decoupled):
+    try:
+        responses = model.execute(requests)
+    except Exception as error:
+        # As Triton: an exception fails every request of the call still unanswered.
+        failure = pb_utils.InferenceResponse(error=pb_utils.TritonError(execute_failure(error)))
+        for request in requests:
+            if not request._handle.finished:
+                host.send_response(request._handle, failure, True)
+        return
+    if decoupled:
+        if responses is not None:
+            for request in requests:
+                if not request._handle.finished:
+                    host.send_response(request._handle, pb_utils.InferenceResponse(error=pb_utils.TritonError("a decoupled model's execute must return None and answer through the response sender")), True)
+        return
+    if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
+        count = len(responses) if isinstance(responses, (list, tuple)) else type(responses).__name__
+        failure = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"execute must return one InferenceResponse per request: {len(requests)} requests, got {count}"))
+        for request in requests:
+            host.send_response(request._handle, failure, True)
+        return
+    for request, response in zip(requests, responses):
+        if not isinstance(response, pb_utils.InferenceResponse):
+            response = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"execute returned {type(response).__name__}, not an InferenceResponse"))
+        try:
+            host.send_response(request._handle, response, True)
+        except pb_utils.TritonModelException as error:
+            host.send_response(request._handle, pb_utils.InferenceResponse(error=pb_utils.TritonError(error.message())), True)
+
+
+def auto_complete(channel, settings):
+    """Triton's auto-complete for Python models: TritonPythonModel.auto_complete_config, if
+    the model has one, fills in the config; the result goes back as JSON."""
+    try:
+        model_class = load_model_module(settings["file"])
+        config = pb_utils.ModelConfig(settings["config"])
+        if hasattr(model_class, "auto_complete_config"):
+            config = model_class.auto_complete_config(config)
+        channel.write({"t": "config", "c": config.as_dict()})
+        return 0
+    except BaseException:
+        channel.write({"t": "fatal", "m": traceback.format_exc(limit=8)})
+        return 1
+
+
+def main():
+    channel = Channel()
+    frame = channel.read()
+    if frame is None:
+        return 1
+    settings = frame[0]
+    if sys.argv[1:] == ["auto-complete"]:
+        return auto_complete(channel, settings)
+    return serve(channel, settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+/**
+ * The frames the data plane and a Python model process exchange (the other end is
+ * dataplane/python/dynamo_kserve_python_stub.py): header length and payload length as
+ * uint32 little endian, a JSON header, then the payload (tensor bytes). JSON keeps the
+ * Python side to its standard library; tensors never go through it.
+ */
+
+const HEAD_SIZE = 8;
+
+/** One frame's parts, ready for a vectored write. */
+export function encodeFrame(header: object, payload: readonly Uint8Array[] = []): Buffer[] {
+  const json = Buffer.from(JSON.stringify(header));
+  const head = Buffer.allocUnsafe(HEAD_SIZE);
+  head.writeUInt32LE(json.length, 0);
+  head.writeUInt32LE(
+    payload.reduce((total, part) => total + part.byteLength, 0),
+    4,
+  );
+  return [head, json, ...payload.map((part) => Buffer.from(part.buffer, part.byteOffset, part.byteLength))];
+}
+
+export interface Frame {
+  readonly header: Record<string, unknown>;
+  /** The payload, in one buffer of its own (tensor views may outlive the chunks it came in). */
+  readonly payload: Buffer;
+}
+
+/**
+ * Reassembles frames from the chunks a pipe delivers. A payload is copied once, from the
+ * chunks into a buffer of the length its frame announced.
+ */
+export class FrameReader {
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private current: { header: Record<string, unknown>; payload: Buffer; filled: number } | undefined;
+
+  /** The frames the chunk completes. */
+  push(chunk: Buffer): Frame[] {
+    const frames: Frame[] = [];
+    let data = chunk;
+    for (;;) {
+      if (this.current !== undefined) {
+        const { payload } = this.current;
+        const take = Math.min(payload.length - this.current.filled, data.length);
+        data.copy(payload, this.current.filled, 0, take);
+        this.current.filled += take;
+        data = data.subarray(take);
+        if (this.current.filled < payload.length) return frames;
+        frames.push({ header: this.current.header, payload });
+        this.current = undefined;
+        continue;
+      }
+      if (data.length > 0) {
+        this.pending.push(data);
+        this.pendingBytes += data.length;
+        data = Buffer.alloc(0);
+      }
+      if (this.pendingBytes < HEAD_SIZE) return frames;
+      const buffered = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
+      const headerLength = buffered.readUInt32LE(0);
+      const payloadLength = buffered.readUInt32LE(4);
+      if (buffered.length < HEAD_SIZE + headerLength) {
+        this.pending = [buffered];
+        return frames;
+      }
+      const header = JSON.parse(buffered.toString("utf8", HEAD_SIZE, HEAD_SIZE + headerLength)) as Record<
+        string,
+        unknown
+      >;
+      this.pending = [];
+      this.pendingBytes = 0;
+      data = buffered.subarray(HEAD_SIZE + headerLength);
+      if (payloadLength === 0) {
+        frames.push({ header, payload: Buffer.alloc(0) });
+        continue;
+      }
+      this.current = { header, payload: Buffer.allocUnsafe(payloadLength), filled: 0 };
+    }
+  }
+}

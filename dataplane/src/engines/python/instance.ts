@@ -1,0 +1,309 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import type { Readable, Writable } from "node:stream";
+import type { Logger } from "pino";
+import { DataPlaneError, internal, unavailable } from "../../../../lib/errors.js";
+import { encodeFrame, FrameReader, type Frame } from "./frames.js";
+import { SharedInputs } from "./shared-memory.js";
+
+/**
+ * One instance of a Python model: a Python process running the stub
+ * (dataplane/python/dynamo_kserve_python_stub.py) around the model's `model.py`, and the
+ * requests it has been given. A process that exits or stops answering is replaced; the
+ * requests it held are answered UNAVAILABLE at once, never left waiting.
+ */
+
+/** Where the process is in its life. */
+export type InstanceState = "starting" | "ready" | "restarting" | "closed";
+
+/** What the instance tells the engine about a request it was given. */
+export interface RequestSink {
+  /** A response frame of this request (its `f` flag says whether it is the last). */
+  frame(frame: Frame): void;
+  /** The request failed outside the model (the process died): no more frames come. */
+  fail(error: DataPlaneError): void;
+}
+
+export interface InstanceOptions {
+  readonly python: string;
+  /** The stub script, and the folder with triton_python_backend_utils.py (put on PYTHONPATH). */
+  readonly stub: string;
+  readonly stubFolder: string;
+  /** The first frame the stub reads: what to load and how (see the stub's serve). */
+  readonly settings: Record<string, unknown>;
+  /** Name for errors: `'<model>' version <v> instance <name>`. */
+  readonly label: string;
+  /** Logs with the model, version and instance in every line. */
+  readonly logger: Logger;
+  /** Bytes of shared memory for large input tensors (0: every tensor goes in the frame). */
+  readonly sharedMemoryBytes: number;
+  /** A process that answers no health check for this long is killed and replaced (Triton's stub timeout). */
+  readonly stubTimeoutMs: number;
+  /** The model called another model (BLS): the header and payload of its request. */
+  onModelCall(frame: Frame, instance: PythonInstance): void;
+}
+
+/** Restarts back off from 1 s to 30 s; a process that ran this long starts again at 1 s. */
+const FIRST_RESTART_DELAY_MS = 1000;
+const LONGEST_RESTART_DELAY_MS = 30_000;
+/** How long a finishing process may take (finalize) before it is killed. */
+const FINISH_GRACE_MS = 5000;
+
+export class PythonInstance {
+  state: InstanceState = "starting";
+  private child: ChildProcess | undefined;
+  private shared: SharedInputs | undefined;
+  private readonly sinks = new Map<number, { sink: RequestSink; regions: number[] }>();
+  private nextId = 0;
+  private restartDelay = FIRST_RESTART_DELAY_MS;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private healthTimer: NodeJS.Timeout | undefined;
+  private lastHeard = 0;
+  private startedAt = 0;
+  /** Why the last start failed, for the errors of requests that find no instance. */
+  lastFailure = "";
+
+  constructor(private readonly options: InstanceOptions) {}
+
+  /** Requests given to the process and not yet finished. */
+  get outstanding(): number {
+    return this.sinks.size;
+  }
+
+  /** Starts the process and resolves once the model's initialize has returned; rejects (UNAVAILABLE) if it fails. */
+  start(): Promise<void> {
+    const { python, stub, stubFolder, settings, sharedMemoryBytes, logger, label } = this.options;
+    this.shared = sharedMemoryBytes > 0 ? new SharedInputs(sharedMemoryBytes) : undefined;
+    const child = spawn(python, [stub, "serve"], {
+      stdio: ["ignore", "pipe", "pipe", "pipe", "pipe"],
+      env: { ...process.env, PYTHONPATH: joinPath(stubFolder, process.env["PYTHONPATH"]), PYTHONUNBUFFERED: "1" },
+    });
+    this.child = child;
+    this.startedAt = Date.now();
+    this.lastHeard = Date.now();
+    for (const [stream, level] of [
+      [child.stdout, "info"],
+      [child.stderr, "warn"],
+    ] as const) {
+      createInterface({ input: stream! }).on("line", (line) =>
+        logger[level]({ stream: stream === child.stdout ? "stdout" : "stderr" }, line),
+      );
+    }
+    const reader = new FrameReader();
+    const fromPython = child.stdio[4] as Readable;
+    const toPython = child.stdio[3] as Writable;
+    toPython.on("error", () => undefined); // an exit is reported by the exit event
+    return new Promise<void>((resolve, reject) => {
+      let started = false;
+      let fatal = "";
+      fromPython.on("data", (chunk: Buffer) => {
+        this.lastHeard = Date.now();
+        for (const frame of reader.push(chunk)) {
+          const kind = frame.header["t"];
+          if (kind === "ready") {
+            started = true;
+            this.state = "ready";
+            this.shared?.unlink();
+            this.watchHealth();
+            resolve();
+          } else if (kind === "fatal") fatal = String(frame.header["m"]);
+          else this.received(frame);
+        }
+      });
+      child.once("error", (error) => {
+        fatal ||= `cannot start ${python}: ${error.message}`;
+      });
+      child.once("close", (code, signal) => {
+        this.shared?.close();
+        this.shared = undefined;
+        clearInterval(this.healthTimer);
+        const how = signal !== null ? `was killed (${signal})` : `exited with code ${code}`;
+        if (!started) {
+          this.lastFailure = fatal ? `initialize failed: ${fatal.trim()}` : `the Python process ${how} before it was ready`;
+          reject(unavailable(`python model ${label}: ${this.lastFailure}`));
+          return;
+        }
+        this.exited(`the Python process ${how}${fatal ? `: ${fatal.trim()}` : ""}`);
+      });
+      this.send({ ...settings, shm: this.shared?.path ?? "", shmSize: this.shared?.size ?? 0 });
+    });
+  }
+
+  /**
+   * Gives the process a request: its inputs go in the frame, or the large ones in shared
+   * memory. Returns the id to cancel it with.
+   */
+  submit(header: Record<string, unknown>, inputs: readonly InputTensor[], sink: RequestSink): number {
+    if (this.state !== "ready") throw unavailable(`python model ${this.options.label} is not running`);
+    const id = ++this.nextId;
+    const described: unknown[] = [];
+    const payload: Uint8Array[] = [];
+    const regions: number[] = [];
+    let offset = 0;
+    for (const tensor of inputs) {
+      const where =
+        this.shared !== undefined && tensor.data.byteLength >= SHARED_MEMORY_FROM ? this.shared.put(tensor.data) : undefined;
+      if (where !== undefined) {
+        regions.push(where);
+        described.push([tensor.name, tensor.datatype, tensor.shape, where, tensor.data.byteLength, 1]);
+        continue;
+      }
+      // Each tensor starts 8-byte aligned in the payload, so numpy views of it are aligned.
+      const padding = (8 - (offset % 8)) % 8;
+      if (padding > 0) payload.push(PADDING.subarray(0, padding));
+      offset += padding;
+      described.push([tensor.name, tensor.datatype, tensor.shape, offset, tensor.data.byteLength, 0]);
+      payload.push(tensor.data);
+      offset += tensor.data.byteLength;
+    }
+    this.sinks.set(id, { sink, regions });
+    this.send({ ...header, t: "x", id, i: described }, payload);
+    return id;
+  }
+
+  /** Tells the model the request was cancelled (is_cancelled()); its answer still ends it. */
+  cancel(id: number): void {
+    if (this.sinks.has(id)) this.send({ t: "c", id });
+  }
+
+  /** Answers a model's call to another model (BLS). */
+  answerModelCall(header: Record<string, unknown>, payload: readonly Uint8Array[] = []): void {
+    if (this.state === "ready") this.send({ ...header, t: "br" }, payload);
+  }
+
+  /** Finishes the process (the model's finalize runs), killing it if it takes too long. */
+  async close(): Promise<void> {
+    const previous = this.state;
+    this.state = "closed";
+    clearTimeout(this.restartTimer);
+    clearInterval(this.healthTimer);
+    const child = this.child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const closed = new Promise<void>((resolve) => child.once("close", () => resolve()));
+    if (previous === "ready") this.send({ t: "fini" });
+    else child.kill("SIGKILL");
+    const timer = setTimeout(() => child.kill("SIGKILL"), FINISH_GRACE_MS);
+    await closed;
+    clearTimeout(timer);
+    this.failAll(unavailable(`python model ${this.options.label} was unloaded`));
+  }
+
+  private received(frame: Frame): void {
+    const kind = frame.header["t"];
+    if (kind === "r") {
+      const id = frame.header["id"] as number;
+      const entry = this.sinks.get(id);
+      if (entry === undefined) return;
+      if (frame.header["f"] === true) this.finish(id);
+      entry.sink.frame(frame);
+    } else if (kind === "b") this.options.onModelCall(frame, this);
+    else if (kind === "l") {
+      const level = LOG_LEVELS[String(frame.header["l"])] ?? "info";
+      this.options.logger[level]({ stream: "pb_utils.Logger" }, String(frame.header["m"]));
+    }
+  }
+
+  private finish(id: number): void {
+    const entry = this.sinks.get(id);
+    if (entry === undefined) return;
+    this.sinks.delete(id);
+    for (const region of entry.regions) this.shared?.free(region);
+  }
+
+  private failAll(error: DataPlaneError): void {
+    const sinks = [...this.sinks.values()];
+    this.sinks.clear();
+    for (const { sink } of sinks) sink.fail(error);
+  }
+
+  /** The process died while serving: its requests fail now, and it is started again after a pause. */
+  private exited(why: string): void {
+    const { label, logger } = this.options;
+    this.failAll(unavailable(`python model ${label}: ${why} while serving this request`));
+    if (this.state === "closed") return;
+    this.state = "restarting";
+    this.lastFailure = why;
+    if (Date.now() - this.startedAt > LONGEST_RESTART_DELAY_MS) this.restartDelay = FIRST_RESTART_DELAY_MS;
+    logger.error({ restartInMs: this.restartDelay }, `python model instance failed: ${why}; restarting`);
+    this.scheduleRestart();
+  }
+
+  private scheduleRestart(): void {
+    const delay = this.restartDelay;
+    this.restartDelay = Math.min(this.restartDelay * 2, LONGEST_RESTART_DELAY_MS);
+    this.restartTimer = setTimeout(() => {
+      if (this.state !== "restarting") return;
+      this.start().then(
+        () => this.options.logger.info("python model instance restarted"),
+        (error: unknown) => {
+          if (this.state === "closed") return;
+          this.state = "restarting";
+          this.options.logger.error(
+            { err: error instanceof Error ? error.message : String(error) },
+            "python model instance failed to restart",
+          );
+          this.scheduleRestart();
+        },
+      );
+    }, delay);
+    this.restartTimer.unref();
+  }
+
+  /** Health checks, as Triton's stub timeout: a process that answers nothing for too long is killed. */
+  private watchHealth(): void {
+    const { stubTimeoutMs } = this.options;
+    const interval = Math.max(100, Math.floor(stubTimeoutMs / 3));
+    this.healthTimer = setInterval(() => {
+      if (Date.now() - this.lastHeard > stubTimeoutMs) {
+        clearInterval(this.healthTimer);
+        this.options.logger.error(
+          { silentMs: Date.now() - this.lastHeard },
+          "python model instance stopped answering; killing it",
+        );
+        this.child?.kill("SIGKILL");
+        return;
+      }
+      this.send({ t: "ping" });
+    }, interval);
+    this.healthTimer.unref();
+  }
+
+  private send(header: object, payload: readonly Uint8Array[] = []): void {
+    const toPython = this.child?.stdio[3] as Writable | undefined;
+    if (toPython === undefined || toPython.destroyed) return;
+    const parts = encodeFrame(header, payload);
+    if (parts.length === 2) {
+      toPython.write(Buffer.concat(parts));
+      return;
+    }
+    toPython.cork();
+    for (const part of parts) toPython.write(part);
+    process.nextTick(() => toPython.uncork());
+  }
+}
+
+/** An input as the instance sends it. */
+export interface InputTensor {
+  readonly name: string;
+  readonly datatype: string;
+  readonly shape: readonly number[];
+  readonly data: Uint8Array;
+}
+
+/** Tensors this large go through shared memory; smaller ones cost less in the frame. */
+const SHARED_MEMORY_FROM = 64 * 1024;
+const PADDING = new Uint8Array(8);
+
+const LOG_LEVELS: Readonly<Record<string, "info" | "warn" | "error" | "debug">> = {
+  info: "info",
+  warn: "warn",
+  error: "error",
+  debug: "debug",
+};
+
+const joinPath = (first: string, rest: string | undefined): string => (rest ? `${first}:${rest}` : first);
+
+/** An error a request gets when no instance of its model can take it. */
+export function noInstance(label: string, why: string): DataPlaneError {
+  return why ? unavailable(`python model ${label} is not available: ${why}`) : internal(`python model ${label} has no instances`);
+}

@@ -1,0 +1,312 @@
+import { status } from "@grpc/grpc-js";
+import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import type { InferParameter, ModelInferRequest } from "../../../../proto/gen/ts/grpc_service.js";
+import type { PythonSettings } from "../../../../lib/engines/python.js";
+import {
+  abortedError,
+  DataPlaneError,
+  errorMessage,
+  internal,
+  UpstreamStatusError,
+  type ErrorKind,
+} from "../../../../lib/errors.js";
+import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
+import { servedVersions } from "../../../../lib/model-repository/versions.js";
+import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
+import { parameterChoiceOf, parametersToJson } from "../../tensors/parameters.js";
+import type { Tensor } from "../../tensors/tensor.js";
+import type { Engine, EngineRequest, EngineResponse, InferOptions, ModelInference } from "../engine.js";
+import type { Frame } from "./frames.js";
+import { noInstance, PythonInstance, type RequestSink } from "./instance.js";
+
+/**
+ * Triton's Python backend, run here: each served version of the model gets its
+ * instance_group's count of Python processes, each hosting the model's `model.py` with a
+ * triton_python_backend_utils of the same API (dataplane/python/). A request goes to the
+ * instance with the fewest outstanding requests; that process batches what it has
+ * received into execute calls as the config's dynamic batcher asks.
+ */
+
+/** The stub and the pb_utils module ship beside the compiled code: <package>/dataplane/python/. */
+const STUB_FOLDER = fileURLToPath(new URL("../../../../../dataplane/python/", import.meta.url));
+const STUB = join(STUB_FOLDER, "dynamo_kserve_python_stub.py");
+
+export interface PythonRuntime {
+  /** The Python interpreter (with numpy) that runs the models. */
+  readonly python: string;
+  readonly stubTimeoutMs: number;
+  readonly sharedMemoryBytes: number;
+  readonly logger: Logger;
+  /** Runs a model's request on another model of this data plane (BLS); undefined: BLS is refused. */
+  readonly inference: () => ModelInference | undefined;
+}
+
+/** Request parameters Triton takes for itself: a model's request.parameters() does not show them. */
+const RESERVED_PARAMETERS = new Set(["sequence_id", "sequence_start", "sequence_end", "priority", "timeout"]);
+const SEQUENCE_START = 1;
+const SEQUENCE_END = 2;
+
+/** Triton's error codes (pb_utils.TritonError) and the data plane's error kinds. */
+const KIND_OF_TRITON_CODE: Readonly<Record<string, ErrorKind>> = {
+  INTERNAL: "Internal",
+  NOT_FOUND: "NotFound",
+  INVALID_ARG: "InvalidArgument",
+  UNAVAILABLE: "Unavailable",
+  UNSUPPORTED: "Unimplemented",
+  CANCELLED: "Cancelled",
+};
+/** Codes with no kind of their own keep their gRPC code. */
+const GRPC_CODE_OF_TRITON_CODE: Readonly<Record<string, number>> = {
+  UNKNOWN: status.UNKNOWN,
+  ALREADY_EXISTS: status.ALREADY_EXISTS,
+};
+const TRITON_CODE_OF_KIND: Partial<Record<ErrorKind, string>> = {
+  NotFound: "NOT_FOUND",
+  InvalidArgument: "INVALID_ARG",
+  FailedPrecondition: "INVALID_ARG",
+  Unavailable: "UNAVAILABLE",
+  Unimplemented: "UNSUPPORTED",
+  Cancelled: "CANCELLED",
+};
+
+export class PythonEngine implements Engine {
+  private readonly versions = new Map<string, PythonInstance[]>();
+
+  constructor(
+    private readonly settings: PythonSettings,
+    files: ModelFiles | undefined,
+    private readonly runtime: PythonRuntime,
+  ) {
+    const folder = files?.folder ?? settings.configFolder;
+    const versions = servedVersions(settings.versionPolicy, files?.versions ?? [], folder);
+    for (const version of versions) {
+      this.versions.set(
+        version,
+        settings.instances.map(
+          (instance) =>
+            new PythonInstance({
+              python: runtime.python,
+              stub: STUB,
+              stubFolder: STUB_FOLDER,
+              label: `'${settings.modelName}' version ${version} instance ${instance.name}`,
+              logger: runtime.logger.child({ model: settings.modelName, version, instance: instance.name }),
+              sharedMemoryBytes: runtime.sharedMemoryBytes,
+              stubTimeoutMs: runtime.stubTimeoutMs,
+              onModelCall: (frame, from) => void this.modelCall(frame, from),
+              settings: {
+                file: join(folder, version, settings.fileName),
+                decoupled: settings.decoupled,
+                maxBatchSize: settings.maxBatchSize,
+                batching: settings.batching ?? null,
+                // Triton's initialize(args): every value a string.
+                args: {
+                  model_config: settings.modelConfig,
+                  model_instance_kind: instance.kind,
+                  model_instance_name: instance.name,
+                  model_instance_device_id: "0",
+                  model_repository: folder,
+                  model_version: version,
+                  model_name: settings.modelName,
+                },
+              },
+            }),
+        ),
+      );
+    }
+  }
+
+  /** Starts every instance; the model is loaded once each has run initialize (as Triton). */
+  async start(): Promise<void> {
+    const instances = [...this.versions.values()].flat();
+    const started = await Promise.allSettled(instances.map((instance) => instance.start()));
+    const failed = started.find((result): result is PromiseRejectedResult => result.status === "rejected");
+    if (failed !== undefined) {
+      await this.close();
+      throw failed.reason;
+    }
+  }
+
+  ready(): boolean {
+    return [...this.versions.values()].every((instances) => instances.some((instance) => instance.state === "ready"));
+  }
+
+  async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
+    const instance = this.instanceFor(request.version);
+    const responses = new Responses();
+    const id = instance.submit(requestHeader(request), request.inputs, responses);
+    const cancel = (): void => {
+      instance.cancel(id);
+      responses.fail(abortedError(signal));
+    };
+    signal.addEventListener("abort", cancel, { once: true });
+    try {
+      for (;;) {
+        const frame = await responses.next();
+        if (frame === undefined) return;
+        const response = responseOf(frame, request.requestedOutputs);
+        if (response !== undefined) yield response;
+        if (frame.header["f"] === true) return;
+      }
+    } finally {
+      signal.removeEventListener("abort", cancel);
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.versions.values()].flat().map((instance) => instance.close()));
+  }
+
+  private instanceFor(version: string): PythonInstance {
+    const instances = this.versions.get(version);
+    const label = `'${this.settings.modelName}' version ${version}`;
+    if (instances === undefined) throw internal(`python model ${label} is not served`);
+    let chosen: PythonInstance | undefined;
+    for (const instance of instances) {
+      if (instance.state !== "ready") continue;
+      if (chosen === undefined || instance.outstanding < chosen.outstanding) chosen = instance;
+    }
+    if (chosen === undefined) throw noInstance(label, instances[0]?.lastFailure || "its instances are starting");
+    return chosen;
+  }
+
+  /** A model's request to another model of this data plane (BLS), answered frame by frame. */
+  private async modelCall(frame: Frame, from: PythonInstance): Promise<void> {
+    const { header } = frame;
+    const id = header["id"];
+    const inference = this.runtime.inference();
+    try {
+      if (inference === undefined) throw internal("BLS requests are not available in this data plane");
+      const request = modelCallRequest(header, frame.payload);
+      const timeoutUs = Number(header["to"] ?? 0);
+      const controller = new AbortController();
+      const deadline = timeoutUs > 0 ? Date.now() + timeoutUs / 1000 : Infinity;
+      const timer = Number.isFinite(deadline)
+        ? setTimeout(
+            () => controller.abort(new DataPlaneError("DeadlineExceeded", "BLS request timed out")),
+            timeoutUs / 1000,
+          )
+        : undefined;
+      try {
+        for await (const response of inference(request, header["s"] === true, {
+          signal: controller.signal,
+          deadline,
+        })) {
+          const outputs = response.outputs.map((output, index) => [
+            output.name,
+            output.datatype,
+            output.shape.map(Number),
+            response.rawOutputContents[index]?.byteLength ?? 0,
+          ]);
+          from.answerModelCall(
+            { id, o: outputs, p: parametersToJson(response.parameters), f: false },
+            response.rawOutputContents,
+          );
+        }
+      } finally {
+        clearTimeout(timer);
+      }
+      from.answerModelCall({ id, f: true });
+    } catch (error) {
+      const kind = error instanceof DataPlaneError ? error.kind : "Internal";
+      from.answerModelCall({ id, e: [TRITON_CODE_OF_KIND[kind] ?? "INTERNAL", errorMessage(error)], f: true });
+    }
+  }
+}
+
+/** What the stub needs of a request besides its inputs. */
+function requestHeader(request: EngineRequest): Record<string, unknown> {
+  const parameters = parametersToJson(request.parameters);
+  const sequenceId = parameters["sequence_id"];
+  const flags =
+    (parameters["sequence_start"] === true ? SEQUENCE_START : 0) | (parameters["sequence_end"] === true ? SEQUENCE_END : 0);
+  for (const name of RESERVED_PARAMETERS) delete parameters[name];
+  return {
+    o: [...request.requestedOutputs],
+    p: parameters,
+    r: request.id,
+    c: typeof sequenceId === "number" || typeof sequenceId === "string" ? sequenceId : 0,
+    f: flags,
+  };
+}
+
+/** A response frame as the engine's response; undefined for a bare final flag (a decoupled model's send(None, FINAL)). */
+function responseOf(frame: Frame, requested: ReadonlySet<string>): EngineResponse | undefined {
+  const { header, payload } = frame;
+  const error = header["e"] as [string, string] | undefined;
+  if (error !== undefined) {
+    const [code, message] = error;
+    const grpcCode = GRPC_CODE_OF_TRITON_CODE[code];
+    throw grpcCode !== undefined
+      ? new UpstreamStatusError("Internal", grpcCode, message)
+      : new DataPlaneError(KIND_OF_TRITON_CODE[code] ?? "Internal", message);
+  }
+  const described = header["o"] as [string, string, number[], number][] | undefined;
+  if (described === undefined) return undefined;
+  const outputs: Tensor[] = [];
+  let offset = 0;
+  for (const [name, datatype, shape, length] of described) {
+    const data = payload.subarray(offset, offset + length);
+    offset += length;
+    if (requested.size > 0 && !requested.has(name)) continue;
+    if (!isDatatype(datatype)) throw internal(`output '${name}' has datatype ${datatype}, which KServe does not know`);
+    outputs.push({ name, datatype, shape, data });
+  }
+  const parameters = header["p"] as Record<string, unknown> | undefined;
+  return parameters === undefined ? { outputs } : { outputs, parameters: parametersOf(parameters) };
+}
+
+function parametersOf(json: Record<string, unknown>): Record<string, InferParameter> {
+  return Object.fromEntries(
+    Object.entries(json).map(([key, value]) => [key, { parameterChoice: parameterChoiceOf(value, key) }]),
+  );
+}
+
+/** A BLS request from a model, as a ModelInferRequest with raw inputs (views of the frame's payload). */
+function modelCallRequest(header: Record<string, unknown>, payload: Buffer): ModelInferRequest {
+  const described = header["i"] as [string, string, number[], number, number][];
+  return {
+    modelName: String(header["m"]),
+    modelVersion: String(header["v"] ?? ""),
+    id: String(header["r"] ?? ""),
+    parameters: parametersOf((header["p"] as Record<string, unknown> | undefined) ?? {}),
+    inputs: described.map(([name, datatype, shape]) => ({
+      name,
+      datatype,
+      shape: shape.map(BigInt),
+      parameters: {},
+      contents: undefined,
+    })),
+    outputs: ((header["o"] as string[] | undefined) ?? []).map((name) => ({ name, parameters: {} })),
+    rawInputContents: described.map(([, , , offset, length]) => payload.subarray(offset, offset + length)),
+  };
+}
+
+/** The frames of one request as they arrive, for the engine's generator to wait on. */
+class Responses implements RequestSink {
+  private readonly frames: Frame[] = [];
+  private failure: DataPlaneError | undefined;
+  private wake: (() => void) | undefined;
+
+  frame(frame: Frame): void {
+    this.frames.push(frame);
+    this.wake?.();
+  }
+
+  fail(error: DataPlaneError): void {
+    this.failure ??= error;
+    this.wake?.();
+  }
+
+  /** The next frame; throws once the request failed outside the model. */
+  async next(): Promise<Frame | undefined> {
+    for (;;) {
+      if (this.failure !== undefined) throw this.failure;
+      const frame = this.frames.shift();
+      if (frame !== undefined) return frame;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+      this.wake = undefined;
+    }
+  }
+}

@@ -1,0 +1,185 @@
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
+import { CACHE_DIR, requireProgram } from "../../../e2e/support/prerequisites.js";
+import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { REPO_ROOT } from "../fixtures/paths.js";
+import {
+  MODELS_PYTHON,
+  requireTritonPeers,
+  requireTritonServer,
+  startTritonServer,
+  type Peer,
+} from "../fixtures/peers.js";
+import { call, eventually, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+
+/**
+ * Triton Python-backend models (dataplane/test/python-models: add_sub, a decoupled model, BLS,
+ * errors, a slow model, one that crashes) run by our python engine, and the same model.py
+ * files run by a real Triton's Python backend: tritonclient must see the same.
+ */
+
+const run = promisify(execFile);
+const CLIENT_PYTHON = join(process.env["DYNAMO_KSERVE_VENV"] ?? join(CACHE_DIR, "venv"), "bin", "python");
+const MODELS = join(REPO_ROOT, "dataplane", "test", "python-models");
+const CHECKS = join(REPO_ROOT, "dataplane", "test", "conformance", "python_backend_checks.py");
+
+async function checks(grpc: string, http: string): Promise<unknown> {
+  const { stdout } = await run(CLIENT_PYTHON, [CHECKS, grpc, http], { timeout: 120_000 });
+  return JSON.parse(stdout) as unknown;
+}
+
+const stringInput = (name: string, value: string) => {
+  const text = Buffer.from(value);
+  const raw = Buffer.alloc(4 + text.length);
+  raw.writeUInt32LE(text.length, 0);
+  text.copy(raw, 4);
+  return { input: { name, datatype: "BYTES", shape: [1n], parameters: {}, contents: undefined }, raw };
+};
+
+function request(model: string, name: string, value: string, id = ""): ModelInferRequest {
+  const { input, raw } = stringInput(name, value);
+  return inferRequest({ modelName: model, id, inputs: [input], rawInputContents: [raw] });
+}
+
+const pidOf = (response: ModelInferResponse): bigint => Buffer.from(response.rawOutputContents[0]!).readBigInt64LE(0);
+
+async function inferError(server: ServerProcess, message: ModelInferRequest, deadlineMs?: number): Promise<ServiceError> {
+  return new Promise((resolve, reject) => {
+    const options = deadlineMs === undefined ? {} : { deadline: Date.now() + deadlineMs };
+    server.client.modelInfer(message, new Metadata(), options, (error) =>
+      error ? resolve(error) : reject(new Error("the request succeeded")),
+    );
+  });
+}
+
+describe("the python engine: Triton Python-backend models (model.py) run natively", function () {
+  this.timeout(180_000);
+
+  before(function () {
+    requireProgram(this, CLIENT_PYTHON, "the tritonclient venv", "run scripts/setup-python.sh");
+    requireTritonPeers(this);
+    requireTritonServer(this);
+  });
+
+  describe("beside a real Triton running the same model.py files", () => {
+    let ours: ServerProcess;
+    let triton: (Peer & { readonly httpAddress: string }) | undefined;
+    before(async () => {
+      [ours, triton] = await Promise.all([
+        startServer(["--model-repository", MODELS, "--python", MODELS_PYTHON]),
+        startTritonServer(MODELS),
+      ]);
+    });
+    after(async () => {
+      await ours?.stop();
+      await triton?.kill();
+    });
+
+    it("gives tritonclient (gRPC and HTTP) the same outputs, errors and streamed responses as Triton", async () => {
+      const [mine, theirs] = await Promise.all([
+        checks(`127.0.0.1:${ours.grpcPort}`, `127.0.0.1:${ours.httpPort}`),
+        checks(triton!.address, triton!.httpAddress),
+      ]);
+      assert.deepEqual(mine, theirs);
+      // And they are the answers the models define (not two servers failing alike).
+      const results = mine as Record<string, { outputs?: Record<string, number[]> }>;
+      assert.deepEqual(results["grpc add_sub"]?.outputs, { OUTPUT0: [2, 3, 4, 3], OUTPUT1: [1, 1, 2, 5] });
+      assert.deepEqual(results["http bls_add_sub -> add_sub"]?.outputs, { OUTPUT0: [2, 3, 4, 3], OUTPUT1: [1, 1, 2, 5] });
+      const stream = (mine as Record<string, { OUT: number[] | null; final: boolean }[]>)["grpc stream repeat_int32"];
+      assert.deepEqual(
+        stream?.map((response) => response.OUT),
+        [[4], [5], [6], [7], null],
+      );
+    });
+
+    it("hands initialize Triton's args and logs pb_utils.Logger lines and the model's prints in the JSON log", async () => {
+      const lines = ours.logs.filter((line) => line["model"] === "add_sub" && line["version"] === "1");
+      assert.ok(
+        lines.some((line) => line["msg"] === "add_sub initialized as add_sub_0_0" && line["stream"] === "pb_utils.Logger"),
+        JSON.stringify(lines),
+      );
+      assert.ok(lines.some((line) => line["msg"] === "add_sub initialized as add_sub_0_1"));
+      // What the model printed (finalize prints) arrives when it is unloaded; stdout lines carry the instance.
+      assert.ok(lines.some((line) => line["instance"] === "add_sub_0_0"));
+      const config = await call(ours.client, "modelConfig", { name: "add_sub", version: "" });
+      assert.equal(config.config?.backend, "python");
+    });
+  });
+
+  describe("alone, with faults (stub timeout 1 s)", () => {
+    let ours: ServerProcess;
+    before(async () => {
+      ours = await startServer([
+        "--model-repository",
+        MODELS,
+        "--python",
+        MODELS_PYTHON,
+        "--python-stub-timeout-secs",
+        "1",
+      ]);
+    });
+    after(async () => {
+      await ours?.stop();
+    });
+
+    it("passes a client's cancellation (its deadline) to request.is_cancelled() and answers DEADLINE_EXCEEDED at once", async () => {
+      const { input } = stringInput("SECONDS", "");
+      const seconds = Buffer.alloc(4);
+      seconds.writeFloatLE(20, 0);
+      const started = Date.now();
+      const error = await inferError(
+        ours,
+        inferRequest({
+          modelName: "slow_cancellable",
+          id: "slow-1",
+          inputs: [{ ...input, datatype: "FP32" }],
+          rawInputContents: [seconds],
+        }),
+        500,
+      );
+      assert.equal(error.code, status.DEADLINE_EXCEEDED);
+      assert.ok(Date.now() - started < 5000);
+      await eventually(() => {
+        const seen = ours.logs.some((line) => line["msg"] === "slow_cancellable: request 'slow-1' cancelled=True");
+        assert.ok(seen, "the model saw the cancellation");
+      }, 10_000);
+    });
+
+    it("answers every request a crashed Python process held UNAVAILABLE, is not ready meanwhile, and restarts it", async () => {
+      const before = pidOf(await infer(ours.client, request("crashes", "HOW", "pid")));
+      // The request that takes the process down, and three right behind it (held by that
+      // process, or arriving while it is gone): every one is answered UNAVAILABLE.
+      const crashing = inferError(ours, request("crashes", "HOW", "exit"));
+      const behind = [1, 2, 3].map(() => inferError(ours, request("crashes", "HOW", "pid")).catch((error: Error) => error));
+      const crashed = await crashing;
+      assert.equal(crashed.code, status.UNAVAILABLE);
+      assert.match(crashed.details, /python model 'crashes'.*exited with code 3/);
+      for (const error of await Promise.all(behind)) {
+        assert.equal((error as ServiceError).code, status.UNAVAILABLE, error.message);
+      }
+      const ready = await call(ours.client, "modelReady", { name: "crashes", version: "" });
+      assert.equal(ready.ready, false);
+      await eventually(async () => {
+        const after = pidOf(await infer(ours.client, request("crashes", "HOW", "pid")));
+        assert.notEqual(after, before);
+      }, 15_000);
+      assert.equal((await call(ours.client, "modelReady", { name: "crashes", version: "" })).ready, true);
+    });
+
+    it("kills and restarts a Python process that stops answering (hung), failing its request UNAVAILABLE", async () => {
+      const started = Date.now();
+      const hung = await inferError(ours, request("crashes", "HOW", "hang"));
+      assert.equal(hung.code, status.UNAVAILABLE);
+      assert.match(hung.details, /killed \(SIGKILL\)/);
+      assert.ok(Date.now() - started < 10_000, "found within a few stub timeouts");
+      await eventually(async () => {
+        await infer(ours.client, request("crashes", "HOW", "pid"));
+      }, 15_000);
+    });
+  });
+});

@@ -1,0 +1,98 @@
+import { dirname } from "node:path";
+import type { JsonValue } from "@bufbuild/protobuf";
+import { ModelInstanceGroup_Kind, type ModelVersionPolicy } from "../../proto/gen/ts/model_config.js";
+import { ConfigError, tritonConfigJson } from "../model-repository/config.js";
+import type { EngineDescription } from "./description.js";
+
+/**
+ * Triton's Python backend (`backend: "python"`): the model is a `model.py` with a
+ * `TritonPythonModel` class in each version folder, hosted by the data plane in Python
+ * processes of its own (one per instance of `instance_group`), with a
+ * triton_python_backend_utils module of the same API.
+ */
+
+const PYTHON_BACKEND = "python";
+const MODEL_FILE = "model.py";
+
+/** Triton's dynamic batcher, as the Python process applies it to the requests it receives. */
+export interface PythonBatching {
+  readonly max_batch_size: number;
+  readonly preferred_batch_size: readonly number[];
+  readonly max_queue_delay_microseconds: number;
+}
+
+export interface PythonSettings {
+  readonly modelName: string;
+  readonly fileName: string;
+  /** Where the version folders are when the model has no files folder: next to its config. */
+  readonly configFolder: string;
+  /** Python processes per served version: the instance groups' counts added up. */
+  readonly instances: readonly { readonly name: string; readonly kind: "CPU" | "GPU" | "MODEL" }[];
+  readonly decoupled: boolean;
+  readonly maxBatchSize: number;
+  /** Set when the config has `dynamic_batching`: several requests per execute call. */
+  readonly batching: PythonBatching | undefined;
+  readonly versionPolicy: ModelVersionPolicy | undefined;
+  /** The config as Triton gives it to initialize (`args["model_config"]`): JSON text. */
+  readonly modelConfig: string;
+}
+
+const KIND_NAME: Partial<Record<ModelInstanceGroup_Kind, "CPU" | "GPU" | "MODEL">> = {
+  [ModelInstanceGroup_Kind.KIND_AUTO]: "CPU",
+  [ModelInstanceGroup_Kind.KIND_CPU]: "CPU",
+  // Python models run on the CPU here; a GPU group is kept (its model code may not care).
+  [ModelInstanceGroup_Kind.KIND_GPU]: "GPU",
+  [ModelInstanceGroup_Kind.KIND_MODEL]: "MODEL",
+};
+
+/** More Python processes than this per version is a mistake in the config, not a plan. */
+const MAX_INSTANCES = 64;
+
+export const pythonEngine: EngineDescription<PythonSettings> = {
+  name: PYTHON_BACKEND,
+  modelFileName: MODEL_FILE,
+  settings(spec, source) {
+    const { config } = spec;
+    const instances: { name: string; kind: "CPU" | "GPU" | "MODEL" }[] = [];
+    const groups = config.instanceGroup.length > 0 ? config.instanceGroup : [undefined];
+    groups.forEach((group, index) => {
+      const kind = KIND_NAME[group?.kind ?? ModelInstanceGroup_Kind.KIND_AUTO];
+      if (kind === undefined) throw new ConfigError(source, `instance_group[${index}].kind: not a known kind`);
+      // As Triton names them: the group's name (default <model>_<index>), then _<instance> when it has several.
+      const groupName = group?.name || `${spec.name}_${index}`;
+      const count = Math.max(1, group?.count ?? 1) * Math.max(1, group?.gpus.length ?? 1);
+      for (let instance = 0; instance < count; instance++) {
+        instances.push({ name: count > 1 ? `${groupName}_${instance}` : groupName, kind });
+      }
+    });
+    if (instances.length > MAX_INSTANCES) {
+      throw new ConfigError(
+        source,
+        `instance_group: ${instances.length} instances; the python engine starts one process each, at most ${MAX_INSTANCES}`,
+      );
+    }
+    if (config.schedulingChoice?.$case === "sequenceBatching" || config.schedulingChoice?.$case === "ensembleScheduling") {
+      const field = config.schedulingChoice.$case === "sequenceBatching" ? "sequence_batching" : "ensemble_scheduling";
+      throw new ConfigError(source, `${field}: not supported by the python engine`);
+    }
+    const dynamic = config.schedulingChoice?.$case === "dynamicBatching" ? config.schedulingChoice.value : undefined;
+    return {
+      modelName: spec.name,
+      fileName: config.defaultModelFilename || MODEL_FILE,
+      configFolder: dirname(source),
+      instances,
+      decoupled: spec.decoupled,
+      maxBatchSize: spec.maxBatchSize,
+      batching:
+        dynamic !== undefined && spec.maxBatchSize > 0
+          ? {
+              max_batch_size: spec.maxBatchSize,
+              preferred_batch_size: dynamic.preferredBatchSize,
+              max_queue_delay_microseconds: Number(dynamic.maxQueueDelayMicroseconds),
+            }
+          : undefined,
+      versionPolicy: config.versionPolicy,
+      modelConfig: JSON.stringify(tritonConfigJson({ ...config, name: spec.name }) satisfies JsonValue),
+    };
+  },
+};
