@@ -25,10 +25,14 @@ const MIGRATE_OPTIONS = {
     env: "DYNAMO_VLLM_URL",
     help: "base URL of a vLLM OpenAI server (e.g. http://vllm:8000/v1); Triton vLLM-backend models are served from it, keeping their tensors",
   }),
+  forwardPython: flag("--forward-python", {
+    env: "DYNAMO_FORWARD_PYTHON",
+    help: "forward Python-backend models to --triton-endpoint too, instead of running them with the python engine",
+  }),
   modelFiles: {
     flags: "--model-files <source>",
     env: "DYNAMO_MODEL_FILES",
-    help: "where ONNX model files come from: configmap (shipped in a ConfigMap, small models) or pvc:<claim> (a PersistentVolumeClaim holding this repository)",
+    help: "where model files (ONNX models, Python models' model.py) come from: configmap (shipped in a ConfigMap, small models) or pvc:<claim> (a PersistentVolumeClaim holding this repository)",
     parse: parseModelFiles,
     default: { kind: "configMap" },
     defaultLabel: "configmap",
@@ -49,6 +53,7 @@ export function migrateCommand(): Command {
       modelFiles: flags.modelFiles,
       ...(flags.tritonEndpoint !== undefined ? { tritonEndpoint: flags.tritonEndpoint } : {}),
       ...(flags.vllmUrl !== undefined ? { vllmUrl: flags.vllmUrl } : {}),
+      forwardPython: flags.forwardPython === true,
     });
     const checked = rejectNameClashes(plans);
     process.stderr.write(summaryTable(checked));

@@ -178,7 +178,9 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
       return dataplane(join(REPO_ROOT, "bench", "models"), ["--grpc-workers", "0"]);
     case "dataplane-forward":
       // The Triton repository itself, unchanged: its python models are forwarded to that Triton.
-      return dataplane(join(REPO_ROOT, "bench", "peers", "triton"), ["--forward-unsupported", options.upstream!]);
+      return dataplane(join(REPO_ROOT, "bench", "peers", "triton"), [
+        ...["--forward-unsupported", options.upstream!, "--forward-python"],
+      ]);
     case "dataplane-pass-through": {
       const folder = passThroughRepository(options.upstream!);
       return { ...dataplane(folder), scratch: folder };

@@ -93,7 +93,7 @@ export interface RunningDataPlane {
 export async function startDataPlane(options: DataPlaneOptions): Promise<RunningDataPlane> {
   const { logger } = options;
   // Set once the pipeline exists: models that call other models (BLS) reach them through it.
-  let modelInference: ModelInference | undefined;
+  const modelCallsTo: { inference?: ModelInference } = {};
   const registry = new ModelRegistry({
     repositories: options.modelRepositories,
     configFiles: options.modelConfigFiles,
@@ -108,7 +108,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
         pythonStubTimeoutMs: options.python.stubTimeoutMs,
         pythonSharedMemoryBytes: options.python.sharedMemoryBytes,
         logger,
-        inference: () => modelInference,
+        inference: () => modelCallsTo.inference,
       }),
     completeConfig: options.autoCompleteConfig ? autoCompleteConfig : undefined,
     ...(options.forwardUnsupportedTo !== undefined
@@ -130,7 +130,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const active = new InFlight();
   const tracing = options.tracing === undefined ? NO_TRACING : startTracing(options.tracing);
   const inference = { registry, metrics: metrics.frontend, logger, active, tracing };
-  modelInference = modelCalls(inference);
+  modelCallsTo.inference = modelCalls(inference);
   // One implementation of every unary RPC, for the gRPC server and the HTTP front door.
   const operations: InferenceServiceOperations = {
     ...healthOperations(registry, () => stopping),

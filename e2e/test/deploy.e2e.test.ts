@@ -605,7 +605,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     // The data plane runs as uid 65532 and reads the claim's hostPath folder.
     chmodSync(repository, 0o755);
     const upstreamConfigs = mkdtempSync(join(tmpdir(), "dynamo-kserve-upstream-"));
-    writeFileSync(join(upstreamConfigs, "add_sub_python.pbtxt"), IDENTITY_CONFIG);
+    writeFileSync(join(upstreamConfigs, "simple_string.pbtxt"), IDENTITY_CONFIG);
     // The "Triton" the repository forwards to runs on the host; pods reach it at the node's address.
     const upstream = await startServer(["--model-repository", upstreamConfigs, "--host", "0.0.0.0"]);
     try {
@@ -639,6 +639,8 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       assert.equal(listed.models.get("identity_fp32:1")?.state, "READY");
       assert.equal(listed.models.get("add_sub_versions:2")?.state, "READY");
       assert.equal(listed.models.get("simple:1")?.state, "UNAVAILABLE");
+      // add_sub_python runs in the pod (the image's python3 and numpy); simple_string is forwarded.
+      assert.equal(listed.models.get("simple_string:1")?.state, "READY");
       assert.match(listed.models.get("broken_syntax:")?.reason ?? "", /config\.pbtxt:\d+/);
       const row = cluster!.kubectl("get", "dkr", "triton-models").trim().split("\n")[1]!.split(/\s+/);
       assert.deepEqual(row.slice(0, 4), [

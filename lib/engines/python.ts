@@ -71,7 +71,10 @@ export const pythonEngine: EngineDescription<PythonSettings> = {
         `instance_group: ${instances.length} instances; the python engine starts one process each, at most ${MAX_INSTANCES}`,
       );
     }
-    if (config.schedulingChoice?.$case === "sequenceBatching" || config.schedulingChoice?.$case === "ensembleScheduling") {
+    if (
+      config.schedulingChoice?.$case === "sequenceBatching" ||
+      config.schedulingChoice?.$case === "ensembleScheduling"
+    ) {
       const field = config.schedulingChoice.$case === "sequenceBatching" ? "sequence_batching" : "ensemble_scheduling";
       throw new ConfigError(source, `${field}: not supported by the python engine`);
     }

@@ -1,4 +1,12 @@
-import { fromBinary, fromJsonString, ScalarType, toBinary, toJson, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import {
+  fromBinary,
+  fromJsonString,
+  ScalarType,
+  toBinary,
+  toJson,
+  type DescMessage,
+  type JsonValue,
+} from "@bufbuild/protobuf";
 import { fromText, toText } from "@bufbuild/protobuf/txtpb";
 import { ModelConfigSchema } from "../../proto/gen/es/model_config_pb.js";
 import { ModelConfig } from "../../proto/gen/ts/model_config.js";
@@ -106,7 +114,9 @@ function int64AsNumbers(schema: DescMessage, json: JsonValue): JsonValue {
     if (value === undefined || value === null) continue;
     const convert = (item: JsonValue): JsonValue => {
       if (field.message !== undefined) return int64AsNumbers(field.message, item);
-      return field.scalar !== undefined && INT64_TYPES.has(field.scalar) && typeof item === "string" ? Number(item) : item;
+      return field.scalar !== undefined && INT64_TYPES.has(field.scalar) && typeof item === "string"
+        ? Number(item)
+        : item;
     };
     if (field.fieldKind === "list" && Array.isArray(value)) result[field.name] = value.map(convert);
     else if (field.fieldKind === "map" && typeof value === "object" && !Array.isArray(value)) {

@@ -1,7 +1,5 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
@@ -48,7 +46,11 @@ function request(model: string, name: string, value: string, id = ""): ModelInfe
 
 const pidOf = (response: ModelInferResponse): bigint => Buffer.from(response.rawOutputContents[0]!).readBigInt64LE(0);
 
-async function inferError(server: ServerProcess, message: ModelInferRequest, deadlineMs?: number): Promise<ServiceError> {
+async function inferError(
+  server: ServerProcess,
+  message: ModelInferRequest,
+  deadlineMs?: number,
+): Promise<ServiceError> {
   return new Promise((resolve, reject) => {
     const options = deadlineMs === undefined ? {} : { deadline: Date.now() + deadlineMs };
     server.client.modelInfer(message, new Metadata(), options, (error) =>
@@ -89,7 +91,10 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       // And they are the answers the models define (not two servers failing alike).
       const results = mine as Record<string, { outputs?: Record<string, number[]> }>;
       assert.deepEqual(results["grpc add_sub"]?.outputs, { OUTPUT0: [2, 3, 4, 3], OUTPUT1: [1, 1, 2, 5] });
-      assert.deepEqual(results["http bls_add_sub -> add_sub"]?.outputs, { OUTPUT0: [2, 3, 4, 3], OUTPUT1: [1, 1, 2, 5] });
+      assert.deepEqual(results["http bls_add_sub -> add_sub"]?.outputs, {
+        OUTPUT0: [2, 3, 4, 3],
+        OUTPUT1: [1, 1, 2, 5],
+      });
       const stream = (mine as Record<string, { OUT: number[] | null; final: boolean }[]>)["grpc stream repeat_int32"];
       assert.deepEqual(
         stream?.map((response) => response.OUT),
@@ -100,7 +105,9 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
     it("hands initialize Triton's args and logs pb_utils.Logger lines and the model's prints in the JSON log", async () => {
       const lines = ours.logs.filter((line) => line["model"] === "add_sub" && line["version"] === "1");
       assert.ok(
-        lines.some((line) => line["msg"] === "add_sub initialized as add_sub_0_0" && line["stream"] === "pb_utils.Logger"),
+        lines.some(
+          (line) => line["msg"] === "add_sub initialized as add_sub_0_0" && line["stream"] === "pb_utils.Logger",
+        ),
         JSON.stringify(lines),
       );
       assert.ok(lines.some((line) => line["msg"] === "add_sub initialized as add_sub_0_1"));
@@ -155,7 +162,9 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       // The request that takes the process down, and three right behind it (held by that
       // process, or arriving while it is gone): every one is answered UNAVAILABLE.
       const crashing = inferError(ours, request("crashes", "HOW", "exit"));
-      const behind = [1, 2, 3].map(() => inferError(ours, request("crashes", "HOW", "pid")).catch((error: Error) => error));
+      const behind = [1, 2, 3].map(() =>
+        inferError(ours, request("crashes", "HOW", "pid")).catch((error: Error) => error),
+      );
       const crashed = await crashing;
       assert.equal(crashed.code, status.UNAVAILABLE);
       assert.match(crashed.details, /python model 'crashes'.*exited with code 3/);

@@ -187,7 +187,7 @@ describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", fun
     assert.ok(["A", "B"].includes(serverOf(least)));
   });
 
-  it("--forward-unsupported: a Triton config this data plane cannot run goes to that Triton, the rest runs here", async () => {
+  it("--forward-unsupported --forward-python: a Triton Python model goes to that Triton, the rest runs here", async () => {
     const triton = new TestRepository({
       // Straight from a Triton repository: a Python model, no engine parameters.
       whoami: whoamiConfig("whoami", "unused")
@@ -195,7 +195,9 @@ describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", fun
         .filter((line) => !line.includes("parameters"))
         .join("\n"),
     });
-    const forwarding = await startServer(["--model-repository", triton.dir, "--forward-unsupported", peerA.address]);
+    const forwarding = await startServer([
+      ...["--model-repository", triton.dir, "--forward-unsupported", peerA.address, "--forward-python"],
+    ]);
     try {
       assert.equal(serverOf(await infer(forwarding.client, whoamiRequest("whoami"))), "A");
       // ModelConfig of a forwarded model is Triton's own.

@@ -19,6 +19,7 @@ import { servedVersions } from "../../../lib/model-repository/versions.js";
 
 const ONNX_BACKENDS = new Set(["onnxruntime", "onnxruntime_onnx"]);
 const VLLM_BACKEND = "vllm";
+const PYTHON_BACKEND = "python";
 
 /** Where the files of in-process (ONNX) models come from in the cluster. */
 export type ModelFilesSource =
@@ -29,6 +30,8 @@ export interface MigrationOptions {
   readonly tritonEndpoint?: string;
   /** Base URL of the vLLM OpenAI server that serves Triton's vLLM-backend models from now on. */
   readonly vllmUrl?: string;
+  /** Forward Python-backend models to the Triton too (--forward-python) instead of running them here. */
+  readonly forwardPython?: boolean;
   readonly modelFiles: ModelFilesSource;
 }
 
@@ -82,15 +85,19 @@ async function planModel(repository: string, source: ModelSource, options: Migra
     if (config.backend === VLLM_BACKEND && options.vllmUrl !== undefined) {
       return await toVllmServer(candidate.name, versions, source, config, notes, options.vllmUrl);
     }
-    if (!runsLocally(config)) return forwarded(candidate.name, versions, platform, config, notes, options);
+    if (!runsLocally(config, { forwardPython: options.forwardPython === true })) {
+      return forwarded(candidate.name, versions, platform, config, notes, options);
+    }
     const engine = config.parameters["engine"]?.stringValue ?? spec.backend;
     const local = { ok: true as const, model: candidate.name, versions, platform, notes, config };
-    if (!ONNX_BACKENDS.has(engine)) return { ...local, engine };
-    notes.push(...onnxNotes(config));
+    // Engines that run the model's own files here: ONNX models, Python models (model.py).
+    const filesEngine = ONNX_BACKENDS.has(engine) ? "onnx" : engine === PYTHON_BACKEND ? "python" : undefined;
+    if (filesEngine === undefined) return { ...local, engine };
+    notes.push(...(filesEngine === "onnx" ? onnxNotes(config) : pythonNotes(config)));
     const folder = relative(repository, source.folder ?? source.path);
     if (options.modelFiles.kind === "persistentVolumeClaim") {
       notes.push(`files from PVC ${options.modelFiles.claimName}, ${folder}/`);
-      return { ...local, engine: "onnx", modelFiles: { folder } };
+      return { ...local, engine: filesEngine, modelFiles: { folder } };
     }
     const files = await modelFilesOf(source, versions);
     if (files.length === 0)
@@ -103,7 +110,7 @@ async function planModel(repository: string, source: ModelSource, options: Migra
       );
     }
     notes.push(`files in a ConfigMap (${Math.max(1, Math.round(size / 1024))} KiB)`);
-    return { ...local, engine: "onnx", modelFiles: { folder, files } };
+    return { ...local, engine: filesEngine, modelFiles: { folder, files } };
   } catch (error) {
     return failed(error, platform);
   }
@@ -215,13 +222,31 @@ function onnxNotes(config: ModelConfig): string[] {
   return notes;
 }
 
-/** The files of the served version folders, as paths relative to the model folder. */
+/** What Triton did for a Python model that the python engine does differently. */
+function pythonNotes(config: ModelConfig): string[] {
+  const notes = ["model.py run by the python engine (its Python packages must be in the image)"];
+  if (config.instanceGroup.some((group) => group.kind === ModelInstanceGroup_Kind.KIND_GPU)) {
+    notes.push("instance_group KIND_GPU: runs on the CPU (no GPU tensors)");
+  }
+  if (config.parameters["EXECUTION_ENV_PATH"] !== undefined) {
+    notes.push("EXECUTION_ENV_PATH not applied: the image's Python runs the model");
+  }
+  return notes;
+}
+
+/**
+ * The files of the served version folders, as paths relative to the model folder (files
+ * only: a Python model's __pycache__ and other folders stay behind).
+ */
 async function modelFilesOf(source: ModelSource, versions: readonly string[]): Promise<ModelFile[]> {
   if (source.folder === undefined) return [];
   const files: ModelFile[] = [];
   for (const version of versions) {
-    const names = await readdir(join(source.folder, version)).catch(() => [] as string[]);
-    for (const name of names.sort()) {
+    const entries = await readdir(join(source.folder, version), { withFileTypes: true }).catch(() => []);
+    for (const name of entries
+      .filter((entry) => entry.isFile())
+      .map((entry) => entry.name)
+      .sort()) {
       files.push({ path: `${version}/${name}`, content: await readFile(join(source.folder, version, name)) });
     }
   }

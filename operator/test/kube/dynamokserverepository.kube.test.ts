@@ -12,6 +12,7 @@ import type { DynamoKserveRepository, RepositoryModelStatus } from "../../src/ap
 import { boundClaimObjects, conditionOf, IDENTITY_CONFIG, repositoryObject } from "../fixtures/kube.js";
 import { useOperator } from "../fixtures/operator.js";
 import { tritonRepositoryCorpus } from "../fixtures/triton-repository.js";
+import { MODELS_PYTHON } from "../../../dataplane/test/fixtures/peers.js";
 import {
   GRPCInferenceServiceService,
   type GRPCInferenceServiceServer,
@@ -65,7 +66,7 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     corpus = tritonRepositoryCorpus();
     upstreamConfigs = mkdtempSync(join(tmpdir(), "dynamo-kserve-upstream-"));
     // The "Triton" upstream: any KServe v2 server with the forwarded model ready will do.
-    writeFileSync(join(upstreamConfigs, "add_sub_python.pbtxt"), IDENTITY_CONFIG);
+    writeFileSync(join(upstreamConfigs, "simple_string.pbtxt"), IDENTITY_CONFIG);
     ports = { grpc: await freePort(), http: await freePort(), metrics: await freePort(), upstream: await freePort() };
     upstream = await startServer(["--model-repository", upstreamConfigs, "--grpc-port", String(ports.upstream)]);
   });
@@ -169,7 +170,8 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     const deployment = await kube.read<V1Deployment>("apps/v1", "Deployment", namespace, "triton-models");
     const mounted: Record<string, string> = { "/models": configs, "/repository": corpus };
     const args = deployment.spec!.template.spec!.containers[0]!.args!.slice(1).map((arg) => mounted[arg] ?? arg);
-    dataplane = await startServer([...args, "--host", podIp]);
+    // The image's python3 has numpy; here, the test venv's interpreter stands in for it.
+    dataplane = await startServer([...args, "--host", podIp, "--python", MODELS_PYTHON]);
 
     const repository = await eventually(async () => {
       const current = await readRepository("triton-models");
@@ -181,7 +183,8 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     assert.equal(state("identity_fp32:1"), "READY", "from the ConfigMap, run locally");
     assert.equal(state("add_sub_versions:2"), "READY", "ONNX from the claim, the version its policy names");
     assert.equal(state("repeat_int32:1"), "READY", "decoupled, run locally");
-    assert.equal(state("add_sub_python:1"), "READY", "python: forwarded, and the upstream has it ready");
+    assert.equal(state("add_sub_python:1"), "READY", "python: run here by the python engine");
+    assert.equal(state("simple_string:1"), "READY", "forwarded, and the upstream has it ready");
     assert.equal(state("broken_dims:1"), "READY", "the ConfigMap's config overrides the claim's broken one");
     assert.equal(state("simple:1"), "UNAVAILABLE", "forwarded, but the upstream does not have it");
     assert.match(models.get("simple:1")!.reason!, /upstream/);

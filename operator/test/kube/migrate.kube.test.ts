@@ -72,7 +72,8 @@ describe("migrate: a Triton model repository becomes DynamoKserveModels (real AP
     assert.match(rows.get("simple_sequence")![3]!, /sequences stay on one upstream/);
     assert.match(rows.get("ensemble_add_sub")![3]!, /ensemble steps run on Triton/);
     assert.equal(rows.get("add_sub_python")?.[1], "python");
-    assert.equal(engineOf("add_sub_python"), "kserve-grpc");
+    assert.equal(engineOf("add_sub_python"), "python");
+    assert.match(rows.get("add_sub_python")![3]!, /model\.py run by the python engine/);
     assert.equal(engineOf("repeat_int32"), "repeat");
     assert.match(rows.get("repeat_int32")![3]!, /decoupled/);
     assert.deepEqual(rows.get("add_sub_versions")?.slice(0, 3), ["2", "onnxruntime_onnx", "onnx"]);
@@ -83,6 +84,13 @@ describe("migrate: a Triton model repository becomes DynamoKserveModels (real AP
     assert.match(rows.get("broken_enum")![3]!, /config\.pbtxt:3: unknown enum value "TYPE_FLOAT32"/);
     assert.match(rows.get("broken_dims")![3]!, /config\.pbtxt:3: input\[0\] 'INPUT0'\.dims/);
     assert.match(stderr, /^8 of 13 models migrated$/m);
+  });
+
+  it("with --forward-python, forwards Python-backend models as before", async () => {
+    const rows = tableRows(
+      (await migrate(repository, "--triton-endpoint", TRITON, "--forward-python", "--dry-run")).stderr,
+    );
+    assert.equal(rows.get("add_sub_python")?.[2], "kserve-grpc");
   });
 
   it("without --triton-endpoint, says which models need it", async () => {
@@ -102,6 +110,7 @@ describe("migrate: a Triton model repository becomes DynamoKserveModels (real AP
     const models = applied.match(/^dynamokservemodel\.dynamokserve\.dev\/\S+ serverside-applied \(server dry run\)$/gm);
     assert.equal(models?.length, 8, applied);
     assert.match(applied, /^configmap\/add-sub-versions-model-files serverside-applied/m);
+    assert.match(applied, /^configmap\/add-sub-python-model-files serverside-applied/m);
     const documents = parseAllDocuments(stdout).map((document) => document.toJS() as MigratedObject);
     const simple = documents.find((object) => object.metadata?.name === "simple-triton-config") as V1ConfigMap;
     assert.match(simple.data!["config.pbtxt"]!, /key: "engine"\s+value: \{\s+string_value: "kserve-grpc"/);

@@ -119,7 +119,9 @@ export class PythonInstance {
         clearInterval(this.healthTimer);
         const how = signal !== null ? `was killed (${signal})` : `exited with code ${code}`;
         if (!started) {
-          this.lastFailure = fatal ? `initialize failed: ${fatal.trim()}` : `the Python process ${how} before it was ready`;
+          this.lastFailure = fatal
+            ? `initialize failed: ${fatal.trim()}`
+            : `the Python process ${how} before it was ready`;
           reject(unavailable(`python model ${label}: ${this.lastFailure}`));
           return;
         }
@@ -142,7 +144,9 @@ export class PythonInstance {
     let offset = 0;
     for (const tensor of inputs) {
       const where =
-        this.shared !== undefined && tensor.data.byteLength >= SHARED_MEMORY_FROM ? this.shared.put(tensor.data) : undefined;
+        this.shared !== undefined && tensor.data.byteLength >= SHARED_MEMORY_FROM
+          ? this.shared.put(tensor.data)
+          : undefined;
       if (where !== undefined) {
         regions.push(where);
         described.push([tensor.name, tensor.datatype, tensor.shape, where, tensor.data.byteLength, 1]);
@@ -305,5 +309,7 @@ const joinPath = (first: string, rest: string | undefined): string => (rest ? `$
 
 /** An error a request gets when no instance of its model can take it. */
 export function noInstance(label: string, why: string): DataPlaneError {
-  return why ? unavailable(`python model ${label} is not available: ${why}`) : internal(`python model ${label} has no instances`);
+  return why
+    ? unavailable(`python model ${label} is not available: ${why}`)
+    : internal(`python model ${label} has no instances`);
 }

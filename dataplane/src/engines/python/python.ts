@@ -220,11 +220,11 @@ function requestHeader(request: EngineRequest): Record<string, unknown> {
   const parameters = parametersToJson(request.parameters);
   const sequenceId = parameters["sequence_id"];
   const flags =
-    (parameters["sequence_start"] === true ? SEQUENCE_START : 0) | (parameters["sequence_end"] === true ? SEQUENCE_END : 0);
-  for (const name of RESERVED_PARAMETERS) delete parameters[name];
+    (parameters["sequence_start"] === true ? SEQUENCE_START : 0) |
+    (parameters["sequence_end"] === true ? SEQUENCE_END : 0);
   return {
     o: [...request.requestedOutputs],
-    p: parameters,
+    p: Object.fromEntries(Object.entries(parameters).filter(([name]) => !RESERVED_PARAMETERS.has(name))),
     r: request.id,
     c: typeof sequenceId === "number" || typeof sequenceId === "string" ? sequenceId : 0,
     f: flags,
