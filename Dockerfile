@@ -27,10 +27,16 @@ RUN ["node", "scripts/prune-native-binaries.mjs"]
 RUN ["chmod", "-R", "a+rX", "dist", "node_modules", "proto"]
 
 FROM ${BASE_IMAGE}
+# The python engine hosts Triton Python-backend models (model.py) with python3 and numpy from
+# Debian (no pip, no compilers). A model's own packages go in an image layer built FROM this.
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends python3-minimal python3-numpy \
+  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /usr/share/doc/* /usr/share/man/*
 WORKDIR /app
 ENV NODE_ENV=production
 # Production dependencies and compiled JavaScript only, plus what the code reads at run time:
-# the reflection descriptors (proto/), the bundled example models, and the CRD (crds/).
+# the reflection descriptors (proto/), the python engine's stub and triton_python_backend_utils
+# (dataplane/python/), the bundled example models, and the CRD (crds/).
 COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules node_modules
 COPY --from=build /src/dist/cli dist/cli
@@ -39,6 +45,7 @@ COPY --from=build /src/dist/dataplane/src dist/dataplane/src
 COPY --from=build /src/dist/operator/src dist/operator/src
 COPY --from=build /src/dist/proto dist/proto
 COPY --from=build /src/proto proto
+COPY dataplane/python dataplane/python
 COPY examples/model_repository examples/model_repository
 COPY crds crds
 # Non-root (the uid the operator's pods and the chart run as); no shell needed to start.

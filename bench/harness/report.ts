@@ -56,7 +56,7 @@ function ratioTarget(
 const scenarioUnit = (report: BenchReport, scenario: string): string =>
   report.scenarios.find((candidate) => candidate.id === scenario)?.unit === "responses/s" ? "responses/s" : "req/s";
 
-/** The targets of issues 9, 17 and 20, each from numbers of the same run. */
+/** The targets of issues 9, 17, 20 and 21, each from numbers of the same run. */
 export function targetsOf(report: BenchReport): TargetResult[] {
   const c64 = "identity-1KiB-c64";
   const targets = [
@@ -82,6 +82,16 @@ export function targetsOf(report: BenchReport): TargetResult[] {
         `REST identity 1 KiB c64 (${form}): data plane vs Triton's HTTP endpoint`,
         `rest-${form}-1KiB-c64`,
         "dataplane",
+        "triton",
+        1.0,
+      ),
+    ),
+    ...(["python-1KiB-c16", "python-1KiB-c64", "python-1MiB-c16"] as const).map((scenario) =>
+      ratioTarget(
+        report,
+        `Python-backend model.py (${scenario.slice("python-".length)}): python engine vs Triton's Python backend`,
+        scenario,
+        "dataplane-python",
         "triton",
         1.0,
       ),

@@ -24,8 +24,13 @@ const MIB16_FP32: Payload = { kind: "fp32", elements: 4 * 1024 * 1024 };
 /** The forwarding scenarios' servers: Triton called directly, and through each kind of forwarding config. */
 const FORWARDING: readonly ServerId[] = ["triton-direct", "dataplane-forward", "dataplane-pass-through"];
 
-/** Every server that answers ModelInfer itself (not the forwarding ones). */
-const EVERY_UNARY_SERVER: readonly ServerId[] = SERVER_IDS.filter((id) => !FORWARDING.includes(id));
+/** The Python-backend scenarios' servers: the same model.py in Triton's Python backend and in our python engine. */
+const PYTHON_MODEL: readonly ServerId[] = ["triton", "dataplane-python"];
+
+/** Every server that answers ModelInfer itself with its own identity (not the forwarding or python ones). */
+const EVERY_UNARY_SERVER: readonly ServerId[] = SERVER_IDS.filter(
+  (id) => !FORWARDING.includes(id) && id !== "dataplane-python",
+);
 
 /** FP32 element counts the ceilings answer for: every FP32 payload above. */
 export const CEILING_SIZES = [KIB_FP32, MIB_FP32, MIB16_FP32].map((payload) => payload.elements);
@@ -40,6 +45,24 @@ export const SCENARIOS: readonly Scenario[] = [
     servers: EVERY_UNARY_SERVER,
     unit: "requests/s",
   })),
+  ...[16, 64].map((concurrency): Scenario => ({
+    id: `python-1KiB-c${concurrency}`,
+    title: `Python-backend identity model.py, FP32 1 KiB, concurrency ${concurrency}`,
+    payload: KIB_FP32,
+    concurrency,
+    connections: Math.min(concurrency, 8),
+    servers: PYTHON_MODEL,
+    unit: "requests/s",
+  })),
+  {
+    id: "python-1MiB-c16",
+    title: "Python-backend identity model.py, FP32 1 MiB, concurrency 16",
+    payload: MIB_FP32,
+    concurrency: 16,
+    connections: 4,
+    servers: PYTHON_MODEL,
+    unit: "bytes/s",
+  },
   {
     id: "raw-1MiB-c16",
     title: "identity FP32 1 MiB, concurrency 16",

@@ -26,6 +26,7 @@ export const SERVER_IDS = [
   "dataplane-forward",
   "dataplane-pass-through",
   "triton-direct",
+  "dataplane-python",
 ] as const;
 export type ServerId = (typeof SERVER_IDS)[number];
 
@@ -41,6 +42,7 @@ export const SERVER_LABELS: Readonly<Record<ServerId, string>> = {
   "dataplane-forward": "dynamo-kserve → Triton (Triton's configs: tensors checked)",
   "dataplane-pass-through": "dynamo-kserve → Triton (no tensors declared: passed through)",
   "triton-direct": "Triton direct",
+  "dataplane-python": "dynamo-kserve python engine (Triton's model.py)",
 };
 
 export interface BenchServer {
@@ -181,6 +183,9 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
       return dataplane(join(REPO_ROOT, "bench", "peers", "triton"), [
         ...["--forward-unsupported", options.upstream!, "--forward-python"],
       ]);
+    case "dataplane-python":
+      // Triton's repository unchanged: its model.py files run in our python engine.
+      return dataplane(join(REPO_ROOT, "bench", "peers", "triton"), ["--python", venvProgram("venv-peers", "python")]);
     case "dataplane-pass-through": {
       const folder = passThroughRepository(options.upstream!);
       return { ...dataplane(folder), scratch: folder };
