@@ -103,8 +103,61 @@ def tensors_from(described, payload, shared):
     return tensors
 
 
-def described_outputs(tensors):
-    """Outputs as the data plane reads them: [name, datatype, shape, length] and their bytes."""
+# Outputs this large go through shared memory (when there is room); smaller ones in the frame.
+SHARED_MEMORY_FROM = 64 * 1024
+ALIGNMENT = 64
+
+
+class SharedOutputs:
+    """The shared-memory file large outputs go through: this process copies an output into a
+    free region, the data plane reads it as the response arrives and says when it is free.
+    Regions are handed out as a ring, as the data plane's own for inputs."""
+
+    def __init__(self, path, size):
+        with open(path, "r+b") as file:
+            self.map = mmap.mmap(file.fileno(), size)
+        self.size = size
+        self.regions = []  # [offset, freed], oldest first
+        self.head = 0
+        self.lock = threading.Lock()
+
+    def put(self, data):
+        """The offset `data` (a uint8 array) was copied to, or None when there is no room."""
+        length = max(ALIGNMENT, -(-data.nbytes // ALIGNMENT) * ALIGNMENT)
+        with self.lock:
+            offset = None
+            oldest = self.regions[0][0] if self.regions else None
+            if oldest is None:
+                offset = 0 if length <= self.size else None
+            elif self.head > oldest:
+                if self.head + length <= self.size:
+                    offset = self.head
+                elif length <= oldest:
+                    offset = 0
+            elif self.head + length <= oldest:
+                offset = self.head
+            if offset is None:
+                return None
+            self.regions.append([offset, False])
+            self.head = offset + length
+        self.map[offset : offset + data.nbytes] = data
+        return offset
+
+    def free(self, offset):
+        with self.lock:
+            for region in self.regions:
+                if region[0] == offset and not region[1]:
+                    region[1] = True
+                    break
+            while self.regions and self.regions[0][1]:
+                self.regions.pop(0)
+            if not self.regions:
+                self.head = 0
+
+
+def described_outputs(tensors, shared=None):
+    """Outputs as the data plane reads them: [name, datatype, shape, length] and their bytes
+    in the frame, or [name, datatype, shape, length, offset] for one put in shared memory."""
     described, parts = [], []
     for tensor in tensors:
         array = tensor.as_numpy()
@@ -112,8 +165,14 @@ def described_outputs(tensors):
             data = pb_utils.serialize_byte_tensor(array)
         else:
             data = np.ascontiguousarray(array)
-        described.append([tensor.name(), tensor.triton_dtype(), list(array.shape), data.nbytes])
-        parts.append(data.reshape(-1).view(np.uint8) if data.nbytes else b"")
+        entry = [tensor.name(), tensor.triton_dtype(), list(array.shape), data.nbytes]
+        flat = data.reshape(-1).view(np.uint8) if data.nbytes else np.empty(0, np.uint8)
+        offset = shared.put(flat) if shared is not None and data.nbytes >= SHARED_MEMORY_FROM else None
+        if offset is None:
+            parts.append(flat)
+        else:
+            entry.append(offset)
+        described.append(entry)
     return described, parts
 
 
@@ -139,8 +198,9 @@ class RequestHandle:
 class Host:
     """What triton_python_backend_utils asks of the data plane."""
 
-    def __init__(self, channel):
+    def __init__(self, channel, shared_outputs=None):
         self.channel = channel
+        self.shared_outputs = shared_outputs
         self.running = {}
         self.calls = {}
         self.next_call = 0
@@ -155,7 +215,7 @@ class Host:
             if response.has_error():
                 header["e"] = error_of(response.error())
             else:
-                header["o"], parts = described_outputs(response.output_tensors())
+                header["o"], parts = described_outputs(response.output_tensors(), self.shared_outputs)
             parameters = json.loads(response.parameters())
             if parameters:
                 header["p"] = parameters
@@ -279,12 +339,13 @@ class Batcher:
 
 
 def serve(channel, settings):
-    host = Host(channel)
-    pb_utils._host = host
     shared = None
     if settings.get("shm"):
         with open(settings["shm"], "r+b") as file:
             shared = mmap.mmap(file.fileno(), settings["shmSize"])
+    shared_outputs = SharedOutputs(settings["shmOut"], settings["shmSize"]) if settings.get("shmOut") else None
+    host = Host(channel, shared_outputs)
+    pb_utils._host = host
     global INSTANCE_NAME
     INSTANCE_NAME = settings["args"]["model_instance_name"]
     decoupled = settings["decoupled"]
@@ -318,6 +379,9 @@ def serve(channel, settings):
                     handle.cancelled = True
             elif kind == "br":
                 host.bls_answer(header, payload)
+            elif kind == "fo":
+                for offset in header["o"]:
+                    shared_outputs.free(offset)
             elif kind == "ping":
                 channel.write({"t": "pong"})
             elif kind == "fini":

@@ -95,6 +95,9 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
         OUTPUT0: [2, 3, 4, 3],
         OUTPUT1: [1, 1, 2, 5],
       });
+      for (const elements of [16, 16 * 1024, 300_000, 1_000_000]) {
+        assert.deepEqual(results[`grpc identity_fp32 ${elements}`], { "same values": true }, `${elements} elements`);
+      }
       const stream = (mine as Record<string, { OUT: number[] | null; final: boolean }[]>)["grpc stream repeat_int32"];
       assert.deepEqual(
         stream?.map((response) => response.OUT),

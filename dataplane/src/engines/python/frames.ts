@@ -23,6 +23,8 @@ export interface Frame {
   readonly header: Record<string, unknown>;
   /** The payload, in one buffer of its own (tensor views may outlive the chunks it came in). */
   readonly payload: Buffer;
+  /** Outputs the process put in shared memory instead, read out in the order the header lists them. */
+  readonly shared?: readonly Buffer[];
 }
 
 /**

@@ -4,7 +4,7 @@ import type { Readable, Writable } from "node:stream";
 import type { Logger } from "pino";
 import { DataPlaneError, internal, unavailable } from "../../../../lib/errors.js";
 import { encodeFrame, FrameReader, type Frame } from "./frames.js";
-import { SharedInputs } from "./shared-memory.js";
+import { SharedMemory } from "./shared-memory.js";
 
 /**
  * One instance of a Python model: a Python process running the stub
@@ -35,7 +35,7 @@ export interface InstanceOptions {
   readonly label: string;
   /** Logs with the model, version and instance in every line. */
   readonly logger: Logger;
-  /** Bytes of shared memory for large input tensors (0: every tensor goes in the frame). */
+  /** Bytes of shared memory for large tensors, each way (0: every tensor goes in the frame). */
   readonly sharedMemoryBytes: number;
   /** A process that answers no health check for this long is killed and replaced (Triton's stub timeout). */
   readonly stubTimeoutMs: number;
@@ -52,7 +52,8 @@ const FINISH_GRACE_MS = 5000;
 export class PythonInstance {
   state: InstanceState = "starting";
   private child: ChildProcess | undefined;
-  private shared: SharedInputs | undefined;
+  private inputs: SharedMemory | undefined;
+  private outputs: SharedMemory | undefined;
   private readonly sinks = new Map<number, { sink: RequestSink; regions: number[] }>();
   private nextId = 0;
   private restartDelay = FIRST_RESTART_DELAY_MS;
@@ -73,7 +74,8 @@ export class PythonInstance {
   /** Starts the process and resolves once the model's initialize has returned; rejects (UNAVAILABLE) if it fails. */
   start(): Promise<void> {
     const { python, stub, stubFolder, settings, sharedMemoryBytes, logger, label } = this.options;
-    this.shared = sharedMemoryBytes > 0 ? new SharedInputs(sharedMemoryBytes) : undefined;
+    this.inputs = sharedMemoryBytes > 0 ? new SharedMemory(sharedMemoryBytes) : undefined;
+    this.outputs = sharedMemoryBytes > 0 ? new SharedMemory(sharedMemoryBytes) : undefined;
     const child = spawn(python, [stub, "serve"], {
       stdio: ["ignore", "pipe", "pipe", "pipe", "pipe"],
       env: { ...process.env, PYTHONPATH: joinPath(stubFolder, process.env["PYTHONPATH"]), PYTHONUNBUFFERED: "1" },
@@ -103,7 +105,8 @@ export class PythonInstance {
           if (kind === "ready") {
             started = true;
             this.state = "ready";
-            this.shared?.unlink();
+            this.inputs?.unlink();
+            this.outputs?.unlink();
             this.watchHealth();
             resolve();
           } else if (kind === "fatal") fatal = String(frame.header["m"]);
@@ -114,8 +117,9 @@ export class PythonInstance {
         fatal ||= `cannot start ${python}: ${error.message}`;
       });
       child.once("close", (code, signal) => {
-        this.shared?.close();
-        this.shared = undefined;
+        this.inputs?.close();
+        this.outputs?.close();
+        this.inputs = this.outputs = undefined;
         clearInterval(this.healthTimer);
         const how = signal !== null ? `was killed (${signal})` : `exited with code ${code}`;
         if (!started) {
@@ -127,7 +131,12 @@ export class PythonInstance {
         }
         this.exited(`the Python process ${how}${fatal ? `: ${fatal.trim()}` : ""}`);
       });
-      this.send({ ...settings, shm: this.shared?.path ?? "", shmSize: this.shared?.size ?? 0 });
+      this.send({
+        ...settings,
+        shm: this.inputs?.path ?? "",
+        shmOut: this.outputs?.path ?? "",
+        shmSize: sharedMemoryBytes,
+      });
     });
   }
 
@@ -144,8 +153,8 @@ export class PythonInstance {
     let offset = 0;
     for (const tensor of inputs) {
       const where =
-        this.shared !== undefined && tensor.data.byteLength >= SHARED_MEMORY_FROM
-          ? this.shared.put(tensor.data)
+        this.inputs !== undefined && tensor.data.byteLength >= SHARED_MEMORY_FROM
+          ? this.inputs.put(tensor.data)
           : undefined;
       if (where !== undefined) {
         regions.push(where);
@@ -199,7 +208,7 @@ export class PythonInstance {
       const entry = this.sinks.get(id);
       if (entry === undefined) return;
       if (frame.header["f"] === true) this.finish(id);
-      entry.sink.frame(frame);
+      entry.sink.frame(this.withSharedOutputs(frame));
     } else if (kind === "b") this.options.onModelCall(frame, this);
     else if (kind === "l") {
       const level = LOG_LEVELS[String(frame.header["l"])] ?? "info";
@@ -207,11 +216,23 @@ export class PythonInstance {
     }
   }
 
+  /** Reads the outputs the process put in shared memory (described with an offset) and frees their regions. */
+  private withSharedOutputs(frame: Frame): Frame {
+    const described = (frame.header["o"] as unknown[][] | undefined) ?? [];
+    const offsets = described.filter((output) => output.length > 4).map((output) => output[4] as number);
+    if (offsets.length === 0 || this.outputs === undefined) return frame;
+    const lengths = described.filter((output) => output.length > 4).map((output) => output[3] as number);
+    const outputs = this.outputs;
+    const shared = offsets.map((offset, index) => outputs.read(offset, lengths[index]!));
+    this.send({ t: "fo", o: offsets });
+    return { ...frame, shared };
+  }
+
   private finish(id: number): void {
     const entry = this.sinks.get(id);
     if (entry === undefined) return;
     this.sinks.delete(id);
-    for (const region of entry.regions) this.shared?.free(region);
+    for (const region of entry.regions) this.inputs?.free(region);
   }
 
   private failAll(error: DataPlaneError): void {

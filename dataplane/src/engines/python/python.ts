@@ -242,13 +242,18 @@ function responseOf(frame: Frame, requested: ReadonlySet<string>): EngineRespons
       ? new UpstreamStatusError("Internal", grpcCode, message)
       : new DataPlaneError(KIND_OF_TRITON_CODE[code] ?? "Internal", message);
   }
-  const described = header["o"] as [string, string, number[], number][] | undefined;
+  const described = header["o"] as [string, string, number[], number, number?][] | undefined;
   if (described === undefined) return undefined;
   const outputs: Tensor[] = [];
+  const shared = [...(frame.shared ?? [])];
   let offset = 0;
-  for (const [name, datatype, shape, length] of described) {
-    const data = payload.subarray(offset, offset + length);
-    offset += length;
+  for (const [name, datatype, shape, length, sharedAt] of described) {
+    // An output with an offset was put in shared memory (the instance has read it out).
+    let data: Uint8Array | undefined = sharedAt === undefined ? undefined : shared.shift();
+    if (data === undefined) {
+      data = payload.subarray(offset, offset + length);
+      offset += length;
+    }
     if (requested.size > 0 && !requested.has(name)) continue;
     if (!isDatatype(datatype)) throw internal(`output '${name}' has datatype ${datatype}, which KServe does not know`);
     outputs.push({ name, datatype, shape, data });

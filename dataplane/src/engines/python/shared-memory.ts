@@ -1,14 +1,17 @@
-import { closeSync, ftruncateSync, openSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, ftruncateSync, openSync, readSync, unlinkSync, writeSync } from "node:fs";
 import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
 
 /**
- * The shared memory through which a Python model process reads large input tensors: a
- * file on tmpfs (/dev/shm) that the process maps once, so that its numpy arrays are views
- * of it. The data plane writes each tensor into it once (a positioned write; Node cannot
- * map memory without a native addon) and frees the region when the request is over.
+ * Shared memory between the data plane and a Python model process: a file on tmpfs
+ * (/dev/shm) that the process maps once. Each process has two: large inputs, which the
+ * data plane writes once (a positioned write; Node cannot map memory without a native
+ * addon) and the model's numpy arrays are views of, freed when the request is over; and
+ * large outputs, which the process copies in and the data plane reads once (a positioned
+ * read) as the response arrives, so that megabytes never cross the pipe in pieces with the
+ * two processes taking turns.
  *
  * Regions are handed out as a ring: requests mostly finish in the order they came, so the
  * oldest region is usually the next freed; a region freed out of order waits until those
@@ -24,7 +27,7 @@ interface Region {
   freed: boolean;
 }
 
-export class SharedInputs {
+export class SharedMemory {
   readonly path: string;
   private readonly fd: number;
   private readonly regions: Region[] = [];
@@ -54,8 +57,26 @@ export class SharedInputs {
   put(data: Uint8Array): number | undefined {
     const offset = this.allocate(data.byteLength);
     if (offset === undefined) return undefined;
-    writeSync(this.fd, data, 0, data.byteLength, offset);
+    try {
+      writeSync(this.fd, data, 0, data.byteLength, offset);
+    } catch {
+      // The tmpfs is full (a pod's /dev/shm is small): this tensor goes in the frame.
+      this.free(offset);
+      return undefined;
+    }
     return offset;
+  }
+
+  /** A copy of `length` bytes at `offset` (written by the Python process). */
+  read(offset: number, length: number): Buffer {
+    const data = Buffer.allocUnsafe(length);
+    let done = 0;
+    while (done < length) {
+      const count = readSync(this.fd, data, done, length - done, offset + done);
+      if (count === 0) throw new RangeError(`shared memory ${this.path}: ${offset + length} is past its end`);
+      done += count;
+    }
+    return data;
   }
 
   /** Frees the region at `offset` (from put). */
