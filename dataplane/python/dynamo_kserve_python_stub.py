@@ -9,7 +9,7 @@ a JSON header, then the payload holding tensor bytes. Large input tensors are no
 payload but in a shared-memory file the data plane writes and this process maps once:
 numpy arrays are made over it without a copy.
 
-Usage: dynamo_kserve_python_stub.py serve | auto-complete  (settings come in the first frame)
+Usage: dynamo_kserve_python_stub.py serve  (settings come in the first frame)
 """
 
 import importlib.util
@@ -176,6 +176,20 @@ def described_outputs(tensors, shared=None):
     return described, parts
 
 
+def in_payload(described):
+    """Tensors described as [name, datatype, shape, length], one after the other in a frame's
+    payload, as tensors_from reads them."""
+    placed, offset = [], 0
+    for name, datatype, shape, length in described:
+        placed.append([name, datatype, shape, offset, length, IN_PAYLOAD])
+        offset += length
+    return placed
+
+
+def error_response(message, code=pb_utils.TritonError.INTERNAL):
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
+
+
 def error_of(error):
     if isinstance(error, pb_utils.TritonError):
         return [_ERROR_CODE_NAMES.get(error.code(), "INTERNAL"), error.message()]
@@ -216,9 +230,8 @@ class Host:
                 header["e"] = error_of(response.error())
             else:
                 header["o"], parts = described_outputs(response.output_tensors(), self.shared_outputs)
-            parameters = json.loads(response.parameters())
-            if parameters:
-                header["p"] = parameters
+            if response._parameters:
+                header["p"] = response._parameters
         if final:
             handle.finished = True
             self.running.pop(handle.id, None)
@@ -230,21 +243,15 @@ class Host:
             call = self.next_call
             answers = queue.Queue()
             self.calls[call] = answers
-        described, parts = [], []
-        offset = 0
-        for tensor in request.inputs():
-            [[name, datatype, shape, length]], [data] = described_outputs([tensor])
-            described.append([name, datatype, shape, offset, length, IN_PAYLOAD])
-            parts.append(data)
-            offset += length
+        described, parts = described_outputs(request.inputs())
         header = {
             "t": "b",
             "id": call,
             "m": request.model_name(),
             "v": "" if request.model_version() in (-1, "", None) else str(request.model_version()),
-            "i": described,
+            "i": in_payload(described),
             "o": request.requested_output_names(),
-            "p": json.loads(request.parameters()),
+            "p": request._parameters,
             "r": request.request_id(),
             "s": stream,
             "to": request.timeout(),
@@ -258,16 +265,10 @@ class Host:
                 header, payload = answers.get()
                 if "e" in header:
                     code, message = header["e"]
-                    yield pb_utils.InferenceResponse(
-                        error=pb_utils.TritonError(message, _ERROR_CODE_OF_NAME.get(code, pb_utils.TritonError.INTERNAL))
-                    )
+                    yield error_response(message, _ERROR_CODE_OF_NAME.get(code, pb_utils.TritonError.INTERNAL))
                 elif "o" in header:
-                    offset, described = 0, []
-                    for name, datatype, shape, length in header["o"]:
-                        described.append([name, datatype, shape, offset, length, IN_PAYLOAD])
-                        offset += length
                     yield pb_utils.InferenceResponse(
-                        output_tensors=tensors_from(described, payload, None), parameters=header.get("p")
+                        output_tensors=tensors_from(in_payload(header["o"]), payload, None), parameters=header.get("p")
                     )
                 if header.get("f"):
                     return
@@ -398,14 +399,12 @@ def serve(channel, settings):
         requests = []
         for handle, header, payload in batch:
             if handle.cancelled:
-                host.send_response(
-                    handle, pb_utils.InferenceResponse(error=pb_utils.TritonError("request cancelled", pb_utils.TritonError.CANCELLED)), True
-                )
+                host.send_response(handle, error_response("request cancelled", pb_utils.TritonError.CANCELLED), True)
                 continue
             try:
                 inputs = tensors_from(header["i"], payload, shared)
             except Exception as error:
-                host.send_response(handle, pb_utils.InferenceResponse(error=pb_utils.TritonError(str(error))), True)
+                host.send_response(handle, error_response(str(error)), True)
                 continue
             request = pb_utils.InferenceRequest(
                 settings["args"]["model_name"],
@@ -445,7 +444,7 @@ def execute(model, requests, host, decoupled):
         responses = model.execute(requests)
     except Exception as error:
         # As Triton: an exception fails every request of the call still unanswered.
-        failure = pb_utils.InferenceResponse(error=pb_utils.TritonError(execute_failure(error)))
+        failure = error_response(execute_failure(error))
         for request in requests:
             if not request._handle.finished:
                 host.send_response(request._handle, failure, True)
@@ -454,36 +453,22 @@ def execute(model, requests, host, decoupled):
         if responses is not None:
             for request in requests:
                 if not request._handle.finished:
-                    host.send_response(request._handle, pb_utils.InferenceResponse(error=pb_utils.TritonError("a decoupled model's execute must return None and answer through the response sender")), True)
+                    failure = error_response("a decoupled model's execute must return None and answer through the response sender")
+                    host.send_response(request._handle, failure, True)
         return
     if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
         count = len(responses) if isinstance(responses, (list, tuple)) else type(responses).__name__
-        failure = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"execute must return one InferenceResponse per request: {len(requests)} requests, got {count}"))
+        failure = error_response(f"execute must return one InferenceResponse per request: {len(requests)} requests, got {count}")
         for request in requests:
             host.send_response(request._handle, failure, True)
         return
     for request, response in zip(requests, responses):
         if not isinstance(response, pb_utils.InferenceResponse):
-            response = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"execute returned {type(response).__name__}, not an InferenceResponse"))
+            response = error_response(f"execute returned {type(response).__name__}, not an InferenceResponse")
         try:
             host.send_response(request._handle, response, True)
         except pb_utils.TritonModelException as error:
-            host.send_response(request._handle, pb_utils.InferenceResponse(error=pb_utils.TritonError(error.message())), True)
-
-
-def auto_complete(channel, settings):
-    """Triton's auto-complete for Python models: TritonPythonModel.auto_complete_config, if
-    the model has one, fills in the config; the result goes back as JSON."""
-    try:
-        model_class = load_model_module(settings["file"])
-        config = pb_utils.ModelConfig(settings["config"])
-        if hasattr(model_class, "auto_complete_config"):
-            config = model_class.auto_complete_config(config)
-        channel.write({"t": "config", "c": config.as_dict()})
-        return 0
-    except BaseException:
-        channel.write({"t": "fatal", "m": traceback.format_exc(limit=8)})
-        return 1
+            host.send_response(request._handle, error_response(error.message()), True)
 
 
 def main():
@@ -491,10 +476,7 @@ def main():
     frame = channel.read()
     if frame is None:
         return 1
-    settings = frame[0]
-    if sys.argv[1:] == ["auto-complete"]:
-        return auto_complete(channel, settings)
-    return serve(channel, settings)
+    return serve(channel, frame[0])
 
 
 if __name__ == "__main__":

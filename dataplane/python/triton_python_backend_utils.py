@@ -76,7 +76,7 @@ _NUMPY_OF_DATATYPE = {
     "FP64": np.float64,
     "BYTES": np.object_,
 }
-_CONFIG_TYPE_OF_DATATYPE = {"BYTES": "STRING"}
+_DATATYPE_OF_NUMPY = {np.dtype(numpy_type): datatype for datatype, numpy_type in _NUMPY_OF_DATATYPE.items() if datatype != "BYTES"}
 
 
 def triton_string_to_numpy(triton_type_string):
@@ -94,10 +94,9 @@ def datatype_of_numpy(dtype):
     dtype = np.dtype(dtype)
     if dtype.kind in ("O", "S", "U"):
         return "BYTES"
-    for datatype, numpy_type in _NUMPY_OF_DATATYPE.items():
-        if numpy_type is not np.object_ and dtype == np.dtype(numpy_type):
-            return datatype
-    raise TritonModelException(f"numpy type {dtype} has no Triton datatype")
+    if dtype not in _DATATYPE_OF_NUMPY:
+        raise TritonModelException(f"numpy type {dtype} has no Triton datatype")
+    return _DATATYPE_OF_NUMPY[dtype]
 
 
 def serialize_byte_tensor(input_tensor):
@@ -133,6 +132,13 @@ def deserialize_bytes_tensor(encoded_tensor):
     result = np.empty(len(elements), dtype=np.object_)
     result[:] = elements
     return result
+
+
+def _parameters_dict(parameters):
+    """Request or response parameters, given as a dict or as JSON text (as parameters() returns them)."""
+    if isinstance(parameters, str):
+        return json.loads(parameters) if parameters else {}
+    return dict(parameters or {})
 
 
 class _DLPackCapsule:
@@ -205,9 +211,7 @@ class InferenceResponse:
         if error is not None and not isinstance(error, TritonError):
             raise TritonModelException(f"InferenceResponse: error must be a pb_utils.TritonError, got {type(error).__name__}")
         self._error = error
-        if isinstance(parameters, str):
-            parameters = json.loads(parameters) if parameters else {}
-        self._parameters = dict(parameters or {})
+        self._parameters = _parameters_dict(parameters)
 
     def output_tensors(self):
         return self._outputs
@@ -265,9 +269,7 @@ class InferenceRequest:
         self._correlation_id = correlation_id
         self._request_id = request_id
         self._timeout = timeout
-        if isinstance(parameters, str):
-            parameters = json.loads(parameters) if parameters else {}
-        self._parameters = dict(parameters or {})
+        self._parameters = _parameters_dict(parameters)
         # Set for the requests the data plane hands to execute.
         self._handle = None
 

@@ -1,5 +1,4 @@
 import { dirname } from "node:path";
-import type { JsonValue } from "@bufbuild/protobuf";
 import { ModelInstanceGroup_Kind, type ModelVersionPolicy } from "../../proto/gen/ts/model_config.js";
 import { ConfigError, tritonConfigJson } from "../model-repository/config.js";
 import type { EngineDescription } from "./description.js";
@@ -95,7 +94,7 @@ export const pythonEngine: EngineDescription<PythonSettings> = {
             }
           : undefined,
       versionPolicy: config.versionPolicy,
-      modelConfig: JSON.stringify(tritonConfigJson({ ...config, name: spec.name }) satisfies JsonValue),
+      modelConfig: JSON.stringify(tritonConfigJson({ ...config, name: spec.name })),
     };
   },
 };

@@ -5,6 +5,7 @@ import { promisify } from "node:util";
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import { CACHE_DIR, requireProgram } from "../../../e2e/support/prerequisites.js";
 import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { joinBytesElements } from "../../src/tensors/bytes.js";
 import { REPO_ROOT } from "../fixtures/paths.js";
 import {
   MODELS_PYTHON,
@@ -24,6 +25,8 @@ import { call, eventually, infer, inferRequest, startServer, type ServerProcess 
 const run = promisify(execFile);
 const CLIENT_PYTHON = join(process.env["DYNAMO_KSERVE_VENV"] ?? join(CACHE_DIR, "venv"), "bin", "python");
 const MODELS = join(REPO_ROOT, "dataplane", "test", "python-models");
+/** The bench's Python identity models (identity_fp32: any [n, m] FP32), served beside them. */
+const IDENTITY_MODELS = join(REPO_ROOT, "bench", "peers", "triton");
 const CHECKS = join(REPO_ROOT, "dataplane", "test", "conformance", "python_backend_checks.py");
 
 async function checks(grpc: string, http: string): Promise<unknown> {
@@ -31,18 +34,15 @@ async function checks(grpc: string, http: string): Promise<unknown> {
   return JSON.parse(stdout) as unknown;
 }
 
-const stringInput = (name: string, value: string) => {
-  const text = Buffer.from(value);
-  const raw = Buffer.alloc(4 + text.length);
-  raw.writeUInt32LE(text.length, 0);
-  text.copy(raw, 4);
-  return { input: { name, datatype: "BYTES", shape: [1n], parameters: {}, contents: undefined }, raw };
-};
-
-function request(model: string, name: string, value: string, id = ""): ModelInferRequest {
-  const { input, raw } = stringInput(name, value);
+/** A request with one input of one element, given raw. */
+function oneInput(model: string, name: string, datatype: string, raw: Uint8Array, id = ""): ModelInferRequest {
+  const input = { name, datatype, shape: [1n], parameters: {}, contents: undefined };
   return inferRequest({ modelName: model, id, inputs: [input], rawInputContents: [raw] });
 }
+
+/** A request with one BYTES input holding `value`. */
+const request = (model: string, name: string, value: string): ModelInferRequest =>
+  oneInput(model, name, "BYTES", joinBytesElements([Buffer.from(value)]));
 
 const pidOf = (response: ModelInferResponse): bigint => Buffer.from(response.rawOutputContents[0]!).readBigInt64LE(0);
 
@@ -73,8 +73,8 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
     let triton: (Peer & { readonly httpAddress: string }) | undefined;
     before(async () => {
       [ours, triton] = await Promise.all([
-        startServer(["--model-repository", MODELS, "--python", MODELS_PYTHON]),
-        startTritonServer(MODELS),
+        startServer(["--model-repository", MODELS, "--model-repository", IDENTITY_MODELS, "--python", MODELS_PYTHON]),
+        startTritonServer([MODELS, IDENTITY_MODELS]),
       ]);
     });
     after(async () => {
@@ -138,20 +138,9 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
     });
 
     it("passes a client's cancellation (its deadline) to request.is_cancelled() and answers DEADLINE_EXCEEDED at once", async () => {
-      const { input } = stringInput("SECONDS", "");
-      const seconds = Buffer.alloc(4);
-      seconds.writeFloatLE(20, 0);
+      const seconds = new Uint8Array(new Float32Array([20]).buffer);
       const started = Date.now();
-      const error = await inferError(
-        ours,
-        inferRequest({
-          modelName: "slow_cancellable",
-          id: "slow-1",
-          inputs: [{ ...input, datatype: "FP32" }],
-          rawInputContents: [seconds],
-        }),
-        500,
-      );
+      const error = await inferError(ours, oneInput("slow_cancellable", "SECONDS", "FP32", seconds, "slow-1"), 500);
       assert.equal(error.code, status.DEADLINE_EXCEEDED);
       assert.ok(Date.now() - started < 5000);
       await eventually(() => {

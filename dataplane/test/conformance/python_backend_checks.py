@@ -88,7 +88,7 @@ for protocol, module, url in (("grpc", grpcclient, GRPC_URL), ("http", httpclien
 # request after the others so the shared regions are reused: the same values come back.
 client = grpcclient.InferenceServerClient(GRPC_URL)
 for elements in (16, 16 * 1024, 300_000, 1_000_000, 300_000):
-    values = np.arange(elements, dtype=np.float32) * 0.5
+    values = (np.arange(elements, dtype=np.float32) * 0.5).reshape(1, elements)
     answer = outcome(lambda: client.infer("identity_fp32", inputs(grpcclient, INPUT0=values)).as_numpy("OUTPUT0"))
     results[f"grpc identity_fp32 {elements}"] = (
         {"same values": bool(np.array_equal(answer["outputs"], values))} if "outputs" in answer else answer

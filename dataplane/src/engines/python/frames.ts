@@ -7,8 +7,8 @@
 
 const HEAD_SIZE = 8;
 
-/** One frame's parts, ready for a vectored write. */
-export function encodeFrame(header: object, payload: readonly Uint8Array[] = []): Buffer[] {
+/** One frame's parts, ready for a vectored write (the payload's parts as they are). */
+export function encodeFrame(header: object, payload: readonly Uint8Array[] = []): Uint8Array[] {
   const json = Buffer.from(JSON.stringify(header));
   const head = Buffer.allocUnsafe(HEAD_SIZE);
   head.writeUInt32LE(json.length, 0);
@@ -16,7 +16,7 @@ export function encodeFrame(header: object, payload: readonly Uint8Array[] = [])
     payload.reduce((total, part) => total + part.byteLength, 0),
     4,
   );
-  return [head, json, ...payload.map((part) => Buffer.from(part.buffer, part.byteOffset, part.byteLength))];
+  return [head, json, ...payload];
 }
 
 export interface Frame {

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import type { Logger } from "pino";
-import { DataPlaneError, internal, unavailable } from "../../../../lib/errors.js";
+import { DataPlaneError, errorMessage, unavailable } from "../../../../lib/errors.js";
 import { encodeFrame, FrameReader, type Frame } from "./frames.js";
 import { SharedMemory } from "./shared-memory.js";
 
@@ -83,13 +83,11 @@ export class PythonInstance {
     this.child = child;
     this.startedAt = Date.now();
     this.lastHeard = Date.now();
-    for (const [stream, level] of [
-      [child.stdout, "info"],
-      [child.stderr, "warn"],
+    for (const [stream, name, level] of [
+      [child.stdout, "stdout", "info"],
+      [child.stderr, "stderr", "warn"],
     ] as const) {
-      createInterface({ input: stream! }).on("line", (line) =>
-        logger[level]({ stream: stream === child.stdout ? "stdout" : "stderr" }, line),
-      );
+      createInterface({ input: stream! }).on("line", (line) => logger[level]({ stream: name }, line));
     }
     const reader = new FrameReader();
     const fromPython = child.stdio[4] as Readable;
@@ -206,9 +204,11 @@ export class PythonInstance {
     if (kind === "r") {
       const id = frame.header["id"] as number;
       const entry = this.sinks.get(id);
+      // Read (for a request still waiting) and free what the response put in shared memory.
+      const answered = this.withSharedOutputs(frame, entry !== undefined);
       if (entry === undefined) return;
       if (frame.header["f"] === true) this.finish(id);
-      entry.sink.frame(this.withSharedOutputs(frame));
+      entry.sink.frame(answered);
     } else if (kind === "b") this.options.onModelCall(frame, this);
     else if (kind === "l") {
       const level = LOG_LEVELS[String(frame.header["l"])] ?? "info";
@@ -216,15 +216,17 @@ export class PythonInstance {
     }
   }
 
-  /** Reads the outputs the process put in shared memory (described with an offset) and frees their regions. */
-  private withSharedOutputs(frame: Frame): Frame {
-    const described = (frame.header["o"] as unknown[][] | undefined) ?? [];
-    const offsets = described.filter((output) => output.length > 4).map((output) => output[4] as number);
-    if (offsets.length === 0 || this.outputs === undefined) return frame;
-    const lengths = described.filter((output) => output.length > 4).map((output) => output[3] as number);
+  /**
+   * Frees the regions of the outputs the process put in shared memory (described with an
+   * offset), reading them out first when the request still wants them.
+   */
+  private withSharedOutputs(frame: Frame, wanted: boolean): Frame {
+    const described = (frame.header["o"] as [string, string, number[], number, number?][] | undefined) ?? [];
+    const inShared = described.filter((output) => output[4] !== undefined);
+    if (inShared.length === 0 || this.outputs === undefined) return frame;
     const outputs = this.outputs;
-    const shared = offsets.map((offset, index) => outputs.read(offset, lengths[index]!));
-    this.send({ t: "fo", o: offsets });
+    const shared = wanted ? inShared.map(([, , , length, offset]) => outputs.read(offset!, length)) : [];
+    this.send({ t: "fo", o: inShared.map((output) => output[4]) });
     return { ...frame, shared };
   }
 
@@ -263,10 +265,7 @@ export class PythonInstance {
         (error: unknown) => {
           if (this.state === "closed") return;
           this.state = "restarting";
-          this.options.logger.error(
-            { err: error instanceof Error ? error.message : String(error) },
-            "python model instance failed to restart",
-          );
+          this.options.logger.error({ err: errorMessage(error) }, "python model instance failed to restart");
           this.scheduleRestart();
         },
       );
@@ -296,13 +295,9 @@ export class PythonInstance {
   private send(header: object, payload: readonly Uint8Array[] = []): void {
     const toPython = this.child?.stdio[3] as Writable | undefined;
     if (toPython === undefined || toPython.destroyed) return;
-    const parts = encodeFrame(header, payload);
-    if (parts.length === 2) {
-      toPython.write(Buffer.concat(parts));
-      return;
-    }
+    // Corked until the end of the tick: the frames of one tick leave in one write.
     toPython.cork();
-    for (const part of parts) toPython.write(part);
+    for (const part of encodeFrame(header, payload)) toPython.write(part);
     process.nextTick(() => toPython.uncork());
   }
 }
@@ -329,8 +324,5 @@ const LOG_LEVELS: Readonly<Record<string, "info" | "warn" | "error" | "debug">> 
 const joinPath = (first: string, rest: string | undefined): string => (rest ? `${first}:${rest}` : first);
 
 /** An error a request gets when no instance of its model can take it. */
-export function noInstance(label: string, why: string): DataPlaneError {
-  return why
-    ? unavailable(`python model ${label} is not available: ${why}`)
-    : internal(`python model ${label} has no instances`);
-}
+export const noInstance = (label: string, why: string): DataPlaneError =>
+  unavailable(`python model ${label} is not available: ${why}`);

@@ -62,13 +62,10 @@ const GRPC_CODE_OF_TRITON_CODE: Readonly<Record<string, number>> = {
   UNKNOWN: status.UNKNOWN,
   ALREADY_EXISTS: status.ALREADY_EXISTS,
 };
+/** The other way, for a model's calls to other models; Triton has no failed-precondition code. */
 const TRITON_CODE_OF_KIND: Partial<Record<ErrorKind, string>> = {
-  NotFound: "NOT_FOUND",
-  InvalidArgument: "INVALID_ARG",
+  ...Object.fromEntries(Object.entries(KIND_OF_TRITON_CODE).map(([code, kind]) => [kind, code])),
   FailedPrecondition: "INVALID_ARG",
-  Unavailable: "UNAVAILABLE",
-  Unimplemented: "UNSUPPORTED",
-  Cancelled: "CANCELLED",
 };
 
 export class PythonEngine implements Engine {
@@ -182,12 +179,13 @@ export class PythonEngine implements Engine {
       const timeoutUs = Number(header["to"] ?? 0);
       const controller = new AbortController();
       const deadline = timeoutUs > 0 ? Date.now() + timeoutUs / 1000 : Infinity;
-      const timer = Number.isFinite(deadline)
-        ? setTimeout(
-            () => controller.abort(new DataPlaneError("DeadlineExceeded", "BLS request timed out")),
-            timeoutUs / 1000,
-          )
-        : undefined;
+      const timer =
+        timeoutUs > 0
+          ? setTimeout(
+              () => controller.abort(new DataPlaneError("DeadlineExceeded", "BLS request timed out")),
+              timeoutUs / 1000,
+            )
+          : undefined;
       try {
         for await (const response of inference(request, header["s"] === true, {
           signal: controller.signal,
