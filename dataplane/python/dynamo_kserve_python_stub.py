@@ -10,6 +10,8 @@ payload but in a shared-memory file the data plane writes and this process maps 
 numpy arrays are made over it without a copy.
 
 Usage: dynamo_kserve_python_stub.py serve  (settings come in the first frame)
+       dynamo_kserve_python_stub.py complete <model.py>  (Triton's auto-complete: the config
+       as Triton's JSON on stdin, the completed config written to file descriptor 3)
 """
 
 import importlib.util
@@ -29,6 +31,8 @@ import triton_python_backend_utils as pb_utils
 
 FROM_DATAPLANE = 3
 TO_DATAPLANE = 4
+# In `complete` mode: where the completed config goes (stdout is the model's).
+COMPLETED_CONFIG = 3
 FRAME_HEAD = struct.Struct("<II")
 # Where an input tensor's bytes are: in the frame's payload, or in the shared-memory file.
 IN_PAYLOAD, IN_SHARED_MEMORY = 0, 1
@@ -429,14 +433,17 @@ def serve(channel, settings):
     return 0
 
 
-def execute_failure(error):
-    """An exception from execute as Triton words it: the instance, the exception, where it was raised."""
+def described_exception(error):
+    """An exception as Triton words it: `Type: message`, then where it was raised, innermost
+    first (the stub's own frame left out)."""
     frames = traceback.extract_tb(error.__traceback__)[1:]
     where = "".join(f"  {frame.filename}({frame.lineno}): {frame.name}\n" for frame in reversed(frames))
-    return (
-        f"Failed to process the request(s) for model '{INSTANCE_NAME}', message: "
-        f"{type(error).__name__}: {error}\n\nAt:\n{where}"
-    )
+    return f"{type(error).__name__}: {error}\n\nAt:\n{where}"
+
+
+def execute_failure(error):
+    """An exception from execute as Triton words it: the instance, then the exception."""
+    return f"Failed to process the request(s) for model '{INSTANCE_NAME}', message: {described_exception(error)}"
 
 
 def execute(model, requests, host, decoupled):
@@ -471,7 +478,31 @@ def execute(model, requests, host, decoupled):
             host.send_response(request._handle, error_response(error.message()), True)
 
 
+def complete(path):
+    """Triton's auto-complete: the model's static auto_complete_config(auto_complete_model_config)
+    fills in the config it is given and returns it. A model without one keeps its config."""
+    config = json.load(sys.stdin)
+    model_class = load_model_module(path)
+    completer = getattr(model_class, "auto_complete_config", None)
+    if completer is not None:
+        try:
+            completed = completer(pb_utils.ModelConfig(config))
+        except Exception as error:
+            # What the data plane reports as the reason the model is not loaded.
+            print(described_exception(error), file=sys.stderr)
+            return 1
+        if not isinstance(completed, pb_utils.ModelConfig):
+            print(f"auto_complete_config must return the ModelConfig it was given, not {type(completed).__name__}", file=sys.stderr)
+            return 1
+        config = completed.as_dict()
+    with os.fdopen(COMPLETED_CONFIG, "w") as result:
+        json.dump(config, result)
+    return 0
+
+
 def main():
+    if sys.argv[1:2] == ["complete"] and len(sys.argv) == 3:
+        return complete(sys.argv[2])
     channel = Channel()
     frame = channel.read()
     if frame is None:

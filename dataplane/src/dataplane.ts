@@ -4,7 +4,9 @@ import type { Server as GrpcServer } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
 import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../lib/engines/catalog.js";
+import type { ModelFiles } from "../../lib/model-repository/sources.js";
 import { createEngine } from "./engines/runtimes.js";
+import { completePythonConfig } from "./engines/python/auto-complete.js";
 import type { ModelInference } from "./engines/engine.js";
 import { modelCalls } from "./inference/model-calls.js";
 import { errorMessage } from "../../lib/errors.js";
@@ -94,6 +96,14 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const { logger } = options;
   // Set once the pipeline exists: models that call other models (BLS) reach them through it.
   const modelCallsTo: { inference?: ModelInference } = {};
+  // Python models complete their own configs (auto_complete_config) unless they are forwarded.
+  const pythonRunsHere = !(options.forwardPython && options.forwardUnsupportedTo !== undefined);
+  const completeConfig = async (config: ModelConfig, files: ModelFiles): Promise<ModelConfig> => {
+    const completed = await autoCompleteConfig(config, files);
+    if (!pythonRunsHere) return completed;
+    const { interpreter, stubTimeoutMs } = options.python;
+    return completePythonConfig(completed, files, { python: interpreter, timeoutMs: stubTimeoutMs, logger });
+  };
   const registry = new ModelRegistry({
     repositories: options.modelRepositories,
     configFiles: options.modelConfigFiles,
@@ -110,7 +120,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
         logger,
         inference: () => modelCallsTo.inference,
       }),
-    completeConfig: options.autoCompleteConfig ? autoCompleteConfig : undefined,
+    completeConfig: options.autoCompleteConfig ? completeConfig : undefined,
     ...(options.forwardUnsupportedTo !== undefined
       ? {
           forwardUnsupported: (config: ModelConfig) =>

@@ -93,7 +93,7 @@ export const DATAPLANE_OPTIONS = {
   ),
   disableAutoCompleteConfig: flag("--disable-auto-complete-config", {
     env: "DYNAMO_DISABLE_AUTO_COMPLETE_CONFIG",
-    help: "do not fill in what config.pbtxt leaves out from the model file (ONNX inputs, outputs, batching), as Triton's flag",
+    help: "do not fill in what config.pbtxt leaves out from the model file (ONNX inputs, outputs, batching) or from a Python model's auto_complete_config, as Triton's flag",
   }),
   host: text("--host <address>", { env: "DYNAMO_HOST", help: "address to listen on" }, "0.0.0.0"),
   grpcPort: wholeNumber(

@@ -96,6 +96,11 @@ export function forwardedConfig(config: ModelConfig, upstream: string): ModelCon
   };
 }
 
+/** The engine a config selects (its `engine` parameter, else its backend or platform), if any. */
+export function selectedEngine(config: ModelConfig): EngineName | undefined {
+  return BY_SELECTOR.get(selectorOf(config.parameters["engine"]?.stringValue, config.backend || config.platform));
+}
+
 /**
  * Triton's auto-complete: a config without backend or platform gets the engine whose
  * model file (e.g. model.onnx) is in the latest version folder, and the engine fills in
@@ -108,8 +113,7 @@ export async function autoCompleteConfig(config: ModelConfig, files: ModelFiles)
     if (detected === undefined) return config;
     completed = { ...config, backend: detected.name };
   }
-  const parameter = completed.parameters["engine"]?.stringValue;
-  const name = BY_SELECTOR.get(selectorOf(parameter, completed.backend || completed.platform));
+  const name = selectedEngine(completed);
   const description: EngineDescription<unknown> | undefined = name === undefined ? undefined : ENGINES[name];
   return description?.completeConfig === undefined ? completed : description.completeConfig(completed, files);
 }

@@ -1,5 +1,5 @@
 import { dirname } from "node:path";
-import { ModelInstanceGroup_Kind, type ModelVersionPolicy } from "../../proto/gen/ts/model_config.js";
+import { ModelInstanceGroup_Kind, type ModelConfig, type ModelVersionPolicy } from "../../proto/gen/ts/model_config.js";
 import { ConfigError, tritonConfigJson } from "../model-repository/config.js";
 import type { EngineDescription } from "./description.js";
 
@@ -12,6 +12,9 @@ import type { EngineDescription } from "./description.js";
 
 const PYTHON_BACKEND = "python";
 const MODEL_FILE = "model.py";
+
+/** The model's Python file in each version folder: `default_model_filename`, else model.py (as Triton). */
+export const pythonModelFileName = (config: ModelConfig): string => config.defaultModelFilename || MODEL_FILE;
 
 /** Triton's dynamic batcher, as the Python process applies it to the requests it receives. */
 export interface PythonBatching {
@@ -80,7 +83,7 @@ export const pythonEngine: EngineDescription<PythonSettings> = {
     const dynamic = config.schedulingChoice?.$case === "dynamicBatching" ? config.schedulingChoice.value : undefined;
     return {
       modelName: spec.name,
-      fileName: config.defaultModelFilename || MODEL_FILE,
+      fileName: pythonModelFileName(config),
       configFolder: dirname(source),
       instances,
       decoupled: spec.decoupled,

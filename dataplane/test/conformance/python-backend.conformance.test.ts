@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
@@ -18,8 +20,9 @@ import { call, eventually, infer, inferRequest, startServer, type ServerProcess 
 
 /**
  * Triton Python-backend models (dataplane/test/python-models: add_sub, a decoupled model, BLS,
- * errors, a slow model, one that crashes) run by our python engine, and the same model.py
- * files run by a real Triton's Python backend: tritonclient must see the same.
+ * errors, a slow model, one that crashes, auto_complete_config, the dynamic batcher) run by our
+ * python engine, and the same model.py files run by a real Triton's Python backend:
+ * tritonclient must see the same.
  */
 
 const run = promisify(execFile);
@@ -98,6 +101,25 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       for (const elements of [16, 16 * 1024, 300_000, 1_000_000]) {
         assert.deepEqual(results[`grpc identity_fp32 ${elements}`], { "same values": true }, `${elements} elements`);
       }
+      const completed = {
+        max_batch_size: 8,
+        dynamic_batching: true,
+        tensors: [
+          ["input", "INPUT0", "TYPE_FP32", [4]],
+          ["input", "INPUT1", "TYPE_FP32", [4]],
+          ["output", "OUTPUT0", "TYPE_FP32", [4]],
+        ],
+      };
+      assert.deepEqual(results["grpc auto_complete config"], completed);
+      assert.deepEqual(results["http auto_complete config"], completed);
+      assert.deepEqual(results["grpc auto_complete [2, 4]"]?.outputs, [
+        [0, 1, 4, 9],
+        [16, 25, 36, 49],
+      ]);
+      assert.deepEqual((mine as Record<string, string[]>)["grpc batch_counter 6 requests, 8 items"], [
+        ...["[6, 6]", "[6, 6]"],
+        ...["[6]", "[6]", "[6]", "[6]"],
+      ]);
       const stream = (mine as Record<string, { OUT: number[] | null; final: boolean }[]>)["grpc stream repeat_int32"];
       assert.deepEqual(
         stream?.map((response) => response.OUT),
@@ -123,10 +145,27 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
 
   describe("alone, with faults (stub timeout 1 s)", () => {
     let ours: ServerProcess;
+    let broken: string;
     before(async () => {
+      // A model whose auto_complete_config raises: it is not loaded, the others are.
+      broken = await mkdtemp(join(tmpdir(), "python-models-"));
+      await mkdir(join(broken, "completes_badly", "1"), { recursive: true });
+      await writeFile(join(broken, "completes_badly", "config.pbtxt"), 'backend: "python"\n');
+      await writeFile(
+        join(broken, "completes_badly", "1", "model.py"),
+        [
+          "class TritonPythonModel:",
+          "    @staticmethod",
+          "    def auto_complete_config(auto_complete_model_config):",
+          "        raise ValueError('no inputs to declare')",
+          "",
+        ].join("\n"),
+      );
       ours = await startServer([
         "--model-repository",
         MODELS,
+        "--model-repository",
+        broken,
         "--python",
         MODELS_PYTHON,
         "--python-stub-timeout-secs",
@@ -135,6 +174,19 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
     });
     after(async () => {
       await ours?.stop();
+      await rm(broken, { recursive: true, force: true });
+    });
+
+    it("does not load a model whose auto_complete_config raises, and says why in the repository index", async () => {
+      assert.equal((await call(ours.client, "modelReady", { name: "completes_badly", version: "" })).ready, false);
+      const index = await call(ours.client, "repositoryIndex", { repositoryName: "", ready: false });
+      const entry = index.models.find((model) => model.name === "completes_badly");
+      assert.equal(entry?.state, "UNAVAILABLE");
+      assert.match(
+        entry?.reason ?? "",
+        /completes_badly\/1\/model\.py: auto_complete_config failed: ValueError: no inputs to declare\n\nAt:\n {2}\S+model\.py\(4\): auto_complete_config/,
+      );
+      assert.equal((await call(ours.client, "modelReady", { name: "auto_complete", version: "" })).ready, true);
     });
 
     it("passes a client's cancellation (its deadline) to request.is_cancelled() and answers DEADLINE_EXCEEDED at once", async () => {

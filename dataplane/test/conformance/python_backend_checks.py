@@ -84,6 +84,43 @@ for protocol, module, url in (("grpc", grpcclient, GRPC_URL), ("http", httpclien
         "refused": "status" in outcome(lambda: client.infer("add_sub", inputs(module, INPUT0=A[:3], INPUT1=B[:3])))
     }
 
+# auto_complete_config: the config both servers show, and a batched request on it.
+def declared(config):
+    return {
+        "max_batch_size": int(config.get("max_batch_size", 0)),
+        "dynamic_batching": "dynamic_batching" in config,
+        "tensors": [
+            [kind, tensor["name"], tensor["data_type"], [int(dim) for dim in tensor["dims"]]]
+            for kind in ("input", "output")
+            for tensor in config.get(kind, [])
+        ],
+    }
+
+
+results["grpc auto_complete config"] = declared(
+    grpcclient.InferenceServerClient(GRPC_URL).get_model_config("auto_complete", as_json=True)["config"]
+)
+results["http auto_complete config"] = declared(httpclient.InferenceServerClient(HTTP_URL).get_model_config("auto_complete"))
+batched = np.arange(8, dtype=np.float32).reshape(2, 4)
+results["grpc auto_complete [2, 4]"] = outcome(
+    lambda: grpcclient.InferenceServerClient(GRPC_URL)
+    .infer("auto_complete", inputs(grpcclient, INPUT0=batched, INPUT1=batched))
+    .as_numpy("OUTPUT0")
+    .tolist()
+)
+
+# The dynamic batcher: 6 requests holding 8 batch items (max_batch_size 8, a 2 s queue
+# delay) sent at once are executed in one call of 6 requests.
+client = grpcclient.InferenceServerClient(GRPC_URL)
+answers = queue.Queue()
+for items in (1, 2, 1, 2, 1, 1):
+    client.async_infer(
+        "batch_counter",
+        inputs(grpcclient, INPUT0=np.zeros((items, 1), dtype=np.int32)),
+        callback=lambda result, error: answers.put(error or result.as_numpy("REQUESTS").flatten().tolist()),
+    )
+results["grpc batch_counter 6 requests, 8 items"] = sorted(str(answers.get(timeout=30)) for _ in range(6))
+
 # Tensors small and large (those of 64 KiB and more take shared memory in our engine), each
 # request after the others so the shared regions are reused: the same values come back.
 client = grpcclient.InferenceServerClient(GRPC_URL)

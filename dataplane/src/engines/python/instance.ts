@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import type { Readable, Writable } from "node:stream";
 import type { Logger } from "pino";
 import { DataPlaneError, errorMessage, unavailable } from "../../../../lib/errors.js";
@@ -24,11 +26,29 @@ export interface RequestSink {
   fail(error: DataPlaneError): void;
 }
 
+/** The stub and the pb_utils module ship beside the compiled code: <package>/dataplane/python/. */
+const STUB_FOLDER = fileURLToPath(new URL("../../../../../dataplane/python/", import.meta.url));
+export const PYTHON_STUB = join(STUB_FOLDER, "dynamo_kserve_python_stub.py");
+
+/** The stub's environment: triton_python_backend_utils importable, output unbuffered (lines reach the log as printed). */
+export const stubEnvironment = (): NodeJS.ProcessEnv => ({
+  ...process.env,
+  PYTHONPATH: joinPath(STUB_FOLDER, process.env["PYTHONPATH"]),
+  PYTHONUNBUFFERED: "1",
+});
+
+/** Each line the process prints on stdout (info) or stderr (warn) becomes a log line. */
+export function logOutput(child: ChildProcess, logger: Logger): void {
+  for (const [stream, name, level] of [
+    [child.stdout, "stdout", "info"],
+    [child.stderr, "stderr", "warn"],
+  ] as const) {
+    if (stream !== null) createInterface({ input: stream }).on("line", (line) => logger[level]({ stream: name }, line));
+  }
+}
+
 export interface InstanceOptions {
   readonly python: string;
-  /** The stub script, and the folder with triton_python_backend_utils.py (put on PYTHONPATH). */
-  readonly stub: string;
-  readonly stubFolder: string;
   /** The first frame the stub reads: what to load and how (see the stub's serve). */
   readonly settings: Record<string, unknown>;
   /** Name for errors: `'<model>' version <v> instance <name>`. */
@@ -73,22 +93,17 @@ export class PythonInstance {
 
   /** Starts the process and resolves once the model's initialize has returned; rejects (UNAVAILABLE) if it fails. */
   start(): Promise<void> {
-    const { python, stub, stubFolder, settings, sharedMemoryBytes, logger, label } = this.options;
+    const { python, settings, sharedMemoryBytes, logger, label } = this.options;
     this.inputs = sharedMemoryBytes > 0 ? new SharedMemory(sharedMemoryBytes) : undefined;
     this.outputs = sharedMemoryBytes > 0 ? new SharedMemory(sharedMemoryBytes) : undefined;
-    const child = spawn(python, [stub, "serve"], {
+    const child = spawn(python, [PYTHON_STUB, "serve"], {
       stdio: ["ignore", "pipe", "pipe", "pipe", "pipe"],
-      env: { ...process.env, PYTHONPATH: joinPath(stubFolder, process.env["PYTHONPATH"]), PYTHONUNBUFFERED: "1" },
+      env: stubEnvironment(),
     });
     this.child = child;
     this.startedAt = Date.now();
     this.lastHeard = Date.now();
-    for (const [stream, name, level] of [
-      [child.stdout, "stdout", "info"],
-      [child.stderr, "stderr", "warn"],
-    ] as const) {
-      createInterface({ input: stream! }).on("line", (line) => logger[level]({ stream: name }, line));
-    }
+    logOutput(child, logger);
     const reader = new FrameReader();
     const fromPython = child.stdio[4] as Readable;
     const toPython = child.stdio[3] as Writable;

@@ -1,5 +1,4 @@
 import { status } from "@grpc/grpc-js";
-import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { InferParameter, ModelInferRequest } from "../../../../proto/gen/ts/grpc_service.js";
@@ -28,10 +27,6 @@ import { noInstance, PythonInstance, type RequestSink } from "./instance.js";
  * instance with the fewest outstanding requests; that process batches what it has
  * received into execute calls as the config's dynamic batcher asks.
  */
-
-/** The stub and the pb_utils module ship beside the compiled code: <package>/dataplane/python/. */
-const STUB_FOLDER = fileURLToPath(new URL("../../../../../dataplane/python/", import.meta.url));
-const STUB = join(STUB_FOLDER, "dynamo_kserve_python_stub.py");
 
 export interface PythonRuntime {
   /** The Python interpreter (with numpy) that runs the models. */
@@ -85,8 +80,6 @@ export class PythonEngine implements Engine {
           (instance) =>
             new PythonInstance({
               python: runtime.python,
-              stub: STUB,
-              stubFolder: STUB_FOLDER,
               label: `'${settings.modelName}' version ${version} instance ${instance.name}`,
               logger: runtime.logger.child({ model: settings.modelName, version, instance: instance.name }),
               sharedMemoryBytes: runtime.sharedMemoryBytes,
