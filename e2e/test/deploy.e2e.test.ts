@@ -6,7 +6,7 @@ import {
   type ChildProcess,
   type ExecFileSyncOptionsWithStringEncoding,
 } from "node:child_process";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { promisify } from "node:util";
 import { join } from "node:path";
@@ -595,6 +595,45 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       assert.equal(parsed.model_version, "2", "version_policy specific: [2]");
       assert.deepEqual(parsed.outputs.find((output) => output.name === "OUTPUT0")?.values, [1, 2, 3, 4]);
     } finally {
+      rmSync(out, { recursive: true, force: true });
+      rmSync(repository, { recursive: true, force: true });
+    }
+  });
+
+  it("a migrated copy of the bench's Triton repository (Python-backend models) serves every model in pods, no Triton anywhere", async () => {
+    const repository = mkdtempSync(join(tmpdir(), "dynamo-kserve-bench-triton-"));
+    const out = mkdtempSync(join(tmpdir(), "dynamo-kserve-migrated-"));
+    const namespace = "bench-migrated";
+    const models = ["identity_bytes", "identity_fp32"];
+    try {
+      cpSync(join(REPO_ROOT, "bench", "peers", "triton"), repository, { recursive: true });
+      // No --triton-endpoint: every model must run here, or migrate fails (exit 1).
+      const { stderr: report } = await promisify(execFile)(process.execPath, [
+        ...[CLI, "migrate", repository, "--out", out, "--namespace", namespace],
+      ]);
+      for (const model of models) assert.match(report, new RegExp(`${model} .* python +model\\.py run by`), report);
+      await run(`kubectl create namespace ${namespace}`);
+      for (const model of models) await run(`kubectl apply -f ${join(out, `${model.replaceAll("_", "-")}.yaml`)}`);
+      for (const model of models) {
+        await run(
+          `kubectl wait -n ${namespace} dkm/${model.replaceAll("_", "-")} --for=condition=Ready --timeout=180s`,
+        );
+      }
+      const answer = async (model: string, input: string): Promise<unknown> => {
+        const service = cluster!.kubectlGet<V1Service>("service", model.replaceAll("_", "-"), "-n", namespace);
+        const { stdout: reply } = await promisify(execFile)(process.execPath, [
+          ...[CLI, "infer", model, "--url", `${service.spec?.clusterIP}:8001`, "--input", input],
+        ]);
+        return (JSON.parse(reply) as { outputs: { name: string; values: unknown[] }[] }).outputs;
+      };
+      assert.deepEqual(await eventually(() => answer("identity_fp32", "INPUT0:FP32:1x4=0.5,1,2,3"), 30_000, 1_000), [
+        { name: "OUTPUT0", datatype: "FP32", shape: [1, 4], values: [0.5, 1, 2, 3] },
+      ]);
+      assert.deepEqual(await eventually(() => answer("identity_bytes", "INPUT0:BYTES:1x2=ab,cd"), 30_000, 1_000), [
+        { name: "OUTPUT0", datatype: "BYTES", shape: [1, 2], values: ["ab", "cd"] },
+      ]);
+    } finally {
+      await run(`kubectl delete namespace ${namespace} --wait=false`).catch(() => undefined);
       rmSync(out, { recursive: true, force: true });
       rmSync(repository, { recursive: true, force: true });
     }

@@ -1,4 +1,4 @@
-import { readdir, readFile } from "node:fs/promises";
+import { readdir, readFile, stat } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { ModelInstanceGroup_Kind, type ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../../lib/engines/catalog.js";
@@ -52,7 +52,7 @@ export type ModelPlan =
       readonly notes: readonly string[];
       /** The configuration to ship (normalized; engine parameters added for forwarding). */
       readonly config: ModelConfig;
-      /** For ONNX models: the files, when shipped in a ConfigMap; the folder in the repository otherwise. */
+      /** For models with files (ONNX, Python): the files, when shipped in a ConfigMap; the folder in the repository otherwise. */
       readonly modelFiles?: { readonly folder: string; readonly files?: readonly ModelFile[] };
     }
   | { readonly ok: false; readonly model: string; readonly platform: string; readonly error: string };
@@ -236,18 +236,22 @@ function pythonNotes(config: ModelConfig): string[] {
 
 /**
  * The files of the served version folders, as paths relative to the model folder (files
- * only: a Python model's __pycache__ and other folders stay behind).
+ * only: a Python model's __pycache__ and other folders stay behind). A symbolic link to a
+ * file is shipped with its target's content, as Triton reads it (a repository often links
+ * one model.py into several models); a link to nothing is left out.
  */
 async function modelFilesOf(source: ModelSource, versions: readonly string[]): Promise<ModelFile[]> {
   if (source.folder === undefined) return [];
   const files: ModelFile[] = [];
   for (const version of versions) {
-    const entries = await readdir(join(source.folder, version), { withFileTypes: true }).catch(() => []);
-    for (const name of entries
-      .filter((entry) => entry.isFile())
-      .map((entry) => entry.name)
-      .sort()) {
-      files.push({ path: `${version}/${name}`, content: await readFile(join(source.folder, version, name)) });
+    const folder = join(source.folder, version);
+    const names = (await readdir(folder).catch(() => [])).sort();
+    for (const name of names) {
+      const isFile = await stat(join(folder, name)).then(
+        (info) => info.isFile(),
+        () => false,
+      );
+      if (isFile) files.push({ path: `${version}/${name}`, content: await readFile(join(folder, name)) });
     }
   }
   return files;

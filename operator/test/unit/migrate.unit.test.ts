@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { InvalidArgumentError } from "commander";
 import { parseModelFiles, summaryTable } from "../../../cli/migrate.js";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { kubernetesName } from "../../src/migrate/manifests.js";
@@ -44,6 +44,29 @@ describe("migrate helpers", () => {
         "",
       ].join("\n"),
     );
+  });
+
+  it("ships a Python model's model.py that is a symbolic link (as in the bench's repository) with its target's content, as Triton reads it", async () => {
+    const repository = mkdtempSync(join(tmpdir(), "dynamo-kserve-links-"));
+    try {
+      for (const model of ["first", "second"]) {
+        mkdirSync(join(repository, model, "1", "__pycache__"), { recursive: true });
+        writeFileSync(join(repository, model, "config.pbtxt"), `name: "${model}"\nbackend: "python"\n`);
+      }
+      writeFileSync(join(repository, "first", "1", "model.py"), "# the model\n");
+      symlinkSync("../../first/1/model.py", join(repository, "second", "1", "model.py"));
+      symlinkSync("missing.py", join(repository, "second", "1", "dangling.py"));
+      const planned = await planMigration(repository, { modelFiles: { kind: "configMap" } });
+      const second = planned.find((model) => model.model === "second");
+      assert.ok(second?.ok, JSON.stringify(second));
+      assert.equal(second.engine, "python");
+      assert.deepEqual(
+        second.modelFiles?.files?.map((file) => [file.path, Buffer.from(file.content).toString()]),
+        [["1/model.py", "# the model\n"]],
+      );
+    } finally {
+      rmSync(repository, { recursive: true, force: true });
+    }
   });
 
   it("says what a Triton vLLM model needs: --vllm-url, an http(s) URL, a model.json naming the model", async () => {
