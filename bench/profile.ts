@@ -8,7 +8,13 @@ import { ghzBinary } from "../e2e/support/prerequisites.js";
 import { runLoad } from "./harness/ghz.js";
 import { writeRequest } from "./harness/requests.js";
 import { CEILING_SIZES, SCENARIOS } from "./harness/scenarios.js";
-import { dataplaneArgs, passThroughRepository, startBenchServer } from "./harness/servers.js";
+import {
+  dataplaneArgs,
+  passThroughRepository,
+  PYTHON_ARGS,
+  PYTHON_REPOSITORY,
+  startBenchServer,
+} from "./harness/servers.js";
 
 /**
  * `npm run bench:profile [-- scenario-id]`: the data plane under one scenario's load with
@@ -37,11 +43,22 @@ const port = await freePort();
 const upstream = scenario.id.startsWith("forward-")
   ? await startBenchServer("triton", { cpus: "0", ceilingSizes: CEILING_SIZES })
   : undefined;
+// A python scenario profiles the python engine running the bench's Triton repository (its
+// Python processes share core 0 and are not in the profile).
+const python = scenario.id.startsWith("python-");
 const repository =
-  upstream === undefined ? join(REPO_ROOT, "bench", "models") : passThroughRepository(upstream.address);
+  upstream !== undefined
+    ? passThroughRepository(upstream.address)
+    : python
+      ? PYTHON_REPOSITORY
+      : join(REPO_ROOT, "bench", "models");
 const server = spawn(
   "taskset",
-  ["-c", "0", process.execPath, "--cpu-prof", "--cpu-prof-dir", profileDir, CLI, ...dataplaneArgs(repository, port)],
+  [
+    ...["-c", "0", process.execPath, "--cpu-prof", "--cpu-prof-dir", profileDir, CLI],
+    ...dataplaneArgs(repository, port),
+    ...(python ? PYTHON_ARGS : []),
+  ],
   { stdio: "inherit" },
 );
 await new Promise((resolve) => setTimeout(resolve, 2000));

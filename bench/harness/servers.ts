@@ -65,6 +65,10 @@ export interface StartOptions {
 /** Where bench/setup.sh puts what the peers need (venvs, the Go ceiling, Triton's files). */
 export const BENCH_CACHE = join(CACHE_DIR, "bench");
 const venvProgram = (venv: string, program: string) => join(CACHE_DIR, venv, "bin", program);
+
+/** The python engine's server: the bench's Triton repository, run with the peers' Python (numpy). */
+export const PYTHON_REPOSITORY = join(REPO_ROOT, "bench", "peers", "triton");
+export const PYTHON_ARGS: readonly string[] = ["--python", venvProgram("venv-peers", "python")];
 const TRITON_DIR = join(CACHE_DIR, "tritonserver");
 /** Python peers load slowly (Triton starts a Python stub per model). */
 const STARTUP_TIMEOUT_MS = 180_000;
@@ -185,7 +189,7 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
       ]);
     case "dataplane-python":
       // Triton's repository unchanged: its model.py files run in our python engine.
-      return dataplane(join(REPO_ROOT, "bench", "peers", "triton"), ["--python", venvProgram("venv-peers", "python")]);
+      return dataplane(PYTHON_REPOSITORY, [...PYTHON_ARGS]);
     case "dataplane-pass-through": {
       const folder = passThroughRepository(options.upstream!);
       return { ...dataplane(folder), scratch: folder };
