@@ -39,7 +39,6 @@ export async function completePythonConfig(
   if (selectedEngine(config) !== "python" || latest === undefined) return config;
   const name = config.name || basename(files.folder);
   const file = join(files.folder, String(latest), pythonModelFileName(config));
-  const source = file;
   const child = spawn(python, [PYTHON_STUB, "complete", file], {
     stdio: ["pipe", "pipe", "pipe", "pipe"],
     env: stubEnvironment(),
@@ -60,7 +59,7 @@ export async function completePythonConfig(
     },
   ).finally(() => clearTimeout(timer));
   if (outcome.error !== undefined) {
-    throw new ConfigError(source, `auto_complete_config: cannot start ${python}: ${outcome.error.message}`);
+    throw new ConfigError(file, `auto_complete_config: cannot start ${python}: ${outcome.error.message}`);
   }
   if (outcome.code !== 0) {
     const why =
@@ -70,9 +69,9 @@ export async function completePythonConfig(
           ? "failed"
           : `failed (${outcome.signal ?? `exit code ${outcome.code}`})`;
     const trace = stderr.join("").trim().split("\n").slice(-STDERR_LINES_KEPT).join("\n");
-    throw new ConfigError(source, `auto_complete_config ${why}${trace ? `: ${trace}` : ""}`);
+    throw new ConfigError(file, `auto_complete_config ${why}${trace ? `: ${trace}` : ""}`);
   }
-  const completed = parseJson(Buffer.concat(result).toString("utf8"), source);
+  const completed = parseJson(Buffer.concat(result).toString("utf8"), file);
   // The name was filled in for the model to read; a config without one still takes its folder's.
   return { ...completed, name: config.name };
 }
