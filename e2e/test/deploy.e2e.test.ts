@@ -27,6 +27,7 @@ import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
 import { tritonRepositoryCorpus } from "../../operator/test/fixtures/triton-repository.js";
 import { boundClaimObjects, IDENTITY_CONFIG, repositoryObject } from "../../operator/test/fixtures/kube.js";
 import type { DynamoKserveRepository } from "../../operator/src/api/v1alpha1.js";
+import { kubernetesName } from "../../operator/src/migrate/manifests.js";
 import { call as callRpc, infer, startServer } from "../../dataplane/test/fixtures/server.js";
 import { identityRequest } from "../../dataplane/test/fixtures/requests.js";
 import { CLI } from "../../dataplane/test/fixtures/paths.js";
@@ -613,14 +614,12 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       ]);
       for (const model of models) assert.match(report, new RegExp(`${model} .* python +model\\.py run by`), report);
       await run(`kubectl create namespace ${namespace}`);
-      for (const model of models) await run(`kubectl apply -f ${join(out, `${model.replaceAll("_", "-")}.yaml`)}`);
+      for (const model of models) await run(`kubectl apply -f ${join(out, `${kubernetesName(model)}.yaml`)}`);
       for (const model of models) {
-        await run(
-          `kubectl wait -n ${namespace} dkm/${model.replaceAll("_", "-")} --for=condition=Ready --timeout=180s`,
-        );
+        await run(`kubectl wait -n ${namespace} dkm/${kubernetesName(model)} --for=condition=Ready --timeout=180s`);
       }
       const answer = async (model: string, input: string): Promise<unknown> => {
-        const service = cluster!.kubectlGet<V1Service>("service", model.replaceAll("_", "-"), "-n", namespace);
+        const service = cluster!.kubectlGet<V1Service>("service", kubernetesName(model), "-n", namespace);
         const { stdout: reply } = await promisify(execFile)(process.execPath, [
           ...[CLI, "infer", model, "--url", `${service.spec?.clusterIP}:8001`, "--input", input],
         ]);
