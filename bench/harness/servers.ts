@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { credentials, Metadata } from "@grpc/grpc-js";
 import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
 import { CLI, REPO_ROOT } from "../../dataplane/test/fixtures/paths.js";
-import { freePort } from "../../e2e/support/ports.js";
+import { freePorts } from "../../e2e/support/ports.js";
 import { CACHE_DIR } from "../../e2e/support/prerequisites.js";
 
 /**
@@ -82,8 +82,10 @@ export function setupError(id: ServerId): string | undefined {
 export async function startBenchServer(id: ServerId, options: StartOptions): Promise<BenchServer> {
   const unavailable = setupError(id);
   if (unavailable !== undefined) throw new Error(unavailable);
-  const port = await freePort();
-  const { command, args, env, ready, scratch, httpPort } = await commandFor(id, port, options);
+  // Its gRPC port, an HTTP port, and two more for servers that want them (metrics, a worker).
+  const ports = await freePorts(4);
+  const port = ports[0]!;
+  const { command, args, env, ready, scratch, httpPort } = commandFor(id, ports, options);
   const child = spawnGroup(command, args, env, options.cpus);
   const output: string[] = [];
   const keep = (chunk: Buffer) => output.push(chunk.toString()) > 50 && output.shift();
@@ -164,14 +166,14 @@ interface Command {
   readonly httpPort?: number;
 }
 
-async function commandFor(id: ServerId, port: number, options: StartOptions): Promise<Command> {
+function commandFor(id: ServerId, ports: readonly number[], options: StartOptions): Command {
+  const [port, httpPort, side, otherSide] = ports as [number, number, number, number];
   const node = (script: string, args: string[]): Command => ({
     command: process.execPath,
     args: [script, ...args],
     env: {},
     ready: "model",
   });
-  const httpPort = await freePort();
   const dataplane = (repository: string, extra: string[] = []): Command => ({
     ...node(CLI, [...dataplaneArgs(repository, port, httpPort), ...extra]),
     httpPort,
@@ -220,7 +222,7 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
           "--http-port",
           String(httpPort),
           "--metrics-port",
-          String(await freePort()),
+          String(side),
           "--log-verbose",
           "0",
         ],
@@ -239,7 +241,7 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
           "--grpc_port",
           String(port),
           "--http_port",
-          String(await freePort()),
+          String(side),
         ],
         env: {},
         ready: "model",
@@ -253,8 +255,8 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
         args: ["start", folder],
         env: {
           MLSERVER_GRPC_PORT: String(port),
-          MLSERVER_HTTP_PORT: String(await freePort()),
-          MLSERVER_METRICS_PORT: String(await freePort()),
+          MLSERVER_HTTP_PORT: String(side),
+          MLSERVER_METRICS_PORT: String(otherSide),
           MLSERVER_LOGGING_LEVEL: "WARNING",
         },
         ready: "model",
@@ -267,7 +269,7 @@ async function commandFor(id: ServerId, port: number, options: StartOptions): Pr
       const discovery = mkdtempSync(join(tmpdir(), "dynamo-kserve-dynamo-"));
       return {
         command: join(REPO_ROOT, "bench", "peers", "dynamo", "serve.sh"),
-        args: [join(CACHE_DIR, "venv-dynamo"), String(port), String(await freePort()), discovery],
+        args: [join(CACHE_DIR, "venv-dynamo"), String(port), String(side), discovery],
         env: {},
         ready: "model",
         scratch: discovery,

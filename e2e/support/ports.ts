@@ -1,13 +1,32 @@
-import { createServer } from "node:net";
+import { createServer, type Server } from "node:net";
 
-/** A TCP port free on loopback right now (for processes that cannot report the one they picked). */
+/**
+ * TCP ports free on loopback right now (for processes that cannot report the ones they
+ * picked), all different: each is held open until every one is taken, since a port closed
+ * and asked for again at once is often handed out again.
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers: Server[] = [];
+  try {
+    return await Promise.all(
+      Array.from(
+        { length: count },
+        () =>
+          new Promise<number>((resolve, reject) => {
+            const server = createServer();
+            servers.push(server);
+            server.once("error", reject);
+            server.listen(0, "127.0.0.1", () => resolve((server.address() as { port: number }).port));
+          }),
+      ),
+    );
+  } finally {
+    await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  }
+}
+
+/** A TCP port free on loopback right now; several for one process come from freePorts. */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
+  const [port] = await freePorts(1);
+  return port!;
 }

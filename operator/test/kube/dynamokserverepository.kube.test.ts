@@ -7,7 +7,7 @@ import { Server, ServerCredentials } from "@grpc/grpc-js";
 import type { V1Deployment, V1Pod, V1Service, V2HorizontalPodAutoscaler } from "@kubernetes/client-node";
 import { startServer, type ServerProcess } from "../../../dataplane/test/fixtures/server.js";
 import { eventually } from "../../../e2e/support/eventually.js";
-import { freePort } from "../../../e2e/support/ports.js";
+import { freePort, freePorts } from "../../../e2e/support/ports.js";
 import type { DynamoKserveRepository, RepositoryModelStatus } from "../../src/api/v1alpha1.js";
 import { boundClaimObjects, conditionOf, IDENTITY_CONFIG, repositoryObject } from "../fixtures/kube.js";
 import { useOperator } from "../fixtures/operator.js";
@@ -67,7 +67,8 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     upstreamConfigs = mkdtempSync(join(tmpdir(), "dynamo-kserve-upstream-"));
     // The "Triton" upstream: any KServe v2 server with the forwarded model ready will do.
     writeFileSync(join(upstreamConfigs, "simple_string.pbtxt"), IDENTITY_CONFIG);
-    ports = { grpc: await freePort(), http: await freePort(), metrics: await freePort(), upstream: await freePort() };
+    const [grpc, http, metrics, upstreamPort] = (await freePorts(4)) as [number, number, number, number];
+    ports = { grpc, http, metrics, upstream: upstreamPort };
     upstream = await startServer(["--model-repository", upstreamConfigs, "--grpc-port", String(ports.upstream)]);
   });
   after(async () => {
