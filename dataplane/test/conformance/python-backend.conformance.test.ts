@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -46,6 +46,9 @@ function oneInput(model: string, name: string, datatype: string, raw: Uint8Array
 /** A request with one BYTES input holding `value`. */
 const request = (model: string, name: string, value: string): ModelInferRequest =>
   oneInput(model, name, "BYTES", joinBytesElements([Buffer.from(value)]));
+
+/** Linux's SCHED_BATCH scheduling policy (sched(7)). */
+const SCHED_BATCH = 3;
 
 const pidOf = (response: ModelInferResponse): bigint => Buffer.from(response.rawOutputContents[0]!).readBigInt64LE(0);
 
@@ -127,6 +130,23 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       );
     });
 
+    it("sends an answer held back while requests were queued within milliseconds, not after a slow execute behind it (no health-check ping in between)", async () => {
+      // Our own (Triton sends each answer at once). One instance: A runs 0.3 s while B (instant) and C (3 s) queue behind it. A's and B's
+      // answers are held while C is queued, and must leave ~1 ms later, not when C is done.
+      const slow = (seconds: number, id: string) =>
+        oneInput("slow_cancellable", "SECONDS", "FP32", new Uint8Array(new Float32Array([seconds]).buffer), id);
+      const sent = Date.now();
+      const answered = (message: ModelInferRequest) => infer(ours.client, message).then(() => Date.now() - sent);
+      const a = answered(slow(0.3, "held-a"));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const b = answered(slow(0, "held-b"));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const c = answered(slow(3, "held-c"));
+      const [afterA, afterB, afterC] = await Promise.all([a, b, c]);
+      assert.ok(afterC >= 3000, `C ran after A and B (${afterC} ms)`);
+      assert.ok(afterA < 1500 && afterB < 1500, `A at ${afterA} ms, B at ${afterB} ms, C at ${afterC} ms`);
+    });
+
     it("hands initialize Triton's args and logs pb_utils.Logger lines and the model's prints in the JSON log", async () => {
       const lines = ours.logs.filter((line) => line["model"] === "add_sub" && line["version"] === "1");
       assert.ok(
@@ -199,6 +219,18 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
         const seen = ours.logs.some((line) => line["msg"] === "slow_cancellable: request 'slow-1' cancelled=True");
         assert.ok(seen, "the model saw the cancellation");
       }, 10_000);
+    });
+
+    it("runs the model's process as batch work (SCHED_BATCH), so it does not preempt the data plane on a shared core", async () => {
+      const pid = pidOf(await infer(ours.client, request("crashes", "HOW", "pid")));
+      const threads = await readdir(`/proc/${pid}/task`);
+      assert.ok(threads.length >= 2, "the main thread and the frame reader");
+      for (const thread of threads) {
+        const stat = await readFile(`/proc/${pid}/task/${thread}/stat`, "utf8");
+        // Fields after the command's closing parenthesis; policy is field 41 of stat(5).
+        const policy = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[41 - 3]);
+        assert.equal(policy, SCHED_BATCH, `thread ${thread}`);
+      }
     });
 
     it("answers every request a crashed Python process held UNAVAILABLE, is not ready meanwhile, and restarts it", async () => {

@@ -80,6 +80,8 @@ export class PythonInstance {
   private restartTimer: NodeJS.Timeout | undefined;
   private healthTimer: NodeJS.Timeout | undefined;
   private lastHeard = 0;
+  /** Set while frames wait corked for the end of this event-loop turn. */
+  private corked: NodeJS.Immediate | undefined;
   private startedAt = 0;
   /** Why the last start failed, for the errors of requests that find no instance. */
   lastFailure = "";
@@ -310,10 +312,17 @@ export class PythonInstance {
   private send(header: object, payload: readonly Uint8Array[] = []): void {
     const toPython = this.child?.stdio[3] as Writable | undefined;
     if (toPython === undefined || toPython.destroyed) return;
-    // Corked until the end of the tick: the frames of one tick leave in one write.
-    toPython.cork();
+    // Corked until the event loop's I/O callbacks are done (setImmediate): the requests that
+    // arrived on every connection in this turn leave in one write, so the process wakes
+    // once for them rather than once each.
+    if (this.corked === undefined) {
+      toPython.cork();
+      this.corked = setImmediate(() => {
+        this.corked = undefined;
+        toPython.uncork();
+      });
+    }
     for (const part of encodeFrame(header, payload)) toPython.write(part);
-    process.nextTick(() => toPython.uncork());
   }
 }
 
