@@ -18,7 +18,12 @@ import {
   type ModelInferRequest,
 } from "../../../proto/gen/ts/grpc_service.js";
 import type { InferReply } from "../tensors/wire.js";
-import { encodeInferResponse, encodeStreamInferResponse, type StreamInferReply } from "./reply-encoding.js";
+import {
+  encodeInferResponse,
+  encodeStreamInferResponse,
+  type SerializedMessage,
+  type StreamInferReply,
+} from "./reply-encoding.js";
 import { decodeInferRequest } from "./request-decoding.js";
 
 export interface GrpcServerOptions {
@@ -64,23 +69,31 @@ const TUNING_OPTIONS: Readonly<Record<ChannelArgument, string>> = {
 };
 
 /**
+ * grpc-js types a response serializer as returning one Buffer; patched
+ * (patches/@grpc+grpc-js+1.14.7.patch), its server also sends an array of parts as one
+ * message, without copying them.
+ */
+const inParts = <T>(serialize: (value: T) => SerializedMessage): ((value: T) => Buffer) =>
+  serialize as (value: T) => Buffer;
+
+/**
  * The generated service definitions, with inference requests decoded keeping the bytes
  * they came in (request-decoding.ts: a forwarded model sends them on as they are) and
- * replies serialized so that tensor bytes are copied once (reply-encoding.ts), not several
- * times as the generated serializer does; a reply passed through from an upstream is sent
- * as it is.
+ * replies serialized so that large tensors are not copied at all (reply-encoding.ts), where
+ * the generated serializer copies them several times; a reply passed through from an
+ * upstream is sent as it is.
  */
 const inferenceService: ServiceDefinition = {
   ...GRPCInferenceServiceService,
   modelInfer: {
     ...GRPCInferenceServiceService.modelInfer,
     requestDeserialize: decodeInferRequest,
-    responseSerialize: encodeInferResponse,
+    responseSerialize: inParts(encodeInferResponse),
   },
   modelStreamInfer: {
     ...GRPCInferenceServiceService.modelStreamInfer,
     requestDeserialize: decodeInferRequest,
-    responseSerialize: encodeStreamInferResponse,
+    responseSerialize: inParts(encodeStreamInferResponse),
   },
 };
 
@@ -89,7 +102,7 @@ const extensionsService: ServiceDefinition = {
   modelInferStream: {
     ...InferenceExtensionsService.modelInferStream,
     requestDeserialize: decodeInferRequest,
-    responseSerialize: encodeInferResponse,
+    responseSerialize: inParts(encodeInferResponse),
   },
 };
 

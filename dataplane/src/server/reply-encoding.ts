@@ -2,19 +2,23 @@ import { ModelInferResponse, ModelStreamInferResponse } from "../../../proto/gen
 import {
   asBuffer,
   tensorMessage,
+  tensorMessageParts,
   varintSize,
-  writeTensorMessage,
   writeVarint,
   type InferReply,
   type TensorMessage,
 } from "../tensors/wire.js";
 
 /**
- * Inference replies as grpc-js sends them, with each output tensor's bytes copied once
- * (tensors/wire.ts: the generic protobuf writer would copy a 16 MiB tensor several times).
- * A reply passed through from an upstream is already encoded: it goes out as it is
- * (inside a stream reply, copied once).
+ * Inference replies as grpc-js sends them. Large output tensors are not copied at all: the
+ * reply is a list of parts, the tensors views of their own bytes, that the patched grpc-js
+ * (patches/@grpc+grpc-js+1.14.7.patch) frames and writes in one vectored write; the rest
+ * of the message is encoded into one buffer (tensors/wire.ts). A reply passed through from
+ * an upstream is already encoded: it goes out as it is.
  */
+
+/** A message as the server's serializers hand it to grpc-js: one buffer, or parts sent as one message. */
+export type SerializedMessage = Buffer | Buffer[];
 
 /** ModelStreamInfer's reply, whose response may be passed on from an upstream. */
 export interface StreamInferReply {
@@ -34,24 +38,23 @@ function partsOf(response: InferReply): TensorMessage {
 }
 
 /** ModelInfer's reply. */
-export function encodeInferResponse(response: InferReply): Buffer {
+export function encodeInferResponse(response: InferReply): SerializedMessage {
   if ("encoded" in response) return asBuffer(response.encoded);
-  const parts = partsOf(response);
-  const out = Buffer.allocUnsafe(parts.size);
-  writeTensorMessage(out, 0, parts);
-  return out;
+  return oneOrParts(tensorMessageParts(EMPTY, partsOf(response)));
 }
 
 /** ModelStreamInfer's reply: an error message, or a ModelInferResponse. */
-export function encodeStreamInferResponse(reply: StreamInferReply): Buffer {
+export function encodeStreamInferResponse(reply: StreamInferReply): SerializedMessage {
   const head = ModelStreamInferResponse.encode({ errorMessage: reply.errorMessage, inferResponse: undefined }).finish();
-  if (reply.inferResponse === undefined) return Buffer.from(head.buffer, head.byteOffset, head.byteLength);
+  if (reply.inferResponse === undefined) return asBuffer(head);
   const inner = partsOf(reply.inferResponse);
-  const out = Buffer.allocUnsafe(head.byteLength + 1 + varintSize(inner.size) + inner.size);
-  out.set(head, 0);
-  let offset = head.byteLength;
-  out[offset++] = STREAM_REPLY_TAG;
-  offset = writeVarint(out, offset, inner.size);
-  writeTensorMessage(out, offset, inner);
-  return out;
+  const prefix = Buffer.allocUnsafe(head.byteLength + 1 + varintSize(inner.size));
+  prefix.set(head, 0);
+  prefix[head.byteLength] = STREAM_REPLY_TAG;
+  writeVarint(prefix, head.byteLength + 1, inner.size);
+  return oneOrParts(tensorMessageParts(prefix, inner));
 }
+
+const EMPTY = new Uint8Array(0);
+
+const oneOrParts = (parts: Buffer[]): SerializedMessage => (parts.length === 1 ? parts[0]! : parts);

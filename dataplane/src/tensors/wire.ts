@@ -160,6 +160,43 @@ export function writeTensorMessage(out: Buffer, start: number, message: TensorMe
   return offset;
 }
 
+/**
+ * Tensors at least this large go out as views of where they already are (a gRPC reply
+ * written by scatter-gather, patches/@grpc+grpc-js+1.14.7.patch); smaller ones cost less
+ * copied than as a part of their own.
+ */
+export const VIEWED_TENSOR_BYTES = 32 * 1024;
+
+/**
+ * The message after `prefix` as parts for one vectored write: everything but the large
+ * tensors copied into one buffer, cut where each large tensor goes in as a view of its
+ * own bytes. Joined, the parts are what writeTensorMessage writes: a megabyte tensor is
+ * neither copied nor allocated again. One part when no tensor is large.
+ */
+export function tensorMessageParts(prefix: Uint8Array, message: TensorMessage): Buffer[] {
+  let viewedBytes = 0;
+  for (const bytes of message.raw) if (bytes.byteLength >= VIEWED_TENSOR_BYTES) viewedBytes += bytes.byteLength;
+  const copied = Buffer.allocUnsafe(prefix.byteLength + message.size - viewedBytes);
+  copied.set(prefix, 0);
+  copied.set(message.head, prefix.byteLength);
+  let offset = prefix.byteLength + message.head.byteLength;
+  let cut = 0;
+  const parts: Buffer[] = [];
+  for (const bytes of message.raw) {
+    copied[offset++] = message.tag;
+    offset = writeVarint(copied, offset, bytes.byteLength);
+    if (bytes.byteLength >= VIEWED_TENSOR_BYTES) {
+      parts.push(copied.subarray(cut, offset), asBuffer(bytes));
+      cut = offset;
+    } else {
+      copied.set(bytes, offset);
+      offset += bytes.byteLength;
+    }
+  }
+  if (offset > cut || parts.length === 0) parts.push(copied.subarray(cut, offset));
+  return parts;
+}
+
 /** ModelInferRequest.raw_input_contents: field 7. */
 const RAW_INPUT_FIELD = 7;
 

@@ -96,8 +96,10 @@ describe("KServe messages forwarded as bytes", () => {
 
   it("sends an encoded reply as it is, and wraps it once in a stream reply", () => {
     const encoded = withUnknown(ModelInferResponse.encode({ ...ModelInferResponse.fromPartial({ id: "e" }) }).finish());
-    assert.ok(encodeInferResponse({ encoded }).equals(encoded));
-    const streamed = encodeStreamInferResponse({ errorMessage: "", inferResponse: { encoded } });
+    assert.ok(Buffer.concat([encodeInferResponse({ encoded })].flat()).equals(encoded));
+    const streamed = Buffer.concat(
+      [encodeStreamInferResponse({ errorMessage: "", inferResponse: { encoded } })].flat(),
+    );
     assert.ok(Buffer.from(streamReplyParts(streamed).inferResponse!).equals(encoded));
   });
 });
