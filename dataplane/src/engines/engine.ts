@@ -66,8 +66,24 @@ export interface Engine {
   modelMetadata?(): Promise<ModelMetadataResponse>;
   modelConfig?(): Promise<ModelConfig>;
   modelReady?(): Promise<boolean>;
+  /**
+   * What the engine is doing now, for the load signals endpoint pickers read (waiting and
+   * running requests, KV-cache usage). Absent: nothing waits, and what the model has in
+   * flight is running.
+   */
+  load?(): EngineLoad;
   /** Releases what the engine holds; called when its model is unloaded or replaced. */
   close(): Promise<void>;
+}
+
+/** An engine's load now: the model-server protocol's signals, per model. */
+export interface EngineLoad {
+  /** Requests given to the engine that wait for it (a free instance, a sequence slot). */
+  readonly waiting: number;
+  /** Requests it is executing. */
+  readonly running: number;
+  /** Share of its KV cache in use, 0 to 1; absent for an engine that keeps none it knows of. */
+  readonly kvCacheUsage?: number;
 }
 
 /**

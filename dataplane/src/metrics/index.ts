@@ -4,6 +4,7 @@ import type { ModelRegistry } from "../models/registry.js";
 import { FrontendMetrics } from "./frontend.js";
 import { grpcServerMetrics } from "./grpc.js";
 import { HttpServerMetrics } from "./http.js";
+import { loadSignals } from "./load.js";
 import { tritonMetrics } from "./triton.js";
 
 /** Everything /metrics on the metrics port shows, in one prom-client registry per data plane. */
@@ -22,6 +23,7 @@ export function createMetrics(models: ModelRegistry): DataPlaneMetrics {
   tritonMetrics(register, () =>
     models.statistics("", "").map(({ name, version, statistics }) => statistics.toProto(name, version)),
   );
+  loadSignals(register, () => models.loads());
   return {
     register,
     frontend: new FrontendMetrics(register, () => new Set(models.statistics("", "").map(({ name }) => name))),

@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import type { Engine } from "../engines/engine.js";
+import type { Engine, EngineLoad } from "../engines/engine.js";
 import type { ModelFiles } from "../../../lib/model-repository/sources.js";
 import { errorMessage, failedPrecondition, notFound, unavailable } from "../../../lib/errors.js";
 import { ConfigError, configText } from "../../../lib/model-repository/config.js";
@@ -228,6 +228,16 @@ export class ModelRegistry {
     for (const record of this.records.values())
       if (record.live !== undefined && engineReady(record.live)) ready.push(record.live);
     return ready;
+  }
+
+  /** Each loaded model's engine load; an engine that says nothing is running what the model has in flight. */
+  loads(): { name: string; load: EngineLoad }[] {
+    const rows: { name: string; load: EngineLoad }[] = [];
+    for (const { name, live } of this.records.values()) {
+      if (live !== undefined)
+        rows.push({ name, load: live.engine.load?.() ?? { waiting: 0, running: live.inFlight.size } });
+    }
+    return rows;
   }
 
   readyCount(): number {

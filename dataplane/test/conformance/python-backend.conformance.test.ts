@@ -17,6 +17,7 @@ import {
   type Peer,
 } from "../fixtures/peers.js";
 import { call, eventually, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
 
 /**
  * Triton Python-backend models (dataplane/test/python-models: add_sub, a decoupled model, BLS,
@@ -145,6 +146,23 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       const [afterA, afterB, afterC] = await Promise.all([a, b, c]);
       assert.ok(afterC >= 3000, `C ran after A and B (${afterC} ms)`);
       assert.ok(afterA < 1500 && afterB < 1500, `A at ${afterA} ms, B at ${afterB} ms, C at ${afterC} ms`);
+    });
+
+    it("publishes the load signals: one request executing in the process, the one given to it behind that waiting", async () => {
+      const slow = (seconds: number, id: string) =>
+        oneInput("slow_cancellable", "SECONDS", "FP32", new Uint8Array(new Float32Array([seconds]).buffer), id);
+      const load = async () => {
+        const samples = await scrape(`http://127.0.0.1:${ours.metricsPort}/metrics`);
+        const model = { model: "slow_cancellable" };
+        return [
+          valueOf(samples, "dynamo_kserve_requests_running", model),
+          valueOf(samples, "dynamo_kserve_requests_waiting", model),
+        ];
+      };
+      const done = Promise.all([infer(ours.client, slow(2, "load-a")), infer(ours.client, slow(0, "load-b"))]);
+      await eventually(async () => assert.deepEqual(await load(), [1, 1]));
+      await done;
+      assert.deepEqual(await load(), [0, 0]);
     });
 
     it("hands initialize Triton's args and logs pb_utils.Logger lines and the model's prints in the JSON log", async () => {

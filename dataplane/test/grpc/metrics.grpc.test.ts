@@ -3,7 +3,8 @@ import assert from "node:assert/strict";
 import { InferenceExtensionsClient } from "../../../proto/gen/ts/extensions.js";
 import { credentials } from "@grpc/grpc-js";
 import { scrape, valueOf, type Sample } from "../../../e2e/support/prometheus.js";
-import { callError, infer, streamAll, type ServerProcess } from "../fixtures/server.js";
+import { callError, eventually, infer, streamAll, type ServerProcess } from "../fixtures/server.js";
+import { mockerConfig } from "../fixtures/repository.js";
 import { identityRequest, promptRequest } from "../fixtures/requests.js";
 import { useServer } from "../fixtures/serving.js";
 
@@ -124,5 +125,53 @@ describe("Prometheus metrics after known traffic (dynamo_frontend_*, nv_inferenc
       grpc_method: "ModelInferStream",
     };
     assert.equal(valueOf(samples, "grpc_server_msg_sent_total", serverStream), 3);
+  });
+});
+
+describe("load signals for endpoint pickers (the model-server protocol's waiting, running, KV cache)", function () {
+  this.timeout(20_000);
+  // Two sequences at once, a 100-token KV cache, each answer after 60 s unless cancelled.
+  const serving = useServer({
+    busy_llm: mockerConfig("busy_llm", { ttftMs: 60_000, maxTokens: 1, maxNumSeqs: 2, kvCacheTokens: 100 }),
+  });
+  let server: ServerProcess;
+  before(() => ({ server } = serving));
+
+  /** The model's three signals as scraped; undefined for a series that is not there. */
+  const signals = async (model: string) => {
+    const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
+    const of = (name: string) =>
+      samples.find((sample) => sample.name === name && sample.labels["model"] === model)?.value;
+    return {
+      waiting: of("dynamo_kserve_requests_waiting"),
+      running: of("dynamo_kserve_requests_running"),
+      kvCache: of("dynamo_kserve_kv_cache_usage_ratio"),
+    };
+  };
+
+  it("counts a model's waiting and running requests and its KV-cache share, and returns to 0 when they end", async () => {
+    assert.deepEqual(await signals("busy_llm"), { waiting: 0, running: 0, kvCache: 0 });
+    const calls = ["one two three", "four five", "six"].map((text) => {
+      const controller = new AbortController();
+      const call = server.client.modelInfer(promptRequest({ model: "busy_llm", text }), () => undefined);
+      controller.signal.addEventListener("abort", () => call.cancel());
+      return controller;
+    });
+    // Two run (5 prompt words held of 100), the third waits for a sequence slot.
+    await eventually(async () =>
+      assert.deepEqual(await signals("busy_llm"), { waiting: 1, running: 2, kvCache: 0.05 }),
+    );
+    calls[0]!.abort();
+    // The waiting one ("six") takes the freed slot.
+    await eventually(async () =>
+      assert.deepEqual(await signals("busy_llm"), { waiting: 0, running: 2, kvCache: 0.03 }),
+    );
+    for (const call of calls) call.abort();
+    await eventually(async () => assert.deepEqual(await signals("busy_llm"), { waiting: 0, running: 0, kvCache: 0 }));
+  });
+
+  it("publishes tensor models' signals too, without a KV cache", async () => {
+    await infer(server.client, identityRequest({ batch: 1, width: 2 }));
+    assert.deepEqual(await signals("identity_fp32"), { waiting: 0, running: 0, kvCache: undefined });
   });
 });

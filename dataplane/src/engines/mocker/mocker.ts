@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
 import type { MockerSettings } from "../../../../lib/engines/mocker.js";
 import { invalidArgument } from "../../../../lib/errors.js";
-import type { Engine, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
-import { llmOutputs, readLlmRequest } from "../llm-tensors.js";
+import { abortedError } from "../../../../lib/errors.js";
+import type { Engine, EngineLoad, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
+import { llmOutputs, readLlmRequest, type LlmRequest } from "../llm-tensors.js";
 import { CpuSlices, pause } from "../pause.js";
 
 /**
@@ -13,7 +14,10 @@ import { CpuSlices, pause } from "../pause.js";
  * "length". A decoupled model streams one response per token when the request asks for it
  * (`streaming`/`stream`; without the flag: yes, unless the model declares `stream` as
  * Triton's vLLM and TensorRT-LLM models do); otherwise the whole text comes in one
- * response, after the prompt when the layout echoes it.
+ * response, after the prompt when the layout echoes it. As an LLM server it generates at
+ * most `max_num_seqs` sequences at once (the rest wait, first come first served) and
+ * reports the share of its `kv_cache_tokens` that the running sequences hold (prompt and
+ * generated words): the load signals an endpoint picker reads.
  */
 const VOCABULARY = [
   "the",
@@ -39,7 +43,19 @@ const VOCABULARY = [
 ];
 
 export class MockerEngine implements Engine {
+  private running = 0;
+  /** Sequences waiting for a slot, in arrival order. */
+  private readonly waiting: (() => void)[] = [];
+  /** Tokens the running sequences hold in the (simulated) KV cache. */
+  private cachedTokens = 0;
+
   constructor(private readonly settings: MockerSettings) {}
+
+  load(): EngineLoad {
+    const { kvCacheTokens } = this.settings;
+    const load = { waiting: this.waiting.length, running: this.running };
+    return kvCacheTokens > 0 ? { ...load, kvCacheUsage: Math.min(1, this.cachedTokens / kvCacheTokens) } : load;
+  }
 
   async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
     const { decoupled, layout } = this.settings;
@@ -47,6 +63,50 @@ export class MockerEngine implements Engine {
     if (llm.streaming && !decoupled) {
       throw invalidArgument("streaming=true needs a decoupled model and the ModelStreamInfer RPC");
     }
+    await this.slot(signal);
+    let held = llm.prompt.split(/\s+/).filter(Boolean).length;
+    this.cachedTokens += held;
+    try {
+      yield* this.generate(request, llm, signal, () => {
+        held++;
+        this.cachedTokens++;
+      });
+    } finally {
+      this.cachedTokens -= held;
+      this.running--;
+      this.waiting.shift()?.();
+    }
+  }
+
+  /** Waits for one of `max_num_seqs` sequence slots (at once when there is no limit). */
+  private async slot(signal: AbortSignal): Promise<void> {
+    const { maxNumSeqs } = this.settings;
+    if (maxNumSeqs === 0 || (this.running < maxNumSeqs && this.waiting.length === 0)) {
+      this.running++;
+      return;
+    }
+    if (signal.aborted) throw abortedError(signal);
+    await new Promise<void>((resolve, reject) => {
+      const turn = (): void => {
+        signal.removeEventListener("abort", leave);
+        this.running++;
+        resolve();
+      };
+      const leave = (): void => {
+        this.waiting.splice(this.waiting.indexOf(turn), 1);
+        reject(abortedError(signal));
+      };
+      this.waiting.push(turn);
+      signal.addEventListener("abort", leave, { once: true });
+    });
+  }
+
+  private async *generate(
+    request: EngineRequest,
+    llm: LlmRequest,
+    signal: AbortSignal,
+    tokenMade: () => void,
+  ): AsyncIterable<EngineResponse> {
     const count = llm.sampling.max_tokens ?? this.settings.maxTokens;
     const seed = llm.sampling.seed ?? 0;
     const stream = llm.streaming;
@@ -59,6 +119,7 @@ export class MockerEngine implements Engine {
       if (delay > 0) await pause(delay, signal);
       else await slices.step();
       const token = wordFor(llm.prompt, seed, index);
+      tokenMade();
       if (stream) {
         const delta = index === 0 ? token : ` ${token}`;
         yield { outputs: llmOutputs([delta], [index === count - 1 ? "length" : ""], request.requestedOutputs, llm) };

@@ -16,7 +16,7 @@ import { servedVersions } from "../../../../lib/model-repository/versions.js";
 import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { parameterChoiceOf, parametersToJson } from "../../tensors/parameters.js";
 import type { Tensor } from "../../tensors/tensor.js";
-import type { Engine, EngineRequest, EngineResponse, InferOptions, ModelInference } from "../engine.js";
+import type { Engine, EngineLoad, EngineRequest, EngineResponse, InferOptions, ModelInference } from "../engine.js";
 import type { Frame } from "./frames.js";
 import { noInstance, PythonInstance, type RequestSink } from "./instance.js";
 
@@ -116,6 +116,25 @@ export class PythonEngine implements Engine {
       await this.close();
       throw failed.reason;
     }
+  }
+
+  /**
+   * Each process executes one batch at a time: one request, up to max_batch_size requests
+   * with the dynamic batcher (a bound: a batch stops at max_batch_size items, not
+   * requests), or every request it was given for a decoupled model (whose execute hands
+   * its requests to senders and returns). The rest of what it was given waits.
+   */
+  load(): EngineLoad {
+    const { decoupled, batching, maxBatchSize } = this.settings;
+    const perBatch = decoupled ? Infinity : batching !== undefined ? Math.max(1, maxBatchSize) : 1;
+    let waiting = 0;
+    let running = 0;
+    for (const instance of [...this.versions.values()].flat()) {
+      const executing = Math.min(instance.outstanding, perBatch);
+      running += executing;
+      waiting += instance.outstanding - executing;
+    }
+    return { waiting, running };
   }
 
   ready(): boolean {
