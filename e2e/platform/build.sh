@@ -5,6 +5,10 @@
 #   prometheus                                       (github.com/prometheus/prometheus: Kubernetes discovery)
 #   prometheus-adapter                               (sigs.k8s.io/prometheus-adapter: the custom metrics API)
 #   metrics-server                                   (sigs.k8s.io/metrics-server: the resource metrics API)
+#   lwepp, epp                                       (sigs.k8s.io/gateway-api-inference-extension:
+#                                                     the lightweight and the full endpoint picker)
+#   traefik                                          (github.com/traefik/traefik/v3: a Gateway API
+#                                                     implementation)
 # into $DYNAMO_KSERVE_CACHE/platform/<name>-<version>/bin (reused when present).
 #
 # `go install module@version` is refused for modules whose go.mod has replace directives, so
@@ -65,4 +69,9 @@ build prometheus-adapter sigs.k8s.io/prometheus-adapter "$PROMETHEUS_ADAPTER_VER
   sigs.k8s.io/prometheus-adapter/cmd/adapter
 build metrics-server sigs.k8s.io/metrics-server "$METRICS_SERVER_VERSION" \
   sigs.k8s.io/metrics-server/cmd/metrics-server
+build lwepp sigs.k8s.io/gateway-api-inference-extension "$GATEWAY_API_INFERENCE_EXTENSION_LWEPP_VERSION" \
+  sigs.k8s.io/gateway-api-inference-extension/cmd/lwepp
+build epp sigs.k8s.io/gateway-api-inference-extension "$GATEWAY_API_INFERENCE_EXTENSION_VERSION" \
+  sigs.k8s.io/gateway-api-inference-extension/cmd/epp
+build traefik github.com/traefik/traefik/v3 "$TRAEFIK_VERSION" github.com/traefik/traefik/v3/cmd/traefik
 echo "$cache/platform"

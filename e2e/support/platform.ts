@@ -18,6 +18,9 @@ export const PROMETHEUS = (): string => platformBinary("prometheus", "PROMETHEUS
 export const PROMETHEUS_ADAPTER = (): string =>
   platformBinary("prometheus-adapter", "PROMETHEUS_ADAPTER_VERSION", "adapter");
 export const METRICS_SERVER = (): string => platformBinary("metrics-server", "METRICS_SERVER_VERSION");
+export const LWEPP = (): string => platformBinary("lwepp", "GATEWAY_API_INFERENCE_EXTENSION_LWEPP_VERSION");
+export const EPP = (): string => platformBinary("epp", "GATEWAY_API_INFERENCE_EXTENSION_VERSION");
+export const TRAEFIK = (): string => platformBinary("traefik", "TRAEFIK_VERSION");
 
 /** An API group that a Kubernetes aggregated API server on this machine serves to the test cluster. */
 export interface AggregatedApi {

@@ -1,4 +1,4 @@
-import { createServer, type Server } from "node:net";
+import { connect, createServer, type Server } from "node:net";
 
 /**
  * TCP ports free on loopback right now (for processes that cannot report the ones they
@@ -29,4 +29,15 @@ export async function freePorts(count: number): Promise<number[]> {
 export async function freePort(): Promise<number> {
   const [port] = await freePorts(1);
   return port!;
+}
+
+/** True once something accepts connections on the loopback port (a daemon that reports nothing is up). */
+export function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
 }

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { promisify } from "node:util";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { credentials } from "@grpc/grpc-js";
+import { credentials, status, type ServiceError } from "@grpc/grpc-js";
 import type { V1Pod, V1Service } from "@kubernetes/client-node";
 import { REPO_ROOT, TestCluster } from "../cluster/cluster.js";
 import { NODE_NAME, RealNode, realNodeUnavailable } from "../cluster/node.js";
@@ -23,6 +23,16 @@ import { KUBE_PROMETHEUS_STACK, PrometheusStack, requirePrometheusStack } from "
 import { MetricsServer, requireMetricsServer } from "../support/metrics-server.js";
 import { PrometheusAdapter, requirePrometheusAdapter } from "../support/prometheus-adapter.js";
 import { ClosedLoopLoad, type LoadOutcome } from "../support/load.js";
+import { scrape, valueOf } from "../support/prometheus.js";
+import { gatewayApiCrdFiles, requireTraefik, Traefik, TRAEFIK_CONTROLLER } from "../support/gateway.js";
+import {
+  DESTINATION_HEADER,
+  EndpointPicker,
+  ExtProcGateway,
+  loadSignalPickerArgs,
+  requireEndpointPickers,
+} from "../support/endpoint-picker.js";
+import { ModelInferRequest } from "../../proto/gen/ts/grpc_service.js";
 import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
 import { tritonRepositoryCorpus } from "../../operator/test/fixtures/triton-repository.js";
 import { boundClaimObjects, IDENTITY_CONFIG, repositoryObject } from "../../operator/test/fixtures/kube.js";
@@ -210,6 +220,26 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       2_000,
     );
 
+  /** Applies a model with an InferencePool (its picker named `<model>-epp`) and waits until it is Ready. */
+  const pooledModel = async (
+    name: string,
+    replicas: number,
+    config: string,
+    protocol: "gRPC" | "HTTP" = "gRPC",
+  ): Promise<void> => {
+    cluster!.apply({
+      apiVersion: "dynamokserve.dev/v1alpha1",
+      kind: "DynamoKserveModel",
+      metadata: { name, namespace: "default" },
+      spec: {
+        replicas,
+        modelConfig: { inline: config },
+        inferencePool: { protocol, endpointPickerRef: { name: `${name}-epp`, port: { number: 9002 } } },
+      },
+    });
+    await run(`kubectl wait dkm/${name} --for=condition=Ready --timeout=180s`);
+  };
+
   /** The names of a model's pods (terminating ones included). */
   const podsOf = (model: string): V1Pod[] =>
     cluster!.kubectlGet<{ items: V1Pod[] }>("pods", "-l", `dynamokserve.dev/model=${model}`).items;
@@ -221,6 +251,8 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     requirePrometheusStack(this);
     requirePrometheusAdapter(this);
     requireMetricsServer(this);
+    requireEndpointPickers(this);
+    requireTraefik(this);
     const unavailable = realNodeUnavailable();
     if (unavailable !== undefined) {
       if (process.env["CI"] === "true") throw new Error(`no real node: ${unavailable}`);
@@ -635,6 +667,260 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
       await run(`kubectl delete namespace ${namespace} --wait=false`).catch(() => undefined);
       rmSync(out, { recursive: true, force: true });
       rmSync(repository, { recursive: true, force: true });
+    }
+  });
+
+  it("an endpoint picker (GAIE v1.6.0's lwepp) picks Ready pods from the operator's InferencePool, never a pod that is not Ready; ModelInfer over h2c to the endpoint it gives is answered", async () => {
+    await pooledModel("picked", 2, IDENTITY_CONFIG);
+    const pool = cluster!.kubectlGet<{ spec: { selector: { matchLabels: Record<string, string> } } }>(
+      "inferencepool",
+      "picked",
+    );
+    const ready = podsOf("picked").filter((pod) => pod.status?.podIP !== undefined);
+    // A pod the pool selects that never becomes Ready: the data plane with no model loaded.
+    const template = ready[0]!.spec!.containers[0]!;
+    cluster!.apply({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "picked-not-ready", namespace: "default", labels: pool.spec.selector.matchLabels },
+      spec: {
+        nodeName: NODE_NAME,
+        containers: [
+          {
+            name: "dataplane",
+            image: template.image,
+            imagePullPolicy: "Never",
+            args: ["dataplane", "--model-control-mode", "explicit"],
+            readinessProbe: { grpc: { port: 8001, service: "inference.GRPCInferenceService" }, periodSeconds: 1 },
+          },
+        ],
+      },
+    });
+    const notReadyIp = await eventually(
+      () => {
+        const pod = cluster!.kubectlGet<V1Pod>("pod", "picked-not-ready");
+        assert.equal(pod.status?.phase, "Running");
+        assert.ok(pod.status?.podIP);
+        return pod.status.podIP;
+      },
+      120_000,
+      1_000,
+    );
+    const picker = await EndpointPicker.lwepp(cluster!, { name: "picked", namespace: "default" });
+    const gateway = new ExtProcGateway(picker.address);
+    try {
+      const request = identityRequest({ model: "picked", width: 4 });
+      const message = ModelInferRequest.encode(request).finish();
+      // The gRPC body as a gateway forwards it: one length-prefixed message.
+      const body = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), message]);
+      body.writeUInt32BE(message.byteLength, 1);
+      const headers = {
+        ":method": "POST",
+        ":path": "/inference.GRPCInferenceService/ModelInfer",
+        ":authority": "picked-pool.default.svc:8001",
+        "content-type": "application/grpc",
+        te: "trailers",
+      };
+      const readyEndpoints = new Set(ready.map((pod) => `${pod.status!.podIP}:8001`));
+      const picked = await eventually(
+        async () => {
+          const endpoints: string[] = [];
+          for (let index = 0; index < 8; index++)
+            endpoints.push((await gateway.pick({ headers, body }))[DESTINATION_HEADER]!);
+          // Round robin over the pool's Ready pods: both are picked, the pod that is not Ready never.
+          assert.deepEqual(new Set(endpoints), readyEndpoints);
+          return endpoints;
+        },
+        60_000,
+        1_000,
+      );
+      assert.ok(!picked.some((endpoint) => endpoint.startsWith(`${notReadyIp}:`)));
+      for (const endpoint of new Set(picked)) {
+        const client = new GRPCInferenceServiceClient(endpoint, credentials.createInsecure());
+        try {
+          const reply = await infer(client, request);
+          assert.deepEqual(
+            reply.outputs.map((output) => output.name),
+            ["OUTPUT0"],
+          );
+          assert.ok(Buffer.from(reply.rawOutputContents[0]!).equals(Buffer.from(request.rawInputContents[0]!)));
+        } finally {
+          client.close();
+        }
+      }
+    } finally {
+      gateway.close();
+      await picker.stop();
+      cluster!.kubectl("delete", "pod", "picked-not-ready", "--wait=false");
+      cluster!.kubectl("delete", "dkm", "picked", "--wait=false");
+    }
+  });
+
+  it("an endpoint picker that reads load (GAIE v1.4.0's epp) sends OpenAI requests of an HTTP pool to the pod that is not kept busy, read from the pods' load signals", async () => {
+    // An LLM server generating one sequence at a time, a token a second, with a KV cache.
+    await pooledModel(
+      "llm-picked",
+      2,
+      [
+        'backend: "mocker"',
+        'parameters { key: "itl_ms" value { string_value: "1000" } }',
+        'parameters { key: "max_num_seqs" value { string_value: "1" } }',
+        'parameters { key: "kv_cache_tokens" value { string_value: "1000" } }',
+        'input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]',
+        'output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]',
+      ].join("\n"),
+      "HTTP",
+    );
+    const [first, second] = podsOf("llm-picked").map((pod) => pod.status!.podIP!) as [string, string];
+    const completion = (address: string, prompt: string, maxTokens: number, signal?: AbortSignal) =>
+      fetch(`http://${address}:8000/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "llm-picked", prompt, max_tokens: maxTokens }),
+        signal,
+      });
+    const loads: { stop(): Promise<void> }[] = [];
+    /** Keeps a pod busy (a 10-minute answer running, two more waiting behind it) until stopped. */
+    const keepBusy = async (address: string): Promise<{ stop(): Promise<void> }> => {
+      const controller = new AbortController();
+      const held = [1, 2, 3].map(() =>
+        completion(address, "keep this pod busy", 600, controller.signal).catch(() => undefined),
+      );
+      const load = {
+        async stop() {
+          controller.abort();
+          await Promise.all(held);
+        },
+      };
+      loads.push(load);
+      const samples = await eventually(
+        async () => {
+          const scraped = await scrape(`http://${address}:8002/metrics`);
+          assert.equal(valueOf(scraped, "dynamo_kserve_requests_waiting", { model: "llm-picked" }), 2);
+          return scraped;
+        },
+        30_000,
+        500,
+      );
+      assert.equal(valueOf(samples, "dynamo_kserve_requests_running", { model: "llm-picked" }), 1);
+      assert.ok(valueOf(samples, "dynamo_kserve_kv_cache_usage_ratio", { model: "llm-picked" }) > 0);
+      return load;
+    };
+    const picker = await EndpointPicker.epp(
+      cluster!,
+      { name: "llm-picked", namespace: "default" },
+      loadSignalPickerArgs("llm-picked"),
+    );
+    const gateway = new ExtProcGateway(picker.address);
+    const body = Buffer.from(JSON.stringify({ model: "llm-picked", prompt: "which pod?", max_tokens: 1 }));
+    const headers = { ":method": "POST", ":path": "/v1/completions", "content-type": "application/json" };
+    /** Waits until six picks in a row all choose `address`'s pod. */
+    const allPicked = (address: string) =>
+      eventually(
+        async () => {
+          const endpoints: string[] = [];
+          for (let index = 0; index < 6; index++)
+            endpoints.push((await gateway.pick({ headers, body }))[DESTINATION_HEADER]!);
+          assert.deepEqual(new Set(endpoints), new Set([`${address}:8000`]));
+        },
+        60_000,
+        1_000,
+      );
+    try {
+      // The first pod busy: every request goes to the second; then the other way round.
+      const firstBusy = await keepBusy(first);
+      await allPicked(second);
+      const response = await completion(second, "which pod?", 1);
+      assert.equal(response.status, 200);
+      assert.equal(((await response.json()) as { choices: unknown[] }).choices.length, 1);
+      await firstBusy.stop();
+      await keepBusy(second);
+      await allPicked(first);
+    } finally {
+      await Promise.all(loads.map((load) => load.stop()));
+      gateway.close();
+      await picker.stop();
+      cluster!.kubectl("delete", "dkm", "llm-picked", "--wait=false");
+    }
+  });
+
+  it("a real gateway (Traefik v3.6.12, Gateway API HTTPRoutes) carries gRPC ModelInfer over h2c to the operator's <pool>-pool Service and to the model's Service; a Service without appProtocol does not", async () => {
+    for (const file of gatewayApiCrdFiles()) await cluster!.installCrdFile(file);
+    await pooledModel("routed", 1, IDENTITY_CONFIG);
+    const poolService = cluster!.kubectlGet<V1Service>("service", "routed-pool");
+    assert.equal(poolService.spec?.ports?.[0]?.appProtocol, "kubernetes.io/h2c");
+    const port = await freePort();
+    const route = (name: string, hostname: string, service: string) => ({
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: "HTTPRoute",
+      metadata: { name, namespace: "default" },
+      spec: {
+        parentRefs: [{ name: "inference" }],
+        hostnames: [hostname],
+        rules: [{ backendRefs: [{ name: service, port: 8001 }] }],
+      },
+    });
+    cluster!.apply(
+      {
+        apiVersion: "gateway.networking.k8s.io/v1",
+        kind: "GatewayClass",
+        metadata: { name: "traefik" },
+        spec: { controllerName: TRAEFIK_CONTROLLER },
+      },
+      {
+        apiVersion: "gateway.networking.k8s.io/v1",
+        kind: "Gateway",
+        metadata: { name: "inference", namespace: "default" },
+        spec: { gatewayClassName: "traefik", listeners: [{ name: "web", protocol: "HTTP", port }] },
+      },
+      // The control: the same pods and port, with no appProtocol.
+      {
+        apiVersion: "v1",
+        kind: "Service",
+        metadata: { name: "routed-plain", namespace: "default" },
+        spec: { selector: poolService.spec?.selector, ports: [{ name: "grpc", port: 8001, targetPort: 8001 }] },
+      },
+      route("routed-pool", "pool.routed.test", "routed-pool"),
+      route("routed-model", "model.routed.test", "routed"),
+      route("routed-plain", "plain.routed.test", "routed-plain"),
+    );
+    const traefik = await Traefik.start(cluster!, port);
+    const request = identityRequest({ model: "routed", width: 4 });
+    const through = (hostname: string) => {
+      const client = new GRPCInferenceServiceClient(`127.0.0.1:${port}`, credentials.createInsecure(), {
+        "grpc.default_authority": hostname,
+      });
+      return infer(client, request).finally(() => client.close());
+    };
+    try {
+      for (const hostname of ["pool.routed.test", "model.routed.test"]) {
+        const reply = await eventually(() => through(hostname), 60_000, 1_000);
+        assert.deepEqual(
+          reply.outputs.map((output) => output.name),
+          ["OUTPUT0"],
+          hostname,
+        );
+      }
+      // Without appProtocol Traefik speaks HTTP/1.1 to the pod: never a gRPC answer. (A route
+      // not loaded yet would be a 404, UNIMPLEMENTED: wait until the failure is the upstream's.)
+      const error = await eventually(
+        async () => {
+          const failure = await through("plain.routed.test").then(
+            () => assert.fail("the Service without appProtocol answered"),
+            (failed: ServiceError) => failed,
+          );
+          assert.notEqual(failure.code, status.UNIMPLEMENTED, failure.details);
+          return failure;
+        },
+        60_000,
+        1_000,
+      );
+      // Traefik's own error status for the HTTP/1.1 exchange the gRPC server refuses.
+      assert.match(error.details, /HTTP status code 50[0-4]/);
+    } finally {
+      await traefik.stop();
+      cluster!.kubectl("delete", "dkm", "routed", "--wait=false");
+      cluster!.kubectl("delete", "service", "routed-plain", "--wait=false");
     }
   });
 

@@ -1,0 +1,239 @@
+import { Client, credentials } from "@grpc/grpc-js";
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type { TestCluster } from "../cluster/cluster.js";
+import { Daemons, waitFor } from "../cluster/daemons.js";
+import { EPP, LWEPP } from "./platform.js";
+import { accepts, freePorts } from "./ports.js";
+import { requireProgram } from "./prerequisites.js";
+
+/**
+ * An endpoint picker of the Gateway API Inference Extension, and the gateway's part of
+ * talking to it. A gateway hands each request to its picker over Envoy's external
+ * processing protocol (envoy.service.ext_proc.v3.ExternalProcessor/Process, a bidi stream):
+ * the request's headers, then its body; the picker answers the headers with a header
+ * mutation that sets `x-gateway-destination-endpoint` to the `ip:port` the gateway must send
+ * the request to. Only the messages and fields this exchange uses are encoded here, by
+ * their field numbers in Envoy's public API (ext_proc v3 and config.core.v3).
+ */
+
+export function requireEndpointPickers(context: Mocha.Context): void {
+  requireProgram(context, LWEPP(), "GAIE's lightweight endpoint picker (lwepp)", "run bash e2e/platform/build.sh");
+  requireProgram(context, EPP(), "GAIE's endpoint picker (epp)", "run bash e2e/platform/build.sh");
+}
+
+/** The header an endpoint picker sets to the endpoint it chose (the Endpoint Picker protocol). */
+export const DESTINATION_HEADER = "x-gateway-destination-endpoint";
+
+/** One request as the gateway hands it to the picker. */
+export interface PickedRequest {
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Uint8Array;
+}
+
+/** config.core.v3.HeaderValue { key = 1; value = 2; raw_value = 3 }, as a HeaderMap entry (headers = 1). */
+function headerMap(headers: Readonly<Record<string, string>>): Uint8Array {
+  const map = new BinaryWriter();
+  for (const [key, value] of Object.entries(headers)) {
+    map
+      .tag(1, WireType.LengthDelimited)
+      .bytes(
+        new BinaryWriter()
+          .tag(1, WireType.LengthDelimited)
+          .string(key)
+          .tag(3, WireType.LengthDelimited)
+          .bytes(new TextEncoder().encode(value))
+          .finish(),
+      );
+  }
+  return map.finish();
+}
+
+/** ProcessingRequest { request_headers = 2: HttpHeaders { headers = 1; end_of_stream = 3 } }. */
+function requestHeaders(headers: Readonly<Record<string, string>>, endOfStream: boolean): Buffer {
+  const httpHeaders = new BinaryWriter().tag(1, WireType.LengthDelimited).bytes(headerMap(headers));
+  if (endOfStream) httpHeaders.tag(3, WireType.Varint).bool(true);
+  return Buffer.from(new BinaryWriter().tag(2, WireType.LengthDelimited).bytes(httpHeaders.finish()).finish());
+}
+
+/** ProcessingRequest { request_body = 4: HttpBody { body = 1; end_of_stream = 2 } }. */
+function requestBody(body: Uint8Array): Buffer {
+  const httpBody = new BinaryWriter()
+    .tag(1, WireType.LengthDelimited)
+    .bytes(body)
+    .tag(2, WireType.Varint)
+    .bool(true)
+    .finish();
+  return Buffer.from(new BinaryWriter().tag(4, WireType.LengthDelimited).bytes(httpBody).finish());
+}
+
+/** The length-delimited fields numbered `field` of a message. */
+function fields(bytes: Uint8Array, field: number): Uint8Array[] {
+  const reader = new BinaryReader(bytes);
+  const found: Uint8Array[] = [];
+  while (reader.pos < reader.len) {
+    const [number, wireType] = reader.tag();
+    if (number === field && wireType === WireType.LengthDelimited) found.push(reader.bytes());
+    else reader.skip(wireType, number);
+  }
+  return found;
+}
+
+/**
+ * The headers a ProcessingResponse to request headers sets: request_headers = 1 ->
+ * HeadersResponse.response = 1 -> CommonResponse.header_mutation = 2 ->
+ * HeaderMutation.set_headers = 1 -> HeaderValueOption.header = 1 -> HeaderValue. Undefined
+ * for a response to anything else (the body).
+ */
+function setHeaders(response: Uint8Array): Record<string, string> | undefined {
+  const [headersResponse] = fields(response, 1);
+  if (headersResponse === undefined) return undefined;
+  const set: Record<string, string> = {};
+  for (const common of fields(headersResponse, 1))
+    for (const mutation of fields(common, 2))
+      for (const option of fields(mutation, 1))
+        for (const header of fields(option, 1)) {
+          const [key] = fields(header, 1);
+          const [value] = fields(header, 2);
+          const [raw] = fields(header, 3);
+          if (key !== undefined) set[new TextDecoder().decode(key)] = new TextDecoder().decode(raw ?? value);
+        }
+  return set;
+}
+
+/** The gateway's side of ext_proc: asks the picker where one request goes. */
+export class ExtProcGateway {
+  private readonly client: Client;
+
+  constructor(address: string) {
+    this.client = new Client(address, credentials.createInsecure());
+  }
+
+  /** The headers the picker sets for this request (its headers, then its body, as a gateway sends them). */
+  pick(request: PickedRequest): Promise<Record<string, string>> {
+    const asIs = (bytes: Buffer): Buffer => bytes;
+    const stream = this.client.makeBidiStreamRequest(
+      "/envoy.service.ext_proc.v3.ExternalProcessor/Process",
+      asIs,
+      asIs,
+    );
+    return new Promise((resolve, reject) => {
+      stream.on("data", (response: Buffer) => {
+        const headers = setHeaders(response);
+        if (headers === undefined) return;
+        resolve(headers);
+        stream.end();
+      });
+      stream.on("error", reject);
+      stream.on("end", () => reject(new Error("the endpoint picker ended the stream without answering the headers")));
+      stream.write(requestHeaders(request.headers, false));
+      stream.write(requestBody(request.body));
+    });
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}
+
+/**
+ * GAIE v1.4.0's endpoint picker pointed at the data plane's load signals for one model
+ * (README, "Observability"): its data layer scrapes each pod's metrics port and reads the
+ * model's waiting, running and KV-cache series (the engine `dynamo-kserve` of its
+ * model-server protocol mapping, the default for every pod of the pool); the queue and
+ * KV-cache scorers rank the pods on them. v1.4 refuses the old metric flags.
+ */
+export const loadSignalPickerArgs = (model: string): string[] => {
+  const series = (name: string) => `'${name}{model="${model}"}'`;
+  const config = [
+    "apiVersion: inference.networking.x-k8s.io/v1alpha1",
+    "kind: EndpointPickerConfig",
+    "featureGates: [dataLayer]",
+    "plugins:",
+    "- { name: metrics, type: metrics-data-source }",
+    "- name: load-signals",
+    "  type: model-server-protocol-metrics",
+    "  parameters:",
+    "    defaultEngine: dynamo-kserve",
+    "    engineConfigs:",
+    "    - name: dynamo-kserve",
+    `      queuedRequestsSpec: ${series("dynamo_kserve_requests_waiting")}`,
+    `      runningRequestsSpec: ${series("dynamo_kserve_requests_running")}`,
+    `      kvUsageSpec: ${series("dynamo_kserve_kv_cache_usage_ratio")}`,
+    "- { name: queue-scorer, type: queue-scorer }",
+    "- { name: kv-cache-utilization-scorer, type: kv-cache-utilization-scorer }",
+    "data:",
+    "  sources:",
+    "  - { pluginRef: metrics, extractors: [ { pluginRef: load-signals } ] }",
+  ].join("\n");
+  return [
+    // The pool's target port is the HTTP one; the signals are on the metrics port.
+    "--model-server-metrics-port=8002",
+    `--config-text=${config}`,
+    "--tracing=false",
+    "--metrics-endpoint-auth=false",
+  ];
+};
+
+/**
+ * An endpoint picker of the Gateway API Inference Extension, built by e2e/platform/build.sh,
+ * run on this machine against the test cluster for one InferencePool: it watches the pool
+ * and its pods through the API server and picks among the Ready ones. GAIE v1.6.0's
+ * lightweight picker (lwepp) goes round robin; v1.4.0's full picker (epp) scores pods by the
+ * load signals it scrapes from them.
+ */
+export class EndpointPicker {
+  private constructor(
+    private readonly daemons: Daemons,
+    private readonly name: string,
+    readonly address: string,
+  ) {}
+
+  static lwepp(cluster: TestCluster, pool: PoolName): Promise<EndpointPicker> {
+    return EndpointPicker.start(cluster, "lwepp", LWEPP(), pool, []);
+  }
+
+  static epp(cluster: TestCluster, pool: PoolName, args: readonly string[]): Promise<EndpointPicker> {
+    return EndpointPicker.start(cluster, "epp", EPP(), pool, args);
+  }
+
+  private static async start(
+    cluster: Pick<TestCluster, "dir" | "adminKubeconfig">,
+    name: string,
+    binary: string,
+    pool: PoolName,
+    args: readonly string[],
+  ): Promise<EndpointPicker> {
+    const dir = join(cluster.dir, `${name}-${pool.name}`);
+    mkdirSync(dir, { recursive: true });
+    const [grpcPort, healthPort, metricsPort] = (await freePorts(3)) as [number, number, number];
+    const daemons = new Daemons(dir);
+    // Both read the cluster through controller-runtime, from the kubeconfig KUBECONFIG names.
+    daemons.start(
+      name,
+      binary,
+      [
+        `--pool-name=${pool.name}`,
+        `--pool-namespace=${pool.namespace}`,
+        `--grpc-port=${grpcPort}`,
+        `--grpc-health-port=${healthPort}`,
+        `--metrics-port=${metricsPort}`,
+        "--secure-serving=false",
+        ...args,
+      ],
+      { KUBECONFIG: cluster.adminKubeconfig },
+    );
+    await waitFor(`${name}'s ext_proc port`, () => accepts(grpcPort));
+    return new EndpointPicker(daemons, name, `127.0.0.1:${grpcPort}`);
+  }
+
+  stop(): Promise<void> {
+    return this.daemons.stop(this.name);
+  }
+}
+
+interface PoolName {
+  readonly name: string;
+  readonly namespace: string;
+}
