@@ -5,10 +5,11 @@ import type { EngineLoad } from "../engines/engine.js";
  * The load signals of the Gateway API Inference Extension's model-server protocol, per
  * model: requests waiting, requests running, and KV-cache usage for engines that know
  * theirs. An endpoint picker scrapes them from every pod of an InferencePool and sends the
- * next request to the least loaded one (its flags name them: README, "Gateway"). Tensor
- * models publish them too: a request is running once its engine has it.
+ * next request to the least loaded one (its EndpointPickerConfig names them: README,
+ * "Observability"). Tensor models publish them too: a request is running once its engine
+ * has it.
  */
-export const LOAD_SIGNAL_NAMES = {
+const LOAD_SIGNAL_NAMES = {
   waiting: "dynamo_kserve_requests_waiting",
   running: "dynamo_kserve_requests_running",
   kvCacheUsage: "dynamo_kserve_kv_cache_usage_ratio",

@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto";
 import type { MockerSettings } from "../../../../lib/engines/mocker.js";
-import { invalidArgument } from "../../../../lib/errors.js";
-import { abortedError } from "../../../../lib/errors.js";
+import { abortedError, invalidArgument } from "../../../../lib/errors.js";
 import type { Engine, EngineLoad, EngineRequest, EngineResponse, InferOptions } from "../engine.js";
 import { llmOutputs, readLlmRequest, type LlmRequest } from "../llm-tensors.js";
 import { CpuSlices, pause } from "../pause.js";
