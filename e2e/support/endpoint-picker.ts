@@ -1,8 +1,8 @@
 import { Client, credentials } from "@grpc/grpc-js";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { TestCluster } from "../cluster/cluster.js";
+import { REPO_ROOT, type TestCluster } from "../cluster/cluster.js";
 import { Daemons, waitFor } from "../cluster/daemons.js";
 import { EPP, LWEPP } from "./platform.js";
 import { accepts, freePorts } from "./ports.js";
@@ -138,35 +138,19 @@ export class ExtProcGateway {
 }
 
 /**
- * GAIE v1.4.0's endpoint picker pointed at the data plane's load signals for one model
- * (README, "Observability"): its data layer scrapes each pod's metrics port and reads the
- * model's waiting, running and KV-cache series (the engine `dynamo-kserve` of its
- * model-server protocol mapping, the default for every pod of the pool); the queue and
- * KV-cache scorers rank the pods on them. v1.4 refuses the old metric flags.
+ * GAIE v1.4.0's endpoint picker pointed at the data plane's load signals for one model: the
+ * README's EndpointPickerConfig ("Observability"), the very text a user copies, for `model`.
+ * Its data layer scrapes each pod's metrics port and reads the model's waiting, running and
+ * KV-cache series; the queue and KV-cache scorers rank the pods on them. (v1.4 refuses the
+ * old metric flags.)
  */
 export const loadSignalPickerArgs = (model: string): string[] => {
-  const series = (name: string) => `'${name}{model="${model}"}'`;
-  const config = [
-    "apiVersion: inference.networking.x-k8s.io/v1alpha1",
-    "kind: EndpointPickerConfig",
-    "featureGates: [dataLayer]",
-    "plugins:",
-    "- { name: metrics, type: metrics-data-source }",
-    "- name: load-signals",
-    "  type: model-server-protocol-metrics",
-    "  parameters:",
-    "    defaultEngine: dynamo-kserve",
-    "    engineConfigs:",
-    "    - name: dynamo-kserve",
-    `      queuedRequestsSpec: ${series("dynamo_kserve_requests_waiting")}`,
-    `      runningRequestsSpec: ${series("dynamo_kserve_requests_running")}`,
-    `      kvUsageSpec: ${series("dynamo_kserve_kv_cache_usage_ratio")}`,
-    "- { name: queue-scorer, type: queue-scorer }",
-    "- { name: kv-cache-utilization-scorer, type: kv-cache-utilization-scorer }",
-    "data:",
-    "  sources:",
-    "  - { pluginRef: metrics, extractors: [ { pluginRef: load-signals } ] }",
-  ].join("\n");
+  const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
+  const config =
+    /```yaml\n(apiVersion: inference\.networking\.x-k8s\.io\/v1alpha1\nkind: EndpointPickerConfig\n[^`]*)```/
+      .exec(readme)?.[1]
+      ?.replaceAll('model="my-model"', `model="${model}"`);
+  if (config === undefined) throw new Error("README.md shows no EndpointPickerConfig");
   return [
     // The pool's target port is the HTTP one; the signals are on the metrics port.
     "--model-server-metrics-port=8002",
