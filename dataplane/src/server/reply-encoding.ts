@@ -1,6 +1,7 @@
 import { ModelInferResponse, ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import {
   asBuffer,
+  EMPTY,
   tensorMessage,
   tensorMessageParts,
   varintSize,
@@ -54,7 +55,5 @@ export function encodeStreamInferResponse(reply: StreamInferReply): SerializedMe
   writeVarint(prefix, head.byteLength + 1, inner.size);
   return oneOrParts(tensorMessageParts(prefix, inner));
 }
-
-const EMPTY = new Uint8Array(0);
 
 const oneOrParts = (parts: Buffer[]): SerializedMessage => (parts.length === 1 ? parts[0]! : parts);

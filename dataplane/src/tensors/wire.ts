@@ -147,19 +147,6 @@ export function tensorMessage(head: Uint8Array, rawField: number, raw: readonly 
   return { head, tag: (rawField << 3) | WireType.LengthDelimited, raw, size };
 }
 
-/** Writes the message at `start`; returns where it ends. */
-export function writeTensorMessage(out: Buffer, start: number, message: TensorMessage): number {
-  out.set(message.head, start);
-  let offset = start + message.head.byteLength;
-  for (const bytes of message.raw) {
-    out[offset++] = message.tag;
-    offset = writeVarint(out, offset, bytes.byteLength);
-    out.set(bytes, offset);
-    offset += bytes.byteLength;
-  }
-  return offset;
-}
-
 /**
  * Tensors at least this large go out as views of where they already are (a gRPC reply
  * written by scatter-gather, patches/@grpc+grpc-js+1.14.7.patch); smaller ones cost less
@@ -168,14 +155,18 @@ export function writeTensorMessage(out: Buffer, start: number, message: TensorMe
 export const VIEWED_TENSOR_BYTES = 32 * 1024;
 
 /**
- * The message after `prefix` as parts for one vectored write: everything but the large
- * tensors copied into one buffer, cut where each large tensor goes in as a view of its
- * own bytes. Joined, the parts are what writeTensorMessage writes: a megabyte tensor is
- * neither copied nor allocated again. One part when no tensor is large.
+ * The message after `prefix` as parts for one vectored write: everything but the tensors
+ * of `viewedFrom` bytes or more copied into one buffer, cut where each of those goes in as
+ * a view of its own bytes, so a megabyte tensor is neither copied nor allocated again. One
+ * part when no tensor is that large (with `viewedFrom` Infinity: the message copied whole).
  */
-export function tensorMessageParts(prefix: Uint8Array, message: TensorMessage): Buffer[] {
+export function tensorMessageParts(
+  prefix: Uint8Array,
+  message: TensorMessage,
+  viewedFrom = VIEWED_TENSOR_BYTES,
+): Buffer[] {
   let viewedBytes = 0;
-  for (const bytes of message.raw) if (bytes.byteLength >= VIEWED_TENSOR_BYTES) viewedBytes += bytes.byteLength;
+  for (const bytes of message.raw) if (bytes.byteLength >= viewedFrom) viewedBytes += bytes.byteLength;
   const copied = Buffer.allocUnsafe(prefix.byteLength + message.size - viewedBytes);
   copied.set(prefix, 0);
   copied.set(message.head, prefix.byteLength);
@@ -185,7 +176,7 @@ export function tensorMessageParts(prefix: Uint8Array, message: TensorMessage): 
   for (const bytes of message.raw) {
     copied[offset++] = message.tag;
     offset = writeVarint(copied, offset, bytes.byteLength);
-    if (bytes.byteLength >= VIEWED_TENSOR_BYTES) {
+    if (bytes.byteLength >= viewedFrom) {
       parts.push(copied.subarray(cut, offset), asBuffer(bytes));
       cut = offset;
     } else {
@@ -197,14 +188,15 @@ export function tensorMessageParts(prefix: Uint8Array, message: TensorMessage): 
   return parts;
 }
 
+/** No bytes: the prefix of a message that has none. */
+export const EMPTY = new Uint8Array(0);
+
 /** ModelInferRequest.raw_input_contents: field 7. */
 const RAW_INPUT_FIELD = 7;
 
 /** A ModelInferRequest encoded with its tensors' bytes copied once (an upstream's request). */
 export function encodeInferRequest(request: ModelInferRequest): Buffer {
   const head = ModelInferRequest.encode({ ...request, rawInputContents: [] }).finish();
-  const message = tensorMessage(head, RAW_INPUT_FIELD, request.rawInputContents);
-  const out = Buffer.allocUnsafe(message.size);
-  writeTensorMessage(out, 0, message);
-  return out;
+  const [whole] = tensorMessageParts(EMPTY, tensorMessage(head, RAW_INPUT_FIELD, request.rawInputContents), Infinity);
+  return whole!;
 }
