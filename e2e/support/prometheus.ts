@@ -31,11 +31,20 @@ export function parseMetrics(text: string): Sample[] {
  * none (a counter never incremented has no series). Throws if several match.
  */
 export function valueOf(samples: readonly Sample[], name: string, labels: Record<string, string> = {}): number {
+  return seriesValue(samples, name, labels) ?? 0;
+}
+
+/** As valueOf, but undefined when there is no such series (for asserting that one exists, or not). */
+export function seriesValue(
+  samples: readonly Sample[],
+  name: string,
+  labels: Record<string, string> = {},
+): number | undefined {
   const found = samples.filter(
     (sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value),
   );
   if (found.length > 1) throw new Error(`${found.length} samples of ${name} match ${JSON.stringify(labels)}`);
-  return found[0]?.value ?? 0;
+  return found[0]?.value;
 }
 
 /** Scrapes a /metrics URL. */

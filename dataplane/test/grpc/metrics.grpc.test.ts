@@ -2,7 +2,7 @@ import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { InferenceExtensionsClient } from "../../../proto/gen/ts/extensions.js";
 import { credentials } from "@grpc/grpc-js";
-import { scrape, valueOf, type Sample } from "../../../e2e/support/prometheus.js";
+import { scrape, seriesValue, valueOf, type Sample } from "../../../e2e/support/prometheus.js";
 import { callError, eventually, infer, streamAll, type ServerProcess } from "../fixtures/server.js";
 import { mockerConfig } from "../fixtures/repository.js";
 import { identityRequest, promptRequest } from "../fixtures/requests.js";
@@ -73,10 +73,8 @@ describe("Prometheus metrics after known traffic (dynamo_frontend_*, nv_inferenc
   });
 
   it("publishes in-flight requests for every served model, 0 before its first request (autoscalers read a value per pod)", () => {
-    const idle = samples.find(
-      (sample) => sample.name === "dynamo_frontend_inflight_requests" && sample.labels["model"] === "identity_bytes",
-    );
-    assert.equal(idle?.value, 0, "identity_bytes was never called, and still has a series");
+    const idle = seriesValue(samples, "dynamo_frontend_inflight_requests", { model: "identity_bytes" });
+    assert.equal(idle, 0, "identity_bytes was never called, and still has a series");
   });
 
   it("times first tokens and the gaps between tokens of streamed requests", () => {
@@ -140,8 +138,7 @@ describe("load signals for endpoint pickers (the model-server protocol's waiting
   /** The model's three signals as scraped; undefined for a series that is not there. */
   const signals = async (model: string) => {
     const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
-    const of = (name: string) =>
-      samples.find((sample) => sample.name === name && sample.labels["model"] === model)?.value;
+    const of = (name: string) => seriesValue(samples, name, { model });
     return {
       waiting: of("dynamo_kserve_requests_waiting"),
       running: of("dynamo_kserve_requests_running"),
