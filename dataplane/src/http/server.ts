@@ -141,7 +141,9 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
     if (door.draining()) void reply.header("connection", "close");
   });
   if (options.tokens !== undefined) app.addHook("onRequest", authenticate(options.tokens));
-  app.setErrorHandler(async (error: unknown, request, reply) => replyError(request, reply, error));
+  app.setErrorHandler(async (error: unknown, request, reply) =>
+    replyError(request, reply, namingTheLimit(error, options.bodyLimit)),
+  );
   app.setNotFoundHandler(async (request, reply) =>
     replyError(
       request,
@@ -180,6 +182,21 @@ async function replyError(request: FastifyRequest, reply: FastifyReply, error: u
     request.log.warn({ err: failure.message, route: routeOf(request) }, "HTTP request failed");
   }
   await sendJson(reply.code(failure.status), errorBody(failure, pathOf(request).startsWith("/v1/")));
+}
+
+/**
+ * Fastify's "Request body is too large", with the limit a client must keep to. It counts
+ * bytes as they arrive, after decompression: a compressed body is refused as soon as it
+ * inflates past the limit, never inflated whole.
+ */
+function namingTheLimit(error: unknown, bodyLimit: number): unknown {
+  if ((error as { code?: unknown } | undefined)?.code !== "FST_ERR_CTP_BODY_TOO_LARGE") return error;
+  return Object.assign(
+    new Error(
+      `the request body is larger than the limit of ${bodyLimit} bytes (--max-message-size; a compressed body counts by its decompressed size)`,
+    ),
+    { statusCode: 413 },
+  );
 }
 
 const pathOf = (request: FastifyRequest): string => request.url.split("?")[0] ?? "/";
