@@ -1,4 +1,4 @@
-import type { Server } from "node:http";
+import type { IncomingMessage, Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import compress from "@fastify/compress";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
@@ -141,9 +141,11 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
     if (door.draining()) void reply.header("connection", "close");
   });
   if (options.tokens !== undefined) app.addHook("onRequest", authenticate(options.tokens));
-  app.setErrorHandler(async (error: unknown, request, reply) =>
-    replyError(request, reply, namingTheLimit(error, options.bodyLimit)),
-  );
+  app.setErrorHandler(async (error: unknown, request, reply) => {
+    if (!isBodyTooLarge(error)) return replyError(request, reply, error);
+    await drainBody(request.raw, options.bodyLimit);
+    return replyError(request, reply, bodyTooLarge(options.bodyLimit));
+  });
   app.setNotFoundHandler(async (request, reply) =>
     replyError(
       request,
@@ -184,19 +186,51 @@ async function replyError(request: FastifyRequest, reply: FastifyReply, error: u
   await sendJson(reply.code(failure.status), errorBody(failure, pathOf(request).startsWith("/v1/")));
 }
 
+const isBodyTooLarge = (error: unknown): boolean =>
+  (error as { code?: unknown } | undefined)?.code === "FST_ERR_CTP_BODY_TOO_LARGE";
+
 /**
  * Fastify's "Request body is too large", with the limit a client must keep to. It counts
  * bytes as they arrive, after decompression: a compressed body is refused as soon as it
  * inflates past the limit, never inflated whole.
  */
-function namingTheLimit(error: unknown, bodyLimit: number): unknown {
-  if ((error as { code?: unknown } | undefined)?.code !== "FST_ERR_CTP_BODY_TOO_LARGE") return error;
-  return Object.assign(
+const bodyTooLarge = (bodyLimit: number): Error =>
+  Object.assign(
     new Error(
       `the request body is larger than the limit of ${bodyLimit} bytes (--max-message-size; a compressed body counts by its decompressed size)`,
     ),
     { statusCode: 413 },
   );
+
+/** How long, and how much more than the body limit (at least), a refused body is read and dropped before its reply goes out regardless. */
+const DRAIN_MS = 5_000;
+const DRAIN_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Reads and drops what is left of a refused body, up to `limit` (or DRAIN_BYTES) more bytes and DRAIN_MS,
+ * before the reply (which closes the connection) is sent. Clients that write the whole body
+ * before reading (Python's requests and tritonclient.http) otherwise never see the 413:
+ * closing a connection with bytes unread resets it, and they get an EOF (an SSL EOF over TLS).
+ */
+async function drainBody(raw: IncomingMessage, limit: number): Promise<void> {
+  if (raw.complete || raw.destroyed) return;
+  // A compressed body is piped into its decompressor, which stopped reading.
+  raw.unpipe();
+  await new Promise<void>((resolve) => {
+    let left = Math.max(limit, DRAIN_BYTES);
+    const onData = (chunk: Buffer): void => {
+      left -= chunk.length;
+      if (left < 0) done();
+    };
+    const timer = setTimeout(() => done(), DRAIN_MS);
+    const done = (): void => {
+      clearTimeout(timer);
+      raw.off("data", onData).off("end", done).off("close", done).off("error", done);
+      resolve();
+    };
+    raw.on("data", onData).once("end", done).once("close", done).once("error", done);
+    raw.resume();
+  });
 }
 
 const pathOf = (request: FastifyRequest): string => request.url.split("?")[0] ?? "/";
