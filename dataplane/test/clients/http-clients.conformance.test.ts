@@ -64,7 +64,18 @@ describe("the HTTP front door with real clients (openai SDK, KServe SDK, curl, a
       "tokens",
     ]);
     assert.equal(code, 0, output);
-    assert.match(output, /^5 passed, 0 failed$/m);
+    assert.match(output, /^6 passed, 0 failed$/m);
+  });
+
+  it("serves the openai SDK on TensorRT-LLM's layout (mock_llm_trtllm: max_tokens a required input)", async () => {
+    const { code, output } = await runProgram(CLIENTS, [
+      join(here, "openai_sdk_checks.py"),
+      `${base}/v1`,
+      "mock_llm_trtllm",
+      "tokens",
+    ]);
+    assert.equal(code, 0, output);
+    assert.match(output, /^6 passed, 0 failed$/m);
   });
 
   it("serves the openai SDK on a model forwarded to a real Triton (HTTP in, gRPC out)", async () => {
@@ -75,7 +86,7 @@ describe("the HTTP front door with real clients (openai SDK, KServe SDK, curl, a
       "whole",
     ]);
     assert.equal(code, 0, output);
-    assert.match(output, /^5 passed, 0 failed$/m);
+    assert.match(output, /^6 passed, 0 failed$/m);
     const reply = (await (
       await fetch(`${base}/v1/completions`, {
         method: "POST",
@@ -108,33 +119,35 @@ describe("the HTTP front door with real clients (openai SDK, KServe SDK, curl, a
     assert.equal(texts.join(""), reply["text_output"]);
   });
 
-  it("takes a short aiperf run against /v1/chat/completions (streaming)", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-aiperf-"));
-    try {
-      // No Hugging Face Hub here: a word-level tokenizer (the mock's tokens are words).
-      const tokenizer = join(dir, "tokenizer");
-      const made = await runProgram(join(AIPERF, "python"), [join(here, "word_tokenizer.py"), tokenizer]);
-      assert.equal(made.code, 0, made.output);
-      const artifacts = join(dir, "artifacts");
-      const profile = await runProgram(join(AIPERF, "aiperf"), [
-        "profile",
-        ...["--model", "mock_llm", "--url", base, "--endpoint-type", "chat", "--streaming"],
-        ...["--tokenizer", tokenizer, "--request-count", "40", "--concurrency", "8"],
-        ...["--output-tokens-mean", "8", "--synthetic-input-tokens-mean", "16"],
-        ...["--artifact-dir", artifacts, "--ui-type", "none"],
-      ]);
-      assert.equal(profile.code, 0, profile.output);
-      const results = JSON.parse(readFileSync(join(artifacts, "profile_export_aiperf.json"), "utf8")) as Record<
-        string,
-        { avg?: number } | undefined
-      >;
-      assert.equal(results["request_count"]?.avg, 40);
-      assert.equal(results["error_request_count"]?.avg ?? 0, 0);
-      // max_tokens reached the engine: every reply had exactly 8 tokens.
-      assert.equal(results["output_sequence_length"]?.avg, 8);
-      assert.ok((results["time_to_first_token"]?.avg ?? 0) >= 50, "the mock's 50 ms to the first token");
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  for (const model of ["mock_llm", "mock_llm_trtllm"]) {
+    it(`takes a short aiperf run against /v1/chat/completions (streaming) on ${model}`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-aiperf-"));
+      try {
+        // No Hugging Face Hub here: a word-level tokenizer (the mock's tokens are words).
+        const tokenizer = join(dir, "tokenizer");
+        const made = await runProgram(join(AIPERF, "python"), [join(here, "word_tokenizer.py"), tokenizer]);
+        assert.equal(made.code, 0, made.output);
+        const artifacts = join(dir, "artifacts");
+        const profile = await runProgram(join(AIPERF, "aiperf"), [
+          "profile",
+          ...["--model", model, "--url", base, "--endpoint-type", "chat", "--streaming"],
+          ...["--tokenizer", tokenizer, "--request-count", "40", "--concurrency", "8"],
+          ...["--output-tokens-mean", "8", "--synthetic-input-tokens-mean", "16"],
+          ...["--artifact-dir", artifacts, "--ui-type", "none"],
+        ]);
+        assert.equal(profile.code, 0, profile.output);
+        const results = JSON.parse(readFileSync(join(artifacts, "profile_export_aiperf.json"), "utf8")) as Record<
+          string,
+          { avg?: number } | undefined
+        >;
+        assert.equal(results["request_count"]?.avg, 40);
+        assert.equal(results["error_request_count"]?.avg ?? 0, 0);
+        // max_tokens reached the engine: every reply had exactly 8 tokens.
+        assert.equal(results["output_sequence_length"]?.avg, 8);
+        assert.ok((results["time_to_first_token"]?.avg ?? 0) >= 50, "the mock's 50 ms to the first token");
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
 });
