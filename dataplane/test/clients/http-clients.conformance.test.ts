@@ -56,37 +56,28 @@ describe("the HTTP front door with real clients (openai SDK, KServe SDK, curl, a
     await peer?.kill();
   });
 
-  it("serves the openai SDK on the mock LLM: completions and chat, streamed per token with usage", async () => {
+  /** Runs openai_sdk_checks.py on `model` (`streams`: "tokens" or "whole"); all six checks pass. */
+  const sdkChecks = async (model: string, streams: "tokens" | "whole"): Promise<void> => {
     const { code, output } = await runProgram(CLIENTS, [
       join(here, "openai_sdk_checks.py"),
       `${base}/v1`,
-      "mock_llm",
-      "tokens",
+      model,
+      streams,
     ]);
     assert.equal(code, 0, output);
     assert.match(output, /^6 passed, 0 failed$/m);
+  };
+
+  it("serves the openai SDK on the mock LLM: completions and chat, streamed per token with usage", async () => {
+    await sdkChecks("mock_llm", "tokens");
   });
 
   it("serves the openai SDK on TensorRT-LLM's layout (mock_llm_trtllm: max_tokens a required input)", async () => {
-    const { code, output } = await runProgram(CLIENTS, [
-      join(here, "openai_sdk_checks.py"),
-      `${base}/v1`,
-      "mock_llm_trtllm",
-      "tokens",
-    ]);
-    assert.equal(code, 0, output);
-    assert.match(output, /^6 passed, 0 failed$/m);
+    await sdkChecks("mock_llm_trtllm", "tokens");
   });
 
   it("serves the openai SDK on a model forwarded to a real Triton (HTTP in, gRPC out)", async () => {
-    const { code, output } = await runProgram(CLIENTS, [
-      join(here, "openai_sdk_checks.py"),
-      `${base}/v1`,
-      "remote_llm",
-      "whole",
-    ]);
-    assert.equal(code, 0, output);
-    assert.match(output, /^6 passed, 0 failed$/m);
+    await sdkChecks("remote_llm", "whole");
     const reply = (await (
       await fetch(`${base}/v1/completions`, {
         method: "POST",
