@@ -9,6 +9,7 @@ import { authenticationFailure, type BearerTokens } from "../server/auth.js";
 import type { TlsMaterial } from "../server/tls.js";
 import type { InferenceServiceOperations } from "../services/unary.js";
 import { errorBody, httpErrorOf } from "./errors.js";
+import { closeDecodePool } from "./kserve/decode-pool.js";
 import { kserveRoutes } from "./kserve/routes.js";
 import { openaiRoutes } from "./openai/routes.js";
 
@@ -162,6 +163,7 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
     server,
     close: async () => {
       await app.close();
+      await closeDecodePool();
     },
   };
 }

@@ -113,6 +113,23 @@ describe("hostile HTTP bodies: compression bombs, the largest JSON request, deep
     assert.ok(slowest < 2500, `liveness took up to ${slowest} ms while decoding (baseline ${baseline} ms)`);
   });
 
+  it("answers a large body's mistakes as a small one's (decoded on another thread): status and message", async () => {
+    const data = `[1${",1".repeat(1024 * 1024)}]`;
+    const reply = await post(
+      "/v2/models/identity_all/infer",
+      `{"inputs":[{"name":"IN_INT8","shape":[3],"datatype":"INT8","data":${data}}]}`,
+    );
+    assert.equal(reply.status, 400);
+    const { error } = (await reply.json()) as { error: string };
+    assert.match(error, /inputs\[0\] 'IN_INT8': shape \[3\] needs 3 elements, 'data' holds 1048577/);
+    const exact = await post(
+      "/v2/models/identity_all/infer",
+      `{"inputs":[{"name":"IN_UINT64","shape":[1048577],"datatype":"UINT64","data":[18446744073709551615${",1".repeat(1024 * 1024)}]}]}`,
+    );
+    assert.equal(exact.status, 200);
+    assert.match((await exact.text()).slice(0, 400), /"data":\[18446744073709551615,1,1,/);
+  });
+
   it("answers JSON nested 100,000 levels deep 400, naming the nesting", async () => {
     const deep = `${"[".repeat(100_000)}1${"]".repeat(100_000)}`;
     for (const datatype of ["INT64", "FP32"]) {
