@@ -7,6 +7,8 @@ import { requireTritonPeers, startTritonPeer, type Peer } from "../fixtures/peer
 import { REPO_ROOT } from "../fixtures/paths.js";
 import { TestRepository } from "../fixtures/repository.js";
 import { runProgram } from "../fixtures/programs.js";
+import { SecretFiles, tlsArgs } from "../fixtures/secret-files.js";
+import { createTestCa } from "../../../e2e/support/certificates.js";
 import { startServer, type ServerProcess } from "../fixtures/server.js";
 
 /**
@@ -139,6 +141,46 @@ describe("the HTTP front door with real clients (openai SDK, KServe SDK, curl, a
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
+    });
+  }
+});
+
+describe("Python's HTTP clients over TLS get the 413 of an oversized body (requests, tritonclient.http)", function () {
+  this.timeout(120_000);
+  const LIMIT = 64 * 1024;
+  const TRITONCLIENT = venvPython("DYNAMO_KSERVE_VENV", "venv");
+  const files = new SecretFiles();
+  let server: ServerProcess;
+
+  before(async function () {
+    requireProgram(this, CLIENTS, "the HTTP clients venv (requests)", "run scripts/setup-python.sh");
+    requireProgram(this, TRITONCLIENT, "the tritonclient venv", "run scripts/setup-python.sh");
+    const ca = await createTestCa("test CA");
+    files.writeIdentity(await ca.issue("data plane", { dns: ["localhost"], ips: ["127.0.0.1"] }));
+    files.write({ "ca.crt": ca.certificate });
+    server = await startServer([...tlsArgs(files), "--max-message-size", String(LIMIT)]);
+  });
+  after(async () => {
+    await server?.stop();
+    files.remove();
+  });
+
+  for (const [client, python] of [
+    ["requests", () => CLIENTS],
+    ["tritonclient", () => TRITONCLIENT],
+  ] as const) {
+    it(`${client}: 413 naming the limit, for bodies 4 and 64 times it (an SSL EOF before)`, async () => {
+      const { code, output } = await runProgram(python(), [
+        join(here, "tls_413_checks.py"),
+        `localhost:${server.httpPort}`,
+        files.path("ca.crt"),
+        String(LIMIT),
+        client,
+      ]);
+      assert.equal(code, 0, output);
+      const lines = output.trim().split("\n");
+      assert.equal(lines.length, 2, output);
+      for (const line of lines) assert.match(line, new RegExp(`^\\d+ 413 .*limit of ${LIMIT} bytes`), output);
     });
   }
 });
