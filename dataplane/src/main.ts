@@ -83,6 +83,7 @@ function securityOptions(args: DataPlaneArguments): SecurityOptions {
         ? { certFile, keyFile, clientCaFile, reloadIntervalMs }
         : undefined,
     authTokenFile: args.authTokenFile,
+    modelControlTokenFile: args.modelControlTokenFile,
     reloadIntervalMs,
   };
 }

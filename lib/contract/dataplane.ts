@@ -280,6 +280,10 @@ export const DATAPLANE_OPTIONS = {
     env: "DYNAMO_AUTH_TOKEN_FILE",
     help: "accept only gRPC calls and HTTP requests with 'authorization: Bearer <token>' for a token in this file (one per line; health checks need none)",
   }),
+  modelControlTokenFile: text("--model-control-token-file <file>", {
+    env: "DYNAMO_MODEL_CONTROL_TOKEN_FILE",
+    help: "model control (RepositoryModelLoad/Unload, POST /v2/repository/models/*/load|unload) needs 'authorization: Bearer <token>' for a token in this file, and inference tokens do not do; without it model control takes the --auth-token-file tokens",
+  }),
   credentialsReloadSecs: duration(
     "--credentials-reload-secs <seconds>",
     {

@@ -46,6 +46,7 @@ const EVERY_OPTION: Required<DataPlaneArguments> = {
   keyFile: "/tls/tls.key",
   clientCaFile: "/tls/ca.crt",
   authTokenFile: "/auth/tokens",
+  modelControlTokenFile: "/auth/model-control",
   credentialsReloadSecs: 3,
   otlpTracesEndpoint: "http://collector:4318/v1/traces",
   otelServiceName: "dataplane-a",

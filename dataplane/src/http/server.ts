@@ -5,7 +5,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { Logger } from "pino";
 import type { InferenceContext } from "../inference/pipeline.js";
 import type { HttpServerMetrics } from "../metrics/http.js";
-import { authenticationFailure, type BearerTokens } from "../server/auth.js";
+import { authenticationFailure, requiredTokens, type AccessTokens } from "../server/auth.js";
 import type { TlsMaterial } from "../server/tls.js";
 import type { InferenceServiceOperations } from "../services/unary.js";
 import { errorBody, httpErrorOf } from "./errors.js";
@@ -29,7 +29,7 @@ export interface FrontDoorOptions {
   /** The largest request body, decompressed (the data plane's max message size). */
   readonly bodyLimit: number;
   readonly tls: TlsMaterial | undefined;
-  readonly tokens: BearerTokens | undefined;
+  readonly access: AccessTokens;
   readonly metrics: HttpServerMetrics;
   readonly logger: Logger;
 }
@@ -140,7 +140,7 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
   app.addHook("onRequest", async (_request, reply) => {
     if (door.draining()) void reply.header("connection", "close");
   });
-  if (options.tokens !== undefined) app.addHook("onRequest", authenticate(options.tokens));
+  app.addHook("onRequest", authenticate(options.access));
   app.setErrorHandler(async (error: unknown, request, reply) => replyError(request, reply, error));
   app.setNotFoundHandler(async (request, reply) =>
     replyError(
@@ -162,11 +162,21 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
   };
 }
 
-function authenticate(tokens: BearerTokens) {
+/** The model-control routes: loading and unloading models (the RPCs' HTTP twins). */
+const MODEL_CONTROL_PATH = /^\/v2\/repository\/models\/[^/]+\/(?:load|unload)$/;
+
+function authenticate(access: AccessTokens) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    if (OPEN_PATHS.has(pathOf(request))) return;
+    const path = pathOf(request);
+    const required = OPEN_PATHS.has(path) ? undefined : requiredTokens(access, MODEL_CONTROL_PATH.test(path));
+    if (required === undefined) return;
     const header = request.headers.authorization;
-    const failure = authenticationFailure(header === undefined ? [] : [header], tokens, "header");
+    const failure = authenticationFailure(
+      header === undefined ? [] : [header],
+      required.tokens,
+      "header",
+      required.purpose,
+    );
     if (failure === undefined) return;
     reply.header("www-authenticate", 'Bearer realm="dynamo-kserve"');
     await replyError(request, reply, Object.assign(new Error(failure), { statusCode: 401 }));

@@ -1,8 +1,15 @@
 import type { Logger } from "pino";
-import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import type { Engine, EngineLoad } from "../engines/engine.js";
 import type { ModelFiles } from "../../../lib/model-repository/sources.js";
-import { errorMessage, failedPrecondition, notFound, unavailable } from "../../../lib/errors.js";
+import {
+  errorMessage,
+  failedPrecondition,
+  internal,
+  invalidArgument,
+  notFound,
+  unavailable,
+} from "../../../lib/errors.js";
+import { applyConfigOverride } from "../../../lib/model-repository/override.js";
 import { ConfigError, configText } from "../../../lib/model-repository/config.js";
 import { InFlight } from "./in-flight.js";
 import { scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
@@ -141,20 +148,26 @@ export class ModelRegistry {
   }
 
   /**
-   * Loads (or reloads) one model from the repository, or from `override` (a config
-   * given with the request). Throws if the model cannot be served with it; a model
-   * already serving keeps its previous configuration then.
+   * Loads (or reloads) one model from the repository, with `overrideJson` (a load request's
+   * config override, see lib/model-repository/override.ts) applied to its config if given.
+   * Throws if the model cannot be served; a model already serving keeps its previous
+   * configuration then. Errors read as Triton's, which clients match.
    */
-  load(name: string, override?: ModelConfig): Promise<void> {
+  load(name: string, overrideJson?: string): Promise<void> {
     return this.serialize(async () => {
       const candidates = await this.candidates();
       const found = candidates.find((candidate) => candidate.name === name);
-      if (found === undefined && override === undefined) {
-        throw notFound(`model '${name}' is not in the model repository`);
+      if (found === undefined) {
+        // Triton's code and words; a load request can never add a model the repository lacks.
+        throw internal(
+          `failed to load '${name}', failed to poll from model repository: '${name}' is not in the model repository`,
+        );
       }
-      const candidate: Candidate =
-        override === undefined ? found! : { name, source: overrideSource(name, found?.source), config: override };
-      await this.apply(candidate);
+      try {
+        await this.apply(overrideJson === undefined ? found : overriddenCandidate(found, overrideJson));
+      } catch (error) {
+        throw invalidArgument(`load failed for model '${name}': ${errorMessage(error)}`);
+      }
     });
   }
 
@@ -186,12 +199,19 @@ export class ModelRegistry {
   resolve(name: string, requested: string): ResolvedModel {
     const version = requested === "0" ? "" : requested;
     const record = this.records.get(name);
-    if (record === undefined) throw notFound(`model '${name}' is not found`);
+    // Triton's words ("Request for unknown model: ..."), which its clients match.
+    if (record === undefined) throw notFound(`Request for unknown model: '${name}' is not found`);
     const model = record.live;
-    if (model === undefined) throw unavailable(`model '${name}' is not ready: ${record.reason || "not loaded"}`);
+    if (model === undefined) {
+      throw unavailable(
+        `Request for unknown model: '${name}' has no available versions (not ready: ${record.reason || "not loaded"})`,
+      );
+    }
     const chosen = version || (model.versions[model.versions.length - 1] as string);
     if (!model.versions.includes(chosen)) {
-      throw notFound(`model '${name}' has no version '${version}' (serving: ${model.versions.join(", ")})`);
+      throw notFound(
+        `Request for unknown model: '${name}' version ${version} is not found (serving: ${model.versions.join(", ")})`,
+      );
     }
     let statistics = record.statistics.get(chosen);
     if (statistics === undefined) {
@@ -440,17 +460,23 @@ export class ModelRegistry {
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
 
 /**
- * The source of a model loaded with a request's "config" parameter: the override stands
- * in for the configuration file; version folders on disk (if any) still count.
+ * A repository model with a load request's config override applied: its files (version
+ * folders) stay where the repository has them; the override stands in for its config file.
  */
-function overrideSource(name: string, onDisk: ModelSource | undefined): ModelSource {
-  return {
-    nameHint: name,
-    nameFixed: true,
-    path: `RepositoryModelLoad(${name}).parameters["config"]`,
-    format: "json",
-    content: undefined,
-    versions: onDisk?.versions ?? [],
-    fingerprint: "override",
-  };
+function overriddenCandidate(found: Candidate, overrideJson: string): Candidate {
+  const path = `RepositoryModelLoad(${found.name}).parameters["config"]`;
+  const source: ModelSource = { ...found.source, path, format: "json", content: undefined, fingerprint: "override" };
+  if (found.config instanceof ConfigError) {
+    const detail = `the model's config in the repository cannot be read, and an override only changes a readable one (${found.config.message})`;
+    return { name: found.name, source, config: new ConfigError(path, detail) };
+  }
+  try {
+    return { name: found.name, source, config: applyConfigOverride(found.name, found.config, overrideJson, path) };
+  } catch (error) {
+    return {
+      name: found.name,
+      source,
+      config: error instanceof ConfigError ? error : new ConfigError(path, errorMessage(error)),
+    };
+  }
 }

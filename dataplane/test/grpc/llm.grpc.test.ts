@@ -77,7 +77,7 @@ describe("mocker LLM and ModelInferStream (real server over loopback)", function
         call.on("error", (error: ServiceError) => resolve(error));
       });
       assert.equal(failure.code, status.NOT_FOUND);
-      assert.match(failure.details, /model 'no_such_model' is not found/);
+      assert.match(failure.details, /Request for unknown model: 'no_such_model' is not found/);
     } finally {
       client.close();
     }

@@ -138,10 +138,10 @@ describe("data plane RPCs (real server over loopback)", function () {
       const { client } = server;
       const unknown = await callError(client, "modelMetadata", { name: "nope", version: "" });
       assert.equal(unknown.code, status.NOT_FOUND);
-      assert.match(unknown.details, /model 'nope'/);
+      assert.match(unknown.details, /^Request for unknown model: 'nope' is not found/);
       const version = await callError(client, "modelConfig", { name: "identity_fp32", version: "3" });
       assert.equal(version.code, status.NOT_FOUND);
-      assert.match(version.details, /no version '3'/);
+      assert.match(version.details, /^Request for unknown model: 'identity_fp32' version 3 is not found/);
     });
   });
 
@@ -255,12 +255,17 @@ describe("data plane RPCs (real server over loopback)", function () {
     });
 
     const rejections: [string, () => Parameters<typeof inferRequest>[0], status, RegExp][] = [
-      ["an unknown model", () => ({ modelName: "nope" }), status.NOT_FOUND, /model 'nope' is not found/],
+      [
+        "an unknown model",
+        () => ({ modelName: "nope" }),
+        status.NOT_FOUND,
+        /^Request for unknown model: 'nope' is not found$/,
+      ],
       [
         "an unknown version",
         () => ({ modelName: "identity_fp32", modelVersion: "2" }),
         status.NOT_FOUND,
-        /no version '2'/,
+        /^Request for unknown model: '[^']+' version 2 is not found/,
       ],
       [
         "an unknown input",

@@ -81,7 +81,7 @@ describe("model registry: a replaced or unloaded engine is closed once its reque
     await start("explicit", 100);
     const running = acquire();
     await registry.unload("m");
-    assert.throws(() => acquire(), /model 'm' is not ready/);
+    assert.throws(() => acquire(), /Request for unknown model: 'm' has no available versions \(not ready/);
     await tick();
     assert.equal(engines[0]!.closed, false);
     await new Promise((resolve) => setTimeout(resolve, 150));
