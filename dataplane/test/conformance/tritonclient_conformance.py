@@ -241,6 +241,20 @@ def load_and_unload_model():
     client.load_model("identity_int32", config=json.dumps(override))
     metadata = client.get_model_metadata("identity_int32", as_json=True)
     assert metadata["inputs"][0]["shape"] == ["8"], metadata
+    # A load cannot point a model elsewhere (engine, url, secrets), nor add one the repository lacks.
+    hostile = {"backend": "kserve-grpc", "parameters": {"upstream": {"string_value": "127.0.0.1:9"}}}
+    try:
+        client.load_model("identity_int32", config=json.dumps(hostile))
+        raise AssertionError("a hostile override was accepted")
+    except InferenceServerException as error:
+        assert error.status() == "StatusCode.INVALID_ARGUMENT", error.status()
+        assert "'backend' cannot be changed by a load request" in error.message(), error.message()
+    try:
+        client.load_model("not_in_repository")
+        raise AssertionError("a model that is not in the repository was loaded")
+    except InferenceServerException as error:
+        assert error.status() == "StatusCode.INTERNAL", error.status()
+        assert "failed to load 'not_in_repository', failed to poll from model repository" in error.message()
 
 
 checks.run(close=client.close)
