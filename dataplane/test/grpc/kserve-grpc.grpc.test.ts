@@ -23,6 +23,7 @@ import {
 } from "../fixtures/server.js";
 import { requireTritonPeers, startTritonPeer, type Peer } from "../fixtures/peers.js";
 import { identityRequest } from "../fixtures/requests.js";
+import { freePort } from "../../../e2e/support/ports.js";
 
 const whoamiConfig = (name: string, upstream: string, extra = "") => `
 name: "${name}"
@@ -405,5 +406,54 @@ describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", fun
       60_000,
       500,
     );
+  });
+});
+
+describe("kserve-grpc engine: an upstream that goes away and comes back", function () {
+  // An outage of 20 s, two data plane starts, and the recovery itself.
+  this.timeout(120_000);
+  let upstreamPort: number;
+  let upstream: ServerProcess;
+  let repository: TestRepository;
+  let server: ServerProcess;
+
+  /** A data plane serving the bundled examples, as the forwarded model's upstream, always on the same port. */
+  const startUpstream = (): Promise<ServerProcess> => startServer(["--grpc-port", String(upstreamPort)]);
+
+  before(async () => {
+    upstreamPort = await freePort();
+    upstream = await startUpstream();
+    repository = new TestRepository({
+      forwarded: openConfig("forwarded", `127.0.0.1:${upstreamPort}`, "identity_fp32"),
+    });
+    server = await startServer(["--model-repository", repository.dir]);
+  });
+
+  after(async () => {
+    await server?.stop();
+    await upstream?.stop();
+    repository?.remove();
+  });
+
+  it("is ready again within a couple of seconds of its upstream's restart after a 20 s outage", async () => {
+    const ready = async (): Promise<boolean> =>
+      (await call(server.client, "modelReady", { name: "forwarded", version: "" })).ready;
+    await infer(server.client, identityRequest({ model: "forwarded" }));
+    await upstream.stop("SIGKILL");
+    // Clients keep asking through the outage, as they do during a roll-out: each failure is seen.
+    const outageEnds = Date.now() + 20_000;
+    while (Date.now() < outageEnds) {
+      await callError(server.client, "modelInfer", identityRequest({ model: "forwarded" }));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    assert.equal(await ready(), false, "the model is not ready while its upstream is down");
+    upstream = await startUpstream();
+    // Its readiness comes back by itself (ModelReady of a model known down does not ask the upstream).
+    const restartedAt = Date.now();
+    await eventually(async () => assert.equal(await ready(), true), 90_000, 100);
+    const readyAfter = Date.now() - restartedAt;
+    console.log(`      upstream restarted -> model ready: ${readyAfter} ms`);
+    assert.ok(readyAfter < 3000, `ready ${readyAfter} ms after the upstream was back`);
+    await infer(server.client, identityRequest({ model: "forwarded" }));
   });
 });

@@ -139,11 +139,13 @@ export class KserveGrpcEngine implements Engine {
     for (let attempt = 1; ; attempt++) {
       const endpoint = this.pool.pick(undefined);
       try {
-        return await unaryCall<Reply>((options, done) => send(endpoint.client, request, options, done), {
+        const reply = await unaryCall<Reply>((options, done) => send(endpoint.client, request, options, done), {
           deadline: Date.now() + DESCRIBE_DEADLINE_MS,
         }).catch((error: ServiceError) => {
           throw this.upstreamError(endpoint, error, undefined);
         });
+        this.pool.succeeded(endpoint);
+        return reply;
       } catch (error) {
         if (!isRefused(error) || attempt >= this.pool.size) throw error;
       }
@@ -184,6 +186,7 @@ export class KserveGrpcEngine implements Engine {
     ).catch((error: ServiceError) => {
       throw this.upstreamError(endpoint, error, signal);
     });
+    this.pool.succeeded(endpoint);
     return passThrough ? { outputs: [], encoded: reply } : fromUpstream(ModelInferResponse.decode(reply));
   }
 
@@ -200,6 +203,7 @@ export class KserveGrpcEngine implements Engine {
       call.write(bytes);
       call.end();
       for await (const message of call as AsyncIterable<Buffer>) {
+        this.pool.succeeded(endpoint);
         const { errorMessage, inferResponse } = streamReplyParts(message);
         if (errorMessage !== "") {
           throw new UpstreamStatusError("Internal", status.INTERNAL, `upstream ${endpoint.address}: ${errorMessage}`);
