@@ -6,7 +6,7 @@ import type {
 } from "../../../proto/gen/ts/grpc_service.js";
 import { invalidArgument } from "../../../lib/errors.js";
 import { countBytesElements } from "./bytes.js";
-import { DATATYPES, isDatatype } from "../../../lib/model-repository/datatypes.js";
+import { DATATYPES, isDatatype, type Datatype } from "../../../lib/model-repository/datatypes.js";
 import type { TensorSpec } from "../../../lib/model-repository/spec.js";
 import { elementCount, type Tensor } from "./tensor.js";
 import { emptyContents, isEmptyContents, rawToTyped, typedToRaw } from "./typed.js";
@@ -98,14 +98,12 @@ function checkShape(input: ModelInferRequest_InferInputTensor, spec: TensorSpec,
     return Number(dim);
   });
   const batched = contract.maxBatchSize > 0;
-  const expected = batched ? [-1, ...spec.dims] : [...spec.dims];
-  const describe = (): string =>
-    `tensor '${input.name}': shape [${shape.join(",")}] does not match the model's [${expected.join(",")}]` +
-    (batched ? ` (first dimension is the batch, max_batch_size ${contract.maxBatchSize})` : "");
-  if (shape.length !== expected.length) throw invalidArgument(describe());
-  expected.forEach((dim, i) => {
-    if (dim !== -1 && dim !== shape[i]) throw invalidArgument(describe());
-  });
+  if (!fitsDims(shape, spec.dims, batched)) {
+    throw invalidArgument(
+      `tensor '${input.name}': shape [${shape.join(",")}] does not match the model's [${declaredShape(spec.dims, batched).join(",")}]` +
+        (batched ? ` (first dimension is the batch, max_batch_size ${contract.maxBatchSize})` : ""),
+    );
+  }
   if (batched) {
     const batch = shape[0] as number;
     if (batch < 1 || batch > contract.maxBatchSize) {
@@ -117,26 +115,48 @@ function checkShape(input: ModelInferRequest_InferInputTensor, spec: TensorSpec,
   return shape;
 }
 
+/** A declared tensor's shape as a request or reply has it: the batch dimension (-1) first for a batching model. */
+export const declaredShape = (dims: readonly number[], batched: boolean): number[] =>
+  batched ? [-1, ...dims] : [...dims];
+
+/** Whether a tensor's shape fits declared dims (-1: any size). */
+export function fitsDims(shape: readonly number[], dims: readonly number[], batched: boolean): boolean {
+  const expected = declaredShape(dims, batched);
+  return shape.length === expected.length && expected.every((dim, i) => dim === -1 || dim === shape[i]);
+}
+
+/**
+ * What is wrong with a raw tensor's bytes for its datatype and shape, if anything: the
+ * byte size of a fixed-size datatype, the element count of BYTES (a broken BYTES framing
+ * is thrown). A request's inputs and an upstream's outputs are held to it alike.
+ */
+export function rawSizeMismatch(
+  name: string,
+  datatype: Datatype,
+  shape: readonly number[],
+  data: Uint8Array,
+): string | undefined {
+  const count = elementCount(shape);
+  if (datatype === "BYTES") {
+    const found = countBytesElements(data, name);
+    return found === count
+      ? undefined
+      : `tensor '${name}': shape [${shape.join(",")}] needs ${count} BYTES elements, raw data holds ${found}`;
+  }
+  const needed = count * DATATYPES[datatype].byteSize;
+  return data.byteLength === needed
+    ? undefined
+    : `tensor '${name}': raw data is ${data.byteLength} bytes, but shape [${shape.join(",")}] of ${datatype} needs ${needed}`;
+}
+
 function checkRaw(input: ModelInferRequest_InferInputTensor, shape: number[], data: Uint8Array): Uint8Array {
   if (!isEmptyContents(input.contents)) {
     throw invalidArgument(
       `tensor '${input.name}': both 'contents' and raw_input_contents are set; a request uses one or the other`,
     );
   }
-  const count = elementCount(shape);
-  const datatype = DATATYPES[input.datatype as keyof typeof DATATYPES];
-  if (datatype.name === "BYTES") {
-    const found = countBytesElements(data, input.name);
-    if (found !== count) {
-      throw invalidArgument(
-        `tensor '${input.name}': shape [${shape.join(",")}] needs ${count} BYTES elements, raw data holds ${found}`,
-      );
-    }
-  } else if (data.byteLength !== count * datatype.byteSize) {
-    throw invalidArgument(
-      `tensor '${input.name}': raw data is ${data.byteLength} bytes, but shape [${shape.join(",")}] of ${datatype.name} needs ${count * datatype.byteSize}`,
-    );
-  }
+  const mismatch = rawSizeMismatch(input.name, input.datatype as Datatype, shape, data);
+  if (mismatch !== undefined) throw invalidArgument(mismatch);
   return data;
 }
 
