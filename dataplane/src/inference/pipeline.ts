@@ -91,7 +91,7 @@ export async function* runInference(
       const response =
         result.encoded !== undefined
           ? { encoded: withModel(result.encoded, request.modelName, version) }
-          : answer(encodeResponse(request, version, result, inputs.usedRaw, finalFlag(!spec.decoupled)));
+          : answer(encodeResponse(request, version, result, finalFlag(!spec.decoupled)));
       scope.encoded();
       yield response;
       scope.resumed();
@@ -99,7 +99,7 @@ export async function* runInference(
     scope.produced();
     if (single && scope.responseCount === 0) throw internal(`model '${spec.name}' produced no response`);
     if (!scope.isUnary && spec.decoupled && !passedThrough && isTrue(request.parameters[ENABLE_EMPTY_FINAL])) {
-      yield encodeResponse(request, version, { outputs: [] }, inputs.usedRaw, finalFlag(true));
+      yield encodeResponse(request, version, { outputs: [] }, finalFlag(true));
     }
     scope.succeed();
   } catch (error) {
@@ -133,10 +133,9 @@ function encodeResponse(
   request: ModelInferRequest,
   version: string,
   response: EngineResponse,
-  preferRaw: boolean,
   parameters: Record<string, InferParameter>,
 ): ModelInferResponse {
-  const { outputs, rawOutputContents } = encodeOutputs(response.outputs, preferRaw);
+  const { outputs, rawOutputContents } = encodeOutputs(response.outputs);
   return {
     modelName: request.modelName,
     modelVersion: version,

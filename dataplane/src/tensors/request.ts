@@ -9,7 +9,7 @@ import { countBytesElements } from "./bytes.js";
 import { DATATYPES, isDatatype, type Datatype } from "../../../lib/model-repository/datatypes.js";
 import type { TensorSpec } from "../../../lib/model-repository/spec.js";
 import { elementCount, type Tensor } from "./tensor.js";
-import { emptyContents, isEmptyContents, rawToTyped, typedToRaw } from "./typed.js";
+import { emptyContents, isEmptyContents, typedToRaw } from "./typed.js";
 
 /** What the request's tensors must match: the model's declared inputs and batching. */
 export interface InputContract {
@@ -22,8 +22,6 @@ export interface InputContract {
 
 export interface DecodedInputs {
   readonly tensors: Tensor[];
-  /** The request sent raw_input_contents; the reply then uses raw_output_contents too. */
-  readonly usedRaw: boolean;
   /** The request's batch size (1 for a model that does not batch). */
   readonly batchSize: number;
 }
@@ -72,7 +70,7 @@ export function decodeInputs(request: ModelInferRequest, contract: InputContract
       `model '${contract.modelName}': inputs disagree on the batch size (${[...batchSizes].join(", ")})`,
     );
   }
-  return { tensors, usedRaw, batchSize: [...batchSizes][0] ?? 1 };
+  return { tensors, batchSize: [...batchSizes][0] ?? 1 };
 }
 
 /** The spec an undeclared input is checked against: its own datatype (if KServe knows it), any shape. */
@@ -171,18 +169,18 @@ export interface EncodedOutputs {
 }
 
 /**
- * Encodes output tensors for a reply: raw when the request used raw inputs (the Python
- * tritonclient reads only raw outputs) or when some datatype has no typed form (FP16,
- * BF16), typed contents otherwise. The KServe protocol allows no mix within a reply.
+ * Encodes output tensors for a reply, in raw_output_contents whatever form the request's
+ * inputs took, as Triton always answers: clients written for it (the Python tritonclient,
+ * hand-written ones) read raw_output_contents[0]. (Only MAX's character-code prompts are
+ * answered in typed contents: inference/character-codes.ts.)
  */
-export function encodeOutputs(tensors: readonly Tensor[], preferRaw: boolean): EncodedOutputs {
-  const useRaw = preferRaw || tensors.some((tensor) => DATATYPES[tensor.datatype].typedField === undefined);
+export function encodeOutputs(tensors: readonly Tensor[]): EncodedOutputs {
   const outputs = tensors.map((tensor): ModelInferResponse_InferOutputTensor => ({
     name: tensor.name,
     datatype: tensor.datatype,
     shape: tensor.shape.map(BigInt),
     parameters: { ...(tensor.parameters ?? {}) } as Record<string, InferParameter>,
-    contents: useRaw ? undefined : rawToTyped(tensor.datatype, tensor.data),
+    contents: undefined,
   }));
-  return { outputs, rawOutputContents: useRaw ? tensors.map((tensor) => tensor.data) : [] };
+  return { outputs, rawOutputContents: tensors.map((tensor) => tensor.data) };
 }
