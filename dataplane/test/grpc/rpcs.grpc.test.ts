@@ -7,7 +7,7 @@ import { joinBytesElements } from "../../src/tensors/bytes.js";
 import { DATATYPE_NAMES, DATATYPES, type Datatype } from "../../../lib/model-repository/datatypes.js";
 import { emptyContents } from "../../src/tensors/typed.js";
 import { IDENTITY_ALL_TYPES, IDENTITY_PAIR } from "../fixtures/repository.js";
-import { call, callError, infer, inferRequest, type ServerProcess } from "../fixtures/server.js";
+import { call, callError, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
 import { HealthTestClient } from "../fixtures/health.js";
 
@@ -106,6 +106,17 @@ describe("data plane RPCs (real server over loopback)", function () {
         "binary_tensor_data",
         "generate",
       ]);
+    });
+
+    it("reports the name --server-name sets (clients written for Triton check for 'triton'), on gRPC and GET /v2 alike", async () => {
+      const named = await startServer(["--server-name", "triton"]);
+      try {
+        assert.equal((await call(named.client, "serverMetadata", {})).name, "triton");
+        const rest = (await (await fetch(`http://127.0.0.1:${named.httpPort}/v2`)).json()) as { name: string };
+        assert.equal(rest.name, "triton");
+      } finally {
+        await named.stop();
+      }
     });
 
     it("prepends a -1 batch dimension for batching models, as Triton does", async () => {
