@@ -435,7 +435,7 @@ describe("kserve-grpc engine: an upstream that goes away and comes back", functi
     repository?.remove();
   });
 
-  it("is ready again within a couple of seconds of its upstream's restart after a 20 s outage", async () => {
+  it("is ready again within seconds of its upstream's restart after a 20 s outage", async () => {
     const ready = async (): Promise<boolean> =>
       (await call(server.client, "modelReady", { name: "forwarded", version: "" })).ready;
     await infer(server.client, identityRequest({ model: "forwarded" }));
@@ -453,7 +453,7 @@ describe("kserve-grpc engine: an upstream that goes away and comes back", functi
     await eventually(async () => assert.equal(await ready(), true), 90_000, 100);
     const readyAfter = Date.now() - restartedAt;
     console.log(`      upstream restarted -> model ready: ${readyAfter} ms`);
-    assert.ok(readyAfter < 3000, `ready ${readyAfter} ms after the upstream was back`);
+    assert.ok(readyAfter < 5000, `ready ${readyAfter} ms after the upstream was back`);
     await infer(server.client, identityRequest({ model: "forwarded" }));
   });
 });
