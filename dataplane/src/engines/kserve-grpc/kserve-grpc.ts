@@ -261,7 +261,7 @@ export class KserveGrpcEngine implements Engine {
     return { outputs, parameters };
   }
 
-  /** An upstream's failure as ours: its code passed back unchanged; a transport failure takes the endpoint out. */
+  /** An upstream's failure as ours: its code passed back unchanged; a transport failure takes the endpoint out, any other answer shows it reachable. */
   private upstreamError(endpoint: Endpoint, error: ServiceError, signal: AbortSignal | undefined): DataPlaneError {
     if (signal?.aborted === true) return abortedError(signal);
     if (this.pool.failed(endpoint, error)) {
@@ -271,6 +271,8 @@ export class KserveGrpcEngine implements Engine {
         `model '${this.settings.model}': upstream ${endpoint.address} is unavailable: ${error.details}`,
       );
     }
+    // It answered, if with an error of its own: it is reachable.
+    this.pool.succeeded(endpoint);
     return new UpstreamStatusError(kindOfGrpcCode(error.code), error.code, error.details);
   }
 }
