@@ -22,8 +22,7 @@ export interface UpstreamPoolSettings {
  * The upstream servers of one forwarded model: their addresses (a DNS name stands for all
  * its addresses, resolved again every 30 s), one reused channel each, their health (an
  * endpoint that fails is taken out and probed back within a second; requests try it too
- * while none is healthy), the routing policy,
- * and which endpoint holds each open sequence.
+ * while none is healthy), the routing policy, and which endpoint holds each open sequence.
  */
 export class UpstreamPool {
   private endpoints: Endpoint[] = [];
