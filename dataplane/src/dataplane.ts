@@ -51,6 +51,8 @@ export interface DataPlaneOptions {
   readonly repositoryPollSeconds: number;
   /** Triton's auto-complete of configs from model files (on unless --disable-auto-complete-config). */
   readonly autoCompleteConfig: boolean;
+  /** What ServerMetadata and GET /v2 report as the server's name (--server-name). */
+  readonly serverName: string;
   readonly host: string;
   readonly grpcPort: number;
   /** The HTTP front door's port (KServe v2 REST, generate, OpenAI). */
@@ -144,7 +146,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   // One implementation of every unary RPC, for the gRPC server and the HTTP front door.
   const operations: InferenceServiceOperations = {
     ...healthOperations(registry, () => stopping),
-    ...metadataOperations(registry),
+    ...metadataOperations(registry, options.serverName),
     ...repositoryOperations(registry),
     ...sharedMemoryAndTraceOperations(),
     logSettings: logSettingsOperation(logger, options.onLogLevelChange),

@@ -41,6 +41,7 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
     loadModels: args.loadModel ?? [],
     repositoryPollSeconds: args.repositoryPollSecs,
     autoCompleteConfig: args.disableAutoCompleteConfig !== true,
+    serverName: args.serverName,
     host: args.host,
     grpcPort: args.grpcPort,
     httpPort: args.httpPort,

@@ -263,6 +263,14 @@ export const DATAPLANE_OPTIONS = {
     env: "DYNAMO_KSERVE_MODE",
     help: "accepted as the reference frontend's command lines pass it (`--grpc-port 8001 --kserve-mode`): this data plane always serves KServe v2",
   }),
+  serverName: text(
+    "--server-name <name>",
+    {
+      env: "DYNAMO_SERVER_NAME",
+      help: "the name ServerMetadata and GET /v2 report; clients written for Triton may check it is 'triton'",
+    },
+    "dynamo-kserve",
+  ),
   useTls: flag("--use-tls", {
     env: "DYNAMO_USE_TLS",
     help: "insist on TLS for gRPC and the HTTP port: refuse to start without --cert-file and --key-file (which turn TLS on by themselves)",

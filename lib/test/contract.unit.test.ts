@@ -41,6 +41,7 @@ const EVERY_OPTION: Required<DataPlaneArguments> = {
   grpcInitialStreamWindowSize: 262_144,
   upstreamFlowControlWindow: 2_097_152,
   kserveMode: true,
+  serverName: "triton",
   useTls: true,
   certFile: "/tls/tls.crt",
   keyFile: "/tls/tls.key",

@@ -197,6 +197,16 @@ def async_stream_infer_mocker_llm():
 
 
 @check
+def unary_infer_on_an_llm_that_gathers_its_responses():
+    # The reference frontend's client as written: unary ModelInfer on a decoupled LLM, one whole
+    # answer (mock_llm_dynamo opts in; Triton, and every other decoupled model, refuse it).
+    result = client.infer("mock_llm_dynamo", [llm_prompt("hello")], parameters={"max_tokens": 6})
+    text = result.as_numpy("text_output")[0].decode()
+    assert len(text.split(" ")) == 6, text
+    assert result.as_numpy("finish_reason")[0] == b"length", result.as_numpy("finish_reason")
+
+
+@check
 def model_infer_stream_extension():
     request = service_pb2.ModelInferRequest(model_name="mock_llm", id="ext")
     request.parameters["max_tokens"].int64_param = 4

@@ -137,6 +137,18 @@ describe("model spec checks", () => {
     assert.throws(() => spec('name: "m"'), /backend/);
   });
 
+  it("reads a decoupled model's opt-in to unary ModelInfer, and refuses it where it cannot apply", () => {
+    const optIn = (value: string, decoupled = true) =>
+      spec(
+        `name: "m" backend: "repeat" model_transaction_policy { decoupled: ${decoupled} } parameters { key: "model_infer_gathers_responses" value { string_value: "${value}" } }`,
+      );
+    assert.equal(optIn("true").gathersUnaryResponses, true);
+    assert.equal(optIn("false").gathersUnaryResponses, false);
+    assert.equal(spec('name: "m" backend: "repeat"').gathersUnaryResponses, false);
+    assert.throws(() => optIn("yes"), /model_infer_gathers_responses.*"true" or "false"/);
+    assert.throws(() => optIn("true", false), /model_infer_gathers_responses.*decoupled models only/);
+  });
+
   it("gives the line of the field it names, when it has the text", () => {
     const text = [
       'name: "m"',
