@@ -67,8 +67,8 @@ export function sendJson(reply: FastifyReply, value: unknown): FastifyReply {
 /** The status a request is counted with when its client went away before the reply was complete. */
 const CLIENT_CLOSED_REQUEST = 499;
 
-/** Paths that need no token: the probes Kubernetes and load balancers send. */
-const OPEN_PATHS = new Set(["/v2/health/live", "/v2/health/ready"]);
+/** Routes that need no token: the probes Kubernetes and load balancers send. */
+const OPEN_ROUTES = new Set(["/v2/health/live", "/v2/health/ready"]);
 
 /**
  * The HTTP front door (fastify): KServe v2 REST with Triton's extensions and binary tensor
@@ -162,13 +162,17 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
   };
 }
 
-/** The model-control routes: loading and unloading models (the RPCs' HTTP twins). */
-const MODEL_CONTROL_PATH = /^\/v2\/repository\/models\/[^/]+\/(?:load|unload)$/;
+/**
+ * The model-control routes: loading and unloading models (the RPCs' HTTP twins). Told by the
+ * route the router matched, never by the path as sent: the router decodes escapes (`%6coad`)
+ * and reads absolute URLs and fragments, so two spellings of one route must need one token.
+ */
+const MODEL_CONTROL_ROUTES = new Set(["/v2/repository/models/:model/load", "/v2/repository/models/:model/unload"]);
 
 function authenticate(access: AccessTokens) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    const path = pathOf(request);
-    const required = OPEN_PATHS.has(path) ? undefined : requiredTokens(access, MODEL_CONTROL_PATH.test(path));
+    const route = routeOf(request);
+    const required = OPEN_ROUTES.has(route) ? undefined : requiredTokens(access, MODEL_CONTROL_ROUTES.has(route));
     if (required === undefined) return;
     const header = request.headers.authorization;
     const failure = authenticationFailure(

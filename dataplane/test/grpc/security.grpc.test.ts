@@ -8,6 +8,7 @@ import { HealthTestClient } from "../fixtures/health.js";
 import { CLI } from "../fixtures/paths.js";
 import { SecretFiles, tlsArgs } from "../fixtures/secret-files.js";
 import { eventually, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+import { request as httpRequest } from "node:http";
 
 const trusting = (ca: Pem, client?: Pem): ChannelCredentials =>
   credentials.createSsl(
@@ -259,6 +260,38 @@ describe("data plane security: TLS, mTLS, certificate rotation, bearer tokens, m
       assert.equal(await load(client, "repositoryModelLoad", "control-token"), null);
       assert.equal((await http("/v2/repository/models/identity_fp32/unload", "control-token")).status, 200);
       assert.equal((await http("/v2/repository/models/identity_fp32/load", "control-token")).status, 200);
+    });
+
+    it("decides by the route a request reaches, not by how its path is spelled (escapes, a fragment, an absolute URL)", async () => {
+      const post = (path: string, token: string) =>
+        new Promise<number>((resolve, reject) => {
+          const request = httpRequest(
+            {
+              host: "127.0.0.1",
+              port: server.httpPort,
+              method: "POST",
+              path,
+              headers: { authorization: `Bearer ${token}` },
+            },
+            (response) => {
+              response.resume();
+              resolve(response.statusCode!);
+            },
+          );
+          request.on("error", reject).end();
+        });
+      for (const path of [
+        "/v2/repository/models/identity_fp32/%75nload",
+        "/v2/repository/models/identity_fp32/%6coad",
+        "/v2/repository/models/identity_fp32/unload#x",
+        "http://h/v2/repository/models/identity_fp32/unload",
+      ]) {
+        assert.equal(await post(path, "inference-token"), 401, path);
+      }
+      const ready = await fetch(`http://127.0.0.1:${server.httpPort}/v2/models/identity_fp32/ready`, {
+        headers: { authorization: "Bearer inference-token" },
+      });
+      assert.equal(ready.status, 200, "the model was unloaded");
     });
 
     it("keeps inference on the inference tokens: a model-control token is not one", async () => {
