@@ -14,20 +14,49 @@ Usage: dynamo_kserve_python_stub.py serve  (settings come in the first frame)
        as Triton's JSON on stdin, the completed config written to file descriptor 3)
 """
 
+import ctypes
 import importlib.util
 import json
+import math
 import mmap
 import os
 import queue
+import signal
 import struct
 import sys
 import threading
 import time
 import traceback
 
-import numpy as np
 
-import triton_python_backend_utils as pb_utils
+def exit_with_parent() -> None:
+    """Ends this process as soon as the data plane that started it is gone, even while the
+    model's execute or initialize is busy or a thread it started (daemon or not) runs, as
+    Triton's stub does: Linux kills it with the parent (PR_SET_PDEATHSIG), and a watchdog
+    thread notices a new parent elsewhere. Set before anything slow (numpy's import)."""
+    parent = int(os.environ.get("DYNAMO_KSERVE_PARENT_PID") or os.getppid())
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (AttributeError, OSError):
+        pass  # not Linux: the watchdog alone
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(1)
+            time.sleep(0.1)
+
+    # The parent may have gone before prctl took effect: the watchdog's first look catches it.
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+exit_with_parent()
+
+import numpy as np  # noqa: E402  (after the guard: importing numpy takes a while)
+
+import triton_python_backend_utils as pb_utils  # noqa: E402
 
 FROM_DATAPLANE = 3
 TO_DATAPLANE = 4
@@ -95,8 +124,16 @@ class Channel:
             received += count
         return header, payload
 
+    @staticmethod
+    def encode(header: dict) -> bytes:
+        """A header as the frame carries it; raises (ValueError, TypeError) for one JSON cannot
+        carry: allow_nan=False, as a bare NaN is not JSON and the data plane could not read it."""
+        return json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+
     def write(self, header, parts=(), hold=False):
-        encoded = json.dumps(header, separators=(",", ":")).encode()
+        self.write_encoded(self.encode(header), parts, hold)
+
+    def write_encoded(self, encoded: bytes, parts=(), hold=False):
         parts = [memoryview(part).cast("B") for part in parts]
         size = sum(len(part) for part in parts)
         buffers = [FRAME_HEAD.pack(len(encoded), size), encoded, *parts]
@@ -251,6 +288,23 @@ def in_payload(described):
     return placed
 
 
+def checked_parameters(parameters: dict, what: str) -> dict:
+    """Parameters the frame can carry, as Triton takes them: a str key, and a bool, int, str
+    or finite float value (JSON has no NaN or infinity; a numpy scalar is not a Python number).
+    Raises TritonModelException naming the first that is not."""
+    for key, value in parameters.items():
+        if not isinstance(key, str):
+            raise pb_utils.TritonModelException(f"{what} parameter {key!r}: a parameter's name is a str")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise pb_utils.TritonModelException(f"{what} parameter '{key}' is {value}, which a parameter cannot carry")
+        if not isinstance(value, (bool, int, str, float)):
+            kind = f"{type(value).__module__}.{type(value).__name__}".removeprefix("builtins.")
+            raise pb_utils.TritonModelException(
+                f"{what} parameter '{key}' is a {kind}; a parameter is a bool, int, float or str"
+            )
+    return parameters
+
+
 def error_response(message, code=pb_utils.TritonError.INTERNAL):
     return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
 
@@ -286,8 +340,24 @@ class Host:
         self.lock = threading.Lock()
 
     def send_response(self, handle, response, final, hold=False):
+        """Sends a response of the request; one that cannot be sent (a parameter JSON cannot
+        carry, an output numpy cannot give as bytes) becomes that request's final error, as
+        Triton fails a response it cannot build, and the process goes on serving."""
         if handle.finished:
             raise pb_utils.TritonModelException("this request's final response was already sent")
+        try:
+            header, parts = self._response_frame(handle, response, final)
+            encoded = self.channel.encode(header)
+        except Exception as error:
+            message = error.message() if isinstance(error, pb_utils.TritonModelException) else str(error)
+            failure = ["INTERNAL", f"the model's response cannot be sent: {message}"]
+            encoded, parts, final = self.channel.encode({"t": "r", "id": handle.id, "f": True, "e": failure}), (), True
+        if final:
+            handle.finished = True
+            self.running.pop(handle.id, None)
+        self.channel.write_encoded(encoded, parts, hold)
+
+    def _response_frame(self, handle, response, final):
         header = {"t": "r", "id": handle.id, "f": final}
         parts = ()
         if response is not None:
@@ -296,11 +366,8 @@ class Host:
             else:
                 header["o"], parts = described_outputs(response.output_tensors(), self.shared_outputs)
             if response._parameters:
-                header["p"] = response._parameters
-        if final:
-            handle.finished = True
-            self.running.pop(handle.id, None)
-        self.channel.write(header, parts, hold)
+                header["p"] = checked_parameters(response._parameters, "response")
+        return header, parts
 
     def bls(self, request, stream):
         with self.lock:
@@ -316,7 +383,7 @@ class Host:
             "v": "" if request.model_version() in (-1, "", None) else str(request.model_version()),
             "i": in_payload(described),
             "o": request.requested_output_names(),
-            "p": request._parameters,
+            "p": checked_parameters(request._parameters, "BLS request"),
             "r": request.request_id(),
             "s": stream,
             "to": request.timeout(),
@@ -425,6 +492,13 @@ def serve(channel, settings):
         with open(settings["shm"], "r+b") as file:
             shared = mmap.mmap(file.fileno(), settings["shmSize"])
     shared_outputs = SharedOutputs(settings["shmOut"], settings["shmSize"]) if settings.get("shmOut") else None
+    # Mapped: the files' names are no longer needed, and a process killed later leaves none behind.
+    for path in (settings.get("shm"), settings.get("shmOut")):
+        if path:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
     host = Host(channel, shared_outputs)
     pb_utils._host = host
     global INSTANCE_NAME

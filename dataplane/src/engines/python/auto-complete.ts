@@ -7,7 +7,8 @@ import { selectedEngine } from "../../../../lib/engines/catalog.js";
 import { pythonModelFileName } from "../../../../lib/engines/python.js";
 import { ConfigError, parseJson, tritonConfigJson } from "../../../../lib/model-repository/config.js";
 import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
-import { logOutput, PYTHON_STUB, stubEnvironment } from "./instance.js";
+import { PYTHON_STUB, stubEnvironment } from "./instance.js";
+import { logOutput } from "./printed.js";
 
 /**
  * Triton's auto-complete for Python models: when a model is loaded (unless
