@@ -4,7 +4,7 @@ response parameter; "bls_nan": a BLS request whose parameter is NaN; "wrong_name
 "wrong_datatype", "wrong_shape": an output its config does not declare as returned;
 "print <seconds>": prints in a tight loop for that long; "garbage": writes a frame the data
 plane cannot read on the stub's pipe (as a broken stub would); "thread": starts a thread that
-is not a daemon and never ends; anything else: its process id."""
+is not a daemon and never ends; "raise": execute raises; "exit": the process exits; anything else: its process id."""
 
 import os
 import struct
@@ -48,6 +48,10 @@ def answer(how):
         header = b'{"t":"r","id":1,"p":{"score":NaN}'
         os.write(4, struct.pack("<II", len(header), 0) + header)
         time.sleep(5)
+    if how == "raise":
+        raise ValueError("misbehaves was asked to raise")
+    if how == "exit":
+        os._exit(3)
     if how == "thread":
         threading.Thread(target=time.sleep, args=(3600,), name="never-ends", daemon=False).start()
     if how.startswith("print "):
