@@ -34,7 +34,16 @@ def exit_with_parent() -> None:
     model's execute or initialize is busy or a thread it started (daemon or not) runs, as
     Triton's stub does: Linux kills it with the parent (PR_SET_PDEATHSIG), and a watchdog
     thread notices a new parent elsewhere. Set before anything slow (numpy's import)."""
-    parent = int(os.environ.get("DYNAMO_KSERVE_PARENT_PID") or os.getppid())
+    parent = os.getppid()
+    # Started through a wrapper (a --python script), the parent is the wrapper; either way, a
+    # data plane already gone when this process got here is caught before the watchdog starts.
+    started_by = int(os.environ.get("DYNAMO_KSERVE_PARENT_PID") or parent)
+    try:
+        os.kill(started_by, 0)
+    except ProcessLookupError:
+        os._exit(1)
+    except OSError:
+        pass  # alive, another user's
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         PR_SET_PDEATHSIG = 1
