@@ -17,7 +17,6 @@ Usage: dynamo_kserve_python_stub.py serve  (settings come in the first frame)
 import ctypes
 import importlib.util
 import json
-import math
 import mmap
 import os
 import queue
@@ -297,23 +296,6 @@ def in_payload(described):
     return placed
 
 
-def checked_parameters(parameters: dict, what: str) -> dict:
-    """Parameters the frame can carry, as Triton takes them: a str key, and a bool, int, str
-    or finite float value (JSON has no NaN or infinity; a numpy scalar is not a Python number).
-    Raises TritonModelException naming the first that is not."""
-    for key, value in parameters.items():
-        if not isinstance(key, str):
-            raise pb_utils.TritonModelException(f"{what} parameter {key!r}: a parameter's name is a str")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise pb_utils.TritonModelException(f"{what} parameter '{key}' is {value}, which a parameter cannot carry")
-        if not isinstance(value, (bool, int, str, float)):
-            kind = f"{type(value).__module__}.{type(value).__name__}".removeprefix("builtins.")
-            raise pb_utils.TritonModelException(
-                f"{what} parameter '{key}' is a {kind}; a parameter is a bool, int, float or str"
-            )
-    return parameters
-
-
 def error_response(message, code=pb_utils.TritonError.INTERNAL):
     return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
 
@@ -375,7 +357,9 @@ class Host:
             else:
                 header["o"], parts = described_outputs(response.output_tensors(), self.shared_outputs)
             if response._parameters:
-                header["p"] = checked_parameters(response._parameters, "response")
+                # Checked as Triton does when the response was built; here, that the frame can
+                # carry them (a model may have changed them since, or return a BLS response).
+                header["p"] = pb_utils.checked_parameters(response._parameters, "response", finite_floats=True)
         return header, parts
 
     def bls(self, request, stream):
@@ -392,7 +376,7 @@ class Host:
             "v": "" if request.model_version() in (-1, "", None) else str(request.model_version()),
             "i": in_payload(described),
             "o": request.requested_output_names(),
-            "p": checked_parameters(request._parameters, "BLS request"),
+            "p": pb_utils.checked_parameters(request._parameters, "BLS request"),
             "r": request.request_id(),
             "s": stream,
             "to": request.timeout(),
@@ -408,9 +392,10 @@ class Host:
                     code, message = header["e"]
                     yield error_response(message, _ERROR_CODE_OF_NAME.get(code, pb_utils.TritonError.INTERNAL))
                 elif "o" in header:
-                    yield pb_utils.InferenceResponse(
-                        output_tensors=tensors_from(in_payload(header["o"]), payload, None), parameters=header.get("p")
-                    )
+                    response = pb_utils.InferenceResponse(output_tensors=tensors_from(in_payload(header["o"]), payload, None))
+                    # The called model's parameters as they came (a KServe double included).
+                    response._parameters = header.get("p") or {}
+                    yield response
                 if header.get("f"):
                     return
         finally:
@@ -581,8 +566,10 @@ def serve(channel, settings):
                 flags=header.get("f", 0),
                 correlation_id=header.get("c", 0),
                 request_id=header.get("r", ""),
-                parameters=header.get("p"),
             )
+            # The client's parameters as they came (a KServe double included): Triton checks
+            # only what a model builds.
+            request._parameters = header.get("p") or {}
             request._handle = handle
             requests.append(request)
         if requests:

@@ -343,6 +343,7 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       for (const [how, parameter] of [
         ["nan", "score"],
         ["inf", "score"],
+        ["nan_late", "score"],
         ["bls_nan", "threshold"],
       ] as const) {
         const error = await inferError(ours, misbehave(how));

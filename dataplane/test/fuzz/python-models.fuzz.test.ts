@@ -26,7 +26,7 @@ const MODELS = join(REPO_ROOT, "dataplane", "test", "python-models");
 
 /** What misbehaves does when asked (its model.py), and the codes it may be answered with. */
 const BEHAVIOURS: readonly { how: fc.Arbitrary<string>; codes: readonly status[]; weight: number }[] = [
-  { how: fc.constantFrom("nan", "inf", "np_int", "bls_nan"), codes: [status.INTERNAL], weight: 4 },
+  { how: fc.constantFrom("nan", "inf", "nan_late", "np_int", "bls_nan"), codes: [status.INTERNAL], weight: 4 },
   { how: fc.constantFrom("wrong_name", "wrong_datatype", "wrong_shape", "raise"), codes: [status.INTERNAL], weight: 4 },
   // Rarer: each takes the process down, and its restarts back off (1 s, 2 s, 4 s, ...).
   { how: fc.constantFrom("garbage", "exit"), codes: [status.UNAVAILABLE], weight: 1 },

@@ -1,6 +1,7 @@
 """A model that answers badly on request, to check what the server does with it. HOW is:
 "nan", "inf": a response parameter that JSON cannot carry; "np_int": a numpy integer as a
-response parameter; "bls_nan": a BLS request whose parameter is NaN; "wrong_name",
+response parameter; "nan_late": a NaN put in a response's parameters after it was built (past
+the check Triton makes then); "bls_nan": a BLS request whose parameter is NaN; "wrong_name",
 "wrong_datatype", "wrong_shape": an output its config does not declare as returned;
 "print <seconds>": prints in a tight loop for that long; "garbage": writes a frame the data
 plane cannot read on the stub's pipe (as a broken stub would); "thread": starts a thread that
@@ -25,6 +26,10 @@ def answer(how):
         return pb_utils.InferenceResponse(output_tensors=[pid_output()], parameters={"score": float("nan")})
     if how == "inf":
         return pb_utils.InferenceResponse(output_tensors=[pid_output()], parameters={"score": float("-inf")})
+    if how == "nan_late":
+        response = pb_utils.InferenceResponse(output_tensors=[pid_output()])
+        response._parameters["score"] = float("nan")
+        return response
     if how == "np_int":
         return pb_utils.InferenceResponse(output_tensors=[pid_output()], parameters={"count": np.int64(3)})
     if how == "bls_nan":
