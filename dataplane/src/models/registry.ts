@@ -309,7 +309,7 @@ export class ModelRegistry {
     this.closing();
     this.isClosed = true;
     // Loads in progress stop (a Python model's processes are killed), so their queues settle.
-    for (const stop of this.loadsInProgress) stop("stopped loading: the server is shutting down");
+    for (const stop of this.loadsInProgress) stop(STOPPED_LOADING);
     await Promise.all([...this.queues.values()].map((queued) => queued.catch(() => undefined)));
     for (const record of this.records.values()) await this.retire(record, "server shutting down");
     await Promise.all(this.retiring);
@@ -335,7 +335,8 @@ export class ModelRegistry {
    */
   private async startEngine(name: string, engine: Engine): Promise<void> {
     if (engine.start === undefined) return;
-    const starting = engine.start();
+    // A load queued behind one close() stopped: nothing starts once the registry is closed.
+    const starting = this.isClosed ? Promise.reject(unavailable(`model '${name}' ${STOPPED_LOADING}`)) : engine.start();
     starting.catch(() => undefined); // its outcome is read below, or no longer wanted
     const timeoutMs = this.options.loadTimeoutMs ?? 0;
     let timer: NodeJS.Timeout | undefined;
@@ -494,6 +495,9 @@ export class ModelRegistry {
     this.retiring.add(retired);
   }
 }
+
+/** Why a load in progress at close() failed. */
+const STOPPED_LOADING = "stopped loading: the server is shutting down";
 
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
 
