@@ -141,7 +141,7 @@ class Channel:
     def write(self, header, parts=(), hold=False):
         self.write_encoded(self.encode(header), parts, hold)
 
-    def write_encoded(self, encoded: bytes, parts=(), hold=False):
+    def write_encoded(self, encoded: bytes, parts=(), hold: bool = False) -> None:
         parts = [memoryview(part).cast("B") for part in parts]
         size = sum(len(part) for part in parts)
         buffers = [FRAME_HEAD.pack(len(encoded), size), encoded, *parts]
@@ -330,7 +330,7 @@ class Host:
         self.next_call = 0
         self.lock = threading.Lock()
 
-    def send_response(self, handle, response, final, hold=False):
+    def send_response(self, handle: RequestHandle, response, final: bool, hold: bool = False) -> None:
         """Sends a response of the request; one that cannot be sent (a parameter JSON cannot
         carry, an output numpy cannot give as bytes) becomes that request's final error, as
         Triton fails a response it cannot build, and the process goes on serving."""
@@ -348,7 +348,7 @@ class Host:
             self.running.pop(handle.id, None)
         self.channel.write_encoded(encoded, parts, hold)
 
-    def _response_frame(self, handle, response, final):
+    def _response_frame(self, handle: RequestHandle, response, final: bool) -> tuple:
         header = {"t": "r", "id": handle.id, "f": final}
         parts = ()
         if response is not None:

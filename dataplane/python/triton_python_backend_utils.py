@@ -142,7 +142,7 @@ def _parameters_dict(parameters):
     return dict(parameters or {})
 
 
-def checked_parameters(parameters, what, finite_floats=False):
+def checked_parameters(parameters: dict, what: str, finite_floats: bool = False) -> dict:
     """Parameters a model gives, as Triton takes them (its PyParametersToJSON): str keys and
     bool, int or str values; anything else (a float, NaN, None, a numpy scalar, a list)
     raises TritonModelException with Triton's words, naming the parameter. With
