@@ -24,10 +24,11 @@ export interface OutputContract {
  */
 export function checkReturnedOutputs(outputs: readonly ReturnedOutput[], contract: OutputContract): void {
   if (contract.outputs.length === 0) return;
-  const specs = new Map(contract.outputs.map((spec) => [spec.name, spec]));
   const model = `model '${contract.modelName}'`;
+  // On every response: a model's few declared outputs are searched rather than indexed.
+  const batched = contract.maxBatchSize > 0 ? 1 : 0;
   for (const { name, datatype, shape } of outputs) {
-    const spec = specs.get(name);
+    const spec = contract.outputs.find((declared) => declared.name === name);
     if (spec === undefined) {
       const declared = contract.outputs.map((known) => known.name).join(", ");
       throw internal(`${model} returned output '${name}', which is not declared in its config (outputs: ${declared})`);
@@ -35,9 +36,11 @@ export function checkReturnedOutputs(outputs: readonly ReturnedOutput[], contrac
     if (datatype !== spec.datatype) {
       throw internal(`${model} returned output '${name}' as ${datatype}; its config declares ${spec.datatype}`);
     }
-    const expected = contract.maxBatchSize > 0 ? [-1, ...spec.dims] : spec.dims;
-    const fits = shape.length === expected.length && expected.every((dim, i) => dim === -1 || dim === shape[i]);
+    const fits =
+      shape.length === spec.dims.length + batched &&
+      spec.dims.every((dim, i) => dim === -1 || dim === shape[i + batched]);
     if (!fits) {
+      const expected = batched ? [-1, ...spec.dims] : spec.dims;
       throw internal(
         `${model} returned output '${name}' with shape [${shape.join(",")}]; its config declares [${expected.join(",")}]`,
       );
