@@ -49,6 +49,8 @@ export interface DataPlaneOptions {
   readonly modelControlMode: ModelControlMode;
   readonly loadModels: readonly string[];
   readonly repositoryPollSeconds: number;
+  /** How long a model's load (a Python model's initialize) may take; 0: no bound. */
+  readonly modelLoadTimeoutSeconds: number;
   /** Triton's auto-complete of configs from model files (on unless --disable-auto-complete-config). */
   readonly autoCompleteConfig: boolean;
   /** What ServerMetadata and GET /v2 report as the server's name (--server-name). */
@@ -132,6 +134,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
         }
       : {}),
     retireGraceMs: options.shutdownGraceSeconds * 1000,
+    loadTimeoutMs: options.modelLoadTimeoutSeconds * 1000,
     logger,
   });
   let stopping = false;
@@ -241,7 +244,7 @@ function schedulePolling(
     if (running) return;
     running = true;
     registry
-      .sync()
+      .poll()
       .catch((error: unknown) => logger.error({ err: errorMessage(error) }, "model repository poll failed"))
       .finally(() => {
         running = false;

@@ -40,6 +40,7 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
     modelControlMode: args.modelControlMode,
     loadModels: args.loadModel ?? [],
     repositoryPollSeconds: args.repositoryPollSecs,
+    modelLoadTimeoutSeconds: args.modelLoadTimeoutSecs,
     autoCompleteConfig: args.disableAutoCompleteConfig !== true,
     serverName: args.serverName,
     host: args.host,

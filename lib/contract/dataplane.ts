@@ -86,6 +86,14 @@ export const DATAPLANE_OPTIONS = {
     env: "DYNAMO_LOAD_MODEL",
     help: "with explicit control: a model to load at start, '*' for all (repeatable)",
   }),
+  modelLoadTimeoutSecs: duration(
+    "--model-load-timeout-secs <seconds>",
+    {
+      env: "DYNAMO_MODEL_LOAD_TIMEOUT_SECS",
+      help: "a model whose load takes longer (a Python model's initialize) is stopped, its processes killed, and it is UNAVAILABLE with the reason; other models load meanwhile; 0: no bound",
+    },
+    600,
+  ),
   repositoryPollSecs: duration(
     "--repository-poll-secs <seconds>",
     { env: "DYNAMO_REPOSITORY_POLL_SECS", help: "how often poll mode rereads the repository" },

@@ -2,6 +2,7 @@ import { dirname } from "node:path";
 import { ModelInstanceGroup_Kind, type ModelConfig, type ModelVersionPolicy } from "../../proto/gen/ts/model_config.js";
 import { ConfigError, tritonConfigJson } from "../model-repository/config.js";
 import type { EngineDescription } from "./description.js";
+import type { TensorSpec } from "../model-repository/spec.js";
 
 /**
  * Triton's Python backend (`backend: "python"`): the model is a `model.py` with a
@@ -37,6 +38,8 @@ export interface PythonSettings {
   readonly versionPolicy: ModelVersionPolicy | undefined;
   /** The config as Triton gives it to initialize (`args["model_config"]`): JSON text. */
   readonly modelConfig: string;
+  /** The declared outputs, what the model returns is checked against: an output with a reshape is returned in that shape. */
+  readonly outputs: readonly TensorSpec[];
 }
 
 const KIND_NAME: Partial<Record<ModelInstanceGroup_Kind, "CPU" | "GPU" | "MODEL">> = {
@@ -98,6 +101,10 @@ export const pythonEngine: EngineDescription<PythonSettings> = {
           : undefined,
       versionPolicy: config.versionPolicy,
       modelConfig: JSON.stringify(tritonConfigJson({ ...config, name: spec.name })),
+      outputs: spec.outputs.map((output, index) => {
+        const reshape = config.output[index]?.reshape;
+        return reshape === undefined ? output : { ...output, dims: reshape.shape.map(Number) };
+      }),
     };
   },
 };

@@ -15,6 +15,7 @@ const EVERY_OPTION: Required<DataPlaneArguments> = {
   pythonShmByteSize: 1_048_576,
   modelControlMode: "explicit",
   loadModel: ["a", "b"],
+  modelLoadTimeoutSecs: 90,
   repositoryPollSecs: 0.2,
   disableAutoCompleteConfig: true,
   host: "127.0.0.1",

@@ -81,14 +81,18 @@ export interface RegistryOptions extends CandidateOptions {
   readonly createEngine: (spec: ModelSpec, source: string, files?: ModelFiles) => Engine;
   /** How long a replaced or unloaded engine's running requests may take before it is closed anyway. */
   readonly retireGraceMs: number;
+  /** How long an engine's start (a Python model's initialize) may take; 0 or undefined: no bound. */
+  readonly loadTimeoutMs?: number;
   readonly logger: Logger;
 }
 
 /**
  * The models this data plane serves. Loads them from the repository, keeps the last
  * good configuration of each when an update is broken, and answers which engine serves
- * a (model, version). All changes go through one queue so a poll and a load RPC never
- * interleave.
+ * a (model, version). The changes of one model go through its own queue, so a poll and a
+ * load RPC never interleave on it, while a model that is slow to load (an initialize that
+ * never returns) holds up no other model's; a load is bounded by the load timeout, and
+ * close() stops those in progress.
  */
 export class ModelRegistry {
   private readonly records = new Map<string, ModelRecord>();
@@ -96,7 +100,11 @@ export class ModelRegistry {
   private readonly parsed = new Map<string, Candidate>();
   /** Pairs of sources defining the same model that were already logged. */
   private readonly shadowed = new Set<string>();
-  private queue: Promise<unknown> = Promise.resolve();
+  /** Each model's queue of changes: the last one queued, while any is pending. */
+  private readonly queues = new Map<string, Promise<unknown>>();
+  /** Stops the engine starts in progress (close()). */
+  private readonly loadsInProgress = new Set<(why: string) => void>();
+  private isClosed = false;
   private readonly listeners: (() => void)[] = [];
   /** Engines replaced or unloaded whose running requests are finishing before they are closed. */
   private readonly retiring = new Set<Promise<void>>();
@@ -122,29 +130,43 @@ export class ModelRegistry {
       await this.sync();
       return;
     }
-    for (const name of startupModels) {
-      await this.load(name).catch((error: unknown) =>
-        this.options.logger.error({ model: name, err: errorMessage(error) }, "model failed to load at start"),
-      );
-    }
+    await Promise.all(
+      startupModels.map((name) =>
+        this.load(name).catch((error: unknown) =>
+          this.options.logger.error({ model: name, err: errorMessage(error) }, "model failed to load at start"),
+        ),
+      ),
+    );
   }
 
-  /** Brings every model in line with the repository (poll mode's tick). */
-  sync(): Promise<void> {
-    return this.serialize(async () => {
-      const candidates = await this.candidates();
-      const names = new Set(candidates.map((candidate) => candidate.name));
-      for (const candidate of candidates) {
-        const record = this.records.get(candidate.name);
-        if (record?.fingerprint === candidate.source.fingerprint) continue;
-        await this.apply(candidate).catch(() => undefined);
-      }
-      for (const [name, record] of this.records) {
-        if (names.has(name)) continue;
+  /** Brings every model in line with the repository, and resolves once each change is done. */
+  async sync(): Promise<void> {
+    await Promise.all(await this.poll());
+  }
+
+  /**
+   * Poll mode's tick: starts bringing every model in line with the repository and resolves
+   * once the changes are queued (each model's change, done in its own queue); a model
+   * whose last change is still running is left for a later poll.
+   */
+  async poll(): Promise<Promise<void>[]> {
+    const candidates = await this.candidates();
+    const names = new Set(candidates.map((candidate) => candidate.name));
+    const changes: Promise<void>[] = [];
+    for (const candidate of candidates) {
+      if (this.queues.has(candidate.name)) continue;
+      if (this.records.get(candidate.name)?.fingerprint === candidate.source.fingerprint) continue;
+      changes.push(this.serialize(candidate.name, () => this.apply(candidate)).catch(() => undefined));
+    }
+    for (const [name, record] of this.records) {
+      if (names.has(name) || this.queues.has(name)) continue;
+      const removed = async (): Promise<void> => {
         await this.retire(record, "removed from the model repository");
         this.records.delete(name);
-      }
-    });
+      };
+      changes.push(this.serialize(name, removed).catch(() => undefined));
+    }
+    return changes;
   }
 
   /**
@@ -154,7 +176,7 @@ export class ModelRegistry {
    * configuration then. Errors read as Triton's, which clients match.
    */
   load(name: string, overrideJson?: string): Promise<void> {
-    return this.serialize(async () => {
+    return this.serialize(name, async () => {
       const candidates = await this.candidates();
       const found = candidates.find((candidate) => candidate.name === name);
       if (found === undefined) {
@@ -172,7 +194,7 @@ export class ModelRegistry {
   }
 
   unload(name: string): Promise<void> {
-    return this.serialize(async () => {
+    return this.serialize(name, async () => {
       const record = this.records.get(name);
       if (record === undefined || record.live === undefined) {
         throw notFound(`model '${name}' is not loaded`);
@@ -303,19 +325,59 @@ export class ModelRegistry {
    * Closes every engine, those still finishing requests after a reload or unload included
    * (the server has drained or cut its calls by now: nothing is waited for).
    */
-  close(): Promise<void> {
+  async close(): Promise<void> {
     this.closing();
-    return this.serialize(async () => {
-      for (const record of this.records.values()) await this.retire(record, "server shutting down");
-      await Promise.all(this.retiring);
-    });
+    this.isClosed = true;
+    // Loads in progress stop (a Python model's processes are killed), so their queues settle.
+    for (const stop of this.loadsInProgress) stop(STOPPED_LOADING);
+    await Promise.all([...this.queues.values()].map((queued) => queued.catch(() => undefined)));
+    for (const record of this.records.values()) await this.retire(record, "server shutting down");
+    await Promise.all(this.retiring);
   }
 
-  private serialize<T>(task: () => Promise<T>): Promise<T> {
+  /** Runs `task` once the model's earlier changes are done; refused once the registry is closed. */
+  private serialize<T>(name: string, task: () => Promise<T>): Promise<T> {
+    if (this.isClosed) return Promise.reject(unavailable(`model '${name}': the server is shutting down`));
     const notify = (): void => this.listeners.forEach((listener) => listener());
-    const run = this.queue.then(task, task).finally(notify);
-    this.queue = run.catch(() => undefined);
+    const run = (this.queues.get(name) ?? Promise.resolve()).then(task, task).finally(notify);
+    const settled = run.catch(() => undefined);
+    this.queues.set(name, settled);
+    void settled.then(() => {
+      if (this.queues.get(name) === settled) this.queues.delete(name);
+    });
     return run;
+  }
+
+  /**
+   * Starts an engine (a Python model's processes and their initialize) within the load
+   * timeout. A start that runs out of time, or that close() stops, fails the load and its
+   * engine is closed (the processes killed), so nothing is left starting.
+   */
+  private async startEngine(name: string, engine: Engine): Promise<void> {
+    if (engine.start === undefined) return;
+    // A load queued behind one close() stopped: nothing starts once the registry is closed.
+    const starting = this.isClosed ? Promise.reject(unavailable(`model '${name}' ${STOPPED_LOADING}`)) : engine.start();
+    starting.catch(() => undefined); // its outcome is read below, or no longer wanted
+    const timeoutMs = this.options.loadTimeoutMs ?? 0;
+    let timer: NodeJS.Timeout | undefined;
+    let stop: (why: string) => void = () => undefined;
+    const stopped = new Promise<never>((_, reject) => {
+      stop = (why) => reject(unavailable(`model '${name}' ${why}`));
+      if (timeoutMs > 0) {
+        const seconds = timeoutMs / 1000;
+        timer = setTimeout(() => stop(`did not load within ${seconds} s (--model-load-timeout-secs)`), timeoutMs);
+      }
+    });
+    this.loadsInProgress.add(stop);
+    try {
+      await Promise.race([starting, stopped]);
+    } catch (error) {
+      await engine.close().catch(() => undefined);
+      throw error;
+    } finally {
+      clearTimeout(timer);
+      this.loadsInProgress.delete(stop);
+    }
   }
 
   private async candidates(): Promise<Candidate[]> {
@@ -373,10 +435,7 @@ export class ModelRegistry {
       const live = this.build(candidate);
       // As Triton: a model is READY once its engine has loaded it (e.g. a Python model's
       // initialize ran); one that fails to load leaves the last good one serving.
-      await live.engine.start?.().catch(async (error: unknown) => {
-        await live.engine.close().catch(() => undefined);
-        throw error;
-      });
+      await this.startEngine(candidate.name, live.engine);
       const previous = record.live;
       record.live = live;
       record.state = "READY";
@@ -456,6 +515,9 @@ export class ModelRegistry {
     this.retiring.add(retired);
   }
 }
+
+/** Why a load in progress at close() failed. */
+const STOPPED_LOADING = "stopped loading: the server is shutting down";
 
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
 
