@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import type { Engine, EngineLoad } from "../engines/engine.js";
 import type { ModelFiles } from "../../../lib/model-repository/sources.js";
 import {
@@ -196,9 +197,8 @@ export class ModelRegistry {
   unload(name: string): Promise<void> {
     return this.serialize(name, async () => {
       const record = this.records.get(name);
-      if (record === undefined || record.live === undefined) {
-        throw notFound(`model '${name}' is not loaded`);
-      }
+      // As Triton: unloading what is not loaded (or not in the repository) is done already.
+      if (record === undefined || record.live === undefined) return;
       await this.retire(record, "unloaded");
       record.fingerprint = undefined;
     });
@@ -467,8 +467,9 @@ export class ModelRegistry {
     if (config instanceof ConfigError) throw config;
     // The candidate's name: the folder's, or a single file's config name, else its file name
     // (a ConfigMap key such as `identity-fp32.pbtxt` whose config has no `name`).
-    const spec = toModelSpec(config, source.path, candidate.name, configText(source.format, source.content));
-    const versions = servedVersions(spec.config.versionPolicy, source.versions, source.path);
+    const origin = candidate.origin ?? source.path;
+    const spec = toModelSpec(config, origin, candidate.name, configText(source.format, source.content));
+    const versions = servedVersions(spec.config.versionPolicy, source.versions, origin);
     const files = source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions };
     const engine = this.options.createEngine(spec, source.path, files);
     return { spec, engine, versions, source: source.path, inFlight: new InFlight(), loadedAt: Date.now() };
@@ -522,23 +523,21 @@ const STOPPED_LOADING = "stopped loading: the server is shutting down";
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
 
 /**
- * A repository model with a load request's config override applied: its files (version
- * folders) stay where the repository has them; the override stands in for its config file.
+ * A repository model with a load request's config override applied: the override stands in
+ * for its config file, and its files are found where the repository has them (the source
+ * keeps its path and folder: engines of single-file configs look next to the file).
  */
 function overriddenCandidate(found: Candidate, overrideJson: string): Candidate {
-  const path = `RepositoryModelLoad(${found.name}).parameters["config"]`;
-  const source: ModelSource = { ...found.source, path, format: "json", content: undefined, fingerprint: "override" };
+  const origin = `RepositoryModelLoad(${found.name}).parameters["config"]`;
+  const source: ModelSource = { ...found.source, format: "json", content: undefined, fingerprint: "override" };
+  const candidate = (config: ModelConfig | ConfigError): Candidate => ({ name: found.name, source, config, origin });
   if (found.config instanceof ConfigError) {
     const detail = `the model's config in the repository cannot be read, and an override only changes a readable one (${found.config.message})`;
-    return { name: found.name, source, config: new ConfigError(path, detail) };
+    return candidate(new ConfigError(origin, detail));
   }
   try {
-    return { name: found.name, source, config: applyConfigOverride(found.name, found.config, overrideJson, path) };
+    return candidate(applyConfigOverride(found.name, found.config, overrideJson, origin));
   } catch (error) {
-    return {
-      name: found.name,
-      source,
-      config: error instanceof ConfigError ? error : new ConfigError(path, errorMessage(error)),
-    };
+    return candidate(error instanceof ConfigError ? error : new ConfigError(origin, errorMessage(error)));
   }
 }

@@ -1,7 +1,7 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import type { ModelRepositoryParameter } from "../../../proto/gen/ts/grpc_service.js";
-import { mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { configJson, parseText } from "../../../lib/model-repository/config.js";
@@ -264,6 +264,12 @@ describe("model repository (real server over loopback)", function () {
       assert.match(error.details, /^failed to load 'missing', failed to poll from model repository: /);
     });
 
+    it("unloads a model that is not loaded, or not in the repository, as a no-op (OK), as Triton does", async () => {
+      for (const modelName of ["identity_int32", "identity_int32", "not_in_repository"]) {
+        await call(server.client, "repositoryModelUnload", { repositoryName: "", modelName, parameters: {} });
+      }
+    });
+
     it("answers a load that fails with Triton's code and message, naming the model", async () => {
       const error = await callError(server.client, "repositoryModelLoad", overrideRequest("identity_int32", "{"));
       assert.equal(error.code, status.INVALID_ARGUMENT);
@@ -409,6 +415,46 @@ describe("model repository (real server over loopback)", function () {
       );
       const sum = reply.rawOutputContents[reply.outputs.findIndex((output) => output.name === "OUTPUT0")]!;
       assert.deepEqual([...new Float32Array(Uint8Array.from(sum).buffer)], [2, 3, 4, 5]);
+    });
+
+    it("reads a single-file config's model files next to that file when overridden, never from the server's working directory", async () => {
+      const folder = repository.path("..single");
+      mkdirSync(join(folder, "1"), { recursive: true });
+      cpSync(repository.path("add_sub_onnx/1/model.onnx"), join(folder, "1", "model.onnx"));
+      const config = readFileSync(repository.path("add_sub_onnx/config.pbtxt"), "utf8").replace(
+        "add_sub_onnx",
+        "single_onnx",
+      );
+      writeFileSync(join(folder, "single_onnx.pbtxt"), config);
+      const single = await startServer([
+        "--model-config",
+        join(folder, "single_onnx.pbtxt"),
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "*",
+      ]);
+      try {
+        await call(single.client, "repositoryModelLoad", overrideRequest("single_onnx", { max_batch_size: 2 }));
+        const fp32 = (values: number[]) => new Uint8Array(Float32Array.from(values).buffer);
+        const reply = await infer(
+          single.client,
+          inferRequest({
+            modelName: "single_onnx",
+            inputs: ["INPUT0", "INPUT1"].map((name) => ({
+              name,
+              datatype: "FP32",
+              shape: [1n, 4n],
+              parameters: {},
+              contents: undefined,
+            })),
+            rawInputContents: [fp32([1, 2, 3, 4]), fp32([1, 1, 1, 1])],
+          }),
+        );
+        assert.equal(reply.outputs.length, 2);
+      } finally {
+        await single.stop();
+      }
     });
 
     it("takes back an override that sends the model's whole config unchanged (get the config, change a field, load it)", async () => {
