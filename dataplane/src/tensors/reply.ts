@@ -1,5 +1,6 @@
 import { internal } from "../../../lib/errors.js";
 import type { TensorSpec } from "../../../lib/model-repository/spec.js";
+import { declaredShape, fitsDims } from "./request.js";
 
 /** An output as a model returned it. */
 export interface ReturnedOutput {
@@ -18,15 +19,15 @@ export interface OutputContract {
 }
 
 /**
- * Checks what a model returned against the outputs its config declares (name, datatype,
- * shape), as Triton does when a backend builds a response. A mismatch is the model's fault,
+ * Checks what a model returned (a Python model, an upstream) against the outputs its config
+ * declares (name, datatype, shape), as Triton does when a backend builds a response. A mismatch is the model's fault,
  * not the client's: INTERNAL, naming the model and the output.
  */
 export function checkReturnedOutputs(outputs: readonly ReturnedOutput[], contract: OutputContract): void {
   if (contract.outputs.length === 0) return;
   const model = `model '${contract.modelName}'`;
   // On every response: a model's few declared outputs are searched rather than indexed.
-  const batched = contract.maxBatchSize > 0 ? 1 : 0;
+  const batched = contract.maxBatchSize > 0;
   for (const { name, datatype, shape } of outputs) {
     const spec = contract.outputs.find((declared) => declared.name === name);
     if (spec === undefined) {
@@ -36,13 +37,9 @@ export function checkReturnedOutputs(outputs: readonly ReturnedOutput[], contrac
     if (datatype !== spec.datatype) {
       throw internal(`${model} returned output '${name}' as ${datatype}; its config declares ${spec.datatype}`);
     }
-    const fits =
-      shape.length === spec.dims.length + batched &&
-      spec.dims.every((dim, i) => dim === -1 || dim === shape[i + batched]);
-    if (!fits) {
-      const expected = batched ? [-1, ...spec.dims] : spec.dims;
+    if (!fitsDims(shape, spec.dims, batched)) {
       throw internal(
-        `${model} returned output '${name}' with shape [${shape.join(",")}]; its config declares [${expected.join(",")}]`,
+        `${model} returned output '${name}' with shape [${shape.join(",")}]; its config declares [${declaredShape(spec.dims, batched).join(",")}]`,
       );
     }
   }

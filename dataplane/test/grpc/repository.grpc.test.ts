@@ -50,6 +50,22 @@ const overrideRequest = (modelName: string, config: Record<string, unknown> | st
   },
 });
 
+/** OUTPUT0 of the add_sub ONNX model (under `model`) for [1, 2, 3, 4] + [1, 1, 1, 1]. */
+async function addSub(server: ServerProcess, model: string): Promise<number[]> {
+  const fp32 = (values: number[]) => new Uint8Array(Float32Array.from(values).buffer);
+  const input = (name: string) => ({ name, datatype: "FP32", shape: [1n, 4n], parameters: {}, contents: undefined });
+  const reply = await infer(
+    server.client,
+    inferRequest({
+      modelName: model,
+      inputs: [input("INPUT0"), input("INPUT1")],
+      rawInputContents: [fp32([1, 2, 3, 4]), fp32([1, 1, 1, 1])],
+    }),
+  );
+  const sum = reply.rawOutputContents[reply.outputs.findIndex((output) => output.name === "OUTPUT0")]!;
+  return [...new Float32Array(Uint8Array.from(sum).buffer)];
+}
+
 const int32Request = (model: string, values: number[]) =>
   inferRequest({
     modelName: model,
@@ -398,23 +414,7 @@ describe("model repository (real server over loopback)", function () {
           { name: "OUTPUT1", data_type: "TYPE_FP32", dims: [4] },
         ],
       });
-      const fp32 = (values: number[]) => new Uint8Array(Float32Array.from(values).buffer);
-      const reply = await infer(
-        server.client,
-        inferRequest({
-          modelName: "add_sub_onnx",
-          inputs: ["INPUT0", "INPUT1"].map((name) => ({
-            name,
-            datatype: "FP32",
-            shape: [1n, 4n],
-            parameters: {},
-            contents: undefined,
-          })),
-          rawInputContents: [fp32([1, 2, 3, 4]), fp32([1, 1, 1, 1])],
-        }),
-      );
-      const sum = reply.rawOutputContents[reply.outputs.findIndex((output) => output.name === "OUTPUT0")]!;
-      assert.deepEqual([...new Float32Array(Uint8Array.from(sum).buffer)], [2, 3, 4, 5]);
+      assert.deepEqual(await addSub(server, "add_sub_onnx"), [2, 3, 4, 5]);
     });
 
     it("reads a single-file config's model files next to that file when overridden, never from the server's working directory", async () => {
@@ -436,22 +436,7 @@ describe("model repository (real server over loopback)", function () {
       ]);
       try {
         await call(single.client, "repositoryModelLoad", overrideRequest("single_onnx", { max_batch_size: 2 }));
-        const fp32 = (values: number[]) => new Uint8Array(Float32Array.from(values).buffer);
-        const reply = await infer(
-          single.client,
-          inferRequest({
-            modelName: "single_onnx",
-            inputs: ["INPUT0", "INPUT1"].map((name) => ({
-              name,
-              datatype: "FP32",
-              shape: [1n, 4n],
-              parameters: {},
-              contents: undefined,
-            })),
-            rawInputContents: [fp32([1, 2, 3, 4]), fp32([1, 1, 1, 1])],
-          }),
-        );
-        assert.equal(reply.outputs.length, 2);
+        assert.deepEqual(await addSub(single, "single_onnx"), [2, 3, 4, 5]);
       } finally {
         await single.stop();
       }

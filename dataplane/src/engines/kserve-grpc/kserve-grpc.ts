@@ -19,7 +19,8 @@ import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { isTrue } from "../../tensors/parameters.js";
 import { elementCount, type Tensor } from "../../tensors/tensor.js";
 import { emptyContents, typedToRaw } from "../../tensors/typed.js";
-import { declaredShape, fitsDims, rawSizeMismatch } from "../../tensors/request.js";
+import { rawSizeMismatch } from "../../tensors/request.js";
+import { checkReturnedOutputs } from "../../tensors/reply.js";
 import { asBuffer, encodeInferRequest, streamReplyParts, withModel } from "../../tensors/wire.js";
 import type { Engine, EngineRequest, EngineResponse, EngineRuntime, InferOptions } from "../engine.js";
 import type { Endpoint } from "./endpoints.js";
@@ -241,12 +242,9 @@ export class KserveGrpcEngine implements Engine {
   private fromUpstream(endpoint: Endpoint, response: ModelInferResponse): EngineResponse {
     let outputs: Tensor[];
     try {
-      outputs = response.outputs.map((output, index) => {
-        const tensor = upstreamTensor(output, response.rawOutputContents[index]);
-        const mismatch = this.settings.outputs.length > 0 ? declaredMismatch(tensor, this.settings) : undefined;
-        if (mismatch !== undefined) throw internal(mismatch);
-        return tensor;
-      });
+      outputs = response.outputs.map((output, index) => upstreamTensor(output, response.rawOutputContents[index]));
+      const { model: modelName, outputs: declared, maxBatchSize } = this.settings;
+      checkReturnedOutputs(outputs, { modelName, outputs: declared, maxBatchSize });
     } catch (error) {
       if (!(error instanceof DataPlaneError)) throw error;
       throw new UpstreamStatusError(
@@ -289,19 +287,6 @@ function upstreamTensor(output: ModelInferResponse_InferOutputTensor, raw: Uint8
   const mismatch = rawSizeMismatch(output.name, output.datatype, shape, data);
   if (mismatch !== undefined) throw internal(mismatch);
   return { name: output.name, datatype: output.datatype, shape, data, parameters: output.parameters };
-}
-
-/** Why a tensor is not the output the config declares, if it is not. */
-function declaredMismatch(
-  tensor: Tensor,
-  { outputs, maxBatchSize }: Pick<KserveGrpcSettings, "outputs" | "maxBatchSize">,
-): string | undefined {
-  const declared = outputs.find((output) => output.name === tensor.name);
-  const got = `output '${tensor.name}' is ${tensor.datatype} [${tensor.shape.join(",")}]`;
-  if (declared === undefined) return `${got}, which the config does not declare`;
-  if (declared.datatype === tensor.datatype && fitsDims(tensor.shape, declared.dims, maxBatchSize > 0))
-    return undefined;
-  return `${got}, but the config declares ${declared.datatype} [${declaredShape(declared.dims, maxBatchSize > 0).join(",")}]`;
 }
 
 /** A request for the upstream, serialized: the client's bytes as they came (passed through), or built here. */
