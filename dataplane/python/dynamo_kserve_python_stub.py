@@ -14,20 +14,57 @@ Usage: dynamo_kserve_python_stub.py serve  (settings come in the first frame)
        as Triton's JSON on stdin, the completed config written to file descriptor 3)
 """
 
+import ctypes
 import importlib.util
 import json
 import mmap
 import os
 import queue
+import signal
 import struct
 import sys
 import threading
 import time
 import traceback
 
-import numpy as np
 
-import triton_python_backend_utils as pb_utils
+def exit_with_parent() -> None:
+    """Ends this process as soon as the data plane that started it is gone, even while the
+    model's execute or initialize is busy or a thread it started (daemon or not) runs, as
+    Triton's stub does: Linux kills it with the parent (PR_SET_PDEATHSIG), and a watchdog
+    thread notices a new parent elsewhere. Set before anything slow (numpy's import)."""
+    parent = os.getppid()
+    # Started through a wrapper (a --python script), the parent is the wrapper; either way, a
+    # data plane already gone when this process got here is caught before the watchdog starts.
+    started_by = int(os.environ.get("DYNAMO_KSERVE_PARENT_PID") or parent)
+    try:
+        os.kill(started_by, 0)
+    except ProcessLookupError:
+        os._exit(1)
+    except OSError:
+        pass  # alive, another user's
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (AttributeError, OSError):
+        pass  # not Linux: the watchdog alone
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(1)
+            time.sleep(0.1)
+
+    # The parent may have gone before prctl took effect: the watchdog's first look catches it.
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+exit_with_parent()
+
+import numpy as np  # noqa: E402  (after the guard: importing numpy takes a while)
+
+import triton_python_backend_utils as pb_utils  # noqa: E402
 
 FROM_DATAPLANE = 3
 TO_DATAPLANE = 4
@@ -95,8 +132,16 @@ class Channel:
             received += count
         return header, payload
 
+    @staticmethod
+    def encode(header: dict) -> bytes:
+        """A header as the frame carries it; raises (ValueError, TypeError) for one JSON cannot
+        carry: allow_nan=False, as a bare NaN is not JSON and the data plane could not read it."""
+        return json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+
     def write(self, header, parts=(), hold=False):
-        encoded = json.dumps(header, separators=(",", ":")).encode()
+        self.write_encoded(self.encode(header), parts, hold)
+
+    def write_encoded(self, encoded: bytes, parts=(), hold: bool = False) -> None:
         parts = [memoryview(part).cast("B") for part in parts]
         size = sum(len(part) for part in parts)
         buffers = [FRAME_HEAD.pack(len(encoded), size), encoded, *parts]
@@ -285,9 +330,25 @@ class Host:
         self.next_call = 0
         self.lock = threading.Lock()
 
-    def send_response(self, handle, response, final, hold=False):
+    def send_response(self, handle: RequestHandle, response, final: bool, hold: bool = False) -> None:
+        """Sends a response of the request; one that cannot be sent (a parameter JSON cannot
+        carry, an output numpy cannot give as bytes) becomes that request's final error, as
+        Triton fails a response it cannot build, and the process goes on serving."""
         if handle.finished:
             raise pb_utils.TritonModelException("this request's final response was already sent")
+        try:
+            header, parts = self._response_frame(handle, response, final)
+            encoded = self.channel.encode(header)
+        except Exception as error:
+            message = error.message() if isinstance(error, pb_utils.TritonModelException) else str(error)
+            failure = ["INTERNAL", f"the model's response cannot be sent: {message}"]
+            encoded, parts, final = self.channel.encode({"t": "r", "id": handle.id, "f": True, "e": failure}), (), True
+        if final:
+            handle.finished = True
+            self.running.pop(handle.id, None)
+        self.channel.write_encoded(encoded, parts, hold)
+
+    def _response_frame(self, handle: RequestHandle, response, final: bool) -> tuple:
         header = {"t": "r", "id": handle.id, "f": final}
         parts = ()
         if response is not None:
@@ -296,11 +357,10 @@ class Host:
             else:
                 header["o"], parts = described_outputs(response.output_tensors(), self.shared_outputs)
             if response._parameters:
-                header["p"] = response._parameters
-        if final:
-            handle.finished = True
-            self.running.pop(handle.id, None)
-        self.channel.write(header, parts, hold)
+                # Checked as Triton does when the response was built; here, that the frame can
+                # carry them (a model may have changed them since, or return a BLS response).
+                header["p"] = pb_utils.checked_parameters(response._parameters, "response", finite_floats=True)
+        return header, parts
 
     def bls(self, request, stream):
         with self.lock:
@@ -316,7 +376,7 @@ class Host:
             "v": "" if request.model_version() in (-1, "", None) else str(request.model_version()),
             "i": in_payload(described),
             "o": request.requested_output_names(),
-            "p": request._parameters,
+            "p": pb_utils.checked_parameters(request._parameters, "BLS request"),
             "r": request.request_id(),
             "s": stream,
             "to": request.timeout(),
@@ -332,9 +392,10 @@ class Host:
                     code, message = header["e"]
                     yield error_response(message, _ERROR_CODE_OF_NAME.get(code, pb_utils.TritonError.INTERNAL))
                 elif "o" in header:
-                    yield pb_utils.InferenceResponse(
-                        output_tensors=tensors_from(in_payload(header["o"]), payload, None), parameters=header.get("p")
-                    )
+                    response = pb_utils.InferenceResponse(output_tensors=tensors_from(in_payload(header["o"]), payload, None))
+                    # The called model's parameters as they came (a KServe double included).
+                    response._parameters = header.get("p") or {}
+                    yield response
                 if header.get("f"):
                     return
         finally:
@@ -425,6 +486,13 @@ def serve(channel, settings):
         with open(settings["shm"], "r+b") as file:
             shared = mmap.mmap(file.fileno(), settings["shmSize"])
     shared_outputs = SharedOutputs(settings["shmOut"], settings["shmSize"]) if settings.get("shmOut") else None
+    # Mapped: the files' names are no longer needed, and a process killed later leaves none behind.
+    for path in (settings.get("shm"), settings.get("shmOut")):
+        if path:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
     host = Host(channel, shared_outputs)
     pb_utils._host = host
     global INSTANCE_NAME
@@ -498,8 +566,10 @@ def serve(channel, settings):
                 flags=header.get("f", 0),
                 correlation_id=header.get("c", 0),
                 request_id=header.get("r", ""),
-                parameters=header.get("p"),
             )
+            # The client's parameters as they came (a KServe double included): Triton checks
+            # only what a model builds.
+            request._parameters = header.get("p") or {}
             request._handle = handle
             requests.append(request)
         if requests:

@@ -9,6 +9,7 @@ TritonModelException saying so.
 """
 
 import json
+import math
 
 import numpy as np
 
@@ -141,6 +142,24 @@ def _parameters_dict(parameters):
     return dict(parameters or {})
 
 
+def checked_parameters(parameters: dict, what: str, finite_floats: bool = False) -> dict:
+    """Parameters a model gives, as Triton takes them (its PyParametersToJSON): str keys and
+    bool, int or str values; anything else (a float, NaN, None, a numpy scalar, a list)
+    raises TritonModelException with Triton's words, naming the parameter. With
+    `finite_floats`, what a frame can carry: a finite float too (a KServe double, as another
+    model's response may hold one), never NaN or infinity, which JSON has no word for."""
+    for key, value in parameters.items():
+        if not isinstance(key, str):
+            raise TritonModelException(f"{what}: Expect parameters keys to have type str, found type {type(key)}")
+        if finite_floats and isinstance(value, float) and math.isfinite(value):
+            continue
+        if not isinstance(value, (bool, int, str)):
+            raise TritonModelException(
+                f"{what} parameter '{key}': Expect parameters values to have type bool/int/str, found type {type(value)}"
+            )
+    return parameters
+
+
 class _DLPackCapsule:
     """Lets numpy.from_dlpack take a bare DLPack capsule (CPU memory only)."""
 
@@ -211,7 +230,7 @@ class InferenceResponse:
         if error is not None and not isinstance(error, TritonError):
             raise TritonModelException(f"InferenceResponse: error must be a pb_utils.TritonError, got {type(error).__name__}")
         self._error = error
-        self._parameters = _parameters_dict(parameters)
+        self._parameters = checked_parameters(_parameters_dict(parameters), "InferenceResponse")
 
     def output_tensors(self):
         return self._outputs
@@ -269,7 +288,7 @@ class InferenceRequest:
         self._correlation_id = correlation_id
         self._request_id = request_id
         self._timeout = timeout
-        self._parameters = _parameters_dict(parameters)
+        self._parameters = checked_parameters(_parameters_dict(parameters), "InferenceRequest")
         # Set for the requests the data plane hands to execute.
         self._handle = None
 

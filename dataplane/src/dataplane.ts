@@ -49,8 +49,12 @@ export interface DataPlaneOptions {
   readonly modelControlMode: ModelControlMode;
   readonly loadModels: readonly string[];
   readonly repositoryPollSeconds: number;
+  /** How long a model's load (a Python model's initialize) may take; 0: no bound. */
+  readonly modelLoadTimeoutSeconds: number;
   /** Triton's auto-complete of configs from model files (on unless --disable-auto-complete-config). */
   readonly autoCompleteConfig: boolean;
+  /** What ServerMetadata and GET /v2 report as the server's name (--server-name). */
+  readonly serverName: string;
   readonly host: string;
   readonly grpcPort: number;
   /** The HTTP front door's port (KServe v2 REST, generate, OpenAI). */
@@ -130,6 +134,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
         }
       : {}),
     retireGraceMs: options.shutdownGraceSeconds * 1000,
+    loadTimeoutMs: options.modelLoadTimeoutSeconds * 1000,
     logger,
   });
   let stopping = false;
@@ -144,7 +149,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   // One implementation of every unary RPC, for the gRPC server and the HTTP front door.
   const operations: InferenceServiceOperations = {
     ...healthOperations(registry, () => stopping),
-    ...metadataOperations(registry),
+    ...metadataOperations(registry, options.serverName),
     ...repositoryOperations(registry),
     ...sharedMemoryAndTraceOperations(),
     logSettings: logSettingsOperation(logger, options.onLogLevelChange),
@@ -169,7 +174,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       port: options.httpPort,
       bodyLimit: options.maxMessageSize,
       tls: security.tls,
-      tokens: security.tokens,
+      access: security.access,
       metrics: metrics.http,
       logger,
     },
@@ -192,6 +197,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       controlMode: options.modelControlMode,
       tls: options.security.tls === undefined ? "off" : options.security.tls.clientCaFile ? "mutual" : "on",
       auth: options.security.authTokenFile === undefined ? "off" : "bearer",
+      modelControlAuth: options.security.modelControlTokenFile === undefined ? "as auth" : "bearer (own tokens)",
       tracing: options.tracing?.endpoint ?? "off",
     },
     options.metricsPort === undefined ? "worker listening" : "data plane listening",
@@ -238,7 +244,7 @@ function schedulePolling(
     if (running) return;
     running = true;
     registry
-      .sync()
+      .poll()
       .catch((error: unknown) => logger.error({ err: errorMessage(error) }, "model repository poll failed"))
       .finally(() => {
         running = false;

@@ -40,7 +40,9 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
     modelControlMode: args.modelControlMode,
     loadModels: args.loadModel ?? [],
     repositoryPollSeconds: args.repositoryPollSecs,
+    modelLoadTimeoutSeconds: args.modelLoadTimeoutSecs,
     autoCompleteConfig: args.disableAutoCompleteConfig !== true,
+    serverName: args.serverName,
     host: args.host,
     grpcPort: args.grpcPort,
     httpPort: args.httpPort,
@@ -83,6 +85,7 @@ function securityOptions(args: DataPlaneArguments): SecurityOptions {
         ? { certFile, keyFile, clientCaFile, reloadIntervalMs }
         : undefined,
     authTokenFile: args.authTokenFile,
+    modelControlTokenFile: args.modelControlTokenFile,
     reloadIntervalMs,
   };
 }

@@ -2,5 +2,3 @@ import { createRequire } from "node:module";
 
 /** The package version, read from package.json (dist/dataplane/src -> repository root). */
 export const VERSION: string = (createRequire(import.meta.url)("../../../package.json") as { version: string }).version;
-
-export const SERVER_NAME = "dynamo-kserve";

@@ -86,6 +86,14 @@ export const DATAPLANE_OPTIONS = {
     env: "DYNAMO_LOAD_MODEL",
     help: "with explicit control: a model to load at start, '*' for all (repeatable)",
   }),
+  modelLoadTimeoutSecs: duration(
+    "--model-load-timeout-secs <seconds>",
+    {
+      env: "DYNAMO_MODEL_LOAD_TIMEOUT_SECS",
+      help: "a model whose load takes longer (a Python model's initialize) is stopped, its processes killed, and it is UNAVAILABLE with the reason; other models load meanwhile; 0: no bound",
+    },
+    600,
+  ),
   repositoryPollSecs: duration(
     "--repository-poll-secs <seconds>",
     { env: "DYNAMO_REPOSITORY_POLL_SECS", help: "how often poll mode rereads the repository" },
@@ -263,6 +271,14 @@ export const DATAPLANE_OPTIONS = {
     env: "DYNAMO_KSERVE_MODE",
     help: "accepted as the reference frontend's command lines pass it (`--grpc-port 8001 --kserve-mode`): this data plane always serves KServe v2",
   }),
+  serverName: text(
+    "--server-name <name>",
+    {
+      env: "DYNAMO_SERVER_NAME",
+      help: "the name ServerMetadata and GET /v2 report; clients written for Triton may check it is 'triton'",
+    },
+    "dynamo-kserve",
+  ),
   useTls: flag("--use-tls", {
     env: "DYNAMO_USE_TLS",
     help: "insist on TLS for gRPC and the HTTP port: refuse to start without --cert-file and --key-file (which turn TLS on by themselves)",
@@ -279,6 +295,10 @@ export const DATAPLANE_OPTIONS = {
   authTokenFile: text("--auth-token-file <file>", {
     env: "DYNAMO_AUTH_TOKEN_FILE",
     help: "accept only gRPC calls and HTTP requests with 'authorization: Bearer <token>' for a token in this file (one per line; health checks need none)",
+  }),
+  modelControlTokenFile: text("--model-control-token-file <file>", {
+    env: "DYNAMO_MODEL_CONTROL_TOKEN_FILE",
+    help: "model control (RepositoryModelLoad/Unload, POST /v2/repository/models/*/load|unload) needs 'authorization: Bearer <token>' for a token in this file, and inference tokens do not do; without it model control takes the --auth-token-file tokens",
   }),
   credentialsReloadSecs: duration(
     "--credentials-reload-secs <seconds>",

@@ -1,6 +1,7 @@
 import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
 import { ConfigError } from "../model-repository/config.js";
 import type { EngineDescription } from "./description.js";
+import type { TensorSpec } from "../model-repository/spec.js";
 
 /**
  * `kserve-grpc`: forwards a model's requests to KServe v2 gRPC servers (Triton, MLServer,
@@ -18,6 +19,9 @@ export interface KserveGrpcSettings {
   readonly upstreamModel: string;
   readonly upstreamVersion: string;
   readonly decoupled: boolean;
+  /** The outputs the config declares (none: replies are not held to any) and its batching, to check upstream replies by. */
+  readonly outputs: readonly TensorSpec[];
+  readonly maxBatchSize: number;
   /**
    * How long a sequence (requests with a sequence_id) may be idle before the upstream it is
    * bound to is forgotten: the config's sequence_batching.max_sequence_idle_microseconds
@@ -63,6 +67,8 @@ export const kserveGrpcEngine: EngineDescription<KserveGrpcSettings> = {
       upstreamModel: spec.parameters["upstream_model"] ?? spec.name,
       upstreamVersion: spec.parameters["upstream_version"] ?? "",
       decoupled: spec.decoupled,
+      outputs: spec.outputs,
+      maxBatchSize: spec.maxBatchSize,
       sequenceIdleMs: sequenceIdleMs(spec.config),
       maxSequences: MAX_SEQUENCES,
     };

@@ -2,6 +2,7 @@ import { dirname } from "node:path";
 import { ModelInstanceGroup_Kind, type ModelConfig, type ModelVersionPolicy } from "../../proto/gen/ts/model_config.js";
 import { ConfigError, tritonConfigJson } from "../model-repository/config.js";
 import type { EngineDescription } from "./description.js";
+import type { TensorSpec } from "../model-repository/spec.js";
 
 /**
  * Triton's Python backend (`backend: "python"`): the model is a `model.py` with a
@@ -37,6 +38,8 @@ export interface PythonSettings {
   readonly versionPolicy: ModelVersionPolicy | undefined;
   /** The config as Triton gives it to initialize (`args["model_config"]`): JSON text. */
   readonly modelConfig: string;
+  /** The declared outputs, what the model returns is checked against: an output with a reshape is returned in that shape. */
+  readonly outputs: readonly TensorSpec[];
 }
 
 const KIND_NAME: Partial<Record<ModelInstanceGroup_Kind, "CPU" | "GPU" | "MODEL">> = {
@@ -50,29 +53,35 @@ const KIND_NAME: Partial<Record<ModelInstanceGroup_Kind, "CPU" | "GPU" | "MODEL"
 /** More Python processes than this per version is a mistake in the config, not a plan. */
 const MAX_INSTANCES = 64;
 
+/** A day: longer is a mistake, and past Python's timer range (the process overflowed on every batch). */
+const MAX_QUEUE_DELAY_MICROSECONDS = 86_400_000_000n;
+
 export const pythonEngine: EngineDescription<PythonSettings> = {
   name: PYTHON_BACKEND,
   modelFileName: MODEL_FILE,
   settings(spec, source) {
     const { config } = spec;
-    const instances: { name: string; kind: "CPU" | "GPU" | "MODEL" }[] = [];
     const groups = config.instanceGroup.length > 0 ? config.instanceGroup : [undefined];
+    const counts = groups.map((group) => Math.max(1, group?.count ?? 1) * Math.max(1, group?.gpus.length ?? 1));
+    // Added up before any is built: a count of 2^31-1 must be refused, not allocated.
+    const total = counts.reduce((sum, count) => sum + count, 0);
+    if (total > MAX_INSTANCES) {
+      throw new ConfigError(
+        source,
+        `instance_group: ${total} instances; the python engine starts one process each, at most ${MAX_INSTANCES}`,
+      );
+    }
+    const instances: { name: string; kind: "CPU" | "GPU" | "MODEL" }[] = [];
     groups.forEach((group, index) => {
       const kind = KIND_NAME[group?.kind ?? ModelInstanceGroup_Kind.KIND_AUTO];
       if (kind === undefined) throw new ConfigError(source, `instance_group[${index}].kind: not a known kind`);
       // As Triton names them: the group's name (default <model>_<index>), then _<instance> when it has several.
       const groupName = group?.name || `${spec.name}_${index}`;
-      const count = Math.max(1, group?.count ?? 1) * Math.max(1, group?.gpus.length ?? 1);
+      const count = counts[index]!;
       for (let instance = 0; instance < count; instance++) {
         instances.push({ name: count > 1 ? `${groupName}_${instance}` : groupName, kind });
       }
     });
-    if (instances.length > MAX_INSTANCES) {
-      throw new ConfigError(
-        source,
-        `instance_group: ${instances.length} instances; the python engine starts one process each, at most ${MAX_INSTANCES}`,
-      );
-    }
     if (
       config.schedulingChoice?.$case === "sequenceBatching" ||
       config.schedulingChoice?.$case === "ensembleScheduling"
@@ -81,6 +90,12 @@ export const pythonEngine: EngineDescription<PythonSettings> = {
       throw new ConfigError(source, `${field}: not supported by the python engine`);
     }
     const dynamic = config.schedulingChoice?.$case === "dynamicBatching" ? config.schedulingChoice.value : undefined;
+    if (dynamic !== undefined && dynamic.maxQueueDelayMicroseconds > MAX_QUEUE_DELAY_MICROSECONDS) {
+      throw new ConfigError(
+        source,
+        `dynamic_batching.max_queue_delay_microseconds: ${dynamic.maxQueueDelayMicroseconds} is past what a batch may wait, at most ${MAX_QUEUE_DELAY_MICROSECONDS} (a day)`,
+      );
+    }
     return {
       modelName: spec.name,
       fileName: pythonModelFileName(config),
@@ -98,6 +113,10 @@ export const pythonEngine: EngineDescription<PythonSettings> = {
           : undefined,
       versionPolicy: config.versionPolicy,
       modelConfig: JSON.stringify(tritonConfigJson({ ...config, name: spec.name })),
+      outputs: spec.outputs.map((output, index) => {
+        const reshape = config.output[index]?.reshape;
+        return reshape === undefined ? output : { ...output, dims: reshape.shape.map(Number) };
+      }),
     };
   },
 };

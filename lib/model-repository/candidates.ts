@@ -8,6 +8,11 @@ export interface Candidate {
   readonly name: string;
   readonly source: ModelSource;
   readonly config: ModelConfig | ConfigError;
+  /**
+   * What errors name as the config's place when it is not the file at `source.path` (a load
+   * request's override): the source keeps its path, where engines find the model's files.
+   */
+  readonly origin?: string;
 }
 
 /** How a source's config is completed and rewritten before it becomes a candidate. */

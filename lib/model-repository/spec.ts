@@ -31,11 +31,20 @@ export interface ModelSpec {
   readonly declaresTensors: boolean;
   /** model_transaction_policy { decoupled: true }: any number of responses per request. */
   readonly decoupled: boolean;
+  /**
+   * A decoupled model's opt-in (parameters["model_infer_gathers_responses"] = "true"): unary
+   * ModelInfer answers with its responses gathered into one, as NVIDIA Dynamo's KServe
+   * frontend folds an LLM's stream. Without it, Triton's rule: UNIMPLEMENTED.
+   */
+  readonly gathersUnaryResponses: boolean;
   /** The config's `parameters` map, string values. */
   readonly parameters: Readonly<Record<string, string>>;
   /** The configuration as loaded, for the ModelConfig RPC (name filled in). */
   readonly config: ModelConfig;
 }
+
+/** The config parameter by which a decoupled model opts in to unary ModelInfer (ModelSpec.gathersUnaryResponses). */
+export const GATHERS_UNARY_RESPONSES = "model_infer_gathers_responses";
 
 /**
  * Checks a configuration and builds the spec. `expectedName` is the repository folder
@@ -59,6 +68,17 @@ export function toModelSpec(config: ModelConfig, source: string, expectedName?: 
   const parameters = Object.fromEntries(
     Object.entries(config.parameters).map(([key, value]) => [key, value.stringValue]),
   );
+  const decoupled = config.modelTransactionPolicy?.decoupled ?? false;
+  const gathers = parameters[GATHERS_UNARY_RESPONSES];
+  if (gathers !== undefined && gathers !== "true" && gathers !== "false") {
+    fail(`parameters["${GATHERS_UNARY_RESPONSES}"]`, `must be "true" or "false", not '${gathers}'`);
+  }
+  if (gathers === "true" && !decoupled) {
+    fail(
+      `parameters["${GATHERS_UNARY_RESPONSES}"]`,
+      "applies to decoupled models only (model_transaction_policy { decoupled: true })",
+    );
+  }
   return {
     name,
     platform: config.platform || config.backend,
@@ -67,7 +87,8 @@ export function toModelSpec(config: ModelConfig, source: string, expectedName?: 
     inputs,
     outputs,
     declaresTensors: inputs.length > 0 || outputs.length > 0,
-    decoupled: config.modelTransactionPolicy?.decoupled ?? false,
+    decoupled,
+    gathersUnaryResponses: gathers === "true",
     parameters,
     config: { ...config, name },
   };

@@ -5,7 +5,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { Logger } from "pino";
 import type { InferenceContext } from "../inference/pipeline.js";
 import type { HttpServerMetrics } from "../metrics/http.js";
-import { authenticationFailure, type BearerTokens } from "../server/auth.js";
+import { authenticationFailure, requiredTokens, type AccessTokens } from "../server/auth.js";
 import type { TlsMaterial } from "../server/tls.js";
 import type { InferenceServiceOperations } from "../services/unary.js";
 import { errorBody, httpErrorOf } from "./errors.js";
@@ -30,7 +30,7 @@ export interface FrontDoorOptions {
   /** The largest request body, decompressed (the data plane's max message size). */
   readonly bodyLimit: number;
   readonly tls: TlsMaterial | undefined;
-  readonly tokens: BearerTokens | undefined;
+  readonly access: AccessTokens;
   readonly metrics: HttpServerMetrics;
   readonly logger: Logger;
 }
@@ -68,8 +68,8 @@ export function sendJson(reply: FastifyReply, value: unknown): FastifyReply {
 /** The status a request is counted with when its client went away before the reply was complete. */
 const CLIENT_CLOSED_REQUEST = 499;
 
-/** Paths that need no token: the probes Kubernetes and load balancers send. */
-const OPEN_PATHS = new Set(["/v2/health/live", "/v2/health/ready"]);
+/** Routes that need no token: the probes Kubernetes and load balancers send. */
+const OPEN_ROUTES = new Set(["/v2/health/live", "/v2/health/ready"]);
 
 /**
  * The HTTP front door (fastify): KServe v2 REST with Triton's extensions and binary tensor
@@ -141,7 +141,7 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
   app.addHook("onRequest", async (_request, reply) => {
     if (door.draining()) void reply.header("connection", "close");
   });
-  if (options.tokens !== undefined) app.addHook("onRequest", authenticate(options.tokens));
+  app.addHook("onRequest", authenticate(options.access));
   app.setErrorHandler(async (error: unknown, request, reply) => {
     if (!isBodyTooLarge(error)) return replyError(request, reply, error);
     await drainBody(request.raw, options.bodyLimit);
@@ -168,11 +168,25 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
   };
 }
 
-function authenticate(tokens: BearerTokens) {
+/**
+ * The model-control routes: loading and unloading models (the RPCs' HTTP twins). Told by the
+ * route the router matched, never by the path as sent: the router decodes escapes (`%6coad`)
+ * and reads absolute URLs and fragments, so two spellings of one route must need one token.
+ */
+const MODEL_CONTROL_ROUTES = new Set(["/v2/repository/models/:model/load", "/v2/repository/models/:model/unload"]);
+
+function authenticate(access: AccessTokens) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    if (OPEN_PATHS.has(pathOf(request))) return;
+    const route = routeOf(request);
+    const required = OPEN_ROUTES.has(route) ? undefined : requiredTokens(access, MODEL_CONTROL_ROUTES.has(route));
+    if (required === undefined) return;
     const header = request.headers.authorization;
-    const failure = authenticationFailure(header === undefined ? [] : [header], tokens, "header");
+    const failure = authenticationFailure(
+      header === undefined ? [] : [header],
+      required.tokens,
+      "header",
+      required.purpose,
+    );
     if (failure === undefined) return;
     reply.header("www-authenticate", 'Bearer realm="dynamo-kserve"');
     await replyError(request, reply, Object.assign(new Error(failure), { statusCode: 401 }));

@@ -2,7 +2,9 @@ import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/t
 import { speaksLlm, TEXT_INPUT, TEXT_OUTPUT } from "../../../lib/engines/llm.js";
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
 import { invalidArgument } from "../../../lib/errors.js";
-import { emptyContents } from "../tensors/typed.js";
+import type { Datatype } from "../../../lib/model-repository/datatypes.js";
+import { splitBytesElements } from "../tensors/bytes.js";
+import { emptyContents, rawToTyped } from "../tensors/typed.js";
 
 /**
  * Modular MAX's KServe clients send a prompt as one input with no datatype or shape whose
@@ -10,6 +12,11 @@ import { emptyContents } from "../tensors/typed.js";
  * the first output's `int_contents`. For a model with the LLM tensor interface, such a
  * request is read as the BYTES `text_input` it means, and each response's `text_output` is
  * written back as character codes, so the client gets its answer in the form it asked in.
+ *
+ * This is the one reply in typed contents: every other request is answered in
+ * raw_output_contents, as Triton answers, typed inputs included. The two are told apart by
+ * the request alone: MAX's form is exactly one input without a datatype (which no KServe
+ * tensor lacks) or shape, holding int_contents, sent to a model with the LLM interface.
  */
 
 /** The request rewritten to the LLM tensor interface, or undefined when it is not in MAX's form. */
@@ -46,19 +53,28 @@ export function fromCharacterCodes(request: ModelInferRequest, spec: ModelSpec):
   };
 }
 
-/** A response with its `text_output` as INT32 character codes, first among the outputs. */
+/**
+ * A response in typed contents, as MAX's clients read it: its `text_output` as INT32
+ * character codes, first among the outputs; any other output typed as it is.
+ */
 export function toCharacterCodes(response: ModelInferResponse): ModelInferResponse {
-  const index = response.outputs.findIndex((output) => output.name === TEXT_OUTPUT);
-  const output = response.outputs[index];
-  if (output === undefined) return response;
-  const element = output.contents?.bytesContents[0];
-  const text = element === undefined ? "" : Buffer.from(element).toString("utf8");
-  const codes = Array.from(text, (character) => character.codePointAt(0)!);
-  const asCodes = {
-    ...output,
-    datatype: "INT32",
-    shape: [BigInt(codes.length)],
-    contents: { ...emptyContents(), intContents: codes },
+  const typed = response.outputs.map((output, at) => {
+    const raw = response.rawOutputContents[at] ?? new Uint8Array(0);
+    if (output.name !== TEXT_OUTPUT) return { ...output, contents: rawToTyped(output.datatype as Datatype, raw) };
+    const element = splitBytesElements(raw)[0];
+    const text = element === undefined ? "" : Buffer.from(element).toString("utf8");
+    const codes = Array.from(text, (character) => character.codePointAt(0)!);
+    return {
+      ...output,
+      datatype: "INT32",
+      shape: [BigInt(codes.length)],
+      contents: { ...emptyContents(), intContents: codes },
+    };
+  });
+  const answer = typed.filter((output) => output.name === TEXT_OUTPUT);
+  return {
+    ...response,
+    outputs: [...answer, ...typed.filter((output) => output.name !== TEXT_OUTPUT)],
+    rawOutputContents: [],
   };
-  return { ...response, outputs: [asCodes, ...response.outputs.filter((_, at) => at !== index)] };
 }

@@ -4,6 +4,7 @@ import { internal, invalidArgument } from "../../../lib/errors.js";
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
 import { boolParameter, isTrue } from "../tensors/parameters.js";
 import { fromCharacterCodes, toCharacterCodes } from "./character-codes.js";
+import { ResponseGatherer } from "./gather.js";
 import { decodeInputs, encodeOutputs, type DecodedInputs } from "../tensors/request.js";
 import type { RequestLifetime } from "./lifetime.js";
 import { RequestScope, type Entry, type InferenceContext } from "./request-scope.js";
@@ -79,6 +80,10 @@ export async function* runInference(
       deadline: lifetime.deadline,
       traceHeaders: scope.traceHeaders,
     });
+    // A decoupled model on a unary entry that does not gather them itself (ModelInfer on a
+    // model that opts in): its responses leave as one reply, after the last.
+    const gatherer =
+      scope.isUnary && spec.decoupled && entry.gathersResponses !== true ? new ResponseGatherer() : undefined;
     let passedThrough = false;
     for await (const result of results) {
       scope.produced();
@@ -88,18 +93,26 @@ export async function* runInference(
       }
       // As Triton: a response carries the engine's parameters and, on a stream, the final
       // flag; the request's own parameters are not echoed back.
+      if (gatherer !== undefined) {
+        gatherer.add(encodeResponse(request, version, result, {}));
+        scope.encoded();
+        scope.resumed();
+        continue;
+      }
       const response =
         result.encoded !== undefined
           ? { encoded: withModel(result.encoded, request.modelName, version) }
-          : answer(encodeResponse(request, version, result, inputs.usedRaw, finalFlag(!spec.decoupled)));
+          : answer(encodeResponse(request, version, result, finalFlag(!spec.decoupled)));
       scope.encoded();
       yield response;
       scope.resumed();
     }
     scope.produced();
+    if (gatherer !== undefined)
+      yield answer(gatherer.result() ?? encodeResponse(request, version, { outputs: [] }, {}));
     if (single && scope.responseCount === 0) throw internal(`model '${spec.name}' produced no response`);
     if (!scope.isUnary && spec.decoupled && !passedThrough && isTrue(request.parameters[ENABLE_EMPTY_FINAL])) {
-      yield encodeResponse(request, version, { outputs: [] }, inputs.usedRaw, finalFlag(true));
+      yield encodeResponse(request, version, { outputs: [] }, finalFlag(true));
     }
     scope.succeed();
   } catch (error) {
@@ -133,10 +146,9 @@ function encodeResponse(
   request: ModelInferRequest,
   version: string,
   response: EngineResponse,
-  preferRaw: boolean,
   parameters: Record<string, InferParameter>,
 ): ModelInferResponse {
-  const { outputs, rawOutputContents } = encodeOutputs(response.outputs, preferRaw);
+  const { outputs, rawOutputContents } = encodeOutputs(response.outputs);
   return {
     modelName: request.modelName,
     modelVersion: version,

@@ -7,7 +7,7 @@ import { errorDetail } from "../limits.js";
 import type { FrontendMetrics, InferenceEndpoint, RequestObservation, RequestType } from "../metrics/frontend.js";
 import type { InFlight } from "../models/in-flight.js";
 import type { ModelLease, ModelRegistry } from "../models/registry.js";
-import type { ModelSpec } from "../../../lib/model-repository/spec.js";
+import { GATHERS_UNARY_RESPONSES, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import { nowNs } from "../models/statistics.js";
 import type { RequestSpan, RequestTracing } from "../tracing/tracing.js";
 import type { RequestLifetime } from "./lifetime.js";
@@ -29,8 +29,12 @@ export interface Entry {
   readonly requestType: RequestType;
   /** How it came: gRPC, HTTP, or from a model calling another (BLS). */
   readonly protocol: "grpc" | "http" | "bls";
-  /** One reply made of all of a decoupled model's responses (generate, OpenAI without stream). */
-  readonly gathersResponses?: boolean;
+  /**
+   * One reply made of all of a decoupled model's responses: always (generate, OpenAI without
+   * stream), or only for a model that opts in (ModelInfer: ModelSpec.gathersUnaryResponses,
+   * the pipeline then gathers them, inference/gather.ts).
+   */
+  readonly gathersResponses?: boolean | "if-the-model-opts-in";
   /** What a caller of a decoupled model on this entry should use instead. */
   readonly forDecoupledUse?: string;
 }
@@ -116,10 +120,14 @@ export class RequestScope {
     const { registry, active, metrics } = this.context;
     const resolved = registry.resolve(this.request.modelName, this.request.modelVersion);
     const { spec, engine } = resolved.model;
-    if (this.isUnary && spec.decoupled && this.entry.gathersResponses !== true) {
+    if (this.isUnary && spec.decoupled && !this.gathers(spec)) {
       this.refusedFor = spec.name;
+      const optIn =
+        this.entry.gathersResponses === "if-the-model-opts-in"
+          ? `, or set parameters["${GATHERS_UNARY_RESPONSES}"] to "true" in its config for one reply gathering its responses`
+          : "";
       throw unimplemented(
-        `model '${spec.name}' is decoupled (model_transaction_policy.decoupled); use ${this.entry.forDecoupledUse ?? "the ModelStreamInfer RPC"}`,
+        `model '${spec.name}' is decoupled (model_transaction_policy.decoupled); use ${this.entry.forDecoupledUse ?? "the ModelStreamInfer RPC"}${optIn}`,
       );
     }
     this.lease = registry.hold(resolved);
@@ -127,6 +135,12 @@ export class RequestScope {
     this.observation = metrics.start(spec.name, this.entry.endpoint, this.entry.requestType);
     this.admittedAt = nowNs();
     return { spec, engine, version: resolved.version };
+  }
+
+  /** Whether this entry gathers the model's responses into one reply (a decoupled model on a unary entry). */
+  gathers(spec: ModelSpec): boolean {
+    const { gathersResponses } = this.entry;
+    return gathersResponses === true || (gathersResponses === "if-the-model-opts-in" && spec.gathersUnaryResponses);
   }
 
   /** The inputs are decoded and checked. */

@@ -1,8 +1,16 @@
 import type { Logger } from "pino";
-import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
+import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import type { Engine, EngineLoad } from "../engines/engine.js";
 import type { ModelFiles } from "../../../lib/model-repository/sources.js";
-import { errorMessage, failedPrecondition, notFound, unavailable } from "../../../lib/errors.js";
+import {
+  errorMessage,
+  failedPrecondition,
+  internal,
+  invalidArgument,
+  notFound,
+  unavailable,
+} from "../../../lib/errors.js";
+import { applyConfigOverride } from "../../../lib/model-repository/override.js";
 import { ConfigError, configText } from "../../../lib/model-repository/config.js";
 import { InFlight } from "./in-flight.js";
 import { scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
@@ -74,14 +82,18 @@ export interface RegistryOptions extends CandidateOptions {
   readonly createEngine: (spec: ModelSpec, source: string, files?: ModelFiles) => Engine;
   /** How long a replaced or unloaded engine's running requests may take before it is closed anyway. */
   readonly retireGraceMs: number;
+  /** How long an engine's start (a Python model's initialize) may take; 0 or undefined: no bound. */
+  readonly loadTimeoutMs?: number;
   readonly logger: Logger;
 }
 
 /**
  * The models this data plane serves. Loads them from the repository, keeps the last
  * good configuration of each when an update is broken, and answers which engine serves
- * a (model, version). All changes go through one queue so a poll and a load RPC never
- * interleave.
+ * a (model, version). The changes of one model go through its own queue, so a poll and a
+ * load RPC never interleave on it, while a model that is slow to load (an initialize that
+ * never returns) holds up no other model's; a load is bounded by the load timeout, and
+ * close() stops those in progress.
  */
 export class ModelRegistry {
   private readonly records = new Map<string, ModelRecord>();
@@ -89,7 +101,11 @@ export class ModelRegistry {
   private readonly parsed = new Map<string, Candidate>();
   /** Pairs of sources defining the same model that were already logged. */
   private readonly shadowed = new Set<string>();
-  private queue: Promise<unknown> = Promise.resolve();
+  /** Each model's queue of changes: the last one queued, while any is pending. */
+  private readonly queues = new Map<string, Promise<unknown>>();
+  /** Stops the engine starts in progress (close()). */
+  private readonly loadsInProgress = new Set<(why: string) => void>();
+  private isClosed = false;
   private readonly listeners: (() => void)[] = [];
   /** Engines replaced or unloaded whose running requests are finishing before they are closed. */
   private readonly retiring = new Set<Promise<void>>();
@@ -115,55 +131,74 @@ export class ModelRegistry {
       await this.sync();
       return;
     }
-    for (const name of startupModels) {
-      await this.load(name).catch((error: unknown) =>
-        this.options.logger.error({ model: name, err: errorMessage(error) }, "model failed to load at start"),
-      );
-    }
+    await Promise.all(
+      startupModels.map((name) =>
+        this.load(name).catch((error: unknown) =>
+          this.options.logger.error({ model: name, err: errorMessage(error) }, "model failed to load at start"),
+        ),
+      ),
+    );
   }
 
-  /** Brings every model in line with the repository (poll mode's tick). */
-  sync(): Promise<void> {
-    return this.serialize(async () => {
-      const candidates = await this.candidates();
-      const names = new Set(candidates.map((candidate) => candidate.name));
-      for (const candidate of candidates) {
-        const record = this.records.get(candidate.name);
-        if (record?.fingerprint === candidate.source.fingerprint) continue;
-        await this.apply(candidate).catch(() => undefined);
-      }
-      for (const [name, record] of this.records) {
-        if (names.has(name)) continue;
-        await this.retire(record, "removed from the model repository");
-        this.records.delete(name);
-      }
-    });
+  /** Brings every model in line with the repository, and resolves once each change is done. */
+  async sync(): Promise<void> {
+    await Promise.all(await this.poll());
   }
 
   /**
-   * Loads (or reloads) one model from the repository, or from `override` (a config
-   * given with the request). Throws if the model cannot be served with it; a model
-   * already serving keeps its previous configuration then.
+   * Poll mode's tick: starts bringing every model in line with the repository and resolves
+   * once the changes are queued (each model's change, done in its own queue); a model
+   * whose last change is still running is left for a later poll.
    */
-  load(name: string, override?: ModelConfig): Promise<void> {
-    return this.serialize(async () => {
+  async poll(): Promise<Promise<void>[]> {
+    const candidates = await this.candidates();
+    const names = new Set(candidates.map((candidate) => candidate.name));
+    const changes: Promise<void>[] = [];
+    for (const candidate of candidates) {
+      if (this.queues.has(candidate.name)) continue;
+      if (this.records.get(candidate.name)?.fingerprint === candidate.source.fingerprint) continue;
+      changes.push(this.serialize(candidate.name, () => this.apply(candidate)).catch(() => undefined));
+    }
+    for (const [name, record] of this.records) {
+      if (names.has(name) || this.queues.has(name)) continue;
+      const removed = async (): Promise<void> => {
+        await this.retire(record, "removed from the model repository");
+        this.records.delete(name);
+      };
+      changes.push(this.serialize(name, removed).catch(() => undefined));
+    }
+    return changes;
+  }
+
+  /**
+   * Loads (or reloads) one model from the repository, with `overrideJson` (a load request's
+   * config override, see lib/model-repository/override.ts) applied to its config if given.
+   * Throws if the model cannot be served; a model already serving keeps its previous
+   * configuration then. Errors read as Triton's, which clients match.
+   */
+  load(name: string, overrideJson?: string): Promise<void> {
+    return this.serialize(name, async () => {
       const candidates = await this.candidates();
       const found = candidates.find((candidate) => candidate.name === name);
-      if (found === undefined && override === undefined) {
-        throw notFound(`model '${name}' is not in the model repository`);
+      if (found === undefined) {
+        // Triton's code and words; a load request can never add a model the repository lacks.
+        throw internal(
+          `failed to load '${name}', failed to poll from model repository: '${name}' is not in the model repository`,
+        );
       }
-      const candidate: Candidate =
-        override === undefined ? found! : { name, source: overrideSource(name, found?.source), config: override };
-      await this.apply(candidate);
+      try {
+        await this.apply(overrideJson === undefined ? found : overriddenCandidate(found, overrideJson));
+      } catch (error) {
+        throw invalidArgument(`load failed for model '${name}': ${errorMessage(error)}`);
+      }
     });
   }
 
   unload(name: string): Promise<void> {
-    return this.serialize(async () => {
+    return this.serialize(name, async () => {
       const record = this.records.get(name);
-      if (record === undefined || record.live === undefined) {
-        throw notFound(`model '${name}' is not loaded`);
-      }
+      // As Triton: unloading what is not loaded (or not in the repository) is done already.
+      if (record === undefined || record.live === undefined) return;
       await this.retire(record, "unloaded");
       record.fingerprint = undefined;
     });
@@ -186,12 +221,19 @@ export class ModelRegistry {
   resolve(name: string, requested: string): ResolvedModel {
     const version = requested === "0" ? "" : requested;
     const record = this.records.get(name);
-    if (record === undefined) throw notFound(`model '${name}' is not found`);
+    // Triton's words ("Request for unknown model: ..."), which its clients match.
+    if (record === undefined) throw notFound(`Request for unknown model: '${name}' is not found`);
     const model = record.live;
-    if (model === undefined) throw unavailable(`model '${name}' is not ready: ${record.reason || "not loaded"}`);
+    if (model === undefined) {
+      throw unavailable(
+        `Request for unknown model: '${name}' has no available versions (not ready: ${record.reason || "not loaded"})`,
+      );
+    }
     const chosen = version || (model.versions[model.versions.length - 1] as string);
     if (!model.versions.includes(chosen)) {
-      throw notFound(`model '${name}' has no version '${version}' (serving: ${model.versions.join(", ")})`);
+      throw notFound(
+        `Request for unknown model: '${name}' version ${version} is not found (serving: ${model.versions.join(", ")})`,
+      );
     }
     let statistics = record.statistics.get(chosen);
     if (statistics === undefined) {
@@ -283,19 +325,59 @@ export class ModelRegistry {
    * Closes every engine, those still finishing requests after a reload or unload included
    * (the server has drained or cut its calls by now: nothing is waited for).
    */
-  close(): Promise<void> {
+  async close(): Promise<void> {
     this.closing();
-    return this.serialize(async () => {
-      for (const record of this.records.values()) await this.retire(record, "server shutting down");
-      await Promise.all(this.retiring);
-    });
+    this.isClosed = true;
+    // Loads in progress stop (a Python model's processes are killed), so their queues settle.
+    for (const stop of this.loadsInProgress) stop(STOPPED_LOADING);
+    await Promise.all([...this.queues.values()].map((queued) => queued.catch(() => undefined)));
+    for (const record of this.records.values()) await this.retire(record, "server shutting down");
+    await Promise.all(this.retiring);
   }
 
-  private serialize<T>(task: () => Promise<T>): Promise<T> {
+  /** Runs `task` once the model's earlier changes are done; refused once the registry is closed. */
+  private serialize<T>(name: string, task: () => Promise<T>): Promise<T> {
+    if (this.isClosed) return Promise.reject(unavailable(`model '${name}': the server is shutting down`));
     const notify = (): void => this.listeners.forEach((listener) => listener());
-    const run = this.queue.then(task, task).finally(notify);
-    this.queue = run.catch(() => undefined);
+    const run = (this.queues.get(name) ?? Promise.resolve()).then(task, task).finally(notify);
+    const settled = run.catch(() => undefined);
+    this.queues.set(name, settled);
+    void settled.then(() => {
+      if (this.queues.get(name) === settled) this.queues.delete(name);
+    });
     return run;
+  }
+
+  /**
+   * Starts an engine (a Python model's processes and their initialize) within the load
+   * timeout. A start that runs out of time, or that close() stops, fails the load and its
+   * engine is closed (the processes killed), so nothing is left starting.
+   */
+  private async startEngine(name: string, engine: Engine): Promise<void> {
+    if (engine.start === undefined) return;
+    // A load queued behind one close() stopped: nothing starts once the registry is closed.
+    const starting = this.isClosed ? Promise.reject(unavailable(`model '${name}' ${STOPPED_LOADING}`)) : engine.start();
+    starting.catch(() => undefined); // its outcome is read below, or no longer wanted
+    const timeoutMs = this.options.loadTimeoutMs ?? 0;
+    let timer: NodeJS.Timeout | undefined;
+    let stop: (why: string) => void = () => undefined;
+    const stopped = new Promise<never>((_, reject) => {
+      stop = (why) => reject(unavailable(`model '${name}' ${why}`));
+      if (timeoutMs > 0) {
+        const seconds = timeoutMs / 1000;
+        timer = setTimeout(() => stop(`did not load within ${seconds} s (--model-load-timeout-secs)`), timeoutMs);
+      }
+    });
+    this.loadsInProgress.add(stop);
+    try {
+      await Promise.race([starting, stopped]);
+    } catch (error) {
+      await engine.close().catch(() => undefined);
+      throw error;
+    } finally {
+      clearTimeout(timer);
+      this.loadsInProgress.delete(stop);
+    }
   }
 
   private async candidates(): Promise<Candidate[]> {
@@ -353,10 +435,7 @@ export class ModelRegistry {
       const live = this.build(candidate);
       // As Triton: a model is READY once its engine has loaded it (e.g. a Python model's
       // initialize ran); one that fails to load leaves the last good one serving.
-      await live.engine.start?.().catch(async (error: unknown) => {
-        await live.engine.close().catch(() => undefined);
-        throw error;
-      });
+      await this.startEngine(candidate.name, live.engine);
       const previous = record.live;
       record.live = live;
       record.state = "READY";
@@ -388,8 +467,9 @@ export class ModelRegistry {
     if (config instanceof ConfigError) throw config;
     // The candidate's name: the folder's, or a single file's config name, else its file name
     // (a ConfigMap key such as `identity-fp32.pbtxt` whose config has no `name`).
-    const spec = toModelSpec(config, source.path, candidate.name, configText(source.format, source.content));
-    const versions = servedVersions(spec.config.versionPolicy, source.versions, source.path);
+    const origin = candidate.origin ?? source.path;
+    const spec = toModelSpec(config, origin, candidate.name, configText(source.format, source.content));
+    const versions = servedVersions(spec.config.versionPolicy, source.versions, origin);
     const files = source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions };
     const engine = this.options.createEngine(spec, source.path, files);
     return { spec, engine, versions, source: source.path, inFlight: new InFlight(), loadedAt: Date.now() };
@@ -437,20 +517,27 @@ export class ModelRegistry {
   }
 }
 
+/** Why a load in progress at close() failed. */
+const STOPPED_LOADING = "stopped loading: the server is shutting down";
+
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
 
 /**
- * The source of a model loaded with a request's "config" parameter: the override stands
- * in for the configuration file; version folders on disk (if any) still count.
+ * A repository model with a load request's config override applied: the override stands in
+ * for its config file, and its files are found where the repository has them (the source
+ * keeps its path and folder: engines of single-file configs look next to the file).
  */
-function overrideSource(name: string, onDisk: ModelSource | undefined): ModelSource {
-  return {
-    nameHint: name,
-    nameFixed: true,
-    path: `RepositoryModelLoad(${name}).parameters["config"]`,
-    format: "json",
-    content: undefined,
-    versions: onDisk?.versions ?? [],
-    fingerprint: "override",
-  };
+function overriddenCandidate(found: Candidate, overrideJson: string): Candidate {
+  const origin = `RepositoryModelLoad(${found.name}).parameters["config"]`;
+  const source: ModelSource = { ...found.source, format: "json", content: undefined, fingerprint: "override" };
+  const candidate = (config: ModelConfig | ConfigError): Candidate => ({ name: found.name, source, config, origin });
+  if (found.config instanceof ConfigError) {
+    const detail = `the model's config in the repository cannot be read, and an override only changes a readable one (${found.config.message})`;
+    return candidate(new ConfigError(origin, detail));
+  }
+  try {
+    return candidate(applyConfigOverride(found.name, found.config, overrideJson, origin));
+  } catch (error) {
+    return candidate(error instanceof ConfigError ? error : new ConfigError(origin, errorMessage(error)));
+  }
 }

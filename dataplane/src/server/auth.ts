@@ -28,15 +28,49 @@ export class BearerTokens {
 
 const digest = (token: string): Buffer => createHash("sha256").update(token).digest();
 
-/** Answers UNAUTHENTICATED unless the call carries `authorization: Bearer <a known token>`. */
-export function bearerTokenInterceptor(tokens: BearerTokens, exempt: (path: string) => boolean): ServerInterceptor {
+/**
+ * The tokens each kind of call needs: inference (every call but health checks) and model
+ * control, which has its own when --model-control-token-file is set (an inference token then
+ * cannot load or unload models) and otherwise needs an inference token. Undefined: none.
+ */
+export interface AccessTokens {
+  readonly inference: BearerTokens | undefined;
+  readonly modelControl: BearerTokens | undefined;
+}
+
+/** The tokens a call needs, if any, and what they are called in a refusal. */
+export function requiredTokens(
+  access: AccessTokens,
+  modelControl: boolean,
+): { tokens: BearerTokens; purpose: string } | undefined {
+  if (modelControl && access.modelControl !== undefined)
+    return { tokens: access.modelControl, purpose: "model control" };
+  return access.inference === undefined ? undefined : { tokens: access.inference, purpose: "" };
+}
+
+/** The model-control RPCs: loading and unloading models. */
+const MODEL_CONTROL_RPCS = new Set([
+  "/inference.GRPCInferenceService/RepositoryModelLoad",
+  "/inference.GRPCInferenceService/RepositoryModelUnload",
+]);
+
+/** Answers UNAUTHENTICATED unless the call carries `authorization: Bearer <a token it needs>`. */
+export function bearerTokenInterceptor(access: AccessTokens): ServerInterceptor {
   return (method, call) => {
-    if (exempt(method.path)) return new ServerInterceptingCall(call);
+    const required = isHealthCheck(method.path)
+      ? undefined
+      : requiredTokens(access, MODEL_CONTROL_RPCS.has(method.path));
+    if (required === undefined) return new ServerInterceptingCall(call);
     return new ServerInterceptingCall(call, {
       start: (next) =>
         next({
           onReceiveMetadata: (metadata, forward) => {
-            const failure = authenticationFailure(metadata.get("authorization"), tokens);
+            const failure = authenticationFailure(
+              metadata.get("authorization"),
+              required.tokens,
+              "metadata",
+              required.purpose,
+            );
             if (failure === undefined) forward(metadata);
             else call.sendStatus({ code: status.UNAUTHENTICATED, details: failure });
           },
@@ -50,11 +84,14 @@ export function authenticationFailure(
   values: readonly (string | Buffer)[],
   tokens: BearerTokens,
   carrier = "metadata",
+  purpose = "",
 ): string | undefined {
-  if (values.length === 0) return `missing credentials: send ${carrier} 'authorization: Bearer <token>'`;
+  const token = purpose === "" ? "<token>" : `<${purpose} token>`;
+  if (values.length === 0) return `missing credentials: send ${carrier} 'authorization: Bearer ${token}'`;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(String(values[0]));
-  if (match === null) return `the authorization ${carrier} is not 'Bearer <token>'`;
-  return tokens.accepts(match[1]!) ? undefined : "the bearer token is not valid";
+  if (match === null) return `the authorization ${carrier} is not 'Bearer ${token}'`;
+  if (tokens.accepts(match[1]!)) return undefined;
+  return purpose === "" ? "the bearer token is not valid" : `the bearer token is not valid for ${purpose}`;
 }
 
 /** Kubernetes' gRPC probes and grpc_health_probe send no token: health needs none. */

@@ -1,6 +1,6 @@
 import { ServerCredentials, type ServerInterceptor } from "@grpc/grpc-js";
 import type { Logger } from "pino";
-import { BearerTokens, bearerTokenInterceptor, isHealthCheck } from "./auth.js";
+import { BearerTokens, bearerTokenInterceptor, type AccessTokens } from "./auth.js";
 import { reloadingTlsCredentials, type TlsMaterial, type TlsOptions } from "./tls.js";
 import { WatchedFiles } from "./watched-files.js";
 
@@ -9,6 +9,8 @@ export interface SecurityOptions {
   readonly tls: TlsOptions | undefined;
   /** A file of bearer tokens; undefined accepts every caller. */
   readonly authTokenFile: string | undefined;
+  /** A file of the bearer tokens model control needs instead; undefined: the authTokenFile's. */
+  readonly modelControlTokenFile?: string | undefined;
   /** How often certificate and token files are reread. */
   readonly reloadIntervalMs: number;
 }
@@ -17,8 +19,8 @@ export interface ServerSecurity {
   readonly credentials: ServerCredentials;
   /** To run after the metrics interceptor, so refused calls are counted too. */
   readonly interceptors: readonly ServerInterceptor[];
-  /** The accepted bearer tokens (undefined: every caller), for the HTTP front door too. */
-  readonly tokens: BearerTokens | undefined;
+  /** The bearer tokens each kind of call needs, for the HTTP front door too. */
+  readonly access: AccessTokens;
   /** The certificates (undefined: plaintext), for the HTTP front door too. */
   readonly tls: TlsMaterial | undefined;
   stop(): void;
@@ -35,18 +37,24 @@ export async function serverSecurity(options: SecurityOptions, logger: Logger): 
     material = tls.material;
     stoppers.push(tls.stop);
   }
-  const interceptors: ServerInterceptor[] = [];
-  let tokens: BearerTokens | undefined;
-  if (options.authTokenFile !== undefined) {
-    tokens = new BearerTokens();
-    const file = options.authTokenFile;
+  const watchTokens = async (file: string | undefined, what: string): Promise<BearerTokens | undefined> => {
+    if (file === undefined) return undefined;
+    const tokens = new BearerTokens();
     const watched = await WatchedFiles.watch(
       [file],
-      { intervalMs: options.reloadIntervalMs, logger, what: "bearer tokens" },
-      ([content]) => tokens!.load(content!.toString("utf8"), file),
+      { intervalMs: options.reloadIntervalMs, logger, what },
+      ([content]) => tokens.load(content!.toString("utf8"), file),
     );
     stoppers.push(() => watched.stop());
-    interceptors.push(bearerTokenInterceptor(tokens, isHealthCheck));
+    return tokens;
+  };
+  const access: AccessTokens = {
+    inference: await watchTokens(options.authTokenFile, "bearer tokens"),
+    modelControl: await watchTokens(options.modelControlTokenFile, "model-control tokens"),
+  };
+  const interceptors: ServerInterceptor[] = [];
+  if (access.inference !== undefined || access.modelControl !== undefined) {
+    interceptors.push(bearerTokenInterceptor(access));
   }
-  return { credentials, interceptors, tokens, tls: material, stop: () => stoppers.forEach((stop) => stop()) };
+  return { credentials, interceptors, access, tls: material, stop: () => stoppers.forEach((stop) => stop()) };
 }

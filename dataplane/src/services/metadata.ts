@@ -4,7 +4,7 @@ import type {
 } from "../../../proto/gen/ts/grpc_service.js";
 import type { ModelRegistry } from "../models/registry.js";
 import type { TensorSpec } from "../../../lib/model-repository/spec.js";
-import { SERVER_NAME, VERSION } from "../version.js";
+import { VERSION } from "../version.js";
 import type { Operations } from "./unary.js";
 
 type MetadataOperations = Operations<
@@ -25,10 +25,10 @@ export const EXTENSIONS = [
   "generate",
 ];
 
-/** ServerMetadata, ModelMetadata and ModelConfig. */
-export function metadataOperations(registry: ModelRegistry): MetadataOperations {
+/** ServerMetadata (under `serverName`, --server-name), ModelMetadata and ModelConfig. */
+export function metadataOperations(registry: ModelRegistry, serverName: string): MetadataOperations {
   return {
-    serverMetadata: () => ({ name: SERVER_NAME, version: VERSION, extensions: EXTENSIONS }),
+    serverMetadata: () => ({ name: serverName, version: VERSION, extensions: EXTENSIONS }),
     modelMetadata: async (request) => {
       const { model } = registry.resolve(request.name, request.version);
       const { spec, engine } = model;

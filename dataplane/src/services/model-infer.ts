@@ -1,11 +1,19 @@
 import type { handleUnaryCall, ServerUnaryCall } from "@grpc/grpc-js";
 import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { internal } from "../../../lib/errors.js";
-import { runInference, type InferenceContext } from "../inference/pipeline.js";
+import { runInference, type Entry, type InferenceContext } from "../inference/pipeline.js";
 import { receivedBytesOf } from "../server/request-decoding.js";
 import type { InferReply } from "../tensors/wire.js";
 import { callLifetime } from "./call-lifetime.js";
 import { unary } from "./unary.js";
+
+/** A decoupled model's responses come as one reply only if the model opts in; Triton refuses them. */
+const MODEL_INFER: Entry = {
+  endpoint: "ModelInfer",
+  requestType: "unary",
+  protocol: "grpc",
+  gathersResponses: "if-the-model-opts-in",
+};
 
 /** ModelInfer: one request, one response. */
 export function modelInferHandler(context: InferenceContext): handleUnaryCall<ModelInferRequest, InferReply> {
@@ -15,13 +23,7 @@ export function modelInferHandler(context: InferenceContext): handleUnaryCall<Mo
     // statistics after it); returning from inside the loop would cut it short.
     let reply: InferReply | undefined;
     try {
-      for await (const response of runInference(
-        context,
-        request,
-        { endpoint: "ModelInfer", requestType: "unary", protocol: "grpc" },
-        lifetime,
-        receivedBytesOf(request),
-      ))
+      for await (const response of runInference(context, request, MODEL_INFER, lifetime, receivedBytesOf(request)))
         reply = response;
     } finally {
       lifetime.finished();

@@ -3,9 +3,7 @@ import type {
   ModelRepositoryParameter,
   ModelStatistics,
 } from "../../../proto/gen/ts/grpc_service.js";
-import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { invalidArgument, unimplemented } from "../../../lib/errors.js";
-import { parseJson } from "../../../lib/model-repository/config.js";
 import type { ModelRegistry } from "../models/registry.js";
 import type { Operations } from "./unary.js";
 
@@ -22,11 +20,13 @@ export function repositoryOperations(registry: ModelRegistry): RepositoryOperati
     repositoryIndex: async (request) => ({ models: await registry.index(request.ready) }),
     repositoryModelLoad: async (request) => {
       registry.assertExplicitControl("RepositoryModelLoad");
-      await registry.load(request.modelName, configOverride(request.modelName, request.parameters));
+      checkModelName(request.modelName, "RepositoryModelLoad");
+      await registry.load(request.modelName, configOverride(request.parameters));
       return {};
     },
     repositoryModelUnload: async (request) => {
       registry.assertExplicitControl("RepositoryModelUnload");
+      checkModelName(request.modelName, "RepositoryModelUnload");
       await registry.unload(request.modelName);
       return {};
     },
@@ -38,11 +38,33 @@ export function repositoryOperations(registry: ModelRegistry): RepositoryOperati
   };
 }
 
-/** The "config" load parameter: a JSON ModelConfig that replaces the repository's. */
-function configOverride(
-  modelName: string,
-  parameters: Record<string, ModelRepositoryParameter>,
-): ModelConfig | undefined {
+/**
+ * A model name is a folder (or file) name of the repository: never a path, never empty,
+ * no control characters (a NUL would cut the name where the file system reads it).
+ */
+function checkModelName(name: string, rpc: string): void {
+  const problem =
+    name === ""
+      ? "is empty"
+      : name === "." || name === ".."
+        ? "is not a folder name"
+        : /[/\\]/.test(name)
+          ? "contains a path separator"
+          : [...name].some((character) => character < " " || character === "\u007f")
+            ? "contains a control character"
+            : undefined;
+  if (problem !== undefined) {
+    throw invalidArgument(
+      `${rpc}: the model name ${problem}; a model name is its folder's name in the model repository`,
+    );
+  }
+}
+
+/**
+ * The "config" load parameter: the model configuration as JSON, applied to the repository's
+ * config by the registry (what it may change: lib/model-repository/override.ts).
+ */
+function configOverride(parameters: Record<string, ModelRepositoryParameter>): string | undefined {
   for (const key of Object.keys(parameters)) {
     // Triton's override of model files: the files would have to be written somewhere the
     // engines load from, and a pod's repository is a read-only volume.
@@ -64,5 +86,5 @@ function configOverride(
       `RepositoryModelLoad parameter 'config' must be a string holding the model configuration as JSON`,
     );
   }
-  return parseJson(config.value, `RepositoryModelLoad(${modelName}).parameters["config"]`);
+  return config.value;
 }

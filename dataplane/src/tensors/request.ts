@@ -6,10 +6,10 @@ import type {
 } from "../../../proto/gen/ts/grpc_service.js";
 import { invalidArgument } from "../../../lib/errors.js";
 import { countBytesElements } from "./bytes.js";
-import { DATATYPES, isDatatype } from "../../../lib/model-repository/datatypes.js";
+import { DATATYPES, isDatatype, type Datatype } from "../../../lib/model-repository/datatypes.js";
 import type { TensorSpec } from "../../../lib/model-repository/spec.js";
 import { elementCount, type Tensor } from "./tensor.js";
-import { emptyContents, isEmptyContents, rawToTyped, typedToRaw } from "./typed.js";
+import { emptyContents, isEmptyContents, typedToRaw } from "./typed.js";
 
 /** What the request's tensors must match: the model's declared inputs and batching. */
 export interface InputContract {
@@ -22,8 +22,6 @@ export interface InputContract {
 
 export interface DecodedInputs {
   readonly tensors: Tensor[];
-  /** The request sent raw_input_contents; the reply then uses raw_output_contents too. */
-  readonly usedRaw: boolean;
   /** The request's batch size (1 for a model that does not batch). */
   readonly batchSize: number;
 }
@@ -72,7 +70,7 @@ export function decodeInputs(request: ModelInferRequest, contract: InputContract
       `model '${contract.modelName}': inputs disagree on the batch size (${[...batchSizes].join(", ")})`,
     );
   }
-  return { tensors, usedRaw, batchSize: [...batchSizes][0] ?? 1 };
+  return { tensors, batchSize: [...batchSizes][0] ?? 1 };
 }
 
 /** The spec an undeclared input is checked against: its own datatype (if KServe knows it), any shape. */
@@ -98,14 +96,12 @@ function checkShape(input: ModelInferRequest_InferInputTensor, spec: TensorSpec,
     return Number(dim);
   });
   const batched = contract.maxBatchSize > 0;
-  const expected = batched ? [-1, ...spec.dims] : [...spec.dims];
-  const describe = (): string =>
-    `tensor '${input.name}': shape [${shape.join(",")}] does not match the model's [${expected.join(",")}]` +
-    (batched ? ` (first dimension is the batch, max_batch_size ${contract.maxBatchSize})` : "");
-  if (shape.length !== expected.length) throw invalidArgument(describe());
-  expected.forEach((dim, i) => {
-    if (dim !== -1 && dim !== shape[i]) throw invalidArgument(describe());
-  });
+  if (!fitsDims(shape, spec.dims, batched)) {
+    throw invalidArgument(
+      `tensor '${input.name}': shape [${shape.join(",")}] does not match the model's [${declaredShape(spec.dims, batched).join(",")}]` +
+        (batched ? ` (first dimension is the batch, max_batch_size ${contract.maxBatchSize})` : ""),
+    );
+  }
   if (batched) {
     const batch = shape[0] as number;
     if (batch < 1 || batch > contract.maxBatchSize) {
@@ -117,26 +113,48 @@ function checkShape(input: ModelInferRequest_InferInputTensor, spec: TensorSpec,
   return shape;
 }
 
+/** A declared tensor's shape as a request or reply has it: the batch dimension (-1) first for a batching model. */
+export const declaredShape = (dims: readonly number[], batched: boolean): number[] =>
+  batched ? [-1, ...dims] : [...dims];
+
+/** Whether a tensor's shape fits declared dims (-1: any size). */
+export function fitsDims(shape: readonly number[], dims: readonly number[], batched: boolean): boolean {
+  const expected = declaredShape(dims, batched);
+  return shape.length === expected.length && expected.every((dim, i) => dim === -1 || dim === shape[i]);
+}
+
+/**
+ * What is wrong with a raw tensor's bytes for its datatype and shape, if anything: the
+ * byte size of a fixed-size datatype, the element count of BYTES (a broken BYTES framing
+ * is thrown). A request's inputs and an upstream's outputs are held to it alike.
+ */
+export function rawSizeMismatch(
+  name: string,
+  datatype: Datatype,
+  shape: readonly number[],
+  data: Uint8Array,
+): string | undefined {
+  const count = elementCount(shape);
+  if (datatype === "BYTES") {
+    const found = countBytesElements(data, name);
+    return found === count
+      ? undefined
+      : `tensor '${name}': shape [${shape.join(",")}] needs ${count} BYTES elements, raw data holds ${found}`;
+  }
+  const needed = count * DATATYPES[datatype].byteSize;
+  return data.byteLength === needed
+    ? undefined
+    : `tensor '${name}': raw data is ${data.byteLength} bytes, but shape [${shape.join(",")}] of ${datatype} needs ${needed}`;
+}
+
 function checkRaw(input: ModelInferRequest_InferInputTensor, shape: number[], data: Uint8Array): Uint8Array {
   if (!isEmptyContents(input.contents)) {
     throw invalidArgument(
       `tensor '${input.name}': both 'contents' and raw_input_contents are set; a request uses one or the other`,
     );
   }
-  const count = elementCount(shape);
-  const datatype = DATATYPES[input.datatype as keyof typeof DATATYPES];
-  if (datatype.name === "BYTES") {
-    const found = countBytesElements(data, input.name);
-    if (found !== count) {
-      throw invalidArgument(
-        `tensor '${input.name}': shape [${shape.join(",")}] needs ${count} BYTES elements, raw data holds ${found}`,
-      );
-    }
-  } else if (data.byteLength !== count * datatype.byteSize) {
-    throw invalidArgument(
-      `tensor '${input.name}': raw data is ${data.byteLength} bytes, but shape [${shape.join(",")}] of ${datatype.name} needs ${count * datatype.byteSize}`,
-    );
-  }
+  const mismatch = rawSizeMismatch(input.name, input.datatype as Datatype, shape, data);
+  if (mismatch !== undefined) throw invalidArgument(mismatch);
   return data;
 }
 
@@ -151,18 +169,18 @@ export interface EncodedOutputs {
 }
 
 /**
- * Encodes output tensors for a reply: raw when the request used raw inputs (the Python
- * tritonclient reads only raw outputs) or when some datatype has no typed form (FP16,
- * BF16), typed contents otherwise. The KServe protocol allows no mix within a reply.
+ * Encodes output tensors for a reply, in raw_output_contents whatever form the request's
+ * inputs took, as Triton always answers: clients written for it (the Python tritonclient,
+ * hand-written ones) read raw_output_contents[0]. (Only MAX's character-code prompts are
+ * answered in typed contents: inference/character-codes.ts.)
  */
-export function encodeOutputs(tensors: readonly Tensor[], preferRaw: boolean): EncodedOutputs {
-  const useRaw = preferRaw || tensors.some((tensor) => DATATYPES[tensor.datatype].typedField === undefined);
+export function encodeOutputs(tensors: readonly Tensor[]): EncodedOutputs {
   const outputs = tensors.map((tensor): ModelInferResponse_InferOutputTensor => ({
     name: tensor.name,
     datatype: tensor.datatype,
     shape: tensor.shape.map(BigInt),
     parameters: { ...(tensor.parameters ?? {}) } as Record<string, InferParameter>,
-    contents: useRaw ? undefined : rawToTyped(tensor.datatype, tensor.data),
+    contents: undefined,
   }));
-  return { outputs, rawOutputContents: useRaw ? tensors.map((tensor) => tensor.data) : [] };
+  return { outputs, rawOutputContents: tensors.map((tensor) => tensor.data) };
 }

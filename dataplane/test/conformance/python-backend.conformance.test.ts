@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -50,6 +51,66 @@ const request = (model: string, name: string, value: string): ModelInferRequest 
 
 /** Linux's SCHED_BATCH scheduling policy (sched(7)). */
 const SCHED_BATCH = 3;
+
+/** add_sub's request: [1, 2, 3, 4] and [1, 1, 1, 1]. */
+function addSubRequest(): ModelInferRequest {
+  const tensor = (name: string) => ({ name, datatype: "FP32", shape: [4n], parameters: {}, contents: undefined });
+  return inferRequest({
+    modelName: "add_sub",
+    inputs: [tensor("INPUT0"), tensor("INPUT1")],
+    rawInputContents: [
+      new Uint8Array(new Float32Array([1, 2, 3, 4]).buffer),
+      new Uint8Array(new Float32Array([1, 1, 1, 1]).buffer),
+    ],
+  });
+}
+
+/** A process's resident memory in bytes (/proc/<pid>/status VmRSS). */
+async function rssOf(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
+}
+
+/** Resolves as `promise` does, or fails once `ms` have passed without it settling. */
+async function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`not done within ${ms} ms: ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The Python model processes (stubs) a data plane started: its children running the stub. */
+function stubsOf(parent: number): number[] {
+  const stubs: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === parent && readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("dynamo_kserve_python_stub")) {
+        stubs.push(Number(entry));
+      }
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return stubs;
+}
+
+/** A process that has exited and waits for its (new) parent to reap it. */
+function isZombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
+  } catch {
+    return true;
+  }
+}
 
 const pidOf = (response: ModelInferResponse): bigint => Buffer.from(response.rawOutputContents[0]!).readBigInt64LE(0);
 
@@ -274,6 +335,80 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       assert.equal((await call(ours.client, "modelReady", { name: "crashes", version: "" })).ready, true);
     });
 
+    /** misbehaves answers as HOW says (see its model.py); "pid" is a good answer: its process id. */
+    const misbehave = (how: string): ModelInferRequest => request("misbehaves", "HOW", how);
+
+    it("answers a response or BLS parameter JSON cannot carry (NaN, -inf) with an error naming it, and keeps the instance and the server", async () => {
+      const before = pidOf(await infer(ours.client, misbehave("pid")));
+      for (const [how, parameter] of [
+        ["nan", "score"],
+        ["inf", "score"],
+        ["nan_late", "score"],
+        ["bls_nan", "threshold"],
+      ] as const) {
+        const error = await inferError(ours, misbehave(how));
+        assert.equal(error.code, status.INTERNAL, `${how}: ${error.details}`);
+        assert.match(error.details, new RegExp(`parameter '${parameter}'`), how);
+      }
+      assert.equal(pidOf(await infer(ours.client, misbehave("pid"))), before, "the same process still serves");
+      await infer(ours.client, addSubRequest());
+    });
+
+    it("answers a response it cannot serialize (a numpy integer parameter) with an error for that request only", async () => {
+      const before = pidOf(await infer(ours.client, misbehave("pid")));
+      const failing = inferError(ours, misbehave("np_int"));
+      const behind = [1, 2, 3, 4].map(() => infer(ours.client, misbehave("pid")));
+      const error = await failing;
+      assert.equal(error.code, status.INTERNAL, error.details);
+      assert.match(error.details, /parameter 'count'.*numpy\.int64|numpy\.int64.*parameter 'count'/);
+      for (const answered of await Promise.all(behind)) assert.equal(pidOf(answered), before);
+    });
+
+    it("answers INTERNAL, naming the output, when a model returns an output its config does not declare as returned", async () => {
+      for (const [how, pattern] of [
+        ["wrong_name", /output 'NOT_DECLARED'.*not declared/],
+        ["wrong_datatype", /output 'PID'.*FP32.*INT64/],
+        ["wrong_shape", /output 'PID'.*\[3\].*\[1\]/],
+      ] as const) {
+        const error = await inferError(ours, misbehave(how));
+        assert.equal(error.code, status.INTERNAL, `${how}: ${error.details}`);
+        assert.match(error.details, pattern, how);
+      }
+    });
+
+    it("treats a frame it cannot read from a Python process as that instance's fault: its request UNAVAILABLE, the instance restarted, the server up", async () => {
+      const before = pidOf(await infer(ours.client, misbehave("pid")));
+      const error = await inferError(ours, misbehave("garbage"));
+      assert.equal(error.code, status.UNAVAILABLE, error.details);
+      assert.match(error.details, /python model 'misbehaves'.*frame/);
+      await infer(ours.client, addSubRequest());
+      await eventually(async () => {
+        assert.notEqual(pidOf(await infer(ours.client, misbehave("pid"))), before);
+      }, 15_000);
+      assert.ok(ours.logs.some((line) => /frame/.test(String(line["msg"])) && line["model"] === "misbehaves"));
+    });
+
+    it("keeps its memory bounded while a model prints in a tight loop, drops what the log cannot take and says how many, and other models keep answering", async () => {
+      const rssBefore = await rssOf(ours.process.pid!);
+      const printing = infer(ours.client, misbehave("print 4"));
+      let answered = 0;
+      let printed = false;
+      void printing.then(() => (printed = true));
+      while (!printed) {
+        await infer(ours.client, addSubRequest());
+        answered++;
+      }
+      const rssAfter = await rssOf(ours.process.pid!);
+      assert.ok(answered >= 4, `add_sub answered ${answered} requests while misbehaves printed`);
+      // Generous: unbounded, it grew by 70 MB in these 4 s, and by gigabytes in two minutes (issue 34).
+      assert.ok(rssAfter - rssBefore < 48 * 1024 * 1024, `RSS ${rssBefore} -> ${rssAfter}`);
+      await eventually(() => {
+        const notice = ours.logs.find((line) => typeof line["dropped"] === "number" && line["model"] === "misbehaves");
+        assert.ok(notice, "a notice says how many lines were dropped");
+        assert.ok((notice["dropped"] as number) > 0);
+      }, 5000);
+    });
+
     it("kills and restarts a Python process that stops answering (hung), failing its request UNAVAILABLE", async () => {
       const started = Date.now();
       const hung = await inferError(ours, request("crashes", "HOW", "hang"));
@@ -283,6 +418,108 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       await eventually(async () => {
         await infer(ours.client, request("crashes", "HOW", "pid"));
       }, 15_000);
+    });
+
+    describe("whose initialize never returns, or whose data plane is killed", () => {
+      /** A repository with one model whose initialize never returns. */
+      let hanging: string;
+      before(async () => {
+        hanging = await mkdtemp(join(tmpdir(), "python-models-"));
+        await mkdir(join(hanging, "initializes_forever", "1"), { recursive: true });
+        await writeFile(
+          join(hanging, "initializes_forever", "config.pbtxt"),
+          'backend: "python"\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]\noutput [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n',
+        );
+        await writeFile(
+          join(hanging, "initializes_forever", "1", "model.py"),
+          [
+            "import time",
+            "",
+            "class TritonPythonModel:",
+            "    def initialize(self, args):",
+            "        time.sleep(3600)",
+            "",
+          ].join("\n"),
+        );
+      });
+      after(() => rm(hanging, { recursive: true, force: true }));
+
+      /** A data plane in explicit mode over both repositories, loading `models` at start. */
+      const explicitServer = (models: readonly string[], more: readonly string[] = []): Promise<ServerProcess> =>
+        startServer([
+          ...["--model-repository", MODELS, "--model-repository", hanging, "--python", MODELS_PYTHON],
+          ...["--model-control-mode", "explicit", ...models.flatMap((model) => ["--load-model", model]), ...more],
+        ]);
+
+      it("opens its ports at start-up once a hung initialize has run out its --model-load-timeout-secs, and reports that model UNAVAILABLE with the reason", async () => {
+        const server = await within(
+          60_000,
+          explicitServer(["initializes_forever", "add_sub"], ["--model-load-timeout-secs", "2"]),
+          "the ports opened",
+        );
+        try {
+          await infer(server.client, addSubRequest());
+          const index = await call(server.client, "repositoryIndex", { repositoryName: "", ready: false });
+          const entry = index.models.find((model) => model.name === "initializes_forever");
+          assert.equal(entry?.state, "UNAVAILABLE");
+          assert.match(entry?.reason ?? "", /initializes_forever.*did not load within 2 s/);
+        } finally {
+          await server.stop("SIGKILL");
+        }
+      });
+
+      it("loads other models and stops within its grace while a model's initialize hangs", async () => {
+        const server = await explicitServer(["add_sub"], ["--shutdown-grace-secs", "1"]);
+        try {
+          const hung = call(server.client, "repositoryModelLoad", {
+            repositoryName: "",
+            modelName: "initializes_forever",
+            parameters: {},
+          }).catch((error: ServiceError) => error);
+          await eventually(() => assert.ok(stubsOf(server.process.pid!).length >= 3, "initializes_forever started"));
+          await within(
+            30_000,
+            call(server.client, "repositoryModelLoad", { repositoryName: "", modelName: "misbehaves", parameters: {} }),
+            "misbehaves loaded",
+          );
+          pidOf(await infer(server.client, misbehave("pid")));
+          const code = await within(15_000, server.stop("SIGTERM"), "the data plane stopped");
+          assert.equal(code, 0);
+          const error = await hung;
+          assert.ok(error instanceof Error, "the hung load did not succeed");
+        } finally {
+          await server.stop("SIGKILL");
+        }
+      });
+
+      it("leaves no Python process and no shared-memory file behind when the data plane is killed (SIGKILL)", async () => {
+        const server = await explicitServer(["slow_cancellable", "misbehaves", "add_sub"]);
+        const dataPlane = server.process.pid!;
+        void inferError(
+          server,
+          oneInput("slow_cancellable", "SECONDS", "FP32", new Uint8Array(new Float32Array([60]).buffer)),
+        );
+        pidOf(await infer(server.client, misbehave("thread")));
+        void call(server.client, "repositoryModelLoad", {
+          repositoryName: "",
+          modelName: "initializes_forever",
+          parameters: {},
+        }).catch(() => undefined);
+        // add_sub's 2, misbehaves, slow_cancellable, initializes_forever.
+        await eventually(() => assert.equal(stubsOf(dataPlane).length, 5));
+        // slow_cancellable's request has reached its execute by now (it runs for a minute).
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        const stubs = stubsOf(dataPlane);
+        await server.stop("SIGKILL");
+        await eventually(() => {
+          const alive = stubs.filter((pid) => existsSync(`/proc/${pid}`) && !isZombie(pid));
+          assert.deepEqual(alive, [], "Python processes still running");
+        }, 2000);
+        const left = (await readdir("/dev/shm")).filter((name) =>
+          name.startsWith(`dynamo-kserve-python-${dataPlane}-`),
+        );
+        assert.deepEqual(left, [], "shared-memory files left behind");
+      });
     });
   });
 });

@@ -197,6 +197,16 @@ def async_stream_infer_mocker_llm():
 
 
 @check
+def unary_infer_on_an_llm_that_gathers_its_responses():
+    # The reference frontend's client as written: unary ModelInfer on a decoupled LLM, one whole
+    # answer (mock_llm_dynamo opts in; Triton, and every other decoupled model, refuse it).
+    result = client.infer("mock_llm_dynamo", [llm_prompt("hello")], parameters={"max_tokens": 6})
+    text = result.as_numpy("text_output")[0].decode()
+    assert len(text.split(" ")) == 6, text
+    assert result.as_numpy("finish_reason")[0] == b"length", result.as_numpy("finish_reason")
+
+
+@check
 def model_infer_stream_extension():
     request = service_pb2.ModelInferRequest(model_name="mock_llm", id="ext")
     request.parameters["max_tokens"].int64_param = 4
@@ -241,6 +251,20 @@ def load_and_unload_model():
     client.load_model("identity_int32", config=json.dumps(override))
     metadata = client.get_model_metadata("identity_int32", as_json=True)
     assert metadata["inputs"][0]["shape"] == ["8"], metadata
+    # A load cannot point a model elsewhere (engine, url, secrets), nor add one the repository lacks.
+    hostile = {"backend": "kserve-grpc", "parameters": {"upstream": {"string_value": "127.0.0.1:9"}}}
+    try:
+        client.load_model("identity_int32", config=json.dumps(hostile))
+        raise AssertionError("a hostile override was accepted")
+    except InferenceServerException as error:
+        assert error.status() == "StatusCode.INVALID_ARGUMENT", error.status()
+        assert "'backend' cannot be changed by a load request" in error.message(), error.message()
+    try:
+        client.load_model("not_in_repository")
+        raise AssertionError("a model that is not in the repository was loaded")
+    except InferenceServerException as error:
+        assert error.status() == "StatusCode.INTERNAL", error.status()
+        assert "failed to load 'not_in_repository', failed to poll from model repository" in error.message()
 
 
 checks.run(close=client.close)

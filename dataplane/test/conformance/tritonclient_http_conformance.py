@@ -234,6 +234,16 @@ def load_and_unload_model():
     assert metadata["inputs"][0]["shape"] == [8], metadata
     message = expect_error("400", lambda: client.load_model("identity_int32", config="{not json"))
     assert "config" in message, message
+    # A load cannot point a model elsewhere (engine, url, secrets), nor add one the repository lacks.
+    hostile = {"backend": "openai", "parameters": {"url": {"string_value": "http://127.0.0.1:9/v1"}}}
+    message = expect_error("400", lambda: client.load_model("identity_int32", config=json.dumps(hostile)))
+    assert message.startswith("load failed for model 'identity_int32'"), message
+    assert "'backend' cannot be changed by a load request" in message, message
+    message = expect_error("500", lambda: client.load_model("not_in_repository", config=json.dumps(hostile)))
+    assert "failed to load 'not_in_repository', failed to poll from model repository" in message, message
+    # A partial override completes from the repository's config (dims [4]), not from the last override.
+    client.load_model("identity_int32", config=json.dumps({"max_batch_size": 0}))
+    assert client.get_model_metadata("identity_int32")["inputs"][0]["shape"] == [4]
 
 
 checks.run(close=client.close)

@@ -162,7 +162,7 @@ describe("defects found under attack (real server over loopback)", function () {
       const error = await callError(server.client, "modelInfer", identityRequest({ model: "m".repeat(20_000) }));
       assert.equal(error.code, status.NOT_FOUND);
       assert.ok(utf8Bytes(error.details) <= LIMIT, `${utf8Bytes(error.details)} bytes`);
-      assert.match(error.details, /^model 'mmm.*…\[\d+ bytes cut\]….*mmm' is not found$/);
+      assert.match(error.details, /^Request for unknown model: 'mmm.*…\[\d+ bytes cut\]….*mmm' is not found$/);
     });
 
     it("a 3,000-character non-ASCII model name stays within the bound in UTF-8 bytes", async () => {

@@ -112,8 +112,10 @@ describe("grpc.health.v1 per model, Watch, and server reflection (grpcurl)", fun
         address(),
         "inference.GRPCInferenceService/ModelInfer",
       ]);
-      const reply = JSON.parse(infer.stdout) as { outputs: { contents: { fp32Contents: number[] } }[] };
-      assert.deepEqual(reply.outputs[0]?.contents.fp32Contents, [1, 2.5, -3]);
+      // Typed in, raw out, as Triton answers.
+      const reply = JSON.parse(infer.stdout) as { rawOutputContents: string[] };
+      const raw = Buffer.from(reply.rawOutputContents[0]!, "base64");
+      assert.deepEqual([...new Float32Array(raw.buffer, raw.byteOffset, 3)], [1, 2.5, -3]);
       const { stdout: described } = await run(grpcurl, ["-plaintext", address(), "describe", "inference.ModelConfig"]);
       assert.match(described, /max_batch_size/);
     });

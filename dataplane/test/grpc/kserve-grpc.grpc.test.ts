@@ -23,6 +23,7 @@ import {
 } from "../fixtures/server.js";
 import { requireTritonPeers, startTritonPeer, type Peer } from "../fixtures/peers.js";
 import { identityRequest } from "../fixtures/requests.js";
+import { freePort } from "../../../e2e/support/ports.js";
 
 const whoamiConfig = (name: string, upstream: string, extra = "") => `
 name: "${name}"
@@ -406,4 +407,155 @@ describe("kserve-grpc engine against real Triton servers (nvidia-pytriton)", fun
       500,
     );
   });
+});
+
+describe("kserve-grpc engine: an upstream that goes away and comes back", function () {
+  // An outage of 20 s, two data plane starts, and the recovery itself.
+  this.timeout(120_000);
+  let upstreamPort: number;
+  let upstream: ServerProcess;
+  let repository: TestRepository;
+  let server: ServerProcess;
+
+  /** A data plane serving the bundled examples, as the forwarded model's upstream, always on the same port. */
+  const startUpstream = (): Promise<ServerProcess> => startServer(["--grpc-port", String(upstreamPort)]);
+
+  before(async () => {
+    upstreamPort = await freePort();
+    upstream = await startUpstream();
+    repository = new TestRepository({
+      forwarded: openConfig("forwarded", `127.0.0.1:${upstreamPort}`, "identity_fp32"),
+    });
+    server = await startServer(["--model-repository", repository.dir]);
+  });
+
+  after(async () => {
+    await server?.stop();
+    await upstream?.stop();
+    repository?.remove();
+  });
+
+  it("is ready again within seconds of its upstream's restart after a 20 s outage", async () => {
+    const ready = async (): Promise<boolean> =>
+      (await call(server.client, "modelReady", { name: "forwarded", version: "" })).ready;
+    await infer(server.client, identityRequest({ model: "forwarded" }));
+    await upstream.stop("SIGKILL");
+    // Clients keep asking through the outage, as they do during a roll-out: each failure is seen.
+    const outageEnds = Date.now() + 20_000;
+    while (Date.now() < outageEnds) {
+      await callError(server.client, "modelInfer", identityRequest({ model: "forwarded" }));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    assert.equal(await ready(), false, "the model is not ready while its upstream is down");
+    upstream = await startUpstream();
+    // Its readiness comes back by itself (ModelReady of a model known down does not ask the upstream).
+    const restartedAt = Date.now();
+    await eventually(async () => assert.equal(await ready(), true), 90_000, 100);
+    const readyAfter = Date.now() - restartedAt;
+    console.log(`      upstream restarted -> model ready: ${readyAfter} ms`);
+    assert.ok(readyAfter < 5000, `ready ${readyAfter} ms after the upstream was back`);
+    await infer(server.client, identityRequest({ model: "forwarded" }));
+  });
+});
+
+/** Replies an upstream may lie with, chosen by the request's id: each is wrong for its own datatype and shape, or for the declared output. */
+const LIES: Readonly<Record<string, (request: ModelInferRequest) => ModelInferResponse>> = {
+  "short-raw": (request) => ({
+    ...replyTo(request),
+    outputs: [{ name: "OUT", datatype: "FP32", shape: [1000n], parameters: {}, contents: undefined }],
+    rawOutputContents: [new Uint8Array(4)],
+  }),
+  "short-typed": (request) => ({
+    ...replyTo(request),
+    outputs: [
+      {
+        name: "OUT",
+        datatype: "FP32",
+        shape: [1000n],
+        parameters: {},
+        contents: { ...emptyContents(), fp32Contents: [1] },
+      },
+    ],
+  }),
+  "not-declared-datatype": (request) => ({
+    ...replyTo(request),
+    outputs: [{ name: "OUT", datatype: "FP64", shape: [1n], parameters: {}, contents: undefined }],
+    rawOutputContents: [new Uint8Array(8)],
+  }),
+};
+
+const replyTo = (request: ModelInferRequest): ModelInferResponse => ({
+  modelName: request.modelName,
+  modelVersion: "1",
+  id: request.id,
+  parameters: {},
+  outputs: [],
+  rawOutputContents: [],
+});
+
+/** A KServe v2 upstream that answers every ModelInfer with the lie its id names. */
+async function lyingUpstream(): Promise<{ server: Server; address: string }> {
+  const server = new Server();
+  const implementation: Partial<GRPCInferenceServiceServer> = {
+    serverLive: (_call, callback) => callback(null, { live: true }),
+    modelInfer: (call, callback) => callback(null, LIES[call.request.id]!(call.request)),
+  };
+  server.addService(GRPCInferenceServiceService, implementation as GRPCInferenceServiceServer);
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (error, bound) =>
+      error ? reject(error) : resolve(bound),
+    ),
+  );
+  return { server, address: `127.0.0.1:${port}` };
+}
+
+describe("kserve-grpc engine: an upstream whose replies are wrong", function () {
+  this.timeout(30_000);
+  let liar: Awaited<ReturnType<typeof lyingUpstream>>;
+  let repository: TestRepository;
+  let server: ServerProcess;
+
+  before(async () => {
+    liar = await lyingUpstream();
+    repository = new TestRepository({
+      liar: `
+name: "liar"
+backend: "kserve-grpc"
+parameters { key: "upstream" value { string_value: "${liar.address}" } }
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+`,
+    });
+    server = await startServer(["--model-repository", repository.dir]);
+  });
+
+  after(async () => {
+    await server?.stop();
+    liar?.server.forceShutdown();
+    repository?.remove();
+  });
+
+  const request = (id: string): ModelInferRequest =>
+    inferRequest({
+      modelName: "liar",
+      id,
+      inputs: [{ name: "IN", datatype: "FP32", shape: [1n], parameters: {}, contents: undefined }],
+      rawInputContents: [new Uint8Array(4)],
+    });
+
+  for (const lie of Object.keys(LIES)) {
+    it(`answers a server-side error naming the output and the upstream: ${lie}`, async () => {
+      const error = await callError(server.client, "modelInfer", request(lie));
+      assert.equal(status[error.code], "INTERNAL", error.details);
+      assert.match(error.details, /'OUT'/);
+      assert.ok(error.details.includes(liar.address), error.details);
+      const http = await fetch(`http://127.0.0.1:${server.httpPort}/v2/models/liar/infer`, {
+        method: "POST",
+        body: JSON.stringify({ id: lie, inputs: [{ name: "IN", datatype: "FP32", shape: [1], data: [0] }] }),
+      });
+      const body = (await http.json()) as { error: string };
+      assert.equal(http.status, 500, body.error);
+      assert.match(body.error, /'OUT'/);
+    });
+  }
 });

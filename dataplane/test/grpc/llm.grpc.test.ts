@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { InferenceExtensionsClient } from "../../../proto/gen/ts/extensions.js";
 import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { joinBytesElements, splitBytesElements } from "../../src/tensors/bytes.js";
-import { callError, inferRequest, streamTimed, type ServerProcess } from "../fixtures/server.js";
+import { callError, infer, inferRequest, streamTimed, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
 
 const prompt = (text: string, parameters: Record<string, InferParameter> = {}, model = "mock_llm"): ModelInferRequest =>
@@ -77,7 +77,7 @@ describe("mocker LLM and ModelInferStream (real server over loopback)", function
         call.on("error", (error: ServiceError) => resolve(error));
       });
       assert.equal(failure.code, status.NOT_FOUND);
-      assert.match(failure.details, /model 'no_such_model' is not found/);
+      assert.match(failure.details, /Request for unknown model: 'no_such_model' is not found/);
     } finally {
       client.close();
     }
@@ -99,5 +99,20 @@ describe("mocker LLM and ModelInferStream (real server over loopback)", function
     );
     const unary = await callError(server.client, "modelInfer", prompt("x"));
     assert.equal(unary.code, status.UNIMPLEMENTED);
+  });
+
+  it("answers unary ModelInfer on a decoupled model that opts in (mock_llm_dynamo) with its responses gathered into one", async () => {
+    const streamed = await streamTimed(server.client, [prompt("hello", maxTokens(5), "mock_llm_dynamo")]);
+    const text = streamed.map(({ reply }) => texts(reply.inferResponse!, "text_output")[0]).join("");
+    assert.equal(streamed.length, 5);
+    const reply = await infer(server.client, prompt("hello", maxTokens(5), "mock_llm_dynamo"));
+    assert.deepEqual(texts(reply, "text_output"), [text]);
+    assert.deepEqual(texts(reply, "finish_reason"), ["length"]);
+    assert.equal(reply.id, "p-hello");
+    assert.equal(reply.parameters["triton_final_response"], undefined, "a unary reply has no final flag");
+    // Triton's rule stays the default, and its message names the way out.
+    const refused = await callError(server.client, "modelInfer", prompt("x"));
+    assert.equal(refused.code, status.UNIMPLEMENTED);
+    assert.match(refused.details, /mock_llm.*ModelStreamInfer.*parameters\["model_infer_gathers_responses"\]/);
   });
 });

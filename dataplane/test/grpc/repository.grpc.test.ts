@@ -1,10 +1,12 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import type { ModelRepositoryParameter } from "../../../proto/gen/ts/grpc_service.js";
-import { mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import { parseText } from "../../../lib/model-repository/config.js";
+import { configJson, parseText } from "../../../lib/model-repository/config.js";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { TestRepository } from "../fixtures/repository.js";
 import { useServer } from "../fixtures/serving.js";
 import {
@@ -34,6 +36,35 @@ const indexEntry = async (server: ServerProcess, name: string) =>
   (await call(server.client, "repositoryIndex", { repositoryName: "", ready: false })).models.find(
     (model) => model.name === name,
   );
+
+const overrideRequest = (modelName: string, config: Record<string, unknown> | string) => ({
+  repositoryName: "",
+  modelName,
+  parameters: {
+    config: {
+      parameterChoice: {
+        $case: "stringParam" as const,
+        value: typeof config === "string" ? config : JSON.stringify(config),
+      },
+    },
+  },
+});
+
+/** OUTPUT0 of the add_sub ONNX model (under `model`) for [1, 2, 3, 4] + [1, 1, 1, 1]. */
+async function addSub(server: ServerProcess, model: string): Promise<number[]> {
+  const fp32 = (values: number[]) => new Uint8Array(Float32Array.from(values).buffer);
+  const input = (name: string) => ({ name, datatype: "FP32", shape: [1n, 4n], parameters: {}, contents: undefined });
+  const reply = await infer(
+    server.client,
+    inferRequest({
+      modelName: model,
+      inputs: [input("INPUT0"), input("INPUT1")],
+      rawInputContents: [fp32([1, 2, 3, 4]), fp32([1, 1, 1, 1])],
+    }),
+  );
+  const sum = reply.rawOutputContents[reply.outputs.findIndex((output) => output.name === "OUTPUT0")]!;
+  return [...new Float32Array(Uint8Array.from(sum).buffer)];
+}
 
 const int32Request = (model: string, values: number[]) =>
   inferRequest({
@@ -106,7 +137,10 @@ describe("model repository (real server over loopback)", function () {
       assert.equal((await call(server.client, "modelReady", { name: "bad_model", version: "" })).ready, false);
       const error = await callError(server.client, "modelInfer", inferRequest({ modelName: "bad_model" }));
       assert.equal(error.code, status.UNAVAILABLE);
-      assert.match(error.details, /model 'bad_model' is not ready: .*max_batch_sise/);
+      assert.match(
+        error.details,
+        /Request for unknown model: 'bad_model' has no available versions \(not ready: .*max_batch_sise/,
+      );
       assert.equal((await indexEntry(server, "identity_fp32"))?.state, "READY");
       const ready = await call(server.client, "repositoryIndex", { repositoryName: "", ready: true });
       assert.ok(ready.models.every((model) => model.state === "READY"));
@@ -236,14 +270,183 @@ describe("model repository (real server over loopback)", function () {
       assert.deepEqual(await inputShape(server, "identity_int32"), [6n]);
     });
 
-    it("answers NOT_FOUND for a model that is not in the repository", async () => {
+    it("answers a model that is not in the repository with Triton's code and message", async () => {
       const error = await callError(server.client, "repositoryModelLoad", {
         repositoryName: "",
         modelName: "missing",
         parameters: {},
       });
-      assert.equal(error.code, status.NOT_FOUND);
-      assert.match(error.details, /model 'missing' is not in the model repository/);
+      assert.equal(error.code, status.INTERNAL);
+      assert.match(error.details, /^failed to load 'missing', failed to poll from model repository: /);
+    });
+
+    it("unloads a model that is not loaded, or not in the repository, as a no-op (OK), as Triton does", async () => {
+      for (const modelName of ["identity_int32", "identity_int32", "not_in_repository"]) {
+        await call(server.client, "repositoryModelUnload", { repositoryName: "", modelName, parameters: {} });
+      }
+    });
+
+    it("answers a load that fails with Triton's code and message, naming the model", async () => {
+      const error = await callError(server.client, "repositoryModelLoad", overrideRequest("identity_int32", "{"));
+      assert.equal(error.code, status.INVALID_ARGUMENT);
+      assert.match(error.details, /^load failed for model 'identity_int32': .*parameters\["config"\]/);
+    });
+
+    it("answers a request for an unknown model or version with Triton's messages", async () => {
+      const unknown = await callError(server.client, "modelInfer", int32Request("nope", [1]));
+      assert.equal(unknown.code, status.NOT_FOUND);
+      assert.equal(unknown.details, "Request for unknown model: 'nope' is not found");
+      const version = await callError(server.client, "modelInfer", {
+        ...int32Request("identity_fp32", [1]),
+        modelVersion: "7",
+      });
+      assert.equal(version.code, status.NOT_FOUND);
+      assert.match(version.details, /^Request for unknown model: 'identity_fp32' version 7 is not found/);
+    });
+  });
+
+  describe("config overrides (explicit mode): what a load request may change", () => {
+    const SECRET = "s3cret-of-the-server";
+    let repository: TestRepository;
+    let server: ServerProcess;
+    let attacker: Server;
+    let attackerUrl: string;
+    const seen: string[] = [];
+
+    before(async () => {
+      attacker = createServer((request, response) => {
+        seen.push(`${request.method} ${request.url} ${request.headers.authorization ?? ""}`);
+        response.writeHead(200, { "content-type": "application/json" }).end("{}");
+      });
+      await new Promise<void>((resolve) => attacker.listen(0, "127.0.0.1", resolve));
+      attackerUrl = `http://127.0.0.1:${(attacker.address() as AddressInfo).port}/v1`;
+      repository = new TestRepository();
+      server = await startServer(
+        ["--model-repository", repository.dir, "--model-control-mode", "explicit", "--load-model", "*"],
+        { SERVER_SECRET: SECRET },
+      );
+    });
+    after(async () => {
+      await server?.stop();
+      repository?.remove();
+      attacker?.close();
+    });
+
+    const load = (name: string, config: Record<string, unknown> | string) =>
+      call(server.client, "repositoryModelLoad", overrideRequest(name, config));
+    const loadError = (name: string, config: Record<string, unknown> | string) =>
+      callError(server.client, "repositoryModelLoad", overrideRequest(name, config));
+    const openAiOverride = (name: string) => ({
+      name,
+      backend: "openai",
+      input: [{ name: "text_input", data_type: "TYPE_STRING", dims: [1] }],
+      output: [{ name: "text_output", data_type: "TYPE_STRING", dims: [1] }],
+      parameters: { url: { string_value: attackerUrl }, api_key_env: { string_value: "SERVER_SECRET" } },
+    });
+
+    it("never adds a model that is not in the repository (the server's secrets cannot be sent to a caller's server)", async () => {
+      const error = await loadError("exfiltrate", openAiOverride("exfiltrate"));
+      assert.equal(error.code, status.INTERNAL);
+      assert.match(
+        error.details,
+        /^failed to load 'exfiltrate', failed to poll from model repository: .*not in the model repository/,
+      );
+      const infer = await callError(server.client, "modelInfer", inferRequest({ modelName: "exfiltrate" }));
+      assert.equal(infer.code, status.NOT_FOUND);
+      assert.deepEqual(seen, []);
+    });
+
+    for (const [field, change] of [
+      ["backend", { backend: "openai" }],
+      ["platform", { platform: "ensemble" }],
+      [
+        "parameters",
+        { parameters: { engine: { string_value: "kserve-grpc" }, upstream: { string_value: "127.0.0.1:1" } } },
+      ],
+      ["parameters", { parameters: { api_key_env: { string_value: "SERVER_SECRET" } } }],
+      ["default_model_filename", { default_model_filename: "../../../../tmp/model.py" }],
+      ["model_repository_agents", { model_repository_agents: { agents: [{ name: "checksum" }] } }],
+      ["runtime", { runtime: "../libevil.so" }],
+    ] as const) {
+      it(`refuses an override that changes '${field}' of a model in the repository (INVALID_ARGUMENT naming it), keeping the model`, async () => {
+        const error = await loadError("identity_fp32", { name: "identity_fp32", ...change });
+        assert.equal(error.code, status.INVALID_ARGUMENT);
+        assert.match(
+          error.details,
+          new RegExp(`^load failed for model 'identity_fp32': .*'${field}' cannot be changed by a load request`),
+        );
+        assert.equal((await call(server.client, "modelReady", { name: "identity_fp32", version: "" })).ready, true);
+        assert.deepEqual(seen, []);
+      });
+    }
+
+    it("refuses a name that is not a model folder's (a path, a NUL, '..') as INVALID_ARGUMENT naming the model name", async () => {
+      for (const name of ["a/b", "x\0y", "..", "a\\b", ""]) {
+        const error = await callError(server.client, "repositoryModelLoad", {
+          repositoryName: "",
+          modelName: name,
+          parameters: {},
+        });
+        assert.equal(error.code, status.INVALID_ARGUMENT, name);
+        assert.match(error.details, /model name/, name);
+      }
+    });
+
+    it("completes a partial override from the model's own config ({max_batch_size} alone)", async () => {
+      await load("add_sub_onnx", { max_batch_size: 2 });
+      const config = await call(server.client, "modelConfig", { name: "add_sub_onnx", version: "" });
+      assert.equal(config.config?.maxBatchSize, 2);
+      assert.equal(config.config?.platform, "onnxruntime_onnx");
+      assert.equal(config.config?.input.length, 2);
+    });
+
+    it("reloads an ONNX model with an override that names its backend, reading its files from its own folder (not the server's working directory)", async () => {
+      await load("add_sub_onnx", {
+        name: "add_sub_onnx",
+        platform: "onnxruntime_onnx",
+        max_batch_size: 4,
+        input: [
+          { name: "INPUT0", data_type: "TYPE_FP32", dims: [4] },
+          { name: "INPUT1", data_type: "TYPE_FP32", dims: [4] },
+        ],
+        output: [
+          { name: "OUTPUT0", data_type: "TYPE_FP32", dims: [4] },
+          { name: "OUTPUT1", data_type: "TYPE_FP32", dims: [4] },
+        ],
+      });
+      assert.deepEqual(await addSub(server, "add_sub_onnx"), [2, 3, 4, 5]);
+    });
+
+    it("reads a single-file config's model files next to that file when overridden, never from the server's working directory", async () => {
+      const folder = repository.path("..single");
+      mkdirSync(join(folder, "1"), { recursive: true });
+      cpSync(repository.path("add_sub_onnx/1/model.onnx"), join(folder, "1", "model.onnx"));
+      const config = readFileSync(repository.path("add_sub_onnx/config.pbtxt"), "utf8").replace(
+        "add_sub_onnx",
+        "single_onnx",
+      );
+      writeFileSync(join(folder, "single_onnx.pbtxt"), config);
+      const single = await startServer([
+        "--model-config",
+        join(folder, "single_onnx.pbtxt"),
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "*",
+      ]);
+      try {
+        await call(single.client, "repositoryModelLoad", overrideRequest("single_onnx", { max_batch_size: 2 }));
+        assert.deepEqual(await addSub(single, "single_onnx"), [2, 3, 4, 5]);
+      } finally {
+        await single.stop();
+      }
+    });
+
+    it("takes back an override that sends the model's whole config unchanged (get the config, change a field, load it)", async () => {
+      const current = await call(server.client, "modelConfig", { name: "identity_fp32", version: "" });
+      const json = configJson({ ...current.config!, maxBatchSize: current.config!.maxBatchSize });
+      await load("identity_fp32", JSON.stringify(json));
+      assert.equal((await call(server.client, "modelReady", { name: "identity_fp32", version: "" })).ready, true);
     });
   });
 

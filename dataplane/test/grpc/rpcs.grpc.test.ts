@@ -7,7 +7,7 @@ import { joinBytesElements } from "../../src/tensors/bytes.js";
 import { DATATYPE_NAMES, DATATYPES, type Datatype } from "../../../lib/model-repository/datatypes.js";
 import { emptyContents } from "../../src/tensors/typed.js";
 import { IDENTITY_ALL_TYPES, IDENTITY_PAIR } from "../fixtures/repository.js";
-import { call, callError, infer, inferRequest, type ServerProcess } from "../fixtures/server.js";
+import { call, callError, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
 import { HealthTestClient } from "../fixtures/health.js";
 
@@ -108,6 +108,17 @@ describe("data plane RPCs (real server over loopback)", function () {
       ]);
     });
 
+    it("reports the name --server-name sets (clients written for Triton check for 'triton'), on gRPC and GET /v2 alike", async () => {
+      const named = await startServer(["--server-name", "triton"]);
+      try {
+        assert.equal((await call(named.client, "serverMetadata", {})).name, "triton");
+        const rest = (await (await fetch(`http://127.0.0.1:${named.httpPort}/v2`)).json()) as { name: string };
+        assert.equal(rest.name, "triton");
+      } finally {
+        await named.stop();
+      }
+    });
+
     it("prepends a -1 batch dimension for batching models, as Triton does", async () => {
       const { client } = server;
       const batched = await call(client, "modelMetadata", { name: "identity_pair", version: "" });
@@ -138,10 +149,10 @@ describe("data plane RPCs (real server over loopback)", function () {
       const { client } = server;
       const unknown = await callError(client, "modelMetadata", { name: "nope", version: "" });
       assert.equal(unknown.code, status.NOT_FOUND);
-      assert.match(unknown.details, /model 'nope'/);
+      assert.match(unknown.details, /^Request for unknown model: 'nope' is not found/);
       const version = await callError(client, "modelConfig", { name: "identity_fp32", version: "3" });
       assert.equal(version.code, status.NOT_FOUND);
-      assert.match(version.details, /no version '3'/);
+      assert.match(version.details, /^Request for unknown model: 'identity_fp32' version 3 is not found/);
     });
   });
 
@@ -175,7 +186,7 @@ describe("data plane RPCs (real server over loopback)", function () {
           assert.match(error.details, new RegExp(`${datatype} has no typed 'contents' field`));
         });
       } else {
-        it(`echoes ${datatype} typed in, typed out`, async () => {
+        it(`echoes ${datatype} typed in, raw out (raw_output_contents[0]), as Triton answers`, async () => {
           const reply = await infer(
             server.client,
             inferRequest({
@@ -183,14 +194,8 @@ describe("data plane RPCs (real server over loopback)", function () {
               inputs: [typedInput(`IN_${datatype}`, datatype, sample.typed!)],
             }),
           );
-          assert.equal(reply.rawOutputContents.length, 0);
-          const field = DATATYPES[datatype].typedField!;
-          const values = reply.outputs[0]?.contents?.[field] as unknown[];
-          const expected = datatype === "FP32" ? sample.typed!.map((v) => Math.fround(v as number)) : sample.typed;
-          assert.deepEqual(
-            values.map((v) => (v instanceof Uint8Array ? Buffer.from(v) : v)),
-            expected!.map((v) => (v instanceof Uint8Array ? Buffer.from(v) : v)),
-          );
+          assert.equal(reply.outputs[0]?.contents, undefined);
+          assert.deepEqual(Buffer.from(reply.rawOutputContents[0] ?? []), Buffer.from(sample.raw));
         });
       }
     }
@@ -255,12 +260,17 @@ describe("data plane RPCs (real server over loopback)", function () {
     });
 
     const rejections: [string, () => Parameters<typeof inferRequest>[0], status, RegExp][] = [
-      ["an unknown model", () => ({ modelName: "nope" }), status.NOT_FOUND, /model 'nope' is not found/],
+      [
+        "an unknown model",
+        () => ({ modelName: "nope" }),
+        status.NOT_FOUND,
+        /^Request for unknown model: 'nope' is not found$/,
+      ],
       [
         "an unknown version",
         () => ({ modelName: "identity_fp32", modelVersion: "2" }),
         status.NOT_FOUND,
-        /no version '2'/,
+        /^Request for unknown model: '[^']+' version 2 is not found/,
       ],
       [
         "an unknown input",

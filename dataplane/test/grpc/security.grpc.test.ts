@@ -8,6 +8,7 @@ import { HealthTestClient } from "../fixtures/health.js";
 import { CLI } from "../fixtures/paths.js";
 import { SecretFiles, tlsArgs } from "../fixtures/secret-files.js";
 import { eventually, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+import { request as httpRequest } from "node:http";
 
 const trusting = (ca: Pem, client?: Pem): ChannelCredentials =>
   credentials.createSsl(
@@ -199,6 +200,107 @@ describe("data plane security: TLS, mTLS, certificate rotation, bearer tokens, m
       for (const token of ["first-secret-token", "second-secret-token", "rotated-secret-token", "guess"]) {
         assert.equal(logged.includes(token), false, `${token} appears in the logs`);
       }
+    });
+  });
+
+  describe("model control's own tokens (--model-control-token-file)", () => {
+    const files = new SecretFiles();
+    let server: ServerProcess;
+    const withToken = (token?: string): Metadata => {
+      const metadata = new Metadata();
+      if (token !== undefined) metadata.set("authorization", `Bearer ${token}`);
+      return metadata;
+    };
+    const load = (
+      client: GRPCInferenceServiceClient,
+      rpc: "repositoryModelLoad" | "repositoryModelUnload",
+      token?: string,
+    ) =>
+      new Promise<ServiceError | null>((resolve) =>
+        client[rpc]({ repositoryName: "", modelName: "identity_fp32", parameters: {} }, withToken(token), (error) =>
+          resolve(error),
+        ),
+      );
+    const http = (path: string, token?: string) =>
+      fetch(`http://127.0.0.1:${server.httpPort}${path}`, {
+        method: "POST",
+        headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+      });
+    before(async () => {
+      files.write({ inference: "inference-token\n", control: "control-token\n" });
+      server = await startServer([
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "*",
+        "--auth-token-file",
+        files.path("inference"),
+        "--model-control-token-file",
+        files.path("control"),
+      ]);
+    });
+    after(async () => {
+      await server?.stop();
+      files.remove();
+    });
+
+    it("loads and unloads only with a model-control token; an inference token does not do (gRPC and HTTP)", async () => {
+      const { client } = server;
+      for (const rpc of ["repositoryModelLoad", "repositoryModelUnload"] as const) {
+        for (const token of [undefined, "inference-token", "guess"]) {
+          const error = await load(client, rpc, token);
+          assert.equal(error?.code, status.UNAUTHENTICATED, `${rpc} with ${token}`);
+          assert.match(error?.details ?? "", /model control/);
+        }
+      }
+      for (const action of ["load", "unload"]) {
+        assert.equal((await http(`/v2/repository/models/identity_fp32/${action}`, "inference-token")).status, 401);
+      }
+      assert.equal(await load(client, "repositoryModelUnload", "control-token"), null);
+      assert.equal(await load(client, "repositoryModelLoad", "control-token"), null);
+      assert.equal((await http("/v2/repository/models/identity_fp32/unload", "control-token")).status, 200);
+      assert.equal((await http("/v2/repository/models/identity_fp32/load", "control-token")).status, 200);
+    });
+
+    it("decides by the route a request reaches, not by how its path is spelled (escapes, a fragment, an absolute URL)", async () => {
+      const post = (path: string, token: string) =>
+        new Promise<number>((resolve, reject) => {
+          const request = httpRequest(
+            {
+              host: "127.0.0.1",
+              port: server.httpPort,
+              method: "POST",
+              path,
+              headers: { authorization: `Bearer ${token}` },
+            },
+            (response) => {
+              response.resume();
+              resolve(response.statusCode!);
+            },
+          );
+          request.on("error", reject).end();
+        });
+      for (const path of [
+        "/v2/repository/models/identity_fp32/%75nload",
+        "/v2/repository/models/identity_fp32/%6coad",
+        "/v2/repository/models/identity_fp32/unload#x",
+        "http://h/v2/repository/models/identity_fp32/unload",
+      ]) {
+        assert.equal(await post(path, "inference-token"), 401, path);
+      }
+      const ready = await fetch(`http://127.0.0.1:${server.httpPort}/v2/models/identity_fp32/ready`, {
+        headers: { authorization: "Bearer inference-token" },
+      });
+      assert.equal(ready.status, 200, "the model was unloaded");
+    });
+
+    it("keeps inference on the inference tokens: a model-control token is not one", async () => {
+      const insecure = credentials.createInsecure();
+      assert.equal(await serverLive(server.grpcPort, insecure, withToken("inference-token")), null);
+      assert.equal(
+        (await serverLive(server.grpcPort, insecure, withToken("control-token")))?.code,
+        status.UNAUTHENTICATED,
+      );
     });
   });
 

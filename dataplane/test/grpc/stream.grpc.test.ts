@@ -75,7 +75,7 @@ describe("ModelStreamInfer (real server over loopback)", function () {
       repeatRequest("ok-2", [8], [50]),
     ]);
     const byId = (id: string) => replies.filter((reply) => reply.inferResponse?.id === id);
-    assert.match(byId("bad-model")[0]!.errorMessage, /model 'no_such_model' is not found/);
+    assert.match(byId("bad-model")[0]!.errorMessage, /Request for unknown model: 'no_such_model' is not found/);
     assert.match(byId("bad-type")[0]!.errorMessage, /tensor 'IN': datatype mismatch.*expects INT32, got 'FP32'/);
     assert.deepEqual(byId("ok-1").map(outValue), [7]);
     assert.deepEqual(byId("ok-2").map(outValue), [8]);

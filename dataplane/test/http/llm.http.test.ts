@@ -70,6 +70,7 @@ describe("generate and OpenAI routes on the HTTP front door", function () {
     const models = (await (await fetch(url("/v1/models"))).json()) as { data: { id: string }[] };
     assert.deepEqual(models.data.map((model) => model.id).sort(), [
       "mock_llm",
+      "mock_llm_dynamo",
       "mock_llm_trtllm",
       "mock_llm_vllm",
       "slow_llm",

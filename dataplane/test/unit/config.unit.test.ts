@@ -9,6 +9,7 @@ import {
 } from "../../../lib/model-repository/config.js";
 import { lineOfField, toModelSpec } from "../../../lib/model-repository/spec.js";
 import { servedVersions } from "../../../lib/model-repository/versions.js";
+import { checkEngine } from "../../../lib/engines/catalog.js";
 import { IDENTITY_PAIR } from "../fixtures/repository.js";
 
 const configError = (fn: () => unknown): ConfigError => {
@@ -137,6 +138,18 @@ describe("model spec checks", () => {
     assert.throws(() => spec('name: "m"'), /backend/);
   });
 
+  it("reads a decoupled model's opt-in to unary ModelInfer, and refuses it where it cannot apply", () => {
+    const optIn = (value: string, decoupled = true) =>
+      spec(
+        `name: "m" backend: "repeat" model_transaction_policy { decoupled: ${decoupled} } parameters { key: "model_infer_gathers_responses" value { string_value: "${value}" } }`,
+      );
+    assert.equal(optIn("true").gathersUnaryResponses, true);
+    assert.equal(optIn("false").gathersUnaryResponses, false);
+    assert.equal(spec('name: "m" backend: "repeat"').gathersUnaryResponses, false);
+    assert.throws(() => optIn("yes"), /model_infer_gathers_responses.*"true" or "false"/);
+    assert.throws(() => optIn("true", false), /model_infer_gathers_responses.*decoupled models only/);
+  });
+
   it("gives the line of the field it names, when it has the text", () => {
     const text = [
       'name: "m"',
@@ -174,5 +187,35 @@ describe("version policy", () => {
 
   it("serves version 1 of a model without version folders", () => {
     assert.deepEqual(servedVersions(undefined, [], "s"), ["1"]);
+  });
+});
+
+describe("engine settings bounds", () => {
+  const pythonSpec = (extra: string) =>
+    toModelSpec(parseText(`name: "p"\nbackend: "python"\nmax_batch_size: 8\n${extra}`, "config.pbtxt"), "config.pbtxt");
+
+  it("refuses an instance count past the python engine's bound before building anything (2^31-1 exhausted memory)", () => {
+    for (const groups of [
+      "instance_group [ { count: 2147483647 } ]",
+      "instance_group [ { count: 40 gpus: [ 0, 1 ] } ]",
+      "instance_group [ { count: 60 }, { count: 60 } ]",
+    ]) {
+      const error = configError(() => checkEngine(pythonSpec(groups), "config.pbtxt"));
+      assert.match(
+        error.message,
+        /instance_group: \d+ instances; the python engine starts one process each, at most 64/,
+      );
+    }
+    checkEngine(pythonSpec("instance_group [ { count: 64 } ]"), "config.pbtxt");
+  });
+
+  it("refuses a dynamic batcher's queue delay longer than a day (the Python process overflowed on every batch)", () => {
+    const error = configError(() =>
+      checkEngine(
+        pythonSpec("dynamic_batching { max_queue_delay_microseconds: 18446744073709551615 }"),
+        "config.pbtxt",
+      ),
+    );
+    assert.match(error.message, /dynamic_batching\.max_queue_delay_microseconds: .* at most 86400000000/);
   });
 });

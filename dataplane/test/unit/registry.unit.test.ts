@@ -81,7 +81,7 @@ describe("model registry: a replaced or unloaded engine is closed once its reque
     await start("explicit", 100);
     const running = acquire();
     await registry.unload("m");
-    assert.throws(() => acquire(), /model 'm' is not ready/);
+    assert.throws(() => acquire(), /Request for unknown model: 'm' has no available versions \(not ready/);
     await tick();
     assert.equal(engines[0]!.closed, false);
     await new Promise((resolve) => setTimeout(resolve, 150));
@@ -94,5 +94,90 @@ describe("model registry: a replaced or unloaded engine is closed once its reque
     acquire();
     await registry.close();
     assert.equal(engines[0]!.closed, true);
+  });
+});
+
+/** An engine whose start (a Python model's initialize) never finishes; closing it fails the start, as killing the processes does. */
+class HangingEngine extends RecordingEngine {
+  private stop: (error: Error) => void = () => undefined;
+  start(): Promise<void> {
+    return new Promise((_, reject) => (this.stop = reject));
+  }
+  override async close(): Promise<void> {
+    this.stop(new Error("the process was killed"));
+    await super.close();
+  }
+}
+
+describe("model registry: a model whose load never finishes", () => {
+  let repository: string;
+  let engines: Map<string, RecordingEngine[]>;
+  let registry: ModelRegistry;
+  const write = (name: string, revision = 0): void => {
+    mkdirSync(join(repository, name), { recursive: true });
+    writeFileSync(join(repository, name, "config.pbtxt"), config(revision).replace('name: "m"', `name: "${name}"`));
+  };
+  const start = async (controlMode: "poll" | "explicit", startupModels: string[], loadTimeoutMs?: number) => {
+    registry = new ModelRegistry({
+      repositories: [repository],
+      configFiles: [],
+      controlMode,
+      startupModels,
+      createEngine: (spec) => {
+        const engine = spec.name === "hung" ? new HangingEngine() : new RecordingEngine();
+        engines.set(spec.name, [...(engines.get(spec.name) ?? []), engine]);
+        return engine;
+      },
+      retireGraceMs: 60_000,
+      ...(loadTimeoutMs !== undefined ? { loadTimeoutMs } : {}),
+      logger: pino({ level: "silent" }),
+    });
+    await registry.start();
+  };
+  beforeEach(() => {
+    repository = mkdtempSync(join(tmpdir(), "dynamo-kserve-registry-"));
+    write("m");
+    write("hung");
+    engines = new Map();
+  });
+  afterEach(async () => {
+    await registry.close();
+    rmSync(repository, { recursive: true, force: true });
+  });
+
+  it("at start, is stopped at the load timeout: its engine closed, the model UNAVAILABLE with the reason, the others loaded", async () => {
+    await start("poll", ["*"], 100);
+    assert.equal(engines.get("hung")![0]!.closed, true);
+    const index = await registry.index(false);
+    const hung = index.find((entry) => entry.name === "hung");
+    assert.equal(hung?.state, "UNAVAILABLE");
+    assert.match(hung?.reason ?? "", /model 'hung' did not load within 0.1 s \(--model-load-timeout-secs\)/);
+    assert.equal(registry.resolve("m", "").model.engine, engines.get("m")![0]);
+  });
+
+  it("holds up no other model's load or unload, and close() stops it", async () => {
+    await start("explicit", []);
+    const hung = registry.load("hung").then(
+      () => "loaded",
+      (error: Error) => error.message,
+    );
+    await registry.load("m");
+    await registry.unload("m");
+    assert.equal(engines.get("m")!.length, 1);
+    await registry.close();
+    assert.match(await hung, /model 'hung' stopped loading: the server is shutting down/);
+    assert.equal(engines.get("hung")![0]!.closed, true);
+  });
+
+  it("is left by a poll for a later one, while the poll applies other models' changes", async () => {
+    rmSync(join(repository, "hung"), { recursive: true });
+    await start("poll", ["*"]);
+    write("hung");
+    await registry.poll(); // hung's load is queued, and runs on
+    write("m", 1);
+    await Promise.all(await registry.poll());
+    assert.equal(engines.get("m")!.length, 2, "m was reloaded");
+    assert.equal(registry.resolve("m", "").model.engine, engines.get("m")![1]);
+    assert.equal(engines.get("hung")!.length, 1, "hung's load, still running, was not started again");
   });
 });

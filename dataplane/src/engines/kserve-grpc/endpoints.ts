@@ -1,9 +1,22 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { credentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
+import { connectivityState, credentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import { unaryCall } from "../../../../lib/grpc/unary-call.js";
 import { GRPCInferenceServiceClient, type ServerLiveResponse } from "../../../../proto/gen/ts/grpc_service.js";
 import type { EngineRuntime } from "../engine.js";
+
+/**
+ * How soon an upstream that went down is tried again: probes after 250 ms, 500 ms, then
+ * every second, on a channel whose own reconnect back-off is as short. (A 30 s cap on
+ * the probes and grpc-js's default back-off, up to 120 s, kept a restarted upstream
+ * unused for 20-60 s after it was back.)
+ */
+const PROBE_FIRST_MS = 250;
+const PROBE_EVERY_MS = 1000;
+const CHANNEL_BACKOFF = {
+  "grpc.initial_reconnect_backoff_ms": PROBE_FIRST_MS,
+  "grpc.max_reconnect_backoff_ms": PROBE_EVERY_MS,
+};
 
 /** One upstream server address with its reused channel and what we know of its health. */
 export class Endpoint {
@@ -21,18 +34,29 @@ export class Endpoint {
     this.client = new GRPCInferenceServiceClient(address, credentials.createInsecure(), {
       "grpc.max_receive_message_length": runtime.maxMessageSize,
       "grpc.max_send_message_length": runtime.maxMessageSize,
+      ...CHANNEL_BACKOFF,
       ...(runtime.upstreamFlowControlWindow === undefined
         ? {}
         : { "grpc-node.flow_control_window": runtime.upstreamFlowControlWindow }),
     });
   }
 
-  /** Takes the endpoint out after a transport failure and probes it back with exponential backoff. */
+  /**
+   * Whether a request may go here: a healthy endpoint, or one known down whose channel is
+   * not in the middle of a connection attempt — the request then tries it, a probe of its
+   * own, rather than being refused until the next probe. (Mid-attempt, to an address that
+   * never answers, it would wait out gRPC's 20 s connect timeout.)
+   */
+  get available(): boolean {
+    return this.healthy || this.client.getChannel().getConnectivityState(false) !== connectivityState.CONNECTING;
+  }
+
+  /** Takes the endpoint out after a transport failure and probes it back, soon and then every second. */
   markFailed(error: string, probe: (endpoint: Endpoint) => Promise<boolean>): void {
     this.healthy = false;
     this.lastError = error;
     if (this.retryTimer !== undefined) return;
-    const delay = Math.min(30_000, 250 * 2 ** this.failures);
+    const delay = Math.min(PROBE_EVERY_MS, PROBE_FIRST_MS * 2 ** this.failures);
     this.failures++;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
@@ -41,7 +65,10 @@ export class Endpoint {
     this.retryTimer.unref();
   }
 
+  /** A probe or a request reached it. */
   markHealthy(): void {
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
     this.healthy = true;
     this.failures = 0;
     this.lastError = "";

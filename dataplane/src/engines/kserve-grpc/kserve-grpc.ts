@@ -4,6 +4,7 @@ import {
   GRPCInferenceServiceService,
   ModelInferResponse,
   type GRPCInferenceServiceClient,
+  type ModelInferResponse_InferOutputTensor,
   type InferParameter,
   type ModelConfigResponse,
   type ModelMetadataResponse,
@@ -18,6 +19,8 @@ import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { isTrue } from "../../tensors/parameters.js";
 import { elementCount, type Tensor } from "../../tensors/tensor.js";
 import { emptyContents, typedToRaw } from "../../tensors/typed.js";
+import { rawSizeMismatch } from "../../tensors/request.js";
+import { checkReturnedOutputs } from "../../tensors/reply.js";
 import { asBuffer, encodeInferRequest, streamReplyParts, withModel } from "../../tensors/wire.js";
 import type { Engine, EngineRequest, EngineResponse, EngineRuntime, InferOptions } from "../engine.js";
 import type { Endpoint } from "./endpoints.js";
@@ -139,11 +142,13 @@ export class KserveGrpcEngine implements Engine {
     for (let attempt = 1; ; attempt++) {
       const endpoint = this.pool.pick(undefined);
       try {
-        return await unaryCall<Reply>((options, done) => send(endpoint.client, request, options, done), {
+        const reply = await unaryCall<Reply>((options, done) => send(endpoint.client, request, options, done), {
           deadline: Date.now() + DESCRIBE_DEADLINE_MS,
         }).catch((error: ServiceError) => {
           throw this.upstreamError(endpoint, error, undefined);
         });
+        this.pool.succeeded(endpoint);
+        return reply;
       } catch (error) {
         if (!isRefused(error) || attempt >= this.pool.size) throw error;
       }
@@ -184,7 +189,10 @@ export class KserveGrpcEngine implements Engine {
     ).catch((error: ServiceError) => {
       throw this.upstreamError(endpoint, error, signal);
     });
-    return passThrough ? { outputs: [], encoded: reply } : fromUpstream(ModelInferResponse.decode(reply));
+    this.pool.succeeded(endpoint);
+    return passThrough
+      ? { outputs: [], encoded: reply }
+      : this.fromUpstream(endpoint, ModelInferResponse.decode(reply));
   }
 
   private async *stream(
@@ -200,6 +208,7 @@ export class KserveGrpcEngine implements Engine {
       call.write(bytes);
       call.end();
       for await (const message of call as AsyncIterable<Buffer>) {
+        this.pool.succeeded(endpoint);
         const { errorMessage, inferResponse } = streamReplyParts(message);
         if (errorMessage !== "") {
           throw new UpstreamStatusError("Internal", status.INTERNAL, `upstream ${endpoint.address}: ${errorMessage}`);
@@ -211,7 +220,7 @@ export class KserveGrpcEngine implements Engine {
           continue;
         }
         const decoded = ModelInferResponse.decode(inferResponse);
-        const response = fromUpstream(decoded);
+        const response = this.fromUpstream(endpoint, decoded);
         // An empty final response only closes the request; our pipeline sends its own.
         if (response.outputs.length === 0 && isTrue(decoded.parameters["triton_final_response"])) continue;
         yield response;
@@ -225,7 +234,32 @@ export class KserveGrpcEngine implements Engine {
     }
   }
 
-  /** An upstream's failure as ours: its code passed back unchanged; a transport failure takes the endpoint out. */
+  /**
+   * An upstream response as engine tensors, each checked against its own datatype and shape
+   * and the declared outputs: a reply that is wrong is the upstream's fault (INTERNAL, naming
+   * it and the output), never passed on as a success nor blamed on the client.
+   */
+  private fromUpstream(endpoint: Endpoint, response: ModelInferResponse): EngineResponse {
+    let outputs: Tensor[];
+    try {
+      outputs = response.outputs.map((output, index) => upstreamTensor(output, response.rawOutputContents[index]));
+      const { model: modelName, outputs: declared, maxBatchSize } = this.settings;
+      checkReturnedOutputs(outputs, { modelName, outputs: declared, maxBatchSize });
+    } catch (error) {
+      if (!(error instanceof DataPlaneError)) throw error;
+      throw new UpstreamStatusError(
+        "Internal",
+        status.INTERNAL,
+        `model '${this.settings.model}': upstream ${endpoint.address} gave a bad reply: ${error.message}`,
+      );
+    }
+    const parameters = Object.fromEntries(
+      Object.entries(response.parameters).filter(([key]) => !STEERING_PARAMETERS.has(key)),
+    );
+    return { outputs, parameters };
+  }
+
+  /** An upstream's failure as ours: its code passed back unchanged; a transport failure takes the endpoint out, any other answer shows it reachable. */
   private upstreamError(endpoint: Endpoint, error: ServiceError, signal: AbortSignal | undefined): DataPlaneError {
     if (signal?.aborted === true) return abortedError(signal);
     if (this.pool.failed(endpoint, error)) {
@@ -235,6 +269,8 @@ export class KserveGrpcEngine implements Engine {
         `model '${this.settings.model}': upstream ${endpoint.address} is unavailable: ${error.details}`,
       );
     }
+    // It answered, if with an error of its own: it is reachable.
+    this.pool.succeeded(endpoint);
     return new UpstreamStatusError(kindOfGrpcCode(error.code), error.code, error.details);
   }
 }
@@ -243,21 +279,14 @@ export class KserveGrpcEngine implements Engine {
 const isRefused = (error: unknown): boolean =>
   error instanceof UpstreamStatusError && error.grpcCode === status.UNAVAILABLE;
 
-/** An upstream response as engine tensors: raw outputs as they came, typed ones converted. */
-function fromUpstream(response: ModelInferResponse): EngineResponse {
-  const outputs = response.outputs.map((output, index): Tensor => {
-    if (!isDatatype(output.datatype))
-      throw internal(`upstream output '${output.name}' has unknown datatype '${output.datatype}'`);
-    const shape = output.shape.map(Number);
-    const data =
-      response.rawOutputContents[index] ??
-      typedToRaw(output.name, output.datatype, output.contents ?? emptyContents(), elementCount(shape));
-    return { name: output.name, datatype: output.datatype, shape, data, parameters: output.parameters };
-  });
-  const parameters = Object.fromEntries(
-    Object.entries(response.parameters).filter(([key]) => !STEERING_PARAMETERS.has(key)),
-  );
-  return { outputs, parameters };
+/** An upstream's output as a tensor: raw as it came, typed converted; held to its own datatype and shape. */
+function upstreamTensor(output: ModelInferResponse_InferOutputTensor, raw: Uint8Array | undefined): Tensor {
+  if (!isDatatype(output.datatype)) throw internal(`output '${output.name}' has unknown datatype '${output.datatype}'`);
+  const shape = output.shape.map(Number);
+  const data = raw ?? typedToRaw(output.name, output.datatype, output.contents ?? emptyContents(), elementCount(shape));
+  const mismatch = rawSizeMismatch(output.name, output.datatype, shape, data);
+  if (mismatch !== undefined) throw internal(mismatch);
+  return { name: output.name, datatype: output.datatype, shape, data, parameters: output.parameters };
 }
 
 /** A request for the upstream, serialized: the client's bytes as they came (passed through), or built here. */

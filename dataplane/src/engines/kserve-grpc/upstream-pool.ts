@@ -21,8 +21,8 @@ export interface UpstreamPoolSettings {
 /**
  * The upstream servers of one forwarded model: their addresses (a DNS name stands for all
  * its addresses, resolved again every 30 s), one reused channel each, their health (an
- * endpoint that fails is taken out and probed back with backoff), the routing policy,
- * and which endpoint holds each open sequence.
+ * endpoint that fails is taken out and probed back within a second; requests try it too
+ * while none is healthy), the routing policy, and which endpoint holds each open sequence.
  */
 export class UpstreamPool {
   private endpoints: Endpoint[] = [];
@@ -56,7 +56,7 @@ export class UpstreamPool {
     if (sequence !== undefined) {
       const bound = this.sequences.get(sequence);
       if (bound !== undefined) {
-        if (!bound.healthy) {
+        if (!bound.available) {
           throw unavailable(
             `model '${this.settings.model}': sequence ${sequence} is bound to upstream ${bound.address}, which is unavailable (${bound.lastError})`,
           );
@@ -64,8 +64,10 @@ export class UpstreamPool {
         return bound;
       }
     }
+    // With none healthy, those known down are tried by the request itself (Endpoint.available).
     const healthy = this.endpoints.filter((endpoint) => endpoint.healthy);
-    if (healthy.length === 0) {
+    const candidates = healthy.length > 0 ? healthy : this.endpoints.filter((endpoint) => endpoint.available);
+    if (candidates.length === 0) {
       const reasons = this.endpoints.map((endpoint) => `${endpoint.address}: ${endpoint.lastError || "unreachable"}`);
       throw unavailable(
         `model '${this.settings.model}': no healthy upstream (${reasons.join("; ") || this.settings.targets.join(", ")})`,
@@ -73,9 +75,9 @@ export class UpstreamPool {
     }
     let chosen: Endpoint;
     if (this.settings.routing === "least_outstanding") {
-      chosen = healthy.reduce((best, candidate) => (candidate.outstanding < best.outstanding ? candidate : best));
+      chosen = candidates.reduce((best, candidate) => (candidate.outstanding < best.outstanding ? candidate : best));
     } else {
-      chosen = healthy[this.nextIndex % healthy.length]!;
+      chosen = candidates[this.nextIndex % candidates.length]!;
       this.nextIndex++;
     }
     if (sequence !== undefined) this.sequences.bind(sequence, chosen);
@@ -91,6 +93,11 @@ export class UpstreamPool {
     if (!isTransportFailure(error)) return false;
     endpoint.markFailed(error.details, probeLive);
     return true;
+  }
+
+  /** A call reached the endpoint: it is healthy (again). */
+  succeeded(endpoint: Endpoint): void {
+    if (!endpoint.healthy) endpoint.markHealthy();
   }
 
   /** Resolves the upstream addresses on first use and every 30 s (or when all are down). */

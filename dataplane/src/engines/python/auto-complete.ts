@@ -7,7 +7,8 @@ import { selectedEngine } from "../../../../lib/engines/catalog.js";
 import { pythonModelFileName } from "../../../../lib/engines/python.js";
 import { ConfigError, parseJson, tritonConfigJson } from "../../../../lib/model-repository/config.js";
 import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
-import { logOutput, PYTHON_STUB, stubEnvironment } from "./instance.js";
+import { PYTHON_STUB, stubEnvironment } from "./instance.js";
+import { logOutput } from "./printed.js";
 
 /**
  * Triton's auto-complete for Python models: when a model is loaded (unless
@@ -29,6 +30,8 @@ export interface PythonCompletion {
 
 /** Lines of the process's stderr kept for the error of a failed completion. */
 const STDERR_LINES_KEPT = 12;
+/** Bytes of its stderr kept meanwhile, the latest (a model printing in a loop must not fill memory). */
+const STDERR_BYTES_KEPT = 64 * 1024;
 
 export async function completePythonConfig(
   config: ModelConfig,
@@ -44,8 +47,11 @@ export async function completePythonConfig(
     env: stubEnvironment(),
   });
   logOutput(child, logger.child({ model: name, stage: "auto_complete_config" }));
-  const stderr: string[] = [];
-  child.stderr?.on("data", (chunk: Buffer) => stderr.push(chunk.toString("utf8")));
+  let stderr = Buffer.alloc(0);
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr = Buffer.concat([stderr, chunk]);
+    if (stderr.length > STDERR_BYTES_KEPT) stderr = stderr.subarray(stderr.length - STDERR_BYTES_KEPT);
+  });
   const result: Buffer[] = [];
   (child.stdio[3] as Readable).on("data", (chunk: Buffer) => result.push(chunk));
   const stdin = child.stdin as Writable;
@@ -68,7 +74,7 @@ export async function completePythonConfig(
         : outcome.code === 1
           ? "failed"
           : `failed (${outcome.signal ?? `exit code ${outcome.code}`})`;
-    const trace = stderr.join("").trim().split("\n").slice(-STDERR_LINES_KEPT).join("\n");
+    const trace = stderr.toString("utf8").trim().split("\n").slice(-STDERR_LINES_KEPT).join("\n");
     throw new ConfigError(file, `auto_complete_config ${why}${trace ? `: ${trace}` : ""}`);
   }
   const completed = parseJson(Buffer.concat(result).toString("utf8"), file);

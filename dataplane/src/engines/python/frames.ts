@@ -36,7 +36,7 @@ export class FrameReader {
   private pendingBytes = 0;
   private current: { header: Record<string, unknown>; payload: Buffer; filled: number } | undefined;
 
-  /** The frames the chunk completes. */
+  /** The frames the chunk completes; throws MalformedFrame for a header that is not a JSON object (the reader is then unusable). */
   push(chunk: Buffer): Frame[] {
     const frames: Frame[] = [];
     let data = chunk;
@@ -65,10 +65,7 @@ export class FrameReader {
         this.pending = [buffered];
         return frames;
       }
-      const header = JSON.parse(buffered.toString("utf8", HEAD_SIZE, HEAD_SIZE + headerLength)) as Record<
-        string,
-        unknown
-      >;
+      const header = parseHeader(buffered.toString("utf8", HEAD_SIZE, HEAD_SIZE + headerLength));
       this.pending = [];
       this.pendingBytes = 0;
       data = buffered.subarray(HEAD_SIZE + headerLength);
@@ -79,4 +76,20 @@ export class FrameReader {
       this.current = { header, payload: Buffer.allocUnsafe(payloadLength), filled: 0 };
     }
   }
+}
+
+/** A frame the other end should never have sent: that process is broken. */
+export class MalformedFrame extends Error {}
+
+function parseHeader(text: string): Record<string, unknown> {
+  let header: unknown;
+  try {
+    header = JSON.parse(text);
+  } catch (error) {
+    throw new MalformedFrame(`a frame header that is not JSON (${(error as Error).message}): ${text.slice(0, 120)}`);
+  }
+  if (typeof header !== "object" || header === null || Array.isArray(header)) {
+    throw new MalformedFrame(`a frame header that is not a JSON object: ${text.slice(0, 120)}`);
+  }
+  return header as Record<string, unknown>;
 }

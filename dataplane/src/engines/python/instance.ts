@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import type { Readable, Writable } from "node:stream";
 import type { Logger } from "pino";
 import { DataPlaneError, errorMessage, unavailable } from "../../../../lib/errors.js";
 import { encodeFrame, FrameReader, type Frame } from "./frames.js";
+import { logOutput } from "./printed.js";
 import { SharedMemory } from "./shared-memory.js";
 
 /**
@@ -30,22 +30,16 @@ export interface RequestSink {
 const STUB_FOLDER = fileURLToPath(new URL("../../../../../dataplane/python/", import.meta.url));
 export const PYTHON_STUB = join(STUB_FOLDER, "dynamo_kserve_python_stub.py");
 
-/** The stub's environment: triton_python_backend_utils importable, output unbuffered (lines reach the log as printed). */
+/**
+ * The stub's environment: triton_python_backend_utils importable, output unbuffered (lines
+ * reach the log as printed), and this process's id, so the stub exits when it is gone.
+ */
 export const stubEnvironment = (): NodeJS.ProcessEnv => ({
   ...process.env,
   PYTHONPATH: joinPath(STUB_FOLDER, process.env["PYTHONPATH"]),
   PYTHONUNBUFFERED: "1",
+  DYNAMO_KSERVE_PARENT_PID: String(process.pid),
 });
-
-/** Each line the process prints on stdout (info) or stderr (warn) becomes a log line. */
-export function logOutput(child: ChildProcess, logger: Logger): void {
-  for (const [stream, name, level] of [
-    [child.stdout, "stdout", "info"],
-    [child.stderr, "stderr", "warn"],
-  ] as const) {
-    if (stream !== null) createInterface({ input: stream }).on("line", (line) => logger[level]({ stream: name }, line));
-  }
-}
 
 export interface InstanceOptions {
   readonly python: string;
@@ -113,7 +107,9 @@ export class PythonInstance {
     return new Promise<void>((resolve, reject) => {
       let started = false;
       let fatal = "";
-      fromPython.on("data", (chunk: Buffer) => {
+      /** Why the process was killed, when it was for what it sent. */
+      let broken = "";
+      const onData = (chunk: Buffer): void => {
         this.lastHeard = Date.now();
         for (const frame of reader.push(chunk)) {
           const kind = frame.header["t"];
@@ -127,6 +123,22 @@ export class PythonInstance {
           } else if (kind === "fatal") fatal = String(frame.header["m"]);
           else this.received(frame);
         }
+      };
+      fromPython.on("data", (chunk: Buffer) => {
+        try {
+          onData(chunk);
+        } catch (error) {
+          // A frame this end cannot read (or act on) is the process's fault, never the data
+          // plane's: the process is killed, and what it held fails as for any exit.
+          fromPython.removeAllListeners("data");
+          fromPython.resume();
+          broken = `sent a frame that cannot be read (${errorMessage(error)}), and was killed`;
+          logger.error(
+            { err: errorMessage(error) },
+            "python model instance sent a frame that cannot be read; killing it",
+          );
+          child.kill("SIGKILL");
+        }
       });
       child.once("error", (error) => {
         fatal ||= `cannot start ${python}: ${error.message}`;
@@ -136,7 +148,7 @@ export class PythonInstance {
         this.outputs?.close();
         this.inputs = this.outputs = undefined;
         clearInterval(this.healthTimer);
-        const how = signal !== null ? `was killed (${signal})` : `exited with code ${code}`;
+        const how = broken || (signal !== null ? `was killed (${signal})` : `exited with code ${code}`);
         if (!started) {
           this.lastFailure = fatal
             ? `initialize failed: ${fatal.trim()}`

@@ -16,6 +16,7 @@ import { servedVersions } from "../../../../lib/model-repository/versions.js";
 import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { parameterChoiceOf, parametersToJson } from "../../tensors/parameters.js";
 import type { Tensor } from "../../tensors/tensor.js";
+import { checkReturnedOutputs } from "../../tensors/reply.js";
 import type { Engine, EngineLoad, EngineRequest, EngineResponse, InferOptions, ModelInference } from "../engine.js";
 import type { Frame } from "./frames.js";
 import { noInstance, PythonInstance, type RequestSink } from "./instance.js";
@@ -154,7 +155,7 @@ export class PythonEngine implements Engine {
       for (;;) {
         const frame = await responses.next();
         if (frame === undefined) return;
-        const response = responseOf(frame, request.requestedOutputs);
+        const response = responseOf(frame, request.requestedOutputs, this.settings);
         if (response !== undefined) yield response;
         if (frame.header["f"] === true) return;
       }
@@ -241,8 +242,15 @@ function requestHeader(request: EngineRequest): Record<string, unknown> {
   };
 }
 
-/** A response frame as the engine's response; undefined for a bare final flag (a decoupled model's send(None, FINAL)). */
-function responseOf(frame: Frame, requested: ReadonlySet<string>): EngineResponse | undefined {
+/**
+ * A response frame as the engine's response (its outputs checked against the config's);
+ * undefined for a bare final flag (a decoupled model's send(None, FINAL)).
+ */
+function responseOf(
+  frame: Frame,
+  requested: ReadonlySet<string>,
+  settings: PythonSettings,
+): EngineResponse | undefined {
   const { header, payload } = frame;
   const error = header["e"] as [string, string] | undefined;
   if (error !== undefined) {
@@ -254,6 +262,10 @@ function responseOf(frame: Frame, requested: ReadonlySet<string>): EngineRespons
   }
   const described = header["o"] as [string, string, number[], number, number?][] | undefined;
   if (described === undefined) return undefined;
+  checkReturnedOutputs(
+    described.map(([name, datatype, shape]) => ({ name, datatype, shape })),
+    { modelName: settings.modelName, outputs: settings.outputs, maxBatchSize: settings.maxBatchSize },
+  );
   const outputs: Tensor[] = [];
   const shared = [...(frame.shared ?? [])];
   let offset = 0;

@@ -1,4 +1,4 @@
-import { closeSync, ftruncateSync, openSync, readSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, ftruncateSync, openSync, readdirSync, readSync, unlinkSync, writeSync } from "node:fs";
 import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -36,7 +36,8 @@ export class SharedMemory {
 
   constructor(readonly size: number) {
     const folder = existsSync("/dev/shm") ? "/dev/shm" : tmpdir();
-    this.path = join(folder, `dynamo-kserve-python-${process.pid}-${randomUUID()}`);
+    sweepOnce(folder);
+    this.path = join(folder, `${PREFIX}${process.pid}-${randomUUID()}`);
     this.fd = openSync(this.path, "w+", 0o600);
     // Sparse: tmpfs gives pages only to the bytes written.
     ftruncateSync(this.fd, size);
@@ -107,5 +108,43 @@ export class SharedMemory {
     this.regions.push({ offset, end: offset + length, freed: false });
     this.head = offset + length;
     return offset;
+  }
+}
+
+/** Files are named for the data plane that made them: `<PREFIX><pid>-<uuid>`. */
+const PREFIX = "dynamo-kserve-python-";
+let swept = false;
+
+/**
+ * Removes the files of data planes no longer running, once: a process is normally given
+ * its files' names only until it has mapped them (the process and this end unlink them),
+ * but a data plane killed while a process was starting leaves them behind.
+ */
+function sweepOnce(folder: string): void {
+  if (swept) return;
+  swept = true;
+  let names: string[] = [];
+  try {
+    names = readdirSync(folder);
+  } catch {
+    return; // not ours to list: nothing to sweep
+  }
+  for (const name of names) {
+    const owner = name.startsWith(PREFIX) ? Number(name.slice(PREFIX.length).split("-")[0]) : NaN;
+    if (!Number.isInteger(owner) || owner === process.pid || isRunning(owner)) continue;
+    try {
+      unlinkSync(join(folder, name));
+    } catch {
+      // another data plane swept it first
+    }
+  }
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }

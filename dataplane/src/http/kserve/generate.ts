@@ -3,6 +3,7 @@ import type { ModelInferRequest, ModelInferResponse } from "../../../../proto/ge
 import { invalidArgument } from "../../../../lib/errors.js";
 import type { Datatype } from "../../../../lib/model-repository/datatypes.js";
 import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
+import { ResponseGatherer } from "../../inference/gather.js";
 import { runInference, type Entry } from "../../inference/pipeline.js";
 import { splitBytesElements } from "../../tensors/bytes.js";
 import { rawToTyped } from "../../tensors/typed.js";
@@ -39,16 +40,13 @@ export function generateRoutes(
   forModel("POST", "/generate", async (request, reply) => {
     const inferRequest = generateRequest(request, modelOf(request), door);
     const lifetime = httpLifetime(request.headers, reply.raw);
-    const gathered = new Map<string, unknown>();
-    let last: ModelInferResponse | undefined;
-    for await (const response of runInference(door.inference, inferRequest, GENERATE, lifetime)) {
-      last = response;
-      for (const [name, value] of outputValues(response)) {
-        const before = gathered.get(name);
-        gathered.set(name, typeof value === "string" && typeof before === "string" ? before + value : value);
-      }
-    }
-    return sendJson(reply, generateReply(last, inferRequest, gathered));
+    const gatherer = new ResponseGatherer();
+    for await (const response of runInference(door.inference, inferRequest, GENERATE, lifetime)) gatherer.add(response);
+    const gathered = gatherer.result();
+    return sendJson(
+      reply,
+      generateReply(gathered, inferRequest, gathered === undefined ? new Map() : outputValues(gathered)),
+    );
   });
   forModel("POST", "/generate_stream", async (request, reply) => {
     const inferRequest = generateRequest(request, modelOf(request), door);

@@ -1,0 +1,74 @@
+"""A model that answers badly on request, to check what the server does with it. HOW is:
+"nan", "inf": a response parameter that JSON cannot carry; "np_int": a numpy integer as a
+response parameter; "nan_late": a NaN put in a response's parameters after it was built (past
+the check Triton makes then); "bls_nan": a BLS request whose parameter is NaN; "wrong_name",
+"wrong_datatype", "wrong_shape": an output its config does not declare as returned;
+"print <seconds>": prints in a tight loop for that long; "garbage": writes a frame the data
+plane cannot read on the stub's pipe (as a broken stub would); "thread": starts a thread that
+is not a daemon and never ends; "raise": execute raises; "exit": the process exits; anything else: its process id."""
+
+import os
+import struct
+import threading
+import time
+
+import numpy as np
+
+import triton_python_backend_utils as pb_utils
+
+
+def pid_output(name="PID", dtype=np.int64, count=1):
+    return pb_utils.Tensor(name, np.full([count], os.getpid(), dtype=dtype))
+
+
+def answer(how):
+    if how == "nan":
+        return pb_utils.InferenceResponse(output_tensors=[pid_output()], parameters={"score": float("nan")})
+    if how == "inf":
+        return pb_utils.InferenceResponse(output_tensors=[pid_output()], parameters={"score": float("-inf")})
+    if how == "nan_late":
+        response = pb_utils.InferenceResponse(output_tensors=[pid_output()])
+        response._parameters["score"] = float("nan")
+        return response
+    if how == "np_int":
+        return pb_utils.InferenceResponse(output_tensors=[pid_output()], parameters={"count": np.int64(3)})
+    if how == "bls_nan":
+        call = pb_utils.InferenceRequest(
+            model_name="misbehaves",
+            requested_output_names=["PID"],
+            inputs=[pb_utils.Tensor("HOW", np.array([b"pid"], dtype=np.object_))],
+            parameters={"threshold": float("nan")},
+        )
+        reply = call.exec()
+        if reply.has_error():
+            return pb_utils.InferenceResponse(error=reply.error())
+        return pb_utils.InferenceResponse(output_tensors=[pid_output()])
+    if how == "wrong_name":
+        return pb_utils.InferenceResponse(output_tensors=[pid_output("NOT_DECLARED")])
+    if how == "wrong_datatype":
+        return pb_utils.InferenceResponse(output_tensors=[pid_output(dtype=np.float32)])
+    if how == "wrong_shape":
+        return pb_utils.InferenceResponse(output_tensors=[pid_output(count=3)])
+    if how == "garbage":
+        header = b'{"t":"r","id":1,"p":{"score":NaN}'
+        os.write(4, struct.pack("<II", len(header), 0) + header)
+        time.sleep(5)
+    if how == "raise":
+        raise ValueError("misbehaves was asked to raise")
+    if how == "exit":
+        os._exit(3)
+    if how == "thread":
+        threading.Thread(target=time.sleep, args=(3600,), name="never-ends", daemon=False).start()
+    if how.startswith("print "):
+        deadline = time.monotonic() + float(how.split()[1])
+        line = 0
+        while time.monotonic() < deadline:
+            line += 1
+            print(f"misbehaves: line {line} of a model that prints too much")
+        return pb_utils.InferenceResponse(output_tensors=[pid_output()])
+    return pb_utils.InferenceResponse(output_tensors=[pid_output()])
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [answer(pb_utils.get_input_tensor_by_name(request, "HOW").as_numpy()[0].decode()) for request in requests]
