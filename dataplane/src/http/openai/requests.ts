@@ -3,18 +3,18 @@ import {
   EXCLUDE_INPUT_IN_OUTPUT,
   FINISH_REASON,
   RETURN_FINISH_REASON,
-  samplingInputValues,
   speaksLlm,
   STOP_WORDS,
   STREAMING_INPUTS,
-  type SamplingName,
   TEXT_INPUT,
   TEXT_OUTPUT,
 } from "../../../../lib/engines/llm.js";
 import { invalidArgument } from "../../../../lib/errors.js";
 import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
 import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
-import { emptyContents, typedFieldOf, typedToRaw } from "../../tensors/typed.js";
+import { typedToRaw } from "../../tensors/typed.js";
+import { samplingInputTensors } from "../../engines/llm-tensors.js";
+import type { Datatype } from "../../../../lib/model-repository/datatypes.js";
 import { parameterError } from "../errors.js";
 
 /**
@@ -203,12 +203,9 @@ export function llmInferRequest(spec: ModelSpec, request: OpenAiRequest): ModelI
   if (declares(EXCLUDE_INPUT_IN_OUTPUT)) flag(EXCLUDE_INPUT_IN_OUTPUT, true);
   if (declares(RETURN_FINISH_REASON)) flag(RETURN_FINISH_REASON, true);
   // TensorRT-LLM's layout: one input per sampling value (max_tokens required), stop_words.
-  for (const { name, datatype, value } of samplingInputValues(spec, givenSampling(request.parameters))) {
-    const contents = emptyContents();
-    const wide = datatype === "INT64" || datatype === "UINT64";
-    (contents[typedFieldOf(datatype, name)] as unknown[]) = [wide ? BigInt(value) : value];
-    inputs.push({ name, datatype, shape: [...batch, 1n], parameters: {}, contents: undefined });
-    rawInputContents.push(typedToRaw(name, datatype, contents, 1));
+  for (const tensor of samplingInputTensors(spec, request.parameters)) {
+    inputs.push({ ...tensor, contents: undefined });
+    rawInputContents.push(typedToRaw(tensor.name, tensor.datatype as Datatype, tensor.contents!, 1));
   }
   if (declares(STOP_WORDS) && request.stop.length > 0) {
     const words = request.stop.map((word) => Buffer.from(word, "utf8"));
@@ -231,17 +228,6 @@ export function llmInferRequest(spec: ModelSpec, request: OpenAiRequest): ModelI
     outputs: wanted.map((tensor) => ({ name: tensor.name, parameters: {} })),
     rawInputContents,
   };
-}
-
-/** The sampling values of the request parameters made from an OpenAI body, by name. */
-function givenSampling(parameters: Readonly<Record<string, InferParameter>>): Partial<Record<SamplingName, number>> {
-  const given: Partial<Record<SamplingName, number>> = {};
-  for (const [name, { parameterChoice }] of Object.entries(parameters)) {
-    if (parameterChoice?.$case === "int64Param" || parameterChoice?.$case === "doubleParam") {
-      given[name as SamplingName] = Number(parameterChoice.value);
-    }
-  }
-  return given;
 }
 
 /** The text and finish reason of one response (a reason "" is none yet). */
