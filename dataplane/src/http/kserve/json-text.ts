@@ -13,6 +13,12 @@ import { internal, invalidArgument } from "../../../../lib/errors.js";
  */
 export const MAX_JSON_DEPTH = 100;
 
+/** The exact values of the tokens that became one double, in the text's order, and the next one to use. */
+interface Tokens {
+  readonly values: (number | bigint)[];
+  next: number;
+}
+
 /** Parses `text` (`what` names it in messages): nesting bounded, and whole numbers beyond 2^53 as bigints when `exactIntegers`. */
 export function parseJsonText(text: string, what: string, exactIntegers = false): unknown {
   // A double holds every whole number of up to 15 digits: without a longer run of digits
@@ -35,8 +41,8 @@ export function parseJsonText(text: string, what: string, exactIntegers = false)
  * is exact as a bigint; any other (1e20, 1.0e20) stays the double, which the tensor checks
  * refuse as inexact. (Invalid JSON is JSON.parse's to report, after this.)
  */
-function scan(text: string, what: string, collect: boolean): Map<number, (number | bigint)[]> | undefined {
-  const tokens = collect ? new Map<number, (number | bigint)[]>() : undefined;
+function scan(text: string, what: string, collect: boolean): Map<number, Tokens> | undefined {
+  const tokens = collect ? new Map<number, Tokens>() : undefined;
   let depth = 0;
   for (let index = 0; index < text.length; index++) {
     const code = text.charCodeAt(index);
@@ -70,13 +76,13 @@ const isNumberPart = (code: number): boolean =>
 
 const WHOLE = /^-?\d+$/;
 
-function record(token: string, tokens: Map<number, (number | bigint)[]>): void {
+function record(token: string, tokens: Map<number, Tokens>): void {
   const value = Number(token);
   if (!Number.isInteger(value) || Number.isSafeInteger(value)) return;
   const exact = WHOLE.test(token) ? BigInt(token) : value;
   const same = tokens.get(value);
-  if (same === undefined) tokens.set(value, [exact]);
-  else same.push(exact);
+  if (same === undefined) tokens.set(value, { values: [exact], next: 0 });
+  else same.values.push(exact);
 }
 
 /**
@@ -85,17 +91,19 @@ function record(token: string, tokens: Map<number, (number | bigint)[]>): void {
  * request has), and a token only ever replaces the double it became. A token left over
  * means JSON.parse kept one of a key's two values.
  */
-function withExactIntegers(value: unknown, tokens: Map<number, (number | bigint)[]>, what: string): unknown {
+function withExactIntegers(value: unknown, tokens: Map<number, Tokens>, what: string): unknown {
   const exactOf = (number: number): number | bigint => {
-    const exact = tokens.get(number)?.shift();
+    // An index, not shift(): a million equal values would make shifting quadratic.
+    const same = tokens.get(number);
+    const exact = same?.values[same.next++];
     if (exact === undefined) throw internal(`${what}: no token for the number ${number}`);
     return exact;
   };
   const isUnsafe = (item: unknown): item is number =>
     typeof item === "number" && Number.isInteger(item) && !Number.isSafeInteger(item);
   if (isUnsafe(value)) return exactOf(value);
-  // A walk in the text's order on an explicit stack (recursion could overflow on the
-  // deepest JSON allowed): each frame is a container and the next of its items.
+  // A walk in the text's order on an explicit stack: each frame is a container and the
+  // next of its items.
   interface Frame {
     readonly record: Record<string, unknown>;
     readonly keys: readonly string[] | undefined;
@@ -124,8 +132,9 @@ function withExactIntegers(value: unknown, tokens: Map<number, (number | bigint)
     if (isUnsafe(item)) frame.record[key] = exactOf(item);
     else if (typeof item === "object" && item !== null) stack.push(frameOf(item));
   }
-  for (const left of tokens.values()) {
-    if (left.length > 0) throw invalidArgument(`${what} gives a key twice (its 64-bit integer value would be lost)`);
+  for (const { values, next } of tokens.values()) {
+    if (next < values.length)
+      throw invalidArgument(`${what} gives a key twice (its 64-bit integer value would be lost)`);
   }
   return value;
 }
