@@ -181,6 +181,17 @@ describe("generate and OpenAI routes on the HTTP front door", function () {
       .map((event) => JSON.parse(event.slice(6)) as { choices: { text: string; finish_reason: string | null }[] });
     assert.equal(events.map((event) => event.choices[0]!.text).join(""), expected);
     assert.equal(events.at(-1)!.choices[0]!.finish_reason, "stop");
+    // Every token is searched for each stop sequence: their number is bounded.
+    const many = await post("/v1/completions", {
+      model: "mock_llm",
+      prompt: "x",
+      stop: Array.from({ length: 17 }, (_, i) => `s${i}`),
+    });
+    assert.equal(many.status, 400);
+    assert.match(
+      ((await many.json()) as { error: { message: string } }).error.message,
+      /at most 16 stop sequences, got 17/,
+    );
   });
 
   it("stops the engine when an SSE client hangs up midway; other clients are unaffected", async () => {

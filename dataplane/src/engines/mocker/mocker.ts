@@ -42,6 +42,9 @@ const VOCABULARY = [
   "context",
 ];
 
+/** The most stop sequences a request may give the mock (OpenAI takes 4, vLLM any number). */
+export const MAX_STOP_SEQUENCES = 16;
+
 export class MockerEngine implements Engine {
   private running = 0;
   /** Sequences waiting for a slot, in arrival order. */
@@ -110,6 +113,14 @@ export class MockerEngine implements Engine {
     const count = llm.sampling.max_tokens ?? this.settings.maxTokens;
     const seed = llm.sampling.seed ?? 0;
     const stops = (llm.sampling.stop ?? []).filter((stop) => stop !== "");
+    // Each token is searched for every stop sequence: a bounded number of them.
+    if (stops.length > MAX_STOP_SEQUENCES) {
+      throw invalidArgument(`stop: at most ${MAX_STOP_SEQUENCES} stop sequences, got ${stops.length}`);
+    }
+    // What might be the start of a stop sequence waits for the next token: the last
+    // (longest stop - 1) characters; a stop can only begin in the tail a token extends.
+    const holdBack = stops.reduce((longest, stop) => Math.max(longest, stop.length - 1), 0);
+    let searchFrom = 0;
     // Each token is made when its turn comes, in CPU slices: a long answer neither holds up
     // other requests nor goes on once the request is cancelled.
     const slices = new CpuSlices(signal);
@@ -124,12 +135,12 @@ export class MockerEngine implements Engine {
       tokenMade();
       text += index === 0 ? token : ` ${token}`;
       // A stop sequence ends the answer before it, as OpenAI's servers do.
-      const stopAt = firstStop(text, stops);
+      const stopAt = firstStop(text, stops, searchFrom);
+      searchFrom = Math.max(0, text.length - holdBack);
       if (stopAt !== undefined) text = text.slice(0, stopAt);
       const reason = stopAt !== undefined ? "stop" : index === count - 1 ? "length" : "";
       if (llm.streaming) {
-        // What might be the start of a stop sequence waits for the next token.
-        const upTo = reason !== "" ? text.length : text.length - stopPrefixAtEnd(text, stops);
+        const upTo = reason !== "" ? text.length : Math.max(sent, text.length - holdBack);
         if (upTo > sent || reason !== "") {
           yield { outputs: llmOutputs([text.slice(sent, upTo)], [reason], request.requestedOutputs, llm) };
         }
@@ -145,28 +156,14 @@ export class MockerEngine implements Engine {
   async close(): Promise<void> {}
 }
 
-/** Where the first stop sequence in `text` starts, if one does. */
-function firstStop(text: string, stops: readonly string[]): number | undefined {
+/** Where the first stop sequence in `text` starts (at `from` or after), if one does. */
+function firstStop(text: string, stops: readonly string[], from: number): number | undefined {
   let first: number | undefined;
   for (const stop of stops) {
-    const at = text.indexOf(stop);
+    const at = text.indexOf(stop, from);
     if (at >= 0 && (first === undefined || at < first)) first = at;
   }
   return first;
-}
-
-/** The length of the longest end of `text` that begins a stop sequence. */
-function stopPrefixAtEnd(text: string, stops: readonly string[]): number {
-  let longest = 0;
-  for (const stop of stops) {
-    for (let length = Math.min(stop.length - 1, text.length); length > longest; length--) {
-      if (text.endsWith(stop.slice(0, length))) {
-        longest = length;
-        break;
-      }
-    }
-  }
-  return longest;
 }
 
 function wordFor(prompt: string, seed: number, index: number): string {
