@@ -52,6 +52,38 @@ export const SAMPLING_INPUTS: Readonly<Record<string, SamplingName>> = {
 export const STOP_WORDS = "stop_words";
 
 /**
+ * max_tokens for a request that gives none to a model that requires it as an input
+ * (TensorRT-LLM's ensemble): OpenAI's documented default for completions.
+ */
+export const DEFAULT_MAX_TOKENS = 16;
+
+/** One value for one of a model's per-value sampling inputs. */
+export interface SamplingInputValue {
+  readonly name: string;
+  readonly datatype: Datatype;
+  readonly value: number;
+}
+
+/**
+ * The per-value sampling inputs (TensorRT-LLM's layout) a request to `spec` carries, from
+ * `given` (values by their OpenAI names): each declared input whose value is given, and a
+ * required max_tokens input with DEFAULT_MAX_TOKENS when none is.
+ */
+export function samplingInputValues(
+  spec: ModelSpec,
+  given: Readonly<Partial<Record<SamplingName, number>>>,
+): SamplingInputValue[] {
+  const values: SamplingInputValue[] = [];
+  for (const tensor of spec.inputs) {
+    const sampling = SAMPLING_INPUTS[tensor.name];
+    if (sampling === undefined) continue;
+    const value = given[sampling] ?? (sampling === "max_tokens" && !tensor.optional ? DEFAULT_MAX_TOKENS : undefined);
+    if (value !== undefined) values.push({ name: tensor.name, datatype: tensor.datatype, value });
+  }
+  return values;
+}
+
+/**
  * Inputs of the vLLM and TensorRT-LLM layouts that ask for what no engine here does (token
  * log-probabilities, logits, beam search, banned words): declaring them is fine, a request
  * that sets them gets UNIMPLEMENTED naming the input.

@@ -6,7 +6,24 @@ import { boundedDetail } from "../limits.js";
 export interface HttpError {
   readonly status: number;
   readonly message: string;
+  /** The request field at fault, for OpenAI's error body. */
+  readonly param?: string;
 }
+
+/**
+ * A request field the server does not take (or not with that value): the client's error,
+ * 400, with the field as OpenAI's `param` (a 5xx would make the openai SDK retry it).
+ */
+export class ParameterError extends DataPlaneError {
+  constructor(
+    readonly param: string,
+    message: string,
+  ) {
+    super("InvalidArgument", message);
+  }
+}
+
+export const parameterError = (param: string, message: string): ParameterError => new ParameterError(param, message);
 
 /**
  * Anything thrown, as an HTTP error: the data plane's errors through the one table, the
@@ -15,7 +32,8 @@ export interface HttpError {
  */
 export function httpErrorOf(error: unknown): HttpError {
   if (error instanceof DataPlaneError) {
-    return { status: HTTP_STATUS_OF[error.kind], message: boundedDetail(error.message) };
+    const param = error instanceof ParameterError ? { param: error.param } : {};
+    return { status: HTTP_STATUS_OF[error.kind], message: boundedDetail(error.message), ...param };
   }
   const statusCode = (error as { statusCode?: unknown } | undefined)?.statusCode;
   if (typeof statusCode === "number" && statusCode >= 400 && statusCode < 600) {
@@ -31,7 +49,7 @@ export function errorBody(error: HttpError, openai: boolean): Record<string, unk
     error: {
       message: error.message,
       type: error.status < 500 ? "invalid_request_error" : "server_error",
-      param: null,
+      param: error.param ?? null,
       code: error.status === 404 ? "model_not_found" : null,
     },
   };

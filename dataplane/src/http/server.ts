@@ -1,4 +1,4 @@
-import type { Server } from "node:http";
+import type { IncomingMessage, Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import compress from "@fastify/compress";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
@@ -9,6 +9,7 @@ import { authenticationFailure, requiredTokens, type AccessTokens } from "../ser
 import type { TlsMaterial } from "../server/tls.js";
 import type { InferenceServiceOperations } from "../services/unary.js";
 import { errorBody, httpErrorOf } from "./errors.js";
+import { closeDecodePool } from "./kserve/decode-pool.js";
 import { kserveRoutes } from "./kserve/routes.js";
 import { openaiRoutes } from "./openai/routes.js";
 
@@ -141,7 +142,11 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
     if (door.draining()) void reply.header("connection", "close");
   });
   app.addHook("onRequest", authenticate(options.access));
-  app.setErrorHandler(async (error: unknown, request, reply) => replyError(request, reply, error));
+  app.setErrorHandler(async (error: unknown, request, reply) => {
+    if (!isBodyTooLarge(error)) return replyError(request, reply, error);
+    await drainBody(request.raw, options.bodyLimit);
+    return replyError(request, reply, bodyTooLarge(options.bodyLimit));
+  });
   app.setNotFoundHandler(async (request, reply) =>
     replyError(
       request,
@@ -158,6 +163,7 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
     server,
     close: async () => {
       await app.close();
+      await closeDecodePool();
     },
   };
 }
@@ -194,6 +200,53 @@ async function replyError(request: FastifyRequest, reply: FastifyReply, error: u
     request.log.warn({ err: failure.message, route: routeOf(request) }, "HTTP request failed");
   }
   await sendJson(reply.code(failure.status), errorBody(failure, pathOf(request).startsWith("/v1/")));
+}
+
+const isBodyTooLarge = (error: unknown): boolean =>
+  (error as { code?: unknown } | undefined)?.code === "FST_ERR_CTP_BODY_TOO_LARGE";
+
+/**
+ * Fastify's "Request body is too large", with the limit a client must keep to. It counts
+ * bytes as they arrive, after decompression: a compressed body is refused as soon as it
+ * inflates past the limit, never inflated whole.
+ */
+const bodyTooLarge = (bodyLimit: number): Error =>
+  Object.assign(
+    new Error(
+      `the request body is larger than the limit of ${bodyLimit} bytes (--max-message-size; a compressed body counts by its decompressed size)`,
+    ),
+    { statusCode: 413 },
+  );
+
+/** How long, and how much more than the body limit (at least), a refused body is read and dropped before its reply goes out regardless. */
+const DRAIN_MS = 5_000;
+const DRAIN_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Reads and drops what is left of a refused body, up to `limit` (or DRAIN_BYTES) more bytes and DRAIN_MS,
+ * before the reply (which closes the connection) is sent. Clients that write the whole body
+ * before reading (Python's requests and tritonclient.http) otherwise never see the 413:
+ * closing a connection with bytes unread resets it, and they get an EOF (an SSL EOF over TLS).
+ */
+async function drainBody(raw: IncomingMessage, limit: number): Promise<void> {
+  if (raw.complete || raw.destroyed) return;
+  // A compressed body is piped into its decompressor, which stopped reading.
+  raw.unpipe();
+  await new Promise<void>((resolve) => {
+    let left = Math.max(limit, DRAIN_BYTES);
+    const onData = (chunk: Buffer): void => {
+      left -= chunk.length;
+      if (left < 0) done();
+    };
+    const timer = setTimeout(() => done(), DRAIN_MS);
+    const done = (): void => {
+      clearTimeout(timer);
+      raw.off("data", onData).off("end", done).off("close", done).off("error", done);
+      resolve();
+    };
+    raw.on("data", onData).once("end", done).once("close", done).once("error", done);
+    raw.resume();
+  });
 }
 
 const pathOf = (request: FastifyRequest): string => request.url.split("?")[0] ?? "/";

@@ -3,6 +3,7 @@ import { speaksLlm, TEXT_INPUT, TEXT_OUTPUT } from "../../../lib/engines/llm.js"
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
 import { invalidArgument } from "../../../lib/errors.js";
 import type { Datatype } from "../../../lib/model-repository/datatypes.js";
+import { samplingInputTensors } from "../engines/llm-tensors.js";
 import { splitBytesElements } from "../tensors/bytes.js";
 import { emptyContents, rawToTyped } from "../tensors/typed.js";
 
@@ -47,6 +48,8 @@ export function fromCharacterCodes(request: ModelInferRequest, spec: ModelSpec):
         parameters: {},
         contents: { ...emptyContents(), bytesContents: [Buffer.from(text, "utf8")] },
       },
+      // TensorRT-LLM's layout takes max_tokens (MAX's string parameter) as an input.
+      ...samplingInputTensors(spec, request.parameters),
     ],
     // The answer first: MAX's clients read outputs[0].
     outputs: request.outputs.length > 0 ? request.outputs : [{ name: TEXT_OUTPUT, parameters: {} }],

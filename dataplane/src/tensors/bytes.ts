@@ -6,6 +6,8 @@ import { invalidArgument } from "../../../lib/errors.js";
  */
 
 const LENGTH_PREFIX = 4;
+/** What a client sending raw BYTES must know: unframed text reads as a huge length. */
+const FRAMING_HINT = "each BYTES element needs a 4-byte little-endian length prefix before its bytes";
 
 /** Checks the framing of a raw BYTES tensor and returns its element count. */
 export function countBytesElements(data: Uint8Array, tensorName: string): number {
@@ -15,14 +17,14 @@ export function countBytesElements(data: Uint8Array, tensorName: string): number
   while (offset < data.byteLength) {
     if (offset + LENGTH_PREFIX > data.byteLength) {
       throw invalidArgument(
-        `tensor '${tensorName}': malformed BYTES data: element ${count} has a truncated 4-byte length prefix at byte ${offset}`,
+        `tensor '${tensorName}': malformed BYTES data: element ${count} has a truncated 4-byte length prefix at byte ${offset} (${FRAMING_HINT})`,
       );
     }
     const length = view.getUint32(offset, true);
     offset += LENGTH_PREFIX;
     if (offset + length > data.byteLength) {
       throw invalidArgument(
-        `tensor '${tensorName}': malformed BYTES data: element ${count} declares ${length} bytes but only ${data.byteLength - offset} remain`,
+        `tensor '${tensorName}': malformed BYTES data: element ${count} declares ${length} bytes but only ${data.byteLength - offset} remain (${FRAMING_HINT})`,
       );
     }
     offset += length;

@@ -7,6 +7,8 @@ import { requireTritonPeers, startTritonPeer, type Peer } from "../fixtures/peer
 import { REPO_ROOT } from "../fixtures/paths.js";
 import { TestRepository } from "../fixtures/repository.js";
 import { runProgram } from "../fixtures/programs.js";
+import { SecretFiles, tlsArgs } from "../fixtures/secret-files.js";
+import { createTestCa } from "../../../e2e/support/certificates.js";
 import { startServer, type ServerProcess } from "../fixtures/server.js";
 
 /**
@@ -56,26 +58,28 @@ describe("the HTTP front door with real clients (openai SDK, KServe SDK, curl, a
     await peer?.kill();
   });
 
-  it("serves the openai SDK on the mock LLM: completions and chat, streamed per token with usage", async () => {
+  /** Runs openai_sdk_checks.py on `model` (`streams`: "tokens" or "whole"); all six checks pass. */
+  const sdkChecks = async (model: string, streams: "tokens" | "whole"): Promise<void> => {
     const { code, output } = await runProgram(CLIENTS, [
       join(here, "openai_sdk_checks.py"),
       `${base}/v1`,
-      "mock_llm",
-      "tokens",
+      model,
+      streams,
     ]);
     assert.equal(code, 0, output);
-    assert.match(output, /^5 passed, 0 failed$/m);
+    assert.match(output, /^6 passed, 0 failed$/m);
+  };
+
+  it("serves the openai SDK on the mock LLM: completions and chat, streamed per token with usage", async () => {
+    await sdkChecks("mock_llm", "tokens");
+  });
+
+  it("serves the openai SDK on TensorRT-LLM's layout (mock_llm_trtllm: max_tokens a required input)", async () => {
+    await sdkChecks("mock_llm_trtllm", "tokens");
   });
 
   it("serves the openai SDK on a model forwarded to a real Triton (HTTP in, gRPC out)", async () => {
-    const { code, output } = await runProgram(CLIENTS, [
-      join(here, "openai_sdk_checks.py"),
-      `${base}/v1`,
-      "remote_llm",
-      "whole",
-    ]);
-    assert.equal(code, 0, output);
-    assert.match(output, /^5 passed, 0 failed$/m);
+    await sdkChecks("remote_llm", "whole");
     const reply = (await (
       await fetch(`${base}/v1/completions`, {
         method: "POST",
@@ -108,33 +112,75 @@ describe("the HTTP front door with real clients (openai SDK, KServe SDK, curl, a
     assert.equal(texts.join(""), reply["text_output"]);
   });
 
-  it("takes a short aiperf run against /v1/chat/completions (streaming)", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-aiperf-"));
-    try {
-      // No Hugging Face Hub here: a word-level tokenizer (the mock's tokens are words).
-      const tokenizer = join(dir, "tokenizer");
-      const made = await runProgram(join(AIPERF, "python"), [join(here, "word_tokenizer.py"), tokenizer]);
-      assert.equal(made.code, 0, made.output);
-      const artifacts = join(dir, "artifacts");
-      const profile = await runProgram(join(AIPERF, "aiperf"), [
-        "profile",
-        ...["--model", "mock_llm", "--url", base, "--endpoint-type", "chat", "--streaming"],
-        ...["--tokenizer", tokenizer, "--request-count", "40", "--concurrency", "8"],
-        ...["--output-tokens-mean", "8", "--synthetic-input-tokens-mean", "16"],
-        ...["--artifact-dir", artifacts, "--ui-type", "none"],
-      ]);
-      assert.equal(profile.code, 0, profile.output);
-      const results = JSON.parse(readFileSync(join(artifacts, "profile_export_aiperf.json"), "utf8")) as Record<
-        string,
-        { avg?: number } | undefined
-      >;
-      assert.equal(results["request_count"]?.avg, 40);
-      assert.equal(results["error_request_count"]?.avg ?? 0, 0);
-      // max_tokens reached the engine: every reply had exactly 8 tokens.
-      assert.equal(results["output_sequence_length"]?.avg, 8);
-      assert.ok((results["time_to_first_token"]?.avg ?? 0) >= 50, "the mock's 50 ms to the first token");
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+  for (const model of ["mock_llm", "mock_llm_trtllm"]) {
+    it(`takes a short aiperf run against /v1/chat/completions (streaming) on ${model}`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-aiperf-"));
+      try {
+        // No Hugging Face Hub here: a word-level tokenizer (the mock's tokens are words).
+        const tokenizer = join(dir, "tokenizer");
+        const made = await runProgram(join(AIPERF, "python"), [join(here, "word_tokenizer.py"), tokenizer]);
+        assert.equal(made.code, 0, made.output);
+        const artifacts = join(dir, "artifacts");
+        const profile = await runProgram(join(AIPERF, "aiperf"), [
+          "profile",
+          ...["--model", model, "--url", base, "--endpoint-type", "chat", "--streaming"],
+          ...["--tokenizer", tokenizer, "--request-count", "40", "--concurrency", "8"],
+          ...["--output-tokens-mean", "8", "--synthetic-input-tokens-mean", "16"],
+          ...["--artifact-dir", artifacts, "--ui-type", "none"],
+        ]);
+        assert.equal(profile.code, 0, profile.output);
+        const results = JSON.parse(readFileSync(join(artifacts, "profile_export_aiperf.json"), "utf8")) as Record<
+          string,
+          { avg?: number } | undefined
+        >;
+        assert.equal(results["request_count"]?.avg, 40);
+        assert.equal(results["error_request_count"]?.avg ?? 0, 0);
+        // max_tokens reached the engine: every reply had exactly 8 tokens.
+        assert.equal(results["output_sequence_length"]?.avg, 8);
+        assert.ok((results["time_to_first_token"]?.avg ?? 0) >= 50, "the mock's 50 ms to the first token");
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+});
+
+describe("Python's HTTP clients over TLS get the 413 of an oversized body (requests, tritonclient.http)", function () {
+  this.timeout(120_000);
+  const LIMIT = 64 * 1024;
+  const TRITONCLIENT = venvPython("DYNAMO_KSERVE_VENV", "venv");
+  const files = new SecretFiles();
+  let server: ServerProcess;
+
+  before(async function () {
+    requireProgram(this, CLIENTS, "the HTTP clients venv (requests)", "run scripts/setup-python.sh");
+    requireProgram(this, TRITONCLIENT, "the tritonclient venv", "run scripts/setup-python.sh");
+    const ca = await createTestCa("test CA");
+    files.writeIdentity(await ca.issue("data plane", { dns: ["localhost"], ips: ["127.0.0.1"] }));
+    files.write({ "ca.crt": ca.certificate });
+    server = await startServer([...tlsArgs(files), "--max-message-size", String(LIMIT)]);
   });
+  after(async () => {
+    await server?.stop();
+    files.remove();
+  });
+
+  for (const [client, python] of [
+    ["requests", () => CLIENTS],
+    ["tritonclient", () => TRITONCLIENT],
+  ] as const) {
+    it(`${client}: 413 naming the limit, for bodies 4 and 64 times it (an SSL EOF before)`, async () => {
+      const { code, output } = await runProgram(python(), [
+        join(here, "tls_413_checks.py"),
+        `localhost:${server.httpPort}`,
+        files.path("ca.crt"),
+        String(LIMIT),
+        client,
+      ]);
+      assert.equal(code, 0, output);
+      const lines = output.trim().split("\n");
+      assert.equal(lines.length, 2, output);
+      for (const line of lines) assert.match(line, new RegExp(`^\\d+ 413 .*limit of ${LIMIT} bytes`), output);
+    });
+  }
 });

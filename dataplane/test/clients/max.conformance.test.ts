@@ -47,23 +47,36 @@ describe("Modular MAX's KServe gRPC clients (prompt as character codes, ModelInf
     repository?.remove();
   });
 
-  it('answers ModelInfer and ModelInferStream in character codes, model_version "0" naming the served version', async () => {
+  /** MAX's client: ModelInfer on whole_llm, ModelInferStream on `streamModel`; what each got. */
+  const maxClient = async (streamModel: string): Promise<[Unary, Streamed]> => {
     const { code, output } = await runProgram(PYTHON, [
       CLIENT,
       `127.0.0.1:${server.grpcPort}`,
       "whole_llm",
-      "mock_llm",
+      streamModel,
     ]);
     assert.equal(code, 0, output);
-    const [unary, streamed] = output
+    return output
       .trim()
       .split("\n")
       .map((line) => JSON.parse(line) as Unary | Streamed) as [Unary, Streamed];
+  };
+
+  it('answers ModelInfer and ModelInferStream in character codes, model_version "0" naming the served version', async () => {
+    const [unary, streamed] = await maxClient("mock_llm");
     assert.deepEqual([unary.name, unary.datatype], ["text_output", "INT32"]);
     assert.equal(unary.text.trim().split(/\s+/).length, 4, unary.text);
     // The decoupled mock: one response per token, max_tokens read from the string parameter.
     assert.equal(streamed.responses, 5);
     assert.deepEqual(streamed.datatypes, ["INT32"]);
     assert.equal(streamed.text.trim().split(/\s+/).length, 5, streamed.text);
+  });
+
+  it("answers ModelInferStream on TensorRT-LLM's layout (mock_llm_trtllm): max_tokens, a required input, from the parameter", async () => {
+    const [, streamed] = await maxClient("mock_llm_trtllm");
+    // The layout without `stream`: one whole answer, the prompt first (no exclude_input_in_output).
+    assert.equal(streamed.responses, 1);
+    assert.match(streamed.text, /^What is life\? /);
+    assert.equal(streamed.text.slice("What is life? ".length).split(/\s+/).length, 5, streamed.text);
   });
 });

@@ -158,6 +158,21 @@ describe("KServe v2 REST on the HTTP front door", function () {
         message: /'INPUT0'.*binary_data_size is 12 bytes, but shape \[1,4\] of FP32 needs 16/,
       },
       {
+        what: "raw BYTES without length prefixes (as the reference frontend's example sends)",
+        send: () => {
+          const text = Buffer.from("Hello world");
+          const header = {
+            inputs: [
+              { name: "IN_BYTES", shape: [1], datatype: "BYTES", parameters: { binary_data_size: text.length } },
+            ],
+          };
+          const { body, headers } = binaryBody(header, text);
+          return fetch(url("/v2/models/identity_all/infer"), { method: "POST", body, headers });
+        },
+        status: 400,
+        message: /element 0 declares 1819043144 bytes but only 7 remain.*4-byte little-endian length prefix/,
+      },
+      {
         what: "an unknown field",
         send: () => post("/v2/models/identity_fp32/infer", jsonInfer(4, { priority: 1 })),
         status: 400,

@@ -97,10 +97,109 @@ describe("generate and OpenAI routes on the HTTP front door", function () {
       400,
       /LLM tensor interface/,
     );
-    await expectError({ model: "mock_llm", messages: [{ role: "user", content: "x" }], tools: [{}] }, 501, /'tools'/);
+  });
+
+  it("answers options it does not take 400 naming the parameter (a 5xx would be retried by the openai SDK)", async () => {
+    for (const [param, value] of [
+      ["n", 2],
+      ["tools", [{ type: "function", function: { name: "f" } }]],
+      ["logprobs", true],
+    ] as const) {
+      const reply = await post("/v1/chat/completions", {
+        model: "mock_llm",
+        messages: [{ role: "user", content: "x" }],
+        [param]: value,
+      });
+      assert.equal(reply.status, 400, param);
+      const { error } = (await reply.json()) as { error: { message: string; type: string; param: string } };
+      assert.deepEqual([error.type, error.param], ["invalid_request_error", param]);
+      assert.match(error.message, new RegExp(`'${param}'`));
+    }
+  });
+
+  it("retrieves one model on /v1/models/{id} (the openai SDK's models.retrieve), 404 in OpenAI's shape otherwise", async () => {
+    const found = await fetch(url("/v1/models/mock_llm_trtllm"));
+    assert.equal(found.status, 200);
+    const model = (await found.json()) as Record<string, unknown>;
+    assert.deepEqual([model["id"], model["object"], model["owned_by"]], ["mock_llm_trtllm", "model", "dynamo-kserve"]);
+    assert.equal(typeof model["created"], "number");
+    for (const id of ["no_such_model", "identity_fp32"]) {
+      const missing = await fetch(url(`/v1/models/${id}`));
+      assert.equal(missing.status, 404);
+      const { error } = (await missing.json()) as { error: { message: string; code: string } };
+      assert.equal(error.code, "model_not_found");
+      assert.match(error.message, new RegExp(`'${id}'`));
+    }
+  });
+
+  it("serves TensorRT-LLM's layout (mock_llm_trtllm, max_tokens a required input) on the OpenAI routes", async () => {
+    const words = (text: string): number => text.trim().split(/\s+/).length;
+    const completion = await post("/v1/completions", {
+      model: "mock_llm_trtllm",
+      prompt: "hello there",
+      max_tokens: 3,
+    });
+    assert.equal(completion.status, 200, await completion.clone().text());
+    const { choices } = (await completion.json()) as { choices: { text: string; finish_reason: string }[] };
+    assert.equal(words(choices[0]!.text), 3, choices[0]!.text);
+    // No max_tokens: OpenAI's default, 16.
+    const chat = await post("/v1/chat/completions", {
+      model: "mock_llm_trtllm",
+      messages: [{ role: "user", content: "hello there" }],
+    });
+    assert.equal(chat.status, 200, await chat.clone().text());
+    const reply = (await chat.json()) as { choices: { message: { content: string } }[] };
+    assert.equal(words(reply.choices[0]!.message.content), 16);
+  });
+
+  it("ends the mock's answer at a stop sequence, left out, with finish_reason stop (whole and streamed)", async () => {
+    const ask = async (extra: Record<string, unknown>): Promise<{ text: string; finish_reason: string }> => {
+      const reply = await post("/v1/completions", { model: "mock_llm", prompt: "tell me", max_tokens: 12, ...extra });
+      assert.equal(reply.status, 200, await reply.clone().text());
+      return ((await reply.json()) as { choices: { text: string; finish_reason: string }[] }).choices[0]!;
+    };
+    const full = await ask({});
+    assert.equal(full.finish_reason, "length");
+    const stop = full.text.split(" ").slice(3, 5).join(" ");
+    const expected = full.text.slice(0, full.text.indexOf(stop));
+    assert.deepEqual(await ask({ stop: [stop, "never appears"] }), {
+      index: 0,
+      text: expected,
+      logprobs: null,
+      finish_reason: "stop",
+    });
+    const streamed = await post("/v1/completions", {
+      model: "mock_llm",
+      prompt: "tell me",
+      max_tokens: 12,
+      stop,
+      stream: true,
+    });
+    const events = (await streamed.text())
+      .split("\n\n")
+      .filter((event) => event.startsWith("data: {"))
+      .map((event) => JSON.parse(event.slice(6)) as { choices: { text: string; finish_reason: string | null }[] });
+    assert.equal(events.map((event) => event.choices[0]!.text).join(""), expected);
+    assert.equal(events.at(-1)!.choices[0]!.finish_reason, "stop");
+    // Every token is searched for each stop sequence: their number is bounded.
+    const many = await post("/v1/completions", {
+      model: "mock_llm",
+      prompt: "x",
+      stop: Array.from({ length: 17 }, (_, i) => `s${i}`),
+    });
+    assert.equal(many.status, 400);
+    assert.match(
+      ((await many.json()) as { error: { message: string } }).error.message,
+      /at most 16 stop sequences, got 17/,
+    );
   });
 
   it("stops the engine when an SSE client hangs up midway; other clients are unaffected", async () => {
+    const completionsBefore = valueOf(await metrics(), "http_server_requests_total", {
+      method: "POST",
+      route: "/v1/completions",
+      status: "200",
+    });
     for (const [path, body, endpoint] of [
       [
         "/v1/chat/completions",
@@ -147,7 +246,7 @@ describe("generate and OpenAI routes on the HTTP front door", function () {
       valueOf(samples, "http_server_requests_total", { method: "POST", route, status });
     assert.equal(counted("/v1/chat/completions", "499"), 1);
     assert.equal(counted("/v2/models/:model/generate_stream", "499"), 1);
-    assert.equal(counted("/v1/completions", "200"), 2);
+    assert.equal(counted("/v1/completions", "200") - completionsBefore, 2);
   });
 });
 

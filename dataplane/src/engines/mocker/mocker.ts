@@ -10,7 +10,8 @@ import { CpuSlices, pause } from "../pause.js";
  * chosen deterministically from the prompt, waits `ttft_ms` before the first token and
  * `itl_ms` between tokens, and stops after `max_tokens` (the request's, from whichever
  * place its layout puts it, else the model's `max_tokens` parameter) with finish_reason
- * "length". A decoupled model streams one response per token when the request asks for it
+ * "length", or earlier at a stop sequence (`stop`, `stop_words`), which it leaves out, with
+ * finish_reason "stop". A decoupled model streams one response per token when the request asks for it
  * (`streaming`/`stream`; without the flag: yes, unless the model declares `stream` as
  * Triton's vLLM and TensorRT-LLM models do); otherwise the whole text comes in one
  * response, after the prompt when the layout echoes it. As an LLM server it generates at
@@ -40,6 +41,9 @@ const VOCABULARY = [
   "prompt",
   "context",
 ];
+
+/** The most stop sequences a request may give the mock (OpenAI takes 4, vLLM any number). */
+export const MAX_STOP_SEQUENCES = 16;
 
 export class MockerEngine implements Engine {
   private running = 0;
@@ -108,31 +112,58 @@ export class MockerEngine implements Engine {
   ): AsyncIterable<EngineResponse> {
     const count = llm.sampling.max_tokens ?? this.settings.maxTokens;
     const seed = llm.sampling.seed ?? 0;
-    const stream = llm.streaming;
+    const stops = (llm.sampling.stop ?? []).filter((stop) => stop !== "");
+    // Each token is searched for every stop sequence: a bounded number of them.
+    if (stops.length > MAX_STOP_SEQUENCES) {
+      throw invalidArgument(`stop: at most ${MAX_STOP_SEQUENCES} stop sequences, got ${stops.length}`);
+    }
+    // What might be the start of a stop sequence waits for the next token: the last
+    // (longest stop - 1) characters; a stop can only begin in the tail a token extends.
+    const holdBack = stops.reduce((longest, stop) => Math.max(longest, stop.length - 1), 0);
+    let searchFrom = 0;
     // Each token is made when its turn comes, in CPU slices: a long answer neither holds up
     // other requests nor goes on once the request is cancelled.
     const slices = new CpuSlices(signal);
-    const text: string[] = [];
+    let text = "";
+    /** Characters of `text` already streamed. */
+    let sent = 0;
     for (let index = 0; index < count; index++) {
       const delay = index === 0 ? this.settings.ttftMs : this.settings.itlMs;
       if (delay > 0) await pause(delay, signal);
       else await slices.step();
       const token = wordFor(llm.prompt, seed, index);
       tokenMade();
-      if (stream) {
-        const delta = index === 0 ? token : ` ${token}`;
-        yield { outputs: llmOutputs([delta], [index === count - 1 ? "length" : ""], request.requestedOutputs, llm) };
-      } else {
-        text.push(token);
+      text += index === 0 ? token : ` ${token}`;
+      // A stop sequence ends the answer before it, as OpenAI's servers do.
+      const stopAt = firstStop(text, stops, searchFrom);
+      searchFrom = Math.max(0, text.length - holdBack);
+      if (stopAt !== undefined) text = text.slice(0, stopAt);
+      const reason = stopAt !== undefined ? "stop" : index === count - 1 ? "length" : "";
+      if (llm.streaming) {
+        const upTo = reason !== "" ? text.length : Math.max(sent, text.length - holdBack);
+        if (upTo > sent || reason !== "") {
+          yield { outputs: llmOutputs([text.slice(sent, upTo)], [reason], request.requestedOutputs, llm) };
+        }
+        sent = upTo;
+      } else if (reason !== "") {
+        const answer = llm.echoPrompt ? `${llm.prompt} ${text}` : text;
+        yield { outputs: llmOutputs([answer], [reason], request.requestedOutputs, llm) };
       }
-    }
-    if (!stream) {
-      const answer = llm.echoPrompt ? [llm.prompt, ...text] : text;
-      yield { outputs: llmOutputs([answer.join(" ")], ["length"], request.requestedOutputs, llm) };
+      if (stopAt !== undefined) return;
     }
   }
 
   async close(): Promise<void> {}
+}
+
+/** Where the first stop sequence in `text` starts (at `from` or after), if one does. */
+function firstStop(text: string, stops: readonly string[], from: number): number | undefined {
+  let first: number | undefined;
+  for (const stop of stops) {
+    const at = text.indexOf(stop, from);
+    if (at >= 0 && (first === undefined || at < first)) first = at;
+  }
+  return first;
 }
 
 function wordFor(prompt: string, seed: number, index: number): string {

@@ -3,7 +3,6 @@ import type {
   ModelInferRequest_InferInputTensor,
   ModelInferResponse,
 } from "../../../../proto/gen/ts/grpc_service.js";
-import { isInteger, parse as parseLossless } from "lossless-json";
 import { internal, invalidArgument, unimplemented } from "../../../../lib/errors.js";
 import { DATATYPES } from "../../../../lib/model-repository/datatypes.js";
 import { countBytesElements } from "../../tensors/bytes.js";
@@ -18,6 +17,7 @@ import {
   rawFromJson,
   shapeFromJson,
 } from "./json-tensors.js";
+import { parseJsonText } from "./json-text.js";
 
 /**
  * The KServe v2 infer body, JSON or with Triton's binary tensor data extension: the JSON
@@ -54,33 +54,16 @@ export function splitBody(body: Buffer, headerLength: string | undefined): { hea
 
 /** A JSON body, or an error naming it. */
 export function parseJsonBody(body: Buffer, what: string): unknown {
-  try {
-    return JSON.parse(body.toString("utf8"));
-  } catch (error) {
-    throw invalidArgument(`${what} is not valid JSON: ${(error as Error).message}`);
-  }
+  return parseJsonText(body.toString("utf8"), what);
 }
 
 /**
  * The inference header. JSON numbers are doubles to JSON.parse, so INT64 and UINT64 values
- * beyond 2^53 would change: a header that names those datatypes is parsed by lossless-json
- * instead, whole numbers too large for a double becoming bigints (other requests keep the
- * fast parser).
+ * beyond 2^53 would change: whole numbers too large for a double are read as bigints.
  */
 export function parseInferHeader(header: Buffer): unknown {
-  const what = "the inference request header";
-  if (!header.includes("INT64")) return parseJsonBody(header, what);
-  try {
-    return parseLossless(header.toString("utf8"), null, exactNumber);
-  } catch (error) {
-    throw invalidArgument(`${what} is not valid JSON: ${(error as Error).message}`);
-  }
+  return parseJsonText(header.toString("utf8"), "the inference request header", true);
 }
-
-const exactNumber = (text: string): number | bigint => {
-  const value = Number(text);
-  return Number.isSafeInteger(value) || !isInteger(text) ? value : BigInt(text);
-};
 
 /** A ModelInferRequest from the JSON header and the binary part; every input in raw form. */
 export function inferRequestOf(

@@ -78,18 +78,8 @@ export function rawFromJson(data: unknown, datatype: Datatype, shape: readonly n
       contents.bytesContents = (values as string[]).map((value) => Buffer.from(value, "utf8"));
       break;
     case "INT64":
-    case "UINT64": {
-      // Exact values: the header parser turns whole numbers beyond 2^53 into bigints.
-      const [min, max] = datatype === "INT64" ? [-(2n ** 63n), 2n ** 63n - 1n] : [0n, 2n ** 64n - 1n];
-      const exact = (value: unknown): value is number | bigint =>
-        typeof value === "bigint" || Number.isSafeInteger(value);
-      check(
-        (value) => exact(value) && BigInt(value) >= min && BigInt(value) <= max,
-        `a whole number in ${min}..${max}`,
-      );
-      (contents[typedField] as bigint[]) = (values as (number | bigint)[]).map((value) => BigInt(value));
-      break;
-    }
+    case "UINT64":
+      return int64Raw(values, datatype, field);
     default:
       check((value) => typeof value === "number", "a number");
       (contents[typedField] as number[]) = values as number[];
@@ -97,20 +87,54 @@ export function rawFromJson(data: unknown, datatype: Datatype, shape: readonly n
   return typedToRaw(field, datatype, contents, count);
 }
 
-/** Nested arrays flattened in row-major order (a scalar is one element). */
+/** Nested arrays flattened in row-major order (a scalar is one element), without recursion. */
 function flatten(data: unknown, field: string): unknown[] {
   if (data === undefined) throw invalidArgument(`${field}: 'data' is missing (or send binary data)`);
   if (!Array.isArray(data)) return [data];
   if (!data.some(Array.isArray)) return data;
   const flat: unknown[] = [];
-  const walk = (items: unknown[]): void => {
-    for (const item of items) {
-      if (Array.isArray(item)) walk(item);
-      else flat.push(item);
+  const stack: { items: unknown[]; next: number }[] = [{ items: data, next: 0 }];
+  while (stack.length > 0) {
+    const top = stack[stack.length - 1]!;
+    if (top.next === top.items.length) {
+      stack.pop();
+      continue;
     }
-  };
-  walk(data);
+    const item = top.items[top.next++];
+    if (Array.isArray(item)) stack.push({ items: item, next: 0 });
+    else flat.push(item);
+  }
   return flat;
+}
+
+const INT64_RANGES = { INT64: [-(2n ** 63n), 2n ** 63n - 1n], UINT64: [0n, 2n ** 64n - 1n] } as const;
+
+/**
+ * INT64 / UINT64 elements written straight into raw form: safe integers without making a
+ * bigint each (millions of elements in a large body), bigints (the header parser's values
+ * beyond 2^53) checked against the datatype's range.
+ */
+function int64Raw(values: readonly unknown[], datatype: "INT64" | "UINT64", field: string): Uint8Array {
+  const [min, max] = INT64_RANGES[datatype];
+  const raw = new Uint8Array(values.length * 8);
+  const view = new DataView(raw.buffer);
+  for (let index = 0; index < values.length; index++) {
+    const value = values[index];
+    const at = index * 8;
+    if (typeof value === "number" && Number.isSafeInteger(value) && (value >= 0 || datatype === "INT64")) {
+      // Two's complement halves: the low word modulo 2^32, the high word floored.
+      view.setUint32(at, value >>> 0, true);
+      view.setInt32(at + 4, Math.floor(value / 2 ** 32), true);
+    } else if (typeof value === "bigint" && value >= min && value <= max) {
+      if (datatype === "INT64") view.setBigInt64(at, value, true);
+      else view.setBigUint64(at, value, true);
+    } else {
+      throw invalidArgument(
+        `${field}: element ${index} of 'data' must be a whole number in ${min}..${max} for ${datatype}`,
+      );
+    }
+  }
+  return raw;
 }
 
 /** A raw tensor's elements as JSON array text (64-bit integers written exactly). */

@@ -10,7 +10,8 @@ import { runInference, type Entry } from "../../inference/pipeline.js";
 import { httpLifetime } from "../lifetime.js";
 import { JSON_TYPE, type FrontDoor } from "../server.js";
 import { generateRoutes } from "./generate.js";
-import { HEADER_LENGTH, inferReplyOf, inferRequestOf, parseInferHeader, parseJsonBody, splitBody } from "./infer.js";
+import { decodeInferBody } from "./decode-pool.js";
+import { HEADER_LENGTH, inferReplyOf, parseJsonBody, splitBody } from "./infer.js";
 import { jsonObject } from "./json-tensors.js";
 
 /**
@@ -75,7 +76,7 @@ export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
   forModel("POST", "/infer", async (request, reply) => {
     const body = bodyOf(request);
     const { header, binary } = splitBody(body, headerValue(request.headers[HEADER_LENGTH]));
-    const { request: inferRequest, reply: form } = inferRequestOf(parseInferHeader(header), binary, model(request));
+    const { request: inferRequest, reply: form } = await decodeInferBody(header, binary, model(request));
     const lifetime = httpLifetime(request.headers, reply.raw);
     let response: ModelInferResponse | undefined;
     for await (const produced of runInference(door.inference, inferRequest, INFER, lifetime)) response = produced;

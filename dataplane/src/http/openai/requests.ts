@@ -4,13 +4,18 @@ import {
   FINISH_REASON,
   RETURN_FINISH_REASON,
   speaksLlm,
+  STOP_WORDS,
   STREAMING_INPUTS,
   TEXT_INPUT,
   TEXT_OUTPUT,
 } from "../../../../lib/engines/llm.js";
-import { invalidArgument, unimplemented } from "../../../../lib/errors.js";
+import { invalidArgument } from "../../../../lib/errors.js";
 import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
 import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
+import { typedToRaw } from "../../tensors/typed.js";
+import { samplingInputTensors } from "../../engines/llm-tensors.js";
+import type { Datatype } from "../../../../lib/model-repository/datatypes.js";
+import { parameterError } from "../errors.js";
 
 /**
  * OpenAI request bodies read into the LLM tensor interface (lib/engines/llm.ts): the prompt
@@ -27,6 +32,8 @@ export interface OpenAiRequest {
   /** stream_options.include_usage: a last chunk with the usage. */
   readonly includeUsage: boolean;
   readonly parameters: Record<string, InferParameter>;
+  /** `stop`: sequences that end the answer (none: []). */
+  readonly stop: readonly string[];
 }
 
 const SAMPLING = {
@@ -65,9 +72,12 @@ export function readOpenAiRequest(kind: OpenAiKind, body: Record<string, unknown
   for (const [field, value] of Object.entries(body)) {
     if (COMMON.has(field) || OWN_FIELDS[kind].has(field)) continue;
     const allowed = DEFAULTS[field];
-    if (allowed === undefined) throw invalidArgument(`unknown field '${field}'`);
+    if (allowed === undefined) throw parameterError(field, `unknown field '${field}'`);
     if (!allowed.includes(value)) {
-      throw unimplemented(`'${field}': only ${allowed.map((item) => JSON.stringify(item)).join(" or ")} is supported`);
+      throw parameterError(
+        field,
+        `'${field}': only ${allowed.map((item) => JSON.stringify(item)).join(" or ")} is supported by this server`,
+      );
     }
   }
   if (typeof body.model !== "string" || body.model === "") throw invalidArgument("'model' must be a model's name");
@@ -79,6 +89,7 @@ export function readOpenAiRequest(kind: OpenAiKind, body: Record<string, unknown
     stream,
     includeUsage: includeUsage(body.stream_options),
     parameters: samplingParameters(body),
+    stop: stopOf(body.stop),
   };
 }
 
@@ -86,7 +97,7 @@ function promptOf(prompt: unknown): string {
   if (typeof prompt === "string") return prompt;
   if (Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] === "string") return prompt[0];
   if (Array.isArray(prompt) && prompt.length > 1) {
-    throw unimplemented("'prompt': one prompt per request (a list of several is not supported)");
+    throw parameterError("prompt", "'prompt': one prompt per request (a list of several is not supported)");
   }
   throw invalidArgument("'prompt' must be a string");
 }
@@ -119,7 +130,7 @@ function contentText(content: unknown, index: number): string {
       .map((part: unknown, partIndex) => {
         const { type, text } = (part ?? {}) as { type?: unknown; text?: unknown };
         if (type !== "text" || typeof text !== "string") {
-          throw unimplemented(`'messages[${index}].content[${partIndex}]': only text parts are supported`);
+          throw parameterError("messages", `'messages[${index}].content[${partIndex}]': only text parts are supported`);
         }
         return text;
       })
@@ -151,15 +162,18 @@ function samplingParameters(body: Record<string, unknown>): Record<string, Infer
         ? { parameterChoice: { $case: "int64Param", value: BigInt(value) } }
         : { parameterChoice: { $case: "doubleParam", value } };
   }
-  const stop = body.stop;
-  if (stop !== undefined && stop !== null) {
-    const words = typeof stop === "string" ? [stop] : stop;
-    if (!Array.isArray(words) || !words.every((word) => typeof word === "string")) {
-      throw invalidArgument("'stop' must be a string or an array of strings");
-    }
-    parameters["stop"] = { parameterChoice: { $case: "stringParam", value: JSON.stringify(words) } };
-  }
+  const stop = stopOf(body.stop);
+  if (stop.length > 0) parameters["stop"] = { parameterChoice: { $case: "stringParam", value: JSON.stringify(stop) } };
   return parameters;
+}
+
+function stopOf(stop: unknown): string[] {
+  if (stop === undefined || stop === null) return [];
+  const words = typeof stop === "string" ? [stop] : stop;
+  if (!Array.isArray(words) || !words.every((word) => typeof word === "string")) {
+    throw parameterError("stop", "'stop' must be a string or an array of strings");
+  }
+  return words;
 }
 
 /** The inference request for an OpenAI request to an LLM-interface model. */
@@ -188,6 +202,22 @@ export function llmInferRequest(spec: ModelSpec, request: OpenAiRequest): ModelI
   const declares = (name: string): boolean => spec.inputs.some((tensor) => tensor.name === name);
   if (declares(EXCLUDE_INPUT_IN_OUTPUT)) flag(EXCLUDE_INPUT_IN_OUTPUT, true);
   if (declares(RETURN_FINISH_REASON)) flag(RETURN_FINISH_REASON, true);
+  // TensorRT-LLM's layout: one input per sampling value (max_tokens required), stop_words.
+  for (const tensor of samplingInputTensors(spec, request.parameters)) {
+    inputs.push({ ...tensor, contents: undefined });
+    rawInputContents.push(typedToRaw(tensor.name, tensor.datatype as Datatype, tensor.contents!, 1));
+  }
+  if (declares(STOP_WORDS) && request.stop.length > 0) {
+    const words = request.stop.map((word) => Buffer.from(word, "utf8"));
+    inputs.push({
+      name: STOP_WORDS,
+      datatype: "BYTES",
+      shape: [...batch, BigInt(words.length)],
+      parameters: {},
+      contents: undefined,
+    });
+    rawInputContents.push(joinBytesElements(words));
+  }
   const wanted = spec.outputs.filter((tensor) => tensor.name === TEXT_OUTPUT || tensor.name === FINISH_REASON);
   return {
     modelName: spec.name,

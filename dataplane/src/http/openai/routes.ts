@@ -7,6 +7,7 @@ import { httpLifetime } from "../lifetime.js";
 import { sendJson, type FrontDoor } from "../server.js";
 import { replyWithEvents } from "../sse.js";
 import { speaksLlm } from "../../../../lib/engines/llm.js";
+import { notFound } from "../../../../lib/errors.js";
 import { llmInferRequest, llmResponseText, readOpenAiRequest, type OpenAiKind } from "./requests.js";
 
 /**
@@ -54,18 +55,22 @@ const SHAPES: Readonly<Record<OpenAiKind, Shape>> = {
 };
 
 export function openaiRoutes(app: FastifyInstance, door: FrontDoor): void {
-  app.get("/v1/models", async () => ({
-    object: "list",
-    data: door.inference.registry
-      .readyModels()
-      .filter(({ spec }) => speaksLlm(spec))
-      .map(({ spec, loadedAt }) => ({
-        id: spec.name,
-        object: "model",
-        created: Math.floor(loadedAt / 1000),
-        owned_by: "dynamo-kserve",
-      })),
-  }));
+  const llmModels = () => door.inference.registry.readyModels().filter(({ spec }) => speaksLlm(spec));
+  const modelObject = ({ spec, loadedAt }: ReturnType<typeof llmModels>[number]) => ({
+    id: spec.name,
+    object: "model",
+    created: Math.floor(loadedAt / 1000),
+    owned_by: "dynamo-kserve",
+  });
+  app.get("/v1/models", async () => ({ object: "list", data: llmModels().map(modelObject) }));
+  // The openai SDK's models.retrieve: a model /v1/models lists, else 404 in OpenAI's shape
+  // (the rest of the path is the id: OpenAI ids may hold a '/').
+  app.get<{ Params: { "*": string } }>("/v1/models/*", async (request) => {
+    const id = request.params["*"];
+    const found = llmModels().find(({ spec }) => spec.name === id);
+    if (found === undefined) throw notFound(`the model '${id}' does not exist or does not serve the OpenAI routes`);
+    return modelObject(found);
+  });
   app.post("/v1/completions", async (request, reply) => complete("completions", request, reply, door));
   app.post("/v1/chat/completions", async (request, reply) => complete("chat_completions", request, reply, door));
 }
