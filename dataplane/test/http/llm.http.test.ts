@@ -66,6 +66,18 @@ describe("generate and OpenAI routes on the HTTP front door", function () {
     assert.match(((await tokens.json()) as { error: string }).error, /max_tokens/);
   });
 
+  it("answers POST /v2/models/{m}/infer on a decoupled model that opts in with its responses gathered; 501 naming the opt-in otherwise", async () => {
+    const body = { inputs: [{ name: "text_input", datatype: "BYTES", shape: [1], data: ["a b c"] }] };
+    const gathered = await post("/v2/models/mock_llm_dynamo/infer", body);
+    assert.equal(gathered.status, 200);
+    const reply = (await gathered.json()) as { outputs: { name: string; data: string[] }[] };
+    const text = reply.outputs.find((output) => output.name === "text_output")?.data.join("") ?? "";
+    assert.equal(text.trim().split(/\s+/).length, 16, text);
+    const refused = await post("/v2/models/mock_llm/infer", body);
+    assert.equal(refused.status, 501);
+    assert.match(((await refused.json()) as { error: string }).error, /model_infer_gathers_responses/);
+  });
+
   it("lists only models with the LLM tensor interface on /v1/models", async () => {
     const models = (await (await fetch(url("/v1/models"))).json()) as { data: { id: string }[] };
     assert.deepEqual(models.data.map((model) => model.id).sort(), [

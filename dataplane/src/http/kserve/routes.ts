@@ -31,6 +31,8 @@ const INFER: Entry = {
   requestType: "unary",
   protocol: "http",
   forDecoupledUse: "/generate_stream, the OpenAI routes with stream, or gRPC ModelStreamInfer",
+  // As gRPC ModelInfer: a decoupled model's responses are gathered into one reply when it opts in.
+  gathersResponses: "if-the-model-opts-in",
 };
 
 export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
