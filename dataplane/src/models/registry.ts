@@ -100,6 +100,8 @@ export class ModelRegistry {
   private readonly records = new Map<string, ModelRecord>();
   /** Parsed sources by path, reused while the source's fingerprint is unchanged (polls reparse nothing). */
   private readonly parsed = new Map<string, Candidate>();
+  /** The scan of the repository under way, which every caller meanwhile shares. */
+  private scanning: Promise<Candidate[]> | undefined;
   /** Pairs of sources defining the same model that were already logged. */
   private readonly shadowed = new Set<string>();
   /** Each model's queue of changes: the last one queued, while any is pending. */
@@ -388,7 +390,17 @@ export class ModelRegistry {
     }
   }
 
-  private async candidates(): Promise<Candidate[]> {
+  /**
+   * The repository's models, read by one scan for every caller that asks while it runs:
+   * loads run in parallel (one queue per model), and each scan may run Python models'
+   * auto_complete_config in processes of their own, so N loads at once must not mean N scans.
+   */
+  private candidates(): Promise<Candidate[]> {
+    this.scanning ??= this.scan().finally(() => (this.scanning = undefined));
+    return this.scanning;
+  }
+
+  private async scan(): Promise<Candidate[]> {
     const sources = await scanModelSources(
       this.options.repositories,
       this.options.configFiles,

@@ -185,3 +185,36 @@ describe("model registry: a model whose load never finishes", () => {
     assert.equal(engines.get("hung")!.length, 1, "hung's load, still running, was not started again");
   });
 });
+
+describe("model registry: loads at once share one scan of the repository", () => {
+  it("completes each model's config once for five loads started together (each may run a Python process)", async () => {
+    const repository = mkdtempSync(join(tmpdir(), "dynamo-kserve-registry-"));
+    const names = ["a", "b", "c"];
+    for (const name of names) {
+      mkdirSync(join(repository, name));
+      writeFileSync(join(repository, name, "config.pbtxt"), config(0).replace('name: "m"', `name: "${name}"`));
+    }
+    let completions = 0;
+    const registry = new ModelRegistry({
+      repositories: [repository],
+      configFiles: [],
+      controlMode: "explicit",
+      startupModels: [],
+      createEngine: () => new RecordingEngine(),
+      completeConfig: async (completed) => {
+        completions++;
+        await tick();
+        return completed;
+      },
+      retireGraceMs: 60_000,
+      logger: pino({ level: "silent" }),
+    });
+    try {
+      await Promise.all([...names, "a", "b"].map((name) => registry.load(name)));
+      assert.equal(completions, names.length);
+    } finally {
+      await registry.close();
+      rmSync(repository, { recursive: true, force: true });
+    }
+  });
+});
