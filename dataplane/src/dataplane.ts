@@ -95,7 +95,7 @@ export interface RunningDataPlane {
   stop(): Promise<void>;
 }
 
-/** Loads the models, then serves gRPC, the HTTP front door and the metrics port until stopped. */
+/** Serves gRPC, the HTTP front door and the metrics port, loads the models, and serves until stopped. */
 export async function startDataPlane(options: DataPlaneOptions): Promise<RunningDataPlane> {
   const { logger } = options;
   // Set once the pipeline exists: models that call other models (BLS) reach them through it.
@@ -140,7 +140,6 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   let stopping = false;
   const health = new GrpcHealth(registry, () => stopping);
   const security = await serverSecurity(options.security, logger);
-  await registry.start();
   const metrics = createMetrics(registry);
   const active = new InFlight();
   const tracing = options.tracing === undefined ? NO_TRACING : startTracing(options.tracing);
@@ -187,6 +186,10 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
           ready: () => health.ready(),
           metrics: metrics.register,
         });
+  // The ports open before the start-up loads: a model whose initialize takes minutes (or hangs
+  // until --model-load-timeout-secs) leaves the process live for Kubernetes' liveness probe,
+  // and not ready until a model is. "listening" is logged once the loads are done, as before.
+  await registry.start();
   const poller = schedulePolling(registry, options, logger);
   logger.info(
     {

@@ -3,6 +3,7 @@ import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import type { Engine, EngineLoad } from "../engines/engine.js";
 import type { ModelFiles } from "../../../lib/model-repository/sources.js";
 import {
+  DataPlaneError,
   errorMessage,
   failedPrecondition,
   internal,
@@ -99,6 +100,8 @@ export class ModelRegistry {
   private readonly records = new Map<string, ModelRecord>();
   /** Parsed sources by path, reused while the source's fingerprint is unchanged (polls reparse nothing). */
   private readonly parsed = new Map<string, Candidate>();
+  /** The scan of the repository under way, which every caller meanwhile shares. */
+  private scanning: Promise<Candidate[]> | undefined;
   /** Pairs of sources defining the same model that were already logged. */
   private readonly shadowed = new Set<string>();
   /** Each model's queue of changes: the last one queued, while any is pending. */
@@ -189,7 +192,12 @@ export class ModelRegistry {
       try {
         await this.apply(overrideJson === undefined ? found : overriddenCandidate(found, overrideJson));
       } catch (error) {
-        throw invalidArgument(`load failed for model '${name}': ${errorMessage(error)}`);
+        // Triton's words. A load stopped by shutdown or its timeout is UNAVAILABLE (try again,
+        // elsewhere); anything else is what the config or model asks for: INVALID_ARGUMENT.
+        const message = `load failed for model '${name}': ${errorMessage(error)}`;
+        throw error instanceof DataPlaneError && error.kind === "Unavailable"
+          ? unavailable(message)
+          : invalidArgument(message);
       }
     });
   }
@@ -337,7 +345,7 @@ export class ModelRegistry {
 
   /** Runs `task` once the model's earlier changes are done; refused once the registry is closed. */
   private serialize<T>(name: string, task: () => Promise<T>): Promise<T> {
-    if (this.isClosed) return Promise.reject(unavailable(`model '${name}': the server is shutting down`));
+    if (this.isClosed) return Promise.reject(new LoadStopped(`model '${name}': the server is shutting down`));
     const notify = (): void => this.listeners.forEach((listener) => listener());
     const run = (this.queues.get(name) ?? Promise.resolve()).then(task, task).finally(notify);
     const settled = run.catch(() => undefined);
@@ -356,13 +364,15 @@ export class ModelRegistry {
   private async startEngine(name: string, engine: Engine): Promise<void> {
     if (engine.start === undefined) return;
     // A load queued behind one close() stopped: nothing starts once the registry is closed.
-    const starting = this.isClosed ? Promise.reject(unavailable(`model '${name}' ${STOPPED_LOADING}`)) : engine.start();
+    const starting = this.isClosed
+      ? Promise.reject(new LoadStopped(`model '${name}' ${STOPPED_LOADING}`))
+      : engine.start();
     starting.catch(() => undefined); // its outcome is read below, or no longer wanted
     const timeoutMs = this.options.loadTimeoutMs ?? 0;
     let timer: NodeJS.Timeout | undefined;
     let stop: (why: string) => void = () => undefined;
     const stopped = new Promise<never>((_, reject) => {
-      stop = (why) => reject(unavailable(`model '${name}' ${why}`));
+      stop = (why) => reject(new LoadStopped(`model '${name}' ${why}`));
       if (timeoutMs > 0) {
         const seconds = timeoutMs / 1000;
         timer = setTimeout(() => stop(`did not load within ${seconds} s (--model-load-timeout-secs)`), timeoutMs);
@@ -380,7 +390,17 @@ export class ModelRegistry {
     }
   }
 
-  private async candidates(): Promise<Candidate[]> {
+  /**
+   * The repository's models, read by one scan for every caller that asks while it runs:
+   * loads run in parallel (one queue per model), and each scan may run Python models'
+   * auto_complete_config in processes of their own, so N loads at once must not mean N scans.
+   */
+  private candidates(): Promise<Candidate[]> {
+    this.scanning ??= this.scan().finally(() => (this.scanning = undefined));
+    return this.scanning;
+  }
+
+  private async scan(): Promise<Candidate[]> {
     const sources = await scanModelSources(
       this.options.repositories,
       this.options.configFiles,
@@ -519,6 +539,13 @@ export class ModelRegistry {
 
 /** Why a load in progress at close() failed. */
 const STOPPED_LOADING = "stopped loading: the server is shutting down";
+
+/** A load the registry stopped (shutdown, --model-load-timeout-secs): not the model's or config's fault. */
+class LoadStopped extends DataPlaneError {
+  constructor(message: string) {
+    super("Unavailable", message);
+  }
+}
 
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
 

@@ -3,7 +3,13 @@ import assert from "node:assert/strict";
 import { connect, type ClientHttp2Session } from "node:http2";
 import type { ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
+import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { READINESS_SERVICE } from "../../../lib/contract/layout.js";
+import { freePorts } from "../../../e2e/support/ports.js";
 import { HealthTestClient } from "../fixtures/health.js";
+import { CLI } from "../fixtures/paths.js";
+import { MODELS_PYTHON } from "../fixtures/peers.js";
 import { promptRequest } from "../fixtures/requests.js";
 import { mockerConfig, TestRepository } from "../fixtures/repository.js";
 import { call, eventually, infer, startServer, streamAll, type ServerProcess } from "../fixtures/server.js";
@@ -106,6 +112,50 @@ describe("connection tuning and graceful shutdown (real sockets)", function () {
         watched.stream.cancel();
         health.close();
         client.close();
+      }
+    });
+  });
+
+  describe("start-up", () => {
+    const repository = new TestRepository();
+    before(() => {
+      repository.writeModel(
+        "initializes_slowly",
+        'backend: "python"\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]\noutput [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n',
+      );
+      writeFileSync(
+        repository.path("initializes_slowly", "1", "model.py"),
+        "import time\n\nclass TritonPythonModel:\n    def initialize(self, args):\n        time.sleep(3600)\n",
+      );
+    });
+    after(() => repository.remove());
+
+    it("is live (gRPC health '' and /v2/health/live) while its start-up loads run, and ready only once they are done", async () => {
+      const [grpcPort, httpPort, metricsPort] = await freePorts(3);
+      const dataPlane = spawn(
+        process.execPath,
+        [
+          ...[CLI, "dataplane", "--host", "127.0.0.1", "--model-repository", repository.dir, "--python", MODELS_PYTHON],
+          ...["--model-control-mode", "explicit", "--load-model", "initializes_slowly"],
+          ...["--grpc-port", String(grpcPort), "--http-port", String(httpPort), "--metrics-port", String(metricsPort)],
+        ],
+        { stdio: "ignore" },
+      );
+      const exited = new Promise<boolean>((resolve) => dataPlane.once("exit", () => resolve(true)));
+      const health = new HealthTestClient(`127.0.0.1:${grpcPort}`);
+      try {
+        // A model's initialize hangs for an hour, past the liveness probe's 30 s: the pod must stay live.
+        await eventually(async () => assert.equal(await health.check(""), "SERVING"), 20_000);
+        const live = await fetch(`http://127.0.0.1:${metricsPort}/v2/health/live`);
+        assert.equal(live.status, 200);
+        assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/v2/health/ready`)).status, 503);
+        assert.equal(await health.check(READINESS_SERVICE), "NOT_SERVING");
+        // Not yet serving, nothing is in flight: SIGTERM ends it (its Python processes follow it).
+        dataPlane.kill("SIGTERM");
+        assert.equal(await exited, true);
+      } finally {
+        health.close();
+        dataPlane.kill("SIGKILL");
       }
     });
   });

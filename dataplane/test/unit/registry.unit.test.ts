@@ -159,13 +159,17 @@ describe("model registry: a model whose load never finishes", () => {
     await start("explicit", []);
     const hung = registry.load("hung").then(
       () => "loaded",
-      (error: Error) => error.message,
+      (error: Error) => `${error.name}: ${error.message}`,
     );
     await registry.load("m");
     await registry.unload("m");
     assert.equal(engines.get("m")!.length, 1);
     await registry.close();
-    assert.match(await hung, /model 'hung' stopped loading: the server is shutting down/);
+    // UNAVAILABLE, not INVALID_ARGUMENT: the request was fine, the server is going (retry elsewhere).
+    assert.match(
+      await hung,
+      /^DataPlaneError\(Unavailable\): load failed for model 'hung': model 'hung' stopped loading: the server is shutting down/,
+    );
     assert.equal(engines.get("hung")![0]!.closed, true);
   });
 
@@ -179,5 +183,38 @@ describe("model registry: a model whose load never finishes", () => {
     assert.equal(engines.get("m")!.length, 2, "m was reloaded");
     assert.equal(registry.resolve("m", "").model.engine, engines.get("m")![1]);
     assert.equal(engines.get("hung")!.length, 1, "hung's load, still running, was not started again");
+  });
+});
+
+describe("model registry: loads at once share one scan of the repository", () => {
+  it("completes each model's config once for five loads started together (each may run a Python process)", async () => {
+    const repository = mkdtempSync(join(tmpdir(), "dynamo-kserve-registry-"));
+    const names = ["a", "b", "c"];
+    for (const name of names) {
+      mkdirSync(join(repository, name));
+      writeFileSync(join(repository, name, "config.pbtxt"), config(0).replace('name: "m"', `name: "${name}"`));
+    }
+    let completions = 0;
+    const registry = new ModelRegistry({
+      repositories: [repository],
+      configFiles: [],
+      controlMode: "explicit",
+      startupModels: [],
+      createEngine: () => new RecordingEngine(),
+      completeConfig: async (completed) => {
+        completions++;
+        await tick();
+        return completed;
+      },
+      retireGraceMs: 60_000,
+      logger: pino({ level: "silent" }),
+    });
+    try {
+      await Promise.all([...names, "a", "b"].map((name) => registry.load(name)));
+      assert.equal(completions, names.length);
+    } finally {
+      await registry.close();
+      rmSync(repository, { recursive: true, force: true });
+    }
   });
 });
