@@ -6,6 +6,7 @@ import type { Logger } from "pino";
 import type { InferenceContext } from "../inference/pipeline.js";
 import type { HttpServerMetrics } from "../metrics/http.js";
 import { authenticationFailure, requiredTokens, type AccessTokens } from "../server/auth.js";
+import { isModelControlRoute } from "../../../lib/contract/model-control.js";
 import type { TlsMaterial } from "../server/tls.js";
 import type { InferenceServiceOperations } from "../services/unary.js";
 import { errorBody, httpErrorOf } from "./errors.js";
@@ -169,16 +170,14 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
 }
 
 /**
- * The model-control routes: loading and unloading models (the RPCs' HTTP twins). Told by the
- * route the router matched, never by the path as sent: the router decodes escapes (`%6coad`)
- * and reads absolute URLs and fragments, so two spellings of one route must need one token.
+ * Checks the bearer token a request needs, by the route the router matched, never by the path
+ * as sent: the router decodes escapes (`%6coad`) and reads absolute URLs and fragments, so two
+ * spellings of one route must need one token.
  */
-const MODEL_CONTROL_ROUTES = new Set(["/v2/repository/models/:model/load", "/v2/repository/models/:model/unload"]);
-
 function authenticate(access: AccessTokens) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const route = routeOf(request);
-    const required = OPEN_ROUTES.has(route) ? undefined : requiredTokens(access, MODEL_CONTROL_ROUTES.has(route));
+    const required = OPEN_ROUTES.has(route) ? undefined : requiredTokens(access, isModelControlRoute(route));
     if (required === undefined) return;
     const header = request.headers.authorization;
     const failure = authenticationFailure(

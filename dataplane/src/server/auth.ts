@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { ServerInterceptingCall, status, type ServerInterceptor } from "@grpc/grpc-js";
 import { parseTokenFile } from "../../../lib/contract/layout.js";
+import { isModelControlRpc } from "../../../lib/contract/model-control.js";
 
 /**
  * Bearer-token authentication for the gRPC server. Tokens come from a file (a mounted
@@ -48,18 +49,10 @@ export function requiredTokens(
   return access.inference === undefined ? undefined : { tokens: access.inference, purpose: "" };
 }
 
-/** The model-control RPCs: loading and unloading models. */
-const MODEL_CONTROL_RPCS = new Set([
-  "/inference.GRPCInferenceService/RepositoryModelLoad",
-  "/inference.GRPCInferenceService/RepositoryModelUnload",
-]);
-
 /** Answers UNAUTHENTICATED unless the call carries `authorization: Bearer <a token it needs>`. */
 export function bearerTokenInterceptor(access: AccessTokens): ServerInterceptor {
   return (method, call) => {
-    const required = isHealthCheck(method.path)
-      ? undefined
-      : requiredTokens(access, MODEL_CONTROL_RPCS.has(method.path));
+    const required = isHealthCheck(method.path) ? undefined : requiredTokens(access, isModelControlRpc(method.path));
     if (required === undefined) return new ServerInterceptingCall(call);
     return new ServerInterceptingCall(call, {
       start: (next) =>

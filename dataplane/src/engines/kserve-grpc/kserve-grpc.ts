@@ -269,8 +269,9 @@ export class KserveGrpcEngine implements Engine {
         `model '${this.settings.model}': upstream ${endpoint.address} is unavailable: ${error.details}`,
       );
     }
-    // It answered, if with an error of its own: it is reachable.
-    this.pool.succeeded(endpoint);
+    // It answered, if with an error of its own: it is reachable. A deadline or a cancel may be
+    // our own client's doing (a hung upstream answers nothing), so it proves nothing either way.
+    if (error.code !== status.DEADLINE_EXCEEDED && error.code !== status.CANCELLED) this.pool.succeeded(endpoint);
     return new UpstreamStatusError(kindOfGrpcCode(error.code), error.code, error.details);
   }
 }

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { MODEL_CONTROL_CALLS } from "../../../../lib/contract/model-control.js";
 import type {
   LogSettingsRequest_SettingValue,
   ModelInferResponse,
@@ -95,12 +96,12 @@ export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
     if (typeof ready !== "boolean") throw invalidArgument("'ready' must be true or false");
     return protoJson((await operations.repositoryIndex({ repositoryName: "", ready })).models);
   });
-  app.post<{ Params: { model: string } }>("/v2/repository/models/:model/load", async (request, reply) => {
+  app.post<{ Params: { model: string } }>(MODEL_CONTROL_CALLS.load.httpRoute, async (request, reply) => {
     const parameters = repositoryParameters(optionalJson(request, "the load request").parameters);
     await operations.repositoryModelLoad({ repositoryName: "", modelName: request.params.model, parameters });
     return reply.code(200).send();
   });
-  app.post<{ Params: { model: string } }>("/v2/repository/models/:model/unload", async (request, reply) => {
+  app.post<{ Params: { model: string } }>(MODEL_CONTROL_CALLS.unload.httpRoute, async (request, reply) => {
     const parameters = repositoryParameters(optionalJson(request, "the unload request").parameters);
     await operations.repositoryModelUnload({ repositoryName: "", modelName: request.params.model, parameters });
     return reply.code(200).send();
