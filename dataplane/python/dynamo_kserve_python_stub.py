@@ -223,9 +223,8 @@ class SharedOutputs:
     free region, the data plane reads it as the response arrives and says when it is free.
     Regions are handed out as a ring, as the data plane's own for inputs."""
 
-    def __init__(self, path, size):
-        with open(path, "r+b") as file:
-            self.map = mmap.mmap(file.fileno(), size)
+    def __init__(self, descriptor, size):
+        self.map = mmap.mmap(descriptor, size)
         self.size = size
         self.regions = []  # [offset, freed], oldest first
         self.head = 0
@@ -481,18 +480,13 @@ def yield_to_the_dataplane():
 
 def serve(channel, settings):
     yield_to_the_dataplane()
-    shared = None
-    if settings.get("shm"):
-        with open(settings["shm"], "r+b") as file:
-            shared = mmap.mmap(file.fileno(), settings["shmSize"])
+    # The shared-memory files come as inherited descriptors of files already unlinked: nothing
+    # is left behind whenever this process or the data plane is killed.
+    shared = mmap.mmap(settings["shm"], settings["shmSize"]) if settings.get("shm") else None
     shared_outputs = SharedOutputs(settings["shmOut"], settings["shmSize"]) if settings.get("shmOut") else None
-    # Mapped: the files' names are no longer needed, and a process killed later leaves none behind.
-    for path in (settings.get("shm"), settings.get("shmOut")):
-        if path:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+    for descriptor in (settings.get("shm"), settings.get("shmOut")):
+        if descriptor:
+            os.close(descriptor)  # mapped: the mapping holds the file
     host = Host(channel, shared_outputs)
     pb_utils._host = host
     global INSTANCE_NAME

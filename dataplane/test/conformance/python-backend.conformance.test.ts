@@ -492,29 +492,33 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
         }
       });
 
-      it("leaves no Python process and no shared-memory file behind when the data plane is killed (SIGKILL)", async () => {
+      it("leaves no Python process and no shared-memory file behind when the data plane is killed (SIGKILL), even one still starting", async () => {
         const server = await explicitServer(["slow_cancellable", "misbehaves", "add_sub"]);
         const dataPlane = server.process.pid!;
         void inferError(
           server,
           oneInput("slow_cancellable", "SECONDS", "FP32", new Uint8Array(new Float32Array([60]).buffer)),
         );
+        // slow_cancellable's request is in its process (it runs for a minute).
+        await eventually(async () => {
+          const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
+          assert.equal(valueOf(samples, "dynamo_kserve_requests_running", { model: "slow_cancellable" }), 1);
+        });
         pidOf(await infer(server.client, misbehave("thread")));
         void call(server.client, "repositoryModelLoad", {
           repositoryName: "",
           modelName: "initializes_forever",
           parameters: {},
         }).catch(() => undefined);
-        // add_sub's 2, misbehaves, slow_cancellable, initializes_forever.
-        await eventually(() => assert.equal(stubsOf(dataPlane).length, 5));
-        // slow_cancellable's request has reached its execute by now (it runs for a minute).
-        await new Promise((resolve) => setTimeout(resolve, 1000));
+        // add_sub's 2, misbehaves, slow_cancellable, initializes_forever: killed as soon as the
+        // last exists, before its Python has started (let alone mapped its shared memory).
+        await eventually(() => assert.equal(stubsOf(dataPlane).length, 5), 30_000, 5);
         const stubs = stubsOf(dataPlane);
         await server.stop("SIGKILL");
         await eventually(() => {
           const alive = stubs.filter((pid) => existsSync(`/proc/${pid}`) && !isZombie(pid));
           assert.deepEqual(alive, [], "Python processes still running");
-        }, 2000);
+        }, 10_000);
         const left = (await readdir("/dev/shm")).filter((name) =>
           name.startsWith(`dynamo-kserve-python-${dataPlane}-`),
         );

@@ -57,6 +57,10 @@ export interface InstanceOptions {
   onModelCall(frame: Frame, instance: PythonInstance): void;
 }
 
+/** The process's file descriptors of the shared memory for inputs and outputs (0: none). */
+const SHARED_INPUTS_FD = 5;
+const SHARED_OUTPUTS_FD = 6;
+
 /** Restarts back off from 1 s to 30 s; a process that ran this long starts again at 1 s. */
 const FIRST_RESTART_DELAY_MS = 1000;
 const LONGEST_RESTART_DELAY_MS = 30_000;
@@ -92,8 +96,9 @@ export class PythonInstance {
     const { python, settings, sharedMemoryBytes, logger, label } = this.options;
     this.inputs = sharedMemoryBytes > 0 ? new SharedMemory(sharedMemoryBytes) : undefined;
     this.outputs = sharedMemoryBytes > 0 ? new SharedMemory(sharedMemoryBytes) : undefined;
+    // The shared-memory files (unlinked already) are the process's descriptors SHARED_INPUTS_FD and SHARED_OUTPUTS_FD.
     const child = spawn(python, [PYTHON_STUB, "serve"], {
-      stdio: ["ignore", "pipe", "pipe", "pipe", "pipe"],
+      stdio: ["ignore", "pipe", "pipe", "pipe", "pipe", this.inputs?.fd ?? "ignore", this.outputs?.fd ?? "ignore"],
       env: stubEnvironment(),
     });
     this.child = child;
@@ -116,8 +121,6 @@ export class PythonInstance {
           if (kind === "ready") {
             started = true;
             this.state = "ready";
-            this.inputs?.unlink();
-            this.outputs?.unlink();
             this.watchHealth();
             resolve();
           } else if (kind === "fatal") fatal = String(frame.header["m"]);
@@ -160,8 +163,8 @@ export class PythonInstance {
       });
       this.send({
         ...settings,
-        shm: this.inputs?.path ?? "",
-        shmOut: this.outputs?.path ?? "",
+        shm: this.inputs === undefined ? 0 : SHARED_INPUTS_FD,
+        shmOut: this.outputs === undefined ? 0 : SHARED_OUTPUTS_FD,
         shmSize: sharedMemoryBytes,
       });
     });
