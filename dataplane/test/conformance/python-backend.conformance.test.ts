@@ -113,6 +113,15 @@ function isZombie(pid: number): boolean {
   }
 }
 
+/** A model's load signals: [dynamo_kserve_requests_running, dynamo_kserve_requests_waiting]. */
+async function requestsOf(server: ServerProcess, model: string): Promise<(number | undefined)[]> {
+  const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
+  return [
+    valueOf(samples, "dynamo_kserve_requests_running", { model }),
+    valueOf(samples, "dynamo_kserve_requests_waiting", { model }),
+  ];
+}
+
 const pidOf = (response: ModelInferResponse): bigint => Buffer.from(response.rawOutputContents[0]!).readBigInt64LE(0);
 
 async function inferError(
@@ -213,14 +222,7 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
     it("publishes the load signals: one request executing in the process, the one given to it behind that waiting", async () => {
       const slow = (seconds: number, id: string) =>
         oneInput("slow_cancellable", "SECONDS", "FP32", new Uint8Array(new Float32Array([seconds]).buffer), id);
-      const load = async () => {
-        const samples = await scrape(`http://127.0.0.1:${ours.metricsPort}/metrics`);
-        const model = { model: "slow_cancellable" };
-        return [
-          valueOf(samples, "dynamo_kserve_requests_running", model),
-          valueOf(samples, "dynamo_kserve_requests_waiting", model),
-        ];
-      };
+      const load = () => requestsOf(ours, "slow_cancellable");
       const done = Promise.all([infer(ours.client, slow(2, "load-a")), infer(ours.client, slow(0, "load-b"))]);
       await eventually(async () => assert.deepEqual(await load(), [1, 1]));
       await done;
@@ -258,6 +260,45 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
           "    @staticmethod",
           "    def auto_complete_config(auto_complete_model_config):",
           "        raise ValueError('no inputs to declare')",
+          "",
+        ].join("\n"),
+      );
+      // A decoupled model whose first response has an output its config does not declare, and
+      // that streams good ones after it until the request is cancelled (or a minute has passed).
+      await mkdir(join(broken, "streams_badly", "1"), { recursive: true });
+      await writeFile(
+        join(broken, "streams_badly", "config.pbtxt"),
+        [
+          'backend: "python"',
+          "model_transaction_policy { decoupled: true }",
+          'parameters { key: "model_infer_gathers_responses" value { string_value: "true" } }',
+          'input [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] } ]',
+          'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]',
+          "",
+        ].join("\n"),
+      );
+      await writeFile(
+        join(broken, "streams_badly", "1", "model.py"),
+        [
+          "import threading, time",
+          "import numpy as np",
+          "import triton_python_backend_utils as pb_utils",
+          "",
+          "def stream(request):",
+          "    sender = request.get_response_sender()",
+          "    bad = pb_utils.Tensor('NOT_DECLARED', np.array([0], np.int32))",
+          "    sender.send(pb_utils.InferenceResponse(output_tensors=[bad]))",
+          "    deadline = time.monotonic() + 60",
+          "    while not request.is_cancelled() and time.monotonic() < deadline:",
+          "        sender.send(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor('OUT', np.array([1], np.int32))]))",
+          "        time.sleep(0.01)",
+          "    pb_utils.Logger.log_info(f'streams_badly: cancelled={request.is_cancelled()}')",
+          "    sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)",
+          "",
+          "class TritonPythonModel:",
+          "    def execute(self, requests):",
+          "        for request in requests:",
+          "            threading.Thread(target=stream, args=(request,), daemon=True).start()",
           "",
         ].join("\n"),
       );
@@ -375,6 +416,21 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
         assert.equal(error.code, status.INTERNAL, `${how}: ${error.details}`);
         assert.match(error.details, pattern, how);
       }
+    });
+
+    it("cancels a decoupled model's request in its process once the request has failed (a bad first response), and no longer counts it", async () => {
+      const error = await inferError(
+        ours,
+        oneInput("streams_badly", "N", "INT32", new Uint8Array(Int32Array.of(1).buffer)),
+      );
+      assert.equal(error.code, status.INTERNAL, error.details);
+      assert.match(error.details, /output 'NOT_DECLARED'/);
+      // Unfixed, the model streamed on for its minute, counted as running all along.
+      await eventually(async () => assert.deepEqual(await requestsOf(ours, "streams_badly"), [0, 0]), 10_000);
+      await eventually(() => {
+        const seen = ours.logs.some((line) => line["msg"] === "streams_badly: cancelled=True");
+        assert.ok(seen, "the model saw the cancellation");
+      }, 10_000);
     });
 
     it("treats a frame it cannot read from a Python process as that instance's fault: its request UNAVAILABLE, the instance restarted, the server up", async () => {
@@ -518,10 +574,7 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
           oneInput("slow_cancellable", "SECONDS", "FP32", new Uint8Array(new Float32Array([60]).buffer)),
         );
         // slow_cancellable's request is in its process (it runs for a minute).
-        await eventually(async () => {
-          const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
-          assert.equal(valueOf(samples, "dynamo_kserve_requests_running", { model: "slow_cancellable" }), 1);
-        });
+        await eventually(async () => assert.equal((await requestsOf(server, "slow_cancellable"))[0], 1));
         pidOf(await infer(server.client, misbehave("thread")));
         void call(server.client, "repositoryModelLoad", {
           repositoryName: "",

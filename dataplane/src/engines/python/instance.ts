@@ -73,6 +73,8 @@ export class PythonInstance {
   private inputs: SharedMemory | undefined;
   private outputs: SharedMemory | undefined;
   private readonly sinks = new Map<number, { sink: RequestSink; regions: number[] }>();
+  /** The input regions of abandoned requests whose final frame has not come yet. */
+  private readonly abandoned = new Map<number, number[]>();
   private nextId = 0;
   private restartDelay = FIRST_RESTART_DELAY_MS;
   private restartTimer: NodeJS.Timeout | undefined;
@@ -150,6 +152,7 @@ export class PythonInstance {
         this.inputs?.close();
         this.outputs?.close();
         this.inputs = this.outputs = undefined;
+        this.abandoned.clear();
         clearInterval(this.healthTimer);
         const how = broken || (signal !== null ? `was killed (${signal})` : `exited with code ${code}`);
         if (!started) {
@@ -204,9 +207,18 @@ export class PythonInstance {
     return id;
   }
 
-  /** Tells the model the request was cancelled (is_cancelled()); its answer still ends it. */
-  cancel(id: number): void {
-    if (this.sinks.has(id)) this.send({ t: "c", id });
+  /**
+   * The engine wants no more of the request (it failed, was cancelled, or its consumer
+   * stopped): the model is told it was cancelled (is_cancelled()), and the request no longer
+   * counts as outstanding, nor are its later frames kept. Its input regions stay taken until
+   * the process's final frame for it: the model may still be reading them.
+   */
+  abandon(id: number): void {
+    const entry = this.sinks.get(id);
+    if (entry === undefined) return;
+    this.send({ t: "c", id });
+    this.sinks.delete(id);
+    if (entry.regions.length > 0) this.abandoned.set(id, entry.regions);
   }
 
   /** Answers a model's call to another model (BLS). */
@@ -238,9 +250,8 @@ export class PythonInstance {
       const entry = this.sinks.get(id);
       // Read (for a request still waiting) and free what the response put in shared memory.
       const answered = this.withSharedOutputs(frame, entry !== undefined);
-      if (entry === undefined) return;
       if (frame.header["f"] === true) this.finish(id);
-      entry.sink.frame(answered);
+      entry?.sink.frame(answered);
     } else if (kind === "b") this.options.onModelCall(frame, this);
     else if (kind === "l") {
       const level = LOG_LEVELS[String(frame.header["l"])] ?? "info";
@@ -263,10 +274,10 @@ export class PythonInstance {
   }
 
   private finish(id: number): void {
-    const entry = this.sinks.get(id);
-    if (entry === undefined) return;
+    const regions = this.sinks.get(id)?.regions ?? this.abandoned.get(id) ?? [];
     this.sinks.delete(id);
-    for (const region of entry.regions) this.inputs?.free(region);
+    this.abandoned.delete(id);
+    for (const region of regions) this.inputs?.free(region);
   }
 
   private failAll(error: DataPlaneError): void {
