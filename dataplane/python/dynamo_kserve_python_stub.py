@@ -268,21 +268,33 @@ def described_outputs(tensors, shared=None):
     """Outputs as the data plane reads them: [name, datatype, shape, length] and their bytes
     in the frame, or [name, datatype, shape, length, offset] for one put in shared memory."""
     described, parts = [], []
-    for tensor in tensors:
-        array = tensor.as_numpy()
-        if tensor.triton_dtype() == "BYTES":
-            data = pb_utils.serialize_byte_tensor(array)
-        else:
-            data = np.ascontiguousarray(array)
-        entry = [tensor.name(), tensor.triton_dtype(), list(array.shape), data.nbytes]
-        flat = data.reshape(-1).view(np.uint8) if data.nbytes else np.empty(0, np.uint8)
-        offset = shared.put(flat) if shared is not None and data.nbytes >= SHARED_MEMORY_FROM else None
-        if offset is None:
-            parts.append(flat)
-        else:
-            entry.append(offset)
-        described.append(entry)
+    try:
+        for tensor in tensors:
+            array = tensor.as_numpy()
+            if tensor.triton_dtype() == "BYTES":
+                data = pb_utils.serialize_byte_tensor(array)
+            else:
+                data = np.ascontiguousarray(array)
+            entry = [tensor.name(), tensor.triton_dtype(), list(array.shape), data.nbytes]
+            flat = data.reshape(-1).view(np.uint8) if data.nbytes else np.empty(0, np.uint8)
+            offset = shared.put(flat) if shared is not None and data.nbytes >= SHARED_MEMORY_FROM else None
+            if offset is None:
+                parts.append(flat)
+            else:
+                entry.append(offset)
+            described.append(entry)
+    except BaseException:
+        # The data plane frees only the regions a response it reads describes.
+        free_placed(described, shared)
+        raise
     return described, parts
+
+
+def free_placed(described, shared):
+    """Frees the regions of shared memory that outputs described by described_outputs took."""
+    for entry in described:
+        if len(entry) == 5:
+            shared.free(entry[4])
 
 
 def in_payload(described):
@@ -335,10 +347,13 @@ class Host:
         Triton fails a response it cannot build, and the process goes on serving."""
         if handle.finished:
             raise pb_utils.TritonModelException("this request's final response was already sent")
+        header = {}
         try:
             header, parts = self._response_frame(handle, response, final)
             encoded = self.channel.encode(header)
         except Exception as error:
+            # The error frame describes no outputs: the regions they took are freed here.
+            free_placed(header.get("o", ()), self.shared_outputs)
             message = error.message() if isinstance(error, pb_utils.TritonModelException) else str(error)
             failure = ["INTERNAL", f"the model's response cannot be sent: {message}"]
             encoded, parts, final = self.channel.encode({"t": "r", "id": handle.id, "f": True, "e": failure}), (), True
@@ -351,14 +366,15 @@ class Host:
         header = {"t": "r", "id": handle.id, "f": final}
         parts = ()
         if response is not None:
+            if response._parameters:
+                # Checked as Triton does when the response was built; here, that the frame can
+                # carry them (a model may have changed them since, or return a BLS response).
+                # Before the outputs: a refused response takes no shared memory.
+                header["p"] = pb_utils.checked_parameters(response._parameters, "response", finite_floats=True)
             if response.has_error():
                 header["e"] = error_of(response.error())
             else:
                 header["o"], parts = described_outputs(response.output_tensors(), self.shared_outputs)
-            if response._parameters:
-                # Checked as Triton does when the response was built; here, that the frame can
-                # carry them (a model may have changed them since, or return a BLS response).
-                header["p"] = pb_utils.checked_parameters(response._parameters, "response", finite_floats=True)
         return header, parts
 
     def bls(self, request, stream):

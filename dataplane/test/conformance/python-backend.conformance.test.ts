@@ -406,6 +406,19 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       for (const answered of await Promise.all(behind)) assert.equal(pidOf(answered), before);
     });
 
+    it("frees the shared memory a response's outputs took when the response cannot be sent (a NaN parameter, an output that cannot be given as bytes)", async () => {
+      for (const [how, pattern] of [
+        ["nan_large", /parameter 'score'/],
+        ["large_then_bad", /Unprintable has no text/],
+      ] as const) {
+        const error = await inferError(ours, misbehave(how));
+        assert.equal(error.code, status.INTERNAL, `${how}: ${error.details}`);
+        assert.match(error.details, pattern, how);
+        // Unfreed, the region blocked the ring for good: later large outputs went through the pipe.
+        assert.equal(pidOf(await infer(ours.client, misbehave("held_outputs"))), 0n, `${how}: regions still taken`);
+      }
+    });
+
     it("answers INTERNAL, naming the output, when a model returns an output its config does not declare as returned", async () => {
       for (const [how, pattern] of [
         ["wrong_name", /output 'NOT_DECLARED'.*not declared/],
