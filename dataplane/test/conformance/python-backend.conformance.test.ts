@@ -1,16 +1,25 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import { CACHE_DIR, requireProgram } from "../../../e2e/support/prerequisites.js";
-import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { PRINTED_BYTES_PER_SECOND, PRINTED_LINE_COST } from "../../src/engines/python/printed.js";
-import { joinBytesElements } from "../../src/tensors/bytes.js";
 import { REPO_ROOT } from "../fixtures/paths.js";
+import {
+  bytesRequest,
+  isZombie,
+  misbehave,
+  oneInput,
+  pidOf,
+  PYTHON_MODELS,
+  rssOf,
+  stubsOf,
+} from "../fixtures/python-models.js";
+import { addSubRequest } from "../fixtures/requests.js";
 import {
   MODELS_PYTHON,
   requireTritonPeers,
@@ -18,7 +27,7 @@ import {
   startTritonServer,
   type Peer,
 } from "../fixtures/peers.js";
-import { call, eventually, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+import { call, eventually, infer, startServer, type ServerProcess } from "../fixtures/server.js";
 import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
 
 /**
@@ -30,7 +39,6 @@ import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
 
 const run = promisify(execFile);
 const CLIENT_PYTHON = join(process.env["DYNAMO_KSERVE_VENV"] ?? join(CACHE_DIR, "venv"), "bin", "python");
-const MODELS = join(REPO_ROOT, "dataplane", "test", "python-models");
 /** The bench's Python identity models (identity_fp32: any [n, m] FP32), served beside them. */
 const IDENTITY_MODELS = join(REPO_ROOT, "bench", "peers", "triton");
 const CHECKS = join(REPO_ROOT, "dataplane", "test", "conformance", "python_backend_checks.py");
@@ -40,37 +48,11 @@ async function checks(grpc: string, http: string): Promise<unknown> {
   return JSON.parse(stdout) as unknown;
 }
 
-/** A request with one input of one element, given raw. */
-function oneInput(model: string, name: string, datatype: string, raw: Uint8Array, id = ""): ModelInferRequest {
-  const input = { name, datatype, shape: [1n], parameters: {}, contents: undefined };
-  return inferRequest({ modelName: model, id, inputs: [input], rawInputContents: [raw] });
-}
-
-/** A request with one BYTES input holding `value`. */
-const request = (model: string, name: string, value: string): ModelInferRequest =>
-  oneInput(model, name, "BYTES", joinBytesElements([Buffer.from(value)]));
+/** add_sub (the Python model) of [4] elements. */
+const ADD_SUB = addSubRequest("add_sub", [4n]);
 
 /** Linux's SCHED_BATCH scheduling policy (sched(7)). */
 const SCHED_BATCH = 3;
-
-/** add_sub's request: [1, 2, 3, 4] and [1, 1, 1, 1]. */
-function addSubRequest(): ModelInferRequest {
-  const tensor = (name: string) => ({ name, datatype: "FP32", shape: [4n], parameters: {}, contents: undefined });
-  return inferRequest({
-    modelName: "add_sub",
-    inputs: [tensor("INPUT0"), tensor("INPUT1")],
-    rawInputContents: [
-      new Uint8Array(new Float32Array([1, 2, 3, 4]).buffer),
-      new Uint8Array(new Float32Array([1, 1, 1, 1]).buffer),
-    ],
-  });
-}
-
-/** A process's resident memory in bytes (/proc/<pid>/status VmRSS). */
-async function rssOf(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, "utf8");
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
-}
 
 /** Resolves as `promise` does, or fails once `ms` have passed without it settling. */
 async function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
@@ -85,34 +67,6 @@ async function within<T>(ms: number, promise: Promise<T>, what: string): Promise
   }
 }
 
-/** The Python model processes (stubs) a data plane started: its children running the stub. */
-function stubsOf(parent: number): number[] {
-  const stubs: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === parent && readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("dynamo_kserve_python_stub")) {
-        stubs.push(Number(entry));
-      }
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return stubs;
-}
-
-/** A process that has exited and waits for its (new) parent to reap it. */
-function isZombie(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
-  } catch {
-    return true;
-  }
-}
-
 /** A model's load signals: [dynamo_kserve_requests_running, dynamo_kserve_requests_waiting]. */
 async function requestsOf(server: ServerProcess, model: string): Promise<(number | undefined)[]> {
   const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
@@ -121,8 +75,6 @@ async function requestsOf(server: ServerProcess, model: string): Promise<(number
     valueOf(samples, "dynamo_kserve_requests_waiting", { model }),
   ];
 }
-
-const pidOf = (response: ModelInferResponse): bigint => Buffer.from(response.rawOutputContents[0]!).readBigInt64LE(0);
 
 async function inferError(
   server: ServerProcess,
@@ -151,8 +103,15 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
     let triton: (Peer & { readonly httpAddress: string }) | undefined;
     before(async () => {
       [ours, triton] = await Promise.all([
-        startServer(["--model-repository", MODELS, "--model-repository", IDENTITY_MODELS, "--python", MODELS_PYTHON]),
-        startTritonServer([MODELS, IDENTITY_MODELS]),
+        startServer([
+          "--model-repository",
+          PYTHON_MODELS,
+          "--model-repository",
+          IDENTITY_MODELS,
+          "--python",
+          MODELS_PYTHON,
+        ]),
+        startTritonServer([PYTHON_MODELS, IDENTITY_MODELS]),
       ]);
     });
     after(async () => {
@@ -304,7 +263,7 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       );
       ours = await startServer([
         "--model-repository",
-        MODELS,
+        PYTHON_MODELS,
         "--model-repository",
         broken,
         "--python",
@@ -343,7 +302,7 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
     });
 
     it("runs the model's process as batch work (SCHED_BATCH), so it does not preempt the data plane on a shared core", async () => {
-      const pid = pidOf(await infer(ours.client, request("crashes", "HOW", "pid")));
+      const pid = pidOf(await infer(ours.client, bytesRequest("crashes", "HOW", "pid")));
       const threads = await readdir(`/proc/${pid}/task`);
       assert.ok(threads.length >= 2, "the main thread and the frame reader");
       for (const thread of threads) {
@@ -355,12 +314,12 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
     });
 
     it("answers every request a crashed Python process held UNAVAILABLE, is not ready meanwhile, and restarts it", async () => {
-      const before = pidOf(await infer(ours.client, request("crashes", "HOW", "pid")));
+      const before = pidOf(await infer(ours.client, bytesRequest("crashes", "HOW", "pid")));
       // The request that takes the process down, and three right behind it (held by that
       // process, or arriving while it is gone): every one is answered UNAVAILABLE.
-      const crashing = inferError(ours, request("crashes", "HOW", "exit"));
+      const crashing = inferError(ours, bytesRequest("crashes", "HOW", "exit"));
       const behind = [1, 2, 3].map(() =>
-        inferError(ours, request("crashes", "HOW", "pid")).catch((error: Error) => error),
+        inferError(ours, bytesRequest("crashes", "HOW", "pid")).catch((error: Error) => error),
       );
       const crashed = await crashing;
       assert.equal(crashed.code, status.UNAVAILABLE);
@@ -371,14 +330,11 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       const ready = await call(ours.client, "modelReady", { name: "crashes", version: "" });
       assert.equal(ready.ready, false);
       await eventually(async () => {
-        const after = pidOf(await infer(ours.client, request("crashes", "HOW", "pid")));
+        const after = pidOf(await infer(ours.client, bytesRequest("crashes", "HOW", "pid")));
         assert.notEqual(after, before);
       }, 15_000);
       assert.equal((await call(ours.client, "modelReady", { name: "crashes", version: "" })).ready, true);
     });
-
-    /** misbehaves answers as HOW says (see its model.py); "pid" is a good answer: its process id. */
-    const misbehave = (how: string): ModelInferRequest => request("misbehaves", "HOW", how);
 
     it("answers a response or BLS parameter JSON cannot carry (NaN, -inf) with an error naming it, and keeps the instance and the server", async () => {
       const before = pidOf(await infer(ours.client, misbehave("pid")));
@@ -393,7 +349,7 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
         assert.match(error.details, new RegExp(`parameter '${parameter}'`), how);
       }
       assert.equal(pidOf(await infer(ours.client, misbehave("pid"))), before, "the same process still serves");
-      await infer(ours.client, addSubRequest());
+      await infer(ours.client, ADD_SUB);
     });
 
     it("answers a response it cannot serialize (a numpy integer parameter) with an error for that request only", async () => {
@@ -451,7 +407,7 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       const error = await inferError(ours, misbehave("garbage"));
       assert.equal(error.code, status.UNAVAILABLE, error.details);
       assert.match(error.details, /python model 'misbehaves'.*frame/);
-      await infer(ours.client, addSubRequest());
+      await infer(ours.client, ADD_SUB);
       await eventually(async () => {
         assert.notEqual(pidOf(await infer(ours.client, misbehave("pid"))), before);
       }, 15_000);
@@ -466,7 +422,7 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
         const started = Date.now();
         let answered = 0;
         while (!done) {
-          await infer(ours.client, addSubRequest());
+          await infer(ours.client, ADD_SUB);
           answered++;
         }
         return (answered * 1000) / Math.max(1, Date.now() - started);
@@ -498,12 +454,12 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
 
     it("kills and restarts a Python process that stops answering (hung), failing its request UNAVAILABLE", async () => {
       const started = Date.now();
-      const hung = await inferError(ours, request("crashes", "HOW", "hang"));
+      const hung = await inferError(ours, bytesRequest("crashes", "HOW", "hang"));
       assert.equal(hung.code, status.UNAVAILABLE);
       assert.match(hung.details, /killed \(SIGKILL\)/);
       assert.ok(Date.now() - started < 10_000, "found within a few stub timeouts");
       await eventually(async () => {
-        await infer(ours.client, request("crashes", "HOW", "pid"));
+        await infer(ours.client, bytesRequest("crashes", "HOW", "pid"));
       }, 15_000);
     });
 
@@ -534,7 +490,7 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
       /** A data plane in explicit mode over both repositories, loading `models` at start. */
       const explicitServer = (models: readonly string[], more: readonly string[] = []): Promise<ServerProcess> =>
         startServer([
-          ...["--model-repository", MODELS, "--model-repository", hanging, "--python", MODELS_PYTHON],
+          ...["--model-repository", PYTHON_MODELS, "--model-repository", hanging, "--python", MODELS_PYTHON],
           ...["--model-control-mode", "explicit", ...models.flatMap((model) => ["--load-model", model]), ...more],
         ]);
 
@@ -545,7 +501,7 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
           "the ports opened",
         );
         try {
-          await infer(server.client, addSubRequest());
+          await infer(server.client, ADD_SUB);
           const index = await call(server.client, "repositoryIndex", { repositoryName: "", ready: false });
           const entry = index.models.find((model) => model.name === "initializes_forever");
           assert.equal(entry?.state, "UNAVAILABLE");
@@ -600,7 +556,7 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
         const stubs = stubsOf(dataPlane);
         await server.stop("SIGKILL");
         await eventually(() => {
-          const alive = stubs.filter((pid) => existsSync(`/proc/${pid}`) && !isZombie(pid));
+          const alive = stubs.filter((pid) => !isZombie(pid));
           assert.deepEqual(alive, [], "Python processes still running");
         }, 10_000);
         const left = (await readdir("/dev/shm")).filter((name) =>
