@@ -32,17 +32,24 @@ def exit_with_parent() -> None:
     """Ends this process as soon as the data plane that started it is gone, even while the
     model's execute or initialize is busy or a thread it started (daemon or not) runs, as
     Triton's stub does: Linux kills it with the parent (PR_SET_PDEATHSIG), and a watchdog
-    thread notices a new parent elsewhere. Set before anything slow (numpy's import)."""
+    thread notices a new parent elsewhere, or the data plane gone while a wrapper (a --python
+    script that does not exec) lives on as the parent. Set before anything slow (numpy's import)."""
     parent = os.getppid()
-    # Started through a wrapper (a --python script), the parent is the wrapper; either way, a
-    # data plane already gone when this process got here is caught before the watchdog starts.
+    # Started through a wrapper, the parent is the wrapper; either way, a data plane already
+    # gone when this process got here is caught before the watchdog starts.
     started_by = int(os.environ.get("DYNAMO_KSERVE_PARENT_PID") or parent)
-    try:
-        os.kill(started_by, 0)
-    except ProcessLookupError:
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            pass  # alive, another user's
+        return True
+
+    if not alive(started_by):
         os._exit(1)
-    except OSError:
-        pass  # alive, another user's
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         PR_SET_PDEATHSIG = 1
@@ -52,7 +59,7 @@ def exit_with_parent() -> None:
 
     def watch() -> None:
         while True:
-            if os.getppid() != parent:
+            if os.getppid() != parent or not alive(started_by):
                 os._exit(1)
             time.sleep(0.1)
 

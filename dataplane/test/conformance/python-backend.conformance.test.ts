@@ -535,6 +535,26 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
         }
       });
 
+      it("leaves no Python process behind when the data plane is killed (SIGKILL) and its --python is a wrapper script that does not exec", async () => {
+        // The stub's parent is then the wrapper, which outlives the data plane.
+        const wrapper = join(hanging, "python-wrapper.sh");
+        await writeFile(wrapper, `#!/bin/sh\n"${MODELS_PYTHON}" "$@"\n`, { mode: 0o755 });
+        const server = await startServer([
+          ...["--model-repository", PYTHON_MODELS, "--python", wrapper],
+          ...["--model-control-mode", "explicit", "--load-model", "misbehaves"],
+        ]);
+        const dataPlane = server.process.pid!;
+        // A thread that never ends keeps the process from exiting when its pipe closes.
+        await infer(server.client, misbehave("thread"));
+        const stubs = stubsOf(dataPlane);
+        assert.equal(stubs.length, 2, "the wrapper and the stub");
+        await server.stop("SIGKILL");
+        await eventually(() => {
+          const alive = stubs.filter((pid) => !isZombie(pid));
+          assert.deepEqual(alive, [], "Python processes (or their wrappers) still running");
+        }, 10_000);
+      });
+
       it("leaves no Python process and no shared-memory file behind when the data plane is killed (SIGKILL), even one still starting", async () => {
         const server = await explicitServer(["slow_cancellable", "misbehaves", "add_sub"]);
         const dataPlane = server.process.pid!;
