@@ -32,17 +32,24 @@ def exit_with_parent() -> None:
     """Ends this process as soon as the data plane that started it is gone, even while the
     model's execute or initialize is busy or a thread it started (daemon or not) runs, as
     Triton's stub does: Linux kills it with the parent (PR_SET_PDEATHSIG), and a watchdog
-    thread notices a new parent elsewhere. Set before anything slow (numpy's import)."""
+    thread notices a new parent elsewhere, or the data plane gone while a wrapper (a --python
+    script that does not exec) lives on as the parent. Set before anything slow (numpy's import)."""
     parent = os.getppid()
-    # Started through a wrapper (a --python script), the parent is the wrapper; either way, a
-    # data plane already gone when this process got here is caught before the watchdog starts.
+    # Started through a wrapper, the parent is the wrapper; either way, a data plane already
+    # gone when this process got here is caught before the watchdog starts.
     started_by = int(os.environ.get("DYNAMO_KSERVE_PARENT_PID") or parent)
-    try:
-        os.kill(started_by, 0)
-    except ProcessLookupError:
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            pass  # alive, another user's
+        return True
+
+    if not alive(started_by):
         os._exit(1)
-    except OSError:
-        pass  # alive, another user's
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         PR_SET_PDEATHSIG = 1
@@ -52,7 +59,7 @@ def exit_with_parent() -> None:
 
     def watch() -> None:
         while True:
-            if os.getppid() != parent:
+            if os.getppid() != parent or not alive(started_by):
                 os._exit(1)
             time.sleep(0.1)
 
@@ -223,9 +230,8 @@ class SharedOutputs:
     free region, the data plane reads it as the response arrives and says when it is free.
     Regions are handed out as a ring, as the data plane's own for inputs."""
 
-    def __init__(self, path, size):
-        with open(path, "r+b") as file:
-            self.map = mmap.mmap(file.fileno(), size)
+    def __init__(self, descriptor, size):
+        self.map = mmap.mmap(descriptor, size)
         self.size = size
         self.regions = []  # [offset, freed], oldest first
         self.head = 0
@@ -269,21 +275,33 @@ def described_outputs(tensors, shared=None):
     """Outputs as the data plane reads them: [name, datatype, shape, length] and their bytes
     in the frame, or [name, datatype, shape, length, offset] for one put in shared memory."""
     described, parts = [], []
-    for tensor in tensors:
-        array = tensor.as_numpy()
-        if tensor.triton_dtype() == "BYTES":
-            data = pb_utils.serialize_byte_tensor(array)
-        else:
-            data = np.ascontiguousarray(array)
-        entry = [tensor.name(), tensor.triton_dtype(), list(array.shape), data.nbytes]
-        flat = data.reshape(-1).view(np.uint8) if data.nbytes else np.empty(0, np.uint8)
-        offset = shared.put(flat) if shared is not None and data.nbytes >= SHARED_MEMORY_FROM else None
-        if offset is None:
-            parts.append(flat)
-        else:
-            entry.append(offset)
-        described.append(entry)
+    try:
+        for tensor in tensors:
+            array = tensor.as_numpy()
+            if tensor.triton_dtype() == "BYTES":
+                data = pb_utils.serialize_byte_tensor(array)
+            else:
+                data = np.ascontiguousarray(array)
+            entry = [tensor.name(), tensor.triton_dtype(), list(array.shape), data.nbytes]
+            flat = data.reshape(-1).view(np.uint8) if data.nbytes else np.empty(0, np.uint8)
+            offset = shared.put(flat) if shared is not None and data.nbytes >= SHARED_MEMORY_FROM else None
+            if offset is None:
+                parts.append(flat)
+            else:
+                entry.append(offset)
+            described.append(entry)
+    except BaseException:
+        # The data plane frees only the regions a response it reads describes.
+        free_placed(described, shared)
+        raise
     return described, parts
+
+
+def free_placed(described, shared):
+    """Frees the regions of shared memory that outputs described by described_outputs took."""
+    for entry in described:
+        if len(entry) == 5:
+            shared.free(entry[4])
 
 
 def in_payload(described):
@@ -336,10 +354,13 @@ class Host:
         Triton fails a response it cannot build, and the process goes on serving."""
         if handle.finished:
             raise pb_utils.TritonModelException("this request's final response was already sent")
+        header = {}
         try:
             header, parts = self._response_frame(handle, response, final)
             encoded = self.channel.encode(header)
         except Exception as error:
+            # The error frame describes no outputs: the regions they took are freed here.
+            free_placed(header.get("o", ()), self.shared_outputs)
             message = error.message() if isinstance(error, pb_utils.TritonModelException) else str(error)
             failure = ["INTERNAL", f"the model's response cannot be sent: {message}"]
             encoded, parts, final = self.channel.encode({"t": "r", "id": handle.id, "f": True, "e": failure}), (), True
@@ -352,14 +373,15 @@ class Host:
         header = {"t": "r", "id": handle.id, "f": final}
         parts = ()
         if response is not None:
+            if response._parameters:
+                # Checked as Triton does when the response was built; here, that the frame can
+                # carry them (a model may have changed them since, or return a BLS response).
+                # Before the outputs: a refused response takes no shared memory.
+                header["p"] = pb_utils.checked_parameters(response._parameters, "response", finite_floats=True)
             if response.has_error():
                 header["e"] = error_of(response.error())
             else:
                 header["o"], parts = described_outputs(response.output_tensors(), self.shared_outputs)
-            if response._parameters:
-                # Checked as Triton does when the response was built; here, that the frame can
-                # carry them (a model may have changed them since, or return a BLS response).
-                header["p"] = pb_utils.checked_parameters(response._parameters, "response", finite_floats=True)
         return header, parts
 
     def bls(self, request, stream):
@@ -481,18 +503,13 @@ def yield_to_the_dataplane():
 
 def serve(channel, settings):
     yield_to_the_dataplane()
-    shared = None
-    if settings.get("shm"):
-        with open(settings["shm"], "r+b") as file:
-            shared = mmap.mmap(file.fileno(), settings["shmSize"])
+    # The shared-memory files come as inherited descriptors of files already unlinked: nothing
+    # is left behind whenever this process or the data plane is killed.
+    shared = mmap.mmap(settings["shm"], settings["shmSize"]) if settings.get("shm") else None
     shared_outputs = SharedOutputs(settings["shmOut"], settings["shmSize"]) if settings.get("shmOut") else None
-    # Mapped: the files' names are no longer needed, and a process killed later leaves none behind.
-    for path in (settings.get("shm"), settings.get("shmOut")):
-        if path:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+    for descriptor in (settings.get("shm"), settings.get("shmOut")):
+        if descriptor:
+            os.close(descriptor)  # mapped: the mapping holds the file
     host = Host(channel, shared_outputs)
     pb_utils._host = host
     global INSTANCE_NAME

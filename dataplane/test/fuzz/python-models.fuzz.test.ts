@@ -1,13 +1,12 @@
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import fc from "fast-check";
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
-import { joinBytesElements } from "../../src/tensors/bytes.js";
 import { HealthTestClient } from "../fixtures/health.js";
-import { REPO_ROOT } from "../fixtures/paths.js";
 import { MODELS_PYTHON, requireTritonPeers } from "../fixtures/peers.js";
-import { call, eventually, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+import { misbehave, PYTHON_MODELS } from "../fixtures/python-models.js";
+import { addSubRequest } from "../fixtures/requests.js";
+import { call, eventually, infer, startServer, type ServerProcess } from "../fixtures/server.js";
 
 /**
  * The fuzz tier's Python models that misbehave: batches of requests that make
@@ -22,11 +21,14 @@ import { call, eventually, infer, inferRequest, startServer, type ServerProcess 
 
 const SEED = Number(process.env["FUZZ_SEED"] ?? 15);
 const RUNS = Math.max(5, Math.ceil(Number(process.env["FUZZ_RUNS"] ?? 600) / 40));
-const MODELS = join(REPO_ROOT, "dataplane", "test", "python-models");
 
 /** What misbehaves does when asked (its model.py), and the codes it may be answered with. */
 const BEHAVIOURS: readonly { how: fc.Arbitrary<string>; codes: readonly status[]; weight: number }[] = [
-  { how: fc.constantFrom("nan", "inf", "nan_late", "np_int", "bls_nan"), codes: [status.INTERNAL], weight: 4 },
+  {
+    how: fc.constantFrom("nan", "inf", "nan_late", "np_int", "bls_nan", "nan_large", "large_then_bad"),
+    codes: [status.INTERNAL],
+    weight: 4,
+  },
   { how: fc.constantFrom("wrong_name", "wrong_datatype", "wrong_shape", "raise"), codes: [status.INTERNAL], weight: 4 },
   // Rarer: each takes the process down, and its restarts back off (1 s, 2 s, 4 s, ...).
   { how: fc.constantFrom("garbage", "exit"), codes: [status.UNAVAILABLE], weight: 1 },
@@ -44,26 +46,8 @@ const hostile = fc.oneof(
   })),
 );
 
-const misbehave = (how: string): ModelInferRequest =>
-  inferRequest({
-    modelName: "misbehaves",
-    inputs: [{ name: "HOW", datatype: "BYTES", shape: [1n], parameters: {}, contents: undefined }],
-    rawInputContents: [joinBytesElements([Buffer.from(how)])],
-  });
-
-const ADD_SUB = inferRequest({
-  modelName: "add_sub",
-  inputs: ["INPUT0", "INPUT1"].map((name) => ({
-    name,
-    datatype: "FP32",
-    shape: [4n],
-    parameters: {},
-    contents: undefined,
-  })),
-  rawInputContents: [Float32Array.of(1, 2, 3, 4), Float32Array.of(1, 1, 1, 1)].map(
-    (values) => new Uint8Array(values.buffer),
-  ),
-});
+/** add_sub (the Python model) of [4] elements: INPUT0 = 0, 1, 2, 3 and INPUT1 = ones. */
+const ADD_SUB = addSubRequest("add_sub", [4n]);
 
 /** The code a request is answered with. */
 function codeOf(server: ServerProcess, message: ModelInferRequest): Promise<ServiceError | undefined> {
@@ -74,12 +58,12 @@ function codeOf(server: ServerProcess, message: ModelInferRequest): Promise<Serv
   );
 }
 
-/** add_sub answers correctly: [2, 3, 4, 5] and [0, 1, 2, 3]. */
+/** add_sub answers correctly: [1, 2, 3, 4] and [-1, 0, 1, 2]. */
 async function assertAddSub(server: ServerProcess): Promise<void> {
   const reply = await infer(server.client, ADD_SUB);
   const [sum, difference] = reply.rawOutputContents.map((raw) => [...new Float32Array(new Uint8Array(raw).buffer)]);
-  assert.deepEqual(sum, [2, 3, 4, 5]);
-  assert.deepEqual(difference, [0, 1, 2, 3]);
+  assert.deepEqual(sum, [1, 2, 3, 4]);
+  assert.deepEqual(difference, [-1, 0, 1, 2]);
 }
 
 describe(`fuzz: Python models that misbehave (seed ${SEED}, ${RUNS} batches)`, function () {
@@ -90,7 +74,7 @@ describe(`fuzz: Python models that misbehave (seed ${SEED}, ${RUNS} batches)`, f
   before(async function () {
     requireTritonPeers(this);
     server = await startServer([
-      ...["--model-repository", MODELS, "--python", MODELS_PYTHON, "--model-control-mode", "explicit"],
+      ...["--model-repository", PYTHON_MODELS, "--python", MODELS_PYTHON, "--model-control-mode", "explicit"],
       ...["--load-model", "misbehaves", "--load-model", "add_sub", "--python-stub-timeout-secs", "2"],
     ]);
     health = new HealthTestClient(`127.0.0.1:${server.grpcPort}`);

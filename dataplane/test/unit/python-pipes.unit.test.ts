@@ -4,7 +4,12 @@ import { EventEmitter } from "node:events";
 import { PassThrough } from "node:stream";
 import { pino } from "pino";
 import { encodeFrame, FrameReader, MalformedFrame } from "../../src/engines/python/frames.js";
-import { LONGEST_PRINTED_LINE, logOutput, PRINTED_LINES_PER_SECOND } from "../../src/engines/python/printed.js";
+import {
+  LONGEST_PRINTED_LINE,
+  logOutput,
+  PRINTED_BYTES_PER_SECOND,
+  PRINTED_LINE_COST,
+} from "../../src/engines/python/printed.js";
 
 /** A frame's bytes as one buffer, with `header` written as given (not necessarily JSON). */
 function rawFrame(header: string): Buffer {
@@ -61,19 +66,37 @@ describe("python engine: what comes through a model process's pipes", () => {
       );
     });
 
-    it("drops the lines past its budget and reports how many were dropped", async () => {
+    /**
+     * Prints `count` lines of `length` bytes at once; returns the bytes the log took (each line
+     * at its cost), the most the budget allows meanwhile, and how many lines were logged and dropped.
+     */
+    async function printAtOnce(length: number, count: number) {
       const { child, stdout, lines } = printing();
-      const printed = PRINTED_LINES_PER_SECOND * 3;
+      const text = "x".repeat(length);
       const started = Date.now();
-      stdout.write("line\n".repeat(printed));
+      stdout.write(`${text}\n`.repeat(count));
       await settle();
       // The budget refills as time passes: a full second's worth, and what came in meanwhile.
-      const budget = Math.ceil(PRINTED_LINES_PER_SECOND * (1 + (Date.now() - started) / 1000));
+      const budget = PRINTED_BYTES_PER_SECOND * (1 + (Date.now() - started) / 1000);
       child.emit("close");
-      const logged = lines.filter((line) => line["msg"] === "line").length;
+      const logged = lines.filter((line) => line["msg"] === text).length;
       const notice = lines.find((line) => typeof line["dropped"] === "number");
-      assert.ok(logged <= budget, `${logged} lines logged, at most ${budget}`);
-      assert.equal((notice?.["dropped"] as number) + logged, printed);
+      return { bytes: logged * (length + PRINTED_LINE_COST), budget, logged, dropped: notice?.["dropped"] };
+    }
+
+    it("drops the short lines past its budget and reports how many were dropped", async () => {
+      const printed = Math.ceil((3 * PRINTED_BYTES_PER_SECOND) / (4 + PRINTED_LINE_COST));
+      const { bytes, budget, logged, dropped } = await printAtOnce(4, printed);
+      assert.ok(bytes <= budget, `${logged} lines (${bytes} bytes) logged, at most ${budget} bytes`);
+      assert.equal((dropped as number) + logged, printed);
+    });
+
+    it("budgets the bytes printed, not the lines: long lines take their length of it", async () => {
+      const printed = 200;
+      const { bytes, budget, logged, dropped } = await printAtOnce(LONGEST_PRINTED_LINE, printed);
+      assert.ok(bytes <= budget, `${logged} lines (${bytes} bytes) logged, at most ${budget} bytes`);
+      assert.ok(logged > 0, "the budget's worth is logged");
+      assert.equal((dropped as number) + logged, printed);
     });
   });
 });

@@ -57,6 +57,10 @@ export interface InstanceOptions {
   onModelCall(frame: Frame, instance: PythonInstance): void;
 }
 
+/** The process's file descriptors of the shared memory for inputs and outputs (0: none). */
+const SHARED_INPUTS_FD = 5;
+const SHARED_OUTPUTS_FD = 6;
+
 /** Restarts back off from 1 s to 30 s; a process that ran this long starts again at 1 s. */
 const FIRST_RESTART_DELAY_MS = 1000;
 const LONGEST_RESTART_DELAY_MS = 30_000;
@@ -69,6 +73,8 @@ export class PythonInstance {
   private inputs: SharedMemory | undefined;
   private outputs: SharedMemory | undefined;
   private readonly sinks = new Map<number, { sink: RequestSink; regions: number[] }>();
+  /** The input regions of abandoned requests whose final frame has not come yet. */
+  private readonly abandoned = new Map<number, number[]>();
   private nextId = 0;
   private restartDelay = FIRST_RESTART_DELAY_MS;
   private restartTimer: NodeJS.Timeout | undefined;
@@ -92,8 +98,9 @@ export class PythonInstance {
     const { python, settings, sharedMemoryBytes, logger, label } = this.options;
     this.inputs = sharedMemoryBytes > 0 ? new SharedMemory(sharedMemoryBytes) : undefined;
     this.outputs = sharedMemoryBytes > 0 ? new SharedMemory(sharedMemoryBytes) : undefined;
+    // The shared-memory files (unlinked already) are the process's descriptors SHARED_INPUTS_FD and SHARED_OUTPUTS_FD.
     const child = spawn(python, [PYTHON_STUB, "serve"], {
-      stdio: ["ignore", "pipe", "pipe", "pipe", "pipe"],
+      stdio: ["ignore", "pipe", "pipe", "pipe", "pipe", this.inputs?.fd ?? "ignore", this.outputs?.fd ?? "ignore"],
       env: stubEnvironment(),
     });
     this.child = child;
@@ -116,8 +123,6 @@ export class PythonInstance {
           if (kind === "ready") {
             started = true;
             this.state = "ready";
-            this.inputs?.unlink();
-            this.outputs?.unlink();
             this.watchHealth();
             resolve();
           } else if (kind === "fatal") fatal = String(frame.header["m"]);
@@ -147,6 +152,7 @@ export class PythonInstance {
         this.inputs?.close();
         this.outputs?.close();
         this.inputs = this.outputs = undefined;
+        this.abandoned.clear();
         clearInterval(this.healthTimer);
         const how = broken || (signal !== null ? `was killed (${signal})` : `exited with code ${code}`);
         if (!started) {
@@ -160,8 +166,8 @@ export class PythonInstance {
       });
       this.send({
         ...settings,
-        shm: this.inputs?.path ?? "",
-        shmOut: this.outputs?.path ?? "",
+        shm: this.inputs === undefined ? 0 : SHARED_INPUTS_FD,
+        shmOut: this.outputs === undefined ? 0 : SHARED_OUTPUTS_FD,
         shmSize: sharedMemoryBytes,
       });
     });
@@ -201,9 +207,18 @@ export class PythonInstance {
     return id;
   }
 
-  /** Tells the model the request was cancelled (is_cancelled()); its answer still ends it. */
-  cancel(id: number): void {
-    if (this.sinks.has(id)) this.send({ t: "c", id });
+  /**
+   * The engine wants no more of the request (it failed, was cancelled, or its consumer
+   * stopped): the model is told it was cancelled (is_cancelled()), and the request no longer
+   * counts as outstanding, nor are its later frames kept. Its input regions stay taken until
+   * the process's final frame for it: the model may still be reading them.
+   */
+  abandon(id: number): void {
+    const entry = this.sinks.get(id);
+    if (entry === undefined) return;
+    this.send({ t: "c", id });
+    this.sinks.delete(id);
+    if (entry.regions.length > 0) this.abandoned.set(id, entry.regions);
   }
 
   /** Answers a model's call to another model (BLS). */
@@ -235,9 +250,8 @@ export class PythonInstance {
       const entry = this.sinks.get(id);
       // Read (for a request still waiting) and free what the response put in shared memory.
       const answered = this.withSharedOutputs(frame, entry !== undefined);
-      if (entry === undefined) return;
       if (frame.header["f"] === true) this.finish(id);
-      entry.sink.frame(answered);
+      entry?.sink.frame(answered);
     } else if (kind === "b") this.options.onModelCall(frame, this);
     else if (kind === "l") {
       const level = LOG_LEVELS[String(frame.header["l"])] ?? "info";
@@ -260,10 +274,10 @@ export class PythonInstance {
   }
 
   private finish(id: number): void {
-    const entry = this.sinks.get(id);
-    if (entry === undefined) return;
+    const regions = this.sinks.get(id)?.regions ?? this.abandoned.get(id) ?? [];
     this.sinks.delete(id);
-    for (const region of entry.regions) this.inputs?.free(region);
+    this.abandoned.delete(id);
+    for (const region of regions) this.inputs?.free(region);
   }
 
   private failAll(error: DataPlaneError): void {

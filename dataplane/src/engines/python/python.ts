@@ -147,20 +147,25 @@ export class PythonEngine implements Engine {
     const responses = new Responses();
     const id = instance.submit(requestHeader(request), request.inputs, responses);
     const cancel = (): void => {
-      instance.cancel(id);
+      instance.abandon(id);
       responses.fail(abortedError(signal));
     };
     signal.addEventListener("abort", cancel, { once: true });
+    let finished = false;
     try {
       for (;;) {
         const frame = await responses.next();
         if (frame === undefined) return;
+        finished = frame.header["f"] === true;
         const response = responseOf(frame, request.requestedOutputs, this.settings);
         if (response !== undefined) yield response;
-        if (frame.header["f"] === true) return;
+        if (finished) return;
       }
     } finally {
       signal.removeEventListener("abort", cancel);
+      // Failed (a response refused), or its consumer stopped, before the model was done: a
+      // decoupled model would otherwise go on streaming to nobody, counted as running.
+      if (!finished) instance.abandon(id);
     }
   }
 

@@ -6,7 +6,9 @@ import { randomUUID } from "node:crypto";
 
 /**
  * Shared memory between the data plane and a Python model process: a file on tmpfs
- * (/dev/shm) that the process maps once. Each process has two: large inputs, which the
+ * (/dev/shm) that the process maps once. The file is unlinked as soon as it is opened and
+ * reaches the process as an inherited file descriptor (`fd`), so that nothing is left
+ * behind whenever either side is killed, even before the process has started. Each process has two: large inputs, which the
  * data plane writes once (a positioned write; Node cannot map memory without a native
  * addon) and the model's numpy arrays are views of, freed when the request is over; and
  * large outputs, which the process copies in and the data plane reads once (a positioned
@@ -28,30 +30,21 @@ interface Region {
 }
 
 export class SharedMemory {
+  /** The file's name while it had one (for messages). */
   readonly path: string;
-  private readonly fd: number;
+  /** Open on the unlinked file: the Python process is given it at spawn. */
+  readonly fd: number;
   private readonly regions: Region[] = [];
   private head = 0;
-  private unlinked = false;
 
   constructor(readonly size: number) {
     const folder = existsSync("/dev/shm") ? "/dev/shm" : tmpdir();
     sweepOnce(folder);
     this.path = join(folder, `${PREFIX}${process.pid}-${randomUUID()}`);
     this.fd = openSync(this.path, "w+", 0o600);
+    unlinkSync(this.path);
     // Sparse: tmpfs gives pages only to the bytes written.
     ftruncateSync(this.fd, size);
-  }
-
-  /** Once the Python process has mapped the file, its name is no longer needed: nothing is left behind on a crash. */
-  unlink(): void {
-    if (this.unlinked) return;
-    this.unlinked = true;
-    try {
-      unlinkSync(this.path);
-    } catch {
-      // already gone
-    }
   }
 
   /** Copies `data` into a free region and returns its offset, or undefined when there is no room. */
@@ -90,7 +83,6 @@ export class SharedMemory {
   }
 
   close(): void {
-    this.unlink();
     closeSync(this.fd);
   }
 
@@ -116,9 +108,9 @@ const PREFIX = "dynamo-kserve-python-";
 let swept = false;
 
 /**
- * Removes the files of data planes no longer running, once: a process is normally given
- * its files' names only until it has mapped them (the process and this end unlink them),
- * but a data plane killed while a process was starting leaves them behind.
+ * Removes the files of data planes no longer running, once: a file has a name only between
+ * two system calls of the constructor, but a data plane killed right then (or an older
+ * version, which kept the names until its process had mapped them) leaves it behind.
  */
 function sweepOnce(folder: string): void {
   if (swept) return;

@@ -3,7 +3,9 @@
 response parameter; "nan_late": a NaN put in a response's parameters after it was built (past
 the check Triton makes then); "bls_nan": a BLS request whose parameter is NaN; "wrong_name",
 "wrong_datatype", "wrong_shape": an output its config does not declare as returned;
-"print <seconds>": prints in a tight loop for that long; "garbage": writes a frame the data
+"nan_large": a large output (in shared memory) and a NaN parameter (put in late); "large_then_bad": a large
+output then one that cannot be given as bytes; "held_outputs": how many regions of the stub's
+shared memory for outputs are taken (as its PID output); "print <seconds>": prints in a tight loop for that long; "garbage": writes a frame the data
 plane cannot read on the stub's pipe (as a broken stub would); "thread": starts a thread that
 is not a daemon and never ends; "raise": execute raises; "exit": the process exits; anything else: its process id."""
 
@@ -15,6 +17,17 @@ import time
 import numpy as np
 
 import triton_python_backend_utils as pb_utils
+
+
+# Elements of an INT64 output large enough to go through shared memory (64 KiB and more).
+LARGE = 100_000
+
+
+class Unprintable:
+    """An element of a BYTES output that cannot be given as bytes."""
+
+    def __str__(self):
+        raise ValueError("Unprintable has no text")
 
 
 def pid_output(name="PID", dtype=np.int64, count=1):
@@ -30,6 +43,15 @@ def answer(how):
         response = pb_utils.InferenceResponse(output_tensors=[pid_output()])
         response._parameters["score"] = float("nan")
         return response
+    if how == "nan_large":
+        response = pb_utils.InferenceResponse(output_tensors=[pid_output(count=LARGE)])
+        response._parameters["score"] = float("nan")
+        return response
+    if how == "large_then_bad":
+        return pb_utils.InferenceResponse(output_tensors=[pid_output(count=LARGE), pb_utils.Tensor("BAD", np.array([Unprintable()], dtype=np.object_))])
+    if how == "held_outputs":
+        regions = pb_utils._host.shared_outputs.regions
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("PID", np.array([len(regions)], dtype=np.int64))])
     if how == "np_int":
         return pb_utils.InferenceResponse(output_tensors=[pid_output()], parameters={"count": np.int64(3)})
     if how == "bls_nan":
