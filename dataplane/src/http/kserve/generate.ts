@@ -40,7 +40,7 @@ export function generateRoutes(
   forModel("POST", "/generate", async (request, reply) => {
     const inferRequest = await generateRequest(request, modelOf(request), door);
     const lifetime = httpLifetime(request.headers, reply.raw);
-    const gatherer = new ResponseGatherer();
+    const gatherer = new ResponseGatherer(door.inference.maxMessageSize, request.params.model);
     for await (const response of runInference(door.inference, inferRequest, GENERATE, lifetime)) gatherer.add(response);
     const gathered = gatherer.result();
     return sendJson(
