@@ -143,7 +143,14 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const metrics = createMetrics(registry);
   const active = new InFlight();
   const tracing = options.tracing === undefined ? NO_TRACING : startTracing(options.tracing);
-  const inference = { registry, metrics: metrics.frontend, logger, active, tracing };
+  const inference = {
+    registry,
+    metrics: metrics.frontend,
+    logger,
+    active,
+    tracing,
+    maxMessageSize: options.maxMessageSize,
+  };
   modelCallsTo.inference = modelCalls(inference);
   // One implementation of every unary RPC, for the gRPC server and the HTTP front door.
   const operations: InferenceServiceOperations = {

@@ -37,6 +37,19 @@ export type SamplingName =
   | "frequency_penalty"
   | "repetition_penalty";
 
+/** Every SamplingName, in one list. */
+export const SAMPLING_NAMES: readonly SamplingName[] = [
+  "max_tokens",
+  "min_tokens",
+  "temperature",
+  "top_p",
+  "top_k",
+  "seed",
+  "presence_penalty",
+  "frequency_penalty",
+  "repetition_penalty",
+];
+
 /** TensorRT-LLM's sampling inputs and the value each sets (its stop_words become `stop`). */
 export const SAMPLING_INPUTS: Readonly<Record<string, SamplingName>> = {
   max_tokens: "max_tokens",

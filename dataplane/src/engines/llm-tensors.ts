@@ -1,11 +1,11 @@
-import type { InferParameter, ModelInferRequest_InferInputTensor } from "../../../proto/gen/ts/grpc_service.js";
+import type { InferParameter } from "../../../proto/gen/ts/grpc_service.js";
 import {
   EXCLUDE_INPUT_IN_OUTPUT,
   FINISH_REASON,
   MAX_TOKENS_LIMIT,
   RETURN_FINISH_REASON,
   SAMPLING_INPUTS,
-  samplingInputValues,
+  SAMPLING_NAMES,
   SAMPLING_PARAMETERS,
   STOP_WORDS,
   STREAMING_INPUTS,
@@ -19,8 +19,7 @@ import { DATATYPES } from "../../../lib/model-repository/datatypes.js";
 import { invalidArgument, unimplemented } from "../../../lib/errors.js";
 import { joinBytesElements, splitBytesElements } from "../tensors/bytes.js";
 import type { Tensor } from "../tensors/tensor.js";
-import { emptyContents, rawToTyped, typedFieldOf } from "../tensors/typed.js";
-import type { ModelSpec } from "../../../lib/model-repository/spec.js";
+import { rawToTyped } from "../tensors/typed.js";
 import type { EngineRequest } from "./engine.js";
 
 /**
@@ -47,17 +46,6 @@ export interface LlmRequest {
   readonly extraSampling: Readonly<Record<string, unknown>>;
 }
 
-const SAMPLING_NAMES: readonly SamplingName[] = [
-  "max_tokens",
-  "min_tokens",
-  "temperature",
-  "top_p",
-  "top_k",
-  "seed",
-  "presence_penalty",
-  "frequency_penalty",
-  "repetition_penalty",
-];
 const isSamplingName = (name: string): name is SamplingName => (SAMPLING_NAMES as readonly string[]).includes(name);
 
 /**
@@ -169,30 +157,6 @@ function samplingFromJson(tensor: Tensor, sampling: SamplingParameters, extra: R
       extra[key] = value;
     }
   }
-}
-
-/**
- * The per-value sampling inputs (TensorRT-LLM's layout) for a request to `spec` that gives
- * its sampling values as request parameters (numbers, or numeric strings as MAX sends
- * them): see samplingInputValues. Typed contents, shape [1] (batched: [1, 1]).
- */
-export function samplingInputTensors(
-  spec: ModelSpec,
-  parameters: Readonly<Record<string, InferParameter>>,
-): ModelInferRequest_InferInputTensor[] {
-  const given: SamplingParameters = {};
-  for (const name of SAMPLING_NAMES) {
-    const choice = parameters[name]?.parameterChoice;
-    const value = choice === undefined || choice.$case === "boolParam" ? NaN : Number(choice.value);
-    if (Number.isFinite(value)) given[name] = value;
-  }
-  const shape = spec.maxBatchSize > 0 ? [1n, 1n] : [1n];
-  return samplingInputValues(spec, given).map(({ name, datatype, value }) => {
-    const contents = emptyContents();
-    const wide = datatype === "INT64" || datatype === "UINT64";
-    (contents[typedFieldOf(datatype, name)] as unknown[]) = [wide ? BigInt(Math.trunc(value)) : value];
-    return { name, datatype, shape, parameters: {}, contents };
-  });
 }
 
 /** TensorRT-LLM's ensemble: one input per value, and stop_words as BYTES elements. */

@@ -3,8 +3,8 @@ import { speaksLlm, TEXT_INPUT, TEXT_OUTPUT } from "../../../lib/engines/llm.js"
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
 import { invalidArgument } from "../../../lib/errors.js";
 import type { Datatype } from "../../../lib/model-repository/datatypes.js";
-import { samplingInputTensors } from "../engines/llm-tensors.js";
-import { splitBytesElements } from "../tensors/bytes.js";
+import { samplingInputs } from "../tensors/sampling-inputs.js";
+import { joinBytesElements, splitBytesElements } from "../tensors/bytes.js";
 import { emptyContents, rawToTyped } from "../tensors/typed.js";
 
 /**
@@ -38,19 +38,15 @@ export function fromCharacterCodes(request: ModelInferRequest, spec: ModelSpec):
   const batch = spec.maxBatchSize > 0 ? [1n] : [];
   const declared = spec.inputs.find((tensor) => tensor.name === TEXT_INPUT)!;
   const promptShape = declared.dims.length > 1 ? declared.dims.map(() => 1n) : [1n];
+  // TensorRT-LLM's layout takes max_tokens (MAX's string parameter) as an input.
+  const sampling = samplingInputs(spec, request.parameters);
   return {
     ...request,
     inputs: [
-      {
-        name: TEXT_INPUT,
-        datatype: "BYTES",
-        shape: [...batch, ...promptShape],
-        parameters: {},
-        contents: { ...emptyContents(), bytesContents: [Buffer.from(text, "utf8")] },
-      },
-      // TensorRT-LLM's layout takes max_tokens (MAX's string parameter) as an input.
-      ...samplingInputTensors(spec, request.parameters),
+      { name: TEXT_INPUT, datatype: "BYTES", shape: [...batch, ...promptShape], parameters: {}, contents: undefined },
+      ...sampling.inputs,
     ],
+    rawInputContents: [joinBytesElements([Buffer.from(text, "utf8")]), ...sampling.raw],
     // The answer first: MAX's clients read outputs[0].
     outputs: request.outputs.length > 0 ? request.outputs : [{ name: TEXT_OUTPUT, parameters: {} }],
   };

@@ -83,7 +83,9 @@ export async function* runInference(
     // A decoupled model on a unary entry that does not gather them itself (ModelInfer on a
     // model that opts in): its responses leave as one reply, after the last.
     const gatherer =
-      scope.isUnary && spec.decoupled && entry.gathersResponses !== true ? new ResponseGatherer() : undefined;
+      scope.isUnary && spec.decoupled && entry.gathersResponses !== true
+        ? new ResponseGatherer(context.maxMessageSize, spec.name)
+        : undefined;
     let passedThrough = false;
     for await (const result of results) {
       scope.produced();

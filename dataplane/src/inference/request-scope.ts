@@ -20,6 +20,8 @@ export interface InferenceContext {
   /** Every inference request running in this server (shutdown waits for them). */
   readonly active: InFlight;
   readonly tracing: RequestTracing;
+  /** The largest message (--max-message-size): also what a reply gathered from many responses may hold. */
+  readonly maxMessageSize: number;
 }
 
 /** How a request came in. */

@@ -104,10 +104,39 @@ export function typedToRaw(
   if (datatype === "BYTES") return joinBytesElements(contents.bytesContents);
   const layout = LAYOUTS[datatype];
   if (layout === undefined) throw invalidArgument(`tensor '${tensorName}': unsupported datatype ${datatype}`);
-  if (layout.kind === "bigint") return asBytes(layout.array.from(values as bigint[]));
+  if (layout.kind === "bigint") return int64Raw(values, datatype as "INT64" | "UINT64", `tensor '${tensorName}'`);
   const numbers = values as number[];
   if (layout.range !== undefined) checkRange(tensorName, datatype, numbers, layout.range);
   return asBytes(layout.array.from(numbers));
+}
+
+const INT64_RANGES = { INT64: [-(2n ** 63n), 2n ** 63n - 1n], UINT64: [0n, 2n ** 64n - 1n] } as const;
+
+/**
+ * INT64 / UINT64 elements as raw bytes, each checked against the datatype's range (`what`
+ * names the tensor in the error): the one conversion, so no value wraps silently. Safe
+ * integers (numbers) are written without a bigint each (millions of elements in a large
+ * JSON body); bigints (typed contents, JSON values beyond 2^53) are checked as they are.
+ */
+export function int64Raw(values: readonly unknown[], datatype: "INT64" | "UINT64", what: string): Uint8Array {
+  const [min, max] = INT64_RANGES[datatype];
+  const raw = new Uint8Array(values.length * 8);
+  const view = new DataView(raw.buffer);
+  for (let index = 0; index < values.length; index++) {
+    const value = values[index];
+    const at = index * 8;
+    if (typeof value === "number" && Number.isSafeInteger(value) && (value >= 0 || datatype === "INT64")) {
+      // Two's complement halves: the low word modulo 2^32, the high word floored.
+      view.setUint32(at, value >>> 0, true);
+      view.setInt32(at + 4, Math.floor(value / 2 ** 32), true);
+    } else if (typeof value === "bigint" && value >= min && value <= max) {
+      if (datatype === "INT64") view.setBigInt64(at, value, true);
+      else view.setBigUint64(at, value, true);
+    } else {
+      throw invalidArgument(`${what}: element ${index} must be a whole number in ${min}..${max} for ${datatype}`);
+    }
+  }
+  return raw;
 }
 
 function checkRange(tensorName: string, datatype: Datatype, values: readonly number[], range: IntegerRange): void {

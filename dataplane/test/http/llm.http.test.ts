@@ -262,6 +262,36 @@ describe("generate and OpenAI routes on the HTTP front door", function () {
   });
 });
 
+describe("a decoupled model's responses gathered into one HTTP reply: bounded by --max-message-size", function () {
+  this.timeout(60_000);
+  const LIMIT = 64 * 1024;
+  // No delays between tokens, and opted in to gathering on infer.
+  const FAST = `${mockerConfig("fast_llm", { decoupled: true })}parameters { key: "model_infer_gathers_responses" value { string_value: "true" } }\n`;
+  const serving = useServer({ fast_llm: FAST }, ["--max-message-size", String(LIMIT)]);
+  const post = (path: string, body: unknown): Promise<Response> =>
+    fetch(`http://127.0.0.1:${serving.server.httpPort}${path}`, { method: "POST", body: JSON.stringify(body) });
+
+  it("fails a gathered answer past the limit 429 (RESOURCE_EXHAUSTED) naming the model and the limit, and serves one within it", async () => {
+    // 100,000 tokens: ~700 KB of text, ten times the limit.
+    const parameters = { max_tokens: 100_000 };
+    const infer = await post("/v2/models/fast_llm/infer", {
+      inputs: [{ name: "text_input", datatype: "BYTES", shape: [1], data: ["a b c"] }],
+      parameters,
+    });
+    const generate = await post("/v2/models/fast_llm/generate", { text_input: "a b c", parameters });
+    for (const reply of [infer, generate]) {
+      assert.equal(reply.status, 429, (await reply.clone().text()).slice(0, 300));
+      const { error } = (await reply.json()) as { error: string };
+      assert.match(error, new RegExp(`model 'fast_llm'.*exceed the limit of ${LIMIT} bytes`));
+    }
+    const small = await post("/v2/models/fast_llm/generate", {
+      text_input: "a b c",
+      parameters: { max_tokens: 1000 },
+    });
+    assert.equal(small.status, 200);
+  });
+});
+
 describe("the HTTP front door on stop: a stream in flight finishes, then the port closes", function () {
   this.timeout(30_000);
   let server: ServerProcess;

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { DataPlaneError } from "../../../lib/errors.js";
-import { MAX_JSON_DEPTH, parseJsonText } from "../../src/http/kserve/json-text.js";
+import { MAX_JSON_DEPTH, MAX_JSON_VALUES, parseJsonText } from "../../src/http/kserve/json-text.js";
 
-const exact = (text: string): unknown => parseJsonText(text, "the body", true);
+const exact = (text: string): unknown => parseJsonText(text, "the body", { exactIntegers: true });
 
 describe("JSON bodies (json-text.ts): exact 64-bit integers with JSON.parse, nesting bounded", () => {
   it("keeps whole numbers beyond 2^53 exact as bigints, wherever they are, and the rest as JSON.parse reads them", () => {
@@ -52,5 +52,17 @@ describe("JSON bodies (json-text.ts): exact 64-bit integers with JSON.parse, nes
     );
     assert.deepEqual(parseJsonText(`["${"[".repeat(500)}"]`, "x"), ["[".repeat(500)]);
     assert.throws(() => parseJsonText("[1,", "the body"), /the body is not valid JSON/);
+  });
+
+  it("refuses text of more values than asked for, before parsing; commas in strings not counted", () => {
+    // The array and its elements: count + 1 values.
+    const values = (count: number): string => `[0${",0".repeat(count - 1)}]`;
+    const options = { maxValues: MAX_JSON_VALUES };
+    assert.equal((parseJsonText(values(MAX_JSON_VALUES - 1), "x", options) as number[]).length, MAX_JSON_VALUES - 1);
+    assert.throws(
+      () => parseJsonText(values(MAX_JSON_VALUES), "the body", options),
+      /the body holds more than 100000 JSON values/,
+    );
+    assert.deepEqual(parseJsonText(`["${",".repeat(10)}"]`, "x", { maxValues: 2 }), [",".repeat(10)]);
   });
 });

@@ -4,6 +4,10 @@ import { countBytesElements, joinBytesElements, splitBytesElements } from "../..
 import { DATATYPE_NAMES, DATATYPES, datatypeFromConfig } from "../../../lib/model-repository/datatypes.js";
 import { decodeInputs, encodeOutputs, type InputContract } from "../../src/tensors/request.js";
 import { emptyContents, rawToTyped, typedToRaw } from "../../src/tensors/typed.js";
+import { samplingInputs } from "../../src/tensors/sampling-inputs.js";
+import type { InferParameter } from "../../../proto/gen/ts/grpc_service.js";
+import { parseText } from "../../../lib/model-repository/config.js";
+import { toModelSpec } from "../../../lib/model-repository/spec.js";
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
 
@@ -202,5 +206,58 @@ describe("request decoding", () => {
       outputs.map((output) => output.contents),
       [undefined, undefined],
     );
+  });
+});
+
+/** TensorRT-LLM's layout with 64-bit sampling inputs (max_tokens INT64, random_seed UINT64). */
+const SPEC = toModelSpec(
+  parseText(
+    `name: "llm" backend: "mocker"
+input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] },
+        { name: "max_tokens" data_type: TYPE_INT64 dims: [ 1 ] },
+        { name: "random_seed" data_type: TYPE_UINT64 dims: [ 1 ] optional: true },
+        { name: "temperature" data_type: TYPE_FP32 dims: [ 1 ] optional: true } ]
+output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]`,
+    "llm",
+  ),
+  "llm",
+);
+
+/** Parameters as MAX sends them: numeric strings. */
+const strings = (values: Record<string, string>): Record<string, InferParameter> =>
+  Object.fromEntries(
+    Object.entries(values).map(([key, value]) => [key, { parameterChoice: { $case: "stringParam", value } }]),
+  );
+
+describe("sampling inputs from request parameters (TensorRT-LLM's layout), in raw form", () => {
+  it("writes each declared input's value in its datatype", () => {
+    const { inputs, raw } = samplingInputs(SPEC, strings({ max_tokens: "32", seed: "7", temperature: "0.5" }));
+    assert.deepEqual(
+      inputs.map(({ name, datatype, shape, contents }) => ({ name, datatype, shape, contents })),
+      [
+        { name: "max_tokens", datatype: "INT64", shape: [1n], contents: undefined },
+        { name: "random_seed", datatype: "UINT64", shape: [1n], contents: undefined },
+        { name: "temperature", datatype: "FP32", shape: [1n], contents: undefined },
+      ],
+    );
+    assert.equal(Buffer.from(raw[0]!).readBigInt64LE(0), 32n);
+    assert.equal(Buffer.from(raw[1]!).readBigUInt64LE(0), 7n);
+    assert.equal(Buffer.from(raw[2]!).readFloatLE(0), 0.5);
+  });
+
+  it("refuses a value its 64-bit input cannot hold, naming the input (it wrapped: 1e19 became -8446744073709551616)", () => {
+    invalid(() => samplingInputs(SPEC, strings({ max_tokens: "1e19" })), /input 'max_tokens'.*INT64/);
+    invalid(() => samplingInputs(SPEC, strings({ max_tokens: "16", seed: "-1" })), /input 'random_seed'.*UINT64/);
+  });
+});
+
+describe("typed INT64 / UINT64 contents to raw: checked as JSON data is", () => {
+  it("refuses a bigint out of the datatype's range naming the tensor (it wrapped silently)", () => {
+    const contents = { ...emptyContents(), int64Contents: [1n, 2n ** 63n] };
+    invalid(() => typedToRaw("big", "INT64", contents, 2), /tensor 'big': element 1 .*INT64/);
+    const unsigned = { ...emptyContents(), uint64Contents: [-1n] };
+    invalid(() => typedToRaw("seed", "UINT64", unsigned, 1), /tensor 'seed': element 0 .*UINT64/);
+    const fine = { ...emptyContents(), int64Contents: [-(2n ** 63n)] };
+    assert.equal(Buffer.from(typedToRaw("t", "INT64", fine, 1)).readBigInt64LE(0), -(2n ** 63n));
   });
 });

@@ -120,34 +120,39 @@ export class MockerEngine implements Engine {
     // What might be the start of a stop sequence waits for the next token: the last
     // (longest stop - 1) characters; a stop can only begin in the tail a token extends.
     const holdBack = stops.reduce((longest, stop) => Math.max(longest, stop.length - 1), 0);
-    let searchFrom = 0;
     // Each token is made when its turn comes, in CPU slices: a long answer neither holds up
     // other requests nor goes on once the request is cancelled.
     const slices = new CpuSlices(signal);
-    let text = "";
-    /** Characters of `text` already streamed. */
-    let sent = 0;
+    // Only the text not yet passed on is kept as one string (the held-back tail and the new
+    // token) and searched: re-reading the whole answer per token made a long answer
+    // quadratic (200,000 tokens: over 2 minutes). A whole answer is gathered in parts.
+    let tail = "";
+    const passed: string[] = [];
     for (let index = 0; index < count; index++) {
       const delay = index === 0 ? this.settings.ttftMs : this.settings.itlMs;
       if (delay > 0) await pause(delay, signal);
       else await slices.step();
       const token = wordFor(llm.prompt, seed, index);
       tokenMade();
-      text += index === 0 ? token : ` ${token}`;
+      tail += index === 0 ? token : ` ${token}`;
       // A stop sequence ends the answer before it, as OpenAI's servers do.
-      const stopAt = firstStop(text, stops, searchFrom);
-      searchFrom = Math.max(0, text.length - holdBack);
-      if (stopAt !== undefined) text = text.slice(0, stopAt);
+      const stopAt = firstStop(tail, stops);
+      if (stopAt !== undefined) tail = tail.slice(0, stopAt);
       const reason = stopAt !== undefined ? "stop" : index === count - 1 ? "length" : "";
+      const upTo = reason !== "" ? tail.length : Math.max(0, tail.length - holdBack);
+      const part = tail.slice(0, upTo);
+      tail = tail.slice(upTo);
       if (llm.streaming) {
-        const upTo = reason !== "" ? text.length : Math.max(sent, text.length - holdBack);
-        if (upTo > sent || reason !== "") {
-          yield { outputs: llmOutputs([text.slice(sent, upTo)], [reason], request.requestedOutputs, llm) };
+        if (part !== "" || reason !== "") {
+          yield { outputs: llmOutputs([part], [reason], request.requestedOutputs, llm) };
         }
-        sent = upTo;
-      } else if (reason !== "") {
-        const answer = llm.echoPrompt ? `${llm.prompt} ${text}` : text;
-        yield { outputs: llmOutputs([answer], [reason], request.requestedOutputs, llm) };
+      } else {
+        passed.push(part);
+        if (reason !== "") {
+          const text = passed.join("");
+          const answer = llm.echoPrompt ? `${llm.prompt} ${text}` : text;
+          yield { outputs: llmOutputs([answer], [reason], request.requestedOutputs, llm) };
+        }
       }
       if (stopAt !== undefined) return;
     }
@@ -156,11 +161,15 @@ export class MockerEngine implements Engine {
   async close(): Promise<void> {}
 }
 
-/** Where the first stop sequence in `text` starts (at `from` or after), if one does. */
-function firstStop(text: string, stops: readonly string[], from: number): number | undefined {
+/**
+ * Where the first stop sequence in `text` starts, if one does. `text` is the held-back tail
+ * and the new token: the tail held none (it was searched as each of its tokens came), so a
+ * stop found is one the token completes.
+ */
+function firstStop(text: string, stops: readonly string[]): number | undefined {
   let first: number | undefined;
   for (const stop of stops) {
-    const at = text.indexOf(stop, from);
+    const at = text.indexOf(stop);
     if (at >= 0 && (first === undefined || at < first)) first = at;
   }
   return first;

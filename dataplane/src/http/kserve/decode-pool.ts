@@ -2,17 +2,19 @@ import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import type { ModelInferRequest } from "../../../../proto/gen/ts/grpc_service.js";
 import { DataPlaneError, type ErrorKind } from "../../../../lib/errors.js";
-import { inferRequestOf, parseInferHeader, type ReplyForm } from "./infer.js";
+import { inferRequestOf, parseInferHeader, parseJsonBody, type ReplyForm } from "./infer.js";
 
 /**
- * Infer bodies decoded off the event loop. JSON.parse and the tensor conversion take about
- * 60 ms per MB of JSON, all in one piece: a body at the 64 MiB limit held every other
- * request, probe and stream for seconds. Bodies of DECODE_OFF_THREAD_BYTES or more go to a
- * small pool of threads (one body each at a time, the rest queued); smaller ones are
- * decoded in place, where a thread's round trip would cost more than it saves.
+ * JSON bodies decoded off the event loop: infer bodies (JSON parsed, tensors converted) and
+ * every other JSON body (parsed). JSON.parse and the tensor conversion take about 60 ms per
+ * MB of JSON, all in one piece: a body at the 64 MiB limit held every other request, probe
+ * and stream for seconds, and a 64 KB gzip body inflates that far. JSON of
+ * DECODE_OFF_THREAD_BYTES or more (an infer body's JSON header, without its binary part)
+ * goes to a small pool of threads (one body each at a time, the rest queued); smaller JSON
+ * is decoded in place, where a thread's round trip would cost more than it saves.
  */
 
-/** A JSON header this large (1 MiB) takes ~60 ms to decode: from here on it goes to a thread. */
+/** A JSON body this large (1 MiB) takes ~60 ms to decode: from here on it goes to a thread. */
 export const DECODE_OFF_THREAD_BYTES = 1024 * 1024;
 
 interface Model {
@@ -21,22 +23,26 @@ interface Model {
 }
 export type Decoded = { request: ModelInferRequest; reply: ReplyForm };
 
-/** A body to decode, as the pool sends it to a thread. */
-export interface DecodeJob {
-  readonly id: number;
-  readonly header: Uint8Array;
-  readonly binary: Uint8Array;
-  readonly model: Model;
-}
-/** A thread's answer: the request, or the error it makes. */
+/** A body to decode, as the pool sends it to a thread: an infer body, or any JSON body (`what` names it). */
+export type DecodeJob =
+  | { readonly id: number; readonly header: Uint8Array; readonly binary: Uint8Array; readonly model: Model }
+  | { readonly id: number; readonly json: Uint8Array; readonly what: string };
+/** A thread's answer: the request or the parsed value, or the error it makes. */
 export type DecodeResult =
-  | { readonly id: number; readonly decoded: Decoded }
+  | { readonly id: number; readonly decoded: Decoded | unknown }
   | { readonly id: number; readonly error: { readonly kind: ErrorKind; readonly message: string } };
 
 /** Decodes an infer body: its JSON header and binary part, for `model`. */
 export function decodeInferBody(header: Buffer, binary: Buffer, model: Model): Decoded | Promise<Decoded> {
+  // The binary part costs nothing to read (its tensors are slices): only the JSON counts.
   if (header.length < DECODE_OFF_THREAD_BYTES) return inferRequestOf(parseInferHeader(header), binary, model);
-  return pool().decode({ id: 0, header, binary, model });
+  return pool().decode({ id: 0, header, binary, model }) as Promise<Decoded>;
+}
+
+/** Parses a JSON body other than an infer body (`what` names it in messages). */
+export function decodeJsonBody(body: Buffer, what: string): Promise<unknown> {
+  if (body.length < DECODE_OFF_THREAD_BYTES) return Promise.resolve(parseJsonBody(body, what));
+  return pool().decode({ id: 0, json: body, what });
 }
 
 /** Ends the pool's threads (the front door is closing); a later body starts new ones. */
@@ -51,7 +57,7 @@ const pool = (): DecodePool => (shared ??= new DecodePool(Math.min(2, availableP
 
 interface Waiting {
   readonly job: DecodeJob;
-  resolve(decoded: Decoded): void;
+  resolve(decoded: unknown): void;
   reject(error: Error): void;
 }
 
@@ -64,7 +70,7 @@ class DecodePool {
 
   constructor(private readonly size: number) {}
 
-  decode(job: DecodeJob): Promise<Decoded> {
+  decode(job: DecodeJob): Promise<unknown> {
     return new Promise((resolve, reject) => {
       this.queue.push({ job: { ...job, id: this.nextId++ }, resolve, reject });
       this.dispatch();

@@ -38,9 +38,9 @@ export function generateRoutes(
   door: FrontDoor,
 ): void {
   forModel("POST", "/generate", async (request, reply) => {
-    const inferRequest = generateRequest(request, modelOf(request), door);
+    const inferRequest = await generateRequest(request, modelOf(request), door);
     const lifetime = httpLifetime(request.headers, reply.raw);
-    const gatherer = new ResponseGatherer();
+    const gatherer = new ResponseGatherer(door.inference.maxMessageSize, request.params.model);
     for await (const response of runInference(door.inference, inferRequest, GENERATE, lifetime)) gatherer.add(response);
     const gathered = gatherer.result();
     return sendJson(
@@ -49,7 +49,7 @@ export function generateRoutes(
     );
   });
   forModel("POST", "/generate_stream", async (request, reply) => {
-    const inferRequest = generateRequest(request, modelOf(request), door);
+    const inferRequest = await generateRequest(request, modelOf(request), door);
     const lifetime = httpLifetime(request.headers, reply.raw);
     const responses = runInference(door.inference, inferRequest, GENERATE_STREAM, lifetime)[Symbol.asyncIterator]();
     await replyWithEvents(reply, responses, {
@@ -59,8 +59,12 @@ export function generateRoutes(
   });
 }
 
-function generateRequest(request: Route, model: { name: string; version: string }, door: FrontDoor): ModelInferRequest {
-  const body = jsonBody(request, "the generate request");
+async function generateRequest(
+  request: Route,
+  model: { name: string; version: string },
+  door: FrontDoor,
+): Promise<ModelInferRequest> {
+  const body = await jsonBody(request, "the generate request");
   const spec = door.inference.registry.resolve(model.name, model.version).model.spec;
   const parameters = parametersFromJson(body.parameters, "parameters");
   const id = body.id;

@@ -17,7 +17,7 @@ import {
   rawFromJson,
   shapeFromJson,
 } from "./json-tensors.js";
-import { parseJsonText } from "./json-text.js";
+import { MAX_JSON_VALUES, parseJsonText } from "./json-text.js";
 
 /**
  * The KServe v2 infer body, JSON or with Triton's binary tensor data extension: the JSON
@@ -52,9 +52,9 @@ export function splitBody(body: Buffer, headerLength: string | undefined): { hea
   return { header: body.subarray(0, length), binary: body.subarray(length) };
 }
 
-/** A JSON body, or an error naming it. */
+/** A JSON body other than an infer body (values bounded), or an error naming it. */
 export function parseJsonBody(body: Buffer, what: string): unknown {
-  return parseJsonText(body.toString("utf8"), what);
+  return parseJsonText(body.toString("utf8"), what, { maxValues: MAX_JSON_VALUES });
 }
 
 /**
@@ -62,7 +62,7 @@ export function parseJsonBody(body: Buffer, what: string): unknown {
  * beyond 2^53 would change: whole numbers too large for a double are read as bigints.
  */
 export function parseInferHeader(header: Buffer): unknown {
-  return parseJsonText(header.toString("utf8"), "the inference request header", true);
+  return parseJsonText(header.toString("utf8"), "the inference request header", { exactIntegers: true });
 }
 
 /** A ModelInferRequest from the JSON header and the binary part; every input in raw form. */

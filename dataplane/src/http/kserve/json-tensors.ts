@@ -2,7 +2,7 @@ import type { InferParameter, InferTensorContents } from "../../../../proto/gen/
 import { invalidArgument } from "../../../../lib/errors.js";
 import { DATATYPES, isDatatype, type Datatype } from "../../../../lib/model-repository/datatypes.js";
 import { elementCount } from "../../tensors/tensor.js";
-import { emptyContents, rawToTyped, typedFieldOf, typedToRaw } from "../../tensors/typed.js";
+import { emptyContents, int64Raw, rawToTyped, typedFieldOf, typedToRaw } from "../../tensors/typed.js";
 import { parameterChoiceOf } from "../../tensors/parameters.js";
 
 /**
@@ -105,36 +105,6 @@ function flatten(data: unknown, field: string): unknown[] {
     else flat.push(item);
   }
   return flat;
-}
-
-const INT64_RANGES = { INT64: [-(2n ** 63n), 2n ** 63n - 1n], UINT64: [0n, 2n ** 64n - 1n] } as const;
-
-/**
- * INT64 / UINT64 elements written straight into raw form: safe integers without making a
- * bigint each (millions of elements in a large body), bigints (the header parser's values
- * beyond 2^53) checked against the datatype's range.
- */
-function int64Raw(values: readonly unknown[], datatype: "INT64" | "UINT64", field: string): Uint8Array {
-  const [min, max] = INT64_RANGES[datatype];
-  const raw = new Uint8Array(values.length * 8);
-  const view = new DataView(raw.buffer);
-  for (let index = 0; index < values.length; index++) {
-    const value = values[index];
-    const at = index * 8;
-    if (typeof value === "number" && Number.isSafeInteger(value) && (value >= 0 || datatype === "INT64")) {
-      // Two's complement halves: the low word modulo 2^32, the high word floored.
-      view.setUint32(at, value >>> 0, true);
-      view.setInt32(at + 4, Math.floor(value / 2 ** 32), true);
-    } else if (typeof value === "bigint" && value >= min && value <= max) {
-      if (datatype === "INT64") view.setBigInt64(at, value, true);
-      else view.setBigUint64(at, value, true);
-    } else {
-      throw invalidArgument(
-        `${field}: element ${index} of 'data' must be a whole number in ${min}..${max} for ${datatype}`,
-      );
-    }
-  }
-  return raw;
 }
 
 /** A raw tensor's elements as JSON array text (64-bit integers written exactly). */

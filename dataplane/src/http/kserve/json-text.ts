@@ -19,11 +19,28 @@ interface Tokens {
   next: number;
 }
 
-/** Parses `text` (`what` names it in messages): nesting bounded, and whole numbers beyond 2^53 as bigints when `exactIntegers`. */
-export function parseJsonText(text: string, what: string, exactIntegers = false): unknown {
+/**
+ * Values a JSON body other than an infer body may hold (arrays, objects, numbers, strings,
+ * ...). Such bodies carry text and settings, a few values each; a large one is parsed on a
+ * thread, and what it parsed to is copied back to the event loop: about 0.2 s per MB of
+ * `[],[],...`. Bounding the values bounds that copy (a few ms for 100,000 values) whatever
+ * the body's size; long text is one value.
+ */
+export const MAX_JSON_VALUES = 100_000;
+
+export interface JsonTextOptions {
+  /** Whole numbers beyond 2^53 as bigints (INT64 and UINT64 tensor data). */
+  readonly exactIntegers?: boolean;
+  /** Refuse text of more values than this. */
+  readonly maxValues?: number;
+}
+
+/** Parses `text` (`what` names it in messages): nesting (and optionally values) bounded, and whole numbers beyond 2^53 as bigints when asked. */
+export function parseJsonText(text: string, what: string, options: JsonTextOptions = {}): unknown {
   // A double holds every whole number of up to 15 digits: without a longer run of digits
   // (anywhere, strings included) nothing can be rounded.
-  const tokens = scan(text, what, exactIntegers && /\d{16}/.test(text));
+  const collect = options.exactIntegers === true && /\d{16}/.test(text);
+  const tokens = scan(text, what, collect, options.maxValues ?? Infinity);
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -39,11 +56,13 @@ export function parseJsonText(text: string, what: string, exactIntegers = false)
  * unsafe integers (only a token of 16 or more digits, or with an exponent, can be one):
  * their exact values by the double each becomes, in the text's order. A whole-number token
  * is exact as a bigint; any other (1e20, 1.0e20) stays the double, which the tensor checks
- * refuse as inexact. (Invalid JSON is JSON.parse's to report, after this.)
+ * refuse as inexact. Values are counted as a ',' or an opening bracket each (over by at
+ * most one: fine for a bound). (Invalid JSON is JSON.parse's to report, after this.)
  */
-function scan(text: string, what: string, collect: boolean): Map<number, Tokens> | undefined {
+function scan(text: string, what: string, collect: boolean, maxValues: number): Map<number, Tokens> | undefined {
   const tokens = collect ? new Map<number, Tokens>() : undefined;
   let depth = 0;
+  let values = 1;
   for (let index = 0; index < text.length; index++) {
     const code = text.charCodeAt(index);
     if (code === 0x22) {
@@ -53,8 +72,13 @@ function scan(text: string, what: string, collect: boolean): Map<number, Tokens>
         if (inner === 0x5c) index++;
         else if (inner === 0x22) break;
       }
-    } else if (code === 0x5b || code === 0x7b) {
-      if (++depth > MAX_JSON_DEPTH) {
+    } else if (code === 0x2c || code === 0x5b || code === 0x7b) {
+      if (++values > maxValues) {
+        throw invalidArgument(
+          `${what} holds more than ${maxValues} JSON values (only an infer request's tensor data may hold more)`,
+        );
+      }
+      if (code !== 0x2c && ++depth > MAX_JSON_DEPTH) {
         throw invalidArgument(`${what} nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
       }
     } else if (code === 0x5d || code === 0x7d) depth--;

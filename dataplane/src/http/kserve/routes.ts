@@ -11,8 +11,8 @@ import { runInference, type Entry } from "../../inference/pipeline.js";
 import { httpLifetime } from "../lifetime.js";
 import { JSON_TYPE, type FrontDoor } from "../server.js";
 import { generateRoutes } from "./generate.js";
-import { decodeInferBody } from "./decode-pool.js";
-import { HEADER_LENGTH, inferReplyOf, parseJsonBody, splitBody } from "./infer.js";
+import { decodeInferBody, decodeJsonBody } from "./decode-pool.js";
+import { HEADER_LENGTH, inferReplyOf, splitBody } from "./infer.js";
 import { jsonObject } from "./json-tensors.js";
 
 /**
@@ -91,25 +91,25 @@ export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
   generateRoutes(forModel, model, door);
 
   app.post("/v2/repository/index", async (request) => {
-    const body = optionalJson(request, "the repository index request");
+    const body = await optionalJson(request, "the repository index request");
     const ready = body.ready ?? false;
     if (typeof ready !== "boolean") throw invalidArgument("'ready' must be true or false");
     return protoJson((await operations.repositoryIndex({ repositoryName: "", ready })).models);
   });
   app.post<{ Params: { model: string } }>(MODEL_CONTROL_CALLS.load.httpRoute, async (request, reply) => {
-    const parameters = repositoryParameters(optionalJson(request, "the load request").parameters);
+    const parameters = repositoryParameters((await optionalJson(request, "the load request")).parameters);
     await operations.repositoryModelLoad({ repositoryName: "", modelName: request.params.model, parameters });
     return reply.code(200).send();
   });
   app.post<{ Params: { model: string } }>(MODEL_CONTROL_CALLS.unload.httpRoute, async (request, reply) => {
-    const parameters = repositoryParameters(optionalJson(request, "the unload request").parameters);
+    const parameters = repositoryParameters((await optionalJson(request, "the unload request")).parameters);
     await operations.repositoryModelUnload({ repositoryName: "", modelName: request.params.model, parameters });
     return reply.code(200).send();
   });
 
   app.get("/v2/logging", async () => logSettingsJson((await operations.logSettings({ settings: {} })).settings));
   app.post("/v2/logging", async (request) => {
-    const settings = logSettingsRequest(optionalJson(request, "the log settings request"));
+    const settings = logSettingsRequest(await optionalJson(request, "the log settings request"));
     return logSettingsJson((await operations.logSettings({ settings })).settings);
   });
 
@@ -150,15 +150,14 @@ export function bodyOf(request: FastifyRequest): Buffer {
   return Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
 }
 
-/** A body that must be a JSON object. */
-export function jsonBody(request: FastifyRequest, what: string): Record<string, unknown> {
-  return jsonObject(parseJsonBody(bodyOf(request), what), what);
+/** A body that must be a JSON object (a large one parsed off the event loop). */
+export async function jsonBody(request: FastifyRequest, what: string): Promise<Record<string, unknown>> {
+  return jsonObject(await decodeJsonBody(bodyOf(request), what), what);
 }
 
 /** A body that is a JSON object, or none at all ({}). */
-export function optionalJson(request: FastifyRequest, what: string): Record<string, unknown> {
-  const body = bodyOf(request);
-  return body.length === 0 ? {} : jsonBody(request, what);
+export async function optionalJson(request: FastifyRequest, what: string): Promise<Record<string, unknown>> {
+  return bodyOf(request).length === 0 ? {} : jsonBody(request, what);
 }
 
 const headerValue = (value: string | string[] | undefined): string | undefined =>

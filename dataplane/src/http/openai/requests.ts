@@ -12,9 +12,7 @@ import {
 import { invalidArgument } from "../../../../lib/errors.js";
 import type { ModelSpec } from "../../../../lib/model-repository/spec.js";
 import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
-import { typedToRaw } from "../../tensors/typed.js";
-import { samplingInputTensors } from "../../engines/llm-tensors.js";
-import type { Datatype } from "../../../../lib/model-repository/datatypes.js";
+import { samplingInputs } from "../../tensors/sampling-inputs.js";
 import { parameterError } from "../errors.js";
 
 /**
@@ -203,10 +201,9 @@ export function llmInferRequest(spec: ModelSpec, request: OpenAiRequest): ModelI
   if (declares(EXCLUDE_INPUT_IN_OUTPUT)) flag(EXCLUDE_INPUT_IN_OUTPUT, true);
   if (declares(RETURN_FINISH_REASON)) flag(RETURN_FINISH_REASON, true);
   // TensorRT-LLM's layout: one input per sampling value (max_tokens required), stop_words.
-  for (const tensor of samplingInputTensors(spec, request.parameters)) {
-    inputs.push({ ...tensor, contents: undefined });
-    rawInputContents.push(typedToRaw(tensor.name, tensor.datatype as Datatype, tensor.contents!, 1));
-  }
+  const sampling = samplingInputs(spec, request.parameters);
+  inputs.push(...sampling.inputs);
+  rawInputContents.push(...sampling.raw);
   if (declares(STOP_WORDS) && request.stop.length > 0) {
     const words = request.stop.map((word) => Buffer.from(word, "utf8"));
     inputs.push({

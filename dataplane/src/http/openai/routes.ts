@@ -81,7 +81,7 @@ async function complete(
   reply: FastifyReply,
   door: FrontDoor,
 ): Promise<void> {
-  const body = jsonBody(request, "the request body");
+  const body = await jsonBody(request, "the request body");
   const openai = readOpenAiRequest(kind, body);
   const spec = door.inference.registry.resolve(openai.model, "").model.spec;
   const inferRequest = llmInferRequest(spec, openai);
