@@ -25,6 +25,9 @@ export class GrpcHealth {
     registry.onChange(() => this.update());
     this.timer = setInterval(() => this.update(), REFRESH_MS);
     this.timer.unref();
+    // Known from the start: the ports open before the start-up loads, and a readiness probe
+    // meanwhile must read NOT_SERVING, not "unknown service".
+    this.update();
   }
 
   /** True while the data plane takes inference requests. */
