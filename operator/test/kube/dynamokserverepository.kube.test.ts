@@ -174,9 +174,12 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     // The image's python3 has numpy; here, the test venv's interpreter stands in for it.
     dataplane = await startServer([...args, "--host", podIp, "--python", MODELS_PYTHON]);
 
+    // The pod's ports open before its start-up loads end, so the operator may first see models
+    // still loading: wait for the Python model, the slowest to load, to be reported.
     const repository = await eventually(async () => {
       const current = await readRepository("triton-models");
       assert.equal(conditionOf(current, "ModelsReady")?.reason, "ModelsUnavailable", JSON.stringify(current.status));
+      assert.equal(modelsOf(current).get("add_sub_python:1")?.state, "READY", JSON.stringify(current.status));
       return current;
     }, 30_000);
     const models = modelsOf(repository);
