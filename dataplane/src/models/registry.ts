@@ -195,9 +195,7 @@ export class ModelRegistry {
         // Triton's words. A load stopped by shutdown or its timeout is UNAVAILABLE (try again,
         // elsewhere); anything else is what the config or model asks for: INVALID_ARGUMENT.
         const message = `load failed for model '${name}': ${errorMessage(error)}`;
-        throw error instanceof DataPlaneError && error.kind === "Unavailable"
-          ? unavailable(message)
-          : invalidArgument(message);
+        throw error instanceof LoadStopped ? unavailable(message) : invalidArgument(message);
       }
     });
   }

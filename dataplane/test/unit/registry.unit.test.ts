@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { pino } from "pino";
 import type { Engine } from "../../src/engines/engine.js";
 import { ModelRegistry } from "../../src/models/registry.js";
+import { unavailable } from "../../../lib/errors.js";
 
 /** An engine that only records whether it was closed. */
 class RecordingEngine implements Engine {
@@ -109,6 +110,15 @@ class HangingEngine extends RecordingEngine {
   }
 }
 
+/** An engine whose start fails as a Python model's does when its process exits before it is ready. */
+class FailingEngine extends RecordingEngine {
+  start(): Promise<void> {
+    return Promise.reject(
+      unavailable("python model 'broken': the Python process exited with code 1 before it was ready"),
+    );
+  }
+}
+
 describe("model registry: a model whose load never finishes", () => {
   let repository: string;
   let engines: Map<string, RecordingEngine[]>;
@@ -124,7 +134,12 @@ describe("model registry: a model whose load never finishes", () => {
       controlMode,
       startupModels,
       createEngine: (spec) => {
-        const engine = spec.name === "hung" ? new HangingEngine() : new RecordingEngine();
+        const engine =
+          spec.name === "hung"
+            ? new HangingEngine()
+            : spec.name === "broken"
+              ? new FailingEngine()
+              : new RecordingEngine();
         engines.set(spec.name, [...(engines.get(spec.name) ?? []), engine]);
         return engine;
       },
@@ -153,6 +168,16 @@ describe("model registry: a model whose load never finishes", () => {
     assert.equal(hung?.state, "UNAVAILABLE");
     assert.match(hung?.reason ?? "", /model 'hung' did not load within 0.1 s \(--model-load-timeout-secs\)/);
     assert.equal(registry.resolve("m", "").model.engine, engines.get("m")![0]);
+  });
+
+  it("answers a model that fails its own start INVALID_ARGUMENT (its config or code), even when the engine says UNAVAILABLE", async () => {
+    write("broken");
+    await start("explicit", []);
+    const failure = await registry.load("broken").then(
+      () => "loaded",
+      (error: Error) => `${error.name}: ${error.message}`,
+    );
+    assert.match(failure, /^DataPlaneError\(InvalidArgument\): load failed for model 'broken': python model 'broken'/);
   });
 
   it("holds up no other model's load or unload, and close() stops it", async () => {
