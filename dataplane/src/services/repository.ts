@@ -43,21 +43,20 @@ export function repositoryOperations(registry: ModelRegistry): RepositoryOperati
  * no control characters (a NUL would cut the name where the file system reads it).
  */
 function checkModelName(name: string, rpc: string): void {
-  const problem =
-    name === ""
-      ? "is empty"
-      : name === "." || name === ".."
-        ? "is not a folder name"
-        : /[/\\]/.test(name)
-          ? "contains a path separator"
-          : [...name].some((character) => character < " " || character === "\u007f")
-            ? "contains a control character"
-            : undefined;
+  const problem = modelNameProblem(name);
   if (problem !== undefined) {
     throw invalidArgument(
       `${rpc}: the model name ${problem}; a model name is its folder's name in the model repository`,
     );
   }
+}
+
+function modelNameProblem(name: string): string | undefined {
+  if (name === "") return "is empty";
+  if (name === "." || name === "..") return "is not a folder name";
+  if (/[/\\]/.test(name)) return "contains a path separator";
+  if ([...name].some((character) => character < " " || character === "\u007f")) return "contains a control character";
+  return undefined;
 }
 
 /**
