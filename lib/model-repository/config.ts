@@ -73,7 +73,7 @@ export function configText(format: ConfigFormat | undefined, content: Uint8Array
 
 /** A configuration as config.pbtxt text (protobuf-es's text format writer), e.g. normalized by `migrate`. */
 export function formatText(config: ModelConfig): string {
-  return toText(ModelConfigSchema, fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish()));
+  return toText(ModelConfigSchema, asSchemaMessage(config));
 }
 
 /**
@@ -82,9 +82,15 @@ export function formatText(config: ModelConfig): string {
  * not the strings of protobuf's JSON mapping.
  */
 export function configJson(config: ModelConfig): JsonValue {
-  const message = fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish());
-  return int64AsNumbers(ModelConfigSchema, toJson(ModelConfigSchema, message, { useProtoFieldName: true }));
+  return int64AsNumbers(ModelConfigSchema, protoFieldJson(config));
 }
+
+/** A config in protobuf's JSON mapping with the proto's field names, defaults left out (64-bit integers as strings). */
+export const protoFieldJson = (config: ModelConfig): JsonValue =>
+  toJson(ModelConfigSchema, asSchemaMessage(config), { useProtoFieldName: true });
+
+/** ts-proto's ModelConfig as protobuf-es's message, for the text format and JSON writers. */
+const asSchemaMessage = (config: ModelConfig) => fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish());
 
 /**
  * The configuration a Triton Python model's initialize is given (`args["model_config"]`):
@@ -92,8 +98,10 @@ export function configJson(config: ModelConfig): JsonValue {
  * `model_config["max_batch_size"]` whatever config.pbtxt left out.
  */
 export function tritonConfigJson(config: ModelConfig): JsonValue {
-  const message = fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish());
-  const json = toJson(ModelConfigSchema, message, { useProtoFieldName: true, alwaysEmitImplicit: true });
+  const json = toJson(ModelConfigSchema, asSchemaMessage(config), {
+    useProtoFieldName: true,
+    alwaysEmitImplicit: true,
+  });
   return int64AsNumbers(ModelConfigSchema, json);
 }
 

@@ -1,16 +1,8 @@
-import {
-  fromBinary,
-  fromJson,
-  toBinary,
-  toJson,
-  type DescField,
-  type JsonObject,
-  type JsonValue,
-} from "@bufbuild/protobuf";
+import { fromJson, toBinary, type DescField, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { isDeepStrictEqual } from "node:util";
 import { ModelConfigSchema } from "../../proto/gen/es/model_config_pb.js";
 import { ModelConfig } from "../../proto/gen/ts/model_config.js";
-import { ConfigError, parseJson } from "./config.js";
+import { ConfigError, parseJson, protoFieldJson } from "./config.js";
 
 /**
  * A load request's config override (RepositoryModelLoad's "config" parameter) applied to a
@@ -54,8 +46,8 @@ export function applyConfigOverride(
   source: string,
 ): ModelConfig {
   const override = parseJson(overrideJson, source);
-  const baseJson = asObject(configJsonOf(base));
-  const overrideFields = asObject(configJsonOf(override));
+  const baseJson = asObject(protoFieldJson(base));
+  const overrideFields = asObject(protoFieldJson(override));
   /** The base's fields the override replaces (left out when it sets them to their default). */
   const replaced = new Set<string>();
   const replacements: [string, JsonValue][] = [];
@@ -83,12 +75,6 @@ export function applyConfigOverride(
   ]);
   return ModelConfig.decode(toBinary(ModelConfigSchema, fromJson(ModelConfigSchema, merged)));
 }
-
-/** A config in protobuf's JSON mapping with the proto's field names, defaults left out. */
-const configJsonOf = (config: ModelConfig): JsonValue =>
-  toJson(ModelConfigSchema, fromBinary(ModelConfigSchema, ModelConfig.encode(config).finish()), {
-    useProtoFieldName: true,
-  });
 
 const asObject = (json: JsonValue): JsonObject =>
   json !== null && typeof json === "object" && !Array.isArray(json) ? json : {};
