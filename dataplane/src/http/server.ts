@@ -142,7 +142,9 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
   app.addHook("onRequest", async (_request, reply) => {
     if (door.draining()) void reply.header("connection", "close");
   });
-  app.addHook("onRequest", authenticate(options.access));
+  const { inference, modelControl } = options.access;
+  // No hook on every request when no token is asked for (as the gRPC server adds no interceptor).
+  if (inference !== undefined || modelControl !== undefined) app.addHook("onRequest", authenticate(options.access));
   app.setErrorHandler(async (error: unknown, request, reply) => {
     if (!isBodyTooLarge(error)) return replyError(request, reply, error);
     await drainBody(request.raw, options.bodyLimit);
