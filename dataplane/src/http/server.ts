@@ -3,27 +3,16 @@ import type { AddressInfo } from "node:net";
 import compress from "@fastify/compress";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { Logger } from "pino";
-import type { InferenceContext } from "../inference/pipeline.js";
 import type { HttpServerMetrics } from "../metrics/http.js";
 import { authenticationFailure, requiredTokens, type AccessTokens } from "../server/auth.js";
 import { isModelControlRoute } from "../../../lib/contract/model-control.js";
 import type { TlsMaterial } from "../server/tls.js";
-import type { InferenceServiceOperations } from "../services/unary.js";
 import { errorBody, httpErrorOf } from "./errors.js";
+import type { FrontDoor } from "./front-door.js";
+import { sendJson } from "./json.js";
 import { closeDecodePool } from "./kserve/decode-pool.js";
 import { kserveRoutes } from "./kserve/routes.js";
 import { openaiRoutes } from "./openai/routes.js";
-
-/** What the front door's routes serve from: the same operations and pipeline as gRPC. */
-export interface FrontDoor {
-  readonly inference: InferenceContext;
-  readonly operations: InferenceServiceOperations;
-  /** The server is live / ready (the readiness a load balancer sees on every port). */
-  readonly live: () => boolean;
-  readonly ready: () => boolean;
-  /** True once the data plane drains (SIGTERM): requests are still served, connections are not kept. */
-  readonly draining: () => boolean;
-}
 
 export interface FrontDoorOptions {
   readonly host: string;
@@ -54,17 +43,6 @@ const BODY_TYPES = new Set([
   "application/x-www-form-urlencoded",
 ]);
 const BODY_TYPES_HINT = "send application/json (application/octet-stream for a body with binary tensor data)";
-
-/**
- * Exactly "application/json", as Triton sends it: the KServe SDK reads an error's message only
- * from a reply of that type (fastify adds a charset to JSON text it is given, not to bytes).
- */
-export const JSON_TYPE = "application/json";
-
-/** Replies with `value` as JSON, typed exactly application/json. */
-export function sendJson(reply: FastifyReply, value: unknown): FastifyReply {
-  return reply.header("content-type", JSON_TYPE).send(Buffer.from(JSON.stringify(value), "utf8"));
-}
 
 /** The status a request is counted with when its client went away before the reply was complete. */
 const CLIENT_CLOSED_REQUEST = 499;

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance } from "fastify";
 import type { ModelInferRequest, ModelInferResponse } from "../../../../proto/gen/ts/grpc_service.js";
 import { invalidArgument } from "../../../../lib/errors.js";
 import type { Datatype } from "../../../../lib/model-repository/datatypes.js";
@@ -9,10 +9,11 @@ import { splitBytesElements } from "../../tensors/bytes.js";
 import { rawToTyped } from "../../tensors/typed.js";
 import { httpErrorOf } from "../errors.js";
 import { httpLifetime } from "../lifetime.js";
-import { sendJson, type FrontDoor } from "../server.js";
+import type { FrontDoor } from "../front-door.js";
+import { jsonBody, sendJson } from "../json.js";
 import { replyWithEvents } from "../sse.js";
 import { parametersFromJson, rawFromJson } from "./json-tensors.js";
-import { jsonBody, type ModelParams } from "./routes.js";
+import { modelOf, modelRoutes, type ModelRequest } from "./model-routes.js";
 
 /**
  * Triton's generate extension: `/generate` and `/generate_stream` (Server-Sent Events)
@@ -22,21 +23,11 @@ import { jsonBody, type ModelParams } from "./routes.js";
  * responses are joined (text outputs concatenated, other outputs the last one).
  */
 
-type Route = FastifyRequest<{ Params: ModelParams }>;
-type ForModel = (
-  method: "GET" | "POST",
-  suffix: string,
-  handler: (request: Route, reply: FastifyReply) => Promise<unknown>,
-) => void;
-
 const GENERATE: Entry = { endpoint: "generate", requestType: "unary", protocol: "http", gathersResponses: true };
 const GENERATE_STREAM: Entry = { endpoint: "generate_stream", requestType: "stream", protocol: "http" };
 
-export function generateRoutes(
-  forModel: ForModel,
-  modelOf: (request: Route) => { name: string; version: string },
-  door: FrontDoor,
-): void {
+export function generateRoutes(app: FastifyInstance, door: FrontDoor): void {
+  const forModel = modelRoutes(app);
   forModel("POST", "/generate", async (request, reply) => {
     const inferRequest = await generateRequest(request, modelOf(request), door);
     const lifetime = httpLifetime(request.headers, reply.raw);
@@ -60,7 +51,7 @@ export function generateRoutes(
 }
 
 async function generateRequest(
-  request: Route,
+  request: ModelRequest,
   model: { name: string; version: string },
   door: FrontDoor,
 ): Promise<ModelInferRequest> {

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance } from "fastify";
 import { MODEL_CONTROL_CALLS } from "../../../../lib/contract/model-control.js";
 import type {
   LogSettingsRequest_SettingValue,
@@ -9,23 +9,18 @@ import { internal, invalidArgument } from "../../../../lib/errors.js";
 import { configJson } from "../../../../lib/model-repository/config.js";
 import { runInference, type Entry } from "../../inference/pipeline.js";
 import { httpLifetime } from "../lifetime.js";
-import { JSON_TYPE, type FrontDoor } from "../server.js";
+import type { FrontDoor } from "../front-door.js";
+import { bodyOf, JSON_TYPE, optionalJson } from "../json.js";
 import { generateRoutes } from "./generate.js";
-import { decodeInferBody, decodeJsonBody } from "./decode-pool.js";
+import { decodeInferBody } from "./decode-pool.js";
 import { HEADER_LENGTH, inferReplyOf, splitBody } from "./infer.js";
 import { jsonObject } from "./json-tensors.js";
+import { modelOf, modelRoutes } from "./model-routes.js";
 
 /**
  * KServe v2 REST (the Open Inference Protocol's HTTP binding) and Triton's HTTP extensions,
  * each route a thin translation onto the operation its gRPC RPC uses.
  */
-
-export interface ModelParams {
-  model: string;
-  version?: string;
-}
-
-type Route = FastifyRequest<{ Params: ModelParams }>;
 
 const INFER: Entry = {
   endpoint: "infer",
@@ -38,20 +33,7 @@ const INFER: Entry = {
 
 export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
   const { operations } = door;
-  /** A route for a model, and for one version of it (`/v2/models/{m}[/versions/{v}]{suffix}`). */
-  const forModel = (
-    method: "GET" | "POST",
-    suffix: string,
-    handler: (request: Route, reply: FastifyReply) => Promise<unknown>,
-  ): void => {
-    for (const prefix of ["/v2/models/:model", "/v2/models/:model/versions/:version"]) {
-      app.route({ method, url: `${prefix}${suffix}`, handler });
-    }
-  };
-  const model = (request: Route): { name: string; version: string } => ({
-    name: request.params.model,
-    version: request.params.version ?? "",
-  });
+  const forModel = modelRoutes(app);
 
   // Triton's clients read the status, KServe's the body: both are given.
   app.get("/v2/health/live", async (_request, reply) => {
@@ -65,21 +47,21 @@ export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
   app.get("/v2", async () => operations.serverMetadata({}));
   app.get("/v2/models/stats", async () => protoJson(await operations.modelStatistics({ name: "", version: "" })));
 
-  forModel("GET", "", async (request) => protoJson(await operations.modelMetadata(model(request))));
+  forModel("GET", "", async (request) => protoJson(await operations.modelMetadata(modelOf(request))));
   forModel("GET", "/ready", async (request, reply) => {
-    const { ready } = await operations.modelReady(model(request));
+    const { ready } = await operations.modelReady(modelOf(request));
     return reply.code(ready ? 200 : 400).send({ name: request.params.model, ready });
   });
   forModel("GET", "/config", async (request) => {
-    const { config } = await operations.modelConfig(model(request));
+    const { config } = await operations.modelConfig(modelOf(request));
     if (config === undefined) throw internal(`model '${request.params.model}' has no configuration`);
     return configJson(config);
   });
-  forModel("GET", "/stats", async (request) => protoJson(await operations.modelStatistics(model(request))));
+  forModel("GET", "/stats", async (request) => protoJson(await operations.modelStatistics(modelOf(request))));
   forModel("POST", "/infer", async (request, reply) => {
     const body = bodyOf(request);
     const { header, binary } = splitBody(body, headerValue(request.headers[HEADER_LENGTH]));
-    const { request: inferRequest, reply: form } = await decodeInferBody(header, binary, model(request));
+    const { request: inferRequest, reply: form } = await decodeInferBody(header, binary, modelOf(request));
     const lifetime = httpLifetime(request.headers, reply.raw);
     let response: ModelInferResponse | undefined;
     for await (const produced of runInference(door.inference, inferRequest, INFER, lifetime)) response = produced;
@@ -88,7 +70,7 @@ export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
     else reply.header("content-type", JSON_TYPE);
     return reply.send(replyBody);
   });
-  generateRoutes(forModel, model, door);
+  generateRoutes(app, door);
 
   app.post("/v2/repository/index", async (request) => {
     const body = await optionalJson(request, "the repository index request");
@@ -143,21 +125,6 @@ export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
       app.post(url, async () => unregister({ name: "" }));
     }
   }
-}
-
-/** The request body's bytes (empty when there is none). */
-export function bodyOf(request: FastifyRequest): Buffer {
-  return Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-}
-
-/** A body that must be a JSON object (a large one parsed off the event loop). */
-export async function jsonBody(request: FastifyRequest, what: string): Promise<Record<string, unknown>> {
-  return jsonObject(await decodeJsonBody(bodyOf(request), what), what);
-}
-
-/** A body that is a JSON object, or none at all ({}). */
-export async function optionalJson(request: FastifyRequest, what: string): Promise<Record<string, unknown>> {
-  return bodyOf(request).length === 0 ? {} : jsonBody(request, what);
 }
 
 const headerValue = (value: string | string[] | undefined): string | undefined =>
