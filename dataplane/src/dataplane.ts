@@ -21,7 +21,7 @@ import {
   type InferenceServiceImplementation,
 } from "./server/grpc.js";
 import { serverSecurity, type SecurityOptions } from "./server/security.js";
-import { startHttpServer } from "./server/http.js";
+import { startMetricsPort } from "./server/metrics-port.js";
 import { InFlight } from "./models/in-flight.js";
 import { sharedMemoryAndTraceOperations } from "./services/shared-memory-and-trace.js";
 import { GrpcHealth } from "./services/grpc-health.js";
@@ -185,10 +185,10 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       logger,
     },
   );
-  const http =
+  const metricsPort =
     options.metricsPort === undefined
       ? undefined
-      : await startHttpServer(options.host, options.metricsPort, {
+      : await startMetricsPort(options.host, options.metricsPort, {
           live: () => true,
           ready: () => health.ready(),
           metrics: metrics.register,
@@ -202,7 +202,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     {
       grpcPort: grpc.port,
       httpPort: frontDoor.port,
-      metricsPort: http?.port,
+      metricsPort: metricsPort?.port,
       models: registry.readyCount(),
       controlMode: options.modelControlMode,
       tls: options.security.tls === undefined ? "off" : options.security.tls.clientCaFile ? "mutual" : "on",
@@ -215,7 +215,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   return {
     grpcPort: grpc.port,
     httpPort: frontDoor.port,
-    metricsPort: http?.port,
+    metricsPort: metricsPort?.port,
     registry,
     metrics,
     health,
@@ -228,7 +228,14 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       if (poller !== undefined) clearInterval(poller);
       logger.info({ drainDelaySeconds: options.drainDelaySeconds }, "draining: readiness is NOT_SERVING");
       await sleep(options.drainDelaySeconds * 1000);
-      await shutdown(grpc.server, frontDoor, http?.server, registry, active, options.shutdownGraceSeconds * 1000);
+      await shutdown(
+        grpc.server,
+        frontDoor,
+        metricsPort?.server,
+        registry,
+        active,
+        options.shutdownGraceSeconds * 1000,
+      );
       security.stop();
       await tracing.shutdown();
       health.stop();
@@ -267,7 +274,7 @@ function schedulePolling(
 async function shutdown(
   grpc: GrpcServer,
   frontDoor: RunningFrontDoor,
-  http: HttpServer | undefined,
+  metricsServer: HttpServer | undefined,
   registry: ModelRegistry,
   active: InFlight,
   graceMs: number,
@@ -275,9 +282,9 @@ async function shutdown(
   // Both front ends stop taking requests and let theirs finish, within one grace period.
   await Promise.all([stopGrpcServer(grpc, active.idle(), graceMs), closeFrontDoor(frontDoor, graceMs)]);
   // Probes keep getting answers (ready: 503) until the drain is over.
-  if (http !== undefined) {
-    http.closeAllConnections();
-    await new Promise<void>((resolve) => http.close(() => resolve()));
+  if (metricsServer !== undefined) {
+    metricsServer.closeAllConnections();
+    await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
   }
   await registry.close();
 }

@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import { AggregatorRegistry } from "prom-client";
 import { startDataPlane, startOnce, type DataPlaneOptions, type RunningDataPlane } from "./dataplane.js";
 import { errorMessage } from "../../lib/errors.js";
-import { startHttpServer } from "./server/http.js";
+import { startMetricsPort } from "./server/metrics-port.js";
 
 /**
  * --grpc-workers N: one Node process uses one core, so N worker processes serve gRPC on
@@ -62,12 +62,12 @@ export async function startDataPlaneWorkers(
     });
 
   await Promise.all(Array.from({ length: workers }, fork));
-  const http = await startHttpServer(options.host, options.metricsPort, {
+  const metricsPort = await startMetricsPort(options.host, options.metricsPort, {
     live: () => true,
     ready: () => !stopping && ready.size === workers && [...ready.values()].every(Boolean),
     metrics: { metrics: () => aggregator.clusterMetrics(), contentType: aggregator.contentType },
   });
-  logger.info({ grpcPort, httpPort, metricsPort: http.port, workers }, "data plane listening");
+  logger.info({ grpcPort, httpPort, metricsPort: metricsPort.port, workers }, "data plane listening");
   return {
     // One drain, however often it is asked for: a signal to the process group reaches
     // the workers too, and they drain on it themselves.
@@ -86,8 +86,8 @@ export async function startDataPlaneWorkers(
       for (const worker of workersNow) worker.process.kill("SIGTERM");
       const failures = (await Promise.all(exits)).filter((failure) => failure !== undefined);
       // Probes are answered (ready: 503) until every worker has drained.
-      http.server.closeAllConnections();
-      await new Promise<void>((resolve) => http.server.close(() => resolve()));
+      metricsPort.server.closeAllConnections();
+      await new Promise<void>((resolve) => metricsPort.server.close(() => resolve()));
       if (failures.length > 0) {
         logger.error({ failures }, "data plane stopped, but not every worker drained cleanly");
         throw new Error(failures.join("; "));

@@ -1,6 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 
+/** What the metrics port answers from. */
 export interface MetricsPort {
   live(): boolean;
   ready(): boolean;
@@ -9,11 +10,11 @@ export interface MetricsPort {
 }
 
 /**
- * The HTTP side port for Kubernetes probes and Prometheus: KServe v2's /v2/health/live
- * and /v2/health/ready (200 or 503), and /metrics. It needs no token and carries no
- * inference.
+ * The metrics port (--metrics-port): the HTTP side port for Kubernetes probes and Prometheus,
+ * KServe v2's /v2/health/live and /v2/health/ready (200 or 503), and /metrics. It needs no
+ * token and carries no inference (that is the front door, http/server.ts).
  */
-export async function startHttpServer(
+export async function startMetricsPort(
   host: string,
   port: number,
   served: MetricsPort,
