@@ -8,7 +8,7 @@ import { ResponseGatherer } from "./gather.js";
 import { decodeInputs, encodeOutputs, type DecodedInputs } from "../tensors/request.js";
 import type { RequestLifetime } from "./lifetime.js";
 import { RequestScope, type Entry, type InferenceContext } from "./request-scope.js";
-import { withModel, type InferReply } from "../tensors/wire.js";
+import { withModel, type InferResponseOrEncoded } from "../tensors/wire.js";
 
 export type { Entry, InferenceContext } from "./request-scope.js";
 
@@ -42,14 +42,14 @@ export function runInference(
   entry: Entry,
   lifetime: RequestLifetime,
   encoded: Uint8Array | undefined,
-): AsyncGenerator<InferReply>;
+): AsyncGenerator<InferResponseOrEncoded>;
 export async function* runInference(
   context: InferenceContext,
   received: ModelInferRequest,
   entry: Entry,
   lifetime: RequestLifetime,
   encoded?: Uint8Array,
-): AsyncGenerator<InferReply> {
+): AsyncGenerator<InferResponseOrEncoded> {
   const scope = new RequestScope(context, received, entry, lifetime);
   try {
     const { spec, engine, version } = scope.admit();

@@ -17,7 +17,7 @@ import {
   type GRPCInferenceServiceServer,
   type ModelInferRequest,
 } from "../../../proto/gen/ts/grpc_service.js";
-import type { InferReply } from "../tensors/wire.js";
+import type { InferResponseOrEncoded } from "../tensors/wire.js";
 import {
   encodeInferResponse,
   encodeStreamInferResponse,
@@ -120,12 +120,12 @@ const maxStreamPath: ServiceDefinition = {
 
 /** The inference service as this server serializes it: replies may be passed on from an upstream as they came. */
 export type InferenceServiceImplementation = Omit<GRPCInferenceServiceServer, "modelInfer" | "modelStreamInfer"> & {
-  readonly modelInfer: handleUnaryCall<ModelInferRequest, InferReply>;
+  readonly modelInfer: handleUnaryCall<ModelInferRequest, InferResponseOrEncoded>;
   readonly modelStreamInfer: handleBidiStreamingCall<ModelInferRequest, StreamInferReply>;
 };
 
 export interface ExtensionsImplementation {
-  readonly modelInferStream: handleServerStreamingCall<ModelInferRequest, InferReply>;
+  readonly modelInferStream: handleServerStreamingCall<ModelInferRequest, InferResponseOrEncoded>;
 }
 
 /** Starts the gRPC server and resolves with it and the port it is bound to. */

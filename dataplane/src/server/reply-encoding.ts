@@ -6,7 +6,7 @@ import {
   tensorMessageParts,
   varintSize,
   writeVarint,
-  type InferReply,
+  type InferResponseOrEncoded,
   type TensorMessage,
 } from "../tensors/wire.js";
 
@@ -24,7 +24,7 @@ export type SerializedMessage = Buffer | Buffer[];
 /** ModelStreamInfer's reply, whose response may be passed on from an upstream. */
 export interface StreamInferReply {
   readonly errorMessage: string;
-  readonly inferResponse: InferReply | undefined;
+  readonly inferResponse: InferResponseOrEncoded | undefined;
 }
 
 /** ModelInferResponse.raw_output_contents: field 6. */
@@ -32,14 +32,14 @@ const RAW_OUTPUT_FIELD = 6;
 /** ModelStreamInferResponse.infer_response: field 2, length-delimited. */
 const STREAM_REPLY_TAG = (2 << 3) | 2;
 
-function partsOf(response: InferReply): TensorMessage {
+function partsOf(response: InferResponseOrEncoded): TensorMessage {
   if ("encoded" in response) return tensorMessage(response.encoded, RAW_OUTPUT_FIELD, []);
   const head = ModelInferResponse.encode({ ...response, rawOutputContents: [] }).finish();
   return tensorMessage(head, RAW_OUTPUT_FIELD, response.rawOutputContents);
 }
 
 /** ModelInfer's reply. */
-export function encodeInferResponse(response: InferReply): SerializedMessage {
+export function encodeInferResponse(response: InferResponseOrEncoded): SerializedMessage {
   if ("encoded" in response) return asBuffer(response.encoded);
   return oneOrParts(tensorMessageParts(EMPTY, partsOf(response)));
 }

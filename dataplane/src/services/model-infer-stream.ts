@@ -2,7 +2,7 @@ import type { handleServerStreamingCall } from "@grpc/grpc-js";
 import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import type { ExtensionsImplementation } from "../server/grpc.js";
 import { receivedBytesOf } from "../server/request-decoding.js";
-import type { InferReply } from "../tensors/wire.js";
+import type { InferResponseOrEncoded } from "../tensors/wire.js";
 import { toServiceError } from "../server/status.js";
 import { runInference, type InferenceContext } from "../inference/pipeline.js";
 import { StreamWriter } from "./stream-writer.js";
@@ -13,7 +13,7 @@ import { callLifetime } from "./call-lifetime.js";
  * model produces, then OK; a failure ends the stream with its gRPC status.
  */
 export function modelInferStreamHandlers(context: InferenceContext): ExtensionsImplementation {
-  const modelInferStream: handleServerStreamingCall<ModelInferRequest, InferReply> = (call) => {
+  const modelInferStream: handleServerStreamingCall<ModelInferRequest, InferResponseOrEncoded> = (call) => {
     const lifetime = callLifetime(call);
     const { signal } = lifetime;
     const writer = new StreamWriter(call, signal);

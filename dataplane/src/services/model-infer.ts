@@ -3,7 +3,7 @@ import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { internal } from "../../../lib/errors.js";
 import { runInference, type Entry, type InferenceContext } from "../inference/pipeline.js";
 import { receivedBytesOf } from "../server/request-decoding.js";
-import type { InferReply } from "../tensors/wire.js";
+import type { InferResponseOrEncoded } from "../tensors/wire.js";
 import { callLifetime } from "./call-lifetime.js";
 import { unary } from "./unary.js";
 
@@ -16,12 +16,14 @@ const MODEL_INFER: Entry = {
 };
 
 /** ModelInfer: one request, one response. */
-export function modelInferHandler(context: InferenceContext): handleUnaryCall<ModelInferRequest, InferReply> {
-  return unary(async (request, call: ServerUnaryCall<ModelInferRequest, InferReply>) => {
+export function modelInferHandler(
+  context: InferenceContext,
+): handleUnaryCall<ModelInferRequest, InferResponseOrEncoded> {
+  return unary(async (request, call: ServerUnaryCall<ModelInferRequest, InferResponseOrEncoded>) => {
     const lifetime = callLifetime(call);
     // Run the pipeline to its end (it checks there is exactly one response and records
     // statistics after it); returning from inside the loop would cut it short.
-    let reply: InferReply | undefined;
+    let reply: InferResponseOrEncoded | undefined;
     try {
       for await (const response of runInference(context, request, MODEL_INFER, lifetime, receivedBytesOf(request)))
         reply = response;

@@ -15,8 +15,8 @@ export interface EncodedInferResponse {
   readonly encoded: Uint8Array;
 }
 
-/** An inference reply: decoded, or an upstream's, passed on. */
-export type InferReply = ModelInferResponse | EncodedInferResponse;
+/** A ModelInferResponse decoded, or an upstream's still encoded (passed on as it came). */
+export type InferResponseOrEncoded = ModelInferResponse | EncodedInferResponse;
 
 const MODEL_NAME = 1;
 const MODEL_VERSION = 2;

@@ -187,14 +187,15 @@ function checkBinary(data: Uint8Array, datatype: keyof typeof DATATYPES, shape: 
   return data;
 }
 
-export interface InferReply {
+/** An infer reply as KServe v2 REST sends it: the body, and how long its JSON header is. */
+export interface HttpInferReply {
   readonly body: Buffer;
   /** Set when binary outputs follow the JSON header. */
   readonly headerLength: number | undefined;
 }
 
 /** A ModelInferResponse as the KServe v2 JSON reply, binary outputs after the header. */
-export function inferReplyOf(response: ModelInferResponse, form: ReplyForm): InferReply {
+export function httpInferReplyOf(response: ModelInferResponse, form: ReplyForm): HttpInferReply {
   const binaries: Uint8Array[] = [];
   const outputs = response.outputs.map((output, index) => {
     const datatype = datatypeFromJson(output.datatype, `outputs[${index}].datatype`);

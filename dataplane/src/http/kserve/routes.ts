@@ -13,7 +13,7 @@ import type { FrontDoor } from "../front-door.js";
 import { bodyOf, JSON_TYPE, optionalJson } from "../json.js";
 import { generateRoutes } from "./generate.js";
 import { decodeInferBody } from "./decode-pool.js";
-import { HEADER_LENGTH, inferReplyOf, splitBody } from "./infer.js";
+import { HEADER_LENGTH, httpInferReplyOf, splitBody } from "./infer.js";
 import { jsonObject } from "./json-tensors.js";
 import { modelOf, modelRoutes } from "./model-routes.js";
 
@@ -65,7 +65,7 @@ export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
     const lifetime = httpLifetime(request.headers, reply.raw);
     let response: ModelInferResponse | undefined;
     for await (const produced of runInference(door.inference, inferRequest, INFER, lifetime)) response = produced;
-    const { body: replyBody, headerLength } = inferReplyOf(response!, form);
+    const { body: replyBody, headerLength } = httpInferReplyOf(response!, form);
     if (headerLength !== undefined) reply.header(HEADER_LENGTH, headerLength).type("application/octet-stream");
     else reply.header("content-type", JSON_TYPE);
     return reply.send(replyBody);
