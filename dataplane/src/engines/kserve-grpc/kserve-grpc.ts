@@ -181,7 +181,7 @@ export class KserveGrpcEngine implements Engine {
   ): Promise<EngineResponse> {
     const reply = await unaryCall<Buffer>(
       (options, done) =>
-        endpoint.client.makeUnaryRequest(MODEL_INFER, asBuffer, asIs, bytes, metadata, options, (error, received) =>
+        endpoint.client.makeUnaryRequest(INFER_PATH, asBuffer, asIs, bytes, metadata, options, (error, received) =>
           done(error, received ?? EMPTY),
         ),
       // The client's deadline goes upstream too, so the upstream stops when it passes.
@@ -201,7 +201,7 @@ export class KserveGrpcEngine implements Engine {
     { signal, deadline, metadata }: UpstreamCall,
   ): AsyncIterable<EngineResponse> {
     const options = Number.isFinite(deadline) ? { deadline } : {};
-    const call = endpoint.client.makeBidiStreamRequest(MODEL_STREAM_INFER, asBuffer, asIs, metadata, options);
+    const call = endpoint.client.makeBidiStreamRequest(STREAM_INFER_PATH, asBuffer, asIs, metadata, options);
     const cancel = (): void => call.cancel();
     signal.addEventListener("abort", cancel, { once: true });
     try {
@@ -297,8 +297,9 @@ interface UpstreamRequest {
   readonly passThrough: boolean;
 }
 
-const MODEL_INFER = GRPCInferenceServiceService.modelInfer.path;
-const MODEL_STREAM_INFER = GRPCInferenceServiceService.modelStreamInfer.path;
+/** The upstream's ModelInfer and ModelStreamInfer, as gRPC method paths. */
+const INFER_PATH = GRPCInferenceServiceService.modelInfer.path;
+const STREAM_INFER_PATH = GRPCInferenceServiceService.modelStreamInfer.path;
 const asIs = (bytes: Buffer): Buffer => bytes;
 const EMPTY = Buffer.alloc(0);
 
