@@ -1,8 +1,8 @@
 import { errorMessage } from "../../lib/errors.js";
 
 /**
- * The data plane's bounds on what one client can make it do (the README's "Bounds" lists
- * them). Each room enforces its own; none is a timed limit. The defaults of the bounds an
+ * The data plane's bounds on what one client can make it do (docs/guides/production.md,
+ * "Bounds", lists them). Each room enforces its own; none is a timed limit. The defaults of the bounds an
  * option sets — the message size (64 MiB: a message is decoded, checked and copied, several
  * times its size at the peak, and grpc-js stops inflating a compressed one past it; Triton's
  * 2 GiB - 1 let one request take gigabytes) and the requests pending on one stream — are

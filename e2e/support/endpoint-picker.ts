@@ -1,9 +1,10 @@
 import { Client, credentials } from "@grpc/grpc-js";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { REPO_ROOT, type TestCluster } from "../cluster/cluster.js";
+import type { TestCluster } from "../cluster/cluster.js";
 import { Daemons, waitFor } from "../cluster/daemons.js";
+import { codeBlocks } from "./docs.js";
 import { EPP, LWEPP } from "./platform.js";
 import { accepts, freePorts } from "./ports.js";
 import { requireProgram } from "./prerequisites.js";
@@ -137,20 +138,22 @@ export class ExtProcGateway {
   }
 }
 
+/** The page whose EndpointPickerConfig a user copies, and the section that shows it. */
+const PICKER_CONFIG_PAGE = "docs/guides/gateways.md";
+const PICKER_CONFIG_SECTION = "Load signals";
+
 /**
  * GAIE v1.4.0's endpoint picker pointed at the data plane's load signals for one model: the
- * README's EndpointPickerConfig ("Observability"), the very text a user copies, for `model`.
+ * gateways guide's EndpointPickerConfig, the very text a user copies, for `model`.
  * Its data layer scrapes each pod's metrics port and reads the model's waiting, running and
  * KV-cache series; the queue and KV-cache scorers rank the pods on them. (v1.4 refuses the
  * old metric flags.)
  */
 export const loadSignalPickerArgs = (model: string): string[] => {
-  const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
-  const config =
-    /```yaml\n(apiVersion: inference\.networking\.x-k8s\.io\/v1alpha1\nkind: EndpointPickerConfig\n[^`]*)```/
-      .exec(readme)?.[1]
-      ?.replaceAll('model="my-model"', `model="${model}"`);
-  if (config === undefined) throw new Error("README.md shows no EndpointPickerConfig");
+  const config = codeBlocks(PICKER_CONFIG_PAGE, { heading: PICKER_CONFIG_SECTION, language: "yaml" })
+    .find((block) => /^kind: EndpointPickerConfig$/m.test(block.text))
+    ?.text.replaceAll('model="my-model"', `model="${model}"`);
+  if (config === undefined) throw new Error(`${PICKER_CONFIG_PAGE} shows no EndpointPickerConfig`);
   return [
     // The pool's target port is the HTTP one; the signals are on the metrics port.
     "--model-server-metrics-port=8002",

@@ -11,7 +11,7 @@ import { REPO_ROOT } from "../cluster/cluster.js";
 
 const { version } = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { version: string };
 
-/** The tag the tests build and the README's "Deploy on Kubernetes" uses (the chart's default image). */
+/** The tag the tests build and the Kubernetes getting-started page uses (the chart's default image). */
 export const IMAGE = `dynamo-kserve:${version}`;
 
 /** Whether a Docker Engine answers; under CI=true a missing one fails the tier instead of skipping it. */

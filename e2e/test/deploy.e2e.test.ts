@@ -6,7 +6,7 @@ import {
   type ChildProcess,
   type ExecFileSyncOptionsWithStringEncoding,
 } from "node:child_process";
-import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { promisify } from "node:util";
 import { join } from "node:path";
@@ -16,6 +16,7 @@ import type { V1Pod, V1Service } from "@kubernetes/client-node";
 import { REPO_ROOT, TestCluster } from "../cluster/cluster.js";
 import { NODE_NAME, RealNode, realNodeUnavailable } from "../cluster/node.js";
 import { eventually } from "../support/eventually.js";
+import { codeBlocks, shellCommands } from "../support/docs.js";
 import { buildImage, IMAGE, requireDocker } from "../support/image.js";
 import { freePort } from "../support/ports.js";
 import { CACHE_DIR, helmBinary, requireHelm, requireProgram } from "../support/prerequisites.js";
@@ -42,8 +43,10 @@ import { call as callRpc, infer, startServer } from "../../dataplane/test/fixtur
 import { identityRequest } from "../../dataplane/test/fixtures/requests.js";
 import { CLI } from "../../dataplane/test/fixtures/paths.js";
 
-/** The README's "Deploy on Kubernetes" commands, in order; the test runs exactly these. */
-const README_COMMANDS = [
+/** The commands of the Kubernetes getting-started page (DEPLOY_PAGE), in order; the test runs exactly these. */
+const DEPLOY_PAGE = "docs/getting-started/kubernetes.md";
+const DEPLOY_SECTION = "Deploy the example model";
+const DEPLOY_COMMANDS = [
   `docker build -t ${IMAGE} .`,
   "helm install dynamo-kserve helm/dynamo-kserve --namespace dynamo-kserve-system --create-namespace --wait",
   "kubectl apply -f examples/models/identity-fp32.yaml",
@@ -73,15 +76,11 @@ async function inferAddSub(
   return JSON.parse(stdout) as { model_version: string; outputs: { name: string; values: number[] }[] };
 }
 
-/** The commands of the README's "Deploy on Kubernetes" code block. */
-function readmeDeployCommands(): string[] {
-  const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
-  const section = readme.split(/^## Deploy on Kubernetes$/m)[1]?.split(/^## /m)[0] ?? "";
-  const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1] ?? "";
-  return block
-    .split("\n")
-    .map((line) => line.replace(/\s+#.*$/, "").trim())
-    .filter((line) => line !== "" && !line.startsWith("#"));
+/** The commands of the page's deploy section: its shell block, as a reader copies it. */
+function pageDeployCommands(): string[] {
+  const [block] = codeBlocks(DEPLOY_PAGE, { heading: DEPLOY_SECTION, language: "sh" });
+  assert.ok(block, `${DEPLOY_PAGE} has no shell block under '${DEPLOY_SECTION}'`);
+  return shellCommands(block);
 }
 
 /**
@@ -91,7 +90,7 @@ function readmeDeployCommands(): string[] {
  * Triton client through a port-forward and through the Service's ClusterIP, and find the
  * requests in Prometheus, which scrapes what the operator's ServiceMonitor selects.
  */
-describe("deploy on Kubernetes: the README's commands on a real node", function () {
+describe("deploy on Kubernetes: the getting-started page's commands on a real node", function () {
   this.timeout(900_000);
   let cluster: TestCluster | undefined;
   let node: RealNode | undefined;
@@ -101,7 +100,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
   const background: ChildProcess[] = [];
   let localPort = 0;
 
-  /** Runs one README command against the test cluster (a free local port instead of 8001). */
+  /** Runs one of the page's commands against the test cluster (a free local port instead of 8001). */
   const run = async (command: string): Promise<string> => {
     const [program, ...args] = command
       .replace(/ &$/, "")
@@ -271,19 +270,19 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
     await cluster?.stop();
   });
 
-  it("the README's section holds exactly the commands this test runs", () => {
-    assert.deepEqual(readmeDeployCommands(), README_COMMANDS);
+  it("the getting-started page's deploy section holds exactly the commands this test runs", () => {
+    assert.deepEqual(pageDeployCommands(), DEPLOY_COMMANDS);
   });
 
   it("builds the image, starts a cluster with a real node and the Prometheus Operator, and loads the image into it", async () => {
-    assert.equal(await run(README_COMMANDS[0]!), IMAGE);
+    assert.equal(await run(DEPLOY_COMMANDS[0]!), IMAGE);
     cluster = await TestCluster.start({ fakeNodes: 0, reachableFromPods: true });
     node = await RealNode.start(cluster, [IMAGE]);
     prometheus = await PrometheusStack.start(cluster);
   });
 
   it("helm install: the operator runs as real pods of the image", async () => {
-    await run(README_COMMANDS[1]!);
+    await run(DEPLOY_COMMANDS[1]!);
     const pods = cluster!.kubectlGet<{ items: V1Pod[] }>("pods", "-n", "dynamo-kserve-system");
     assert.equal(pods.items.length, 2);
     for (const pod of pods.items) {
@@ -294,9 +293,9 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
   });
 
   it("kubectl apply → the model is Ready, its pods run, and kubectl get dkm shows the endpoint", async () => {
-    assert.match(await run(README_COMMANDS[2]!), /dynamokservemodel.dynamokserve.dev\/identity-fp32 created/);
-    assert.match(await run(README_COMMANDS[3]!), /condition met/);
-    const table = (await run(README_COMMANDS[4]!)).trim().split("\n");
+    assert.match(await run(DEPLOY_COMMANDS[2]!), /dynamokservemodel.dynamokserve.dev\/identity-fp32 created/);
+    assert.match(await run(DEPLOY_COMMANDS[3]!), /condition met/);
+    const table = (await run(DEPLOY_COMMANDS[4]!)).trim().split("\n");
     assert.match(table[0]!, /^NAME\s+READY\s+MODEL\s+BACKEND\s+ENDPOINT\s+AGE$/);
     assert.match(
       table[1]!,
@@ -318,8 +317,8 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
   });
 
   it("the stock Triton client infers through kubectl port-forward and through the Service's ClusterIP", async () => {
-    await run(README_COMMANDS[5]!);
-    assert.match(await run(README_COMMANDS[6]!), /^identity-fp32 OUTPUT0 = \[\[0\.0, 1\.0, 2\.0, 3\.0\]\]$/m);
+    await run(DEPLOY_COMMANDS[5]!);
+    assert.match(await run(DEPLOY_COMMANDS[6]!), /^identity-fp32 OUTPUT0 = \[\[0\.0, 1\.0, 2\.0, 3\.0\]\]$/m);
     const service = cluster!.kubectlGet<V1Service>("service", "identity-fp32");
     const grpcPort = service.spec?.ports?.find((port) => port.name === "grpc");
     assert.equal(grpcPort?.appProtocol, "kubernetes.io/h2c");
@@ -452,7 +451,7 @@ describe("deploy on Kubernetes: the README's commands on a real node", function 
         .map((pod) => pod.containers.find((container) => container.name === "dataplane")?.usage.cpu ?? "none");
     // The kubelet's CPU counter reaches the API (a rate needs two of metrics-server's scrapes).
     await eventually(async () => assert.equal((await cpuOf()).length, 1), 120_000, 2_000);
-    // The README's look at it: kubectl top reads the same API.
+    // The monitoring guide's look at it: kubectl top reads the same API.
     const top = await run(`kubectl top pod -l dynamokserve.dev/model=${model}`);
     assert.match(top, new RegExp(`^${model}-\\S+\\s+\\d+m\\s+\\d+Mi\\s*$`, "m"));
     // kube-proxy programs the new ClusterIP within its sync period.

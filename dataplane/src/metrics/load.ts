@@ -5,8 +5,8 @@ import type { EngineLoad } from "../engines/engine.js";
  * The load signals of the Gateway API Inference Extension's model-server protocol, per
  * model: requests waiting, requests running, and KV-cache usage for engines that know
  * theirs. An endpoint picker scrapes them from every pod of an InferencePool and sends the
- * next request to the least loaded one (its EndpointPickerConfig names them: README,
- * "Observability"). Tensor models publish them too: a request is running once its engine
+ * next request to the least loaded one (its EndpointPickerConfig names them:
+ * docs/guides/gateways.md, "Load signals"). Tensor models publish them too: a request is running once its engine
  * has it.
  */
 const LOAD_SIGNAL_NAMES = {
