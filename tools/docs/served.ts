@@ -77,26 +77,38 @@ async function recordingGrpcServices<T>(run: () => Promise<T>): Promise<{ result
   }
 }
 
+interface RecordedFastify {
+  readonly fastify: FastifyInstance;
+  readonly routes: HttpRoute[];
+}
+
 /** Records the fastify instances created and their routes while `run` runs (fastify's own channel and hook). */
-async function recordingFastify<T>(
-  run: () => Promise<T>,
-): Promise<{ result: T; routes: HttpRoute[]; instances: FastifyInstance[] }> {
-  const routes: HttpRoute[] = [];
-  const instances: FastifyInstance[] = [];
+async function recordingFastify<T>(run: () => Promise<T>): Promise<{ result: T; instances: RecordedFastify[] }> {
+  const instances: RecordedFastify[] = [];
   const onInstance = (message: unknown): void => {
-    const fastify = (message as { fastify: FastifyInstance }).fastify;
-    instances.push(fastify);
-    fastify.addHook("onRoute", (route: RouteOptions) => {
+    const recorded = { fastify: (message as { fastify: FastifyInstance }).fastify, routes: [] as HttpRoute[] };
+    instances.push(recorded);
+    recorded.fastify.addHook("onRoute", (route: RouteOptions) => {
       const methods = Array.isArray(route.method) ? route.method : [route.method];
-      for (const method of methods) routes.push({ method: String(method), url: route.url });
+      for (const method of methods) recorded.routes.push({ method: String(method), url: route.url });
     });
   };
   subscribe("fastify.initialization", onInstance);
   try {
-    return { result: await run(), routes, instances };
+    return { result: await run(), instances };
   } finally {
     unsubscribe("fastify.initialization", onInstance);
   }
+}
+
+/** The recorded fastify instance listening on `port`. */
+function listeningOn(instances: readonly RecordedFastify[], port: number): RecordedFastify {
+  const found = instances.find(({ fastify }) => {
+    const address = fastify.server.address();
+    return typeof address === "object" && address?.port === port;
+  });
+  if (found === undefined) throw new Error(`no fastify instance of the data plane listens on its HTTP port ${port}`);
+  return found;
 }
 
 export async function startServedDataPlane(): Promise<ServedDataPlane> {
@@ -108,15 +120,12 @@ export async function startServedDataPlane(): Promise<ServedDataPlane> {
   const options = dataPlaneOptions(args, pino({ level: "silent" }));
   const recorded = await recordingFastify(() => recordingGrpcServices(() => startDataPlane(options)));
   const { result: running, methods } = recorded.result;
-  const [frontDoor, ...others] = recorded.instances;
-  if (frontDoor === undefined || others.length > 0) {
-    throw new Error(`expected the data plane to create one fastify instance, saw ${recorded.instances.length}`);
-  }
+  const frontDoor = listeningOn(recorded.instances, running.httpPort);
   return {
     grpcAddress: `127.0.0.1:${running.grpcPort}`,
     grpcMethods: methods,
-    httpRoutes: recorded.routes,
-    frontDoor,
+    httpRoutes: frontDoor.routes,
+    frontDoor: frontDoor.fastify,
     metrics: running.metrics.register,
     stop: async () => {
       await running.stop();
