@@ -2,11 +2,17 @@
 // Writes the generated reference pages, docs/reference/{options,crds,metrics,protocols}.md,
 // from the code (tools/docs/, compiled: run after `npm run build`). With --check, fails
 // naming each page that differs from what the code generates now.
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { syncGenerated } from "./lib/generated.mjs";
 
 const root = new URL("..", import.meta.url).pathname;
-const { referencePages } = await import(join(root, "dist", "tools", "docs", "pages.js"));
+const generator = join(root, "dist", "tools", "docs", "pages.js");
+if (!existsSync(generator)) {
+  console.error("docs/reference: the generator is not compiled; run npm run build first");
+  process.exit(1);
+}
+const { referencePages } = await import(generator);
 
 const files = await referencePages();
 syncGenerated({
@@ -18,6 +24,3 @@ syncGenerated({
   owned: (file) => files.has(file),
   regenerate: "npm run docs:gen",
 });
-// The data plane started to be read leaves nothing running, but prom-client's default
-// metrics keep observers: end here rather than wait on them.
-process.exit(process.exitCode ?? 0);
