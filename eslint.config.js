@@ -21,26 +21,41 @@ export default tseslint.config(
   {
     files: ["operator/src/**/*.ts"],
     rules: forbidden(
-      "the operator never imports the data plane's runtime or the CLI: what they share is in lib/",
+      "the operator never imports the data plane's runtime, the CLI or tools/: what they share is in lib/",
       "**/dataplane/**",
       "**/cli/**",
+      "**/tools/**",
     ),
   },
   {
     files: ["lib/**/*.ts"],
     ignores: ["lib/test/**"],
     rules: forbidden(
-      "lib/ is what the data plane, the operator and the CLI share: it loads no runtime and imports none of them",
+      "lib/ is what the data plane, the operator and the CLI share: it loads no runtime and imports none of them (nor tools/)",
       "**/dataplane/**",
       "**/operator/**",
       "**/cli/**",
       "onnxruntime-node",
       "@kubernetes/client-node",
+      "**/tools/**",
     ),
   },
   {
     files: ["dataplane/src/**/*.ts"],
-    rules: forbidden("the data plane imports neither the operator nor the CLI", "**/operator/**", "**/cli/**"),
+    rules: forbidden(
+      "the data plane imports neither the operator, the CLI nor tools/",
+      "**/operator/**",
+      "**/cli/**",
+      "**/tools/**",
+    ),
+  },
+  {
+    files: ["cli/**/*.ts"],
+    ignores: ["cli/test/**"],
+    rules: forbidden(
+      "the product never imports tools/ (the docs generator reads the product, not the reverse)",
+      "**/tools/**",
+    ),
   },
   {
     files: ["**/*.js", "**/*.mjs"],

@@ -14,7 +14,7 @@ import {
 /**
  * The data plane's command line: every option of `dynamo-kserve dataplane`, declared once.
  * The CLI parses these, the operator builds a pod's arguments from them
- * (dataPlaneArguments), and the README's option table is checked against them.
+ * (dataPlaneArguments), and the option reference (docs/reference/options.md) is generated from them.
  */
 
 /** The largest gRPC message accepted or sent unless --max-message-size says otherwise (see dataplane/src/limits.ts). */

@@ -17,10 +17,11 @@ export function readTree(dir) {
 }
 
 /**
- * @param {{ label: string, dir: string, files: Map<string, Buffer | string>, check: boolean, owned?: (file: string) => boolean }} options
- *   `owned` selects the files in `dir` this generator is responsible for (default: all).
+ * @param {{ label: string, dir: string, files: Map<string, Buffer | string>, check: boolean, owned?: (file: string) => boolean, regenerate?: string }} options
+ *   `owned` selects the files in `dir` this generator is responsible for (default: all);
+ *   `regenerate` is the command that rewrites them, named when they are stale.
  */
-export function syncGenerated({ label, dir, files, check, owned = () => true }) {
+export function syncGenerated({ label, dir, files, check, owned = () => true, regenerate = "the generator" }) {
   const current = listFiles(dir).filter(owned);
   const stale = [...new Set([...files.keys(), ...current])].filter((file) => {
     const fresh = files.get(file);
@@ -29,7 +30,7 @@ export function syncGenerated({ label, dir, files, check, owned = () => true }) 
   });
   if (check) {
     if (stale.length > 0) {
-      console.error(`${label}: generated code is stale (${stale.join(", ")}); run the generator`);
+      console.error(`${label}: generated files are stale (${stale.join(", ")}); run ${regenerate}`);
       process.exitCode = 1;
     } else {
       console.log(`${label}: ${files.size} generated files are up to date`);
