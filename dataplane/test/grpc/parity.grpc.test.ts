@@ -1,5 +1,6 @@
 import { credentials, Server, ServerCredentials, status, type ServiceError } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
 import {
   GRPCInferenceServiceClient,
   GRPCInferenceServiceService,
@@ -9,6 +10,7 @@ import {
   type ModelInferResponse,
 } from "../../../proto/gen/ts/grpc_service.js";
 import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
+import { MODELS_PYTHON, requireTritonPeers } from "../fixtures/peers.js";
 import { identityRequest } from "../fixtures/requests.js";
 import { TestRepository } from "../fixtures/repository.js";
 import { eventually, infer, inferRequest, startServer, streamAll, type ServerProcess } from "../fixtures/server.js";
@@ -33,8 +35,9 @@ describe("DYNAMO_GRPC_WORKERS and DYNAMO_MAX_MESSAGE_SIZE, set in the environmen
     after(async () => server?.stop());
 
     it("serves gRPC from two worker processes on one port, their metrics summed", async () => {
-      const workers = new Set(server.logs.filter((entry) => entry["msg"] === "worker listening").map((e) => e["pid"]));
-      assert.equal(workers.size, 2, "two workers started");
+      const workers = (): Set<unknown> =>
+        new Set(server.logs.filter((entry) => entry["msg"] === "worker listening").map((entry) => entry["pid"]));
+      await eventually(() => assert.equal(workers().size, 2, "two workers started"));
       for (let i = 0; i < 12; i++) {
         // A connection of its own each time: the primary hands connections to the workers.
         const client = new GRPCInferenceServiceClient(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure(), {
@@ -46,7 +49,7 @@ describe("DYNAMO_GRPC_WORKERS and DYNAMO_MAX_MESSAGE_SIZE, set in the environmen
       await eventually(() => {
         const served = server.logs.filter((entry) => String(entry["requestId"]).startsWith("env-worker-"));
         assert.equal(served.length, 12);
-        assert.deepEqual(new Set(served.map((entry) => entry["pid"])), workers, "both workers served");
+        assert.deepEqual(new Set(served.map((entry) => entry["pid"])), workers(), "both workers served");
       });
       const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
       assert.equal(valueOf(samples, "nv_inference_exec_count", { model: "identity_fp32", version: "1" }), 12);
@@ -207,5 +210,79 @@ describe("request and tensor parameters, uint64 included, through a tensor model
     const [reply] = await streamAll(server.client, [echoRequest("echo", "streamed")]);
     assert.equal(reply?.errorMessage, "");
     assertEchoed(reply!.inferResponse!, { triton_final_response: flag(true) });
+  });
+});
+
+/**
+ * The reference's echo worker as a Triton Python model: it answers with the request's
+ * parameters as it read them (request.parameters(), JSON), plus processed = true, and says
+ * how it read `big` (as text, which no JSON reader can round).
+ */
+const ECHO_PY = `import json
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            parameters = json.loads(request.parameters())
+            answer = dict(parameters)
+            answer["processed"] = True
+            answer["big_as_read"] = repr(parameters.get("big"))
+            tensor = pb_utils.get_input_tensor_by_name(request, "INPUT")
+            output = pb_utils.Tensor("INPUT", tensor.as_numpy())
+            responses.append(pb_utils.InferenceResponse(output_tensors=[output], parameters=answer))
+        return responses
+`;
+
+describe("uint64 request parameters reach a Python model exact, as Triton's and the reference's workers read them", function () {
+  this.timeout(60_000);
+  const repository = new TestRepository();
+  let server: ServerProcess;
+
+  before(async function () {
+    requireTritonPeers(this);
+    repository.writeModel(
+      "echo_py",
+      `backend: "python"
+       input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
+       output [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]`,
+    );
+    writeFileSync(repository.path("echo_py", "1", "model.py"), ECHO_PY);
+    server = await startServer(["--model-repository", repository.dir, "--python", MODELS_PYTHON]);
+  });
+
+  after(async () => {
+    await server?.stop();
+    repository.remove();
+  });
+
+  it("reads 2^64 - 1 as 18446744073709551615, and every parameter it echoes comes back exact", async () => {
+    const reply = await infer(
+      server.client,
+      inferRequest({
+        modelName: "echo_py",
+        parameters: {
+          big: uint64(UINT64_MAX),
+          count: uint64(7n),
+          huge_int: int64(-(1n << 62n) - 1n),
+          str_param: text("x"),
+        },
+        inputs: [{ name: "INPUT", datatype: "FP32", shape: [4n], parameters: {}, contents: undefined }],
+        rawInputContents: [new Uint8Array(16)],
+      }),
+    );
+    assert.deepEqual(reply.parameters, {
+      big_as_read: text("18446744073709551615"),
+      // Python ints come back as int64 parameters, as from Triton's Python backend; one
+      // beyond int64's range only fits a uint64.
+      big: uint64(UINT64_MAX),
+      count: int64(7n),
+      huge_int: int64(-(1n << 62n) - 1n),
+      str_param: text("x"),
+      processed: flag(true),
+    });
   });
 });
