@@ -20,6 +20,12 @@ import { DataPlaneError, type ErrorKind } from "../../../lib/errors.js";
  *   generate, …), as `endpoint` of dynamo_frontend_*: a Dynamo endpoint is what a
  *   component serves requests on.
  * - `model`: the model's name, for served models only (clients cannot mint series).
+ *
+ * Bytes are tensor bytes: what a request's inputs hold once read, what each response's
+ * outputs hold (or the whole message, for a reply passed through from an upstream). Dynamo
+ * counts the messages its request plane carries; here handlers never see a message's wire
+ * size (grpc-js decodes it first) and a JSON body's length is text, not data, so the same
+ * measure for every way in is the tensors'.
  */
 
 export interface ObservedModel {
