@@ -140,7 +140,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   let stopping = false;
   const health = new GrpcHealth(registry, () => stopping);
   const security = await serverSecurity(options.security, logger);
-  const metrics = createMetrics(registry);
+  const metrics = createMetrics(registry, options.serverName);
   const active = new InFlight();
   const tracing = options.tracing === undefined ? NO_TRACING : startTracing(options.tracing);
   const inference = {

@@ -6,6 +6,7 @@ import { boolParameter, isTrue } from "../tensors/parameters.js";
 import { fromCharacterCodes, toCharacterCodes } from "./character-codes.js";
 import { ResponseGatherer } from "./gather.js";
 import { decodeInputs, encodeOutputs, type DecodedInputs } from "../tensors/request.js";
+import { tensorBytes } from "../tensors/tensor.js";
 import type { RequestLifetime } from "./lifetime.js";
 import { RequestScope, type Entry, type InferenceContext } from "./request-scope.js";
 import { withModel, type InferResponseOrEncoded } from "../tensors/wire.js";
@@ -58,7 +59,7 @@ export async function* runInference(
     const request = rewritten ?? received;
     const answer = rewritten === undefined ? (response: ModelInferResponse) => response : toCharacterCodes;
     const inputs = decode(request, spec);
-    scope.decoded(inputs.batchSize);
+    scope.decoded(inputs.batchSize, tensorBytes(inputs.tensors));
     // One reply expected: a model that is not decoupled must make exactly one response.
     const single = scope.isUnary && !spec.decoupled;
     const finalFlag = (final: boolean): Record<string, InferParameter> =>
@@ -97,7 +98,7 @@ export async function* runInference(
       // flag; the request's own parameters are not echoed back.
       if (gatherer !== undefined) {
         gatherer.add(encodeResponse(request, version, result, {}));
-        scope.encoded();
+        scope.encoded(responseBytes(result));
         scope.resumed();
         continue;
       }
@@ -105,7 +106,7 @@ export async function* runInference(
         result.encoded !== undefined
           ? { encoded: withModel(result.encoded, request.modelName, version) }
           : answer(encodeResponse(request, version, result, finalFlag(!spec.decoupled)));
-      scope.encoded();
+      scope.encoded(responseBytes(result));
       yield response;
       scope.resumed();
     }
@@ -122,6 +123,11 @@ export async function* runInference(
   } finally {
     scope.close();
   }
+}
+
+/** What a response takes out: its tensors' bytes, or the whole message an upstream sent when it is passed through. */
+function responseBytes(response: EngineResponse): number {
+  return response.encoded?.byteLength ?? tensorBytes(response.outputs);
 }
 
 /** The request's inputs decoded and checked against the model's config, and its requested outputs checked. */

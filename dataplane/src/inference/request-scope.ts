@@ -75,8 +75,8 @@ export class RequestScope {
   private readonly span: RequestSpan;
   private lease: ModelLease | undefined;
   private observation: RequestObservation | undefined;
-  /** A served model's name when admission refused the request (an unknown name mints no series). */
-  private refusedFor: string | undefined;
+  /** A served model when admission refused the request (an unknown name mints no series). */
+  private refusedFor: ModelSpec | undefined;
   private failure: unknown;
   private succeeded = false;
   private closed = false;
@@ -123,7 +123,7 @@ export class RequestScope {
     const resolved = registry.resolve(this.request.modelName, this.request.modelVersion);
     const { spec, engine } = resolved.model;
     if (this.isUnary && spec.decoupled && !this.gathers(spec)) {
-      this.refusedFor = spec.name;
+      this.refusedFor = spec;
       const optIn =
         this.entry.gathersResponses === "if-the-model-opts-in"
           ? `, or set parameters["${GATHERS_UNARY_RESPONSES}"] to "true" in its config for one reply gathering its responses`
@@ -134,7 +134,7 @@ export class RequestScope {
     }
     this.lease = registry.hold(resolved);
     active.begin();
-    this.observation = metrics.start(spec.name, this.entry.endpoint, this.entry.requestType);
+    this.observation = metrics.start(spec, this.entry.endpoint, this.entry.requestType);
     this.admittedAt = nowNs();
     return { spec, engine, version: resolved.version };
   }
@@ -145,9 +145,10 @@ export class RequestScope {
     return gathersResponses === true || (gathersResponses === "if-the-model-opts-in" && spec.gathersUnaryResponses);
   }
 
-  /** The inputs are decoded and checked. */
-  decoded(batchSize: number): void {
+  /** The inputs are decoded and checked: `bytes` of tensor data. */
+  decoded(batchSize: number, bytes: number): void {
     this.batchSize = batchSize;
+    this.observation?.received(bytes);
     this.decodedAt = this.mark = nowNs();
   }
 
@@ -158,12 +159,12 @@ export class RequestScope {
     this.mark = now;
   }
 
-  /** A response is encoded and about to leave. */
-  encoded(): void {
+  /** A response of `bytes` (its tensor data, or the message passed through) is encoded and about to leave. */
+  encoded(bytes: number): void {
     const now = nowNs();
     this.outputNs += now - this.mark;
     this.responses++;
-    this.observation?.response();
+    this.observation?.response(bytes);
   }
 
   /** The caller has taken the response: the clock of the engine's next step starts. */
@@ -190,7 +191,6 @@ export class RequestScope {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    const outcome = this.succeeded ? "success" : "error";
     // A request its caller stopped reading (the generator closed early) ended as cancelled.
     if (!this.succeeded && this.failure === undefined) this.failure = abortedError(this.lifetime.signal);
     const { metrics, active } = this.context;
@@ -207,12 +207,12 @@ export class RequestScope {
       } else {
         this.lease.statistics.recordFailure(totalNs);
       }
-      this.observation?.end(outcome);
+      this.observation?.end(this.succeeded ? undefined : this.failure);
       active.end();
       this.lease.release();
       this.log(this.lease.version);
     } else if (this.refusedFor !== undefined) {
-      metrics.refused(this.refusedFor, this.entry.endpoint, this.entry.requestType);
+      metrics.refused(this.refusedFor, this.entry.endpoint, this.entry.requestType, this.failure);
       this.log(this.request.modelVersion);
     }
   }

@@ -1,6 +1,7 @@
 import type { ServerInterceptor } from "@grpc/grpc-js";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import type { ModelRegistry } from "../models/registry.js";
+import { ComponentMetrics } from "./component.js";
 import { FrontendMetrics } from "./frontend.js";
 import { grpcServerMetrics } from "./grpc.js";
 import { HttpServerMetrics } from "./http.js";
@@ -17,7 +18,8 @@ export interface DataPlaneMetrics {
   readonly http: HttpServerMetrics;
 }
 
-export function createMetrics(models: ModelRegistry): DataPlaneMetrics {
+/** `serverName`: --server-name, the dynamo_namespace of the dynamo_component_* families. */
+export function createMetrics(models: ModelRegistry, serverName: string): DataPlaneMetrics {
   const register = new Registry();
   collectDefaultMetrics({ register });
   tritonMetrics(register, () =>
@@ -26,7 +28,11 @@ export function createMetrics(models: ModelRegistry): DataPlaneMetrics {
   loadSignals(register, () => models.loads());
   return {
     register,
-    frontend: new FrontendMetrics(register, () => new Set(models.statistics("", "").map(({ name }) => name))),
+    frontend: new FrontendMetrics(
+      register,
+      () => new Set(models.statistics("", "").map(({ name }) => name)),
+      new ComponentMetrics(register, serverName),
+    ),
     grpcInterceptor: grpcServerMetrics(register),
     http: new HttpServerMetrics(register),
   };

@@ -8,10 +8,23 @@ export function isTrue(parameter: InferParameter | undefined): boolean {
 
 export const boolParameter = (value: boolean): InferParameter => ({ parameterChoice: { $case: "boolParam", value } });
 
-/** A JSON parameter value as an InferParameter choice: booleans, strings, numbers (whole: int64, else double). */
+const INT64_MIN = -(1n << 63n);
+const INT64_MAX = (1n << 63n) - 1n;
+const UINT64_MAX = (1n << 64n) - 1n;
+
+/**
+ * A JSON parameter value as an InferParameter choice: booleans, strings, numbers (whole:
+ * int64, else double), and whole numbers read exact (bigints): int64, or uint64 beyond
+ * int64's range (the only type that holds them).
+ */
 export function parameterChoiceOf(value: unknown, field: string): InferParameter["parameterChoice"] {
   if (typeof value === "boolean") return { $case: "boolParam", value };
   if (typeof value === "string") return { $case: "stringParam", value };
+  if (typeof value === "bigint") {
+    if (value >= INT64_MIN && value <= INT64_MAX) return { $case: "int64Param", value };
+    if (value > INT64_MAX && value <= UINT64_MAX) return { $case: "uint64Param", value };
+    throw invalidArgument(`'${field}' (${value}) does not fit a 64-bit integer`);
+  }
   if (typeof value === "number") {
     return Number.isSafeInteger(value)
       ? { $case: "int64Param", value: BigInt(value) }
@@ -20,13 +33,37 @@ export function parameterChoiceOf(value: unknown, field: string): InferParameter
   throw invalidArgument(`'${field}' must be a boolean, a number or a string`);
 }
 
-/** Parameters as JSON values. */
+/**
+ * Parameters as JSON values. An int64 or uint64 beyond 2^53 stays a bigint, so that its value
+ * reaches JSON exact (a uint64_param of 2^64 - 1 is not 18446744073709552000): write these
+ * values with jsonText, not JSON.stringify.
+ */
 export function parametersToJson(parameters: Readonly<Record<string, InferParameter>>): Record<string, unknown> {
   const json: Record<string, unknown> = {};
   for (const [key, { parameterChoice }] of Object.entries(parameters)) {
     if (parameterChoice === undefined) continue;
     const { value } = parameterChoice;
-    json[key] = typeof value === "bigint" ? Number(value) : value;
+    json[key] = typeof value === "bigint" && Number.isSafeInteger(Number(value)) ? Number(value) : value;
   }
   return json;
+}
+
+/** JSON text of JSON values that may hold bigints, written exactly (JSON.stringify refuses them). */
+export function jsonText(value: unknown): string {
+  try {
+    return JSON.stringify(value);
+  } catch (error) {
+    if (!(error instanceof TypeError)) throw error;
+    return exactJsonText(value);
+  }
+}
+
+function exactJsonText(value: unknown): string {
+  if (typeof value === "bigint") return value.toString();
+  if (Array.isArray(value)) return `[${value.map((item) => exactJsonText(item ?? null)).join(",")}]`;
+  if (typeof value === "object" && value !== null) {
+    const members = Object.entries(value).filter(([, item]) => item !== undefined);
+    return `{${members.map(([key, item]) => `${JSON.stringify(key)}:${exactJsonText(item)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
 }

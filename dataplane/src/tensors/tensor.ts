@@ -19,3 +19,10 @@ export function elementCount(shape: readonly number[]): number {
   for (const dim of shape) count *= dim;
   return count;
 }
+
+/** The bytes the tensors' elements take (raw form). */
+export function tensorBytes(tensors: readonly Tensor[]): number {
+  let bytes = 0;
+  for (const tensor of tensors) bytes += tensor.data.byteLength;
+  return bytes;
+}

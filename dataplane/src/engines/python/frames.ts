@@ -1,3 +1,6 @@
+import { parseJsonText } from "../../http/kserve/json-text.js";
+import { jsonText } from "../../tensors/parameters.js";
+
 /**
  * The frames the data plane and a Python model process exchange (the other end is
  * dataplane/python/dynamo_kserve_python_stub.py): header length and payload length as
@@ -9,7 +12,8 @@ const HEAD_SIZE = 8;
 
 /** One frame's parts, ready for a vectored write (the payload's parts as they are). */
 export function encodeFrame(header: object, payload: readonly Uint8Array[] = []): Uint8Array[] {
-  const json = Buffer.from(JSON.stringify(header));
+  // Exact integers: a uint64 parameter reaches the model as the value it is.
+  const json = Buffer.from(jsonText(header));
   const head = Buffer.allocUnsafe(HEAD_SIZE);
   head.writeUInt32LE(json.length, 0);
   head.writeUInt32LE(
@@ -78,13 +82,19 @@ export class FrameReader {
   }
 }
 
+/** Digits no double holds exactly can only be in a header with a run of 16 (strings included). */
+const EXACT_INTEGERS_NEEDED = /\d{16}/;
+
 /** A frame the other end should never have sent: that process is broken. */
 export class MalformedFrame extends Error {}
 
 function parseHeader(text: string): Record<string, unknown> {
   let header: unknown;
   try {
-    header = JSON.parse(text);
+    // A model's int64 parameter beyond 2^53 stays exact (a double would round it).
+    header = EXACT_INTEGERS_NEEDED.test(text)
+      ? parseJsonText(text, "a frame header", { exactIntegers: true })
+      : JSON.parse(text);
   } catch (error) {
     throw new MalformedFrame(`a frame header that is not JSON (${(error as Error).message}): ${text.slice(0, 120)}`);
   }

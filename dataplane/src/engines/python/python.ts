@@ -242,7 +242,10 @@ function requestHeader(request: EngineRequest): Record<string, unknown> {
     o: [...request.requestedOutputs],
     p: Object.fromEntries(Object.entries(parameters).filter(([name]) => !RESERVED_PARAMETERS.has(name))),
     r: request.id,
-    c: typeof sequenceId === "number" || typeof sequenceId === "string" ? sequenceId : 0,
+    c:
+      typeof sequenceId === "number" || typeof sequenceId === "bigint" || typeof sequenceId === "string"
+        ? sequenceId
+        : 0,
     f: flags,
   };
 }

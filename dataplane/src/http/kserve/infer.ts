@@ -8,7 +8,7 @@ import { DATATYPES } from "../../../../lib/model-repository/datatypes.js";
 import { countBytesElements } from "../../tensors/bytes.js";
 import { elementCount } from "../../tensors/tensor.js";
 import { typedToRaw } from "../../tensors/typed.js";
-import { parametersToJson } from "../../tensors/parameters.js";
+import { jsonText, parametersToJson } from "../../tensors/parameters.js";
 import {
   datatypeFromJson,
   jsonObject,
@@ -211,9 +211,9 @@ export function httpInferReplyOf(response: ModelInferResponse, form: ReplyForm):
     const parameters = parametersToJson(output.parameters);
     if (binary) {
       binaries.push(raw);
-      return `${head},"parameters":${JSON.stringify({ ...parameters, binary_data_size: raw.byteLength })}}`;
+      return `${head},"parameters":${jsonText({ ...parameters, binary_data_size: raw.byteLength })}}`;
     }
-    const shown = Object.keys(parameters).length > 0 ? `,"parameters":${JSON.stringify(parameters)}` : "";
+    const shown = Object.keys(parameters).length > 0 ? `,"parameters":${jsonText(parameters)}` : "";
     return `${head}${shown},"data":${jsonTextOfRaw(datatype, raw)}}`;
   });
   if (response.outputs.length !== response.rawOutputContents.length && response.rawOutputContents.length > 0) {
@@ -223,7 +223,7 @@ export function httpInferReplyOf(response: ModelInferResponse, form: ReplyForm):
   const header =
     `{"model_name":${JSON.stringify(response.modelName)},"model_version":${JSON.stringify(response.modelVersion)}` +
     (response.id !== "" ? `,"id":${JSON.stringify(response.id)}` : "") +
-    (Object.keys(parameters).length > 0 ? `,"parameters":${JSON.stringify(parameters)}` : "") +
+    (Object.keys(parameters).length > 0 ? `,"parameters":${jsonText(parameters)}` : "") +
     `,"outputs":[${outputs.join(",")}]}`;
   const json = Buffer.from(header, "utf8");
   if (binaries.length === 0) return { body: json, headerLength: undefined };
