@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { CLI } from "../fixtures/paths.js";
+import { CLI, EXAMPLES } from "../fixtures/paths.js";
 import { TestRepository } from "../fixtures/repository.js";
 import { call, startServer, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
@@ -98,6 +98,18 @@ describe("the dynamo-kserve CLI (real processes)", function () {
     } finally {
       await server.stop();
       repository.remove();
+    }
+  });
+
+  describe("starts quietly on the bundled examples (as npm start does)", () => {
+    for (const workers of ["1", "2"]) {
+      it(`writes no deprecation warning to stderr with --grpc-workers ${workers}`, async () => {
+        const server = await startServer(["--model-repository", EXAMPLES, "--grpc-workers", workers]);
+        const code = await server.stop();
+        assert.equal(code, 0);
+        assert.doesNotMatch(server.stderr, /DeprecationWarning|FSTDEP|\[DEP\d+\]/);
+        assert.equal(server.stderr, "");
+      });
     }
   });
 
