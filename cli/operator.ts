@@ -134,7 +134,7 @@ export function operatorCommand(): Command {
     // Loaded on use: the Kubernetes client costs about a second of start-up that the
     // dataplane and infer commands should not pay.
     const { startOperator } = await import("../operator/src/operator.js");
-    const operator = await startOperator({
+    const running = startOperator({
       kubeconfig: flags.kubeconfig,
       clusterWaitSeconds: flags.clusterWaitSecs,
       namespaces: flags.namespace ?? [],
@@ -149,7 +149,8 @@ export function operatorCommand(): Command {
       certificates: certificateSettings(flags),
       logger,
     });
-    stopOnSignals(operator, logger);
+    stopOnSignals(running, logger);
+    await running;
   });
 }
 
