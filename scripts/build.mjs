@@ -6,11 +6,13 @@
 //   newer; otherwise it re-checks and re-emits the changed files and what depends on them.
 // - It does not look at dependencies (node_modules): after an npm install newer than the last
 //   build, the build is forced, since new type declarations can change what a file compiles to.
+// - Nor does it look at dist/: an output deleted by hand would stay missing, so a source
+//   without its .js forces the build too.
 // - A deleted or moved source leaves its .js behind, which mocha's globs would still run:
 //   every .js (and .js.map) in dist/ without its .ts is deleted.
 // A clean clone has no dist/, so it builds everything; `rm -rf dist` does the same here.
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, rmdirSync, statSync, unlinkSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, rmdirSync, statSync, unlinkSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join, relative } from "node:path";
 
@@ -29,9 +31,29 @@ function dependenciesChanged() {
   return built !== undefined && installed !== undefined && installed > built;
 }
 
+/** The .ts files under a folder (declarations aside). */
+function sourcesUnder(dir) {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts"))
+    .map((entry) => join(entry.parentPath, entry.name));
+}
+
+/** True when a source the tsconfig includes (as `folder/**\/*.ts`) has no .js in dist/. */
+function outputsMissing() {
+  if (!existsSync(BUILD_INFO)) return false;
+  const { include } = JSON.parse(readFileSync("tsconfig.json", "utf8"));
+  const folders = include
+    .filter((pattern) => pattern.endsWith("/**/*.ts"))
+    .map((pattern) => pattern.slice(0, -"/**/*.ts".length));
+  return folders
+    .flatMap(sourcesUnder)
+    .some((source) => !existsSync(join(OUT_DIR, `${source.slice(0, -".ts".length)}.js`)));
+}
+
 function compile() {
   const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
-  const args = ["-b", "tsconfig.json", ...(dependenciesChanged() ? ["--force"] : [])];
+  const args = ["-b", "tsconfig.json", ...(dependenciesChanged() || outputsMissing() ? ["--force"] : [])];
   return spawnSync(process.execPath, [tsc, ...args], { stdio: "inherit" }).status ?? 1;
 }
 

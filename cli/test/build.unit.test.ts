@@ -106,6 +106,13 @@ describe("npm run build", function () {
     assert.ok(existsSync(join(dir, "dist", "src", "a.js")));
   });
 
+  it("writes an output again that was deleted from dist/", async () => {
+    await build(dir);
+    rmSync(join(dir, "dist", "src", "a.js"));
+    await build(dir);
+    assert.ok(existsSync(join(dir, "dist", "src", "a.js")));
+  });
+
   it("compiles everything again after an npm install (new dependencies may compile differently)", async () => {
     await build(dir);
     const a = writtenAt(dir, "src/a.js");
