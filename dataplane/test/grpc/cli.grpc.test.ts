@@ -6,7 +6,7 @@ import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 import { CLI, EXAMPLES } from "../fixtures/paths.js";
 import { TestRepository } from "../fixtures/repository.js";
-import { call, startServer, type ServerProcess } from "../fixtures/server.js";
+import { call, dataPlaneFailing, startServer, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
 import { runFailing } from "../../../e2e/support/process.js";
 
@@ -239,13 +239,13 @@ describe("the dynamo-kserve CLI (real processes)", function () {
   });
 
   it("fails to start with one clear line when the model repository is missing", async () => {
-    const failed = await runFailing([CLI, "dataplane", "--grpc-port", "0", "--model-repository", "/no/such/repo"]);
+    const failed = await dataPlaneFailing(["--model-repository", "/no/such/repo"]);
     assert.equal(failed.code, 1);
     assert.match(failed.stderr, /^dynamo-kserve: model repository '\/no\/such\/repo' cannot be read: .*ENOENT/m);
   });
 
   it("refuses an invalid option value with a message naming it", async () => {
-    const failed = await runFailing([CLI, "dataplane", "--grpc-port", "99999"]);
+    const failed = await dataPlaneFailing(["--grpc-port", "99999"]);
     assert.equal(failed.code, 1);
     assert.match(failed.stderr, /--grpc-port.*0 to 65535/);
   });

@@ -284,7 +284,6 @@ describe("KServe v2 REST on the HTTP front door", function () {
 
   // Mocha runs a suite's own tests before its nested suites': this one comes after them.
   describe("after the requests above", () => {
-
     it("writes no log line per request (the route metrics count them)", () => {
       const perRequest = serving.server.logs.filter(
         (line) => line["msg"] === "incoming request" || line["msg"] === "request completed",
