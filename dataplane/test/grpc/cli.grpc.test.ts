@@ -51,65 +51,49 @@ describe("the dynamo-kserve CLI (real processes)", function () {
     const serving = useServer();
     let server: ServerProcess;
     before(() => ({ server } = serving));
+    /** The command line of `infer <model> ...args` against this data plane. */
+    const inferArgs = (model: string, ...args: string[]): string[] => [
+      CLI,
+      "infer",
+      model,
+      "--url",
+      `127.0.0.1:${server.grpcPort}`,
+      ...args,
+    ];
 
     it("sends typed inputs and prints the decoded reply as JSON", async () => {
-      const url = `127.0.0.1:${server.grpcPort}`;
-      const { stdout } = await run(process.execPath, [
-        CLI,
-        "infer",
-        "identity_bytes",
-        "--url",
-        url,
-        "--input",
-        "INPUT0:BYTES:1x2=hello,world",
-        "--id",
-        "cli-1",
-      ]);
+      const { stdout } = await run(
+        process.execPath,
+        inferArgs("identity_bytes", "--input", "INPUT0:BYTES:1x2=hello,world", "--id", "cli-1"),
+      );
       assert.deepEqual(JSON.parse(stdout), {
         model_name: "identity_bytes",
         model_version: "1",
         id: "cli-1",
         outputs: [{ name: "OUTPUT0", datatype: "BYTES", shape: [1, 2], values: ["hello", "world"] }],
       });
-      const fp32 = await run(process.execPath, [
-        CLI,
-        "infer",
-        "identity_fp32",
-        "--url",
-        url,
-        "--input",
-        "INPUT0:FP32:1x2=1.5,2",
-      ]);
+      const fp32 = await run(process.execPath, inferArgs("identity_fp32", "--input", "INPUT0:FP32:1x2=1.5,2"));
       assert.deepEqual((JSON.parse(fp32.stdout) as { outputs: { values: number[] }[] }).outputs[0]?.values, [1.5, 2]);
     });
 
     it("exits non-zero with the server's message when the request is refused", async () => {
-      const failed = await runFailing([
-        CLI,
-        "infer",
-        "identity_int32",
-        "--url",
-        `127.0.0.1:${server.grpcPort}`,
-        "--input",
-        "INPUT0:INT32:3=1,2,3",
-      ]);
+      const failed = await runFailing(inferArgs("identity_int32", "--input", "INPUT0:INT32:3=1,2,3"));
       assert.equal(failed.code, 1);
       assert.match(failed.stderr, /shape \[3\] does not match the model's \[4\]/);
     });
 
     it("--stream prints each response of a decoupled model as a line of JSON as it arrives", async () => {
-      const child = spawn(process.execPath, [
-        CLI,
-        "infer",
-        "repeat_int32",
-        "--url",
-        `127.0.0.1:${server.grpcPort}`,
-        "--stream",
-        "--input",
-        "IN:INT32:2=7,8",
-        "--input",
-        `DELAY:UINT32:2=0,${SECOND_RESPONSE_DELAY_MS}`,
-      ]);
+      const child = spawn(
+        process.execPath,
+        inferArgs(
+          "repeat_int32",
+          "--stream",
+          "--input",
+          "IN:INT32:2=7,8",
+          "--input",
+          `DELAY:UINT32:2=0,${SECOND_RESPONSE_DELAY_MS}`,
+        ),
+      );
       const lines: { line: string; at: number }[] = [];
       createInterface({ input: child.stdout }).on("line", (line) => lines.push({ line, at: Date.now() }));
       const [code] = (await once(child, "close")) as [number];
@@ -136,32 +120,15 @@ describe("the dynamo-kserve CLI (real processes)", function () {
     });
 
     it("--stream fails with the server's message when a response carries an error", async () => {
-      const failed = await runFailing([
-        CLI,
-        "infer",
-        "repeat_int32",
-        "--url",
-        `127.0.0.1:${server.grpcPort}`,
-        "--stream",
-        "--input",
-        "IN:INT32:1=1",
-        "--input",
-        "WAIT:UINT32:2=1,1",
-      ]);
+      const failed = await runFailing(
+        inferArgs("repeat_int32", "--stream", "--input", "IN:INT32:1=1", "--input", "WAIT:UINT32:2=1,1"),
+      );
       assert.equal(failed.code, 1);
       assert.match(failed.stderr, /^infer failed: .*'WAIT'.*shape/m);
     });
 
     it("without --stream, names --stream when the server says the model is decoupled", async () => {
-      const failed = await runFailing([
-        CLI,
-        "infer",
-        "repeat_int32",
-        "--url",
-        `127.0.0.1:${server.grpcPort}`,
-        "--input",
-        "IN:INT32:1=1",
-      ]);
+      const failed = await runFailing(inferArgs("repeat_int32", "--input", "IN:INT32:1=1"));
       assert.equal(failed.code, 1);
       assert.match(failed.stderr, /is decoupled.*infer --stream/);
     });
@@ -170,14 +137,7 @@ describe("the dynamo-kserve CLI (real processes)", function () {
       const called = readdirSync(EXAMPLES).sort();
       assert.deepEqual(Object.keys(EXAMPLE_CALLS).sort(), called, "a bundled model has no call here");
       for (const [model, args] of Object.entries(EXAMPLE_CALLS)) {
-        const { stdout } = await run(process.execPath, [
-          CLI,
-          "infer",
-          model,
-          "--url",
-          `127.0.0.1:${server.grpcPort}`,
-          ...args,
-        ]);
+        const { stdout } = await run(process.execPath, inferArgs(model, ...args));
         const replies = args.includes("--stream") ? stdout.trimEnd().split("\n") : [stdout];
         for (const reply of replies) {
           const parsed = JSON.parse(reply) as { model_name: string; outputs: unknown[] };
