@@ -19,6 +19,7 @@ COPY operator operator
 COPY proto proto
 COPY e2e e2e
 COPY bench bench
+COPY scripts/build.mjs scripts/
 RUN ["npm", "run", "build"]
 RUN ["npm", "prune", "--omit=dev", "--no-audit", "--no-fund"]
 COPY scripts/prune-native-binaries.mjs scripts/

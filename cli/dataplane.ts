@@ -11,6 +11,8 @@ export function dataplaneCommand(): Command {
     const logger = pino({ level: args.logLevel, base: { component: "dataplane", pid: process.pid } });
     // Loaded on use: the operator, migrate and infer commands never load the data plane's runtime.
     const { serveDataPlane } = await import("../dataplane/src/main.js");
-    stopOnSignals(await serveDataPlane(args, logger), logger);
+    const serving = serveDataPlane(args, logger);
+    stopOnSignals(serving, logger);
+    await serving;
   });
 }

@@ -19,8 +19,16 @@ import { stopOnSignals } from "./options.js";
 const OPERATOR_OPTIONS = {
   kubeconfig: text("--kubeconfig <file>", {
     env: "KUBECONFIG",
-    help: "kubeconfig to use (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)",
+    help: "kubeconfig to use (default: ~/.kube/config, then the pod's service account)",
   }),
+  clusterWaitSecs: duration(
+    "--cluster-wait-secs <seconds>",
+    {
+      env: "DYNAMO_OPERATOR_CLUSTER_WAIT_SECS",
+      help: "at start, how long to wait for the Kubernetes API server to answer before exiting with an error",
+    },
+    30,
+  ),
   namespace: repeatable("--namespace <name>", {
     env: "DYNAMO_OPERATOR_NAMESPACES",
     help: "a namespace to manage (repeatable or comma-separated; default: all)",
@@ -126,8 +134,9 @@ export function operatorCommand(): Command {
     // Loaded on use: the Kubernetes client costs about a second of start-up that the
     // dataplane and infer commands should not pay.
     const { startOperator } = await import("../operator/src/operator.js");
-    const operator = await startOperator({
+    const running = startOperator({
       kubeconfig: flags.kubeconfig,
+      clusterWaitSeconds: flags.clusterWaitSecs,
       namespaces: flags.namespace ?? [],
       dataplaneImage: flags.dataplaneImage,
       workers: flags.workers,
@@ -140,7 +149,8 @@ export function operatorCommand(): Command {
       certificates: certificateSettings(flags),
       logger,
     });
-    stopOnSignals(operator, logger);
+    stopOnSignals(running, logger);
+    await running;
   });
 }
 

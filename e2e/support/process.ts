@@ -9,6 +9,8 @@ export interface CliProcess {
   readonly logs: Record<string, unknown>[];
   /** The log line announcing the process is ready. */
   readonly ready: Record<string, unknown>;
+  /** Everything written to stderr so far (Node's warnings, a crash's stack). */
+  readonly stderr: string;
   /** Sends `signal` once (unless the process already ended) and resolves with the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -50,6 +52,9 @@ export async function startCli(
     process: child,
     logs,
     ready,
+    get stderr() {
+      return stderr;
+    },
     stop(signal: NodeJS.Signals = "SIGTERM") {
       if (child.exitCode === null && child.signalCode === null && !child.killed) child.kill(signal);
       return exited;

@@ -1,7 +1,7 @@
 import type { IncomingMessage, Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import compress from "@fastify/compress";
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { HttpServerMetrics } from "../metrics/http.js";
 import { authenticationFailure, requiredTokens, type AccessTokens } from "../server/auth.js";
@@ -70,11 +70,14 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
             ...(tls.mutual ? { ca: tls.current.ca, requestCert: true, rejectUnauthorized: true } : {}),
           },
         }),
-    // Model names are path segments; Triton allows long ones.
-    maxParamLength: 1024,
+    // Model names are path segments; Triton allows long ones. (Router settings go in
+    // routerOptions: fastify 5 deprecates them at the top level, FSTDEP022.)
+    routerOptions: { maxParamLength: 1024 },
     return503OnClosing: true,
     loggerInstance: options.logger.child({ server: "http" }),
-    disableRequestLogging: true,
+    // No line per request (the route metrics count them); fastify 5 takes this from a
+    // LogController, the top-level disableRequestLogging being deprecated (FSTDEP023).
+    logController: new LogController({ disableRequestLogging: true }),
   }) as unknown as FastifyInstance;
   if (tls !== undefined) {
     tls.onChange((files) =>

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CACHE_DIR, requireProgram } from "../../../e2e/support/prerequisites.js";
 import { requireTritonPeers, startTritonPeer, type Peer } from "../fixtures/peers.js";
-import { REPO_ROOT } from "../fixtures/paths.js";
+import { EXAMPLE_TOKENIZER, REPO_ROOT } from "../fixtures/paths.js";
 import { TestRepository } from "../fixtures/repository.js";
 import { runProgram } from "../fixtures/programs.js";
 import { SecretFiles, tlsArgs } from "../fixtures/secret-files.js";
@@ -116,15 +116,12 @@ describe("the HTTP front door with real clients (openai SDK, KServe SDK, curl, a
     it(`takes a short aiperf run against /v1/chat/completions (streaming) on ${model}`, async () => {
       const dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-aiperf-"));
       try {
-        // No Hugging Face Hub here: a word-level tokenizer (the mock's tokens are words).
-        const tokenizer = join(dir, "tokenizer");
-        const made = await runProgram(join(AIPERF, "python"), [join(here, "word_tokenizer.py"), tokenizer]);
-        assert.equal(made.code, 0, made.output);
         const artifacts = join(dir, "artifacts");
         const profile = await runProgram(join(AIPERF, "aiperf"), [
           "profile",
           ...["--model", model, "--url", base, "--endpoint-type", "chat", "--streaming"],
-          ...["--tokenizer", tokenizer, "--request-count", "40", "--concurrency", "8"],
+          // No Hugging Face Hub here: the example word tokenizer (the mock's tokens are words).
+          ...["--tokenizer", EXAMPLE_TOKENIZER, "--request-count", "40", "--concurrency", "8"],
           ...["--output-tokens-mean", "8", "--synthetic-input-tokens-mean", "16"],
           ...["--artifact-dir", artifacts, "--ui-type", "none"],
         ]);

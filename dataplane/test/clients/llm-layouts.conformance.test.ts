@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { CACHE_DIR, perfAnalyzerBinary, requireProgram } from "../../../e2e/support/prerequisites.js";
-import { REPO_ROOT } from "../fixtures/paths.js";
+import { EXAMPLE_TOKENIZER, REPO_ROOT } from "../fixtures/paths.js";
 import { runProgram } from "../fixtures/programs.js";
 import { startServer, type ServerProcess } from "../fixtures/server.js";
 
@@ -15,7 +15,6 @@ import { startServer, type ServerProcess } from "../fixtures/server.js";
  */
 
 const GENAI_PERF = join(process.env["DYNAMO_KSERVE_GENAI_PERF_VENV"] ?? join(CACHE_DIR, "venv-genai-perf"), "bin");
-const TOKENIZER_SCRIPT = join(REPO_ROOT, "dataplane", "test", "clients", "word_tokenizer.py");
 const OUTPUT_TOKENS = 8;
 const REQUESTS = 20;
 
@@ -36,7 +35,6 @@ describe("Triton's LLM benchmarks, unchanged (genai-perf, perf_analyzer)", funct
   this.timeout(600_000);
   let server: ServerProcess;
   let dir: string;
-  let tokenizer: string;
   let env: NodeJS.ProcessEnv;
 
   before(async function () {
@@ -44,15 +42,12 @@ describe("Triton's LLM benchmarks, unchanged (genai-perf, perf_analyzer)", funct
     requireProgram(this, perfAnalyzerBinary(), "perf_analyzer", "run bash e2e/tools/build.sh");
     server = await startServer(["--model-repository", join(REPO_ROOT, "examples", "model_repository")]);
     dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-genai-perf-"));
-    tokenizer = join(dir, "tokenizer");
-    // genai-perf finds perf_analyzer on PATH; no Hugging Face Hub here: a local word tokenizer.
+    // genai-perf finds perf_analyzer on PATH; no Hugging Face Hub here: the example word tokenizer.
     env = {
       ...process.env,
       PATH: `${dirname(perfAnalyzerBinary())}${delimiter}${process.env["PATH"] ?? ""}`,
       HF_HUB_OFFLINE: "1",
     };
-    const made = await runProgram(join(GENAI_PERF, "python"), [TOKENIZER_SCRIPT, tokenizer]);
-    assert.equal(made.code, 0, made.output);
   });
 
   after(async () => {
@@ -73,7 +68,7 @@ describe("Triton's LLM benchmarks, unchanged (genai-perf, perf_analyzer)", funct
             "profile",
             ...["-m", model, "--endpoint-type", "kserve", "--backend", backend],
             ...(streaming ? ["--streaming"] : []),
-            ...["-u", `127.0.0.1:${server.grpcPort}`, "--tokenizer", tokenizer],
+            ...["-u", `127.0.0.1:${server.grpcPort}`, "--tokenizer", EXAMPLE_TOKENIZER],
             ...["--output-tokens-mean", String(OUTPUT_TOKENS), "--output-tokens-mean-deterministic"],
             ...["--synthetic-input-tokens-mean", "16", "--request-count", String(REQUESTS), "--concurrency", "2"],
             ...["--artifact-dir", artifacts],

@@ -4,10 +4,9 @@ import { connect as http2Connect, constants, type ClientHttp2Session, type Clien
 import { connect as tcpConnect } from "node:net";
 import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
 import { createTestCa } from "../../../e2e/support/certificates.js";
-import { runFailing } from "../../../e2e/support/process.js";
-import { CLI } from "../fixtures/paths.js";
+import { freePort } from "../../../e2e/support/ports.js";
 import { SecretFiles } from "../fixtures/secret-files.js";
-import { startServer, type ServerProcess } from "../fixtures/server.js";
+import { dataPlaneFailing, startServer, type ServerProcess } from "../fixtures/server.js";
 
 /** ServerLive over a new channel to 127.0.0.1:`port`; resolves with the error, if any. */
 async function serverLive(port: number, channelCredentials: ChannelCredentials): Promise<ServiceError | null> {
@@ -95,11 +94,13 @@ function mutePeer(port: number, waitMs: number): Promise<number> {
 describe("the reference frontend's command lines, variables and connection knobs", function () {
   this.timeout(60_000);
 
-  it("starts from `--grpc-port 8001 --kserve-mode` as the reference's InferenceService runs it, and serves KServe v2", async () => {
-    const server = await startServer(["--grpc-port", "8001", "--kserve-mode"]);
+  it("starts from `--grpc-port <port> --kserve-mode` as the reference's InferenceService runs it, and serves KServe v2", async () => {
+    // The reference runs it on 8001; a free port, so that a data plane already serving here does not collide.
+    const port = await freePort();
+    const server = await startServer(["--grpc-port", String(port), "--kserve-mode"]);
     try {
-      assert.equal(server.grpcPort, 8001);
-      assert.equal(await serverLive(8001, credentials.createInsecure()), null);
+      assert.equal(server.grpcPort, port);
+      assert.equal(await serverLive(port, credentials.createInsecure()), null);
     } finally {
       await server.stop();
     }
@@ -239,7 +240,7 @@ describe("the reference frontend's command lines, variables and connection knobs
     });
 
     it("refuses the shaping knobs without a keepalive time to shape", async () => {
-      const refused = await runFailing([CLI, "dataplane", "--grpc-http2-max-pings-without-data", "2"]);
+      const refused = await dataPlaneFailing(["--grpc-http2-max-pings-without-data", "2"]);
       assert.match(refused.stderr, /shape the server's keepalive pings: set --grpc-keepalive-time-secs/);
     });
   });

@@ -2,12 +2,10 @@ import { credentials, Metadata, status, type ChannelCredentials, type ServiceErr
 import assert from "node:assert/strict";
 import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
 import { createTestCa, type Pem, type TestCa } from "../../../e2e/support/certificates.js";
-import { runFailing } from "../../../e2e/support/process.js";
 import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
 import { HealthTestClient } from "../fixtures/health.js";
-import { CLI } from "../fixtures/paths.js";
 import { SecretFiles, tlsArgs } from "../fixtures/secret-files.js";
-import { eventually, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
+import { dataPlaneFailing, eventually, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
 import { request as httpRequest } from "node:http";
 
 const trusting = (ca: Pem, client?: Pem): ChannelCredentials =>
@@ -333,19 +331,16 @@ describe("data plane security: TLS, mTLS, certificate rotation, bearer tokens, m
     after(() => files.remove());
 
     it("refuses to start with a key that does not match, a certificate without its key, or an empty token file", async () => {
-      /** The data plane on free ports, started with `args`; it must fail. */
-      const dataplane = (...args: string[]) =>
-        runFailing([CLI, "dataplane", "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0", ...args]);
-      const mismatch = await dataplane(...tlsArgs(files));
+      const mismatch = await dataPlaneFailing(tlsArgs(files));
       assert.equal(mismatch.code, 1);
       assert.match(mismatch.stderr, /TLS: .*tls\.key is not the private key of the certificate in .*tls\.crt/);
-      const noKeyFile = await runFailing([CLI, "dataplane", "--cert-file", files.path("tls.crt")]);
+      const noKeyFile = await dataPlaneFailing(["--cert-file", files.path("tls.crt")]);
       assert.match(noKeyFile.stderr, /--cert-file \(DYNAMO_TLS_CERT\) needs --key-file \(DYNAMO_TLS_KEY\)/);
-      const caAlone = await runFailing([CLI, "dataplane", "--client-ca-file", files.path("tls.crt")]);
+      const caAlone = await dataPlaneFailing(["--client-ca-file", files.path("tls.crt")]);
       assert.match(caAlone.stderr, /--client-ca-file \(DYNAMO_TLS_CLIENT_CA\) needs --cert-file and --key-file/);
-      const tlsAlone = await runFailing([CLI, "dataplane", "--use-tls"]);
+      const tlsAlone = await dataPlaneFailing(["--use-tls"]);
       assert.match(tlsAlone.stderr, /--use-tls needs --cert-file and --key-file/);
-      const empty = await dataplane("--auth-token-file", files.path("empty"));
+      const empty = await dataPlaneFailing(["--auth-token-file", files.path("empty")]);
       assert.match(empty.stderr, /empty holds no token/);
     });
   });

@@ -107,6 +107,19 @@ describe("signals during a drain (real processes)", function () {
     });
   }
 
+  // The handlers used to be installed after the ready line: a SIGTERM sent on it could kill
+  // the primary, or a worker before its own handlers, about one start in three on 2 loaded cores.
+  it("a SIGTERM sent as soon as it says it is listening drains (--grpc-workers 2, three starts)", async () => {
+    for (let start = 0; start < 3; start++) {
+      const server = await startServer(["--model-repository", repository.dir, "--grpc-workers", "2"]);
+      const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+        server.process.once("exit", (code, signal) => resolve([code, signal])),
+      );
+      await server.stop("SIGTERM");
+      assert.deepEqual(await exited, [0, null], `start ${start}: ${server.stderr}`);
+    }
+  });
+
   it("with --drain-delay-secs 0 the health port answers through the drain: ready 503, live 200", async () => {
     const server = await startServer(["--model-repository", repository.dir, "--drain-delay-secs", "0"]);
     try {

@@ -1,11 +1,9 @@
 import { credentials } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { GRPCInferenceServiceClient } from "../../../proto/gen/ts/grpc_service.js";
-import { runFailing } from "../../../e2e/support/process.js";
 import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
-import { CLI } from "../fixtures/paths.js";
 import { identityRequest } from "../fixtures/requests.js";
-import { call, eventually, infer, startServer, type ServerProcess } from "../fixtures/server.js";
+import { call, dataPlaneFailing, eventually, infer, startServer, type ServerProcess } from "../fixtures/server.js";
 
 describe("--grpc-workers: several processes on one port", function () {
   this.timeout(30_000);
@@ -78,18 +76,7 @@ describe("--grpc-workers: several processes on one port", function () {
   });
 
   it("refuses explicit model control with several workers", async () => {
-    const failed = await runFailing([
-      CLI,
-      "dataplane",
-      "--grpc-workers",
-      "2",
-      "--model-control-mode",
-      "explicit",
-      "--grpc-port",
-      "0",
-      "--metrics-port",
-      "0",
-    ]);
+    const failed = await dataPlaneFailing(["--grpc-workers", "2", "--model-control-mode", "explicit"]);
     assert.equal(failed.code, 1);
     assert.match(failed.stderr, /--grpc-workers above 1 needs --model-control-mode none or poll/);
   });

@@ -242,6 +242,12 @@ describe("KServe v2 REST on the HTTP front door", function () {
         message: /no_such_model/,
       },
       {
+        what: "an unknown model whose name is longer than the router's default parameter length (100)",
+        send: () => post(`/v2/models/${"m".repeat(300)}/infer`, jsonInfer()),
+        status: 404,
+        message: /m{300}/,
+      },
+      {
         what: "an unknown version",
         send: () => post("/v2/models/identity_fp32/versions/9/infer", jsonInfer()),
         status: 404,
@@ -278,6 +284,12 @@ describe("KServe v2 REST on the HTTP front door", function () {
 
   // Mocha runs a suite's own tests before its nested suites': this one comes after them.
   describe("after the requests above", () => {
+    it("writes no log line per request (the route metrics count them)", () => {
+      const perRequest = serving.server.logs.filter(
+        (line) => line["msg"] === "incoming request" || line["msg"] === "request completed",
+      );
+      assert.deepEqual(perRequest, []);
+    });
     it("counts HTTP requests by route template and status, and inference by endpoint", async () => {
       const samples = await scrape(`http://127.0.0.1:${serving.server.metricsPort}/metrics`);
       const infer = { method: "POST", route: "/v2/models/:model/infer" };

@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
-  KubeConfig,
+  type KubeConfig,
   KubernetesObjectApi,
   type KubernetesObject,
   type V1CustomResourceDefinition,
@@ -17,14 +17,17 @@ import { OptionalKind } from "./optional-kind.js";
 import { WorkQueue } from "./queue.js";
 import { KubeWriter } from "./writer.js";
 import { closeApiClients, makeObjectsClient } from "./api-clients.js";
+import { loadCluster, waitForApiServer, type ClusterConfig } from "./cluster.js";
 import { EventRecorder } from "./events.js";
 
 /** How long stopping waits for Events still queued. */
 const EVENT_FLUSH_MS = 5_000;
 
 export interface ManagerOptions {
-  /** Path of a kubeconfig; undefined loads the default (in-cluster, $KUBECONFIG, ~/.kube/config). */
+  /** Path of a kubeconfig; undefined loads the default (~/.kube/config, else in-cluster). */
   readonly kubeconfig: string | undefined;
+  /** At start, how long to wait for the API server to answer before giving up. */
+  readonly clusterWaitSeconds: number;
   /** Namespaces to manage; empty means all. */
   readonly namespaces: readonly string[];
   /** Keys reconciled in parallel, per controller. */
@@ -58,7 +61,8 @@ interface Running {
  * Events reach only the controllers that watch their kind.
  */
 export class Manager {
-  readonly config = new KubeConfig();
+  readonly config: KubeConfig;
+  private readonly cluster: ClusterConfig;
   readonly metrics = new OperatorMetrics();
   readonly writer: KubeWriter;
   private readonly events: EventRecorder;
@@ -73,8 +77,8 @@ export class Manager {
   private ready = false;
 
   constructor(private readonly options: ManagerOptions) {
-    if (options.kubeconfig !== undefined) this.config.loadFromFile(options.kubeconfig);
-    else this.config.loadFromDefault();
+    this.cluster = loadCluster(options.kubeconfig);
+    this.config = this.cluster.config;
     this.objectsApi = makeObjectsClient(this.config);
     this.writer = new KubeWriter(this.config, this.metrics, options.logger);
     this.events = new EventRecorder(this.writer, options.logger, () => this.metrics.eventsDropped.inc());
@@ -145,6 +149,7 @@ export class Manager {
   async start(): Promise<{ httpPort: number }> {
     const { logger } = this.options;
     const port = await this.startHttp();
+    await waitForApiServer(this.cluster, { timeoutMs: this.options.clusterWaitSeconds * 1000, logger });
     await Promise.all(this.caches.map((cache) => cache.start()));
     this.optionalKinds.forEach((kind) => kind.crdChanged());
     await Promise.all(this.optionalKinds.map((kind) => kind.settled()));
