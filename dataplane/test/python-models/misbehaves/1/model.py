@@ -72,7 +72,7 @@ def answer(how):
     if how == "wrong_shape":
         return pb_utils.InferenceResponse(output_tensors=[pid_output(count=3)])
     if how == "garbage":
-        header = b'{"t":"r","id":1,"p":{"score":NaN}'
+        header = b'{"kind":"response","id":1,"final":true,"parameters":{"score":NaN}}'
         os.write(4, struct.pack("<II", len(header), 0) + header)
         time.sleep(5)
     if how == "raise":
