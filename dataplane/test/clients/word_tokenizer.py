@@ -7,13 +7,31 @@ Usage: word_tokenizer.py DIR
 
 import sys
 
-from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-WORDS = (
-    "the model token stream kernel tensor batch cluster gateway latency router cache prefill decode "
-    "replica shard queue sample prompt context"
-).split()
+WORDS = [
+    "the",
+    "model",
+    "token",
+    "stream",
+    "kernel",
+    "tensor",
+    "batch",
+    "cluster",
+    "gateway",
+    "latency",
+    "router",
+    "cache",
+    "prefill",
+    "decode",
+    "replica",
+    "shard",
+    "queue",
+    "sample",
+    "prompt",
+    "context",
+]
 vocabulary = {"[UNK]": 0}
 for word in WORDS + [chr(code) for code in range(33, 127)]:
     vocabulary.setdefault(word, len(vocabulary))

@@ -13,7 +13,7 @@ import typing
 from typing import Any, Literal, NotRequired, get_args, get_origin, get_type_hints
 
 sys.path.insert(0, sys.argv[1])
-import stub_protocol  # noqa: E402
+import stub_protocol
 
 PART_NAMES = {part: part.__name__ for part in stub_protocol.PARTS}
 SCALARS = {int: "number", float: "number", str: "string", bool: "boolean", type(None): "null"}
