@@ -10,28 +10,11 @@ import sys
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-WORDS = [
-    "the",
-    "model",
-    "token",
-    "stream",
-    "kernel",
-    "tensor",
-    "batch",
-    "cluster",
-    "gateway",
-    "latency",
-    "router",
-    "cache",
-    "prefill",
-    "decode",
-    "replica",
-    "shard",
-    "queue",
-    "sample",
-    "prompt",
-    "context",
-]
+# The mock LLM's vocabulary (dataplane/src/engines/mocker/mocker.ts), one word per token.
+WORDS = (  # noqa: SIM905  (a sentence of words reads better than a 20-line list)
+    "the model token stream kernel tensor batch cluster gateway latency router cache prefill decode replica shard"
+    " queue sample prompt context"
+).split()
 vocabulary = {"[UNK]": 0}
 for word in WORDS + [chr(code) for code in range(33, 127)]:
     vocabulary.setdefault(word, len(vocabulary))
