@@ -91,6 +91,7 @@ if TYPE_CHECKING:
         ErrorReply,
         ExecuteMessage,
         FreeOutputsMessage,
+        FromStubMessage,
         InputTensor,
         JsonObject,
         OutputTensor,
@@ -166,12 +167,12 @@ class Channel:
         return message, payload
 
     @staticmethod
-    def encode(message: JsonObject) -> bytes:
+    def encode(message: FromStubMessage) -> bytes:
         """A message as the frame carries it; raises (ValueError, TypeError) for one JSON cannot
         carry: allow_nan=False, as a bare NaN is not JSON and the data plane could not read it."""
         return json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
 
-    def write(self, message: JsonObject, parts: Sequence[memoryview] = (), hold: bool = False) -> None:
+    def write(self, message: FromStubMessage, parts: Sequence[memoryview] = (), hold: bool = False) -> None:
         self.write_encoded(self.encode(message), parts, hold)
 
     def write_encoded(self, encoded: bytes, parts: Sequence[memoryview] = (), hold: bool = False) -> None:
@@ -414,7 +415,7 @@ class Host:
         parts: Sequence[memoryview] = ()
         try:
             message, parts = self._response_message(handle, response, final)
-            encoded = self.channel.encode(cast("JsonObject", message))
+            encoded = self.channel.encode(message)
         except Exception as error:
             # The error frame describes no outputs: the regions they took are freed here.
             free_placed(message.get("outputs", ()), self.shared_outputs)
@@ -425,7 +426,7 @@ class Host:
                 "final": True,
                 "error": {"code": "INTERNAL", "message": f"the model's response cannot be sent: {text}"},
             }
-            encoded, parts, final = self.channel.encode(cast("JsonObject", failure)), (), True
+            encoded, parts, final = self.channel.encode(failure), (), True
         if final:
             handle.finished = True
             self.running.pop(handle.id, None)
@@ -471,7 +472,7 @@ class Host:
             "stream": stream,
             "timeoutUs": request.timeout(),
         }
-        self.channel.write(cast("JsonObject", message), parts)
+        self.channel.write(message, parts)
         return self._answers(call, answers)
 
     def _answers(

@@ -5,6 +5,8 @@ that the two describe the same kinds and fields. Tensor bytes travel in the fram
 or in shared memory, never in these headers.
 
 TypedDicts: at run time these are plain dicts, as json gives them (no cost on the hot path).
+The stub and pb_utils import this module for the type checker only, so it may use Python 3.11
+(NotRequired) where they run on older interpreters.
 """
 
 from typing import Any, Literal, NotRequired, TypedDict
@@ -179,6 +181,9 @@ class ByeMessage(TypedDict):
 
     kind: Literal["bye"]
 
+
+# What the stub may send.
+FromStubMessage = ReadyMessage | FatalMessage | ResponseMessage | CallMessage | LogMessage | PongMessage | ByeMessage
 
 TO_STUB = (
     SettingsMessage,
