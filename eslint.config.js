@@ -50,6 +50,19 @@ export default tseslint.config(
     ),
   },
   {
+    // Below the servers: engines, models, tensors and the pipeline serve every front door, so
+    // they import none (nor what the whole data plane may not). Relative paths, each depth
+    // these folders have, since lib/http/ (the error table) is allowed.
+    files: ["dataplane/src/{engines,models,tensors,inference}/**/*.ts"],
+    rules: forbidden(
+      "engines, models, tensors and the inference pipeline know nothing of the gRPC server, the services or the HTTP routes above them (nor the operator, the CLI, tools/): move what both need down",
+      "**/operator/**",
+      "**/cli/**",
+      "**/tools/**",
+      ...["http", "services", "server"].flatMap((room) => [`../${room}/**`, `../../${room}/**`]),
+    ),
+  },
+  {
     files: ["cli/**/*.ts"],
     ignores: ["cli/test/**"],
     rules: forbidden(

@@ -10,12 +10,13 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-report = json.load(open(sys.argv[1]))
+with open(sys.argv[1]) as results_file:
+    report = json.load(results_file)
 scenarios = [s for s in report["scenarios"] if any("rps" in r and "error" not in r for r in s["results"])]
 figure, axes = plt.subplots(len(scenarios), 1, figsize=(11, 3.2 * len(scenarios)), squeeze=False)
-for axis, scenario in zip(axes[:, 0], scenarios):
+for axis, scenario in zip(axes[:, 0], scenarios, strict=True):
     results = [r for r in scenario["results"] if "rps" in r and "error" not in r]
     labels = [r["label"] for r in results]
     bytes_unit = scenario["unit"] == "bytes/s"

@@ -36,7 +36,9 @@ attempt() {
   local id="$1" venv="$cache/$2" requirements="$root/$3"
   local stamp="$bench/$id.attempted" want no_deps
   no_deps="$(dirname "$requirements")/no-deps.txt"
-  want="$(hash_of "$requirements" $([[ -f "$no_deps" ]] && echo "$no_deps"))"
+  local hashed=("$requirements")
+  [[ -f "$no_deps" ]] && hashed+=("$no_deps")
+  want="$(hash_of "${hashed[@]}")"
   if [[ -f "$bench/$id.unavailable" && "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
     echo "bench: $id is unavailable here (recorded in $bench/$id.unavailable)"
     return

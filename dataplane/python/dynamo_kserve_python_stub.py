@@ -5,14 +5,19 @@ The data plane starts one of these per model instance. Messages travel as frames
 file descriptors the data plane opens for it (3: to this process, 4: from it), so that
 whatever the model prints on stdout or stderr stays out of the protocol (the data plane
 logs those lines). A frame is: header length and payload length (uint32, little endian),
-a JSON header, then the payload holding tensor bytes. Large input tensors are not in the
-payload but in a shared-memory file the data plane writes and this process maps once:
-numpy arrays are made over it without a copy.
+a JSON header (a message of stub_protocol.py, named by its `kind`), then the payload
+holding tensor bytes. Large input tensors are not in the payload but in a shared-memory
+file the data plane writes and this process maps once: numpy arrays are made over it
+without a copy; large outputs go back the same way, through a second file.
 
 Usage: dynamo_kserve_python_stub.py serve  (settings come in the first frame)
        dynamo_kserve_python_stub.py complete <model.py>  (Triton's auto-complete: the config
        as Triton's JSON on stdin, the completed config written to file descriptor 3)
 """
+
+# Annotations stay text: stub_protocol's TypedDicts are imported for the type checker only,
+# so the stub runs on any interpreter that ran it before they were written.
+from __future__ import annotations
 
 import ctypes
 import importlib.util
@@ -26,6 +31,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import TYPE_CHECKING, Any, cast
 
 
 def exit_with_parent() -> None:
@@ -52,8 +58,8 @@ def exit_with_parent() -> None:
         os._exit(1)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
     except (AttributeError, OSError):
         pass  # not Linux: the watchdog alone
 
@@ -70,18 +76,39 @@ def exit_with_parent() -> None:
 exit_with_parent()
 
 import numpy as np  # noqa: E402  (after the guard: importing numpy takes a while)
-
 import triton_python_backend_utils as pb_utils  # noqa: E402
+
+if TYPE_CHECKING:
+    import io
+    from collections.abc import Callable, Iterator, Sequence
+
+    import numpy.typing as npt
+    from stub_protocol import (
+        Batching,
+        CallMessage,
+        CallResponseMessage,
+        CancelMessage,
+        ErrorReply,
+        ExecuteMessage,
+        FreeOutputsMessage,
+        FromStubMessage,
+        InputTensor,
+        JsonObject,
+        OutputTensor,
+        ResponseMessage,
+        SettingsMessage,
+    )
+
+    # A request for execute as it waits: its handle, its message, the frame's payload.
+    WorkItem = tuple["RequestHandle", ExecuteMessage, bytearray]
+    # A model's TritonPythonModel instance: the model's own code, typed as it pleases.
+    Model = Any
 
 FROM_DATAPLANE = 3
 TO_DATAPLANE = 4
 # In `complete` mode: where the completed config goes (stdout is the model's).
 COMPLETED_CONFIG = 3
 FRAME_HEAD = struct.Struct("<II")
-# Where an input tensor's bytes are: in the frame's payload, or in the shared-memory file.
-IN_PAYLOAD, IN_SHARED_MEMORY = 0, 1
-# The instance this process hosts (args["model_instance_name"]), for error messages.
-INSTANCE_NAME = ""
 
 _ERROR_CODE_NAMES = {
     pb_utils.TritonError.UNKNOWN: "UNKNOWN",
@@ -112,23 +139,23 @@ class Channel:
     # os.writev takes at most IOV_MAX (1024 on Linux) buffers a call.
     MOST_BUFFERS = 1024
 
-    def __init__(self):
-        self._reader = os.fdopen(FROM_DATAPLANE, "rb", buffering=1 << 16)
+    def __init__(self) -> None:
+        self._reader = cast("io.BufferedReader", os.fdopen(FROM_DATAPLANE, "rb", buffering=1 << 16))
         self._out = TO_DATAPLANE
         self._write_lock = threading.Lock()
-        self._held = []
+        self._held: list[bytes | memoryview] = []
         self._held_bytes = 0
         self._held_since = 0.0
         self._holding = threading.Condition(self._write_lock)
-        self._flusher = None
+        self._flusher: threading.Thread | None = None
 
-    def read(self):
-        """The next frame (header dict, payload bytearray), or None when the data plane is gone."""
+    def read(self) -> tuple[JsonObject, bytearray] | None:
+        """The next frame (its message, its payload), or None when the data plane is gone."""
         head = self._reader.read(FRAME_HEAD.size)
         if len(head) < FRAME_HEAD.size:
             return None
         header_length, payload_length = FRAME_HEAD.unpack(head)
-        header = json.loads(self._reader.read(header_length))
+        message: JsonObject = json.loads(self._reader.read(header_length))
         payload = bytearray(payload_length)
         view = memoryview(payload)
         received = 0
@@ -137,21 +164,20 @@ class Channel:
             if not count:
                 return None
             received += count
-        return header, payload
+        return message, payload
 
     @staticmethod
-    def encode(header: dict) -> bytes:
-        """A header as the frame carries it; raises (ValueError, TypeError) for one JSON cannot
+    def encode(message: FromStubMessage) -> bytes:
+        """A message as the frame carries it; raises (ValueError, TypeError) for one JSON cannot
         carry: allow_nan=False, as a bare NaN is not JSON and the data plane could not read it."""
-        return json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+        return json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
 
-    def write(self, header, parts=(), hold=False):
-        self.write_encoded(self.encode(header), parts, hold)
+    def write(self, message: FromStubMessage, parts: Sequence[memoryview] = (), hold: bool = False) -> None:
+        self.write_encoded(self.encode(message), parts, hold)
 
-    def write_encoded(self, encoded: bytes, parts=(), hold: bool = False) -> None:
-        parts = [memoryview(part).cast("B") for part in parts]
-        size = sum(len(part) for part in parts)
-        buffers = [FRAME_HEAD.pack(len(encoded), size), encoded, *parts]
+    def write_encoded(self, encoded: bytes, parts: Sequence[memoryview] = (), hold: bool = False) -> None:
+        size = sum(part.nbytes for part in parts)
+        buffers: list[bytes | memoryview] = [FRAME_HEAD.pack(len(encoded), size), encoded, *parts]
         with self._write_lock:
             if hold:
                 if not self._held:
@@ -164,13 +190,13 @@ class Channel:
                 buffers = []
             self._write_held_and(buffers)
 
-    def flush(self):
+    def flush(self) -> None:
         """Sends the frames held back, if any."""
         if self._held:
             with self._write_lock:
                 self._write_held_and([])
 
-    def _write_held_and(self, buffers):
+    def _write_held_and(self, buffers: list[bytes | memoryview]) -> None:
         """Writes the held frames, then `buffers` (the write lock held)."""
         if self._held:
             buffers = self._held + buffers
@@ -182,16 +208,16 @@ class Channel:
                 written -= len(buffers[0])
                 buffers.pop(0)
             if buffers and written:
-                buffers[0] = buffers[0][written:]
+                buffers[0] = memoryview(buffers[0])[written:]
 
-    def _start_flusher(self):
+    def _start_flusher(self) -> None:
         """Wakes the flusher thread (started on first use) for the frames just held."""
         if self._flusher is None:
             self._flusher = threading.Thread(target=self._flush_late, name="held-frames", daemon=True)
             self._flusher.start()
         self._holding.notify()
 
-    def _flush_late(self):
+    def _flush_late(self) -> None:
         with self._write_lock:
             while True:
                 if not self._held:
@@ -204,19 +230,27 @@ class Channel:
                     self._write_held_and([])
 
 
-def tensors_from(described, payload, shared):
+def tensors_from(
+    described: Sequence[InputTensor], payload: bytearray, shared: mmap.mmap | None
+) -> list[pb_utils.Tensor]:
     """pb_utils.Tensors over the frame's payload or the shared-memory file (no copies but BYTES)."""
     tensors = []
-    for name, datatype, shape, offset, length, where in described:
-        source = shared if where == IN_SHARED_MEMORY else payload
+    for tensor in described:
+        name, datatype, offset, size = tensor["name"], tensor["datatype"], tensor["offset"], tensor["byteSize"]
+        source: bytearray | mmap.mmap = payload
+        if tensor["inSharedMemory"]:
+            if shared is None:
+                raise pb_utils.TritonModelException(f"input '{name}': in shared memory, but this process has none")
+            source = shared
+        array: npt.NDArray[Any]
         if datatype == "BYTES":
-            array = pb_utils.deserialize_bytes_tensor(np.frombuffer(source, np.uint8, length, offset)).reshape(shape)
+            array = pb_utils.deserialize_bytes_tensor(np.frombuffer(source, np.uint8, size, offset))
         elif datatype == "BF16":
             raise pb_utils.TritonModelException(f"input '{name}': BF16 has no numpy type")
         else:
             dtype = np.dtype(pb_utils.triton_string_to_numpy(datatype))
-            array = np.frombuffer(source, dtype, length // dtype.itemsize, offset).reshape(shape)
-        tensors.append(pb_utils.Tensor(name, array, datatype))
+            array = np.frombuffer(source, dtype, size // dtype.itemsize, offset)
+        tensors.append(pb_utils.Tensor(name, array.reshape(tensor["shape"]), datatype))
     return tensors
 
 
@@ -230,36 +264,37 @@ class SharedOutputs:
     free region, the data plane reads it as the response arrives and says when it is free.
     Regions are handed out as a ring, as the data plane's own for inputs."""
 
-    def __init__(self, descriptor, size):
+    def __init__(self, descriptor: int, size: int) -> None:
         self.map = mmap.mmap(descriptor, size)
         self.size = size
-        self.regions = []  # [offset, freed], oldest first
+        self.regions: list[list[Any]] = []  # [offset, freed], oldest first
         self.head = 0
         self.lock = threading.Lock()
 
-    def put(self, data):
+    def put(self, data: npt.NDArray[np.uint8]) -> int | None:
         """The offset `data` (a uint8 array) was copied to, or None when there is no room."""
         length = max(ALIGNMENT, -(-data.nbytes // ALIGNMENT) * ALIGNMENT)
         with self.lock:
-            offset = None
-            oldest = self.regions[0][0] if self.regions else None
-            if oldest is None:
-                offset = 0 if length <= self.size else None
-            elif self.head > oldest:
-                if self.head + length <= self.size:
-                    offset = self.head
-                elif length <= oldest:
-                    offset = 0
-            elif self.head + length <= oldest:
-                offset = self.head
+            offset = self._free_offset(length)
             if offset is None:
                 return None
             self.regions.append([offset, False])
             self.head = offset + length
-        self.map[offset : offset + data.nbytes] = data
+        self.map[offset : offset + data.nbytes] = data.data
         return offset
 
-    def free(self, offset):
+    def _free_offset(self, length: int) -> int | None:
+        """Where `length` bytes fit: after the newest region, or wrapped before the oldest."""
+        if not self.regions:
+            return 0 if length <= self.size else None
+        oldest: int = self.regions[0][0]
+        if self.head > oldest:
+            if self.head + length <= self.size:
+                return self.head
+            return 0 if length <= oldest else None
+        return self.head if self.head + length <= oldest else None
+
+    def free(self, offset: int) -> None:
         with self.lock:
             for region in self.regions:
                 if region[0] == offset and not region[1]:
@@ -271,24 +306,33 @@ class SharedOutputs:
                 self.head = 0
 
 
-def described_outputs(tensors, shared=None):
-    """Outputs as the data plane reads them: [name, datatype, shape, length] and their bytes
-    in the frame, or [name, datatype, shape, length, offset] for one put in shared memory."""
-    described, parts = [], []
+def described_outputs(
+    tensors: Sequence[pb_utils.Tensor], shared: SharedOutputs | None = None
+) -> tuple[list[OutputTensor], list[memoryview]]:
+    """Outputs as the data plane reads them, and the bytes of those that go in the frame (the
+    others were put in shared memory: their description says where)."""
+    described: list[OutputTensor] = []
+    parts: list[memoryview] = []
     try:
         for tensor in tensors:
             array = tensor.as_numpy()
-            if tensor.triton_dtype() == "BYTES":
-                data = pb_utils.serialize_byte_tensor(array)
-            else:
-                data = np.ascontiguousarray(array)
-            entry = [tensor.name(), tensor.triton_dtype(), list(array.shape), data.nbytes]
+            data = (
+                pb_utils.serialize_byte_tensor(array)
+                if tensor.triton_dtype() == "BYTES"
+                else np.ascontiguousarray(array)
+            )
+            entry: OutputTensor = {
+                "name": tensor.name(),
+                "datatype": tensor.triton_dtype(),
+                "shape": list(array.shape),
+                "byteSize": data.nbytes,
+            }
             flat = data.reshape(-1).view(np.uint8) if data.nbytes else np.empty(0, np.uint8)
             offset = shared.put(flat) if shared is not None and data.nbytes >= SHARED_MEMORY_FROM else None
             if offset is None:
-                parts.append(flat)
+                parts.append(flat.data)
             else:
-                entry.append(offset)
+                entry["sharedOffset"] = offset
             described.append(entry)
     except BaseException:
         # The data plane frees only the regions a response it reads describes.
@@ -297,39 +341,50 @@ def described_outputs(tensors, shared=None):
     return described, parts
 
 
-def free_placed(described, shared):
+def free_placed(described: Sequence[OutputTensor], shared: SharedOutputs | None) -> None:
     """Frees the regions of shared memory that outputs described by described_outputs took."""
     for entry in described:
-        if len(entry) == 5:
-            shared.free(entry[4])
+        if "sharedOffset" in entry and shared is not None:
+            shared.free(entry["sharedOffset"])
 
 
-def in_payload(described):
-    """Tensors described as [name, datatype, shape, length], one after the other in a frame's
-    payload, as tensors_from reads them."""
-    placed, offset = [], 0
-    for name, datatype, shape, length in described:
-        placed.append([name, datatype, shape, offset, length, IN_PAYLOAD])
-        offset += length
+def in_payload(described: Sequence[OutputTensor]) -> list[InputTensor]:
+    """Tensors described as outputs, one after the other in a frame's payload, as inputs
+    tensors_from reads (the tensors of a call to another model, or of its responses)."""
+    placed: list[InputTensor] = []
+    offset = 0
+    for tensor in described:
+        name, datatype, shape, size = tensor["name"], tensor["datatype"], tensor["shape"], tensor["byteSize"]
+        placed.append(
+            {
+                "name": name,
+                "datatype": datatype,
+                "shape": shape,
+                "offset": offset,
+                "byteSize": size,
+                "inSharedMemory": False,
+            }
+        )
+        offset += size
     return placed
 
 
-def error_response(message, code=pb_utils.TritonError.INTERNAL):
+def error_response(message: str, code: int = pb_utils.TritonError.INTERNAL) -> pb_utils.InferenceResponse:
     return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
 
 
-def error_of(error):
+def error_of(error: BaseException) -> ErrorReply:
     if isinstance(error, pb_utils.TritonError):
-        return [_ERROR_CODE_NAMES.get(error.code(), "INTERNAL"), error.message()]
-    return ["INTERNAL", str(error)]
+        return {"code": _ERROR_CODE_NAMES.get(error.code(), "INTERNAL"), "message": error.message()}
+    return {"code": "INTERNAL", "message": str(error)}
 
 
 class RequestHandle:
     """What the data plane knows of one request given to execute."""
 
-    __slots__ = ("id", "decoupled", "cancelled", "finished", "batch_size")
+    __slots__ = ("batch_size", "cancelled", "decoupled", "finished", "id")
 
-    def __init__(self, request_id, decoupled, batch_size):
+    def __init__(self, request_id: int, decoupled: bool, batch_size: int) -> None:
         self.id = request_id
         self.decoupled = decoupled
         self.cancelled = False
@@ -340,111 +395,132 @@ class RequestHandle:
 class Host:
     """What triton_python_backend_utils asks of the data plane."""
 
-    def __init__(self, channel, shared_outputs=None):
+    def __init__(self, channel: Channel, shared_outputs: SharedOutputs | None = None) -> None:
         self.channel = channel
         self.shared_outputs = shared_outputs
-        self.running = {}
-        self.calls = {}
+        self.running: dict[int, RequestHandle] = {}
+        self.calls: dict[int, queue.Queue[tuple[CallResponseMessage, bytearray]]] = {}
         self.next_call = 0
         self.lock = threading.Lock()
 
-    def send_response(self, handle: RequestHandle, response, final: bool, hold: bool = False) -> None:
+    def send_response(
+        self, handle: RequestHandle, response: pb_utils.InferenceResponse | None, final: bool, hold: bool = False
+    ) -> None:
         """Sends a response of the request; one that cannot be sent (a parameter JSON cannot
         carry, an output numpy cannot give as bytes) becomes that request's final error, as
         Triton fails a response it cannot build, and the process goes on serving."""
         if handle.finished:
             raise pb_utils.TritonModelException("this request's final response was already sent")
-        header = {}
+        message: ResponseMessage = {"kind": "response", "id": handle.id, "final": final}
+        parts: Sequence[memoryview] = ()
         try:
-            header, parts = self._response_frame(handle, response, final)
-            encoded = self.channel.encode(header)
+            message, parts = self._response_message(handle, response, final)
+            encoded = self.channel.encode(message)
         except Exception as error:
             # The error frame describes no outputs: the regions they took are freed here.
-            free_placed(header.get("o", ()), self.shared_outputs)
-            message = error.message() if isinstance(error, pb_utils.TritonModelException) else str(error)
-            failure = ["INTERNAL", f"the model's response cannot be sent: {message}"]
-            encoded, parts, final = self.channel.encode({"t": "r", "id": handle.id, "f": True, "e": failure}), (), True
+            free_placed(message.get("outputs", ()), self.shared_outputs)
+            text = error.message() if isinstance(error, pb_utils.TritonModelException) else str(error)
+            failure: ResponseMessage = {
+                "kind": "response",
+                "id": handle.id,
+                "final": True,
+                "error": {"code": "INTERNAL", "message": f"the model's response cannot be sent: {text}"},
+            }
+            encoded, parts, final = self.channel.encode(failure), (), True
         if final:
             handle.finished = True
             self.running.pop(handle.id, None)
         self.channel.write_encoded(encoded, parts, hold)
 
-    def _response_frame(self, handle: RequestHandle, response, final: bool) -> tuple:
-        header = {"t": "r", "id": handle.id, "f": final}
-        parts = ()
+    def _response_message(
+        self, handle: RequestHandle, response: pb_utils.InferenceResponse | None, final: bool
+    ) -> tuple[ResponseMessage, list[memoryview]]:
+        message: ResponseMessage = {"kind": "response", "id": handle.id, "final": final}
+        parts: list[memoryview] = []
         if response is not None:
             if response._parameters:
                 # Checked as Triton does when the response was built; here, that the frame can
                 # carry them (a model may have changed them since, or return a BLS response).
                 # Before the outputs: a refused response takes no shared memory.
-                header["p"] = pb_utils.checked_parameters(response._parameters, "response", finite_floats=True)
-            if response.has_error():
-                header["e"] = error_of(response.error())
+                message["parameters"] = pb_utils.checked_parameters(
+                    response._parameters, "response", finite_floats=True
+                )
+            error = response.error()
+            if error is not None:
+                message["error"] = error_of(error)
             else:
-                header["o"], parts = described_outputs(response.output_tensors(), self.shared_outputs)
-        return header, parts
+                message["outputs"], parts = described_outputs(response.output_tensors(), self.shared_outputs)
+        return message, parts
 
-    def bls(self, request, stream):
+    def bls(self, request: pb_utils.InferenceRequest, stream: bool) -> Iterator[pb_utils.InferenceResponse]:
+        answers: queue.Queue[tuple[CallResponseMessage, bytearray]] = queue.Queue()
         with self.lock:
             self.next_call += 1
             call = self.next_call
-            answers = queue.Queue()
             self.calls[call] = answers
         described, parts = described_outputs(request.inputs())
-        header = {
-            "t": "b",
+        version = request.model_version()
+        message: CallMessage = {
+            "kind": "call",
             "id": call,
-            "m": request.model_name(),
-            "v": "" if request.model_version() in (-1, "", None) else str(request.model_version()),
-            "i": in_payload(described),
-            "o": request.requested_output_names(),
-            "p": pb_utils.checked_parameters(request._parameters, "BLS request"),
-            "r": request.request_id(),
-            "s": stream,
-            "to": request.timeout(),
+            "model": request.model_name(),
+            "version": "" if version in (-1, "", None) else str(version),
+            "inputs": in_payload(described),
+            "requestedOutputs": request.requested_output_names(),
+            "parameters": pb_utils.checked_parameters(request._parameters, "BLS request"),
+            "requestId": request.request_id(),
+            "stream": stream,
+            "timeoutUs": request.timeout(),
         }
-        self.channel.write(header, parts)
+        self.channel.write(message, parts)
         return self._answers(call, answers)
 
-    def _answers(self, call, answers):
+    def _answers(
+        self, call: int, answers: queue.Queue[tuple[CallResponseMessage, bytearray]]
+    ) -> Iterator[pb_utils.InferenceResponse]:
         try:
             while True:
-                header, payload = answers.get()
-                if "e" in header:
-                    code, message = header["e"]
-                    yield error_response(message, _ERROR_CODE_OF_NAME.get(code, pb_utils.TritonError.INTERNAL))
-                elif "o" in header:
-                    response = pb_utils.InferenceResponse(output_tensors=tensors_from(in_payload(header["o"]), payload, None))
+                message, payload = answers.get()
+                if "error" in message:
+                    error = message["error"]
+                    code = _ERROR_CODE_OF_NAME.get(error["code"], pb_utils.TritonError.INTERNAL)
+                    yield error_response(error["message"], code)
+                elif "outputs" in message:
+                    tensors = tensors_from(in_payload(message["outputs"]), payload, None)
+                    response = pb_utils.InferenceResponse(output_tensors=tensors)
                     # The called model's parameters as they came (a KServe double included).
-                    response._parameters = header.get("p") or {}
+                    response._parameters = message.get("parameters") or {}
                     yield response
-                if header.get("f"):
+                if message["final"]:
                     return
         finally:
             with self.lock:
                 self.calls.pop(call, None)
 
-    def bls_answer(self, header, payload):
-        answers = self.calls.get(header["id"])
+    def bls_answer(self, message: CallResponseMessage, payload: bytearray) -> None:
+        answers = self.calls.get(message["id"])
         if answers is not None:
-            answers.put((header, payload))
+            answers.put((message, payload))
 
-    def log(self, level, message):
-        self.channel.write({"t": "l", "l": level, "m": message})
+    def log(self, level: str, message: str) -> None:
+        self.channel.write({"kind": "log", "level": level, "message": message})
 
 
-def load_model_module(path):
+def load_model_module(path: str) -> type[Model]:
     folder = os.path.dirname(path)
     # As Triton: the model's own modules next to model.py are importable.
     if folder not in sys.path:
         sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location("model", path)
+    if spec is None or spec.loader is None:
+        raise pb_utils.TritonModelException(f"{path} cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules["model"] = module
     spec.loader.exec_module(module)
     if not hasattr(module, "TritonPythonModel"):
         raise pb_utils.TritonModelException(f"{path} defines no class TritonPythonModel")
-    return module.TritonPythonModel
+    model_class: type[Model] = module.TritonPythonModel
+    return model_class
 
 
 class Batcher:
@@ -452,14 +528,14 @@ class Batcher:
     waiting, up to max_batch_size batch items, waiting up to the queue delay for a
     preferred size."""
 
-    def __init__(self, work, batching):
+    def __init__(self, work: queue.Queue[WorkItem | None], batching: Batching | None) -> None:
         self.work = work
         self.max_items = batching["max_batch_size"] if batching else 0
         self.preferred = set(batching.get("preferred_batch_size", [])) if batching else set()
         self.delay = batching.get("max_queue_delay_microseconds", 0) / 1e6 if batching else 0
-        self.carried = None
+        self.carried: WorkItem | None = None
 
-    def next(self):
+    def next(self) -> list[WorkItem] | None:
         """The requests of the next execute call, or None when the instance is to finish."""
         first = self.carried if self.carried is not None else self.work.get()
         self.carried = None
@@ -471,23 +547,30 @@ class Batcher:
         items = first[0].batch_size
         deadline = time.monotonic() + self.delay
         while items < self.max_items:
-            wait = deadline - time.monotonic()
-            try:
-                if wait > 0 and items not in self.preferred:
-                    item = self.work.get(timeout=wait)
-                else:
-                    item = self.work.get_nowait()
-            except queue.Empty:
-                break
-            if item is None or items + item[0].batch_size > self.max_items:
-                self.carried = item
+            item = self._next_waiting(deadline, items)
+            if item is None:
                 break
             batch.append(item)
             items += item[0].batch_size
         return batch
 
+    def _next_waiting(self, deadline: float, items: int) -> WorkItem | None:
+        """The next request that fits a batch of `items` so far, waiting for one until the
+        deadline unless the batch has a preferred size; one that does not fit is carried to
+        the next batch."""
+        wait = deadline - time.monotonic()
+        try:
+            waits = wait > 0 and items not in self.preferred
+            item = self.work.get(timeout=wait) if waits else self.work.get_nowait()
+        except queue.Empty:
+            return None
+        if item is None or items + item[0].batch_size > self.max_items:
+            self.carried = item
+            return None
+        return item
 
-def yield_to_the_dataplane():
+
+def yield_to_the_dataplane() -> None:
     """Runs this process (and the threads it starts) as batch work (Linux SCHED_BATCH, no
     privilege needed): woken by a request, it does not preempt the data plane's event loop
     where the two share a core, so the data plane finishes its turn (the other requests it
@@ -501,107 +584,90 @@ def yield_to_the_dataplane():
         pass  # not Linux, or a sandbox that forbids it: the default policy serves as well, slower
 
 
-def serve(channel, settings):
-    yield_to_the_dataplane()
-    # The shared-memory files come as inherited descriptors of files already unlinked: nothing
-    # is left behind whenever this process or the data plane is killed.
-    shared = mmap.mmap(settings["shm"], settings["shmSize"]) if settings.get("shm") else None
-    shared_outputs = SharedOutputs(settings["shmOut"], settings["shmSize"]) if settings.get("shmOut") else None
-    for descriptor in (settings.get("shm"), settings.get("shmOut")):
+def map_shared_memory(settings: SettingsMessage) -> tuple[mmap.mmap | None, SharedOutputs | None]:
+    """The shared memory for inputs and for outputs. The files come as inherited descriptors
+    of files already unlinked: nothing is left behind whenever this process or the data plane
+    is killed. Once mapped, the mappings hold the files."""
+    inputs_fd, outputs_fd, size = settings["sharedInputsFd"], settings["sharedOutputsFd"], settings["pythonShmByteSize"]
+    shared = mmap.mmap(inputs_fd, size) if inputs_fd else None
+    shared_outputs = SharedOutputs(outputs_fd, size) if outputs_fd else None
+    for descriptor in (inputs_fd, outputs_fd):
         if descriptor:
-            os.close(descriptor)  # mapped: the mapping holds the file
-    host = Host(channel, shared_outputs)
-    pb_utils._host = host
-    global INSTANCE_NAME
-    INSTANCE_NAME = settings["args"]["model_instance_name"]
-    decoupled = settings["decoupled"]
-    batched = settings["maxBatchSize"] > 0
+            os.close(descriptor)
+    return shared, shared_outputs
+
+
+def initialized_model(settings: SettingsMessage, channel: Channel) -> Model | None:
+    """The model's TritonPythonModel, initialized; None (the data plane told why) when it fails."""
     try:
         model = load_model_module(settings["file"])()
         if hasattr(model, "initialize"):
             model.initialize(settings["args"])
     except BaseException:
-        channel.write({"t": "fatal", "m": traceback.format_exc(limit=8)})
-        return 1
-    work = queue.Queue()
+        channel.write({"kind": "fatal", "message": traceback.format_exc(limit=8)})
+        return None
+    return model
 
-    def read_frames():
-        while True:
-            frame = channel.read()
+
+class Dispatcher:
+    """Reads the data plane's messages (a thread of its own, so that a busy execute still
+    learns of cancellations, answers to its calls and health checks) and acts on each: a
+    request for execute is queued for the batcher."""
+
+    def __init__(
+        self, channel: Channel, host: Host, work: queue.Queue[WorkItem | None], settings: SettingsMessage
+    ) -> None:
+        self.channel = channel
+        self.host = host
+        self.work = work
+        self.decoupled = settings["decoupled"]
+        self.batched = settings["maxBatchSize"] > 0
+        self.finished = False
+        self.actions: dict[str, Callable[[Any, bytearray], None]] = {
+            "execute": self.execute,
+            "cancel": self.cancel,
+            "callResponse": self.host.bls_answer,
+            "freeOutputs": self.free_outputs,
+            "ping": lambda _message, _payload: self.channel.write({"kind": "pong"}),
+            "finish": lambda _message, _payload: self.finish(),
+        }
+
+    def run(self) -> None:
+        while not self.finished:
+            frame = self.channel.read()
             if frame is None:
-                work.put(None)
+                self.finish()
                 return
-            header, payload = frame
-            kind = header["t"]
-            if kind == "x":
-                shape = header["i"][0][2] if header["i"] else []
-                size = shape[0] if batched and shape else 1
-                handle = RequestHandle(header["id"], decoupled, size)
-                host.running[handle.id] = handle
-                work.put((handle, header, payload))
-            elif kind == "c":
-                handle = host.running.get(header["id"])
-                if handle is not None:
-                    handle.cancelled = True
-            elif kind == "br":
-                host.bls_answer(header, payload)
-            elif kind == "fo":
-                for offset in header["o"]:
-                    shared_outputs.free(offset)
-            elif kind == "ping":
-                channel.write({"t": "pong"})
-            elif kind == "fini":
-                work.put(None)
-                return
+            message, payload = frame
+            action = self.actions.get(message["kind"])
+            if action is not None:
+                action(message, payload)
 
-    threading.Thread(target=read_frames, name="dataplane-reader", daemon=True).start()
-    channel.write({"t": "ready"})
-    batcher = Batcher(work, settings.get("batching"))
-    while True:
-        # Answers held back leave before the loop waits: at once when no request is queued,
-        # and always before a batcher that may wait for its queue delay.
-        if batcher.delay or work.empty():
-            channel.flush()
-        batch = batcher.next()
-        if batch is None:
-            break
-        requests = []
-        for handle, header, payload in batch:
-            if handle.cancelled:
-                host.send_response(handle, error_response("request cancelled", pb_utils.TritonError.CANCELLED), True)
-                continue
-            try:
-                inputs = tensors_from(header["i"], payload, shared)
-            except Exception as error:
-                host.send_response(handle, error_response(str(error)), True)
-                continue
-            request = pb_utils.InferenceRequest(
-                settings["args"]["model_name"],
-                inputs,
-                header.get("o", []),
-                model_version=int(settings["args"]["model_version"]),
-                flags=header.get("f", 0),
-                correlation_id=header.get("c", 0),
-                request_id=header.get("r", ""),
-            )
-            # The client's parameters as they came (a KServe double included): Triton checks
-            # only what a model builds.
-            request._parameters = header.get("p") or {}
-            request._handle = handle
-            requests.append(request)
-        if requests:
-            execute(model, requests, host, decoupled)
-    channel.flush()
-    if hasattr(model, "finalize"):
-        try:
-            model.finalize()
-        except Exception:
-            traceback.print_exc()
-    channel.write({"t": "bye"})
-    return 0
+    def execute(self, message: ExecuteMessage, payload: bytearray) -> None:
+        inputs = message["inputs"]
+        shape = inputs[0]["shape"] if inputs else []
+        size = shape[0] if self.batched and shape else 1
+        handle = RequestHandle(message["id"], self.decoupled, size)
+        self.host.running[handle.id] = handle
+        self.work.put((handle, message, payload))
+
+    def cancel(self, message: CancelMessage, _payload: bytearray) -> None:
+        handle = self.host.running.get(message["id"])
+        if handle is not None:
+            handle.cancelled = True
+
+    def free_outputs(self, message: FreeOutputsMessage, _payload: bytearray) -> None:
+        shared_outputs = self.host.shared_outputs
+        if shared_outputs is not None:
+            for offset in message["offsets"]:
+                shared_outputs.free(offset)
+
+    def finish(self) -> None:
+        self.finished = True
+        self.work.put(None)
 
 
-def described_exception(error):
+def described_exception(error: BaseException) -> str:
     """An exception as Triton words it: `Type: message`, then where it was raised, innermost
     first (the stub's own frame left out)."""
     frames = traceback.extract_tb(error.__traceback__)[1:]
@@ -609,44 +675,147 @@ def described_exception(error):
     return f"{type(error).__name__}: {error}\n\nAt:\n{where}"
 
 
-def execute_failure(error):
-    """An exception from execute as Triton words it: the instance, then the exception."""
-    return f"Failed to process the request(s) for model '{INSTANCE_NAME}', message: {described_exception(error)}"
+class Executor:
+    """Runs the model's execute on each batch and answers its requests as Triton does."""
 
+    def __init__(self, model: Model, host: Host, shared: mmap.mmap | None, settings: SettingsMessage) -> None:
+        self.model = model
+        self.host = host
+        self.shared = shared
+        self.decoupled = settings["decoupled"]
+        args = settings["args"]
+        self.model_name = args["model_name"]
+        self.model_version = int(args["model_version"])
+        # For error messages: the instance this process hosts.
+        self.instance_name = args["model_instance_name"]
 
-def execute(model, requests, host, decoupled):
-    try:
-        responses = model.execute(requests)
-    except Exception as error:
-        # As Triton: an exception fails every request of the call still unanswered.
-        failure = error_response(execute_failure(error))
-        for request in requests:
-            if not request._handle.finished:
-                host.send_response(request._handle, failure, True, hold=True)
-        return
-    if decoupled:
-        if responses is not None:
+    def run(self, batcher: Batcher) -> None:
+        """Executes batches until the data plane says finish (or is gone)."""
+        while True:
+            # Answers held back leave before the loop waits: at once when no request is queued,
+            # and always before a batcher that may wait for its queue delay.
+            if batcher.delay or batcher.work.empty():
+                self.host.channel.flush()
+            batch = batcher.next()
+            if batch is None:
+                break
+            requests = [request for request in map(self.request_of, batch) if request is not None]
+            if requests:
+                self.execute(requests)
+        self.host.channel.flush()
+
+    def request_of(self, item: WorkItem) -> pb_utils.InferenceRequest | None:
+        """The request execute is given; None for one already answered (cancelled, or with
+        inputs that cannot be read)."""
+        handle, message, payload = item
+        if handle.cancelled:
+            self.fail(handle, error_response("request cancelled", pb_utils.TritonError.CANCELLED))
+            return None
+        try:
+            inputs = tensors_from(message["inputs"], payload, self.shared)
+        except Exception as error:
+            self.fail(handle, error_response(str(error)))
+            return None
+        request = pb_utils.InferenceRequest(
+            self.model_name,
+            inputs,
+            message["requestedOutputs"],
+            model_version=self.model_version,
+            flags=message["flags"],
+            correlation_id=message["correlationId"],
+            request_id=message["requestId"],
+        )
+        # The client's parameters as they came (a KServe double included): Triton checks
+        # only what a model builds.
+        request._parameters = message["parameters"]
+        request._handle = handle
+        return request
+
+    def execute(self, requests: list[pb_utils.InferenceRequest]) -> None:
+        try:
+            responses = self.model.execute(requests)
+        except Exception as error:
+            # As Triton: an exception fails every request of the call still unanswered.
+            failure = error_response(
+                f"Failed to process the request(s) for model '{self.instance_name}', "
+                f"message: {described_exception(error)}"
+            )
+            self.fail_unanswered(requests, failure, hold=True)
+            return
+        if self.decoupled:
+            if responses is not None:
+                failure = error_response(
+                    "a decoupled model's execute must return None and answer through the response sender"
+                )
+                self.fail_unanswered(requests, failure)
+            return
+        if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
+            count = len(responses) if isinstance(responses, (list, tuple)) else type(responses).__name__
+            failure = error_response(
+                f"execute must return one InferenceResponse per request: {len(requests)} requests, got {count}"
+            )
             for request in requests:
-                if not request._handle.finished:
-                    failure = error_response("a decoupled model's execute must return None and answer through the response sender")
-                    host.send_response(request._handle, failure, True)
-        return
-    if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
-        count = len(responses) if isinstance(responses, (list, tuple)) else type(responses).__name__
-        failure = error_response(f"execute must return one InferenceResponse per request: {len(requests)} requests, got {count}")
-        for request in requests:
-            host.send_response(request._handle, failure, True, hold=True)
-        return
-    for request, response in zip(requests, responses):
+                self.fail(handle_of(request), failure, hold=True)
+            return
+        # Of the same length, checked above.
+        for request, response in zip(requests, responses):
+            self.answer(handle_of(request), response)
+
+    def answer(self, handle: RequestHandle, response: object) -> None:
+        """Sends what execute returned for a request: an InferenceResponse, else an error."""
         if not isinstance(response, pb_utils.InferenceResponse):
             response = error_response(f"execute returned {type(response).__name__}, not an InferenceResponse")
         try:
-            host.send_response(request._handle, response, True, hold=True)
+            self.host.send_response(handle, response, True, hold=True)
         except pb_utils.TritonModelException as error:
-            host.send_response(request._handle, error_response(error.message()), True, hold=True)
+            self.fail(handle, error_response(error.message()), hold=True)
+
+    def fail_unanswered(
+        self, requests: list[pb_utils.InferenceRequest], failure: pb_utils.InferenceResponse, hold: bool = False
+    ) -> None:
+        for request in requests:
+            handle = handle_of(request)
+            if not handle.finished:
+                self.fail(handle, failure, hold)
+
+    def fail(self, handle: RequestHandle, failure: pb_utils.InferenceResponse, hold: bool = False) -> None:
+        self.host.send_response(handle, failure, True, hold=hold)
 
 
-def complete(path):
+def handle_of(request: pb_utils.InferenceRequest) -> RequestHandle:
+    """The handle the stub gave a request for execute."""
+    return cast("RequestHandle", request._handle)
+
+
+def finalize(model: Model) -> None:
+    if hasattr(model, "finalize"):
+        try:
+            model.finalize()
+        except Exception:
+            traceback.print_exc()
+
+
+def serve(channel: Channel, settings: SettingsMessage) -> int:
+    """Loads and initializes the model, then executes what the data plane sends until it says
+    finish; 1 when the model fails to load (the data plane was told why)."""
+    yield_to_the_dataplane()
+    shared, shared_outputs = map_shared_memory(settings)
+    host = Host(channel, shared_outputs)
+    pb_utils._host = host
+    model = initialized_model(settings, channel)
+    if model is None:
+        return 1
+    work: queue.Queue[WorkItem | None] = queue.Queue()
+    dispatcher = Dispatcher(channel, host, work, settings)
+    threading.Thread(target=dispatcher.run, name="dataplane-reader", daemon=True).start()
+    channel.write({"kind": "ready"})
+    Executor(model, host, shared, settings).run(Batcher(work, settings["batching"]))
+    finalize(model)
+    channel.write({"kind": "bye"})
+    return 0
+
+
+def complete(path: str) -> int:
     """Triton's auto-complete: the model's static auto_complete_config(auto_complete_model_config)
     fills in the config it is given and returns it. A model without one keeps its config."""
     config = json.load(sys.stdin)
@@ -660,7 +829,8 @@ def complete(path):
             print(described_exception(error), file=sys.stderr)
             return 1
         if not isinstance(completed, pb_utils.ModelConfig):
-            print(f"auto_complete_config must return the ModelConfig it was given, not {type(completed).__name__}", file=sys.stderr)
+            returned = type(completed).__name__
+            print(f"auto_complete_config must return the ModelConfig it was given, not {returned}", file=sys.stderr)
             return 1
         config = completed.as_dict()
     with os.fdopen(COMPLETED_CONFIG, "w") as result:
@@ -668,14 +838,14 @@ def complete(path):
     return 0
 
 
-def main():
+def main() -> int:
     if sys.argv[1:2] == ["complete"] and len(sys.argv) == 3:
         return complete(sys.argv[2])
     channel = Channel()
     frame = channel.read()
     if frame is None:
         return 1
-    return serve(channel, frame[0])
+    return serve(channel, cast("SettingsMessage", frame[0]))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
 import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../lib/engines/catalog.js";
 import type { ModelFiles } from "../../lib/model-repository/sources.js";
+import type { PythonEngineArguments } from "../../lib/contract/dataplane.js";
 import { createEngine } from "./engines/runtimes.js";
 import { completePythonConfig } from "./engines/python/auto-complete.js";
 import type { ModelInference } from "./engines/engine.js";
@@ -42,8 +43,8 @@ export interface DataPlaneOptions {
   readonly forwardUnsupportedTo?: string;
   /** With forwardUnsupportedTo: Python-backend models are forwarded too (--forward-python). */
   readonly forwardPython: boolean;
-  /** How Python-backend models are hosted (the python engine). */
-  readonly python: PythonHosting;
+  /** How Python-backend models are hosted: the python engine's options (lib/contract/dataplane.ts). */
+  readonly pythonEngine: PythonEngineArguments;
   /** Version folders of single-file configs: `<root>/<model>/<version>/` (undefined: none). */
   readonly modelFilesRoot?: string;
   readonly modelControlMode: ModelControlMode;
@@ -78,12 +79,6 @@ export interface DataPlaneOptions {
   readonly onLogLevelChange?: (level: string) => void;
 }
 
-export interface PythonHosting {
-  readonly interpreter: string;
-  readonly stubTimeoutMs: number;
-  readonly sharedMemoryBytes: number;
-}
-
 export interface RunningDataPlane {
   readonly grpcPort: number;
   readonly httpPort: number;
@@ -105,8 +100,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const completeConfig = async (config: ModelConfig, files: ModelFiles): Promise<ModelConfig> => {
     const completed = await autoCompleteConfig(config, files);
     if (!pythonRunsHere) return completed;
-    const { interpreter, stubTimeoutMs } = options.python;
-    return completePythonConfig(completed, files, { python: interpreter, timeoutMs: stubTimeoutMs, logger });
+    return completePythonConfig(completed, files, { ...options.pythonEngine, logger });
   };
   const registry = new ModelRegistry({
     repositories: options.modelRepositories,
@@ -118,9 +112,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       createEngine(spec, source, files, {
         maxMessageSize: options.maxMessageSize,
         upstreamFlowControlWindow: options.upstreamFlowControlWindow,
-        python: options.python.interpreter,
-        pythonStubTimeoutMs: options.python.stubTimeoutMs,
-        pythonSharedMemoryBytes: options.python.sharedMemoryBytes,
+        pythonEngine: options.pythonEngine,
         logger,
         inference: () => modelCallsTo.inference,
       }),

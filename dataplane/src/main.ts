@@ -1,7 +1,7 @@
 import cluster from "node:cluster";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
-import type { DataPlaneArguments } from "../../lib/contract/dataplane.js";
+import { pythonEngineArguments, type DataPlaneArguments } from "../../lib/contract/dataplane.js";
 import { usableCores } from "./cpu-budget.js";
 import { startDataPlane, type DataPlaneOptions } from "./dataplane.js";
 import type { GrpcTuning } from "./server/grpc.js";
@@ -32,11 +32,7 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
     ...(args.modelFilesRoot !== undefined ? { modelFilesRoot: args.modelFilesRoot } : {}),
     ...(args.forwardUnsupported !== undefined ? { forwardUnsupportedTo: args.forwardUnsupported } : {}),
     forwardPython: args.forwardPython === true,
-    python: {
-      interpreter: args.python,
-      stubTimeoutMs: args.pythonStubTimeoutSecs * 1000,
-      sharedMemoryBytes: args.pythonShmByteSize,
-    },
+    pythonEngine: pythonEngineArguments(args),
     modelControlMode: args.modelControlMode,
     loadModels: args.loadModel ?? [],
     repositoryPollSeconds: args.repositoryPollSecs,

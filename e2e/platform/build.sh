@@ -42,6 +42,7 @@ build() {
     printf 'module dynamo-kserve.dev/platform/%s\n\ngo %s\n\nrequire %s %s\n' \
       "$name" "$(go env GOVERSION | sed 's/^go//; s/^\([0-9]*\.[0-9]*\).*/\1/')" "$module" "$version" > go.mod
     # Upstream's replace and exclude directives, as go mod edit flags.
+    # shellcheck disable=SC2016 # a JavaScript program: its ${...} are JavaScript's, not the shell's
     go mod edit -json "$upstream" | node -e '
       const mod = JSON.parse(require("fs").readFileSync(0, "utf8"));
       const at = (m) => (m.Version ? `${m.Path}@${m.Version}` : m.Path);

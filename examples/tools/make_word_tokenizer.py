@@ -13,7 +13,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-WORDS = (
+# The words as one string, written as the mocker's list is (dataplane/src/engines/mocker.ts).
+WORDS = (  # noqa: SIM905
     "the model token stream kernel tensor batch cluster gateway latency router cache prefill decode "
     "replica shard queue sample prompt context"
 ).split()

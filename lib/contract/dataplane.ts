@@ -30,27 +30,12 @@ export const DEFAULT_STREAM_MAX_PENDING = 1024;
 /** Shared memory per Python model process: a 16 MiB tensor fits four times; pages are used only as written. */
 export const DEFAULT_PYTHON_SHM_BYTE_SIZE = 64 * 1024 * 1024;
 
-export const DATAPLANE_OPTIONS = {
-  modelRepository: repeatable("--model-repository <dir>", {
-    env: "DYNAMO_MODEL_REPOSITORY",
-    help: "Triton-layout model repository (repeatable); default: the bundled examples/model_repository",
-  }),
-  modelConfig: repeatable("--model-config <file>", {
-    env: "DYNAMO_MODEL_CONFIG",
-    help: "a single model configuration file, config.pbtxt text or binary ModelConfig (repeatable)",
-  }),
-  modelFilesRoot: text("--model-files-root <dir>", {
-    env: "DYNAMO_MODEL_FILES_ROOT",
-    help: "version folders of models configured by a single file: <dir>/<model>/<version>/model.onnx (a volume beside a ConfigMap of configs)",
-  }),
-  forwardUnsupported: text("--forward-unsupported <host:port>", {
-    env: "DYNAMO_FORWARD_UNSUPPORTED",
-    help: "forward models this data plane cannot run (pytorch, tensorflow, tensorrt, ensembles, ...) to this Triton gRPC endpoint, as migrate does",
-  }),
-  forwardPython: flag("--forward-python", {
-    env: "DYNAMO_FORWARD_PYTHON",
-    help: "with --forward-unsupported: forward Python-backend models too, instead of running them with the python engine",
-  }),
+/**
+ * The python engine's options. The engine receives their values as they are named here
+ * (PythonEngineArguments, through DataPlaneOptions.pythonEngine and EngineRuntime.pythonEngine):
+ * a new one is declared here and read where it is used, with nothing to pass on between.
+ */
+export const PYTHON_ENGINE_OPTIONS = {
   python: text(
     "--python <path>",
     {
@@ -76,6 +61,32 @@ export const DATAPLANE_OPTIONS = {
     { min: 0, max: 4 * 1024 * 1024 * 1024 },
     DEFAULT_PYTHON_SHM_BYTE_SIZE,
   ),
+};
+
+export type PythonEngineArguments = ValuesOf<typeof PYTHON_ENGINE_OPTIONS>;
+
+export const DATAPLANE_OPTIONS = {
+  modelRepository: repeatable("--model-repository <dir>", {
+    env: "DYNAMO_MODEL_REPOSITORY",
+    help: "Triton-layout model repository (repeatable); default: the bundled examples/model_repository",
+  }),
+  modelConfig: repeatable("--model-config <file>", {
+    env: "DYNAMO_MODEL_CONFIG",
+    help: "a single model configuration file, config.pbtxt text or binary ModelConfig (repeatable)",
+  }),
+  modelFilesRoot: text("--model-files-root <dir>", {
+    env: "DYNAMO_MODEL_FILES_ROOT",
+    help: "version folders of models configured by a single file: <dir>/<model>/<version>/model.onnx (a volume beside a ConfigMap of configs)",
+  }),
+  forwardUnsupported: text("--forward-unsupported <host:port>", {
+    env: "DYNAMO_FORWARD_UNSUPPORTED",
+    help: "forward models this data plane cannot run (pytorch, tensorflow, tensorrt, ensembles, ...) to this Triton gRPC endpoint, as migrate does",
+  }),
+  forwardPython: flag("--forward-python", {
+    env: "DYNAMO_FORWARD_PYTHON",
+    help: "with --forward-unsupported: forward Python-backend models too, instead of running them with the python engine",
+  }),
+  ...PYTHON_ENGINE_OPTIONS,
   modelControlMode: choice(
     "--model-control-mode <mode>",
     { env: "DYNAMO_MODEL_CONTROL_MODE", help: "none | poll (follow changes on disk) | explicit (load/unload RPCs)" },
@@ -330,6 +341,12 @@ export const DATAPLANE_OPTIONS = {
 
 /** What `dynamo-kserve dataplane` is started with, typed. */
 export type DataPlaneArguments = ValuesOf<typeof DATAPLANE_OPTIONS>;
+
+/** The python engine's part of a command line: every option of PYTHON_ENGINE_OPTIONS, named as there. */
+export function pythonEngineArguments(args: DataPlaneArguments): PythonEngineArguments {
+  const names = Object.keys(PYTHON_ENGINE_OPTIONS) as (keyof PythonEngineArguments)[];
+  return Object.fromEntries(names.map((name) => [name, args[name]])) as PythonEngineArguments;
+}
 
 /** The command-line arguments that start a data plane with `values` (the rest take their defaults). */
 export function dataPlaneArguments(values: Partial<DataPlaneArguments>): string[] {

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # make_venv PYTHON VENV REQUIREMENTS: creates (or reuses) a venv with REQUIREMENTS installed;
 # it is rebuilt only when the requirements file or the interpreter's version changes.
 # Sourced by scripts/setup-python.sh and bench/setup.sh.

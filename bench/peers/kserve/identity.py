@@ -16,9 +16,13 @@ class Identity(Model):
         request_input = payload.inputs[0]
         output = InferOutput(name="OUTPUT0", shape=request_input.shape, datatype=request_input.datatype)
         output.set_data_from_numpy(request_input.as_numpy(), binary_data=True)
-        return InferResponse(response_id=payload.id, model_name=self.name, infer_outputs=[output], use_binary_outputs=True)
+        return InferResponse(
+            response_id=payload.id, model_name=self.name, infer_outputs=[output], use_binary_outputs=True
+        )
 
 
 if __name__ == "__main__":
     args, _ = parser.parse_known_args()
-    ModelServer(grpc_port=args.grpc_port, http_port=args.http_port).start([Identity("identity_fp32"), Identity("identity_bytes")])
+    ModelServer(grpc_port=args.grpc_port, http_port=args.http_port).start(
+        [Identity("identity_fp32"), Identity("identity_bytes")]
+    )

@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import type { PythonEngineArguments } from "../../../lib/contract/dataplane.js";
 import type {
   InferParameter,
   ModelInferRequest,
@@ -103,12 +104,8 @@ export interface EngineRuntime {
   readonly maxMessageSize: number;
   /** HTTP/2 flow-control window of upstream gRPC channels, in bytes (unset: grpc-js's default). */
   readonly upstreamFlowControlWindow?: number;
-  /** The interpreter that hosts Python-backend models (with numpy). */
-  readonly python: string;
-  /** A Python model process that answers nothing for this long is replaced (Triton's stub timeout). */
-  readonly pythonStubTimeoutMs: number;
-  /** Shared memory per Python model process for large input tensors, in bytes. */
-  readonly pythonSharedMemoryBytes: number;
+  /** The python engine's options, as the command line names them (lib/contract/dataplane.ts). */
+  readonly pythonEngine: PythonEngineArguments;
   readonly logger: Logger;
   /** Other models of this data plane, for models that call them (set once the data plane serves). */
   readonly inference: () => ModelInference | undefined;

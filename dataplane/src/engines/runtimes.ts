@@ -25,14 +25,7 @@ const RUNTIMES: { readonly [Name in EngineName]: RuntimeOf<Name> } = {
   "kserve-grpc": (settings, _files, runtime) => new KserveGrpcEngine({ ...settings, runtime }),
   openai: (settings) => new OpenAiEngine(settings),
   onnxruntime: (settings, files) => new OnnxEngine(settings, files),
-  python: (settings, files, runtime) =>
-    new PythonEngine(settings, files, {
-      python: runtime.python,
-      stubTimeoutMs: runtime.pythonStubTimeoutMs,
-      sharedMemoryBytes: runtime.pythonSharedMemoryBytes,
-      logger: runtime.logger,
-      inference: runtime.inference,
-    }),
+  python: (settings, files, runtime) => new PythonEngine(settings, files, runtime),
 };
 
 /**

@@ -12,7 +12,7 @@ import numpy as np
 from kserve import InferenceRESTClient, InferInput, InferRequest, RESTConfig
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pychecks"))
-from checklist import Checklist  # noqa: E402
+from checklist import Checklist
 
 BASE_URL = sys.argv[1]
 checks = Checklist()

@@ -14,7 +14,7 @@ import sys
 import openai
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pychecks"))
-from checklist import Checklist  # noqa: E402
+from checklist import Checklist
 
 BASE_URL, MODEL, STREAMS = sys.argv[1], sys.argv[2], sys.argv[3]
 client = openai.OpenAI(base_url=BASE_URL, api_key="unused", max_retries=0)
@@ -43,7 +43,12 @@ def completion_and_its_stream_agree():
     assert whole.choices[0].finish_reason in ("length", "stop"), whole
     chunks = list(
         client.completions.create(
-            model=MODEL, prompt="tell me about tensors", max_tokens=6, seed=3, stream=True, stream_options={"include_usage": True}
+            model=MODEL,
+            prompt="tell me about tensors",
+            max_tokens=6,
+            seed=3,
+            stream=True,
+            stream_options={"include_usage": True},
         )
     )
     streamed = "".join(chunk.choices[0].text for chunk in chunks if chunk.choices)

@@ -25,7 +25,7 @@ def with_requests(size: int) -> str:
 
 def with_tritonclient(size: int) -> str:
     import numpy as np
-    import tritonclient.http as http
+    from tritonclient import http
     from tritonclient.utils import InferenceServerException
 
     client = http.InferenceServerClient(HOST_PORT, ssl=True, ssl_options={"ca_certs": CA_FILE})

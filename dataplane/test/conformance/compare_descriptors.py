@@ -25,7 +25,7 @@ def fields_of(message, prefix, out):
 
 
 def describe(files):
-    out = {}
+    out: dict[str, object] = {}
     for file in files:
         for message in file.message_type:
             fields_of(message, f"{file.package}.{message.name}", out)

@@ -8,9 +8,10 @@ Usage: tritonclient_conformance.py HOST:PORT
 """
 
 import json
-import queue
 import os
+import queue
 import sys
+from typing import Any
 
 import grpc
 import numpy as np
@@ -19,8 +20,8 @@ from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pychecks"))
-from checklist import Checklist  # noqa: E402
-from samples import SAMPLES  # noqa: E402
+from checklist import Checklist
+from samples import SAMPLES
 
 URL = sys.argv[1]
 client = grpcclient.InferenceServerClient(URL)
@@ -64,8 +65,6 @@ def repository_index():
     names = {model["name"]: model.get("state") for model in index}
     for name in ("identity_fp32", "identity_int32", "identity_bytes", "repeat_int32", "identity_all"):
         assert names.get(name) == "READY", index
-
-
 
 
 def make_identity_check(datatype, values):
@@ -144,7 +143,7 @@ def infer_onnx_model():
 
 @check
 def async_stream_infer_decoupled():
-    responses = queue.Queue()
+    responses: queue.Queue[tuple[Any, Any]] = queue.Queue()
     client.start_stream(callback=lambda result, error: responses.put((result, error)))
     try:
         tensor = grpcclient.InferInput("IN", [3], "INT32")
@@ -173,7 +172,7 @@ def llm_prompt(text):
 
 @check
 def async_stream_infer_mocker_llm():
-    responses = queue.Queue()
+    responses: queue.Queue[tuple[Any, Any]] = queue.Queue()
     client.start_stream(callback=lambda result, error: responses.put((result, error)))
     try:
         client.async_stream_infer(

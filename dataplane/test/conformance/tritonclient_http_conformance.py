@@ -16,8 +16,8 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pychecks"))
-from checklist import Checklist  # noqa: E402
-from samples import SAMPLES  # noqa: E402
+from checklist import Checklist
+from samples import SAMPLES
 
 URL = sys.argv[1]
 client = httpclient.InferenceServerClient(URL, concurrency=4)
@@ -210,11 +210,11 @@ def log_settings():
 
 @check
 def trace_and_shared_memory_answer_as_grpc_does():
-    message = expect_error("501", lambda: client.get_trace_settings())
+    message = expect_error("501", client.get_trace_settings)
     assert "not implemented" in message, message
     assert client.get_system_shared_memory_status() == []
     expect_error("501", lambda: client.register_system_shared_memory("region", "/key", 64))
-    expect_error("501", lambda: client.unregister_cuda_shared_memory())
+    expect_error("501", client.unregister_cuda_shared_memory)
 
 
 @check

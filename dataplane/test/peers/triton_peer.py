@@ -59,7 +59,10 @@ with Triton(config=config) as triton:
     triton.bind(
         model_name="stream_int32",
         infer_func=stream_int32,
-        inputs=[Tensor(name="IN", dtype=np.int32, shape=(-1,)), Tensor(name="DELAY_MS", dtype=np.int32, shape=(1,), optional=True)],
+        inputs=[
+            Tensor(name="IN", dtype=np.int32, shape=(-1,)),
+            Tensor(name="DELAY_MS", dtype=np.int32, shape=(1,), optional=True),
+        ],
         outputs=[Tensor(name="OUT", dtype=np.int32, shape=(1,))],
         config=ModelConfig(batching=False, decoupled=True),
     )
@@ -67,7 +70,10 @@ with Triton(config=config) as triton:
         model_name="echo_llm",
         infer_func=echo_llm,
         inputs=[Tensor(name="text_input", dtype=bytes, shape=(1,))],
-        outputs=[Tensor(name="text_output", dtype=bytes, shape=(1,)), Tensor(name="finish_reason", dtype=bytes, shape=(1,))],
+        outputs=[
+            Tensor(name="text_output", dtype=bytes, shape=(1,)),
+            Tensor(name="finish_reason", dtype=bytes, shape=(1,)),
+        ],
         config=ModelConfig(batching=False),
     )
     print("READY", flush=True)

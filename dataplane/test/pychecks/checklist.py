@@ -34,7 +34,7 @@ class Checklist:
                 self._settle(function(*args))
                 passed += 1
                 print(f"ok   {function.__name__}")
-            except Exception:  # noqa: BLE001 - every failure is reported, then counted
+            except Exception:
                 failed += 1
                 print(f"FAIL {function.__name__}\n{traceback.format_exc()}")
         if close is not None:

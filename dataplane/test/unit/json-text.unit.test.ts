@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { DataPlaneError } from "../../../lib/errors.js";
-import { MAX_JSON_DEPTH, MAX_JSON_VALUES, parseJsonText } from "../../src/http/kserve/json-text.js";
+import { MAX_JSON_DEPTH, MAX_JSON_VALUES, parseJsonText } from "../../src/tensors/json-text.js";
 
 const exact = (text: string): unknown => parseJsonText(text, "the body", { exactIntegers: true });
 

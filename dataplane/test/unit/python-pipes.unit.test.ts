@@ -23,23 +23,30 @@ describe("python engine: what comes through a model process's pipes", () => {
   describe("frames", () => {
     it("reads frames split anywhere across chunks", () => {
       const bytes = Buffer.concat([
-        ...encodeFrame({ t: "r", id: 1 }, [Buffer.from("abcd")]),
-        ...encodeFrame({ t: "pong" }),
+        ...encodeFrame({ kind: "response", id: 1, final: true }, [Buffer.from("abcd")]),
+        ...encodeFrame({ kind: "pong" }),
       ]);
       const reader = new FrameReader();
       const frames = [...bytes].flatMap((byte) => reader.push(Buffer.of(byte)));
       assert.deepEqual(
         frames.map((frame) => [frame.header, frame.payload.toString()]),
         [
-          [{ t: "r", id: 1 }, "abcd"],
-          [{ t: "pong" }, ""],
+          [{ kind: "response", id: 1, final: true }, "abcd"],
+          [{ kind: "pong" }, ""],
         ],
       );
     });
 
     it("throws MalformedFrame, never a bare SyntaxError, for a header that is not a JSON object (a bare NaN, an array)", () => {
-      assert.throws(() => new FrameReader().push(rawFrame('{"t":"r","p":{"score":NaN}}')), MalformedFrame);
+      assert.throws(
+        () => new FrameReader().push(rawFrame('{"kind":"response","parameters":{"score":NaN}}')),
+        MalformedFrame,
+      );
       assert.throws(() => new FrameReader().push(rawFrame("[1]")), /not a JSON object/);
+    });
+
+    it("throws MalformedFrame for a header without a kind (not a message of protocol.ts)", () => {
+      assert.throws(() => new FrameReader().push(rawFrame('{"t":"r","id":1}')), /without a kind/);
     });
   });
 

@@ -3,6 +3,7 @@ import { basename, join } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import type { Logger } from "pino";
 import type { ModelConfig } from "../../../../proto/gen/ts/model_config.js";
+import type { PythonEngineArguments } from "../../../../lib/contract/dataplane.js";
 import { selectedEngine } from "../../../../lib/engines/catalog.js";
 import { pythonModelFileName } from "../../../../lib/engines/python.js";
 import { ConfigError, parseJson, tritonConfigJson } from "../../../../lib/model-repository/config.js";
@@ -21,10 +22,8 @@ import { logOutput } from "./printed.js";
  * error names it.
  */
 
-export interface PythonCompletion {
-  readonly python: string;
-  /** A process that has not finished in this long is killed (the stub timeout). */
-  readonly timeoutMs: number;
+/** The interpreter, and the stub timeout: a process that has not finished in that long is killed. */
+export interface PythonCompletion extends Pick<PythonEngineArguments, "python" | "pythonStubTimeoutSecs"> {
   readonly logger: Logger;
 }
 
@@ -36,8 +35,9 @@ const STDERR_BYTES_KEPT = 64 * 1024;
 export async function completePythonConfig(
   config: ModelConfig,
   files: ModelFiles,
-  { python, timeoutMs, logger }: PythonCompletion,
+  { python, pythonStubTimeoutSecs, logger }: PythonCompletion,
 ): Promise<ModelConfig> {
+  const timeoutMs = pythonStubTimeoutSecs * 1000;
   const latest = files.versions[files.versions.length - 1];
   if (selectedEngine(config) !== "python" || latest === undefined) return config;
   const name = config.name || basename(files.folder);
@@ -70,7 +70,7 @@ export async function completePythonConfig(
   if (outcome.code !== 0) {
     const why =
       outcome.signal === "SIGKILL"
-        ? `did not finish within ${timeoutMs / 1000} s`
+        ? `did not finish within ${pythonStubTimeoutSecs} s`
         : outcome.code === 1
           ? "failed"
           : `failed (${outcome.signal ?? `exit code ${outcome.code}`})`;

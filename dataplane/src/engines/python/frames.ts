@@ -1,11 +1,12 @@
-import { parseJsonText } from "../../http/kserve/json-text.js";
+import { parseJsonText } from "../../tensors/json-text.js";
 import { jsonText } from "../../tensors/parameters.js";
+import type { FromStub } from "./protocol.js";
 
 /**
  * The frames the data plane and a Python model process exchange (the other end is
  * dataplane/python/dynamo_kserve_python_stub.py): header length and payload length as
- * uint32 little endian, a JSON header, then the payload (tensor bytes). JSON keeps the
- * Python side to its standard library; tensors never go through it.
+ * uint32 little endian, a JSON header (a message of protocol.ts), then the payload (tensor
+ * bytes). JSON keeps the Python side to its standard library; tensors never go through it.
  */
 
 const HEAD_SIZE = 8;
@@ -24,7 +25,8 @@ export function encodeFrame(header: object, payload: readonly Uint8Array[] = [])
 }
 
 export interface Frame {
-  readonly header: Record<string, unknown>;
+  /** A message of the stub's, as it sent it (the stub is trusted to send what protocol.ts says). */
+  readonly header: FromStub;
   /** The payload, in one buffer of its own (tensor views may outlive the chunks it came in). */
   readonly payload: Buffer;
   /** Outputs the process put in shared memory instead, read out in the order the header lists them. */
@@ -38,9 +40,12 @@ export interface Frame {
 export class FrameReader {
   private pending: Buffer[] = [];
   private pendingBytes = 0;
-  private current: { header: Record<string, unknown>; payload: Buffer; filled: number } | undefined;
+  private current: { header: FromStub; payload: Buffer; filled: number } | undefined;
 
-  /** The frames the chunk completes; throws MalformedFrame for a header that is not a JSON object (the reader is then unusable). */
+  /**
+   * The frames the chunk completes; throws MalformedFrame for a header that is not a JSON
+   * object with a kind (the reader is then unusable).
+   */
   push(chunk: Buffer): Frame[] {
     const frames: Frame[] = [];
     let data = chunk;
@@ -88,7 +93,7 @@ const EXACT_INTEGERS_NEEDED = /\d{16}/;
 /** A frame the other end should never have sent: that process is broken. */
 export class MalformedFrame extends Error {}
 
-function parseHeader(text: string): Record<string, unknown> {
+function parseHeader(text: string): FromStub {
   let header: unknown;
   try {
     // A model's int64 parameter beyond 2^53 stays exact (a double would round it).
@@ -101,5 +106,8 @@ function parseHeader(text: string): Record<string, unknown> {
   if (typeof header !== "object" || header === null || Array.isArray(header)) {
     throw new MalformedFrame(`a frame header that is not a JSON object: ${text.slice(0, 120)}`);
   }
-  return header as Record<string, unknown>;
+  if (typeof (header as { kind?: unknown }).kind !== "string") {
+    throw new MalformedFrame(`a frame header without a kind: ${text.slice(0, 120)}`);
+  }
+  return header as FromStub;
 }

@@ -3,8 +3,10 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Readable, Writable } from "node:stream";
 import type { Logger } from "pino";
+import type { PythonEngineArguments } from "../../../../lib/contract/dataplane.js";
 import { DataPlaneError, errorMessage, unavailable } from "../../../../lib/errors.js";
 import { encodeFrame, FrameReader, type Frame } from "./frames.js";
+import type { FieldsOfToStub, FromStub, InputTensorPart, ToStub } from "./protocol.js";
 import { logOutput } from "./printed.js";
 import { SharedMemory } from "./shared-memory.js";
 
@@ -20,7 +22,7 @@ export type InstanceState = "starting" | "ready" | "restarting" | "closed";
 
 /** What the instance tells the engine about a request it was given. */
 export interface RequestSink {
-  /** A response frame of this request (its `f` flag says whether it is the last). */
+  /** A response frame of this request (a response message: its `final` says whether it is the last). */
   frame(frame: Frame): void;
   /** The request failed outside the model (the process died): no more frames come. */
   fail(error: DataPlaneError): void;
@@ -41,20 +43,26 @@ export const stubEnvironment = (): NodeJS.ProcessEnv => ({
   DYNAMO_KSERVE_PARENT_PID: String(process.pid),
 });
 
+/** The settings message but what the instance fills in itself (its shared memory). */
+export type InstanceSettings = Omit<
+  FieldsOfToStub<"settings">,
+  "sharedInputsFd" | "sharedOutputsFd" | "pythonShmByteSize"
+>;
+
+/** What the data plane says of a request besides its id and its inputs. */
+export type RequestFields = Omit<FieldsOfToStub<"execute">, "id" | "inputs">;
+
 export interface InstanceOptions {
-  readonly python: string;
+  /** The interpreter, the shared memory each way and the stub timeout: the python engine's options. */
+  readonly hosting: PythonEngineArguments;
   /** The first frame the stub reads: what to load and how (see the stub's serve). */
-  readonly settings: Record<string, unknown>;
+  readonly settings: InstanceSettings;
   /** Name for errors: `'<model>' version <v> instance <name>`. */
   readonly label: string;
   /** Logs with the model, version and instance in every line. */
   readonly logger: Logger;
-  /** Bytes of shared memory for large tensors, each way (0: every tensor goes in the frame). */
-  readonly sharedMemoryBytes: number;
-  /** A process that answers no health check for this long is killed and replaced (Triton's stub timeout). */
-  readonly stubTimeoutMs: number;
-  /** The model called another model (BLS): the header and payload of its request. */
-  onModelCall(frame: Frame, instance: PythonInstance): void;
+  /** The model called another model (BLS): its call, the frame's payload holding the inputs. */
+  onModelCall(frame: Frame, call: FromStub<"call">, instance: PythonInstance): void;
 }
 
 /** The process's file descriptors of the shared memory for inputs and outputs (0: none). */
@@ -95,9 +103,11 @@ export class PythonInstance {
 
   /** Starts the process and resolves once the model's initialize has returned; rejects (UNAVAILABLE) if it fails. */
   start(): Promise<void> {
-    const { python, settings, sharedMemoryBytes, logger, label } = this.options;
-    this.inputs = sharedMemoryBytes > 0 ? new SharedMemory(sharedMemoryBytes) : undefined;
-    this.outputs = sharedMemoryBytes > 0 ? new SharedMemory(sharedMemoryBytes) : undefined;
+    const { hosting, settings, logger, label } = this.options;
+    const { python, pythonShmByteSize } = hosting;
+    // Bytes of shared memory for large tensors, each way (0: every tensor goes in the frame).
+    this.inputs = pythonShmByteSize > 0 ? new SharedMemory(pythonShmByteSize) : undefined;
+    this.outputs = pythonShmByteSize > 0 ? new SharedMemory(pythonShmByteSize) : undefined;
     // The shared-memory files (unlinked already) are the process's descriptors SHARED_INPUTS_FD and SHARED_OUTPUTS_FD.
     const child = spawn(python, [PYTHON_STUB, "serve"], {
       stdio: ["ignore", "pipe", "pipe", "pipe", "pipe", this.inputs?.fd ?? "ignore", this.outputs?.fd ?? "ignore"],
@@ -119,13 +129,13 @@ export class PythonInstance {
       const onData = (chunk: Buffer): void => {
         this.lastHeard = Date.now();
         for (const frame of reader.push(chunk)) {
-          const kind = frame.header["t"];
-          if (kind === "ready") {
+          const { header } = frame;
+          if (header.kind === "ready") {
             started = true;
             this.state = "ready";
             this.watchHealth();
             resolve();
-          } else if (kind === "fatal") fatal = String(frame.header["m"]);
+          } else if (header.kind === "fatal") fatal = String(header.message);
           else this.received(frame);
         }
       };
@@ -165,10 +175,11 @@ export class PythonInstance {
         this.exited(`the Python process ${how}${fatal ? `: ${fatal.trim()}` : ""}`);
       });
       this.send({
+        kind: "settings",
         ...settings,
-        shm: this.inputs === undefined ? 0 : SHARED_INPUTS_FD,
-        shmOut: this.outputs === undefined ? 0 : SHARED_OUTPUTS_FD,
-        shmSize: sharedMemoryBytes,
+        sharedInputsFd: this.inputs === undefined ? 0 : SHARED_INPUTS_FD,
+        sharedOutputsFd: this.outputs === undefined ? 0 : SHARED_OUTPUTS_FD,
+        pythonShmByteSize,
       });
     });
   }
@@ -177,10 +188,10 @@ export class PythonInstance {
    * Gives the process a request: its inputs go in the frame, or the large ones in shared
    * memory. Returns the id to cancel it with.
    */
-  submit(header: Record<string, unknown>, inputs: readonly InputTensor[], sink: RequestSink): number {
+  submit(request: RequestFields, inputs: readonly InputTensor[], sink: RequestSink): number {
     if (this.state !== "ready") throw unavailable(`python model ${this.options.label} is not running`);
     const id = ++this.nextId;
-    const described: unknown[] = [];
+    const described: InputTensorPart[] = [];
     const payload: Uint8Array[] = [];
     const regions: number[] = [];
     let offset = 0;
@@ -189,21 +200,23 @@ export class PythonInstance {
         this.inputs !== undefined && tensor.data.byteLength >= SHARED_MEMORY_FROM
           ? this.inputs.put(tensor.data)
           : undefined;
+      const { name, datatype, shape } = tensor;
+      const byteSize = tensor.data.byteLength;
       if (where !== undefined) {
         regions.push(where);
-        described.push([tensor.name, tensor.datatype, tensor.shape, where, tensor.data.byteLength, 1]);
+        described.push({ name, datatype, shape, offset: where, byteSize, inSharedMemory: true });
         continue;
       }
       // Each tensor starts 8-byte aligned in the payload, so numpy views of it are aligned.
       const padding = (8 - (offset % 8)) % 8;
       if (padding > 0) payload.push(PADDING.subarray(0, padding));
       offset += padding;
-      described.push([tensor.name, tensor.datatype, tensor.shape, offset, tensor.data.byteLength, 0]);
+      described.push({ name, datatype, shape, offset, byteSize, inSharedMemory: false });
       payload.push(tensor.data);
-      offset += tensor.data.byteLength;
+      offset += byteSize;
     }
     this.sinks.set(id, { sink, regions });
-    this.send({ ...header, t: "x", id, i: described }, payload);
+    this.send({ kind: "execute", ...request, id, inputs: described }, payload);
     return id;
   }
 
@@ -216,14 +229,14 @@ export class PythonInstance {
   abandon(id: number): void {
     const entry = this.sinks.get(id);
     if (entry === undefined) return;
-    this.send({ t: "c", id });
+    this.send({ kind: "cancel", id });
     this.sinks.delete(id);
     if (entry.regions.length > 0) this.abandoned.set(id, entry.regions);
   }
 
   /** Answers a model's call to another model (BLS). */
-  answerModelCall(header: Record<string, unknown>, payload: readonly Uint8Array[] = []): void {
-    if (this.state === "ready") this.send({ ...header, t: "br" }, payload);
+  answerModelCall(response: FieldsOfToStub<"callResponse">, payload: readonly Uint8Array[] = []): void {
+    if (this.state === "ready") this.send({ kind: "callResponse", ...response }, payload);
   }
 
   /** Finishes the process (the model's finalize runs), killing it if it takes too long. */
@@ -235,7 +248,7 @@ export class PythonInstance {
     const child = this.child;
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
     const closed = new Promise<void>((resolve) => child.once("close", () => resolve()));
-    if (previous === "ready") this.send({ t: "fini" });
+    if (previous === "ready") this.send({ kind: "finish" });
     else child.kill("SIGKILL");
     const timer = setTimeout(() => child.kill("SIGKILL"), FINISH_GRACE_MS);
     await closed;
@@ -244,18 +257,17 @@ export class PythonInstance {
   }
 
   private received(frame: Frame): void {
-    const kind = frame.header["t"];
-    if (kind === "r") {
-      const id = frame.header["id"] as number;
-      const entry = this.sinks.get(id);
+    const { header } = frame;
+    if (header.kind === "response") {
+      const entry = this.sinks.get(header.id);
       // Read (for a request still waiting) and free what the response put in shared memory.
-      const answered = this.withSharedOutputs(frame, entry !== undefined);
-      if (frame.header["f"] === true) this.finish(id);
+      const answered = this.withSharedOutputs(frame, header, entry !== undefined);
+      if (header.final) this.finish(header.id);
       entry?.sink.frame(answered);
-    } else if (kind === "b") this.options.onModelCall(frame, this);
-    else if (kind === "l") {
-      const level = LOG_LEVELS[String(frame.header["l"])] ?? "info";
-      this.options.logger[level]({ stream: "pb_utils.Logger" }, String(frame.header["m"]));
+    } else if (header.kind === "call") this.options.onModelCall(frame, header, this);
+    else if (header.kind === "log") {
+      const level = LOG_LEVELS[header.level] ?? "info";
+      this.options.logger[level]({ stream: "pb_utils.Logger" }, String(header.message));
     }
   }
 
@@ -263,13 +275,18 @@ export class PythonInstance {
    * Frees the regions of the outputs the process put in shared memory (described with an
    * offset), reading them out first when the request still wants them.
    */
-  private withSharedOutputs(frame: Frame, wanted: boolean): Frame {
-    const described = (frame.header["o"] as [string, string, number[], number, number?][] | undefined) ?? [];
-    const inShared = described.filter((output) => output[4] !== undefined);
-    if (inShared.length === 0 || this.outputs === undefined) return frame;
+  private withSharedOutputs(frame: Frame, response: FromStub<"response">, wanted: boolean): Frame {
+    const offsets: number[] = [];
+    const lengths: number[] = [];
+    for (const output of response.outputs ?? []) {
+      if (output.sharedOffset === undefined) continue;
+      offsets.push(output.sharedOffset);
+      lengths.push(output.byteSize);
+    }
+    if (offsets.length === 0 || this.outputs === undefined) return frame;
     const outputs = this.outputs;
-    const shared = wanted ? inShared.map(([, , , length, offset]) => outputs.read(offset!, length)) : [];
-    this.send({ t: "fo", o: inShared.map((output) => output[4]) });
+    const shared = wanted ? offsets.map((offset, index) => outputs.read(offset, lengths[index]!)) : [];
+    this.send({ kind: "freeOutputs", offsets });
     return { ...frame, shared };
   }
 
@@ -318,7 +335,8 @@ export class PythonInstance {
 
   /** Health checks, as Triton's stub timeout: a process that answers nothing for too long is killed. */
   private watchHealth(): void {
-    const { stubTimeoutMs } = this.options;
+    // Triton's stub timeout: a process that answers no health check for this long is killed and replaced.
+    const stubTimeoutMs = this.options.hosting.pythonStubTimeoutSecs * 1000;
     const interval = Math.max(100, Math.floor(stubTimeoutMs / 3));
     this.healthTimer = setInterval(() => {
       if (Date.now() - this.lastHeard > stubTimeoutMs) {
@@ -330,12 +348,12 @@ export class PythonInstance {
         this.child?.kill("SIGKILL");
         return;
       }
-      this.send({ t: "ping" });
+      this.send({ kind: "ping" });
     }, interval);
     this.healthTimer.unref();
   }
 
-  private send(header: object, payload: readonly Uint8Array[] = []): void {
+  private send(message: ToStub, payload: readonly Uint8Array[] = []): void {
     const toPython = this.child?.stdio[3] as Writable | undefined;
     if (toPython === undefined || toPython.destroyed) return;
     // Corked until the event loop's I/O callbacks are done (setImmediate): the requests that
@@ -348,7 +366,7 @@ export class PythonInstance {
         toPython.uncork();
       });
     }
-    for (const part of encodeFrame(header, payload)) toPython.write(part);
+    for (const part of encodeFrame(message, payload)) toPython.write(part);
   }
 }
 

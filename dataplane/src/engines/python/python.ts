@@ -2,6 +2,7 @@ import { status } from "@grpc/grpc-js";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { InferParameter, ModelInferRequest } from "../../../../proto/gen/ts/grpc_service.js";
+import type { PythonEngineArguments } from "../../../../lib/contract/dataplane.js";
 import type { PythonSettings } from "../../../../lib/engines/python.js";
 import {
   abortedError,
@@ -19,7 +20,8 @@ import type { Tensor } from "../../tensors/tensor.js";
 import { checkReturnedOutputs } from "../../tensors/reply.js";
 import type { Engine, EngineLoad, EngineRequest, EngineResponse, InferOptions, ModelInference } from "../engine.js";
 import type { Frame } from "./frames.js";
-import { noInstance, PythonInstance, type RequestSink } from "./instance.js";
+import { noInstance, PythonInstance, type RequestFields, type RequestSink } from "./instance.js";
+import type { ErrorReply, FromStub, OutputTensorPart } from "./protocol.js";
 
 /**
  * Triton's Python backend, run here: each served version of the model gets its
@@ -29,11 +31,10 @@ import { noInstance, PythonInstance, type RequestSink } from "./instance.js";
  * received into execute calls as the config's dynamic batcher asks.
  */
 
+/** What the engine takes of the process-wide runtime (EngineRuntime). */
 export interface PythonRuntime {
-  /** The Python interpreter (with numpy) that runs the models. */
-  readonly python: string;
-  readonly stubTimeoutMs: number;
-  readonly sharedMemoryBytes: number;
+  /** The interpreter (with numpy) that runs the models, and how: the python engine's options. */
+  readonly pythonEngine: PythonEngineArguments;
   readonly logger: Logger;
   /** Runs a model's request on another model of this data plane (BLS); undefined: BLS is refused. */
   readonly inference: () => ModelInference | undefined;
@@ -80,12 +81,10 @@ export class PythonEngine implements Engine {
         settings.instances.map(
           (instance) =>
             new PythonInstance({
-              python: runtime.python,
+              hosting: runtime.pythonEngine,
               label: `'${settings.modelName}' version ${version} instance ${instance.name}`,
               logger: runtime.logger.child({ model: settings.modelName, version, instance: instance.name }),
-              sharedMemoryBytes: runtime.sharedMemoryBytes,
-              stubTimeoutMs: runtime.stubTimeoutMs,
-              onModelCall: (frame, from) => void this.modelCall(frame, from),
+              onModelCall: (frame, call, from) => void this.modelCall(frame, call, from),
               settings: {
                 file: join(folder, version, settings.fileName),
                 decoupled: settings.decoupled,
@@ -145,7 +144,7 @@ export class PythonEngine implements Engine {
   async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
     const instance = this.instanceFor(request.version);
     const responses = new Responses();
-    const id = instance.submit(requestHeader(request), request.inputs, responses);
+    const id = instance.submit(requestFields(request), request.inputs, responses);
     const cancel = (): void => {
       instance.abandon(id);
       responses.fail(abortedError(signal));
@@ -156,7 +155,7 @@ export class PythonEngine implements Engine {
       for (;;) {
         const frame = await responses.next();
         if (frame === undefined) return;
-        finished = frame.header["f"] === true;
+        finished = frame.header.kind === "response" && frame.header.final;
         const response = responseOf(frame, request.requestedOutputs, this.settings);
         if (response !== undefined) yield response;
         if (finished) return;
@@ -187,14 +186,12 @@ export class PythonEngine implements Engine {
   }
 
   /** A model's request to another model of this data plane (BLS), answered frame by frame. */
-  private async modelCall(frame: Frame, from: PythonInstance): Promise<void> {
-    const { header } = frame;
-    const id = header["id"];
+  private async modelCall(frame: Frame, call: FromStub<"call">, from: PythonInstance): Promise<void> {
+    const { id, timeoutUs } = call;
     const inference = this.runtime.inference();
     try {
       if (inference === undefined) throw internal("BLS requests are not available in this data plane");
-      const request = modelCallRequest(header, frame.payload);
-      const timeoutUs = Number(header["to"] ?? 0);
+      const request = modelCallRequest(call, frame.payload);
       const controller = new AbortController();
       const deadline = timeoutUs > 0 ? Date.now() + timeoutUs / 1000 : Infinity;
       const timer =
@@ -205,48 +202,51 @@ export class PythonEngine implements Engine {
             )
           : undefined;
       try {
-        for await (const response of inference(request, header["s"] === true, {
+        for await (const response of inference(request, call.stream, {
           signal: controller.signal,
           deadline,
         })) {
-          const outputs = response.outputs.map((output, index) => [
-            output.name,
-            output.datatype,
-            output.shape.map(Number),
-            response.rawOutputContents[index]?.byteLength ?? 0,
-          ]);
+          const outputs = response.outputs.map((output, index): OutputTensorPart => ({
+            name: output.name,
+            datatype: output.datatype,
+            shape: output.shape.map(Number),
+            byteSize: response.rawOutputContents[index]?.byteLength ?? 0,
+          }));
           from.answerModelCall(
-            { id, o: outputs, p: parametersToJson(response.parameters), f: false },
+            { id, outputs, parameters: parametersToJson(response.parameters), final: false },
             response.rawOutputContents,
           );
         }
       } finally {
         clearTimeout(timer);
       }
-      from.answerModelCall({ id, f: true });
+      from.answerModelCall({ id, final: true });
     } catch (error) {
       const kind = error instanceof DataPlaneError ? error.kind : "Internal";
-      from.answerModelCall({ id, e: [TRITON_CODE_OF_KIND[kind] ?? "INTERNAL", errorMessage(error)], f: true });
+      const failure: ErrorReply = { code: TRITON_CODE_OF_KIND[kind] ?? "INTERNAL", message: errorMessage(error) };
+      from.answerModelCall({ id, error: failure, final: true });
     }
   }
 }
 
 /** What the stub needs of a request besides its inputs. */
-function requestHeader(request: EngineRequest): Record<string, unknown> {
+function requestFields(request: EngineRequest): RequestFields {
   const parameters = parametersToJson(request.parameters);
   const sequenceId = parameters["sequence_id"];
   const flags =
     (parameters["sequence_start"] === true ? SEQUENCE_START : 0) |
     (parameters["sequence_end"] === true ? SEQUENCE_END : 0);
   return {
-    o: [...request.requestedOutputs],
-    p: Object.fromEntries(Object.entries(parameters).filter(([name]) => !RESERVED_PARAMETERS.has(name))),
-    r: request.id,
-    c:
+    requestedOutputs: [...request.requestedOutputs],
+    parameters: Object.fromEntries(Object.entries(parameters).filter(([name]) => !RESERVED_PARAMETERS.has(name))),
+    requestId: request.id,
+    // A sequence ID beyond 2^53 is a bigint: frames.ts writes it as the exact JSON integer,
+    // which the stub reads as the int it is (the protocol's "number").
+    correlationId:
       typeof sequenceId === "number" || typeof sequenceId === "bigint" || typeof sequenceId === "string"
-        ? sequenceId
+        ? (sequenceId as number | string)
         : 0,
-    f: flags,
+    flags,
   };
 }
 
@@ -260,61 +260,60 @@ function responseOf(
   settings: PythonSettings,
 ): EngineResponse | undefined {
   const { header, payload } = frame;
-  const error = header["e"] as [string, string] | undefined;
-  if (error !== undefined) {
-    const [code, message] = error;
+  if (header.kind !== "response") return undefined;
+  if (header.error !== undefined) {
+    const { code, message } = header.error;
     const grpcCode = GRPC_CODE_OF_TRITON_CODE[code];
     throw grpcCode !== undefined
       ? new UpstreamStatusError("Internal", grpcCode, message)
       : new DataPlaneError(KIND_OF_TRITON_CODE[code] ?? "Internal", message);
   }
-  const described = header["o"] as [string, string, number[], number, number?][] | undefined;
+  const described = header.outputs;
   if (described === undefined) return undefined;
   checkReturnedOutputs(
-    described.map(([name, datatype, shape]) => ({ name, datatype, shape })),
+    described.map(({ name, datatype, shape }) => ({ name, datatype, shape: [...shape] })),
     { modelName: settings.modelName, outputs: settings.outputs, maxBatchSize: settings.maxBatchSize },
   );
   const outputs: Tensor[] = [];
   const shared = [...(frame.shared ?? [])];
   let offset = 0;
-  for (const [name, datatype, shape, length, sharedAt] of described) {
+  for (const { name, datatype, shape, byteSize, sharedOffset } of described) {
     // An output with an offset was put in shared memory (the instance has read it out).
-    let data: Uint8Array | undefined = sharedAt === undefined ? undefined : shared.shift();
+    let data: Uint8Array | undefined = sharedOffset === undefined ? undefined : shared.shift();
     if (data === undefined) {
-      data = payload.subarray(offset, offset + length);
-      offset += length;
+      data = payload.subarray(offset, offset + byteSize);
+      offset += byteSize;
     }
     if (requested.size > 0 && !requested.has(name)) continue;
     if (!isDatatype(datatype)) throw internal(`output '${name}' has datatype ${datatype}, which KServe does not know`);
-    outputs.push({ name, datatype, shape, data });
+    outputs.push({ name, datatype, shape: [...shape], data });
   }
-  const parameters = header["p"] as Record<string, unknown> | undefined;
+  const { parameters } = header;
   return parameters === undefined ? { outputs } : { outputs, parameters: parametersOf(parameters) };
 }
 
-function parametersOf(json: Record<string, unknown>): Record<string, InferParameter> {
+function parametersOf(json: Readonly<Record<string, unknown>>): Record<string, InferParameter> {
   return Object.fromEntries(
     Object.entries(json).map(([key, value]) => [key, { parameterChoice: parameterChoiceOf(value, key) }]),
   );
 }
 
 /** A BLS request from a model, as a ModelInferRequest with raw inputs (views of the frame's payload). */
-function modelCallRequest(header: Record<string, unknown>, payload: Buffer): ModelInferRequest {
-  const described = header["i"] as [string, string, number[], number, number][];
+function modelCallRequest(call: FromStub<"call">, payload: Buffer): ModelInferRequest {
   return {
-    modelName: String(header["m"]),
-    modelVersion: String(header["v"] ?? ""),
-    id: String(header["r"] ?? ""),
-    parameters: parametersOf((header["p"] as Record<string, unknown> | undefined) ?? {}),
-    inputs: described.map(([name, datatype, shape]) => ({
+    modelName: call.model,
+    modelVersion: call.version,
+    id: call.requestId,
+    parameters: parametersOf(call.parameters),
+    inputs: call.inputs.map(({ name, datatype, shape }) => ({
       name,
       datatype,
       shape: shape.map(BigInt),
       parameters: {},
       contents: undefined,
     })),
-    outputs: ((header["o"] as string[] | undefined) ?? []).map((name) => ({ name, parameters: {} })),
-    rawInputContents: described.map(([, , , offset, length]) => payload.subarray(offset, offset + length)),
+    outputs: call.requestedOutputs.map((name) => ({ name, parameters: {} })),
+    rawInputContents: call.inputs.map(({ offset, byteSize }) => payload.subarray(offset, offset + byteSize)),
   };
 }
 

@@ -17,7 +17,7 @@ import {
   rawFromJson,
   shapeFromJson,
 } from "./json-tensors.js";
-import { MAX_JSON_VALUES, parseJsonText } from "./json-text.js";
+import { MAX_JSON_VALUES, parseJsonText } from "../../tensors/json-text.js";
 
 /**
  * The KServe v2 infer body, JSON or with Triton's binary tensor data extension: the JSON

@@ -7,7 +7,9 @@ class TritonPythonModel:
     def execute(self, requests):
         return [
             pb_utils.InferenceResponse(
-                output_tensors=[pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy())]
+                output_tensors=[
+                    pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy())
+                ]
             )
             for request in requests
         ]

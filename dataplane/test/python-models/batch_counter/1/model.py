@@ -2,7 +2,6 @@
 (one per batch item of the request): what the dynamic batcher put together."""
 
 import numpy as np
-
 import triton_python_backend_utils as pb_utils
 
 

@@ -5,7 +5,6 @@ import os
 import signal
 
 import numpy as np
-
 import triton_python_backend_utils as pb_utils
 
 
@@ -18,5 +17,9 @@ class TritonPythonModel:
                 os._exit(3)
             if how == "hang":
                 os.kill(os.getpid(), signal.SIGSTOP)
-            responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]
+                )
+            )
         return responses

@@ -13,7 +13,9 @@ class TritonPythonModel:
             if mode == "raise":
                 raise ValueError("the model raised on purpose")
             if mode == "invalid":
-                error = pb_utils.TritonError("MODE asked for an invalid-argument error", pb_utils.TritonError.INVALID_ARG)
+                error = pb_utils.TritonError(
+                    "MODE asked for an invalid-argument error", pb_utils.TritonError.INVALID_ARG
+                )
             elif mode == "unsupported":
                 error = pb_utils.TritonError("MODE asked for an unsupported error", pb_utils.TritonError.UNSUPPORTED)
             else:

@@ -6,7 +6,6 @@ import threading
 import time
 
 import numpy as np
-
 import triton_python_backend_utils as pb_utils
 
 
@@ -22,7 +21,6 @@ class TritonPythonModel:
             thread = threading.Thread(target=self.respond, args=(request.get_response_sender(), values, delay_ms))
             thread.start()
             self.threads.append(thread)
-        return None
 
     def respond(self, sender, values, delay_ms):
         for index, value in enumerate(values):

@@ -5,7 +5,6 @@ logged so a test can read it."""
 import time
 
 import numpy as np
-
 import triton_python_backend_utils as pb_utils
 
 

@@ -1,4 +1,4 @@
-import { internal, invalidArgument } from "../../../../lib/errors.js";
+import { internal, invalidArgument } from "../../../lib/errors.js";
 
 /**
  * JSON request bodies read with the engine's own parser (JSON.parse, an order of magnitude
