@@ -4,11 +4,13 @@
  * closed everything they opened (servers, clients, child processes, timers, watchers). After the
  * last global teardown this plugin arms an unref'd timer: an unref'd timer keeps nothing alive, so
  * a clean run exits before it fires; if it fires, something else is still holding the process
- * open, and the guard names each such handle on stderr and exits non-zero.
+ * open, and the guard names each such handle on stderr, kills leaked child processes and exits 1.
  *
  * LEAK_GUARD_GRACE_MS (default 5000) is how long closing handles may take to finish (a killed
- * child's exit, a socket's FIN) before they count as leaked.
+ * child's exit, a socket's FIN) before they count as leaked. LEAK_GUARD_TRACE=1 records where
+ * each handle and timer was created and prints it with the leak (slow: for finding one).
  */
+import { createHook } from "node:async_hooks";
 import { ChildProcess } from "node:child_process";
 import { Server, Socket } from "node:net";
 
@@ -18,6 +20,14 @@ const defaultGraceMs = 5_000;
 interface ProcessWithHandles {
   _getActiveHandles(): unknown[];
 }
+
+/** A timer as async_hooks hands it over; `_destroyed` is set once it fired for good or was cleared. */
+interface TimerResource {
+  hasRef(): boolean;
+  _destroyed?: boolean;
+}
+
+const trace = process.env["LEAK_GUARD_TRACE"] === "1" ? traceCreations() : undefined;
 
 export function mochaGlobalTeardown(): void {
   setTimeout(failOnLeftovers, graceMs()).unref();
@@ -31,16 +41,12 @@ function graceMs(): number {
 /** Runs only when something else kept the process alive for the whole grace period. */
 function failOnLeftovers(): void {
   const open = openHandles();
-  const handles = open.map(describeHandle);
-  const timers = process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
-  const lines = [
-    ...handles,
-    ...(timers > 0 ? [`${timers} × Timeout (a setTimeout/setInterval never cleared or unref'd)`] : []),
-  ];
+  const lines = [...open.map(describeHandle), ...describeTimers()];
   process.stderr.write(
     `\nleak guard: the run did not end ${graceMs()} ms after its last test and teardown; still open:\n` +
       (lines.length > 0 ? lines : ["(unnamed)"]).map((line) => `  - ${line}\n`).join("") +
-      `  resources: ${process.getActiveResourcesInfo().join(", ")}\n`,
+      `  every kind open (stdio included): ${process.getActiveResourcesInfo().join(", ")}\n` +
+      (trace ? "" : "  (LEAK_GUARD_TRACE=1 shows where each was created)\n"),
   );
   // A failing run leaves no process behind (a detached child's group goes with it).
   for (const child of open.filter((handle) => handle instanceof ChildProcess)) killGroup(child);
@@ -68,6 +74,10 @@ function openHandles(): unknown[] {
 
 /** A handle in words a reader can trace back to the test that opened it. */
 function describeHandle(handle: unknown): string {
+  return handleName(handle) + createdAt(handle);
+}
+
+function handleName(handle: unknown): string {
   if (handle instanceof ChildProcess) {
     return `child process ${handle.pid ?? "?"}: ${handle.spawnargs.join(" ")}`;
   }
@@ -81,6 +91,49 @@ function describeHandle(handle: unknown): string {
     const remote = `${handle.remoteAddress ?? "?"}:${handle.remotePort ?? "?"}`;
     return `${handle.constructor.name} ${local} -> ${remote}`;
   }
-  const name = typeof handle === "object" && handle !== null ? handle.constructor.name : typeof handle;
-  return name;
+  return typeof handle === "object" && handle !== null ? handle.constructor.name : typeof handle;
+}
+
+/** Ref'd timers: where each was created when traced, else how many. */
+function describeTimers(): string[] {
+  if (trace) return [...trace.timers].filter(isPending).map((timer) => `Timeout${createdAt(timer)}`);
+  const count = process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
+  return count > 0 ? [`${count} × Timeout (a setTimeout/setInterval never cleared or unref'd)`] : [];
+}
+
+const isPending = (timer: TimerResource): boolean => timer.hasRef() && timer._destroyed !== true;
+
+/** The creation stack traced for a handle (or for the native handle a net/child_process object wraps). */
+function createdAt(handle: unknown): string {
+  if (trace === undefined || typeof handle !== "object" || handle === null) return "";
+  const native = (handle as { _handle?: unknown })._handle;
+  const stack = trace.stacks.get(typeof native === "object" && native !== null ? native : handle);
+  return stack === undefined ? "" : `, created\n${stack}`;
+}
+
+/** Records the creation stack of every async resource but promises, and which timers exist. */
+function traceCreations(): { stacks: WeakMap<object, string>; timers: Set<TimerResource> } {
+  const stacks = new WeakMap<object, string>();
+  const timers = new Set<TimerResource>();
+  const byId = new Map<number, TimerResource>();
+  Error.stackTraceLimit = 40;
+  createHook({
+    init(asyncId, type, _triggerId, resource) {
+      if (type === "PROMISE") return;
+      // The first two lines are the message and this hook.
+      const frames = (new Error().stack ?? "").split("\n").slice(2);
+      stacks.set(resource, frames.filter((frame) => !frame.includes("node:")).join("\n"));
+      if (type === "Timeout") {
+        timers.add(resource as TimerResource);
+        byId.set(asyncId, resource as TimerResource);
+      }
+    },
+    destroy(asyncId) {
+      const timer = byId.get(asyncId);
+      if (timer === undefined) return;
+      timers.delete(timer);
+      byId.delete(asyncId);
+    },
+  }).enable();
+  return { stacks, timers };
 }

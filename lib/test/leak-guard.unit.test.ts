@@ -18,8 +18,8 @@ interface Run {
   readonly ms: number;
 }
 
-/** Runs mocha with the guard (grace 300 ms) on one spec file whose body is `source`. */
-function mochaWithGuard(dir: string, name: string, source: string): Promise<Run> {
+/** Runs mocha with the guard (grace 300 ms, plus `env`) on one spec file whose body is `source`. */
+function mochaWithGuard(dir: string, name: string, source: string, env: NodeJS.ProcessEnv = {}): Promise<Run> {
   const spec = join(dir, `${name}.spec.mjs`);
   writeFileSync(spec, source);
   const started = Date.now();
@@ -27,11 +27,21 @@ function mochaWithGuard(dir: string, name: string, source: string): Promise<Run>
     const child = execFile(
       process.execPath,
       [MOCHA, "--no-config", "--require", GUARD, spec],
-      { env: { ...process.env, LEAK_GUARD_GRACE_MS: "300" }, timeout: 30_000 },
+      { env: { ...process.env, LEAK_GUARD_GRACE_MS: "300", ...env }, timeout: 30_000 },
       (_error, stdout, stderr) => resolve({ code: child.exitCode, stdout, stderr, ms: Date.now() - started }),
     );
   });
 }
+
+/** A passing test that leaves a server listening, a child process running and an interval ticking. */
+const LEAKING_SPEC = `import { createServer } from "node:net";
+import { spawn } from "node:child_process";
+it("opens and forgets", async () => {
+  await new Promise((resolve) => createServer().listen(0, "127.0.0.1", resolve));
+  spawn("sleep", ["600"], { stdio: "ignore" });
+  setInterval(() => undefined, 1000);
+});
+`;
 
 describe("the test runs' leak guard (lib/test/leak-guard.ts)", function () {
   this.timeout(60_000);
@@ -40,18 +50,7 @@ describe("the test runs' leak guard (lib/test/leak-guard.ts)", function () {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   it("fails a passing run that leaves a server, a child process and a timer open, naming each and killing the child", async () => {
-    const run = await mochaWithGuard(
-      dir,
-      "leaks",
-      `import { createServer } from "node:net";
-import { spawn } from "node:child_process";
-it("opens and forgets", async () => {
-  await new Promise((resolve) => createServer().listen(0, "127.0.0.1", resolve));
-  spawn("sleep", ["600"], { stdio: "ignore" });
-  setInterval(() => undefined, 1000);
-});
-`,
-    );
+    const run = await mochaWithGuard(dir, "leaks", LEAKING_SPEC);
     assert.match(run.stdout, /1 passing/);
     assert.equal(run.code, 1, run.stderr);
     assert.match(run.stderr, /leak guard: the run did not end 300 ms after its last test/);
@@ -63,6 +62,13 @@ it("opens and forgets", async () => {
     assert.match(run.stderr, /1 × Timeout/);
     // Ended by the guard, not by the 30 s bound (which would leave the code null).
     assert.ok(run.ms < 20_000, `took ${run.ms} ms`);
+  });
+
+  it("says where each leaked child and timer was created under LEAK_GUARD_TRACE=1", async () => {
+    const run = await mochaWithGuard(dir, "traced", LEAKING_SPEC, { LEAK_GUARD_TRACE: "1" });
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stderr, /child process \d+: sleep 600, created\n\s+at .*traced\.spec\.mjs:5:/);
+    assert.match(run.stderr, /Timeout, created\n\s+at .*traced\.spec\.mjs:6:/);
   });
 
   it("lets a run that closes what it opened end on its own, with mocha's exit code", async () => {
