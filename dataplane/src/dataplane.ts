@@ -22,7 +22,7 @@ import {
   type InferenceServiceImplementation,
 } from "./server/grpc.js";
 import { serverSecurity, type SecurityOptions } from "./server/security.js";
-import { startMetricsPort } from "./server/metrics-port.js";
+import { closeHttpServer, startMetricsPort } from "./server/metrics-port.js";
 import { InFlight } from "./models/in-flight.js";
 import { sharedMemoryAndTraceOperations } from "./services/shared-memory-and-trace.js";
 import { GrpcHealth } from "./services/grpc-health.js";
@@ -130,11 +130,15 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     logger,
   });
   let stopping = false;
+  const startUp = new StartUp();
   const health = new GrpcHealth(registry, () => stopping);
+  startUp.opened(() => health.stop());
   const security = await serverSecurity(options.security, logger);
+  startUp.opened(() => security.stop());
   const metrics = createMetrics(registry, options.serverName);
   const active = new InFlight();
   const tracing = options.tracing === undefined ? NO_TRACING : startTracing(options.tracing);
+  startUp.opened(() => tracing.shutdown());
   const inference = {
     registry,
     metrics: metrics.frontend,
@@ -157,38 +161,48 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     modelInfer: modelInferHandler(inference),
     modelStreamInfer: modelStreamInferHandler(inference, options.streamMaxPending),
   };
-  const grpc = await startGrpcServer(implementation, modelInferStreamHandlers(inference), health.implementation, {
-    host: options.host,
-    port: options.grpcPort,
-    maxMessageSize: options.maxMessageSize,
-    credentials: security.credentials,
-    interceptors: [boundedStatusInterceptor, metrics.grpcInterceptor, ...security.interceptors],
-    tuning: options.tuning,
-  });
-  const frontDoor = await startFrontDoor(
-    { inference, operations, live: () => true, ready: () => health.ready(), draining: () => stopping },
-    {
+  const grpc = await startUp.step(
+    startGrpcServer(implementation, modelInferStreamHandlers(inference), health.implementation, {
       host: options.host,
-      port: options.httpPort,
-      bodyLimit: options.maxMessageSize,
-      tls: security.tls,
-      access: security.access,
-      metrics: metrics.http,
-      logger,
-    },
+      port: options.grpcPort,
+      maxMessageSize: options.maxMessageSize,
+      credentials: security.credentials,
+      interceptors: [boundedStatusInterceptor, metrics.grpcInterceptor, ...security.interceptors],
+      tuning: options.tuning,
+    }),
   );
+  startUp.opened(() => grpc.server.forceShutdown());
+  const frontDoor = await startUp.step(
+    startFrontDoor(
+      { inference, operations, live: () => true, ready: () => health.ready(), draining: () => stopping },
+      {
+        host: options.host,
+        port: options.httpPort,
+        bodyLimit: options.maxMessageSize,
+        tls: security.tls,
+        access: security.access,
+        metrics: metrics.http,
+        logger,
+      },
+    ),
+  );
+  startUp.opened(() => closeFrontDoor(frontDoor, 0));
   const metricsPort =
     options.metricsPort === undefined
       ? undefined
-      : await startMetricsPort(options.host, options.metricsPort, {
-          live: () => true,
-          ready: () => health.ready(),
-          metrics: metrics.register,
-        });
+      : await startUp.step(
+          startMetricsPort(options.host, options.metricsPort, {
+            live: () => true,
+            ready: () => health.ready(),
+            metrics: metrics.register,
+          }),
+        );
+  if (metricsPort !== undefined) startUp.opened(() => closeHttpServer(metricsPort.server));
+  startUp.opened(() => registry.close());
   // The ports open before the start-up loads: a model whose initialize takes minutes (or hangs
   // until --model-load-timeout-secs) leaves the process live for Kubernetes' liveness probe,
   // and not ready until a model is. "listening" is logged once the loads are done, as before.
-  await registry.start();
+  await startUp.step(registry.start());
   const poller = schedulePolling(registry, options, logger);
   logger.info(
     {
@@ -236,6 +250,41 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   };
 }
 
+/**
+ * What start-up has opened so far, so that a step that fails (a port in use, an unreadable
+ * repository) closes the rest again, last first, before its error goes on. The command line
+ * exits on that error anyway; a process that carries on (a --grpc-workers worker, an embedding,
+ * a test) must not be left holding ports, engines or timers.
+ */
+class StartUp {
+  private readonly closers: (() => unknown)[] = [];
+
+  /** `close` runs if a later step fails. */
+  opened(close: () => unknown): void {
+    this.closers.push(close);
+  }
+
+  /** Awaits one step; if it fails, closes what the earlier steps opened and rethrows. */
+  async step<T>(work: Promise<T>): Promise<T> {
+    try {
+      return await work;
+    } catch (error) {
+      await this.closeAll();
+      throw error;
+    }
+  }
+
+  private async closeAll(): Promise<void> {
+    for (const close of this.closers.reverse()) {
+      try {
+        await close();
+      } catch {
+        // One that fails to close keeps none of the others open; the start-up error is the news.
+      }
+    }
+  }
+}
+
 /** `run`, started by the first call; every call gets the same promise. */
 export function startOnce(run: () => Promise<void>): () => Promise<void> {
   let started: Promise<void> | undefined;
@@ -274,10 +323,7 @@ async function shutdown(
   // Both front ends stop taking requests and let theirs finish, within one grace period.
   await Promise.all([stopGrpcServer(grpc, active.idle(), graceMs), closeFrontDoor(frontDoor, graceMs)]);
   // Probes keep getting answers (ready: 503) until the drain is over.
-  if (metricsServer !== undefined) {
-    metricsServer.closeAllConnections();
-    await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
-  }
+  if (metricsServer !== undefined) await closeHttpServer(metricsServer);
   await registry.close();
 }
 

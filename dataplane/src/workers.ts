@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import { AggregatorRegistry } from "prom-client";
 import { startDataPlane, startOnce, type DataPlaneOptions, type RunningDataPlane } from "./dataplane.js";
 import { errorMessage } from "../../lib/errors.js";
-import { startMetricsPort } from "./server/metrics-port.js";
+import { closeHttpServer, startMetricsPort } from "./server/metrics-port.js";
 
 /**
  * --grpc-workers N: one Node process uses one core, so N worker processes serve gRPC on
@@ -86,8 +86,7 @@ export async function startDataPlaneWorkers(
       for (const worker of workersNow) worker.process.kill("SIGTERM");
       const failures = (await Promise.all(exits)).filter((failure) => failure !== undefined);
       // Probes are answered (ready: 503) until every worker has drained.
-      metricsPort.server.closeAllConnections();
-      await new Promise<void>((resolve) => metricsPort.server.close(() => resolve()));
+      await closeHttpServer(metricsPort.server);
       if (failures.length > 0) {
         logger.error({ failures }, "data plane stopped, but not every worker drained cleanly");
         throw new Error(failures.join("; "));

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { dataplaneCommand } from "../../cli/dataplane.js";
 import { dataPlaneArguments, type DataPlaneArguments } from "../contract/dataplane.js";
 import { parseTokenFile } from "../contract/layout.js";
+import { parsedDataPlaneArguments } from "../../dataplane/test/fixtures/arguments.js";
 
 /** Every data-plane option set to a value other than its default (a new option must be added here). */
 const EVERY_OPTION: Required<DataPlaneArguments> = {
@@ -56,27 +56,16 @@ const EVERY_OPTION: Required<DataPlaneArguments> = {
   logLevel: "debug",
 };
 
-/** What the data plane's own command line makes of `args` (its action replaced: nothing starts). */
-async function parsed(args: readonly string[]): Promise<DataPlaneArguments> {
-  const command = dataplaneCommand().exitOverride();
-  let received: DataPlaneArguments | undefined;
-  command.action((options: DataPlaneArguments) => {
-    received = options;
-  });
-  await command.parseAsync(["node", "dataplane", ...args]);
-  return received!;
-}
-
 describe("the data plane's contract (lib/contract)", () => {
   it("round-trips: the arguments built from typed options parse back to the same options", async () => {
     const args = dataPlaneArguments(EVERY_OPTION);
-    assert.deepEqual({ ...(await parsed(args)) }, EVERY_OPTION);
+    assert.deepEqual({ ...(await parsedDataPlaneArguments(args)) }, EVERY_OPTION);
   });
 
   it("builds only what is set; the rest are the data plane's defaults", async () => {
     const args = dataPlaneArguments({ modelRepository: ["/models"], grpcPort: 8001, useTls: false });
     assert.deepEqual(args, ["--model-repository", "/models", "--grpc-port", "8001"]);
-    const options = await parsed(args);
+    const options = await parsedDataPlaneArguments(args);
     assert.equal(options.maxMessageSize, 64 * 1024 * 1024);
     assert.equal(options.modelControlMode, "poll");
     assert.equal(options.useTls, undefined);

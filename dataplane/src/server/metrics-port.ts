@@ -45,3 +45,9 @@ export async function startMetricsPort(
   });
   return { server, port: (server.address() as AddressInfo).port };
 }
+
+/** Closes the probes-and-metrics port, with its kept-alive connections (probes hold none open for long). */
+export function closeHttpServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  return new Promise<void>((resolve) => server.close(() => resolve()));
+}
