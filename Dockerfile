@@ -5,10 +5,12 @@ ARG BASE_IMAGE=node:20-bookworm-slim
 
 FROM ${BASE_IMAGE} AS build
 WORKDIR /src
-COPY package.json package-lock.json .npmrc ./
+COPY package.json package-lock.json ./
 # npm ci's postinstall applies these to dependencies (patch-package); see patches/README.md.
 COPY patches patches
-# onnxruntime-node's install script would download GPU extras; the CPU build ships in the package.
+# onnxruntime-node's install script only downloads GPU (CUDA) extras; the CPU build ships in the
+# package. package.json's allowScripts denies that script; the variable (its own switch) covers
+# a base image whose npm predates allowScripts.
 ENV ONNXRUNTIME_NODE_INSTALL=skip
 RUN ["npm", "ci", "--no-audit", "--no-fund"]
 COPY tsconfig.json ./
