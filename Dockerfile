@@ -1,7 +1,8 @@
 # The one image that runs both `dynamo-kserve operator` and `dynamo-kserve dataplane`.
-# Real users build FROM a public Node image; where no registry is reachable, the tests pass
-# the stand-in made by e2e/image/base-image.sh as BASE_IMAGE.
-ARG BASE_IMAGE=node:20-bookworm-slim
+# Real users build FROM a public Node image: Node 24, the Active LTS line (.node-version pins
+# the exact version CI tests, package.json's engines the floor). Where no registry is reachable,
+# the tests pass the stand-in made by e2e/image/base-image.sh as BASE_IMAGE.
+ARG BASE_IMAGE=node:24-bookworm-slim
 
 FROM ${BASE_IMAGE} AS build
 WORKDIR /src
