@@ -1,14 +1,17 @@
 # The one image that runs both `dynamo-kserve operator` and `dynamo-kserve dataplane`.
-# Real users build FROM a public Node image; where no registry is reachable, the tests pass
-# the stand-in made by e2e/image/base-image.sh as BASE_IMAGE.
-ARG BASE_IMAGE=node:20-bookworm-slim
+# Real users build FROM a public Node image: Node 24, the Active LTS line (.node-version pins
+# the exact version CI tests, package.json's engines the floor). Where no registry is reachable,
+# the tests pass the stand-in made by e2e/image/base-image.sh as BASE_IMAGE.
+ARG BASE_IMAGE=node:24-bookworm-slim
 
 FROM ${BASE_IMAGE} AS build
 WORKDIR /src
-COPY package.json package-lock.json .npmrc ./
+COPY package.json package-lock.json ./
 # npm ci's postinstall applies these to dependencies (patch-package); see patches/README.md.
 COPY patches patches
-# onnxruntime-node's install script would download GPU extras; the CPU build ships in the package.
+# onnxruntime-node's install script only downloads GPU (CUDA) extras; the CPU build ships in the
+# package. package.json's allowScripts denies that script; the variable (its own switch) covers
+# a base image whose npm predates allowScripts.
 ENV ONNXRUNTIME_NODE_INSTALL=skip
 RUN ["npm", "ci", "--no-audit", "--no-fund"]
 COPY tsconfig.json ./

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # The stand-in base image for building the dynamo-kserve image where no container registry
 # is reachable: a Debian bookworm rootfs made with debootstrap (from the Debian mirror),
-# plus this machine's node and npm and its CA trust (package registries may be reached through
-# a TLS-inspecting proxy), imported with `docker import`. Real users build with the
-# Dockerfile's default BASE_IMAGE (a public Node image) instead. Prints the image tag;
-# reuses the image when it exists (the rootfs tarball is cached under $DYNAMO_KSERVE_CACHE).
+# plus a node of the Dockerfile's major (.node-version's: this machine's when it is of that
+# major, else the one scripts/node.sh brings), this machine's npm and its CA trust (package
+# registries may be reached through a TLS-inspecting proxy), imported with `docker import`.
+# Real users build with the Dockerfile's default BASE_IMAGE (a public Node image) instead.
+# Prints the image tag; reuses the image when it exists (the rootfs tarball is cached under
+# $DYNAMO_KSERVE_CACHE).
 set -euo pipefail
-node_version="$(node -p process.versions.node)"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+wanted_node="$(tr -d '[:space:]' <"$root/.node-version")"
+node_binary="$(command -v node)"
+if [[ "$("$node_binary" -p process.versions.node)" != "${wanted_node%%.*}."* ]]; then
+  node_binary="$(bash "$root/scripts/node.sh")/bin/node"
+fi
+node_version="$("$node_binary" -p process.versions.node)"
 ca_bundle="${NODE_EXTRA_CA_CERTS:-/etc/ssl/certs/ca-certificates.crt}"
 ca_hash="$(sha256sum "$ca_bundle" | cut -c1-8)"
 tag="dynamo-kserve-base:bookworm-node${node_version}-ca${ca_hash}"
@@ -23,7 +31,7 @@ if [[ ! -f "$tarball" ]]; then
   trap 'rm -rf "$rootfs"' EXIT
   echo "base-image: debootstrap bookworm (minbase) into $rootfs" >&2
   debootstrap --variant=minbase bookworm "$rootfs" http://deb.debian.org/debian >&2
-  install -m 0755 "$(command -v node)" "$rootfs/usr/local/bin/node"
+  install -m 0755 "$node_binary" "$rootfs/usr/local/bin/node"
   npm_dir="$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")"
   mkdir -p "$rootfs/usr/local/lib/node_modules"
   cp -a "$npm_dir" "$rootfs/usr/local/lib/node_modules/npm"

@@ -12,6 +12,7 @@ import { HealthTestClient } from "../../dataplane/test/fixtures/health.js";
 import { EXAMPLES } from "../../dataplane/test/fixtures/paths.js";
 import { eventually } from "../support/eventually.js";
 import { buildImage, requireDocker } from "../support/image.js";
+import { majorOf, PINNED_NODE } from "../support/node-version.js";
 import { scrape, valueOf } from "../support/prometheus.js";
 
 const GRPC_PORT = 8001;
@@ -91,6 +92,20 @@ describe("the dynamo-kserve image (Dockerfile, run with testcontainers)", functi
     const write = await container.exec(["node", "-e", "require('fs').writeFileSync('/app/x', 'x')"]);
     assert.notEqual(write.exitCode, 0);
     assert.match(write.output, /EROFS|read-only file system/);
+  });
+
+  it("runs the pinned Node major, on which onnxruntime-node's native binding loads a model", async () => {
+    const version = await container.exec(["node", "-p", "process.versions.node"]);
+    assert.equal(majorOf(version.output.trim()), majorOf(PINNED_NODE), `the image's Node is ${version.output}`);
+    const session = await container.exec([
+      "node",
+      "-e",
+      "require('/app/node_modules/onnxruntime-node').InferenceSession.create(" +
+        "'/app/examples/model_repository/add_sub_onnx/1/model.onnx').then((s) => console.log(s.inputNames.join()))",
+    ]);
+    assert.equal(session.exitCode, 0, session.output);
+    // The last line: onnxruntime logs its own warnings first (its telemetry finds no CA bundle).
+    assert.equal(session.output.trim().split("\n").at(-1), "INPUT0,INPUT1", session.output);
   });
 
   it("serves the mounted models over gRPC: inference, health, and a ConfigMap update", async () => {

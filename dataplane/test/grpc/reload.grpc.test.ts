@@ -44,7 +44,11 @@ async function underLoad(
   until: Promise<void>,
 ): Promise<{ served: number; failures: { code: number; details: string }[] }> {
   let running = true;
-  void until.then(() => (running = false));
+  // Stops when `until` fails too (its calls fail once a timed-out test's afterEach stopped the server).
+  const stop = (): void => {
+    running = false;
+  };
+  void until.then(stop, stop);
   let served = 0;
   const failures: { code: number; details: string }[] = [];
   await Promise.all(
@@ -56,6 +60,10 @@ async function underLoad(
         } catch (error) {
           const { code, details } = error as ServiceError;
           failures.push({ code, details });
+          // A closed client (afterEach's server.stop() after a timeout) fails calls without
+          // I/O: without this turn of the event loop the clients would starve every timer,
+          // `until`'s included, and spin forever.
+          await new Promise((resolve) => setImmediate(resolve));
         }
       }
     }),
