@@ -38,6 +38,9 @@ RUN apt-get update \
   && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /usr/share/doc/* /usr/share/man/*
 WORKDIR /app
 ENV NODE_ENV=production
+# onnxruntime-node 1.30 reports telemetry over HTTPS when a session starts: a model server's
+# image sends nothing it was not asked to (and, with no CA bundle, it warned on every ONNX load).
+ENV ORT_DISABLE_TELEMETRY=1
 # Production dependencies and compiled JavaScript only, plus what the code reads at run time:
 # the reflection descriptors (proto/), the python engine's stub and triton_python_backend_utils
 # (dataplane/python/), the bundled example models, and the CRD (crds/).
