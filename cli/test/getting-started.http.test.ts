@@ -45,7 +45,8 @@ const LOCAL_CALLS: Call[] = [
   {
     command: "node dist/cli/main.js infer repeat_int32 --stream --input IN:INT32:3=1,2,3",
     // One line of JSON per response, in order.
-    prints: /^(\{"model_name":"repeat_int32".*"name":"OUT","datatype":"INT32","shape":\[1\],"values":\[[123]\]\}.*\n){3}$/,
+    prints:
+      /^(\{"model_name":"repeat_int32".*"name":"OUT","datatype":"INT32","shape":\[1\],"values":\[[123]\]\}.*\n){3}$/,
   },
   {
     command: IDENTITY_FP32_REST,
