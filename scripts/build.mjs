@@ -84,9 +84,21 @@ function pruneStale(dir) {
   return removed;
 }
 
+/**
+ * Only tsc's outputs are pruned: the folders of dist/ that mirror a source folder. Other tools
+ * write beside them (the docs site in dist/site, whose JavaScript has no .ts to come from).
+ */
+function pruneStaleOutputs() {
+  let removed = 0;
+  for (const entry of readdirSync(OUT_DIR, { withFileTypes: true })) {
+    if (entry.isDirectory() && existsSync(entry.name)) removed += pruneStale(join(OUT_DIR, entry.name));
+  }
+  return removed;
+}
+
 const status = compile();
 if (existsSync(OUT_DIR)) {
-  const removed = pruneStale(OUT_DIR);
+  const removed = pruneStaleOutputs();
   if (removed > 0) console.log(`build: removed ${removed} file(s) from ${OUT_DIR}/ whose source is gone`);
 }
 process.exit(status);

@@ -106,6 +106,14 @@ describe("npm run build", function () {
     assert.ok(existsSync(join(dir, "dist", "src", "a.js")));
   });
 
+  it("leaves what other tools write in dist/ (the docs site's JavaScript has no .ts)", async () => {
+    await build(dir);
+    mkdirSync(join(dir, "dist", "site", "assets"), { recursive: true });
+    writeFileSync(join(dir, "dist", "site", "assets", "bundle.js"), "// the docs site's\n");
+    await build(dir);
+    assert.ok(existsSync(join(dir, "dist", "site", "assets", "bundle.js")));
+  });
+
   it("writes an output again that was deleted from dist/", async () => {
     await build(dir);
     rmSync(join(dir, "dist", "src", "a.js"));
