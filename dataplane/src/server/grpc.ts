@@ -135,8 +135,8 @@ export interface ExtensionsImplementation {
  * with large ModelInfer replies waited for all of them, seconds when the client's receive
  * window is grpc-js's 64 KiB. Between two slices a large reply has nothing queued, so the
  * others get their turn. One default HTTP/2 window: 256 KiB slices still let an unload wait
- * up to 1.5 s; a write per slice left 1 MiB and 16 MiB throughput within the bench's noise
- * (patches/README.md has the numbers).
+ * up to 1.5 s; a write per slice costs a few percent of 1 MiB throughput (patches/README.md
+ * has the numbers).
  */
 const WRITE_SLICE_BYTES = 64 * 1024;
 const WRITE_SLICE_OPTION = "dynamo-kserve.write_slice_bytes";
