@@ -128,6 +128,19 @@ export interface ExtensionsImplementation {
   readonly modelInferStream: handleServerStreamingCall<ModelInferRequest, InferResponseOrEncoded>;
 }
 
+/**
+ * Large replies leave in slices of this size (patches/@grpc+grpc-js+1.14.7.patch). Node 24's
+ * nghttp2 (1.65 on) sends a connection's DATA oldest stream first, each stream until it has
+ * nothing queued: a small reply (a model unload's, a health check's) sharing a connection
+ * with large ModelInfer replies waited for all of them, seconds when the client's receive
+ * window is grpc-js's 64 KiB. Between two slices a large reply has nothing queued, so the
+ * others get their turn. One default HTTP/2 window: 256 KiB slices still let an unload wait
+ * up to 1.5 s; a write per slice costs a few percent of 1 MiB throughput (patches/README.md
+ * has the numbers).
+ */
+const WRITE_SLICE_BYTES = 64 * 1024;
+const WRITE_SLICE_OPTION = "dynamo-kserve.write_slice_bytes";
+
 /** Starts the gRPC server and resolves with it and the port it is bound to. */
 export async function startGrpcServer(
   implementation: InferenceServiceImplementation,
@@ -142,6 +155,7 @@ export async function startGrpcServer(
   const server = new Server({
     "grpc.max_receive_message_length": options.maxMessageSize,
     "grpc.max_send_message_length": options.maxMessageSize,
+    [WRITE_SLICE_OPTION]: WRITE_SLICE_BYTES,
     ...Object.fromEntries(tuning),
     interceptors: [...options.interceptors],
   });
