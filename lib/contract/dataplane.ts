@@ -56,7 +56,7 @@ export const PYTHON_ENGINE_OPTIONS = {
     "--python-shm-byte-size <bytes>",
     {
       env: "DYNAMO_PYTHON_SHM_BYTE_SIZE",
-      help: "shared memory (/dev/shm) per Python model process for input tensors of 64 KiB and more; 0: all go through its pipe",
+      help: "shared memory (/dev/shm) per Python model process, this much for input tensors and as much again for output tensors, of 64 KiB and more; 0: all go through its pipe",
     },
     { min: 0, max: 4 * 1024 * 1024 * 1024 },
     DEFAULT_PYTHON_SHM_BYTE_SIZE,
