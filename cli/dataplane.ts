@@ -6,7 +6,9 @@ import { stopOnSignals } from "./options.js";
 
 /** `dynamo-kserve dataplane`: its options are the data plane's contract (lib/contract/dataplane.ts). */
 export function dataplaneCommand(): Command {
-  const command = new Command("dataplane").description("Serve models over the KServe v2 / Triton gRPC protocol");
+  const command = new Command("dataplane").description(
+    "Serve models over Triton's gRPC protocol (KServe v2), KServe v2 REST and OpenAI-compatible HTTP",
+  );
   return withOptions(command, DATAPLANE_OPTIONS).action(async (args: DataPlaneArguments) => {
     const logger = pino({ level: args.logLevel, base: { component: "dataplane", pid: process.pid } });
     // Loaded on use: the operator, migrate and infer commands never load the data plane's runtime.

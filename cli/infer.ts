@@ -142,7 +142,7 @@ export function inferCommand(): Command {
       ...previous,
       value,
     ])
-    .option("--model-version <version>", "model version (default: the latest)", "")
+    .option("--model-version <version>", "model version; empty: the latest", "")
     .option("--id <id>", "request id, echoed in the reply", "")
     .option("--timeout-secs <seconds>", "deadline", Number, 30)
     .option(

@@ -8,7 +8,7 @@ import { operatorCommand } from "./operator.js";
 /** `dynamo-kserve` and its commands (main.ts runs it; the option reference is generated from it). */
 export function dynamoKserveProgram(): Command {
   return new Command("dynamo-kserve")
-    .description("KServe v2 / Triton-compatible gRPC inference on Kubernetes")
+    .description("KServe v2 / Triton-compatible inference (gRPC, REST, OpenAI) and its Kubernetes operator")
     .version(VERSION)
     .addCommand(dataplaneCommand())
     .addCommand(operatorCommand())

@@ -280,7 +280,7 @@ export const DATAPLANE_OPTIONS = {
   ),
   kserveMode: flag("--kserve-mode", {
     env: "DYNAMO_KSERVE_MODE",
-    help: "accepted as the reference frontend's command lines pass it (`--grpc-port 8001 --kserve-mode`): this data plane always serves KServe v2",
+    help: "accepted as NVIDIA Dynamo's KServe frontend's command lines pass it (`--grpc-port 8001 --kserve-mode`): this data plane always serves KServe v2",
   }),
   serverName: text(
     "--server-name <name>",
