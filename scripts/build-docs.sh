@@ -9,10 +9,9 @@ cache="${DYNAMO_KSERVE_CACHE:-$HOME/.cache/dynamo-kserve}"
 venv="${DYNAMO_KSERVE_DOCS_VENV:-$cache/venv-docs}"
 command="${1:-build}"
 
-if [[ ! -x "$venv/bin/mkdocs" ]]; then
-  echo "docs: MkDocs not found at $venv/bin/mkdocs; run bash scripts/setup-python.sh (it makes venv-docs)" >&2
-  exit 1
-fi
+# shellcheck source=scripts/lib/venv.sh
+source "$root/scripts/lib/venv.sh"
+require_venv docs "$venv" "$root/docs/requirements.txt"
 cd "$root"
 # Material prints a banner about its successor on every build unless told not to.
 export NO_MKDOCS_2_WARNING=1

@@ -7,19 +7,9 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cache="${DYNAMO_KSERVE_CACHE:-$HOME/.cache/dynamo-kserve}"
 venv="${DYNAMO_KSERVE_LINT_VENV:-$cache/venv-lint}"
-requirements="$root/scripts/lint/requirements.txt"
-
-# The venv as scripts/setup-python.sh leaves it (lib/venv.sh's stamp): present, and made from
-# the requirements as they are now, so that every checkout lints with the pinned versions.
-if [[ ! -x "$venv/bin/python" ]]; then
-  echo "lint: no linters for Python and shell: $venv is missing; run scripts/setup-python.sh" >&2
-  exit 1
-fi
-want="$( (cat "$requirements"; "$venv/bin/python" --version) | sha256sum | cut -d' ' -f1)"
-if [[ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$want" ]]; then
-  echo "lint: $venv was made from other requirements than scripts/lint/requirements.txt; run scripts/setup-python.sh" >&2
-  exit 1
-fi
+# shellcheck source=scripts/lib/venv.sh
+source "$root/scripts/lib/venv.sh"
+require_venv "lint (Python and shell)" "$venv" "$root/scripts/lint/requirements.txt"
 
 cd "$root"
 # The repository's files, and new ones not ignored yet.
