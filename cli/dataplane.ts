@@ -18,3 +18,18 @@ export function dataplaneCommand(): Command {
     await serving;
   });
 }
+
+/**
+ * What the data plane's command line makes of `args` (flags, then environment variables, then
+ * defaults), its action replaced so nothing starts: the docs generator and the tests read the
+ * typed arguments a real command line gives.
+ */
+export async function parsedDataPlaneArguments(args: readonly string[]): Promise<DataPlaneArguments> {
+  const command = dataplaneCommand().exitOverride();
+  let received: DataPlaneArguments | undefined;
+  command.action((options: DataPlaneArguments) => {
+    received = options;
+  });
+  await command.parseAsync(["node", "dataplane", ...args]);
+  return received!;
+}

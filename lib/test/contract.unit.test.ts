@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { dataPlaneArguments, type DataPlaneArguments } from "../contract/dataplane.js";
 import { parseTokenFile } from "../contract/layout.js";
-import { parsedDataPlaneArguments } from "../../dataplane/test/fixtures/arguments.js";
+import { parsedDataPlaneArguments } from "../../cli/dataplane.js";
 
 /** Every data-plane option set to a value other than its default (a new option must be added here). */
 const EVERY_OPTION: Required<DataPlaneArguments> = {

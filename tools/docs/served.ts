@@ -6,7 +6,7 @@ import { Server, type ServiceDefinition } from "@grpc/grpc-js";
 import type { FastifyInstance, RouteOptions } from "fastify";
 import { pino } from "pino";
 import type { Registry } from "prom-client";
-import { dataplaneCommand } from "../../cli/dataplane.js";
+import { dataplaneCommand, parsedDataPlaneArguments } from "../../cli/dataplane.js";
 import type { DataPlaneArguments } from "../../lib/contract/dataplane.js";
 import { startDataPlane } from "../../dataplane/src/dataplane.js";
 import { dataPlaneOptions } from "../../dataplane/src/main.js";
@@ -44,17 +44,13 @@ export interface ServedDataPlane {
 
 /** The data plane's typed arguments for `flags`, as its command line parses them (no environment variable read). */
 async function argumentsFor(flags: readonly string[]): Promise<DataPlaneArguments> {
-  const command = dataplaneCommand().exitOverride();
-  const variables = command.options.flatMap((option) => (option.envVar === undefined ? [] : [option.envVar]));
+  const variables = dataplaneCommand().options.flatMap((option) =>
+    option.envVar === undefined ? [] : [option.envVar],
+  );
   const saved = new Map(variables.map((name) => [name, process.env[name]]));
   for (const name of variables) Reflect.deleteProperty(process.env, name);
   try {
-    let received: DataPlaneArguments | undefined;
-    command.action((args: DataPlaneArguments) => {
-      received = args;
-    });
-    await command.parseAsync(["node", "dataplane", ...flags]);
-    return received!;
+    return await parsedDataPlaneArguments(flags);
   } finally {
     for (const [name, value] of saved) if (value !== undefined) process.env[name] = value;
   }

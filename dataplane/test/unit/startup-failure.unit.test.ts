@@ -4,7 +4,7 @@ import { pino } from "pino";
 import { accepts, freePorts } from "../../../e2e/support/ports.js";
 import { startDataPlane } from "../../src/dataplane.js";
 import { dataPlaneOptions } from "../../src/main.js";
-import { parsedDataPlaneArguments } from "../fixtures/arguments.js";
+import { parsedDataPlaneArguments } from "../../../cli/dataplane.js";
 import { EXAMPLES } from "../fixtures/paths.js";
 
 /**
