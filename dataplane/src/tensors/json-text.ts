@@ -4,7 +4,8 @@ import { internal, invalidArgument } from "../../../lib/errors.js";
  * JSON request bodies read with the engine's own parser (JSON.parse, an order of magnitude
  * faster than any parser written in JavaScript: a body up to the size limit must not hold
  * the event loop for seconds), bounded in nesting, and optionally with whole numbers beyond
- * 2^53 kept exact as bigints (INT64 and UINT64 tensor data).
+ * 2^53 kept exact as bigints (INT64 and UINT64 tensor data); and their writer, jsonText, which
+ * writes such bigints exactly (parameters in replies, the python engine's frame headers).
  */
 
 /**
@@ -161,4 +162,24 @@ function withExactIntegers(value: unknown, tokens: Map<number, Tokens>, what: st
       throw invalidArgument(`${what} gives a key twice (its 64-bit integer value would be lost)`);
   }
   return value;
+}
+
+/** JSON text of JSON values that may hold bigints, written exactly (JSON.stringify refuses them). */
+export function jsonText(value: unknown): string {
+  try {
+    return JSON.stringify(value);
+  } catch (error) {
+    if (!(error instanceof TypeError)) throw error;
+    return exactJsonText(value);
+  }
+}
+
+function exactJsonText(value: unknown): string {
+  if (typeof value === "bigint") return value.toString();
+  if (Array.isArray(value)) return `[${value.map((item) => exactJsonText(item ?? null)).join(",")}]`;
+  if (typeof value === "object" && value !== null) {
+    const members = Object.entries(value).filter(([, item]) => item !== undefined);
+    return `{${members.map(([key, item]) => `${JSON.stringify(key)}:${exactJsonText(item)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
 }

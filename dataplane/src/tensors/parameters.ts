@@ -36,7 +36,7 @@ export function parameterChoiceOf(value: unknown, field: string): InferParameter
 /**
  * Parameters as JSON values. An int64 or uint64 beyond 2^53 stays a bigint, so that its value
  * reaches JSON exact (a uint64_param of 2^64 - 1 is not 18446744073709552000): write these
- * values with jsonText, not JSON.stringify.
+ * values with json-text.ts's jsonText, not JSON.stringify.
  */
 export function parametersToJson(parameters: Readonly<Record<string, InferParameter>>): Record<string, unknown> {
   const json: Record<string, unknown> = {};
@@ -46,24 +46,4 @@ export function parametersToJson(parameters: Readonly<Record<string, InferParame
     json[key] = typeof value === "bigint" && Number.isSafeInteger(Number(value)) ? Number(value) : value;
   }
   return json;
-}
-
-/** JSON text of JSON values that may hold bigints, written exactly (JSON.stringify refuses them). */
-export function jsonText(value: unknown): string {
-  try {
-    return JSON.stringify(value);
-  } catch (error) {
-    if (!(error instanceof TypeError)) throw error;
-    return exactJsonText(value);
-  }
-}
-
-function exactJsonText(value: unknown): string {
-  if (typeof value === "bigint") return value.toString();
-  if (Array.isArray(value)) return `[${value.map((item) => exactJsonText(item ?? null)).join(",")}]`;
-  if (typeof value === "object" && value !== null) {
-    const members = Object.entries(value).filter(([, item]) => item !== undefined);
-    return `{${members.map(([key, item]) => `${JSON.stringify(key)}:${exactJsonText(item)}`).join(",")}}`;
-  }
-  return JSON.stringify(value);
 }

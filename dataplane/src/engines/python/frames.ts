@@ -1,5 +1,4 @@
-import { parseJsonText } from "../../tensors/json-text.js";
-import { jsonText } from "../../tensors/parameters.js";
+import { jsonText, parseJsonText } from "../../tensors/json-text.js";
 import type { FromStub } from "./protocol.js";
 
 /**

@@ -8,7 +8,7 @@ import { DATATYPES } from "../../../../lib/model-repository/datatypes.js";
 import { countBytesElements } from "../../tensors/bytes.js";
 import { elementCount } from "../../tensors/tensor.js";
 import { typedToRaw } from "../../tensors/typed.js";
-import { jsonText, parametersToJson } from "../../tensors/parameters.js";
+import { parametersToJson } from "../../tensors/parameters.js";
 import {
   datatypeFromJson,
   jsonObject,
@@ -17,7 +17,7 @@ import {
   rawFromJson,
   shapeFromJson,
 } from "./json-tensors.js";
-import { MAX_JSON_VALUES, parseJsonText } from "../../tensors/json-text.js";
+import { jsonText, MAX_JSON_VALUES, parseJsonText } from "../../tensors/json-text.js";
 
 /**
  * The KServe v2 infer body, JSON or with Triton's binary tensor data extension: the JSON
