@@ -65,10 +65,66 @@ export const PYTHON_ENGINE_OPTIONS = {
 
 export type PythonEngineArguments = ValuesOf<typeof PYTHON_ENGINE_OPTIONS>;
 
+/**
+ * Model repositories in object storage (s3://, gs://, as://, see lib/storage/locations.ts):
+ * where their files are synced to, and how the stores are reached. Credentials come from
+ * each cloud's standard chain, or from --storage-secret-dir (a mounted Secret, re-read
+ * when it changes, so a rotated key needs no restart).
+ */
+export const MODEL_STORAGE_OPTIONS = {
+  modelCacheDir: text("--model-cache-dir <dir>", {
+    env: "DYNAMO_MODEL_CACHE_DIR",
+    help: "where models from object storage are synced to and served from (an emptyDir in pods); default: dynamo-kserve-model-cache in the system's temporary folder",
+  }),
+  modelCacheMaxBytes: wholeNumber(
+    "--model-cache-max-bytes <bytes>",
+    {
+      env: "DYNAMO_MODEL_CACHE_MAX_BYTES",
+      help: "the most the model cache may hold; a model whose files would pass it fails to load, saying so; 0: no bound but the disk",
+    },
+    { min: 0 },
+    0,
+  ),
+  storageSecretDir: text("--storage-secret-dir <dir>", {
+    env: "DYNAMO_STORAGE_SECRET_DIR",
+    help: "a folder of credential files (a mounted Secret), read again when they change: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN (s3); service-account.json (gs); AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN (as); without it, each cloud's standard credential chain",
+  }),
+  storageCaFile: text("--storage-ca-file <file>", {
+    env: "DYNAMO_STORAGE_CA_FILE",
+    help: "PEM certificates trusted for https object-storage endpoints, besides the system's (a private S3-compatible store)",
+  }),
+  s3Endpoint: text("--s3-endpoint <url>", {
+    env: "DYNAMO_S3_ENDPOINT",
+    help: "the S3 endpoint for s3://bucket/... locations (an S3-compatible store), e.g. https://minio.example:9000; s3://host:port/bucket/... names its own",
+  }),
+  s3Region: text("--s3-region <region>", {
+    env: "DYNAMO_S3_REGION",
+    help: "the S3 region; default: the AWS SDK's (AWS_REGION, the shared config file), else us-east-1",
+  }),
+  s3PathStyle: flag("--s3-path-style", {
+    env: "DYNAMO_S3_PATH_STYLE",
+    help: "address S3 buckets by path (host/bucket/key) instead of by host name; always so for s3://host:port/... locations",
+  }),
+  gcsEndpoint: text("--gcs-endpoint <url>", {
+    env: "DYNAMO_GCS_ENDPOINT",
+    help: "the Cloud Storage endpoint for gs:// locations (an emulator or a private endpoint); default: Google's",
+  }),
+  azureEndpoint: text("--azure-endpoint <url>", {
+    env: "DYNAMO_AZURE_ENDPOINT",
+    help: "the Blob service endpoint for as:// locations, the account's name replaced by {account} (e.g. http://127.0.0.1:10000/{account}); default: https://{account}.blob.core.windows.net",
+  }),
+  modelLoadPath: repeatable("--model-load-path <location>", {
+    env: "DYNAMO_MODEL_LOAD_PATH",
+    help: "a folder or object-storage prefix under which RepositoryModelLoad's model_path may point, besides the model repositories (repeatable)",
+  }),
+};
+
+export type ModelStorageArguments = ValuesOf<typeof MODEL_STORAGE_OPTIONS>;
+
 export const DATAPLANE_OPTIONS = {
-  modelRepository: repeatable("--model-repository <dir>", {
+  modelRepository: repeatable("--model-repository <location>", {
     env: "DYNAMO_MODEL_REPOSITORY",
-    help: "Triton-layout model repository (repeatable); default: the bundled examples/model_repository",
+    help: "Triton-layout model repository (repeatable): a folder, s3://bucket/prefix, s3://host:port/bucket/prefix, gs://bucket/prefix or as://account/container/prefix; default: the bundled examples/model_repository",
   }),
   modelConfig: repeatable("--model-config <file>", {
     env: "DYNAMO_MODEL_CONFIG",
@@ -87,6 +143,7 @@ export const DATAPLANE_OPTIONS = {
     help: "with --forward-unsupported: forward Python-backend models too, instead of running them with the python engine",
   }),
   ...PYTHON_ENGINE_OPTIONS,
+  ...MODEL_STORAGE_OPTIONS,
   modelControlMode: choice(
     "--model-control-mode <mode>",
     { env: "DYNAMO_MODEL_CONTROL_MODE", help: "none | poll (follow changes on disk) | explicit (load/unload RPCs)" },
