@@ -40,6 +40,8 @@ import type { ServiceMonitor } from "../resources/service-monitor.js";
 import { nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
 import { desiredInferencePool, poolServiceName, poolTarget, type InferencePool } from "../resources/inference-pool.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
+import type { ModelFilesChecking } from "../probes/model-files.js";
+import { observeModelFiles } from "./model-files.js";
 
 /** The caches the controller reads (all kept current by watches). */
 export interface ModelCaches {
@@ -69,6 +71,11 @@ function nameTaken(error: unknown): { ready: false; reason: string; message: str
   throw error;
 }
 
+/** The sooner of two requeue delays, either maybe absent. */
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
+}
+
 /** While a Secret the model needs is missing, look again this often. */
 const MISSING_SECRET_RETRY_MS = 10_000;
 
@@ -93,11 +100,15 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       "ServiceMonitor",
       "Certificate",
     ),
-    // A user's ConfigMap: every model whose configMapRef names it.
+    // A user's ConfigMap: every model whose configMapRef (or storage.caBundle) names it.
     mapped(["ConfigMap"], (configMap) =>
       this.caches.models
         .list(configMap.metadata?.namespace)
-        .filter((model) => model.spec.modelConfig.configMapRef?.name === configMap.metadata?.name)
+        .filter(
+          (model) =>
+            model.spec.modelConfig.configMapRef?.name === configMap.metadata?.name ||
+            model.spec.storage?.caBundle?.configMapName === configMap.metadata?.name,
+        )
         .map((model) => keyOf(model.metadata.namespace, model.metadata.name)),
     ),
     // A user's InferencePool taking (or freeing) a model's pool name.
@@ -115,6 +126,8 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     private readonly writer: KubeWriter,
     private readonly settings: BuildSettings,
     private readonly certificates: CertificateSettings,
+    /** The operator's own look at modelFiles.storageUri. */
+    private readonly modelFilesChecker: ModelFilesChecking,
     private readonly logger: Logger,
   ) {}
 
@@ -135,7 +148,23 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       ref === undefined ? undefined : this.caches.configMaps.get(namespace, ref.name),
     );
 
-    const { outcome: credentials, requeueAfterMs } = await this.reconcileCredentials(model);
+    const { outcome: credentials, requeueAfterMs: credentialsRequeue } = await this.reconcileCredentials(model);
+    const storageUri = model.spec.modelFiles?.storageUri;
+    const modelFiles =
+      storageUri === undefined
+        ? undefined
+        : await observeModelFiles(model, storageUri, "model", model.spec.storage, {
+            secrets: this.secrets,
+            checker: this.modelFilesChecker,
+            configMaps: this.caches.configMaps,
+          });
+    // A location found wanting is looked at again soon (the user is likely fixing it).
+    const requeueAfterMs = earliest(
+      credentialsRequeue,
+      modelFiles !== undefined && modelFiles.state === "Failed"
+        ? this.modelFilesChecker.recheckAfterMs(modelFiles)
+        : undefined,
+    );
     let deployment = this.caches.deployments.get(namespace, names.deployment);
     const nameTaken = await nameTakenBy(async () => {
       await this.writer.apply(desiredService(model), this.caches.services.get(namespace, names.service));
@@ -176,6 +205,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         monitoring,
         credentials,
         ...(nameTaken !== undefined ? { nameTaken } : {}),
+        ...(modelFiles !== undefined ? { modelFiles } : {}),
       },
       timestamp(),
     );
