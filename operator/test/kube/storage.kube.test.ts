@@ -1,0 +1,284 @@
+import assert from "node:assert/strict";
+import type { V1ConfigMap, V1Deployment, V1Secret } from "@kubernetes/client-node";
+import { eventually } from "../../../e2e/support/eventually.js";
+import type { TestCluster } from "../../../e2e/cluster/cluster.js";
+import { testCluster } from "../../../e2e/cluster/mocha-global.js";
+import type { DynamoKserveModel, DynamoKserveRepository } from "../../src/api/v1alpha1.js";
+import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject, repositoryObject } from "../fixtures/kube.js";
+import { useOperator } from "../fixtures/operator.js";
+
+/**
+ * Models in object storage, as the API server and the operator see them: which storageUri
+ * forms and combinations the CRDs accept, what the data-plane pods carry (the Secret by
+ * name, as files), and ModelFilesReady where the operator can tell without a store
+ * (a missing or incomplete Secret, a missing CA bundle, no Secret at all).
+ */
+
+const GROUP_VERSION = "dynamokserve.dev/v1alpha1";
+const MODEL_FILES_RULE =
+  /set exactly one of modelFiles\.persistentVolumeClaim, modelFiles\.image, modelFiles\.configMap and modelFiles\.storageUri/;
+const URI_FORM = /storageUri must be s3:\/\/bucket\/prefix, s3:\/\/host:port\/bucket\/prefix/;
+
+const ACCEPTED_URIS = [
+  "s3://models",
+  "s3://models/triton/",
+  "s3://my.bucket-1/a/b c/d",
+  "s3://127.0.0.1:8333/models/triton",
+  "s3://minio.storage.svc:9000/models",
+  "s3://https://minio.storage.svc:9000/models/triton",
+  "s3://[::1]:9000/models",
+  "gs://models/triton",
+  "as://account1/container/triton",
+];
+
+/** Each URI with the message it is refused with. */
+const REFUSED_URIS: [string, RegExp][] = [
+  ["/srv/models", URI_FORM],
+  ["http://minio:9000/models", URI_FORM],
+  ["s3://127.0.0.1:8333", URI_FORM],
+  ["s3://https://models/triton", URI_FORM],
+  ["s3://models//triton", URI_FORM],
+  ["as://ab/container", URI_FORM],
+  ["as://account1", URI_FORM],
+  ["gs://models/triton/../other", /storageUri must not hold '\.' or '\.\.' path segments/],
+  ["gs://models/./triton", /storageUri must not hold '\.' or '\.\.' path segments/],
+];
+
+describe("models in object storage: the CRDs' rules (real API server)", function () {
+  this.timeout(60_000);
+  let cluster: TestCluster;
+  let namespace: string;
+
+  before(async function () {
+    cluster = testCluster(this);
+    namespace = await new KubeTestClient(cluster.adminConfig()).createNamespace("storage-crd");
+  });
+
+  const create = async (plural: string, kind: string, spec: Record<string, unknown>) => {
+    const response = await cluster.request(
+      "POST",
+      `/apis/${GROUP_VERSION}/namespaces/${namespace}/${plural}?dryRun=All`,
+      {
+        apiVersion: GROUP_VERSION,
+        kind,
+        metadata: { name: "x" },
+        spec,
+      },
+    );
+    return {
+      status: response.status,
+      body: response.body,
+      message: (JSON.parse(response.body) as { message?: string }).message ?? "",
+    };
+  };
+  const repository = (spec: Record<string, unknown>) =>
+    create("dynamokserverepositories", "DynamoKserveRepository", spec);
+  const model = (modelFiles: Record<string, unknown>, rest: Record<string, unknown> = {}) =>
+    create("dynamokservemodels", "DynamoKserveModel", {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      modelFiles,
+      ...rest,
+    });
+
+  it("accepts Triton's forms of a location, for a repository and a model's files", async () => {
+    for (const storageUri of ACCEPTED_URIS) {
+      const accepted = await repository({ storageUri });
+      assert.equal(accepted.status, 201, `${storageUri}: ${accepted.body}`);
+      const files = await model({ storageUri });
+      assert.equal(files.status, 201, `${storageUri}: ${files.body}`);
+    }
+  });
+
+  it("refuses other forms, saying which forms there are", async () => {
+    for (const [storageUri, message] of REFUSED_URIS) {
+      for (const refused of [await repository({ storageUri }), await model({ storageUri })]) {
+        assert.equal(refused.status, 422, `${storageUri}: ${refused.body}`);
+        assert.match(refused.message, message, storageUri);
+      }
+    }
+  });
+
+  it("keeps a repository's sources apart: storageUri alone, or the ConfigMap and claim", async () => {
+    assert.match((await repository({})).message, /set configMapRef, persistentVolumeClaim \(or both\), or storageUri/);
+    for (const other of [{ configMapRef: { name: "configs" } }, { persistentVolumeClaim: { claimName: "models" } }]) {
+      const refused = await repository({ storageUri: "s3://models/triton", ...other });
+      assert.match(refused.message, /spec\.storageUri: Invalid value: .*storageUri is the whole repository/);
+    }
+    const stray = await repository({ configMapRef: { name: "configs" }, storage: { secretName: "creds" } });
+    assert.match(stray.message, /spec\.storage: Invalid value: .*storage applies to storageUri/);
+  });
+
+  it("keeps a model's files to one source, storageUri counted, and storage only beside it", async () => {
+    assert.match((await model({})).message, MODEL_FILES_RULE);
+    const two = await model({ storageUri: "s3://models/ident", persistentVolumeClaim: { claimName: "models" } });
+    assert.match(two.message, MODEL_FILES_RULE);
+    const subPath = await model({ storageUri: "s3://models/ident", subPath: "ident" });
+    assert.match(
+      subPath.message,
+      /spec\.modelFiles\.subPath: Invalid value: .*with storageUri, name the model's folder in the URI/,
+    );
+    const stray = await model({ persistentVolumeClaim: { claimName: "models" } }, { storage: { secretName: "creds" } });
+    assert.match(stray.message, /spec\.storage: Invalid value: .*storage applies to modelFiles\.storageUri/);
+    const badSize = await model({ storageUri: "s3://models/ident" }, { storage: { cacheSize: "lots" } });
+    assert.match(badSize.message, /spec\.storage\.cacheSize/);
+  });
+
+  it("fills in storage's defaults: a 10Gi cache, the CA bundle's key ca.crt", async () => {
+    const created = await repository({
+      storageUri: "s3://models/triton",
+      storage: { caBundle: { configMapName: "ca" } },
+    });
+    assert.equal(created.status, 201, created.body);
+    const { spec } = JSON.parse(created.body) as { spec: { storage: unknown } };
+    assert.deepEqual(spec.storage, { caBundle: { configMapName: "ca", key: "ca.crt" }, cacheSize: "10Gi" });
+  });
+});
+
+const secretOf = (namespace: string, name: string, data: Record<string, string>): V1Secret => ({
+  apiVersion: "v1",
+  kind: "Secret",
+  metadata: { name, namespace },
+  type: "Opaque",
+  data: Object.fromEntries(Object.entries(data).map(([key, value]) => [key, Buffer.from(value).toString("base64")])),
+});
+
+/** Credential values no object, Event or log line may ever hold. */
+const ACCESS_KEY = "AKIAOPERATORTEST0001";
+const SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/operator-test-secret";
+const ROTATED_SECRET_KEY = "rotated/secret/key/operator-test-0002";
+
+describe("models in object storage: pods and ModelFilesReady without a store (real API server)", function () {
+  this.timeout(120_000);
+  const suite = useOperator("storage", ["--storage-check-secs", "2"]);
+  let kube: KubeTestClient;
+  let namespace: string;
+  before(() => ({ kube, namespace } = suite));
+
+  const readModel = (name: string) => kube.read<DynamoKserveModel>(GROUP_VERSION, "DynamoKserveModel", namespace, name);
+  const readRepository = (name: string) =>
+    kube.read<DynamoKserveRepository>(GROUP_VERSION, "DynamoKserveRepository", namespace, name);
+  const deployment = (name: string) => kube.read<V1Deployment>("apps/v1", "Deployment", namespace, name);
+
+  it("mounts the Secret as read-only files and the cache as a bounded emptyDir, and passes the storage options", async () => {
+    await kube.create(
+      modelObject(namespace, "ident", {
+        modelConfig: { inline: IDENTITY_CONFIG },
+        modelFiles: { storageUri: "s3://127.0.0.1:1/models/ident" },
+        storage: { secretName: "creds", cacheSize: "1Gi", s3: { region: "eu-west-1" } },
+      }),
+    );
+    const pod = (await eventually(() => deployment("ident"), 30_000)).spec!.template.spec!;
+    const container = pod.containers[0]!;
+    const args = container.args!;
+    const after = (flag: string) => args[args.indexOf(flag) + 1];
+    assert.equal(after("--model-files"), "ident=s3://127.0.0.1:1/models/ident");
+    assert.equal(after("--storage-secret-dir"), "/etc/dynamo-kserve/storage-credentials");
+    assert.equal(after("--model-cache-max-bytes"), String(2 ** 30));
+    assert.equal(after("--s3-region"), "eu-west-1");
+    assert.deepEqual(
+      { ...pod.volumes?.find((volume) => volume.name === "storage-credentials")?.secret },
+      {
+        secretName: "creds",
+        defaultMode: 0o440,
+      },
+    );
+    assert.deepEqual(
+      { ...pod.volumes?.find((volume) => volume.name === "model-cache")?.emptyDir },
+      { sizeLimit: "1Gi" },
+    );
+    assert.equal(container.volumeMounts?.find((mount) => mount.name === "storage-credentials")?.readOnly, true);
+  });
+
+  it("says SecretMissing, then SecretInvalid; a rotated Secret is read again without touching the pod template", async () => {
+    await eventually(async () => {
+      const model = await readModel("ident");
+      assert.equal(conditionOf(model, "ModelFilesReady")?.reason, "SecretMissing", JSON.stringify(model.status));
+      assert.match(
+        conditionOf(model, "ModelFilesReady")!.message,
+        /Secret creds \(storage\.secretName\) does not exist/,
+      );
+    }, 30_000);
+    await kube.create(secretOf(namespace, "creds", { AWS_ACCESS_KEY_ID: ACCESS_KEY }));
+    await eventually(async () => {
+      const condition = conditionOf(await readModel("ident"), "ModelFilesReady");
+      assert.equal(condition?.reason, "SecretInvalid");
+      assert.match(condition!.message, /needs the keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY/);
+    }, 30_000);
+    const before = await deployment("ident");
+    await kube.mergePatch({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "creds", namespace },
+      data: { AWS_SECRET_ACCESS_KEY: Buffer.from(SECRET_KEY).toString("base64") },
+    } as V1Secret & { metadata: { name: string } });
+    // The operator reads the rotated Secret (it lists the closed port now) ...
+    await eventually(async () => {
+      const condition = conditionOf(await readModel("ident"), "ModelFilesReady");
+      assert.notEqual(condition?.reason, "SecretInvalid");
+      assert.notEqual(condition?.reason, "SecretMissing");
+      assert.equal(condition?.status, "False");
+    }, 30_000);
+    await kube.mergePatch({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "creds", namespace },
+      data: { AWS_SECRET_ACCESS_KEY: Buffer.from(ROTATED_SECRET_KEY).toString("base64") },
+    } as V1Secret & { metadata: { name: string } });
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    // ... and the pods were not rolled: the template (and the Deployment's generation) never changed.
+    const after = await deployment("ident");
+    assert.equal(after.metadata?.generation, before.metadata?.generation);
+    assert.deepEqual(after.spec?.template, before.spec?.template);
+  });
+
+  it("says CheckedByPods without a Secret (workload identity), and CaBundleMissing until the CA's ConfigMap exists", async () => {
+    await kube.create(
+      repositoryObject(namespace, "ambient", {
+        storageUri: "gs://models/triton",
+        storage: { caBundle: { configMapName: "storage-ca" } },
+        pod: { serviceAccountName: "model-reader" },
+      }),
+    );
+    await eventually(async () => {
+      const condition = conditionOf(await readRepository("ambient"), "ModelFilesReady");
+      assert.equal(condition?.reason, "CaBundleMissing");
+      assert.match(condition!.message, /ConfigMap storage-ca \(storage\.caBundle\) does not exist/);
+    }, 30_000);
+    await kube.create({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "storage-ca", namespace },
+      data: { "ca.crt": "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n" },
+    } as V1ConfigMap);
+    await eventually(async () => {
+      const condition = conditionOf(await readRepository("ambient"), "ModelFilesReady");
+      assert.equal(condition?.status, "Unknown");
+      assert.equal(condition?.reason, "CheckedByPods");
+    }, 30_000);
+    const pod = (await deployment("ambient")).spec!.template.spec!;
+    assert.equal(pod.serviceAccountName, "model-reader");
+    const args = pod.containers[0]!.args!;
+    assert.deepEqual(args.slice(0, 3), ["dataplane", "--model-repository", "gs://models/triton"]);
+    assert.equal(args[args.indexOf("--storage-ca-file") + 1], "/etc/dynamo-kserve/storage-ca/ca.crt");
+    assert.equal(args.includes("--storage-secret-dir"), false);
+  });
+
+  it("puts no credential value in any object, Event, status or log line", async () => {
+    const everything = [
+      ...(await Promise.all(
+        ["Deployment", "Service", "ConfigMap", "Event"].map(
+          async (kind) => (await kube.api.list(kind === "Deployment" ? "apps/v1" : "v1", kind, namespace)).items,
+        ),
+      )),
+      (await kube.api.list(GROUP_VERSION, "DynamoKserveModel", namespace)).items,
+      (await kube.api.list(GROUP_VERSION, "DynamoKserveRepository", namespace)).items,
+      suite.operator.logs,
+    ];
+    const text = JSON.stringify(everything);
+    assert.ok(text.includes("creds"), "the Secret is named");
+    for (const value of [ACCESS_KEY, SECRET_KEY, ROTATED_SECRET_KEY]) {
+      assert.equal(text.includes(value), false, `${value} appears`);
+      assert.equal(text.includes(Buffer.from(value).toString("base64")), false, `${value} appears in base64`);
+    }
+  });
+});
