@@ -158,6 +158,9 @@ describe("models in object storage: pods and ModelFilesReady without a store (re
   const readRepository = (name: string) =>
     kube.read<DynamoKserveRepository>(GROUP_VERSION, "DynamoKserveRepository", namespace, name);
   const deployment = (name: string) => kube.read<V1Deployment>("apps/v1", "Deployment", namespace, name);
+  /** A user's edit of a Secret's keys (kubectl patch), as a rotation is. */
+  const rotate = (name: string, data: Record<string, string>) =>
+    kube.mergePatch({ ...secretOf(namespace, name, data), metadata: { name, namespace } });
 
   it("mounts the Secret as read-only files and the cache as a bounded emptyDir, and passes the storage options", async () => {
     await kube.create(
@@ -205,12 +208,7 @@ describe("models in object storage: pods and ModelFilesReady without a store (re
       assert.match(condition!.message, /needs the keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY/);
     }, 30_000);
     const before = await deployment("ident");
-    await kube.mergePatch({
-      apiVersion: "v1",
-      kind: "Secret",
-      metadata: { name: "creds", namespace },
-      data: { AWS_SECRET_ACCESS_KEY: Buffer.from(SECRET_KEY).toString("base64") },
-    } as V1Secret & { metadata: { name: string } });
+    await rotate("creds", { AWS_SECRET_ACCESS_KEY: SECRET_KEY });
     // The operator reads the rotated Secret (it lists the closed port now) ...
     await eventually(async () => {
       const condition = conditionOf(await readModel("ident"), "ModelFilesReady");
@@ -218,12 +216,7 @@ describe("models in object storage: pods and ModelFilesReady without a store (re
       assert.notEqual(condition?.reason, "SecretMissing");
       assert.equal(condition?.status, "False");
     }, 30_000);
-    await kube.mergePatch({
-      apiVersion: "v1",
-      kind: "Secret",
-      metadata: { name: "creds", namespace },
-      data: { AWS_SECRET_ACCESS_KEY: Buffer.from(ROTATED_SECRET_KEY).toString("base64") },
-    } as V1Secret & { metadata: { name: string } });
+    await rotate("creds", { AWS_SECRET_ACCESS_KEY: ROTATED_SECRET_KEY });
     await new Promise((resolve) => setTimeout(resolve, 5000));
     // ... and the pods were not rolled: the template (and the Deployment's generation) never changed.
     const after = await deployment("ident");
