@@ -1,11 +1,12 @@
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { kubernetesName, migratedObjects, toYaml } from "../operator/src/migrate/manifests.js";
 import { planMigration, type ModelFilesSource, type ModelPlan } from "../operator/src/migrate/plan.js";
 import { flag, text, withOptions, type OptionDeclaration, type ValuesOf } from "../lib/contract/options.js";
 import { errorMessage } from "../lib/errors.js";
-import { isRemoteLocation, parseStorageLocation } from "../lib/storage/locations.js";
+import { isRemoteLocation, parseStorageLocation, type RemoteLocation } from "../lib/storage/locations.js";
+import { fetchRepositoryOutline } from "../operator/src/migrate/remote.js";
 
 /**
  * `dynamo-kserve migrate <model_repository>`: a Triton model repository becomes Kubernetes
@@ -53,15 +54,32 @@ type MigrateFlags = ValuesOf<typeof MIGRATE_OPTIONS>;
 export function migrateCommand(): Command {
   const command = new Command("migrate")
     .description("turn a Triton model repository into DynamoKserveModel YAML (kubectl apply -f -)")
-    .argument("<model_repository>", "a Triton model repository folder");
+    .argument(
+      "<model_repository>",
+      "a Triton model repository: a folder, or s3://, gs://, as:// (configs read from the bucket with the cloud's standard credentials; the models' files stay there)",
+    );
   return withOptions(command, MIGRATE_OPTIONS).action(async (repository: string, flags: MigrateFlags) => {
-    const modelFiles = withStorageSecret(flags.modelFiles, flags.storageSecret);
-    const plans = await planMigration(repository, {
-      modelFiles,
-      ...(flags.tritonEndpoint !== undefined ? { tritonEndpoint: flags.tritonEndpoint } : {}),
-      ...(flags.vllmUrl !== undefined ? { vllmUrl: flags.vllmUrl } : {}),
-      forwardPython: flags.forwardPython === true,
-    });
+    // A repository in object storage: its configs are read from there, and its models'
+    // files stay there (unless --model-files names a claim holding a copy).
+    const remote = isRemoteLocation(repository) ? (parseStorageLocation(repository) as RemoteLocation) : undefined;
+    const filesSource: ModelFilesSource =
+      remote !== undefined && flags.modelFiles.kind === "configMap"
+        ? { kind: "storage", uri: repository.replace(/\/+$/, "") }
+        : flags.modelFiles;
+    const modelFiles = withStorageSecret(filesSource, flags.storageSecret);
+    const folder = remote === undefined ? repository : await fetchRepositoryOutline(remote);
+    let plans: ModelPlan[];
+    try {
+      plans = await planMigration(folder, {
+        modelFiles,
+        ...(flags.tritonEndpoint !== undefined ? { tritonEndpoint: flags.tritonEndpoint } : {}),
+        ...(flags.vllmUrl !== undefined ? { vllmUrl: flags.vllmUrl } : {}),
+        forwardPython: flags.forwardPython === true,
+      });
+    } finally {
+      if (remote !== undefined) await rm(folder, { recursive: true, force: true });
+    }
+    if (remote !== undefined) plans = plans.map((plan) => namedBy(plan, folder, repository));
     const checked = rejectNameClashes(plans);
     process.stderr.write(summaryTable(checked));
     if (!flags.dryRun) await writeManifests(checked, { ...flags, modelFiles });
@@ -86,6 +104,12 @@ export function parseModelFiles(value: string): ModelFilesSource {
   throw new InvalidArgumentError(
     `expected configmap, pvc:<claim name> or s3://, gs://, as://<the repository in object storage>, got '${value}'`,
   );
+}
+
+/** A plan's messages name the bucket, not the temporary folder its configs were read into. */
+function namedBy(plan: ModelPlan, folder: string, uri: string): ModelPlan {
+  const named = (text: string) => text.replaceAll(folder, uri.replace(/\/+$/, ""));
+  return plan.ok ? { ...plan, notes: plan.notes.map(named) } : { ...plan, error: named(plan.error) };
 }
 
 /** --storage-secret goes with a repository in object storage, and only there. */
