@@ -2,7 +2,8 @@ import { mkdir, mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, isAbsolute } from "node:path";
 import type { RemoteLocation } from "../../../lib/storage/locations.js";
-import { openObjectStore, type ObjectEntry, type ObjectStoreOptions } from "../../../lib/storage/store.js";
+import { listUnder } from "../../../lib/storage/listing.js";
+import { openObjectStore, type ObjectStoreOptions } from "../../../lib/storage/store.js";
 
 /**
  * A Triton repository in object storage, brought down as far as planning needs it: each
@@ -27,29 +28,22 @@ export async function fetchRepositoryOutline(
   const into = await mkdtemp(join(tmpdir(), "dynamo-kserve-migrate-"));
   const store = await openObjectStore(location, options);
   try {
-    const prefix = location.prefix === "" ? "" : `${location.prefix}/`;
-    const entries: { relativeKey: string; entry: ObjectEntry }[] = [];
-    for await (const entry of store.list(prefix)) {
-      if (entry.key.startsWith(prefix) && !entry.key.endsWith("/"))
-        entries.push({ relativeKey: entry.key.slice(prefix.length), entry });
-    }
+    const entries = await listUnder(store, location);
     const withConfig = new Set(
-      entries
-        .filter(({ relativeKey }) => /^[^/]+\/config\.pbtxt$/.test(relativeKey))
-        .map(({ relativeKey }) => relativeKey.split("/")[0]!),
+      entries.filter(({ path }) => /^[^/]+\/config\.pbtxt$/.test(path)).map(({ path }) => path.split("/")[0]!),
     );
     const configless = new Set(
-      entries.map(({ relativeKey }) => relativeKey.split("/")[0]!).filter((model) => !withConfig.has(model)),
+      entries.map(({ path }) => path.split("/")[0]!).filter((model) => !withConfig.has(model)),
     );
-    for (const { relativeKey, entry } of entries) {
-      const file = join(into, relativeKey);
+    for (const { path, entry } of entries) {
+      const file = join(into, path);
       const inside = relative(into, file);
       // A key that would land outside the folder ('..', absolute) is not part of a repository.
       if (inside.startsWith("..") || isAbsolute(inside)) continue;
-      const [model, version] = relativeKey.split("/");
+      const [model, version] = path.split("/");
       if (model !== undefined && version !== undefined && /^[1-9]\d*$/.test(version))
         await mkdir(join(into, model, version), { recursive: true });
-      if (!plannedKey(relativeKey, configless)) continue;
+      if (!plannedKey(path, configless)) continue;
       await mkdir(dirname(file), { recursive: true });
       await store.download(entry, file);
     }

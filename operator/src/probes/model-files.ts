@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { errorMessage } from "../../../lib/errors.js";
 import { formatStorageLocation, type RemoteLocation } from "../../../lib/storage/locations.js";
+import { listUnder } from "../../../lib/storage/listing.js";
 import { openObjectStore, StorageError, type ObjectStoreOptions } from "../../../lib/storage/store.js";
 import { foundUnder, type ModelFilesFailure, type ModelFilesOutcome } from "../resources/storage.js";
 
@@ -93,10 +94,11 @@ async function listOnce(request: ModelFilesRequest): Promise<ModelFilesOutcome> 
       ...(caFile !== undefined ? { caFile } : {}),
     });
     try {
-      const keys = await withTimeout(
-        listKeys(store.list(prefixOf(request.location), timeout.signal), request.location),
+      const listed = await withTimeout(
+        listUnder(store, request.location, { signal: timeout.signal, limit: MAX_KEYS }),
         timeout.signal,
       );
+      const keys = listed.map(({ path }) => path);
       const found = foundUnder(keys, request.holds);
       if (found.length > 0) return { state: "Found", location: uri, holds: request.holds, found };
       return {
@@ -108,7 +110,8 @@ async function listOnce(request: ModelFilesRequest): Promise<ModelFilesOutcome> 
             : `${uri} holds no version folders (<version>/model.onnx, ...) among ${keys.length} keys`,
       };
     } finally {
-      await store.close().catch(() => undefined);
+      // Not awaited: a store that stopped answering must not hold the reconcile.
+      void store.close().catch(() => undefined);
     }
   } catch (error) {
     return failure(error, uri, request, timeout.signal.aborted);
@@ -116,20 +119,6 @@ async function listOnce(request: ModelFilesRequest): Promise<ModelFilesOutcome> 
     clearTimeout(timer);
     if (caDir !== undefined) await rm(caDir, { recursive: true, force: true });
   }
-}
-
-/** The listing's prefix: the location's, ending with "/" ("" for a whole bucket). */
-const prefixOf = (location: RemoteLocation): string => (location.prefix === "" ? "" : `${location.prefix}/`);
-
-/** Up to MAX_KEYS keys, relative to the location, folder markers left out. */
-async function listKeys(entries: AsyncIterable<{ key: string }>, location: RemoteLocation): Promise<string[]> {
-  const prefix = prefixOf(location);
-  const keys: string[] = [];
-  for await (const { key } of entries) {
-    if (key.startsWith(prefix) && !key.endsWith("/")) keys.push(key.slice(prefix.length));
-    if (keys.length >= MAX_KEYS) break;
-  }
-  return keys;
 }
 
 /** `work`, or a rejection once `signal` aborts, whether or not the store heeds it. */
