@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { parseAllDocuments } from "yaml";
 import type { V1ConfigMap, V1Deployment, V1Secret } from "@kubernetes/client-node";
 import { eventually } from "../../../e2e/support/eventually.js";
+import { freePort } from "../../../e2e/support/ports.js";
+import { CLI, EXAMPLES } from "../../../dataplane/test/fixtures/paths.js";
+import { requireObjectStore, startSeaweedFs, type ObjectStoreServer } from "../../../lib/test/object-stores.js";
 import type { TestCluster } from "../../../e2e/cluster/cluster.js";
 import { testCluster } from "../../../e2e/cluster/mocha-global.js";
 import type { DynamoKserveModel, DynamoKserveRepository } from "../../src/api/v1alpha1.js";
@@ -272,6 +279,153 @@ describe("models in object storage: pods and ModelFilesReady without a store (re
     for (const value of [ACCESS_KEY, SECRET_KEY, ROTATED_SECRET_KEY]) {
       assert.equal(text.includes(value), false, `${value} appears`);
       assert.equal(text.includes(Buffer.from(value).toString("base64")), false, `${value} appears in base64`);
+    }
+  });
+});
+
+describe("models in object storage: ModelFilesReady against SeaweedFS's S3 gateway (real API server)", function () {
+  this.timeout(180_000);
+  const suite = useOperator("storage-s3", ["--storage-check-secs", "2"]);
+  let kube: KubeTestClient;
+  let namespace: string;
+  let store: ObjectStoreServer;
+  /** Credentials SeaweedFS refuses (a well-formed key pair of nobody). */
+  const WRONG = {
+    AWS_ACCESS_KEY_ID: "AKIAWRONGWRONGWRONG1",
+    AWS_SECRET_ACCESS_KEY: "wrong/secret/access/key/for/the/test",
+  };
+
+  before(async function () {
+    requireObjectStore(this, "seaweedfs");
+    ({ kube, namespace } = suite);
+    store = await startSeaweedFs();
+    await store.createBucket("models");
+    await store.putFolder(join(EXAMPLES, "add_sub_onnx"), "models", "triton/add_sub_onnx");
+    await store.put("models", "elsewhere/README.md", "not a model");
+    await kube.create(secretOf(namespace, "good", { ...store.secretValues }));
+    await kube.create(secretOf(namespace, "wrong", WRONG));
+  });
+  after(async () => {
+    await store?.stop();
+  });
+
+  const readRepository = (name: string) =>
+    kube.read<DynamoKserveRepository>(GROUP_VERSION, "DynamoKserveRepository", namespace, name);
+  /** A repository at `storageUri` read with Secret `secretName`; resolves with its ModelFilesReady once it is `reason`. */
+  const repositoryAt = async (name: string, storageUri: string, secretName: string, reason: string) => {
+    await kube.create(repositoryObject(namespace, name, { storageUri, storage: { secretName } }));
+    return eventually(async () => {
+      const repository = await readRepository(name);
+      const condition = conditionOf(repository, "ModelFilesReady");
+      assert.equal(condition?.reason, reason, JSON.stringify(repository.status));
+      return condition!;
+    }, 30_000);
+  };
+
+  it("Ready with the right Secret, naming the models it found", async () => {
+    const condition = await repositoryAt("right", store.location("models", "triton"), "good", "Ready");
+    assert.equal(condition.status, "True");
+    assert.equal(condition.message, `${store.location("models", "triton")} holds models add_sub_onnx`);
+    await kube.create(
+      modelObject(namespace, "add-sub", {
+        modelName: "add_sub_onnx",
+        modelConfig: { inline: 'backend: "onnxruntime"\n' },
+        modelFiles: { storageUri: store.location("models", "triton/add_sub_onnx") },
+        storage: { secretName: "good" },
+      }),
+    );
+    await eventually(async () => {
+      const model = await kube.read<DynamoKserveModel>(GROUP_VERSION, "DynamoKserveModel", namespace, "add-sub");
+      const files = conditionOf(model, "ModelFilesReady");
+      assert.equal(files?.reason, "Ready", JSON.stringify(model.status));
+      assert.match(files!.message, /holds version folders 1$/);
+    }, 30_000);
+  });
+
+  it("AccessDenied with a wrong Secret (an Event says so), Ready once the Secret is rotated, without a pod restart", async () => {
+    const denied = await repositoryAt("denied", store.location("models", "triton"), "wrong", "AccessDenied");
+    assert.equal(denied.status, "False");
+    assert.match(denied.message, /access denied with the credentials of Secret wrong/);
+    const events = await kube.api.list("v1", "Event", namespace);
+    assert.ok(
+      events.items.some(
+        (event) =>
+          (event as { reason?: string }).reason === "AccessDenied" &&
+          (event as { involvedObject?: { name?: string } }).involvedObject?.name === "denied",
+      ),
+      "a Warning Event AccessDenied",
+    );
+    const before = await kube.read<V1Deployment>("apps/v1", "Deployment", namespace, "denied");
+    await kube.mergePatch({
+      ...secretOf(namespace, "wrong", { ...store.secretValues }),
+      metadata: { name: "wrong", namespace },
+    });
+    await eventually(
+      async () => assert.equal(conditionOf(await readRepository("denied"), "ModelFilesReady")?.reason, "Ready"),
+      30_000,
+    );
+    const after = await kube.read<V1Deployment>("apps/v1", "Deployment", namespace, "denied");
+    assert.equal(after.metadata?.generation, before.metadata?.generation);
+    assert.deepEqual(after.spec?.template, before.spec?.template);
+  });
+
+  it("NoSuchBucket, EndpointUnreachable, NoModelsFound and SecretMissing, each saying where", async () => {
+    const noBucket = await repositoryAt("no-bucket", store.location("absent", "triton"), "good", "NoSuchBucket");
+    assert.match(noBucket.message, /the bucket \(or container\) does not exist/);
+    const closed = `s3://127.0.0.1:${await freePort()}/models/triton`;
+    const unreachable = await repositoryAt("unreachable", closed, "good", "EndpointUnreachable");
+    assert.ok(unreachable.message.startsWith(closed), unreachable.message);
+    const empty = await repositoryAt("empty", store.location("models", "elsewhere"), "good", "NoModelsFound");
+    assert.match(empty.message, /holds nothing that looks like a model .* among 1 keys/);
+    const missing = await repositoryAt("missing", store.location("models", "triton"), "absent", "SecretMissing");
+    assert.match(missing.message, /Secret absent \(storage\.secretName\) does not exist/);
+  });
+
+  it("migrate reads a repository's configs from the bucket and points the models at it", async () => {
+    const { stdout, stderr } = await promisify(execFile)(
+      process.execPath,
+      [CLI, "migrate", store.location("models", "triton"), "--storage-secret", "good", "--namespace", namespace],
+      { env: { ...process.env, ...store.secretValues, AWS_REGION: "us-east-1" } },
+    );
+    assert.match(stderr, new RegExp(`files from ${store.location("models", "triton/add_sub_onnx")}/`));
+    const documents = parseAllDocuments(stdout).map((document) => document.toJS() as Record<string, unknown>);
+    const model = documents.find(
+      (document) => document["kind"] === "DynamoKserveModel",
+    ) as unknown as DynamoKserveModel;
+    assert.deepEqual(model.spec.modelFiles, { storageUri: store.location("models", "triton/add_sub_onnx") });
+    assert.deepEqual(model.spec.storage, { secretName: "good" });
+    for (const document of documents) await kube.create(document as never);
+    await eventually(async () => {
+      const live = await kube.read<DynamoKserveModel>(
+        GROUP_VERSION,
+        "DynamoKserveModel",
+        namespace,
+        model.metadata.name,
+      );
+      assert.equal(conditionOf(live, "ModelFilesReady")?.reason, "Ready", JSON.stringify(live.status));
+    }, 30_000);
+  });
+
+  it("puts no credential value in any object, Event, status or log line", async () => {
+    const text = JSON.stringify([
+      ...(await Promise.all(
+        [
+          ["apps/v1", "Deployment"],
+          ["v1", "ConfigMap"],
+          ["v1", "Event"],
+          [GROUP_VERSION, "DynamoKserveModel"],
+          [GROUP_VERSION, "DynamoKserveRepository"],
+        ].map(async ([apiVersion, kind]) => (await kube.api.list(apiVersion!, kind!, namespace)).items),
+      )),
+      suite.operator.logs,
+    ]);
+    for (const value of [
+      store.secretValues["AWS_SECRET_ACCESS_KEY"]!,
+      WRONG.AWS_SECRET_ACCESS_KEY,
+      WRONG.AWS_ACCESS_KEY_ID,
+    ]) {
+      assert.equal(text.includes(value), false, "a credential appears");
+      assert.equal(text.includes(Buffer.from(value).toString("base64")), false, "a credential appears in base64");
     }
   });
 });
