@@ -8,7 +8,7 @@ import { eventually } from "../../../e2e/support/eventually.js";
 import { freePort } from "../../../e2e/support/ports.js";
 import { CLI, EXAMPLES } from "../../../dataplane/test/fixtures/paths.js";
 import { requireObjectStore, startSeaweedFs, type ObjectStoreServer } from "../../../lib/test/object-stores.js";
-import type { TestCluster } from "../../../e2e/cluster/cluster.js";
+import { REPO_ROOT, type TestCluster } from "../../../e2e/cluster/cluster.js";
 import { testCluster } from "../../../e2e/cluster/mocha-global.js";
 import type { DynamoKserveModel, DynamoKserveRepository } from "../../src/api/v1alpha1.js";
 import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject, repositoryObject } from "../fixtures/kube.js";
@@ -128,6 +128,12 @@ describe("models in object storage: the CRDs' rules (real API server)", function
     assert.match(stray.message, /spec\.storage: Invalid value: .*storage applies to modelFiles\.storageUri/);
     const badSize = await model({ storageUri: "s3://models/ident" }, { storage: { cacheSize: "lots" } });
     assert.match(badSize.message, /spec\.storage\.cacheSize/);
+  });
+
+  it("accepts the example a newcomer applies (a Secret and a repository in S3)", () => {
+    const example = join(REPO_ROOT, "examples", "repositories", "s3.yaml");
+    const output = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", example);
+    assert.match(output, /dynamokserverepository\.dynamokserve\.dev\/models-in-s3 created \(server dry run\)/);
   });
 
   it("fills in storage's defaults: a 10Gi cache, the CA bundle's key ca.crt", async () => {
