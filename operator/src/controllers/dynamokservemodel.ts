@@ -37,11 +37,11 @@ import {
 } from "../resources/credentials.js";
 import { desiredCertificate, type Certificate } from "../resources/certificate-request.js";
 import type { ServiceMonitor } from "../resources/service-monitor.js";
-import { nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
+import { earliest, nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
 import { desiredInferencePool, poolServiceName, poolTarget, type InferencePool } from "../resources/inference-pool.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
 import type { ModelFilesChecking } from "../probes/model-files.js";
-import { observeModelFiles } from "./model-files.js";
+import { modelFilesRecheck, observeModelFiles } from "./model-files.js";
 
 /** The caches the controller reads (all kept current by watches). */
 export interface ModelCaches {
@@ -69,11 +69,6 @@ export interface CertificateSettings {
 function nameTaken(error: unknown): { ready: false; reason: string; message: string } {
   if (error instanceof NameTakenError) return { ready: false, reason: "NameTaken", message: error.message };
   throw error;
-}
-
-/** The sooner of two requeue delays, either maybe absent. */
-function earliest(a: number | undefined, b: number | undefined): number | undefined {
-  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }
 
 /** While a Secret the model needs is missing, look again this often. */
@@ -158,13 +153,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
             checker: this.modelFilesChecker,
             configMaps: this.caches.configMaps,
           });
-    // A location found wanting is looked at again soon (the user is likely fixing it).
-    const requeueAfterMs = earliest(
-      credentialsRequeue,
-      modelFiles !== undefined && modelFiles.state === "Failed"
-        ? this.modelFilesChecker.recheckAfterMs(modelFiles)
-        : undefined,
-    );
+    const requeueAfterMs = earliest(credentialsRequeue, modelFilesRecheck(modelFiles, this.modelFilesChecker));
     let deployment = this.caches.deployments.get(namespace, names.deployment);
     const nameTaken = await nameTakenBy(async () => {
       await this.writer.apply(desiredService(model), this.caches.services.get(namespace, names.service));

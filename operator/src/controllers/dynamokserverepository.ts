@@ -32,10 +32,10 @@ import {
 } from "../resources/repository.js";
 import type { ServiceMonitor } from "../resources/service-monitor.js";
 import { keyOf, mapped, ownedByLabel, type Controller, type Reconciled, type Watch } from "../kube/controller.js";
-import { nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
+import { earliest, nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
 import type { SecretReader } from "../kube/secrets.js";
 import type { ModelFilesChecking } from "../probes/model-files.js";
-import { observeModelFiles } from "./model-files.js";
+import { modelFilesRecheck, observeModelFiles } from "./model-files.js";
 
 /** The caches the repository controller reads (all kept current by watches). */
 export interface RepositoryCaches {
@@ -159,8 +159,12 @@ export class DynamoKserveRepositoryController implements Controller<
       },
       timestamp(),
     );
-    // The probing interval is short; the checker's cache keeps it from listing the bucket each time.
-    return { status, transitions, requeueAfterMs: this.probing.intervalMs };
+    // The checker's cache keeps each probe from listing the bucket again.
+    return {
+      status,
+      transitions,
+      requeueAfterMs: earliest(this.probing.intervalMs, modelFilesRecheck(modelFiles, this.storage.checker))!,
+    };
   }
 
   /** The models as the first ready pod (by name) reports them. */

@@ -82,3 +82,11 @@ export async function observeModelFiles(
     secretName,
   });
 }
+
+/** A location found wanting is looked at again soon (the user is likely fixing it); else not before a resync. */
+export function modelFilesRecheck(
+  outcome: ModelFilesOutcome | undefined,
+  checker: ModelFilesChecking,
+): number | undefined {
+  return outcome?.state === "Failed" ? checker.recheckAfterMs(outcome) : undefined;
+}
