@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { lstat, readdir, readFile, stat } from "node:fs/promises";
+import { lstat, readdir, readFile, realpath, stat } from "node:fs/promises";
 import type { Stats } from "node:fs";
 import { basename, dirname, extname, join } from "node:path";
 import { errorMessage, failedPrecondition } from "../errors.js";
@@ -51,20 +51,29 @@ export interface ModelSource {
  * Every model source in the repositories plus the single configuration files given.
  * `modelFilesRoot` holds the version folders of models configured by a single file
  * (`<root>/<model>/<version>/model.onnx`): a ConfigMap carries the config, a volume the
- * model files.
+ * model files. In the repositories of `snapshotViews` (object storage's, mirrored into the
+ * model cache), a model folder is a symlink to an immutable snapshot: the source's folder is
+ * the snapshot itself, so an engine keeps reading the files it was loaded from when a later
+ * snapshot takes the view's place.
  */
 export async function scanModelSources(
   repositories: readonly string[],
   configFiles: readonly string[],
   modelFilesRoot?: string,
+  snapshotViews: ReadonlySet<string> = new Set(),
 ): Promise<ModelSource[]> {
   const sources: ModelSource[] = [];
-  for (const repository of repositories) sources.push(...(await scanRepository(repository, modelFilesRoot)));
+  for (const repository of repositories)
+    sources.push(...(await scanRepository(repository, modelFilesRoot, snapshotViews.has(repository))));
   for (const file of configFiles) sources.push(await readConfigFile(file, modelFilesRoot));
   return sources;
 }
 
-async function scanRepository(repository: string, modelFilesRoot: string | undefined): Promise<ModelSource[]> {
+async function scanRepository(
+  repository: string,
+  modelFilesRoot: string | undefined,
+  resolveFolders: boolean,
+): Promise<ModelSource[]> {
   const entries = await readdir(repository).catch((error: unknown) => {
     throw failedPrecondition(`model repository '${repository}' cannot be read: ${errorMessage(error)}`);
   });
@@ -82,8 +91,10 @@ async function scanRepository(repository: string, modelFilesRoot: string | undef
       if (link?.isSymbolicLink()) sources.push(unreadableSource(path, entry, error));
       continue;
     }
-    if (info.isDirectory())
-      sources.push(await readModelFolder(path).catch((error) => unreadableSource(path, entry, error)));
+    if (info.isDirectory()) {
+      const folder = resolveFolders ? await realpath(path).catch(() => path) : path;
+      sources.push(await readModelFolder(folder, entry).catch((error) => unreadableSource(path, entry, error)));
+    }
     else if (info.isFile() && configFormatOf(entry) !== undefined) {
       sources.push(await readConfigFile(path, modelFilesRoot));
     }
@@ -107,14 +118,15 @@ function unreadableSource(path: string, entry: string, error: unknown): ModelSou
   };
 }
 
-async function readModelFolder(folder: string): Promise<ModelSource> {
+/** A model folder in Triton's layout, named `nameHint` (its own name unless given). */
+export async function readModelFolder(folder: string, nameHint = basename(folder)): Promise<ModelSource> {
   const entries = await readdir(folder, { withFileTypes: true });
   const { versions, files } = await readVersionFolders(folder);
   const configName = FOLDER_CONFIG_NAMES.find((name) => entries.some((entry) => entry.name === name));
   const path = configName === undefined ? folder : join(folder, configName);
   const read = configName === undefined ? { content: undefined } : await readSource(path);
   return {
-    nameHint: basename(folder),
+    nameHint,
     nameFixed: true,
     path,
     format: configName === undefined ? undefined : configFormatOf(configName),
