@@ -1,0 +1,306 @@
+import { status } from "@grpc/grpc-js";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { performance } from "node:perf_hooks";
+import {
+  CreateBucketCommand,
+  DeleteObjectCommand,
+  PutObjectCommand,
+  S3Client,
+} from "@aws-sdk/client-s3";
+import type { ModelRepositoryParameter } from "../../../proto/gen/ts/grpc_service.js";
+import { freePort } from "../../../e2e/support/ports.js";
+import { CACHE_DIR } from "../../../e2e/support/prerequisites.js";
+import { EXAMPLES } from "../fixtures/paths.js";
+import { MODELS_PYTHON, requireTritonPeers } from "../fixtures/peers.js";
+import { PYTHON_MODELS } from "../fixtures/python-models.js";
+import { addSubRequest } from "../fixtures/requests.js";
+import { call, callError, eventually, infer, startServer, type ServerProcess } from "../fixtures/server.js";
+
+/** An S3-compatible server on loopback (temporary starter until lib/test/object-stores.ts lands). */
+interface S3Server {
+  readonly endpoint: string;
+  readonly secretValues: Readonly<Record<string, string>>;
+  stop(): Promise<void>;
+}
+
+async function startMotoS3(): Promise<S3Server> {
+  const port = await freePort();
+  const child = spawn(join(CACHE_DIR, "venv-storage", "bin", "moto_server"), ["-H", "127.0.0.1", "-p", String(port)], {
+    stdio: "ignore",
+  });
+  const endpoint = `http://127.0.0.1:${port}`;
+  await eventually(async () => (await fetch(endpoint)).ok, 20_000);
+  return {
+    endpoint,
+    secretValues: { AWS_ACCESS_KEY_ID: "testing", AWS_SECRET_ACCESS_KEY: "testing" },
+    stop: async () => {
+      child.kill();
+    },
+  };
+}
+
+/** A bucket's objects, written as a test arranges them. */
+class Bucket {
+  private readonly client: S3Client;
+
+  constructor(
+    readonly server: S3Server,
+    readonly name: string,
+  ) {
+    this.client = new S3Client({
+      endpoint: server.endpoint,
+      region: "us-east-1",
+      forcePathStyle: true,
+      credentials: {
+        accessKeyId: server.secretValues["AWS_ACCESS_KEY_ID"]!,
+        secretAccessKey: server.secretValues["AWS_SECRET_ACCESS_KEY"]!,
+      },
+    });
+  }
+
+  async create(): Promise<void> {
+    await this.client.send(new CreateBucketCommand({ Bucket: this.name }));
+  }
+
+  async put(key: string, body: string | Uint8Array): Promise<void> {
+    await this.client.send(new PutObjectCommand({ Bucket: this.name, Key: key, Body: body }));
+  }
+
+  /** Every file under `folder`, as keys under `prefix`. */
+  async putFolder(prefix: string, folder: string): Promise<void> {
+    for (const entry of readdirSync(folder, { recursive: true, withFileTypes: true })) {
+      if (!entry.isFile()) continue;
+      const path = join(entry.parentPath, entry.name);
+      await this.put(`${prefix}/${relative(folder, path)}`, readFileSync(path));
+    }
+  }
+
+  async remove(key: string): Promise<void> {
+    await this.client.send(new DeleteObjectCommand({ Bucket: this.name, Key: key }));
+  }
+
+  /** The repository's URI as --model-repository takes it. */
+  location(prefix: string): string {
+    return `s3://${this.server.endpoint.replace(/^http:\/\//, "")}/${this.name}${prefix === "" ? "" : `/${prefix}`}`;
+  }
+
+  close(): void {
+    this.client.destroy();
+  }
+}
+
+/** A folder of credential files, as a mounted Secret. */
+function secretDir(values: Readonly<Record<string, string>>, dir = mkdtempSync(join(tmpdir(), "s3-secret-"))): string {
+  for (const [key, value] of Object.entries(values)) writeFileSync(join(dir, key), value);
+  return dir;
+}
+
+const ADD_SUB_ONNX = join(EXAMPLES, "add_sub_onnx");
+const ADD_SUB_PYTHON = join(PYTHON_MODELS, "add_sub");
+
+const loadRequest = (modelName: string, parameters: Record<string, string> = {}) => ({
+  repositoryName: "",
+  modelName,
+  parameters: Object.fromEntries(
+    Object.entries(parameters).map(([key, value]): [string, ModelRepositoryParameter] => [
+      key,
+      { parameterChoice: { $case: "stringParam", value } },
+    ]),
+  ),
+});
+
+/** OUTPUT0 of an add_sub model for 0, 1, 2, 3 + ones (the ONNX one batches: [1, 4]; the Python one: [4]). */
+async function outputs(server: ServerProcess, model: string, shape: bigint[] = [1n, 4n]): Promise<number[]> {
+  const reply = await infer(server.client, addSubRequest(model, shape));
+  return [...new Float32Array(Uint8Array.from(reply.rawOutputContents[0]!).buffer)];
+}
+
+async function index(server: ServerProcess): Promise<{ name: string; version: string; state: string; reason: string }[]> {
+  return (await call(server.client, "repositoryIndex", { repositoryName: "", ready: false })).models;
+}
+
+const logsSaying = (server: ServerProcess, message: string): Record<string, unknown>[] =>
+  server.logs.filter((line) => line["msg"] === message);
+
+for (const store of [{ name: "moto", start: startMotoS3 }]) {
+  describe(`model repositories in object storage (S3: ${store.name})`, function () {
+    this.timeout(120_000);
+    let s3: S3Server;
+    let bucket: Bucket;
+    let secrets: string;
+    const scratch: string[] = [];
+    const cacheDir = (): string => {
+      const dir = mkdtempSync(join(tmpdir(), "model-cache-test-"));
+      scratch.push(dir);
+      return dir;
+    };
+    const storageArguments = (): string[] => ["--storage-secret-dir", secrets, "--model-cache-dir", cacheDir()];
+
+    before(async function () {
+      requireTritonPeers(this);
+      s3 = await store.start();
+      bucket = new Bucket(s3, "models");
+      await bucket.create();
+      await bucket.putFolder("repo/add_sub_onnx", ADD_SUB_ONNX);
+      await bucket.putFolder("repo/add_sub", ADD_SUB_PYTHON);
+      secrets = secretDir(s3.secretValues);
+      scratch.push(secrets);
+    });
+
+    after(async () => {
+      bucket?.close();
+      await s3?.stop();
+      for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
+    });
+
+    describe("poll mode", () => {
+      let server: ServerProcess;
+      before(async () => {
+        server = await startServer([
+          "--model-repository",
+          bucket.location("repo"),
+          ...storageArguments(),
+          "--repository-poll-secs",
+          "1",
+          "--python",
+          MODELS_PYTHON,
+        ]);
+      });
+      after(async () => server?.stop());
+
+      it("serves the ONNX and the Python model from the bucket", async () => {
+        assert.deepEqual(await outputs(server, "add_sub_onnx"), [1, 2, 3, 4]);
+        assert.deepEqual(await outputs(server, "add_sub", [4n]), [1, 2, 3, 4]);
+      });
+
+      it("downloads nothing and reloads nothing while the bucket is unchanged", async () => {
+        const synced = logsSaying(server, "model files synced from the object store").length;
+        const reloaded = logsSaying(server, "model reloaded").length;
+        await new Promise((resolve) => setTimeout(resolve, 3500));
+        assert.equal(logsSaying(server, "model files synced from the object store").length, synced);
+        assert.equal(logsSaying(server, "model reloaded").length, reloaded);
+      });
+
+      it("serves a new version, a changed config and forgets a removed model within a poll", async () => {
+        await bucket.put("repo/add_sub_onnx/2/model.onnx", readFileSync(join(ADD_SUB_ONNX, "1", "model.onnx")));
+        const config = readFileSync(join(ADD_SUB_ONNX, "config.pbtxt"), "utf8");
+        await bucket.put("repo/add_sub_onnx/config.pbtxt", `${config}\nversion_policy: { all: {} }\n`);
+        await eventually(async () => {
+          const metadata = await call(server.client, "modelMetadata", { name: "add_sub_onnx", version: "" });
+          assert.deepEqual(metadata.versions, ["1", "2"]);
+        });
+        try {
+          await bucket.remove("repo/add_sub/config.pbtxt");
+          await bucket.remove("repo/add_sub/1/model.py");
+          await eventually(async () => assert.equal((await index(server)).find(({ name }) => name === "add_sub"), undefined));
+          assert.equal((await call(server.client, "modelReady", { name: "add_sub", version: "" })).ready, false);
+          assert.deepEqual(await outputs(server, "add_sub_onnx"), [1, 2, 3, 4]);
+        } finally {
+          await bucket.putFolder("repo/add_sub", ADD_SUB_PYTHON);
+          await bucket.put("repo/add_sub_onnx/config.pbtxt", config);
+          await bucket.remove("repo/add_sub_onnx/2/model.onnx");
+        }
+      });
+    });
+
+    describe("explicit mode", () => {
+      let server: ServerProcess;
+      let closedPort: number;
+      let trap: Server;
+      let trapped = 0;
+      before(async () => {
+        trap = createServer((socket) => {
+          trapped++;
+          socket.destroy();
+        });
+        await new Promise<void>((resolve) => trap.listen(0, "127.0.0.1", resolve));
+        closedPort = (trap.address() as { port: number }).port;
+        // A folder named otherwise than the model, its config naming none: the load request names it.
+        await bucket.putFolder("extra/renamed_folder", ADD_SUB_ONNX);
+        const config = readFileSync(join(ADD_SUB_ONNX, "config.pbtxt"), "utf8");
+        await bucket.put("extra/renamed_folder/config.pbtxt", config.replace(/^name:.*$/m, ""));
+        server = await startServer([
+          "--model-repository",
+          bucket.location("repo"),
+          "--model-load-path",
+          bucket.location("extra"),
+          ...storageArguments(),
+          "--model-control-mode",
+          "explicit",
+          "--python",
+          MODELS_PYTHON,
+        ]);
+      });
+      after(async () => {
+        await server?.stop();
+        await new Promise((resolve) => trap?.close(resolve));
+      });
+
+      it("lists the bucket's models before any is downloaded, loads one on request and unloads it", async () => {
+        assert.deepEqual(
+          (await index(server)).map(({ name, state }) => [name, state]),
+          [
+            ["add_sub", ""],
+            ["add_sub_onnx", ""],
+          ],
+        );
+        await call(server.client, "repositoryModelLoad", loadRequest("add_sub_onnx"));
+        assert.deepEqual(await outputs(server, "add_sub_onnx"), [1, 2, 3, 4]);
+        const entries = await index(server);
+        assert.deepEqual(
+          entries.map(({ name, state }) => [name, state]),
+          [
+            ["add_sub", ""],
+            ["add_sub_onnx", "READY"],
+          ],
+        );
+        await call(server.client, "repositoryModelUnload", loadRequest("add_sub_onnx"));
+        assert.equal((await call(server.client, "modelReady", { name: "add_sub_onnx", version: "" })).ready, false);
+      });
+
+      it("loads a model_path under a repository or --model-load-path, under the name the request gives", async () => {
+        await call(
+          server.client,
+          "repositoryModelLoad",
+          loadRequest("renamed", { model_path: bucket.location("extra/renamed_folder") }),
+        );
+        assert.deepEqual(await outputs(server, "renamed"), [1, 2, 3, 4]);
+        await call(
+          server.client,
+          "repositoryModelLoad",
+          loadRequest("add_sub", {
+            model_path: bucket.location("repo/add_sub"),
+            config: JSON.stringify({ instance_group: [{ kind: "KIND_CPU", count: 1 }] }),
+          }),
+        );
+        assert.deepEqual(await outputs(server, "add_sub", [4n]), [1, 2, 3, 4]);
+        const config = await call(server.client, "modelConfig", { name: "add_sub", version: "" });
+        assert.equal(config.config?.instanceGroup[0]?.count, 1);
+      });
+
+      it("refuses a model_path elsewhere without sending it a request", async () => {
+        for (const path of [
+          `s3://127.0.0.1:${closedPort}/models/repo/add_sub_onnx`,
+          `s3://models/repo/add_sub_onnx`,
+          bucket.location("other/add_sub_onnx"),
+          bucket.location("repository/add_sub_onnx"),
+          "/etc",
+          `${EXAMPLES}/add_sub_onnx`,
+        ]) {
+          const error = await callError(server.client, "repositoryModelLoad", loadRequest("x", { model_path: path }));
+          assert.equal(error.code, status.INVALID_ARGUMENT, path);
+          assert.match(error.details, /parameter 'model_path': .* is not under one of this server's model repositories or --model-load-path locations/);
+        }
+        const bad = await callError(server.client, "repositoryModelLoad", loadRequest("x", { model_path: "s3://b/../x" }));
+        assert.equal(bad.code, status.INVALID_ARGUMENT);
+        assert.match(bad.details, /parameter 'model_path': .*'\.\.' segment/);
+        assert.equal(trapped, 0, "no connection to the client's endpoint");
+      });
+    });
+  });
+}
