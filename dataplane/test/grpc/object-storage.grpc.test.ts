@@ -208,6 +208,101 @@ for (const store of [{ name: "moto", start: startMotoS3 }]) {
       });
     });
 
+    describe("bad input: each failure named, and nothing else lost", () => {
+      let server: ServerProcess;
+      let local: string;
+      before(async () => {
+        const closed = await freePort();
+        await bucket.putFolder("bad/add_sub_onnx", ADD_SUB_ONNX);
+        // A config without its model file.
+        await bucket.put("bad/no_file/config.pbtxt", readFileSync(join(ADD_SUB_ONNX, "config.pbtxt"), "utf8").replace("add_sub_onnx", "no_file"));
+        // A key that would climb out of the model's folder.
+        await bucket.put("bad/evil/config.pbtxt", "backend: \"identity\"");
+        await bucket.put("bad/evil/../../evil.txt", "x");
+        // A local repository beside the remote ones.
+        local = mkdtempSync(join(tmpdir(), "local-repo-"));
+        scratch.push(local);
+        mkdirSync(join(local, "local_add_sub", "1"), { recursive: true });
+        writeFileSync(
+          join(local, "local_add_sub", "config.pbtxt"),
+          readFileSync(join(ADD_SUB_ONNX, "config.pbtxt"), "utf8").replace("add_sub_onnx", "local_add_sub"),
+        );
+        writeFileSync(join(local, "local_add_sub", "1", "model.onnx"), readFileSync(join(ADD_SUB_ONNX, "1", "model.onnx")));
+        server = await startServer([
+          ...["--model-repository", bucket.location("bad")],
+          ...["--model-repository", new Bucket(s3, "no-such-bucket").location("repo")],
+          ...["--model-repository", `s3://127.0.0.1:${closed}/models/repo`],
+          ...["--model-repository", local],
+          ...storageArguments(),
+          ...["--repository-poll-secs", "1"],
+        ]);
+      });
+      after(async () => server?.stop());
+
+      it("serves the good models of every repository that can be read", async () => {
+        assert.deepEqual(await outputs(server, "add_sub_onnx"), [1, 2, 3, 4]);
+        assert.deepEqual(await outputs(server, "local_add_sub"), [1, 2, 3, 4]);
+      });
+
+      it("logs a repository that cannot be listed with the reason, once", async () => {
+        const failures = logsSaying(
+          server,
+          "model repository cannot be listed; its models are left as they were, and the next poll tries again",
+        ).map((line) => String(line["err"]));
+        assert.equal(failures.length, 2, failures.join("\n"));
+        assert.match(failures.join("\n"), /no such bucket: s3:\/\/127\.0\.0\.1:\d+\/no-such-bucket\/repo\/ \(NoSuchBucket/);
+        assert.match(failures.join("\n"), /cannot reach s3:\/\/127\.0\.0\.1:\d+\/models\/repo\/ \(ECONNREFUSED/);
+      });
+
+      it("names a config without its model file, and a model with an unsafe key, in the index", async () => {
+        const entries = await index(server);
+        const reason = (model: string): string => entries.find(({ name }) => name === model)?.reason ?? "<absent>";
+        // As from a local folder: ONNX sessions open on a version's first request, which names the missing file.
+        const missing = await callError(server.client, "modelInfer", addSubRequest("no_file"));
+        assert.match(missing.details, /no_file@[0-9a-f]+\/1\/model\.onnx/);
+        assert.match(
+          reason("evil"),
+          /^download failed: s3:\/\/127\.0\.0\.1:\d+\/models\/bad\/evil: the key 'bad\/evil\/\.\.\/\.\.\/evil\.txt' has a '\.\.' segment; the model is not downloaded$/,
+        );
+        const written = readdirSync(tmpdir()).filter((name) => name === "evil.txt");
+        assert.deepEqual(written, []);
+      });
+    });
+
+    describe("a bounded cache (explicit mode)", () => {
+      let server: ServerProcess;
+      before(async () => {
+        await bucket.putFolder("bounded/add_sub_onnx", ADD_SUB_ONNX);
+        await bucket.putFolder("bounded/add_sub", ADD_SUB_PYTHON);
+        server = await startServer([
+          ...["--model-repository", bucket.location("bounded")],
+          ...storageArguments(),
+          ...["--model-cache-max-bytes", "1000", "--model-control-mode", "explicit"],
+        ]);
+      });
+      after(async () => server?.stop());
+
+      it("refuses what does not fit (RESOURCE_EXHAUSTED), saying so, and keeps the last good model serving", async () => {
+        await call(server.client, "repositoryModelLoad", loadRequest("add_sub_onnx"));
+        const full = await callError(server.client, "repositoryModelLoad", loadRequest("add_sub"));
+        assert.equal(full.code, status.RESOURCE_EXHAUSTED);
+        assert.match(
+          full.details,
+          /^load failed for model 'add_sub': download failed: the model cache is full: s3:\/\/127\.0\.0\.1:\d+\/models\/bounded\/add_sub needs \d+ bytes, and 741 of 1000 \(--model-cache-max-bytes\) are held by models in use$/,
+        );
+        await bucket.put("bounded/add_sub_onnx/2/model.onnx", readFileSync(join(ADD_SUB_ONNX, "1", "model.onnx")));
+        const update = await callError(server.client, "repositoryModelLoad", loadRequest("add_sub_onnx"));
+        assert.equal(update.code, status.RESOURCE_EXHAUSTED);
+        assert.deepEqual(await outputs(server, "add_sub_onnx"), [1, 2, 3, 4]);
+        const entries = await index(server);
+        assert.match(
+          entries.find(({ name }) => name === "add_sub_onnx")!.reason,
+          /^download failed: the model cache is full: .*; still serving the last good files$/,
+        );
+        assert.match(entries.find(({ name }) => name === "add_sub")!.reason, /^download failed: the model cache is full: /);
+      });
+    });
+
     describe("explicit mode", () => {
       let server: ServerProcess;
       let closedPort: number;
