@@ -94,8 +94,7 @@ async function scanRepository(
     if (info.isDirectory()) {
       const folder = resolveFolders ? await realpath(path).catch(() => path) : path;
       sources.push(await readModelFolder(folder, entry).catch((error) => unreadableSource(path, entry, error)));
-    }
-    else if (info.isFile() && configFormatOf(entry) !== undefined) {
+    } else if (info.isFile() && configFormatOf(entry) !== undefined) {
       sources.push(await readConfigFile(path, modelFilesRoot));
     }
   }

@@ -62,9 +62,7 @@ async function sdkRegion(): Promise<string> {
   }
 }
 
-const sdkRegionOr =
-  (fallback: string) => async (): Promise<string> =>
-    sdkRegion().catch(() => fallback);
+const sdkRegionOr = (fallback: string) => async (): Promise<string> => sdkRegion().catch(() => fallback);
 
 /** The system's roots plus the PEM bundle of a private endpoint. */
 function httpsAgentTrusting(caFile: string): HttpsAgent {

@@ -11,7 +11,11 @@ import {
 
 describe("object-storage locations", () => {
   it("reads every form Triton writes, and a local path", () => {
-    assert.deepEqual(parseStorageLocation("s3://models/repo/v1"), { scheme: "s3", bucket: "models", prefix: "repo/v1" });
+    assert.deepEqual(parseStorageLocation("s3://models/repo/v1"), {
+      scheme: "s3",
+      bucket: "models",
+      prefix: "repo/v1",
+    });
     assert.deepEqual(parseStorageLocation("s3://models"), { scheme: "s3", bucket: "models", prefix: "" });
     assert.deepEqual(parseStorageLocation("s3://models/repo/"), { scheme: "s3", bucket: "models", prefix: "repo" });
     assert.deepEqual(parseStorageLocation("s3://127.0.0.1:8333/models/repo"), {
@@ -63,11 +67,14 @@ describe("object-storage locations", () => {
       ["hdfs://x/y", /scheme 'hdfs:\/\/' is not supported/],
     ];
     for (const [text, why] of refused) {
-      assert.throws(() => parseStorageLocation(text), (error: unknown) => {
-        assert.ok(error instanceof StorageLocationError, text);
-        assert.match(error.message, why, text);
-        return true;
-      });
+      assert.throws(
+        () => parseStorageLocation(text),
+        (error: unknown) => {
+          assert.ok(error instanceof StorageLocationError, text);
+          assert.match(error.message, why, text);
+          return true;
+        },
+      );
     }
   });
 

@@ -219,7 +219,8 @@ export class ModelRegistry {
    */
   load(name: string, overrideJson?: string, modelPath?: string): Promise<void> {
     return this.serialize(name, async () => {
-      const found = modelPath === undefined ? await this.repositoryCandidate(name) : await this.candidateAt(name, modelPath);
+      const found =
+        modelPath === undefined ? await this.repositoryCandidate(name) : await this.candidateAt(name, modelPath);
       if (found === undefined) {
         // Triton's code and words; a load request can never add a model the repository lacks.
         throw internal(
@@ -262,7 +263,10 @@ export class ModelRegistry {
         const message = errorMessage(error);
         if (record !== undefined) record.downloadFailure = message;
         else this.records.set(name, { ...newRecord(name), downloadFailure: message });
-        throw new DataPlaneError(downloadErrorKind(error), `load failed for model '${name}': download failed: ${message}`);
+        throw new DataPlaneError(
+          downloadErrorKind(error),
+          `load failed for model '${name}': download failed: ${message}`,
+        );
       }
     }
     const candidates = await this.candidates(++this.clock);
@@ -277,7 +281,9 @@ export class ModelRegistry {
   private async candidateAt(name: string, modelPath: string): Promise<Candidate> {
     const { storage } = this.options;
     if (storage === undefined) {
-      throw invalidArgument(`RepositoryModelLoad parameter 'model_path': this server loads models from its repositories only`);
+      throw invalidArgument(
+        `RepositoryModelLoad parameter 'model_path': this server loads models from its repositories only`,
+      );
     }
     let folder: string;
     try {
@@ -290,7 +296,9 @@ export class ModelRegistry {
       );
     }
     const source = await readModelFolder(folder, name).catch((error: unknown) => {
-      throw invalidArgument(`load failed for model '${name}': model_path '${modelPath}' cannot be read: ${errorMessage(error)}`);
+      throw invalidArgument(
+        `load failed for model '${name}': model_path '${modelPath}' cannot be read: ${errorMessage(error)}`,
+      );
     });
     return parseCandidate(source, this.options);
   }

@@ -59,6 +59,9 @@ export class ListingDigest {
 
   /** 20 hex digits: a snapshot folder's name carries it. */
   digest(): string {
-    return createHash("sha256").update(`${this.sum.toString(16)}:${this.count}`).digest("hex").slice(0, 20);
+    return createHash("sha256")
+      .update(`${this.sum.toString(16)}:${this.count}`)
+      .digest("hex")
+      .slice(0, 20);
   }
 }

@@ -10,7 +10,8 @@ import {
   type RemoteLocation,
   type StorageLocation,
 } from "../../../lib/storage/locations.js";
-import { openObjectStore, StorageError, type ObjectStore, type ObjectStoreOptions } from "../../../lib/storage/store.js";
+import { openObjectStore } from "../../../lib/storage/open.js";
+import { StorageError, type ObjectStore, type ObjectStoreOptions } from "../../../lib/storage/store.js";
 import { ModelCache } from "./model-cache.js";
 import { RemoteRepository, type UnitListing } from "./remote-repository.js";
 
@@ -62,7 +63,9 @@ export class ModelStorage {
     const storage = new ModelStorage(options, repositories, loadPaths);
     for (const [index, location] of repositories.entries()) {
       // A folder as given (messages name it so); a remote repository, its view in the cache.
-      storage.folders.push(location.scheme === "file" ? options.repositories[index]! : (await storage.remote(location)).view);
+      storage.folders.push(
+        location.scheme === "file" ? options.repositories[index]! : (await storage.remote(location)).view,
+      );
     }
     return storage;
   }
@@ -233,7 +236,14 @@ export class ModelStorage {
       const outcome = await remote.sync(unit);
       if (outcome !== "unchanged") {
         this.options.logger.info(
-          { repository: remote.name, model, objects: unit.objects, bytes: unit.bytes, ms: Math.round(performance.now() - started), outcome },
+          {
+            repository: remote.name,
+            model,
+            objects: unit.objects,
+            bytes: unit.bytes,
+            ms: Math.round(performance.now() - started),
+            outcome,
+          },
           "model files synced from the object store",
         );
       }
@@ -242,7 +252,10 @@ export class ModelStorage {
     } catch (error) {
       const failure = asStorageError(error);
       if (this.failures.get(model) !== failure.message) {
-        this.options.logger.error({ repository: remote.name, model, err: failure.message }, "model files could not be synced");
+        this.options.logger.error(
+          { repository: remote.name, model, err: failure.message },
+          "model files could not be synced",
+        );
       }
       this.failures.set(model, failure.message);
       return failure;
@@ -251,9 +264,9 @@ export class ModelStorage {
 
   /** Deletes snapshots nothing uses; a failure here costs disk, not service. */
   private async collect(): Promise<void> {
-    await this.cache?.collect().catch((error: unknown) =>
-      this.options.logger.warn({ err: errorMessage(error) }, "model cache clean-up failed"),
-    );
+    await this.cache
+      ?.collect()
+      .catch((error: unknown) => this.options.logger.warn({ err: errorMessage(error) }, "model cache clean-up failed"));
   }
 
   /** The remote repository at `location`, its store and the cache opened on first use. */

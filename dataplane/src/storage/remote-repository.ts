@@ -102,7 +102,10 @@ export class RemoteRepository {
    */
   async sync(listed: UnitListing, signal?: AbortSignal): Promise<UnitOutcome> {
     if (listed.unsafe !== undefined) {
-      throw new StorageError("unsafe-key", `${this.name}/${listed.unit}: the key ${listed.unsafe}; the model is not downloaded`);
+      throw new StorageError(
+        "unsafe-key",
+        `${this.name}/${listed.unit}: the key ${listed.unsafe}; the model is not downloaded`,
+      );
     }
     if ((await this.shownDigest(listed.unit)) === listed.digest) return "unchanged";
     const entries = await this.unitEntries(listed.unit, signal);
@@ -168,7 +171,10 @@ export class RemoteRepository {
       if (placed?.unit !== unit) continue;
       const problem = unsafeKeyProblem(placed.path);
       if (problem !== undefined) {
-        throw new StorageError("unsafe-key", `${this.name}/${unit}: the key '${entry.key}' ${problem}; the model is not downloaded`);
+        throw new StorageError(
+          "unsafe-key",
+          `${this.name}/${unit}: the key '${entry.key}' ${problem}; the model is not downloaded`,
+        );
       }
       entries.push({ path: placed.path, entry });
     }
@@ -179,7 +185,8 @@ export class RemoteRepository {
         `${this.name}/${unit}: '${clash}' is both an object and a folder of other objects; the model is not downloaded`,
       );
     }
-    if (entries.length === 0) throw new StorageError("not-found", `${this.name}/${unit}: no objects are listed any more`);
+    if (entries.length === 0)
+      throw new StorageError("not-found", `${this.name}/${unit}: no objects are listed any more`);
     return entries;
   }
 
@@ -232,7 +239,10 @@ function firstCause(settled: PromiseSettledResult<void>[], fallback: unknown): u
   for (const result of settled) {
     if (result.status !== "rejected") continue;
     const reason = result.reason as { name?: string } | undefined;
-    if (!(reason instanceof StorageError && reason.kind === "other" && /abort/i.test(reason.message)) && reason?.name !== "AbortError")
+    if (
+      !(reason instanceof StorageError && reason.kind === "other" && /abort/i.test(reason.message)) &&
+      reason?.name !== "AbortError"
+    )
       return result.reason;
   }
   return fallback;

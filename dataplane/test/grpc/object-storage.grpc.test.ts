@@ -1,17 +1,12 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { performance } from "node:perf_hooks";
-import {
-  CreateBucketCommand,
-  DeleteObjectCommand,
-  PutObjectCommand,
-  S3Client,
-} from "@aws-sdk/client-s3";
+import { CreateBucketCommand, DeleteObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import type { ModelRepositoryParameter } from "../../../proto/gen/ts/grpc_service.js";
 import { freePort } from "../../../e2e/support/ports.js";
 import { CACHE_DIR } from "../../../e2e/support/prerequisites.js";
@@ -120,7 +115,9 @@ async function outputs(server: ServerProcess, model: string, shape: bigint[] = [
   return [...new Float32Array(Uint8Array.from(reply.rawOutputContents[0]!).buffer)];
 }
 
-async function index(server: ServerProcess): Promise<{ name: string; version: string; state: string; reason: string }[]> {
+async function index(
+  server: ServerProcess,
+): Promise<{ name: string; version: string; state: string; reason: string }[]> {
   return (await call(server.client, "repositoryIndex", { repositoryName: "", ready: false })).models;
 }
 
@@ -197,7 +194,12 @@ for (const store of [{ name: "moto", start: startMotoS3 }]) {
         try {
           await bucket.remove("repo/add_sub/config.pbtxt");
           await bucket.remove("repo/add_sub/1/model.py");
-          await eventually(async () => assert.equal((await index(server)).find(({ name }) => name === "add_sub"), undefined));
+          await eventually(async () =>
+            assert.equal(
+              (await index(server)).find(({ name }) => name === "add_sub"),
+              undefined,
+            ),
+          );
           assert.equal((await call(server.client, "modelReady", { name: "add_sub", version: "" })).ready, false);
           assert.deepEqual(await outputs(server, "add_sub_onnx"), [1, 2, 3, 4]);
         } finally {
@@ -208,6 +210,29 @@ for (const store of [{ name: "moto", start: startMotoS3 }]) {
       });
     });
 
+    it("starts serving add_sub_onnx from the bucket as from a local folder (the time printed)", async () => {
+      await bucket.putFolder("timing/add_sub_onnx", ADD_SUB_ONNX);
+      const local = mkdtempSync(join(tmpdir(), "local-timing-"));
+      scratch.push(local);
+      cpSync(ADD_SUB_ONNX, join(local, "add_sub_onnx"), { recursive: true });
+      const timed = async (repository: string): Promise<number> => {
+        const started = performance.now();
+        const server = await startServer(["--model-repository", repository, ...storageArguments()]);
+        const tookMs = performance.now() - started;
+        try {
+          assert.deepEqual(await outputs(server, "add_sub_onnx"), [1, 2, 3, 4]);
+        } finally {
+          await server.stop();
+        }
+        return tookMs;
+      };
+      const fromLocal = await timed(local);
+      const fromBucket = await timed(bucket.location("timing"));
+      console.log(
+        `      start to listening with add_sub_onnx: local ${Math.round(fromLocal)} ms, ${store.name} ${Math.round(fromBucket)} ms`,
+      );
+    });
+
     describe("bad input: each failure named, and nothing else lost", () => {
       let server: ServerProcess;
       let local: string;
@@ -215,9 +240,12 @@ for (const store of [{ name: "moto", start: startMotoS3 }]) {
         const closed = await freePort();
         await bucket.putFolder("bad/add_sub_onnx", ADD_SUB_ONNX);
         // A config without its model file.
-        await bucket.put("bad/no_file/config.pbtxt", readFileSync(join(ADD_SUB_ONNX, "config.pbtxt"), "utf8").replace("add_sub_onnx", "no_file"));
+        await bucket.put(
+          "bad/no_file/config.pbtxt",
+          readFileSync(join(ADD_SUB_ONNX, "config.pbtxt"), "utf8").replace("add_sub_onnx", "no_file"),
+        );
         // A key that would climb out of the model's folder.
-        await bucket.put("bad/evil/config.pbtxt", "backend: \"identity\"");
+        await bucket.put("bad/evil/config.pbtxt", 'backend: "identity"');
         await bucket.put("bad/evil/../../evil.txt", "x");
         // A local repository beside the remote ones.
         local = mkdtempSync(join(tmpdir(), "local-repo-"));
@@ -227,7 +255,10 @@ for (const store of [{ name: "moto", start: startMotoS3 }]) {
           join(local, "local_add_sub", "config.pbtxt"),
           readFileSync(join(ADD_SUB_ONNX, "config.pbtxt"), "utf8").replace("add_sub_onnx", "local_add_sub"),
         );
-        writeFileSync(join(local, "local_add_sub", "1", "model.onnx"), readFileSync(join(ADD_SUB_ONNX, "1", "model.onnx")));
+        writeFileSync(
+          join(local, "local_add_sub", "1", "model.onnx"),
+          readFileSync(join(ADD_SUB_ONNX, "1", "model.onnx")),
+        );
         server = await startServer([
           ...["--model-repository", bucket.location("bad")],
           ...["--model-repository", new Bucket(s3, "no-such-bucket").location("repo")],
@@ -250,7 +281,10 @@ for (const store of [{ name: "moto", start: startMotoS3 }]) {
           "model repository cannot be listed; its models are left as they were, and the next poll tries again",
         ).map((line) => String(line["err"]));
         assert.equal(failures.length, 2, failures.join("\n"));
-        assert.match(failures.join("\n"), /no such bucket: s3:\/\/127\.0\.0\.1:\d+\/no-such-bucket\/repo\/ \(NoSuchBucket/);
+        assert.match(
+          failures.join("\n"),
+          /no such bucket: s3:\/\/127\.0\.0\.1:\d+\/no-such-bucket\/repo\/ \(NoSuchBucket/,
+        );
         assert.match(failures.join("\n"), /cannot reach s3:\/\/127\.0\.0\.1:\d+\/models\/repo\/ \(ECONNREFUSED/);
       });
 
@@ -299,7 +333,10 @@ for (const store of [{ name: "moto", start: startMotoS3 }]) {
           entries.find(({ name }) => name === "add_sub_onnx")!.reason,
           /^download failed: the model cache is full: .*; still serving the last good files$/,
         );
-        assert.match(entries.find(({ name }) => name === "add_sub")!.reason, /^download failed: the model cache is full: /);
+        assert.match(
+          entries.find(({ name }) => name === "add_sub")!.reason,
+          /^download failed: the model cache is full: /,
+        );
       });
     });
 
@@ -389,9 +426,16 @@ for (const store of [{ name: "moto", start: startMotoS3 }]) {
         ]) {
           const error = await callError(server.client, "repositoryModelLoad", loadRequest("x", { model_path: path }));
           assert.equal(error.code, status.INVALID_ARGUMENT, path);
-          assert.match(error.details, /parameter 'model_path': .* is not under one of this server's model repositories or --model-load-path locations/);
+          assert.match(
+            error.details,
+            /parameter 'model_path': .* is not under one of this server's model repositories or --model-load-path locations/,
+          );
         }
-        const bad = await callError(server.client, "repositoryModelLoad", loadRequest("x", { model_path: "s3://b/../x" }));
+        const bad = await callError(
+          server.client,
+          "repositoryModelLoad",
+          loadRequest("x", { model_path: "s3://b/../x" }),
+        );
         assert.equal(bad.code, status.INVALID_ARGUMENT);
         assert.match(bad.details, /parameter 'model_path': .*'\.\.' segment/);
         assert.equal(trapped, 0, "no connection to the client's endpoint");

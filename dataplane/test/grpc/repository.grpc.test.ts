@@ -269,7 +269,10 @@ describe("model repository (real server over loopback)", function () {
       assert.match(unknown.details, /unknown parameter 'model_dir'.*'config'.*'model_path'/);
       const elsewhere = await load({ model_path: { parameterChoice: { $case: "stringParam", value: "/elsewhere" } } });
       assert.equal(elsewhere.code, status.INVALID_ARGUMENT);
-      assert.match(elsewhere.details, /parameter 'model_path': '\/elsewhere' is not under one of this server's model repositories/);
+      assert.match(
+        elsewhere.details,
+        /parameter 'model_path': '\/elsewhere' is not under one of this server's model repositories/,
+      );
       assert.deepEqual(await inputShape(server, "identity_int32"), [6n]);
     });
 
