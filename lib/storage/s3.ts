@@ -128,18 +128,27 @@ async function* listObjects(
   do {
     const page = await client
       .send(
-        new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }),
+        // Keys URL-encoded: XML cannot carry every character a key may hold (a control character).
+        new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token, EncodingType: "url" }),
         signal === undefined ? {} : { abortSignal: signal },
       )
       .catch((error: unknown) => {
         throw storageErrorOf(error, `${store}/${prefix}`);
       });
+    // A store that ignores the encoding says so by not echoing it: its keys came as they are.
+    const encoded = page.EncodingType === "url";
     for (const object of page.Contents ?? []) {
       if (object.Key === undefined) continue;
-      yield { key: object.Key, size: object.Size ?? 0, version: object.ETag ?? "" };
+      const key = encoded ? decodeKey(object.Key) : object.Key;
+      yield { key, size: object.Size ?? 0, version: object.ETag ?? "" };
     }
     token = page.IsTruncated === true ? page.NextContinuationToken : undefined;
   } while (token !== undefined);
+}
+
+/** A key as a listing with EncodingType=url gives it (form encoding: '+' may stand for a space). */
+function decodeKey(key: string): string {
+  return decodeURIComponent(key.replace(/\+/g, "%20"));
 }
 
 /** Streams the object into `file` (never whole in memory), on the condition that it is still the version listed. */

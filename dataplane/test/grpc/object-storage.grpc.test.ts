@@ -1,12 +1,20 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { performance } from "node:perf_hooks";
-import { CreateBucketCommand, DeleteObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
+import {
+  CompleteMultipartUploadCommand,
+  CreateBucketCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from "@aws-sdk/client-s3";
 import type { ModelRepositoryParameter } from "../../../proto/gen/ts/grpc_service.js";
 import { freePort } from "../../../e2e/support/ports.js";
 import { CACHE_DIR } from "../../../e2e/support/prerequisites.js";
@@ -15,6 +23,7 @@ import { MODELS_PYTHON, requireTritonPeers } from "../fixtures/peers.js";
 import { PYTHON_MODELS } from "../fixtures/python-models.js";
 import { addSubRequest } from "../fixtures/requests.js";
 import { call, callError, eventually, infer, startServer, type ServerProcess } from "../fixtures/server.js";
+import { peakBytes } from "../fixtures/process-watch.js";
 
 /** An S3-compatible server on loopback (temporary starter until lib/test/object-stores.ts lands). */
 interface S3Server {
@@ -59,7 +68,7 @@ class Bucket {
   }
 
   async create(): Promise<void> {
-    await this.client.send(new CreateBucketCommand({ Bucket: this.name }));
+    await this.client.send(new CreateBucketCommand({ Bucket: this.name })).catch(() => undefined);
   }
 
   async put(key: string, body: string | Uint8Array): Promise<void> {
@@ -73,6 +82,23 @@ class Bucket {
       const path = join(entry.parentPath, entry.name);
       await this.put(`${prefix}/${relative(folder, path)}`, readFileSync(path));
     }
+  }
+
+  /** An object of `bytes` zeros, uploaded in parts of one reused buffer (the test never holds it whole). */
+  async putZeros(key: string, bytes: number): Promise<void> {
+    const part = Buffer.alloc(16 * 1024 * 1024);
+    const { UploadId } = await this.client.send(new CreateMultipartUploadCommand({ Bucket: this.name, Key: key }));
+    const parts: { ETag: string; PartNumber: number }[] = [];
+    for (let offset = 0, number = 1; offset < bytes; offset += part.length, number++) {
+      const body = part.subarray(0, Math.min(part.length, bytes - offset));
+      const { ETag } = await this.client.send(
+        new UploadPartCommand({ Bucket: this.name, Key: key, UploadId, PartNumber: number, Body: body }),
+      );
+      parts.push({ ETag: ETag!, PartNumber: number });
+    }
+    await this.client.send(
+      new CompleteMultipartUploadCommand({ Bucket: this.name, Key: key, UploadId, MultipartUpload: { Parts: parts } }),
+    );
   }
 
   async remove(key: string): Promise<void> {
@@ -124,7 +150,15 @@ async function index(
 const logsSaying = (server: ServerProcess, message: string): Record<string, unknown>[] =>
   server.logs.filter((line) => line["msg"] === message);
 
-for (const store of [{ name: "moto", start: startMotoS3 }]) {
+const DEV_WEED = async (): Promise<S3Server> => ({
+  endpoint: "http://127.0.0.1:47336",
+  secretValues: { AWS_ACCESS_KEY_ID: "any", AWS_SECRET_ACCESS_KEY: "any" },
+  stop: async () => undefined,
+});
+
+for (const store of process.env["DEV_WEED"]
+  ? [{ name: "SeaweedFS", start: DEV_WEED }]
+  : [{ name: "moto", start: startMotoS3 }]) {
   describe(`model repositories in object storage (S3: ${store.name})`, function () {
     this.timeout(120_000);
     let s3: S3Server;
@@ -236,6 +270,9 @@ for (const store of [{ name: "moto", start: startMotoS3 }]) {
     describe("bad input: each failure named, and nothing else lost", () => {
       let server: ServerProcess;
       let local: string;
+      /** Keys a store may refuse itself (SeaweedFS, a file system, refuses '..'); the test says which it took. */
+      const UNSAFE_KEYS = ["bad/evil/../../evil.txt", "bad/evil/1\\..\\..\\evil.txt", "bad/evil/1/a\u0001b"];
+      const acceptedUnsafe: string[] = [];
       before(async () => {
         const closed = await freePort();
         await bucket.putFolder("bad/add_sub_onnx", ADD_SUB_ONNX);
@@ -246,7 +283,15 @@ for (const store of [{ name: "moto", start: startMotoS3 }]) {
         );
         // A key that would climb out of the model's folder.
         await bucket.put("bad/evil/config.pbtxt", 'backend: "identity"');
-        await bucket.put("bad/evil/../../evil.txt", "x");
+        for (const key of UNSAFE_KEYS) {
+          await bucket.put(key, "x").then(
+            () => acceptedUnsafe.push(key),
+            () => undefined,
+          );
+        }
+        console.log(
+          `      ${store.name} accepts the unsafe keys ${JSON.stringify(acceptedUnsafe)} of ${JSON.stringify(UNSAFE_KEYS)}`,
+        );
         // A local repository beside the remote ones.
         local = mkdtempSync(join(tmpdir(), "local-repo-"));
         scratch.push(local);
@@ -294,14 +339,107 @@ for (const store of [{ name: "moto", start: startMotoS3 }]) {
         // As from a local folder: ONNX sessions open on a version's first request, which names the missing file.
         const missing = await callError(server.client, "modelInfer", addSubRequest("no_file"));
         assert.match(missing.details, /no_file@[0-9a-f]+\/1\/model\.onnx/);
+        assert.ok(acceptedUnsafe.length > 0, `${store.name} took none of the unsafe keys`);
         assert.match(
           reason("evil"),
-          /^download failed: s3:\/\/127\.0\.0\.1:\d+\/models\/bad\/evil: the key 'bad\/evil\/\.\.\/\.\.\/evil\.txt' has a '\.\.' segment; the model is not downloaded$/,
+          /^download failed: s3:\/\/127\.0\.0\.1:\d+\/models\/bad\/evil: the key '.*' (has a '\.\.' segment|contains a backslash|contains a control character); the model is not downloaded$/,
         );
         const written = readdirSync(tmpdir()).filter((name) => name === "evil.txt");
         assert.deepEqual(written, []);
       });
     });
+
+    (store.name === "SeaweedFS" ? describe : describe.skip)(
+      "large objects (SeaweedFS: moto holds objects in memory)",
+      () => {
+        const MiB = 1024 * 1024;
+        const IDENTITY = `backend: "identity"
+        max_batch_size: 0
+        input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+        output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]`;
+        let server: ServerProcess;
+        let cache: string;
+        before(async () => {
+          await bucket.put("large/big/config.pbtxt", IDENTITY);
+          cache = cacheDir();
+          server = await startServer([
+            ...["--model-repository", bucket.location("large")],
+            ...["--storage-secret-dir", secrets, "--model-cache-dir", cache],
+            ...["--repository-poll-secs", "1"],
+          ]);
+        });
+        after(async () => server?.stop());
+
+        const syncedLines = (model: string): Record<string, unknown>[] =>
+          logsSaying(server, "model files synced from the object store").filter((line) => line["model"] === model);
+
+        it("streams a 256 MiB object to disk with the heap and RSS bounded (the growth printed)", async () => {
+          const before = await peakBytes(server.process.pid!);
+          const synced = syncedLines("big").length;
+          await bucket.putZeros("large/big/1/weights.bin", 256 * MiB);
+          const putDone = performance.now();
+          await eventually(() => assert.equal(syncedLines("big").length, synced + 1), 120_000, 200).catch(
+            (error: unknown) => {
+              console.log(server.logs.slice(-10));
+              throw error;
+            },
+          );
+          console.log(`      synced ${Math.round(performance.now() - putDone)} ms after the upload`);
+          const growth = (await peakBytes(server.process.pid!)) - before;
+          console.log(`      peak RSS grew by ${Math.round(growth / MiB)} MiB while 256 MiB were downloaded`);
+          assert.ok(growth < 96 * MiB, `peak RSS grew by ${growth} bytes`);
+          await eventually(async () =>
+            assert.equal((await index(server)).find(({ name }) => name === "big")?.state, "READY"),
+          );
+        });
+
+        it("keeps the last good model when an object is deleted between the listing and its download", async () => {
+          await bucket.put("deleted/slow/config.pbtxt", IDENTITY);
+          const ownCache = cacheDir();
+          const explicit = await startServer([
+            ...["--model-repository", bucket.location("deleted")],
+            ...["--storage-secret-dir", secrets, "--model-cache-dir", ownCache],
+            ...["--model-control-mode", "explicit"],
+          ]);
+          try {
+            await call(explicit.client, "repositoryModelLoad", loadRequest("slow"));
+            for (const part of ["a", "b", "c", "d"]) await bucket.putZeros(`deleted/slow/1/${part}.bin`, 48 * MiB);
+            // The fifth object waits for one of the first four (four download at once): it is deleted meanwhile.
+            await bucket.put("deleted/slow/1/z.bin", "last");
+            const loading = callError(explicit.client, "repositoryModelLoad", loadRequest("slow"));
+            const downloads = (): string[] =>
+              readdirSync(ownCache).flatMap((repository) =>
+                readdirSync(join(ownCache, repository, "tmp")).map((download) =>
+                  join(ownCache, repository, "tmp", download),
+                ),
+              );
+            await eventually(
+              () => assert.ok(downloads().some((download) => existsSync(join(download, "1", "a.bin")))),
+              30_000,
+              2,
+            );
+            await bucket.remove("deleted/slow/1/z.bin");
+            const failed = await loading;
+            assert.equal(failed.code, status.UNAVAILABLE);
+            assert.match(
+              failed.details,
+              /^load failed for model 'slow': download failed: no such object: s3:\/\/127\.0\.0\.1:\d+\/models\/deleted\/slow\/1\/z\.bin \(NoSuchKey/,
+            );
+            assert.equal((await call(explicit.client, "modelReady", { name: "slow", version: "" })).ready, true);
+            const entry = (await index(explicit)).find(({ name }) => name === "slow");
+            assert.match(
+              entry?.reason ?? "",
+              /^download failed: no such object: .*; still serving the last good files$/,
+            );
+            // Loaded again, it is listed without the deleted object and brought whole.
+            await call(explicit.client, "repositoryModelLoad", loadRequest("slow"));
+            assert.equal((await index(explicit)).find(({ name }) => name === "slow")?.reason, "");
+          } finally {
+            await explicit.stop();
+          }
+        });
+      },
+    );
 
     describe("a bounded cache (explicit mode)", () => {
       let server: ServerProcess;
