@@ -1,23 +1,19 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
-import { join, relative } from "node:path";
+import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import {
   CompleteMultipartUploadCommand,
-  CreateBucketCommand,
   CreateMultipartUploadCommand,
-  DeleteObjectCommand,
-  PutObjectCommand,
   S3Client,
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
 import type { ModelRepositoryParameter } from "../../../proto/gen/ts/grpc_service.js";
 import { freePort } from "../../../e2e/support/ports.js";
-import { CACHE_DIR } from "../../../e2e/support/prerequisites.js";
+import { START_OBJECT_STORE, requireObjectStore, type ObjectStoreServer } from "../../../lib/test/object-stores.js";
 import { EXAMPLES } from "../fixtures/paths.js";
 import { MODELS_PYTHON, requireTritonPeers } from "../fixtures/peers.js";
 import { PYTHON_MODELS } from "../fixtures/python-models.js";
@@ -25,35 +21,13 @@ import { addSubRequest } from "../fixtures/requests.js";
 import { call, callError, eventually, infer, startServer, type ServerProcess } from "../fixtures/server.js";
 import { peakBytes } from "../fixtures/process-watch.js";
 
-/** An S3-compatible server on loopback (temporary starter until lib/test/object-stores.ts lands). */
-interface S3Server {
-  readonly endpoint: string;
-  readonly secretValues: Readonly<Record<string, string>>;
-  stop(): Promise<void>;
-}
-
-async function startMotoS3(): Promise<S3Server> {
-  const port = await freePort();
-  const child = spawn(join(CACHE_DIR, "venv-storage", "bin", "moto_server"), ["-H", "127.0.0.1", "-p", String(port)], {
-    stdio: "ignore",
-  });
-  const endpoint = `http://127.0.0.1:${port}`;
-  await eventually(async () => (await fetch(endpoint)).ok, 20_000);
-  return {
-    endpoint,
-    secretValues: { AWS_ACCESS_KEY_ID: "testing", AWS_SECRET_ACCESS_KEY: "testing" },
-    stop: async () => {
-      child.kill();
-    },
-  };
-}
-
-/** A bucket's objects, written as a test arranges them. */
+/** A bucket of one of the S3 servers, as the tests arrange it. */
 class Bucket {
+  /** For what the fixture's client does not do: multipart uploads of large objects. */
   private readonly client: S3Client;
 
   constructor(
-    readonly server: S3Server,
+    readonly server: ObjectStoreServer,
     readonly name: string,
   ) {
     this.client = new S3Client({
@@ -67,21 +41,16 @@ class Bucket {
     });
   }
 
-  async create(): Promise<void> {
-    await this.client.send(new CreateBucketCommand({ Bucket: this.name })).catch(() => undefined);
+  create(): Promise<void> {
+    return this.server.createBucket(this.name);
   }
 
-  async put(key: string, body: string | Uint8Array): Promise<void> {
-    await this.client.send(new PutObjectCommand({ Bucket: this.name, Key: key, Body: body }));
+  put(key: string, body: string | Uint8Array): Promise<void> {
+    return this.server.put(this.name, key, body);
   }
 
-  /** Every file under `folder`, as keys under `prefix`. */
   async putFolder(prefix: string, folder: string): Promise<void> {
-    for (const entry of readdirSync(folder, { recursive: true, withFileTypes: true })) {
-      if (!entry.isFile()) continue;
-      const path = join(entry.parentPath, entry.name);
-      await this.put(`${prefix}/${relative(folder, path)}`, readFileSync(path));
-    }
+    await this.server.putFolder(folder, this.name, prefix);
   }
 
   /** An object of `bytes` zeros, uploaded in parts of one reused buffer (the test never holds it whole). */
@@ -101,24 +70,18 @@ class Bucket {
     );
   }
 
-  async remove(key: string): Promise<void> {
-    await this.client.send(new DeleteObjectCommand({ Bucket: this.name, Key: key }));
+  remove(key: string): Promise<void> {
+    return this.server.remove(this.name, key);
   }
 
   /** The repository's URI as --model-repository takes it. */
   location(prefix: string): string {
-    return `s3://${this.server.endpoint.replace(/^http:\/\//, "")}/${this.name}${prefix === "" ? "" : `/${prefix}`}`;
+    return this.server.location(this.name, prefix);
   }
 
   close(): void {
     this.client.destroy();
   }
-}
-
-/** A folder of credential files, as a mounted Secret. */
-function secretDir(values: Readonly<Record<string, string>>, dir = mkdtempSync(join(tmpdir(), "s3-secret-"))): string {
-  for (const [key, value] of Object.entries(values)) writeFileSync(join(dir, key), value);
-  return dir;
 }
 
 const ADD_SUB_ONNX = join(EXAMPLES, "add_sub_onnx");
@@ -150,18 +113,13 @@ async function index(
 const logsSaying = (server: ServerProcess, message: string): Record<string, unknown>[] =>
   server.logs.filter((line) => line["msg"] === message);
 
-const DEV_WEED = async (): Promise<S3Server> => ({
-  endpoint: "http://127.0.0.1:47336",
-  secretValues: { AWS_ACCESS_KEY_ID: "any", AWS_SECRET_ACCESS_KEY: "any" },
-  stop: async () => undefined,
-});
-
-for (const store of process.env["DEV_WEED"]
-  ? [{ name: "SeaweedFS", start: DEV_WEED }]
-  : [{ name: "moto", start: startMotoS3 }]) {
+for (const store of [
+  { name: "SeaweedFS", kind: "seaweedfs" },
+  { name: "moto", kind: "moto" },
+] as const) {
   describe(`model repositories in object storage (S3: ${store.name})`, function () {
     this.timeout(120_000);
-    let s3: S3Server;
+    let s3: ObjectStoreServer;
     let bucket: Bucket;
     let secrets: string;
     const scratch: string[] = [];
@@ -174,13 +132,15 @@ for (const store of process.env["DEV_WEED"]
 
     before(async function () {
       requireTritonPeers(this);
-      s3 = await store.start();
+      requireObjectStore(this, store.kind);
+      s3 = await START_OBJECT_STORE[store.kind]();
       bucket = new Bucket(s3, "models");
       await bucket.create();
       await bucket.putFolder("repo/add_sub_onnx", ADD_SUB_ONNX);
       await bucket.putFolder("repo/add_sub", ADD_SUB_PYTHON);
-      secrets = secretDir(s3.secretValues);
+      secrets = mkdtempSync(join(tmpdir(), "s3-secret-"));
       scratch.push(secrets);
+      await s3.writeSecretDir(secrets);
     });
 
     after(async () => {
@@ -251,7 +211,11 @@ for (const store of process.env["DEV_WEED"]
       cpSync(ADD_SUB_ONNX, join(local, "add_sub_onnx"), { recursive: true });
       const timed = async (repository: string): Promise<number> => {
         const started = performance.now();
-        const server = await startServer(["--model-repository", repository, ...storageArguments()]);
+        // `none` mode: the bucket is synced once, at start.
+        const server = await startServer([
+          ...["--model-repository", repository, ...storageArguments()],
+          ...["--model-control-mode", "none"],
+        ]);
         const tookMs = performance.now() - started;
         try {
           assert.deepEqual(await outputs(server, "add_sub_onnx"), [1, 2, 3, 4]);
@@ -265,6 +229,43 @@ for (const store of process.env["DEV_WEED"]
       console.log(
         `      start to listening with add_sub_onnx: local ${Math.round(fromLocal)} ms, ${store.name} ${Math.round(fromBucket)} ms`,
       );
+    });
+
+    it("takes rotated credentials from the secret folder at the next poll, without a restart, and logs none", async () => {
+      const rotating = mkdtempSync(join(tmpdir(), "s3-rotating-"));
+      scratch.push(rotating);
+      await s3.writeSecretDir(rotating);
+      const good = s3.secretValues["AWS_SECRET_ACCESS_KEY"]!;
+      const wrong = "wrong-secret-for-the-test";
+      writeFileSync(join(rotating, "AWS_SECRET_ACCESS_KEY"), wrong);
+      const server = await startServer([
+        ...["--model-repository", bucket.location("repo")],
+        ...["--storage-secret-dir", rotating, "--model-cache-dir", cacheDir()],
+        ...["--repository-poll-secs", "1"],
+      ]);
+      try {
+        const refused = logsSaying(
+          server,
+          "model repository cannot be listed; its models are left as they were, and the next poll tries again",
+        );
+        assert.match(
+          String(refused[0]?.["err"]),
+          /^access denied for s3:\/\/127\.0\.0\.1:\d+\/models\/repo\/ \((SignatureDoesNotMatch|AccessDenied|InvalidAccessKeyId)/,
+        );
+        assert.deepEqual(await index(server), []);
+        // The Secret's new version, as the kubelet writes it: the data plane is not restarted.
+        writeFileSync(join(rotating, "AWS_SECRET_ACCESS_KEY"), good);
+        await eventually(
+          async () => assert.deepEqual(await outputs(server, "add_sub_onnx"), [1, 2, 3, 4]),
+          20_000,
+          250,
+        );
+        assert.equal(logsSaying(server, "model repository can be listed again").length, 1);
+        const everything = JSON.stringify(server.logs) + server.stderr;
+        assert.ok(!everything.includes(good) && !everything.includes(wrong), "a credential in the logs");
+      } finally {
+        await server.stop();
+      }
     });
 
     describe("bad input: each failure named, and nothing else lost", () => {
@@ -306,7 +307,7 @@ for (const store of process.env["DEV_WEED"]
         );
         server = await startServer([
           ...["--model-repository", bucket.location("bad")],
-          ...["--model-repository", new Bucket(s3, "no-such-bucket").location("repo")],
+          ...["--model-repository", s3.location("no-such-bucket", "repo")],
           ...["--model-repository", `s3://127.0.0.1:${closed}/models/repo`],
           ...["--model-repository", local],
           ...storageArguments(),
@@ -349,9 +350,9 @@ for (const store of process.env["DEV_WEED"]
       });
     });
 
-    (store.name === "SeaweedFS" ? describe : describe.skip)(
-      "large objects (SeaweedFS: moto holds objects in memory)",
-      () => {
+    // Only on SeaweedFS: moto holds objects in memory, and its uploads of large ones are slow.
+    if (store.kind === "seaweedfs")
+      describe("large objects", () => {
         const MiB = 1024 * 1024;
         const IDENTITY = `backend: "identity"
         max_batch_size: 0
@@ -438,8 +439,7 @@ for (const store of process.env["DEV_WEED"]
             await explicit.stop();
           }
         });
-      },
-    );
+      });
 
     describe("a bounded cache (explicit mode)", () => {
       let server: ServerProcess;
@@ -576,6 +576,14 @@ for (const store of process.env["DEV_WEED"]
         );
         assert.equal(bad.code, status.INVALID_ARGUMENT);
         assert.match(bad.details, /parameter 'model_path': .*'\.\.' segment/);
+        // The HTTP route maps the same operation.
+        const http = await fetch(`http://127.0.0.1:${server.httpPort}/v2/repository/models/x/load`, {
+          method: "POST",
+          body: JSON.stringify({ parameters: { model_path: `s3://127.0.0.1:${closedPort}/models/repo/x` } }),
+          headers: { "content-type": "application/json" },
+        });
+        assert.equal(http.status, 400);
+        assert.match(((await http.json()) as { error: string }).error, /parameter 'model_path': .* is not under/);
         assert.equal(trapped, 0, "no connection to the client's endpoint");
       });
     });
