@@ -7,45 +7,34 @@ import {
   locationContains,
   parseStorageLocation,
   StorageLocationError,
+  type StorageLocation,
 } from "../storage/locations.js";
 
 describe("object-storage locations", () => {
   it("reads every form Triton writes, and a local path", () => {
-    assert.deepEqual(parseStorageLocation("s3://models/repo/v1"), {
-      scheme: "s3",
-      bucket: "models",
-      prefix: "repo/v1",
-    });
-    assert.deepEqual(parseStorageLocation("s3://models"), { scheme: "s3", bucket: "models", prefix: "" });
-    assert.deepEqual(parseStorageLocation("s3://models/repo/"), { scheme: "s3", bucket: "models", prefix: "repo" });
-    assert.deepEqual(parseStorageLocation("s3://127.0.0.1:8333/models/repo"), {
-      scheme: "s3",
-      endpoint: "http://127.0.0.1:8333",
-      bucket: "models",
-      prefix: "repo",
-    });
-    assert.deepEqual(parseStorageLocation("s3://https://minio.example:9000/models"), {
-      scheme: "s3",
-      endpoint: "https://minio.example:9000",
-      bucket: "models",
-      prefix: "",
-    });
-    assert.deepEqual(parseStorageLocation("s3://[::1]:9000/b/p"), {
-      scheme: "s3",
-      endpoint: "http://[::1]:9000",
-      bucket: "b",
-      prefix: "p",
-    });
-    assert.deepEqual(parseStorageLocation("gs://bucket/a/b"), { scheme: "gs", bucket: "bucket", prefix: "a/b" });
-    assert.deepEqual(parseStorageLocation("as://account1/container/models"), {
-      scheme: "as",
-      account: "account1",
-      container: "container",
-      prefix: "models",
-    });
-    assert.deepEqual(parseStorageLocation("relative/repo"), { scheme: "file", path: resolve("relative/repo") });
-    assert.deepEqual(parseStorageLocation("/abs/repo"), { scheme: "file", path: "/abs/repo" });
-    assert.deepEqual(parseStorageLocation("file:///abs/repo"), { scheme: "file", path: "/abs/repo" });
+    const forms: [string, StorageLocation][] = [
+      ["s3://models/repo/v1", { scheme: "s3", bucket: "models", prefix: "repo/v1" }],
+      ["s3://models", { scheme: "s3", bucket: "models", prefix: "" }],
+      ["s3://models/repo/", { scheme: "s3", bucket: "models", prefix: "repo" }],
+      [
+        "s3://127.0.0.1:8333/models/repo",
+        { scheme: "s3", endpoint: "http://127.0.0.1:8333", bucket: "models", prefix: "repo" },
+      ],
+      [
+        "s3://https://minio.example:9000/models",
+        { scheme: "s3", endpoint: "https://minio.example:9000", bucket: "models", prefix: "" },
+      ],
+      ["s3://[::1]:9000/b/p", { scheme: "s3", endpoint: "http://[::1]:9000", bucket: "b", prefix: "p" }],
+      ["gs://bucket/a/b", { scheme: "gs", bucket: "bucket", prefix: "a/b" }],
+      [
+        "as://account1/container/models",
+        { scheme: "as", account: "account1", container: "container", prefix: "models" },
+      ],
+      ["relative/repo", { scheme: "file", path: resolve("relative/repo") }],
+      ["/abs/repo", { scheme: "file", path: "/abs/repo" }],
+      ["file:///abs/repo", { scheme: "file", path: "/abs/repo" }],
+    ];
+    for (const [text, location] of forms) assert.deepEqual(parseStorageLocation(text), location, text);
     assert.equal(isRemoteLocation("s3://b"), true);
     assert.equal(isRemoteLocation("/models"), false);
   });

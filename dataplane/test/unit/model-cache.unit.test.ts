@@ -26,6 +26,10 @@ class MemoryStore implements ObjectStore {
     this.objects.set(key, Buffer.from(body));
   }
 
+  putAll(objects: Readonly<Record<string, string>>): void {
+    for (const [key, body] of Object.entries(objects)) this.put(key, body);
+  }
+
   async *list(prefix: string): AsyncIterable<ObjectEntry> {
     const keys = [...this.objects.keys()].filter((key) => key.startsWith(prefix)).sort();
     for (let page = 0; page < keys.length; page += 1000) {
@@ -136,12 +140,14 @@ describe("model cache: a remote repository mirrored into snapshots", () => {
     readFileSync(join(repository.view, ...path), "utf8");
 
   it("downloads each model into a snapshot the view points to, and an unchanged bucket not again", async () => {
-    store.put("repo/add/config.pbtxt", "name: 'add'");
-    store.put("repo/add/1/model.onnx", "onnx-1");
-    store.put("repo/single.pbtxt", "name: 'single'");
-    store.put("repo/notes.txt", "not a model");
-    store.put("repo/add/", "");
-    store.put("elsewhere/x/config.pbtxt", "not in the repository");
+    store.putAll({
+      "repo/add/config.pbtxt": "name: 'add'",
+      "repo/add/1/model.onnx": "onnx-1",
+      "repo/single.pbtxt": "name: 'single'",
+      "repo/notes.txt": "not a model",
+      "repo/add/": "",
+      "elsewhere/x/config.pbtxt": "not in the repository",
+    });
     const { repository } = await open();
     assert.deepEqual(await syncAll(repository), { add: "downloaded", "single.pbtxt": "downloaded" });
     assert.equal(viewed(repository, "add", "1", "model.onnx"), "onnx-1");
@@ -177,12 +183,14 @@ describe("model cache: a remote repository mirrored into snapshots", () => {
   });
 
   it("refuses a model with an unsafe key or a key that is also a folder, and syncs the others", async () => {
-    store.put("repo/good/config.pbtxt", "ok");
-    store.put("repo/evil/../../escape", "x");
-    store.put("repo/evil/config.pbtxt", "evil");
-    store.put("repo/clash/1", "file");
-    store.put("repo/clash/1/model.onnx", "and folder");
-    store.put("repo/back\\slash/config.pbtxt", "x");
+    store.putAll({
+      "repo/good/config.pbtxt": "ok",
+      "repo/evil/../../escape": "x",
+      "repo/evil/config.pbtxt": "evil",
+      "repo/clash/1": "file",
+      "repo/clash/1/model.onnx": "and folder",
+      "repo/back\\slash/config.pbtxt": "x",
+    });
     const { repository } = await open();
     assert.deepEqual(await syncAll(repository), { good: "downloaded", evil: "unsafe-key", clash: "unsafe-key" });
     assert.deepEqual(readdirSync(repository.view).sort(), ["good"]);
