@@ -21,6 +21,8 @@ export class ModelCache {
   private readonly sizes = new Map<string, number>();
   /** Bytes promised to downloads under way. */
   private reserved = 0;
+  /** Snapshots about to be shown (committed or found, not yet swapped into a view): never deleted. */
+  private readonly pinned = new Map<string, number>();
 
   constructor(
     readonly root: string,
@@ -84,6 +86,19 @@ export class ModelCache {
     };
   }
 
+  /** Keeps `snapshot` from clean-up until the returned function is called (between its commit and its view swap). */
+  pin(snapshot: string): () => void {
+    this.pinned.set(snapshot, (this.pinned.get(snapshot) ?? 0) + 1);
+    let unpinned = false;
+    return () => {
+      if (unpinned) return;
+      unpinned = true;
+      const count = (this.pinned.get(snapshot) ?? 1) - 1;
+      if (count > 0) this.pinned.set(snapshot, count);
+      else this.pinned.delete(snapshot);
+    };
+  }
+
   /** A new empty folder for one download. */
   async temporaryFolder(folders: RepositoryFolders): Promise<string> {
     const folder = join(folders.tmp, randomBytes(8).toString("hex"));
@@ -120,7 +135,7 @@ export class ModelCache {
    * Called after each sync and when a download needs room.
    */
   async collect(): Promise<number> {
-    const kept = new Set<string>([...this.inUse()].map((path) => resolve(path)));
+    const kept = new Set<string>([...this.inUse(), ...this.pinned.keys()].map((path) => resolve(path)));
     for (const target of await this.viewTargets()) kept.add(target);
     let freed = 0;
     for (const [snapshot, size] of [...this.sizes]) {

@@ -112,14 +112,20 @@ export class RemoteRepository {
     const digest = new ListingDigest();
     for (const { path, entry } of entries) digest.add(path, entry.version, entry.size);
     const snapshot = join(this.folders.snapshots, `${snapshotStem(listed.unit)}@${digest.digest()}`);
-    let outcome: UnitOutcome = "reused";
-    if (!this.cache.isSnapshot(snapshot)) {
-      await this.download(listed.unit, entries, digest.totalBytes, snapshot, signal);
-      outcome = "downloaded";
+    // Another model's sync may clean the cache meanwhile: this snapshot stays until the view shows it.
+    const unpin = this.cache.pin(snapshot);
+    try {
+      let outcome: UnitOutcome = "reused";
+      if (!this.cache.isSnapshot(snapshot)) {
+        await this.download(listed.unit, entries, digest.totalBytes, snapshot, signal);
+        outcome = "downloaded";
+      }
+      const isFile = !this.isFolderUnit(listed.unit);
+      await this.cache.swapLink(join(this.view, listed.unit), isFile ? join(snapshot, listed.unit) : snapshot);
+      return outcome;
+    } finally {
+      unpin();
     }
-    const isFile = !this.isFolderUnit(listed.unit);
-    await this.cache.swapLink(join(this.view, listed.unit), isFile ? join(snapshot, listed.unit) : snapshot);
-    return outcome;
   }
 
   /** Takes a unit the store no longer lists out of the view (its snapshot goes at the next collection). */
@@ -201,26 +207,24 @@ export class RemoteRepository {
     const release = await this.cache.reserve(bytes, `${this.name}/${unit}`);
     const folder = await this.cache.temporaryFolder(this.folders);
     try {
+      // The first failure stops the other downloads; theirs (aborted) are not the news.
       const stop = new AbortController();
       const signals = signal === undefined ? stop.signal : AbortSignal.any([signal, stop.signal]);
+      let failure: { error: unknown } | undefined;
       let next = 0;
       const worker = async (): Promise<void> => {
-        while (next < entries.length) {
+        while (next < entries.length && failure === undefined) {
           const { path, entry } = entries[next++]!;
           const file = resolve(folder, path);
           await mkdir(dirname(file), { recursive: true });
-          await this.store.download(entry, file, signals);
+          await this.store.download(entry, file, signals).catch((error: unknown) => {
+            failure ??= { error };
+            stop.abort();
+          });
         }
       };
-      const workers = Array.from({ length: Math.min(DOWNLOAD_CONCURRENCY, entries.length) }, () =>
-        worker().catch((error: unknown) => {
-          stop.abort();
-          throw error;
-        }),
-      );
-      const settled = await Promise.allSettled(workers);
-      const failed = settled.find((result): result is PromiseRejectedResult => result.status === "rejected");
-      if (failed !== undefined) throw firstCause(settled, failed.reason);
+      await Promise.all(Array.from({ length: Math.min(DOWNLOAD_CONCURRENCY, entries.length) }, worker));
+      if (failure !== undefined) throw failure.error;
       await this.cache.commit(folder, snapshot, bytes);
     } catch (error) {
       await rm(folder, { recursive: true, force: true });
@@ -229,23 +233,6 @@ export class RemoteRepository {
       release();
     }
   }
-}
-
-/**
- * The failure that stopped a download: the first that is not the abort of the others (which
- * the first one's failure caused).
- */
-function firstCause(settled: PromiseSettledResult<void>[], fallback: unknown): unknown {
-  for (const result of settled) {
-    if (result.status !== "rejected") continue;
-    const reason = result.reason as { name?: string } | undefined;
-    if (
-      !(reason instanceof StorageError && reason.kind === "other" && /abort/i.test(reason.message)) &&
-      reason?.name !== "AbortError"
-    )
-      return result.reason;
-  }
-  return fallback;
 }
 
 /** Why a unit's name cannot be an entry of the view folder. */

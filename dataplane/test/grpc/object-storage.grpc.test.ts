@@ -209,6 +209,7 @@ for (const store of [
       const local = mkdtempSync(join(tmpdir(), "local-timing-"));
       scratch.push(local);
       cpSync(ADD_SUB_ONNX, join(local, "add_sub_onnx"), { recursive: true });
+      let syncMs: unknown;
       const timed = async (repository: string): Promise<number> => {
         const started = performance.now();
         // `none` mode: the bucket is synced once, at start.
@@ -217,6 +218,7 @@ for (const store of [
           ...["--model-control-mode", "none"],
         ]);
         const tookMs = performance.now() - started;
+        syncMs ??= logsSaying(server, "model files synced from the object store")[0]?.["ms"];
         try {
           assert.deepEqual(await outputs(server, "add_sub_onnx"), [1, 2, 3, 4]);
         } finally {
@@ -227,7 +229,7 @@ for (const store of [
       const fromLocal = await timed(local);
       const fromBucket = await timed(bucket.location("timing"));
       console.log(
-        `      start to listening with add_sub_onnx: local ${Math.round(fromLocal)} ms, ${store.name} ${Math.round(fromBucket)} ms`,
+        `      start to listening with add_sub_onnx: local ${Math.round(fromLocal)} ms, ${store.name} ${Math.round(fromBucket)} ms (its download ${String(syncMs)} ms)`,
       );
     });
 
