@@ -15,6 +15,7 @@ import {
 import { applyConfigOverride } from "../../../lib/model-repository/override.js";
 import { ConfigError, configText } from "../../../lib/model-repository/config.js";
 import { InFlight } from "./in-flight.js";
+import { Holds } from "../../../lib/holds.js";
 import { readModelFolder, scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
 import { parseCandidate, type Candidate, type CandidateOptions } from "../../../lib/model-repository/candidates.js";
 import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.js";
@@ -129,7 +130,7 @@ export class ModelRegistry {
   /** Counts scans and syncs, so a caller that synced waits for a scan that started after. */
   private clock = 0;
   /** Model folders of changes queued or under way (their snapshots must stay). */
-  private readonly pendingFolders = new Map<string, number>();
+  private readonly pendingFolders = new Holds<string>();
   /** Engines retired and not yet closed. */
   private readonly retiringModels = new Set<LiveModel>();
   /** Pairs of sources defining the same model that were already logged. */
@@ -319,7 +320,7 @@ export class ModelRegistry {
    * deletes these snapshots.
    */
   foldersInUse(): Set<string> {
-    const folders = new Set(this.pendingFolders.keys());
+    const folders = new Set(this.pendingFolders.held());
     for (const record of this.records.values()) if (record.live?.folder !== undefined) folders.add(record.live.folder);
     for (const live of this.retiringModels) if (live.folder !== undefined) folders.add(live.folder);
     return folders;
@@ -608,16 +609,7 @@ export class ModelRegistry {
 
   /** Counts a model folder as in use until the returned function is called. */
   private holdFolder(folder: string | undefined): () => void {
-    if (folder === undefined) return () => undefined;
-    this.pendingFolders.set(folder, (this.pendingFolders.get(folder) ?? 0) + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const count = (this.pendingFolders.get(folder) ?? 1) - 1;
-      if (count > 0) this.pendingFolders.set(folder, count);
-      else this.pendingFolders.delete(folder);
-    };
+    return folder === undefined ? () => undefined : this.pendingFolders.hold(folder);
   }
 
   private build(candidate: Candidate): LiveModel {

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { lstat, mkdir, readdir, readlink, rename, rm, symlink } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
+import { Holds } from "../../../lib/holds.js";
 import { StorageError } from "../../../lib/storage/store.js";
 
 /**
@@ -22,7 +23,7 @@ export class ModelCache {
   /** Bytes promised to downloads under way. */
   private reserved = 0;
   /** Snapshots about to be shown (committed or found, not yet swapped into a view): never deleted. */
-  private readonly pinned = new Map<string, number>();
+  private readonly pinned = new Holds<string>();
 
   constructor(
     readonly root: string,
@@ -88,15 +89,7 @@ export class ModelCache {
 
   /** Keeps `snapshot` from clean-up until the returned function is called (between its commit and its view swap). */
   pin(snapshot: string): () => void {
-    this.pinned.set(snapshot, (this.pinned.get(snapshot) ?? 0) + 1);
-    let unpinned = false;
-    return () => {
-      if (unpinned) return;
-      unpinned = true;
-      const count = (this.pinned.get(snapshot) ?? 1) - 1;
-      if (count > 0) this.pinned.set(snapshot, count);
-      else this.pinned.delete(snapshot);
-    };
+    return this.pinned.hold(snapshot);
   }
 
   /** A new empty folder for one download. */
@@ -135,7 +128,7 @@ export class ModelCache {
    * Called after each sync and when a download needs room.
    */
   async collect(): Promise<number> {
-    const kept = new Set<string>([...this.inUse(), ...this.pinned.keys()].map((path) => resolve(path)));
+    const kept = new Set<string>([...this.inUse(), ...this.pinned.held()].map((path) => resolve(path)));
     for (const target of await this.viewTargets()) kept.add(target);
     let freed = 0;
     for (const [snapshot, size] of [...this.sizes]) {
