@@ -45,6 +45,8 @@ export interface ModelStorageSettings {
   readonly cacheMaxBytes: number;
   /** --model-load-path: where else RepositoryModelLoad's model_path may point. */
   readonly loadPaths: readonly string[];
+  /** --model-files: single-file-configured models' version folders, each a folder or an object-storage prefix. */
+  readonly modelFiles?: readonly { readonly model: string; readonly location: string }[];
   readonly stores: ObjectStoreOptions;
 }
 
@@ -119,6 +121,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const storage = await ModelStorage.open({
     repositories: options.modelRepositories,
     loadPaths: options.modelStorage.loadPaths,
+    ...(options.modelStorage.modelFiles !== undefined ? { modelFiles: options.modelStorage.modelFiles } : {}),
     cacheDir: options.modelStorage.cacheDir,
     cacheMaxBytes: options.modelStorage.cacheMaxBytes,
     stores: options.modelStorage.stores,

@@ -84,6 +84,8 @@ export interface IndexEntry {
 export interface ModelFilesStorage {
   /** The repositories' local folders whose model folders are symlinks to immutable snapshots. */
   readonly views: ReadonlySet<string>;
+  /** Single-file-configured models' own files folders, by model (--model-files; a remote one's, in a view). */
+  readonly modelFiles: ReadonlyMap<string, string>;
   /** Brings every changed model of the remote repositories; why each that could not be brought failed, by model. */
   syncAll(): Promise<ReadonlyMap<string, string>>;
   /** Brings one model's files; throws (a StorageError) why it cannot. */
@@ -529,12 +531,11 @@ export class ModelRegistry {
   }
 
   private async scan(): Promise<Candidate[]> {
-    const sources = await scanModelSources(
-      this.options.repositories,
-      this.options.configFiles,
-      this.options.modelFilesRoot,
-      this.options.storage?.views,
-    );
+    const { storage } = this.options;
+    const sources = await scanModelSources(this.options.repositories, this.options.configFiles, {
+      ...(this.options.modelFilesRoot !== undefined ? { modelFilesRoot: this.options.modelFilesRoot } : {}),
+      ...(storage !== undefined ? { modelFiles: storage.modelFiles, snapshotViews: storage.views } : {}),
+    });
     const byName = new Map<string, Candidate>();
     for (const source of sources) {
       const cached = this.parsed.get(source.path);

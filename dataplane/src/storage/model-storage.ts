@@ -1,4 +1,5 @@
 import { realpath } from "node:fs/promises";
+import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
 import { errorMessage, invalidArgument } from "../../../lib/errors.js";
@@ -20,6 +21,8 @@ export interface ModelStorageOptions {
   readonly repositories: readonly string[];
   /** --model-load-path: where else RepositoryModelLoad's model_path may point. */
   readonly loadPaths: readonly string[];
+  /** --model-files: where a model configured by a single file finds its version folders (a folder or a prefix). */
+  readonly modelFiles?: readonly { readonly model: string; readonly location: string }[];
   /** --model-cache-dir. */
   readonly cacheDir: string;
   /** --model-cache-max-bytes; 0: no bound. */
@@ -55,6 +58,10 @@ export class ModelStorage {
 
   /** Each repository's local folder, in order (a remote one's, its view). */
   readonly folders: string[] = [];
+  /** Single-file-configured models' own files folders, by model (a remote one's, its entry in a view). */
+  readonly modelFiles = new Map<string, string>();
+  /** The --model-files locations in object storage: each a unit of its parent prefix's view. */
+  private readonly remoteModelFiles: RemoteModelFiles[] = [];
 
   /** Parses the locations (throws a StorageLocationError naming a bad one) and prepares the remote repositories' views. */
   static async open(options: ModelStorageOptions): Promise<ModelStorage> {
@@ -66,6 +73,16 @@ export class ModelStorage {
       storage.folders.push(
         location.scheme === "file" ? options.repositories[index]! : (await storage.remote(location)).view,
       );
+    }
+    for (const { model, location: text } of options.modelFiles ?? []) {
+      const location = parseStorageLocation(text);
+      if (location.scheme === "file") {
+        storage.modelFiles.set(model, location.path);
+        continue;
+      }
+      const { remote, unit } = await storage.unitAt(location, `--model-files ${model}=${text}`);
+      storage.remoteModelFiles.push({ model, remote, unit });
+      storage.modelFiles.set(model, join(remote.view, unit));
     }
     return storage;
   }
@@ -103,8 +120,25 @@ export class ModelStorage {
         this.options.logger.info({ repository: remote.name, model: shown }, "model removed from the object store");
       }
     }
+    for (const files of this.remoteModelFiles) await this.syncModelFiles(files);
     await this.collect();
     return new Map(this.failures);
+  }
+
+  /** Brings a --model-files location's version folders; gone from the store, they leave the view. */
+  private async syncModelFiles({ model, remote, unit }: RemoteModelFiles): Promise<StorageError | undefined> {
+    let listing: Map<string, UnitListing>;
+    try {
+      listing = await remote.list(`${unit}/`);
+    } catch (error) {
+      const failure = asStorageError(error);
+      this.failures.set(model, failure.message);
+      return failure;
+    }
+    const listed = listing.get(unit);
+    if (listed !== undefined) return this.syncUnit(remote, listed, model);
+    await remote.remove(unit);
+    return undefined;
   }
 
   /**
@@ -134,6 +168,10 @@ export class ModelStorage {
       for (const shown of await remote.shownUnits()) {
         if (RemoteRepository.modelName(shown) === name && !listing.has(shown)) await remote.remove(shown);
       }
+    }
+    for (const files of this.remoteModelFiles.filter(({ model }) => model === name)) {
+      const failure = await this.syncModelFiles(files);
+      if (failure !== undefined) throw failure;
     }
     await this.collect();
     if (!found && listingError !== undefined) throw listingError;
@@ -196,16 +234,29 @@ export class ModelStorage {
 
   /** A remote model folder named by model_path, synced into the view of its parent prefix. */
   private async fetchModelFolder(location: RemoteLocation, parameter: string, path: string): Promise<string> {
-    const slash = location.prefix.lastIndexOf("/");
-    const unit = location.prefix.slice(slash + 1);
-    if (unit === "") throw invalidArgument(`${parameter}: '${path}' names a whole bucket, not a model folder`);
-    const remote = await this.remote({ ...location, prefix: slash < 0 ? "" : location.prefix.slice(0, slash) });
+    const { remote, unit } = await this.unitAt(location, parameter, invalidArgument);
     const listing = await remote.list(`${unit}/`);
     const listed = listing.get(unit);
     if (listed === undefined) throw new StorageError("not-found", `${path}: no objects are listed there`);
     await remote.sync(listed);
     await this.collect();
     return realpath(`${remote.view}/${unit}`);
+  }
+
+  /**
+   * A remote folder as a unit of its parent prefix's repository (its view entry is the
+   * folder's copy); a location naming a whole bucket is refused, `what` naming where it came from.
+   */
+  private async unitAt(
+    location: RemoteLocation,
+    what: string,
+    refuse: (message: string) => Error = (message) => new Error(message),
+  ): Promise<{ remote: RemoteRepository; unit: string }> {
+    const slash = location.prefix.lastIndexOf("/");
+    const unit = location.prefix.slice(slash + 1);
+    if (unit === "") throw refuse(`${what}: '${formatStorageLocation(location)}' names a whole bucket, not a folder`);
+    const remote = await this.remote({ ...location, prefix: slash < 0 ? "" : location.prefix.slice(0, slash) });
+    return { remote, unit };
   }
 
   /** Lists a repository; a failure is logged (once while it lasts) and undefined returned. */
@@ -229,8 +280,11 @@ export class ModelStorage {
   }
 
   /** Syncs one unit; a failure is remembered for the model (and logged once while it lasts) and returned. */
-  private async syncUnit(remote: RemoteRepository, unit: UnitListing): Promise<StorageError | undefined> {
-    const model = RemoteRepository.modelName(unit.unit);
+  private async syncUnit(
+    remote: RemoteRepository,
+    unit: UnitListing,
+    model = RemoteRepository.modelName(unit.unit),
+  ): Promise<StorageError | undefined> {
     const started = performance.now();
     try {
       const outcome = await remote.sync(unit);
@@ -294,6 +348,13 @@ export class ModelStorage {
     })();
     return this.cacheOpening;
   }
+}
+
+/** A --model-files location in object storage: the model, and its folder as a unit of its parent's view. */
+interface RemoteModelFiles {
+  readonly model: string;
+  readonly remote: RemoteRepository;
+  readonly unit: string;
 }
 
 function asStorageError(error: unknown): StorageError {

@@ -273,6 +273,7 @@ describe("model registry: models from object storage (a view of snapshots)", () 
       configFiles: [],
       storage: {
         views: new Set([view]),
+        modelFiles: new Map(),
         syncAll: async () => failures,
         syncModel: async () => undefined,
         listedNames: async () => ["m"],
