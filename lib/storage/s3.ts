@@ -11,7 +11,7 @@ import { StorageError, type ObjectEntry, type ObjectStore, type ObjectStoreOptio
 
 type S3Location = Extract<RemoteLocation, { scheme: "s3" }>;
 
-/** The region of an S3-compatible endpoint that names none (MinIO, SeaweedFS, Ceph accept any). */
+/** The region when none is configured (MinIO, SeaweedFS, Ceph accept any; AWS redirects). */
 const FALLBACK_REGION = "us-east-1";
 const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
@@ -37,7 +37,7 @@ function clientConfig(location: S3Location, options: ObjectStoreOptions): S3Clie
   const timeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const credentials = credentialsOf(options);
   return {
-    region: options.s3Region ?? (endpoint === undefined ? sdkRegion : sdkRegionOr(FALLBACK_REGION)),
+    region: options.s3Region ?? sdkRegionOrFallback(),
     ...(endpoint !== undefined ? { endpoint } : {}),
     // An endpoint in the URI is an S3-compatible store: bucket names in the path, as Triton does.
     forcePathStyle: location.endpoint !== undefined || options.s3PathStyle === true,
@@ -52,17 +52,25 @@ function clientConfig(location: S3Location, options: ObjectStoreOptions): S3Clie
   };
 }
 
-/** The SDK's own region chain (AWS_REGION, the shared config file); AWS buckets need one. */
-async function sdkRegion(): Promise<string> {
-  const probe = new S3Client({});
-  try {
-    return await probe.config.region();
-  } finally {
-    probe.destroy();
-  }
+/**
+ * The SDK's own region chain (AWS_REGION, the shared config file), read once; without one,
+ * us-east-1: S3-compatible stores take any, and AWS answers a bucket of another region with
+ * a redirect the client follows.
+ */
+function sdkRegionOrFallback(): () => Promise<string> {
+  let region: Promise<string> | undefined;
+  return () =>
+    (region ??= (async () => {
+      const probe = new S3Client({});
+      try {
+        return await probe.config.region();
+      } catch {
+        return FALLBACK_REGION;
+      } finally {
+        probe.destroy();
+      }
+    })());
 }
-
-const sdkRegionOr = (fallback: string) => async (): Promise<string> => sdkRegion().catch(() => fallback);
 
 /** The system's roots plus the PEM bundle of a private endpoint. */
 function httpsAgentTrusting(caFile: string): HttpsAgent {
