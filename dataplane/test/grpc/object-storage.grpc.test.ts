@@ -430,6 +430,35 @@ for (const store of [
           );
         });
 
+        it("lists a model of 2,500 small objects over pages and brings them all", async () => {
+          const count = 2500;
+          await bucket.put("many/parts/config.pbtxt", IDENTITY);
+          for (let first = 0; first < count; first += 50) {
+            await Promise.all(
+              Array.from({ length: Math.min(50, count - first) }, (_, offset) =>
+                bucket.put(`many/parts/1/part-${first + offset}.bin`, String(first + offset)),
+              ),
+            );
+          }
+          const ownCache = cacheDir();
+          const started = performance.now();
+          const many = await startServer([
+            ...["--model-repository", bucket.location("many")],
+            ...["--storage-secret-dir", secrets, "--model-cache-dir", ownCache],
+            ...["--model-control-mode", "none"],
+          ]);
+          try {
+            console.log(
+              `      ${count} objects listed, downloaded and loaded in ${Math.round(performance.now() - started)} ms`,
+            );
+            const [repository] = readdirSync(ownCache);
+            assert.equal(readdirSync(join(ownCache, repository!, "view", "parts", "1")).length, count);
+            assert.equal((await index(many)).find(({ name }) => name === "parts")?.state, "READY");
+          } finally {
+            await many.stop();
+          }
+        });
+
         it("keeps the last good model when an object is deleted between the listing and its download", async () => {
           await bucket.put("deleted/slow/config.pbtxt", IDENTITY);
           const ownCache = cacheDir();
