@@ -129,7 +129,7 @@ export class ModelStorage {
   private async syncModelFiles({ model, remote, unit }: RemoteModelFiles): Promise<StorageError | undefined> {
     let listing: Map<string, UnitListing>;
     try {
-      listing = await remote.list(`${unit}/`);
+      listing = await remote.list(unit);
     } catch (error) {
       const failure = asStorageError(error);
       this.failures.set(model, failure.message);
@@ -152,9 +152,13 @@ export class ModelStorage {
     for (const location of this.repositories) {
       if (location.scheme === "file") continue;
       const remote = await this.remote(location);
+      // The model's folder first; only a model that has none may be a single file (`<name>.pbtxt`),
+      // which the whole repository's listing finds.
       let listing: Map<string, UnitListing>;
+      let whole = false;
       try {
         listing = await remote.list(name);
+        if (!listing.has(name)) [listing, whole] = [await remote.list(), true];
       } catch (error) {
         listingError ??= asStorageError(error);
         continue;
@@ -165,8 +169,10 @@ export class ModelStorage {
         const failure = await this.syncUnit(remote, unit);
         if (failure !== undefined) throw failure;
       }
+      // Gone from the store: what this listing would have shown (the folder; with the whole listing, any).
       for (const shown of await remote.shownUnits()) {
-        if (RemoteRepository.modelName(shown) === name && !listing.has(shown)) await remote.remove(shown);
+        if (RemoteRepository.modelName(shown) !== name || listing.has(shown)) continue;
+        if (whole || shown === name) await remote.remove(shown);
       }
     }
     for (const files of this.remoteModelFiles.filter(({ model }) => model === name)) {
@@ -235,7 +241,7 @@ export class ModelStorage {
   /** A remote model folder named by model_path, synced into the view of its parent prefix. */
   private async fetchModelFolder(location: RemoteLocation, parameter: string, path: string): Promise<string> {
     const { remote, unit } = await this.unitAt(location, parameter, invalidArgument);
-    const listing = await remote.list(`${unit}/`);
+    const listing = await remote.list(unit);
     const listed = listing.get(unit);
     if (listed === undefined) throw new StorageError("not-found", `${path}: no objects are listed there`);
     await remote.sync(listed);

@@ -21,6 +21,8 @@ export interface UnitListing {
   readonly bytes: number;
   /** A key of the unit that cannot be written under the cache, and why. */
   readonly unsafe?: string;
+  /** A single-file config's one object, as listed (its download needs no second listing). */
+  readonly single?: ObjectEntry;
 }
 
 /** What a sync did to one unit. */
@@ -63,28 +65,31 @@ export class RemoteRepository {
   }
 
   /**
-   * Lists the repository (or the units starting with `namePrefix`), each unit with its
-   * digest. Throws a StorageError if the store cannot be listed.
+   * Lists the repository (or only the model folder `folder`), each unit with its digest.
+   * Throws a StorageError if the store cannot be listed.
    */
-  async list(namePrefix = "", signal?: AbortSignal): Promise<Map<string, UnitListing>> {
-    const digests = new Map<string, { digest: ListingDigest; unsafe?: string }>();
-    for await (const entry of this.store.list(this.prefix + namePrefix, signal)) {
+  async list(folder?: string, signal?: AbortSignal): Promise<Map<string, UnitListing>> {
+    const digests = new Map<string, { digest: ListingDigest; unsafe?: string; single?: ObjectEntry }>();
+    // Stores list folder prefixes only ("" or ending with "/"), as the ObjectStore contract says.
+    for await (const entry of this.store.list(this.prefix + (folder === undefined ? "" : `${folder}/`), signal)) {
       const placed = this.placeOf(entry.key);
       if (placed === undefined) continue;
       let unit = digests.get(placed.unit);
       if (unit === undefined) digests.set(placed.unit, (unit = { digest: new ListingDigest() }));
       unit.digest.add(placed.path, entry.version, entry.size);
+      if (!this.isFolderUnit(placed.unit)) unit.single = entry;
       const problem = unsafeKeyProblem(placed.path);
       if (problem !== undefined && unit.unsafe === undefined) unit.unsafe = `'${entry.key}' ${problem}`;
     }
     const units = new Map<string, UnitListing>();
-    for (const [unit, { digest, unsafe }] of digests) {
+    for (const [unit, { digest, unsafe, single }] of digests) {
       units.set(unit, {
         unit,
         digest: digest.digest(),
         objects: digest.objects,
         bytes: digest.totalBytes,
         ...(unsafe !== undefined ? { unsafe } : {}),
+        ...(single !== undefined ? { single } : {}),
       });
     }
     return units;
@@ -108,7 +113,7 @@ export class RemoteRepository {
       );
     }
     if ((await this.shownDigest(listed.unit)) === listed.digest) return "unchanged";
-    const entries = await this.unitEntries(listed.unit, signal);
+    const entries = await this.unitEntries(listed, signal);
     const digest = new ListingDigest();
     for (const { path, entry } of entries) digest.add(path, entry.version, entry.size);
     const snapshot = join(this.folders.snapshots, `${snapshotStem(listed.unit)}@${digest.digest()}`);
@@ -168,11 +173,18 @@ export class RemoteRepository {
     return { unit, path: relative.slice(slash + 1) };
   }
 
-  /** The unit's objects, listed again (in full: the download needs each), with their paths checked. */
-  private async unitEntries(unit: string, signal?: AbortSignal): Promise<{ path: string; entry: ObjectEntry }[]> {
+  /**
+   * The unit's objects with their paths checked: a folder's listed again (in full: the
+   * download needs each, and the repository's listing kept only digests), a single file's as listed.
+   */
+  private async unitEntries(
+    listed: UnitListing,
+    signal?: AbortSignal,
+  ): Promise<{ path: string; entry: ObjectEntry }[]> {
+    const { unit } = listed;
+    if (listed.single !== undefined) return [{ path: unit, entry: listed.single }];
     const entries: { path: string; entry: ObjectEntry }[] = [];
-    const folder = this.isFolderUnit(unit);
-    for await (const entry of this.store.list(this.prefix + unit + (folder ? "/" : ""), signal)) {
+    for await (const entry of this.store.list(`${this.prefix}${unit}/`, signal)) {
       const placed = this.placeOf(entry.key);
       if (placed?.unit !== unit) continue;
       const problem = unsafeKeyProblem(placed.path);

@@ -557,6 +557,11 @@ for (const store of [
         closedPort = (trap.address() as { port: number }).port;
         // A folder named otherwise than the model, its config naming none: the load request names it.
         await bucket.putFolder("extra/renamed_folder", ADD_SUB_ONNX);
+        // A model configured by a single file at the repository's top (as a ConfigMap's key).
+        await bucket.put(
+          "repo/echo.pbtxt",
+          'backend: "identity"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+        );
         const config = readFileSync(join(ADD_SUB_ONNX, "config.pbtxt"), "utf8");
         await bucket.put("extra/renamed_folder/config.pbtxt", config.replace(/^name:.*$/m, ""));
         server = await startServer([
@@ -582,6 +587,7 @@ for (const store of [
           [
             ["add_sub", ""],
             ["add_sub_onnx", ""],
+            ["echo", ""],
           ],
         );
         await call(server.client, "repositoryModelLoad", loadRequest("add_sub_onnx"));
@@ -592,10 +598,14 @@ for (const store of [
           [
             ["add_sub", ""],
             ["add_sub_onnx", "READY"],
+            ["echo", ""],
           ],
         );
         await call(server.client, "repositoryModelUnload", loadRequest("add_sub_onnx"));
         assert.equal((await call(server.client, "modelReady", { name: "add_sub_onnx", version: "" })).ready, false);
+        // A single-file model has no folder to list: the repository's listing finds it.
+        await call(server.client, "repositoryModelLoad", loadRequest("echo"));
+        assert.equal((await call(server.client, "modelReady", { name: "echo", version: "" })).ready, true);
       });
 
       it("loads a model_path under a repository or --model-load-path, under the name the request gives", async () => {

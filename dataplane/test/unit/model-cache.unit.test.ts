@@ -31,6 +31,8 @@ class MemoryStore implements ObjectStore {
   }
 
   async *list(prefix: string): AsyncIterable<ObjectEntry> {
+    // The contract: the whole bucket, or a folder (GCS and Azure list a bare prefix as a folder).
+    assert.ok(prefix === "" || prefix.endsWith("/"), `listed '${prefix}', not a folder prefix`);
     const keys = [...this.objects.keys()].filter((key) => key.startsWith(prefix)).sort();
     for (let page = 0; page < keys.length; page += 1000) {
       await Promise.resolve();
