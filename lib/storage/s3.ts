@@ -209,6 +209,13 @@ const KINDS_BY_CODE: Readonly<Record<string, StorageError["kind"]>> = {
   ETIMEDOUT: "unreachable",
   TimeoutError: "unreachable",
   RequestTimeout: "unreachable",
+  // A certificate the client cannot trust: the endpoint cannot be reached safely (--storage-ca-file).
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "unreachable",
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: "unreachable",
+  SELF_SIGNED_CERT_IN_CHAIN: "unreachable",
+  DEPTH_ZERO_SELF_SIGNED_CERT: "unreachable",
+  CERT_HAS_EXPIRED: "unreachable",
+  ERR_TLS_CERT_ALTNAME_INVALID: "unreachable",
 };
 
 const STATUS_KINDS: Readonly<Record<number, StorageError["kind"]>> = {

@@ -28,6 +28,10 @@ describe("S3 store: the SDK's errors as StorageErrors", () => {
       [Object.assign(new Error("getaddrinfo ENOTFOUND nowhere"), { code: "ENOTFOUND" }), "unreachable"],
       [Object.assign(new Error("wrapped"), { cause: { code: "ECONNRESET" } }), "unreachable"],
       [sdkError("TimeoutError"), "unreachable"],
+      [
+        Object.assign(new Error("unable to verify the first certificate"), { code: "UNABLE_TO_VERIFY_LEAF_SIGNATURE" }),
+        "unreachable",
+      ],
       [sdkError("InternalError", 500), "other"],
     ];
     for (const [error, kind] of cases) {

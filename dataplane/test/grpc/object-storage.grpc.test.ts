@@ -1,7 +1,8 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:net";
+import { connect, createServer, type Server } from "node:net";
+import { createServer as createTlsServer } from "node:tls";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -13,6 +14,7 @@ import {
 } from "@aws-sdk/client-s3";
 import type { ModelRepositoryParameter } from "../../../proto/gen/ts/grpc_service.js";
 import { freePort } from "../../../e2e/support/ports.js";
+import { createTestCa } from "../../../e2e/support/certificates.js";
 import { START_OBJECT_STORE, requireObjectStore, type ObjectStoreServer } from "../../../lib/test/object-stores.js";
 import { EXAMPLES } from "../fixtures/paths.js";
 import { MODELS_PYTHON, requireTritonPeers } from "../fixtures/peers.js";
@@ -301,6 +303,53 @@ for (const store of [
         assert.deepEqual(running.registry.readyModels()[0]!.versions, ["2"]);
       } finally {
         await running.stop();
+      }
+    });
+
+    it("reaches an https endpoint signed by a private CA with --storage-ca-file, and names the certificate without it", async () => {
+      const ca = await createTestCa();
+      const leaf = await ca.issue("127.0.0.1", { ips: ["127.0.0.1"] });
+      const files = mkdtempSync(join(tmpdir(), "s3-ca-"));
+      scratch.push(files);
+      writeFileSync(join(files, "ca.pem"), ca.certificate);
+      // TLS in front of the store's plain HTTP, as a private endpoint's proxy would be.
+      const storePort = Number(new URL(s3.endpoint).port);
+      const proxy = createTlsServer({ cert: leaf.certificate, key: leaf.privateKey }, (socket) => {
+        const upstream = connect(storePort, "127.0.0.1");
+        socket.pipe(upstream).pipe(socket);
+        socket.on("error", () => upstream.destroy());
+        upstream.on("error", () => socket.destroy());
+      });
+      await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+      const location = `s3://https://127.0.0.1:${(proxy.address() as { port: number }).port}/models/repo`;
+      try {
+        const trusted = await startServer([
+          ...["--model-repository", location, ...storageArguments()],
+          ...["--storage-ca-file", join(files, "ca.pem"), "--model-control-mode", "none"],
+        ]);
+        try {
+          assert.deepEqual(await outputs(trusted, "add_sub_onnx"), [1, 2, 3, 4]);
+        } finally {
+          await trusted.stop();
+        }
+        const untrusted = await startServer([
+          ...["--model-repository", location, ...storageArguments()],
+          ...["--model-control-mode", "none"],
+        ]);
+        try {
+          const refused = logsSaying(
+            untrusted,
+            "model repository cannot be listed; its models are left as they were, and the next poll tries again",
+          );
+          assert.match(
+            String(refused[0]?.["err"]),
+            /^cannot reach s3:\/\/https:\/\/127\.0\.0\.1:\d+\/models\/repo\/ \(UNABLE_TO_VERIFY_LEAF_SIGNATURE, .*certificate/,
+          );
+        } finally {
+          await untrusted.stop();
+        }
+      } finally {
+        await new Promise((resolve) => proxy.close(resolve));
       }
     });
 
