@@ -119,6 +119,13 @@ async function index(
 const logsSaying = (server: ServerProcess, message: string): Record<string, unknown>[] =>
   server.logs.filter((line) => line["msg"] === message);
 
+/** Why the server could not list its repositories, as it logged each reason. */
+const listingFailures = (server: ServerProcess): string[] =>
+  logsSaying(
+    server,
+    "model repository cannot be listed; its models are left as they were, and the next poll tries again",
+  ).map((line) => String(line["err"]));
+
 for (const store of [
   { name: "SeaweedFS", kind: "seaweedfs" },
   { name: "moto", kind: "moto" },
@@ -252,12 +259,8 @@ for (const store of [
         ...["--repository-poll-secs", "1"],
       ]);
       try {
-        const refused = logsSaying(
-          server,
-          "model repository cannot be listed; its models are left as they were, and the next poll tries again",
-        );
         assert.match(
-          String(refused[0]?.["err"]),
+          String(listingFailures(server)[0]),
           /^access denied for s3:\/\/127\.0\.0\.1:\d+\/models\/repo\/ \((SignatureDoesNotMatch|AccessDenied|InvalidAccessKeyId)/,
         );
         assert.deepEqual(await index(server), []);
@@ -337,12 +340,8 @@ for (const store of [
           ...["--model-control-mode", "none"],
         ]);
         try {
-          const refused = logsSaying(
-            untrusted,
-            "model repository cannot be listed; its models are left as they were, and the next poll tries again",
-          );
           assert.match(
-            String(refused[0]?.["err"]),
+            String(listingFailures(untrusted)[0]),
             /^cannot reach s3:\/\/https:\/\/127\.0\.0\.1:\d+\/models\/repo\/ \(UNABLE_TO_VERIFY_LEAF_SIGNATURE, .*certificate/,
           );
         } finally {
@@ -407,10 +406,7 @@ for (const store of [
       });
 
       it("logs a repository that cannot be listed with the reason, once", async () => {
-        const failures = logsSaying(
-          server,
-          "model repository cannot be listed; its models are left as they were, and the next poll tries again",
-        ).map((line) => String(line["err"]));
+        const failures = listingFailures(server);
         assert.equal(failures.length, 2, failures.join("\n"));
         assert.match(
           failures.join("\n"),
