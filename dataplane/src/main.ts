@@ -1,9 +1,11 @@
 import cluster from "node:cluster";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { pythonEngineArguments, type DataPlaneArguments } from "../../lib/contract/dataplane.js";
 import { usableCores } from "./cpu-budget.js";
-import { startDataPlane, type DataPlaneOptions } from "./dataplane.js";
+import { startDataPlane, type DataPlaneOptions, type ModelStorageSettings } from "./dataplane.js";
 import type { GrpcTuning } from "./server/grpc.js";
 import type { SecurityOptions } from "./server/security.js";
 import { runDataPlaneWorker, startDataPlaneWorkers } from "./workers.js";
@@ -28,6 +30,7 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
   const repositories = args.modelRepository ?? (args.modelConfig === undefined ? [EXAMPLE_REPOSITORY] : []);
   return {
     modelRepositories: repositories,
+    modelStorage: modelStorageSettings(args),
     modelConfigFiles: args.modelConfig ?? [],
     ...(args.modelFilesRoot !== undefined ? { modelFilesRoot: args.modelFilesRoot } : {}),
     ...(args.forwardUnsupported !== undefined ? { forwardUnsupportedTo: args.forwardUnsupported } : {}),
@@ -55,6 +58,29 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
         ? undefined
         : { endpoint: args.otlpTracesEndpoint, serviceName: args.otelServiceName, sampleRatio: args.traceSampleRatio },
     logger,
+  };
+}
+
+/**
+ * The model cache and the stores' options. A --grpc-workers worker keeps a cache folder of
+ * its own: each worker loads the repository itself, and one worker's clean-up must never
+ * delete a snapshot another's engines read.
+ */
+function modelStorageSettings(args: DataPlaneArguments): ModelStorageSettings {
+  const root = args.modelCacheDir ?? join(tmpdir(), "dynamo-kserve-model-cache");
+  return {
+    cacheDir: cluster.isWorker ? join(root, `worker-${cluster.worker?.id ?? process.pid}`) : root,
+    cacheMaxBytes: args.modelCacheMaxBytes,
+    loadPaths: args.modelLoadPath ?? [],
+    stores: {
+      ...(args.storageSecretDir !== undefined ? { secretDir: args.storageSecretDir } : {}),
+      ...(args.storageCaFile !== undefined ? { caFile: args.storageCaFile } : {}),
+      ...(args.s3Endpoint !== undefined ? { s3Endpoint: args.s3Endpoint } : {}),
+      ...(args.s3Region !== undefined ? { s3Region: args.s3Region } : {}),
+      ...(args.s3PathStyle === true ? { s3PathStyle: true } : {}),
+      ...(args.gcsEndpoint !== undefined ? { gcsEndpoint: args.gcsEndpoint } : {}),
+      ...(args.azureEndpoint !== undefined ? { azureEndpoint: args.azureEndpoint } : {}),
+    },
   };
 }
 
