@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { errorMessage } from "../../../lib/errors.js";
 import { formatStorageLocation, type RemoteLocation } from "../../../lib/storage/locations.js";
 import { listUnder } from "../../../lib/storage/listing.js";
-import { openObjectStore, StorageError, type ObjectStoreOptions } from "../../../lib/storage/store.js";
+import { openObjectStore } from "../../../lib/storage/open.js";
+import { StorageError, type ObjectStoreOptions } from "../../../lib/storage/store.js";
 import { foundUnder, type ModelFilesFailure, type ModelFilesOutcome } from "../resources/storage.js";
 
 /**
