@@ -132,7 +132,7 @@ export function safeErrorText(error: unknown, secrets: readonly string[]): strin
   text = text
     .replace(/([?&](?:sig|se|sp|sv|st|spr|srt|ss|skoid|sktid|ske|skt|sks|skv)=)[^&\s'"]*/gi, "$1***")
     .replace(/((?:AccountKey|SharedAccessSignature|private_key|access_token)\s*[=:]\s*)[^;\s'",]*/gi, "$1***")
-    .replace(/(Bearer\s+)[A-Za-z0-9._~+/=-]+/g, "$1***");
+    .replace(/(Bearer\s+)[A-Za-z0-9._~+/=-]{16,}/g, "$1***");
   return text.length > 300 ? `${text.slice(0, 300)}...` : text;
 }
 
