@@ -291,10 +291,19 @@ export function azureErrorKind(error: unknown, operation: "list" | "download"): 
   }
   // @azure/identity: no credential in the chain worked; or a token for a plain-http endpoint
   // (no credential given for an emulator: the default chain's tokens need https).
-  if (error instanceof Error && /CredentialUnavailableError|AuthenticationRequiredError/.test(error.name))
-    return "access-denied";
+  if (isIdentityFailure(error)) return "access-denied";
   if (error instanceof Error && /non-TLS/.test(error.message)) return "access-denied";
   return "other";
+}
+
+/** @azure/identity's failures: no credential of the default chain could give a token. */
+function isIdentityFailure(error: unknown): boolean {
+  return (
+    error instanceof Error &&
+    /^(CredentialUnavailableError|AuthenticationRequiredError|AggregateAuthenticationError|AuthenticationError)$/.test(
+      error.name,
+    )
+  );
 }
 
 function azureStorageError(
@@ -307,6 +316,11 @@ function azureStorageError(
   const kind = azureErrorKind(error, operation);
   const { statusCode, code } = error instanceof RestError ? error : { statusCode: undefined, code: undefined };
   const status = [statusCode, code].filter((part) => part !== undefined).join(" ");
+  if (isIdentityFailure(error))
+    return new StorageError(
+      kind,
+      `${what}: ${KIND_WORDS[kind]} (no credential in the Secret, and DefaultAzureCredential found none that works: ${safeErrorText(error, secrets)})`,
+    );
   return new StorageError(
     kind,
     `${what}: ${KIND_WORDS[kind]} (${status === "" ? "" : `${status}: `}${safeErrorText(error, secrets)})`,

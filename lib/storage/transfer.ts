@@ -91,7 +91,7 @@ export async function streamToFile(
   return bytes;
 }
 
-/** Network failures (no HTTP answer at all), by Node's and the SDKs' error codes. */
+/** Network and TLS failures (no HTTP answer at all), by Node's and the SDKs' error codes. */
 const NETWORK_CODES = new Set([
   "ECONNREFUSED",
   "ECONNRESET",
@@ -106,6 +106,15 @@ const NETWORK_CODES = new Set([
   "UND_ERR_SOCKET",
   // @azure/core-rest-pipeline's wrapper of any of the above.
   "REQUEST_SEND_ERROR",
+  // TLS: the endpoint's certificate is not trusted (a private CA without --storage-ca-file) or
+  // does not name it; the message says which.
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "CERT_HAS_EXPIRED",
+  "CERT_SIGNATURE_FAILURE",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
 ]);
 
 /** True when `error` (or what it wraps) says the endpoint could not be reached. */

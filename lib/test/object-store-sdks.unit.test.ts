@@ -188,6 +188,12 @@ describe("object stores without a server (lib/storage/{credentials,transfer,gcs,
         [new RestError("connect ECONNREFUSED", { code: "ECONNREFUSED" }), "list", "unreachable"],
         [new RestError("send failed", { code: "REQUEST_SEND_ERROR" }), "download", "unreachable"],
         [Object.assign(new Error("no credential"), { name: "CredentialUnavailableError" }), "list", "access-denied"],
+        [Object.assign(new Error("chain failed"), { name: "AggregateAuthenticationError" }), "list", "access-denied"],
+        [
+          new Error("Bearer token authentication is not permitted for non-TLS protected (non-https) URLs."),
+          "list",
+          "access-denied",
+        ],
       ];
       for (const [error, operation, kind] of table)
         assert.equal(azureErrorKind(error, operation), kind, `${String(error)} (${operation})`);
