@@ -4,6 +4,7 @@ import {
   ContainerClient,
   RestError,
   StorageSharedKeyCredential,
+  type BlobItem,
   type ContainerClientOptions,
 } from "@azure/storage-blob";
 import { readFile } from "node:fs/promises";
@@ -89,7 +90,7 @@ class AzureStore implements ObjectStore {
     const listPrefix = folderPrefix(prefix);
     const describe = (): string => `${this.name}: listing '${listPrefix}'`;
     const pages = container
-      .listBlobsFlat(listPrefix === "" ? {} : { prefix: listPrefix })
+      .listBlobsFlat({ includeMetadata: true, ...(listPrefix === "" ? {} : { prefix: listPrefix }) })
       .byPage({ maxPageSize: LIST_PAGE_SIZE });
     for (;;) {
       const page = await withDeadline(this.timeoutMs, describe, signal, () => pages.next()).catch((error: unknown) => {
@@ -97,7 +98,8 @@ class AzureStore implements ObjectStore {
       });
       if (page.done === true) return;
       for (const blob of page.value.segment.blobItems)
-        yield { key: blob.name, size: blob.properties.contentLength ?? 0, version: blob.properties.etag ?? "" };
+        if (!isDirectoryBlob(blob))
+          yield { key: blob.name, size: blob.properties.contentLength ?? 0, version: blob.properties.etag ?? "" };
     }
   }
 
@@ -153,6 +155,15 @@ class AzureStore implements ObjectStore {
       );
     }
   }
+}
+
+/**
+ * A directory of an account with a hierarchical namespace (Data Lake Storage Gen2): listed as an
+ * empty blob named like the folder, without the trailing "/" a folder marker has elsewhere, so
+ * it would read as a file beside the folder's contents (exported for the unit tests).
+ */
+export function isDirectoryBlob(blob: Pick<BlobItem, "metadata">): boolean {
+  return blob.metadata?.["hdi_isfolder"]?.toLowerCase() === "true";
 }
 
 /**

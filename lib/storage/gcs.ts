@@ -50,7 +50,7 @@ class GcsStore implements ObjectStore {
 
   constructor(
     private readonly location: GcsLocation,
-    private readonly options: ObjectStoreOptions,
+    options: ObjectStoreOptions,
   ) {
     this.name = formatStorageLocation({ ...location, prefix: "" });
     this.timeoutMs = requestTimeoutMs(options);
@@ -69,9 +69,9 @@ class GcsStore implements ObjectStore {
     const { storage, secrets } = await this.client();
     const bucket = storage.bucket(this.location.bucket);
     const query = { prefix: folderPrefix(prefix), autoPaginate: false, maxResults: LIST_PAGE_SIZE, versions: false };
+    const describe = (): string => `${this.name}: listing '${query.prefix}'`;
     let pageToken: string | undefined;
     do {
-      const describe = (): string => `${this.name}: listing '${query.prefix}'`;
       const [files, next] = await withDeadline(this.timeoutMs, describe, signal, () =>
         bucket.getFiles(pageToken === undefined ? query : { ...query, pageToken }),
       ).catch((error: unknown) => {
@@ -103,9 +103,10 @@ class GcsStore implements ObjectStore {
       // The generation served, checked too: fake-gcs-server ignores ifGenerationMatch on reads.
       body.once("response", (response: { headers?: Record<string, unknown> }) => {
         const served = response.headers?.["x-goog-generation"];
+        if (typeof served !== "string" || served === entry.version) return;
         const changed = new StorageError("changed", `${describe()}: ${KIND_WORDS.changed} (generation ${served})`);
         // After the SDK has piped the response into `body` (it throws on a stream destroyed before).
-        if (typeof served === "string" && served !== entry.version) process.nextTick(() => body.destroy(changed));
+        process.nextTick(() => body.destroy(changed));
       });
     }
     try {

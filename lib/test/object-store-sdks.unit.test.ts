@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
-import { azureAccess, azureErrorKind } from "../storage/azure.js";
+import { azureAccess, azureErrorKind, isDirectoryBlob } from "../storage/azure.js";
 import { ClientForCredentials, readCredentials } from "../storage/credentials.js";
 import { gcsErrorKind, gcsStorageOptions, newGcsClient } from "../storage/gcs.js";
 import { StorageError } from "../storage/store.js";
@@ -99,6 +99,12 @@ describe("object stores without a server (lib/storage/{credentials,transfer,gcs,
         { AZURE_STORAGE_CONNECTION_STRING: "SharedAccessSignature=sv=1&sig=x" },
       );
       assert.equal(sasOnly.containerUrl, "https://acct1.blob.core.windows.net/models?sv=1&sig=x");
+    });
+
+    it("leaves out the directories a hierarchical-namespace account lists as empty blobs", () => {
+      assert.ok(isDirectoryBlob({ metadata: { hdi_isfolder: "true" } }));
+      assert.ok(!isDirectoryBlob({ metadata: {} }));
+      assert.ok(!isDirectoryBlob({}));
     });
 
     it("refuses a connection string with neither key nor signature, without echoing it", () => {
