@@ -11,6 +11,7 @@
 #   venv-genai-perf  genai-perf (Triton's LLM benchmark)          DYNAMO_KSERVE_GENAI_PERF_VENV
 #   venv-docs     MkDocs and its Material theme (the docs site)  DYNAMO_KSERVE_DOCS_VENV
 #   venv-lint   ruff, mypy, shellcheck for `npm run lint`          DYNAMO_KSERVE_LINT_VENV
+#   venv-storage  object stores: SeaweedFS, moto, fake-gcs-server   DYNAMO_KSERVE_STORAGE_VENV
 # The peers venv uses Debian's python3: pytriton's Python-backend stub links the system
 # libpython, so the interpreter's standard library must match it.
 set -euo pipefail
@@ -33,3 +34,4 @@ make_venv python3 "${DYNAMO_KSERVE_AIPERF_VENV:-$cache/venv-aiperf}" "$root/data
 make_venv python3 "${DYNAMO_KSERVE_GENAI_PERF_VENV:-$cache/venv-genai-perf}" "$root/dataplane/test/clients/genai-perf-requirements.txt"
 make_venv python3 "${DYNAMO_KSERVE_DOCS_VENV:-$cache/venv-docs}" "$root/docs/requirements.txt"
 make_venv python3 "${DYNAMO_KSERVE_LINT_VENV:-$cache/venv-lint}" "$root/scripts/lint/requirements.txt"
+make_venv python3 "${DYNAMO_KSERVE_STORAGE_VENV:-$cache/venv-storage}" "$root/lib/test/object-stores-requirements.txt"
