@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
-import { createReadStream, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createReadStream, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { createServer as createTlsServer, getCACertificates, setDefaultCACertificates } from "node:tls";
 import { tmpdir } from "node:os";
@@ -150,6 +150,24 @@ function describeConformance(under: ServerUnderTest): void {
       });
     }
 
+    if (under.wrongCredentials !== undefined) {
+      const wrong = under.wrongCredentials;
+      it("reads a Secret's folder again when it changes: a rotated credential works without reopening", async () => {
+        const secretDir = join(dir, "secret");
+        mkdirSync(secretDir, { recursive: true });
+        for (const [key, value] of Object.entries(wrong(server))) writeFileSync(join(secretDir, key), value);
+        await server.put(bucket, "rotate/model.onnx", "bytes");
+        const rotating = await openStore(server, bucket, { secretDir });
+        await assertKind(listAll(rotating, "rotate/"), "access-denied", /access denied/);
+        await server.writeSecretDir(secretDir);
+        assert.deepEqual(
+          (await listAll(rotating, "rotate/")).map((entry) => entry.key),
+          ["rotate/model.onnx"],
+        );
+        await rotating.close();
+      });
+    }
+
     it('fails against a closed port as "unreachable" within the request timeout', async () => {
       // A free port: nothing listens there.
       const port = await freePort();
@@ -248,6 +266,11 @@ function openStoreAt(
   const location = parseStorageLocation(server.location(bucket, ""));
   assert.ok(location.scheme !== "file");
   const { gcsEndpoint, azureEndpoint, secretValues = {} } = { ...server.storeOptions(), ...overrides };
+  // A Secret's folder instead of values: the store reads the files (values would win).
+  const credentials =
+    overrides.secretDir === undefined
+      ? { secretValues: Object.fromEntries(Object.entries(secretValues).map(([key, value]) => [key, moved(value)])) }
+      : {};
   return openObjectStore(
     location.scheme === "s3" && location.endpoint !== undefined
       ? { ...location, endpoint: moved(location.endpoint) }
@@ -256,7 +279,7 @@ function openStoreAt(
       ...overrides,
       ...(gcsEndpoint === undefined ? {} : { gcsEndpoint: moved(gcsEndpoint) }),
       ...(azureEndpoint === undefined ? {} : { azureEndpoint: moved(azureEndpoint) }),
-      secretValues: Object.fromEntries(Object.entries(secretValues).map(([key, value]) => [key, moved(value)])),
+      ...credentials,
     },
   );
 }
