@@ -1,3 +1,8 @@
+import {
+  ContainerSASPermissions,
+  generateBlobSASQueryParameters,
+  StorageSharedKeyCredential,
+} from "@azure/storage-blob";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -17,6 +22,8 @@ import {
 import { createTestCa, type Pem } from "../../e2e/support/certificates.js";
 import { freePort } from "../../e2e/support/ports.js";
 import {
+  AZURITE_ACCOUNT,
+  AZURITE_ACCOUNT_KEY,
   azuriteConnectionString,
   requireObjectStore,
   START_OBJECT_STORE,
@@ -347,3 +354,56 @@ async function sha256OfFile(file: string): Promise<string> {
 }
 
 const mib = (bytes: number): string => (bytes / 2 ** 20).toFixed(1);
+
+describe("as:// credential forms against Azurite", function () {
+  this.timeout(60_000);
+  const container = "credential-forms";
+  let server: ObjectStoreServer;
+
+  before(async function () {
+    requireObjectStore(this, "azurite");
+    server = await START_OBJECT_STORE.azurite();
+    await server.createBucket(container);
+    await server.put(container, "repo/model/config.pbtxt", "name: 'model'");
+  });
+  after(async () => await server?.stop());
+
+  /** A read-and-list SAS for the container, signed with the account's key. */
+  function sasToken(): string {
+    return generateBlobSASQueryParameters(
+      {
+        containerName: container,
+        permissions: ContainerSASPermissions.parse("rl"),
+        expiresOn: new Date(Date.now() + 3_600_000),
+      },
+      new StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_ACCOUNT_KEY),
+    ).toString();
+  }
+
+  for (const [form, credentials] of [
+    ["a connection string", () => server.secretValues],
+    ["an account key", () => ({ AZURE_STORAGE_ACCOUNT_KEY: AZURITE_ACCOUNT_KEY })],
+    ["a SAS token", () => ({ AZURE_STORAGE_SAS_TOKEN: sasToken() })],
+  ] as const) {
+    it(`lists and downloads with ${form}`, async () => {
+      const store = await openStore(server, container, { secretValues: credentials() });
+      const [entry] = await listAll(store, "repo/");
+      assert.equal(entry?.key, "repo/model/config.pbtxt");
+      const dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-as-"));
+      try {
+        assert.equal(await store.download(entry, join(dir, "config.pbtxt")), "name: 'model'".length);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+      await store.close();
+    });
+  }
+
+  it('fails a SAS token with a wrong signature as "access-denied", without the token in the message', async () => {
+    const forged = sasToken().replace(/sig=[^&]+/, `sig=${encodeURIComponent(WRONG_KEY)}`);
+    const store = await openStore(server, container, { secretValues: { AZURE_STORAGE_SAS_TOKEN: forged } });
+    const error = await assertKind(listAll(store, "repo/"), "access-denied", /access denied/);
+    assert.ok(!error.message.includes(encodeURIComponent(WRONG_KEY)) && !error.message.includes("sig="), error.message);
+    await store.close();
+  });
+});
