@@ -19,11 +19,12 @@ import {
   type StorageErrorKind,
 } from "./store.js";
 import {
-  KIND_WORDS,
   folderPrefix,
   isNetworkFailure,
   requestTimeoutMs,
   safeErrorText,
+  statusKind,
+  storageFailure,
   streamToFile,
   withDeadline,
 } from "./transfer.js";
@@ -74,7 +75,7 @@ class AzureStore implements ObjectStore {
   ) {
     this.name = formatStorageLocation({ ...location, prefix: "" });
     this.timeoutMs = requestTimeoutMs(options);
-    this.clients = new ClientForCredentials(options, AZURE_CREDENTIAL_KEYS, async (credentials) => {
+    this.clients = new ClientForCredentials(this.name, options, AZURE_CREDENTIAL_KEYS, async (credentials) => {
       const access = azureAccess(location, options, credentials);
       const credential = access.credential ?? (await defaultAzureCredential());
       const clientOptions = await azureClientOptions(options);
@@ -86,7 +87,7 @@ class AzureStore implements ObjectStore {
   }
 
   async *list(prefix: string, signal?: AbortSignal): AsyncIterable<ObjectEntry> {
-    const { container, secrets } = await this.client();
+    const { container, secrets } = await this.clients.current();
     const listPrefix = folderPrefix(prefix);
     const describe = (): string => `${this.name}: listing '${listPrefix}'`;
     const pages = container
@@ -104,7 +105,7 @@ class AzureStore implements ObjectStore {
   }
 
   async download(entry: ObjectEntry, file: string, signal?: AbortSignal): Promise<number> {
-    const { container, secrets } = await this.client();
+    const { container, secrets } = await this.clients.current();
     const describe = (): string => `${this.name}: downloading '${entry.key}'`;
     try {
       // The deadline bounds the wait for the response (retries included), not the body: a large
@@ -124,7 +125,7 @@ class AzureStore implements ObjectStore {
     } catch (error) {
       const failure = azureStorageError(error, describe(), "download", secrets);
       if (failure.kind === "changed" && !(await this.exists(container, entry.key, signal)))
-        throw new StorageError("not-found", `${describe()}: ${KIND_WORDS["not-found"]}`);
+        throw storageFailure("not-found", describe());
       throw failure;
     }
   }
@@ -142,18 +143,6 @@ class AzureStore implements ObjectStore {
 
   async close(): Promise<void> {
     // The SDK's HTTP client is shared across clients and keeps only idle keep-alive sockets.
-  }
-
-  private async client(): Promise<AzureClient> {
-    try {
-      return await this.clients.current();
-    } catch (error) {
-      if (error instanceof StorageError) throw error;
-      throw new StorageError(
-        "access-denied",
-        `${this.name}: the credentials cannot be used (${safeErrorText(error, [])})`,
-      );
-    }
   }
 }
 
@@ -290,16 +279,9 @@ export function azureErrorKind(error: unknown, operation: "list" | "download"): 
       return "access-denied";
   }
   if (isNetworkFailure(error)) return "unreachable";
-  switch (statusCode) {
-    case 401:
-    case 403:
-      return "access-denied";
-    case 404:
-      // A HEAD-like answer has no error code: a list's 404 is the container's.
-      return operation === "list" ? "no-such-bucket" : "not-found";
-    case 412:
-      return "changed";
-  }
+  // An answer without an error code (to a HEAD, say): its status.
+  const byStatus = statusKind(statusCode, operation);
+  if (byStatus !== undefined) return byStatus;
   // @azure/identity: no credential in the chain worked; or a token for a plain-http endpoint
   // (no credential given for an emulator: the default chain's tokens need https).
   if (isIdentityFailure(error)) return "access-denied";
@@ -327,13 +309,12 @@ function azureStorageError(
   const kind = azureErrorKind(error, operation);
   const { statusCode, code } = error instanceof RestError ? error : { statusCode: undefined, code: undefined };
   const status = [statusCode, code].filter((part) => part !== undefined).join(" ");
+  const said = safeErrorText(error, secrets);
   if (isIdentityFailure(error))
-    return new StorageError(
+    return storageFailure(
       kind,
-      `${what}: ${KIND_WORDS[kind]} (no credential in the Secret, and DefaultAzureCredential found none that works: ${safeErrorText(error, secrets)})`,
+      what,
+      `no credential in the Secret, and DefaultAzureCredential found none that works: ${said}`,
     );
-  return new StorageError(
-    kind,
-    `${what}: ${KIND_WORDS[kind]} (${status === "" ? "" : `${status}: `}${safeErrorText(error, secrets)})`,
-  );
+  return storageFailure(kind, what, status === "" ? said : `${status}: ${said}`);
 }

@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { ObjectStoreOptions } from "./store.js";
+import { StorageError, type ObjectStoreOptions } from "./store.js";
+import { safeErrorText, storageFailure } from "./transfer.js";
 
 /**
  * The credential keys a store reads (`AWS_ACCESS_KEY_ID`, `service-account.json`,
@@ -46,15 +47,29 @@ export class ClientForCredentials<Client> {
   private pending: Promise<Client> | undefined;
 
   constructor(
+    /** The store's name, for messages. */
+    private readonly storeName: string,
     private readonly options: ObjectStoreOptions,
     private readonly keys: readonly string[],
     private readonly build: (credentials: Readonly<Record<string, string>>) => Client | Promise<Client>,
   ) {}
 
-  /** The client for the credentials as they are now. */
+  /**
+   * The client for the credentials as they are now; credentials that cannot be read or used
+   * (an unreadable file, a malformed key) fail as "access-denied", saying why but not what they hold.
+   */
   async current(): Promise<Client> {
     // Concurrent downloads share one read (and at most one rebuild).
-    this.pending ??= this.refresh().finally(() => (this.pending = undefined));
+    this.pending ??= this.refresh()
+      .catch((error: unknown) => {
+        if (error instanceof StorageError) throw error;
+        throw storageFailure(
+          "access-denied",
+          `${this.storeName}: the credentials cannot be used`,
+          safeErrorText(error, []),
+        );
+      })
+      .finally(() => (this.pending = undefined));
     return this.pending;
   }
 

@@ -11,11 +11,12 @@ import {
   type StorageErrorKind,
 } from "./store.js";
 import {
-  KIND_WORDS,
   folderPrefix,
   isNetworkFailure,
   requestTimeoutMs,
   safeErrorText,
+  statusKind,
+  storageFailure,
   streamToFile,
   withDeadline,
 } from "./transfer.js";
@@ -54,7 +55,7 @@ class GcsStore implements ObjectStore {
   ) {
     this.name = formatStorageLocation({ ...location, prefix: "" });
     this.timeoutMs = requestTimeoutMs(options);
-    this.clients = new ClientForCredentials(options, GCS_CREDENTIAL_KEYS, async (credentials) => {
+    this.clients = new ClientForCredentials(this.name, options, GCS_CREDENTIAL_KEYS, async (credentials) => {
       if (options.caFile !== undefined && gcsApiEndpoint(options)?.startsWith("https:") === true)
         await trustCaFile(options.caFile);
       const serviceAccount = credentials["service-account.json"];
@@ -66,7 +67,7 @@ class GcsStore implements ObjectStore {
   }
 
   async *list(prefix: string, signal?: AbortSignal): AsyncIterable<ObjectEntry> {
-    const { storage, secrets } = await this.client();
+    const { storage, secrets } = await this.clients.current();
     const bucket = storage.bucket(this.location.bucket);
     const query = { prefix: folderPrefix(prefix), autoPaginate: false, maxResults: LIST_PAGE_SIZE, versions: false };
     const describe = (): string => `${this.name}: listing '${query.prefix}'`;
@@ -83,7 +84,7 @@ class GcsStore implements ObjectStore {
   }
 
   async download(entry: ObjectEntry, file: string, signal?: AbortSignal): Promise<number> {
-    const { storage, secrets } = await this.client();
+    const { storage, secrets } = await this.clients.current();
     const describe = (): string => `${this.name}: downloading '${entry.key}'`;
     const object = storage.bucket(this.location.bucket).file(entry.key);
     if (entry.version !== "") {
@@ -104,7 +105,7 @@ class GcsStore implements ObjectStore {
       body.once("response", (response: { headers?: Record<string, unknown> }) => {
         const served = response.headers?.["x-goog-generation"];
         if (typeof served !== "string" || served === entry.version) return;
-        const changed = new StorageError("changed", `${describe()}: ${KIND_WORDS.changed} (generation ${served})`);
+        const changed = storageFailure("changed", describe(), `generation ${served}`);
         // After the SDK has piped the response into `body` (it throws on a stream destroyed before).
         process.nextTick(() => body.destroy(changed));
       });
@@ -121,18 +122,6 @@ class GcsStore implements ObjectStore {
 
   async close(): Promise<void> {
     // The SDK holds no connections of its own (it uses Node's shared agents).
-  }
-
-  private async client(): Promise<{ readonly storage: Storage; readonly secrets: readonly string[] }> {
-    try {
-      return await this.clients.current();
-    } catch (error) {
-      if (error instanceof StorageError) throw error;
-      throw new StorageError(
-        "access-denied",
-        `${this.name}: the service-account.json credential cannot be used (${safeErrorText(error, [])})`,
-      );
-    }
   }
 }
 
@@ -209,16 +198,10 @@ export function gcsErrorKind(error: unknown, operation: "list" | "download"): St
   if (isNetworkFailure(error)) return "unreachable";
   const status = error instanceof ApiError ? error.code : (error as { code?: unknown } | undefined)?.code;
   const message = error instanceof Error ? error.message : "";
-  switch (status) {
-    case 401:
-    case 403:
-      return "access-denied";
-    case 404:
-      // A list's 404 is the bucket's; a download's is the object's unless it says otherwise.
-      return operation === "list" || /bucket does not exist/i.test(message) ? "no-such-bucket" : "not-found";
-    case 412:
-      return "changed";
-  }
+  // A download's 404 is the object's unless it says otherwise.
+  if (status === 404 && /bucket does not exist/i.test(message)) return "no-such-bucket";
+  const byStatus = statusKind(status, operation);
+  if (byStatus !== undefined) return byStatus;
   // google-auth-library's failures to find or use credentials (no HTTP status of the store's).
   if (/default credentials|invalid_grant|invalid_client|unauthorized_client|private key/i.test(message))
     return "access-denied";
@@ -232,9 +215,8 @@ function storageErrorOf(
   secrets: readonly string[],
 ): StorageError {
   if (error instanceof StorageError) return error;
-  const kind = gcsErrorKind(error, operation);
   const status = error instanceof ApiError && error.code !== undefined ? `${error.code} ` : "";
-  return new StorageError(kind, `${what}: ${KIND_WORDS[kind]} (${status}${safeErrorText(error, secrets)})`);
+  return storageFailure(gcsErrorKind(error, operation), what, `${status}${safeErrorText(error, secrets)}`);
 }
 
 const trustedCaFiles = new Set<string>();

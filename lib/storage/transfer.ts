@@ -145,8 +145,31 @@ export function safeErrorText(error: unknown, secrets: readonly string[]): strin
   return text.length > 300 ? `${text.slice(0, 300)}...` : text;
 }
 
+/**
+ * The kind an HTTP status means for a store's request, where it says one on its own: a list's
+ * 404 is its bucket's (or container's), a download's its object's.
+ */
+export function statusKind(status: unknown, operation: "list" | "download"): StorageErrorKind | undefined {
+  switch (status) {
+    case 401:
+    case 403:
+      return "access-denied";
+    case 404:
+      return operation === "list" ? "no-such-bucket" : "not-found";
+    case 412:
+      return "changed";
+    default:
+      return undefined;
+  }
+}
+
+/** A store's failure in one form: what was being done, the kind in words, and what the SDK said. */
+export function storageFailure(kind: StorageErrorKind, what: string, detail?: string): StorageError {
+  return new StorageError(kind, `${what}: ${KIND_WORDS[kind]}${detail === undefined ? "" : ` (${detail})`}`);
+}
+
 /** A kind in the words a message uses. */
-export const KIND_WORDS: Readonly<Record<StorageErrorKind, string>> = {
+const KIND_WORDS: Readonly<Record<StorageErrorKind, string>> = {
   "access-denied": "access denied",
   "no-such-bucket": "no such bucket",
   unreachable: "endpoint unreachable",

@@ -47,10 +47,15 @@ describe("object stores without a server (lib/storage/{credentials,transfer,gcs,
       const file = join(dir, "AZURE_STORAGE_SAS_TOKEN");
       writeFileSync(file, "sv=1&sig=first");
       const built: string[] = [];
-      const clients = new ClientForCredentials({ secretDir: dir }, ["AZURE_STORAGE_SAS_TOKEN"], (values) => {
-        built.push(values["AZURE_STORAGE_SAS_TOKEN"] ?? "none");
-        return { token: values["AZURE_STORAGE_SAS_TOKEN"] };
-      });
+      const clients = new ClientForCredentials(
+        "as://a/c",
+        { secretDir: dir },
+        ["AZURE_STORAGE_SAS_TOKEN"],
+        (values) => {
+          built.push(values["AZURE_STORAGE_SAS_TOKEN"] ?? "none");
+          return { token: values["AZURE_STORAGE_SAS_TOKEN"] };
+        },
+      );
       const first = await clients.current();
       assert.equal(await clients.current(), first);
       writeFileSync(file, "sv=1&sig=rotated");
