@@ -4,10 +4,12 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { PassThrough } from "node:stream";
 import { azureAccess, azureErrorKind, isDirectoryBlob } from "../storage/azure.js";
 import { ClientForCredentials, readCredentials } from "../storage/credentials.js";
-import { gcsErrorKind, gcsStorageOptions, newGcsClient } from "../storage/gcs.js";
+import { gcsErrorKind, gcsStorageOptions, newGcsClient, openGcsStore } from "../storage/gcs.js";
 import { StorageError } from "../storage/store.js";
 import { folderPrefix, isNetworkFailure, safeErrorText, streamToFile, withDeadline } from "../storage/transfer.js";
 
@@ -159,6 +161,44 @@ describe("object stores without a server (lib/storage/{credentials,transfer,gcs,
       } finally {
         if (saved === undefined) delete process.env["STORAGE_EMULATOR_HOST"];
         else process.env["STORAGE_EMULATOR_HOST"] = saved;
+      }
+    });
+  });
+
+  describe("GCS preconditions", () => {
+    it("asks for the listed generation (ifGenerationMatch) and reads the JSON API's 412 as changed", async () => {
+      // fake-gcs-server ignores ifGenerationMatch on reads (the conformance suite checks the
+      // generation header instead): here, the request itself and Cloud Storage's answer to it.
+      const requests: string[] = [];
+      const server = createServer((request, response) => {
+        requests.push(request.url ?? "");
+        response.writeHead(412, { "content-type": "application/json" });
+        response.end(
+          JSON.stringify({
+            error: { code: 412, message: "At least one of the pre-conditions you specified did not hold." },
+          }),
+        );
+      });
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      try {
+        const { port } = server.address() as AddressInfo;
+        const store = openGcsStore(
+          { scheme: "gs", bucket: "models", prefix: "" },
+          { gcsEndpoint: `http://127.0.0.1:${port}`, requestTimeoutMs: 5_000 },
+        );
+        const entry = { key: "repo/m/1/model.onnx", size: 4, version: "1700000000000001" };
+        await assert.rejects(
+          store.download(entry, join(dir, "out")),
+          (error: unknown) =>
+            error instanceof StorageError && error.kind === "changed" && /repo\/m\/1\/model\.onnx/.test(error.message),
+        );
+        const url = new URL(requests[0] ?? "", "http://x");
+        assert.equal(url.pathname, "/storage/v1/b/models/o/repo%2Fm%2F1%2Fmodel.onnx");
+        assert.equal(url.searchParams.get("alt"), "media");
+        assert.equal(url.searchParams.get("ifGenerationMatch"), entry.version);
+        await store.close();
+      } finally {
+        await new Promise((resolve) => server.close(resolve));
       }
     });
   });
