@@ -102,15 +102,14 @@ function describeConformance(under: ServerUnderTest): void {
       }
     });
 
-    it("matches a prefix at folder boundaries only", async () => {
+    it("lists a folder without its look-alikes (a/ is not ab/ nor a.txt)", async () => {
       for (const key of ["bound/a/1/model.onnx", "bound/ab/1/model.onnx", "bound/a.txt"])
         await server.put(bucket, key, key);
-      for (const prefix of ["bound/a/", "bound/a"])
-        assert.deepEqual(
-          (await listAll(store, prefix)).map((entry) => entry.key),
-          ["bound/a/1/model.onnx"],
-          prefix,
-        );
+      // The contract's prefix ends with "/" (store.ts); gcs.ts and azure.ts also add a missing one.
+      assert.deepEqual(
+        (await listAll(store, "bound/a/")).map((entry) => entry.key),
+        ["bound/a/1/model.onnx"],
+      );
     });
 
     it("downloads an object's exact bytes to a file", async () => {
