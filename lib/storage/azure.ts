@@ -112,7 +112,7 @@ class AzureStore implements ObjectStore {
       // blob streams for as long as bytes keep coming (streamToFile's idle timeout).
       const body = await withDeadline(this.timeoutMs, describe, signal, async (deadline) => {
         const response = await container.getBlobClient(entry.key).download(0, undefined, {
-          abortSignal: linkedUntilSettled(deadline, signal),
+          abortSignal: eitherSignal(deadline, signal),
           // Where the connection breaks mid-body, the SDK resumes from the byte it got to, still
           // conditional on the same ETag.
           maxRetryRequests: 2,
@@ -156,15 +156,12 @@ export function isDirectoryBlob(blob: Pick<BlobItem, "metadata">): boolean {
 }
 
 /**
- * A signal for the SDK that follows `deadline` only until the response arrived, and `signal`
- * throughout: the deadline must not cut a long body short, the caller's abort must.
+ * One signal for the SDK's request and its body from the deadline's and the caller's. The
+ * deadline's can abort only until the response arrives (withDeadline disarms it then), so it
+ * never cuts a long body short; the caller's can abort throughout.
  */
-function linkedUntilSettled(deadline: AbortSignal, signal: AbortSignal | undefined): AbortSignal {
-  const controller = new AbortController();
-  const onAbort = (event: Event): void => controller.abort((event.target as AbortSignal).reason);
-  deadline.addEventListener("abort", onAbort, { once: true });
-  signal?.addEventListener("abort", onAbort, { once: true });
-  return controller.signal;
+function eitherSignal(deadline: AbortSignal, signal: AbortSignal | undefined): AbortSignal {
+  return signal === undefined ? deadline : AbortSignal.any([deadline, signal]);
 }
 
 /** Where requests go and with which credential; undefined credential: the default chain. */
