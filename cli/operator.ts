@@ -67,6 +67,14 @@ const OPERATOR_OPTIONS = {
     },
     15,
   ),
+  storageCheckSecs: duration(
+    "--storage-check-secs <seconds>",
+    {
+      env: "DYNAMO_OPERATOR_STORAGE_CHECK_SECS",
+      help: "how long the operator's listing of a storageUri (ModelFilesReady) stands before it lists again; at once when the CR, its Secret or CA bundle changes, within 30 s after a failure",
+    },
+    300,
+  ),
   leaderElect: flag("--leader-elect", {
     env: "DYNAMO_OPERATOR_LEADER_ELECT",
     help: "run several replicas: only the holder of a coordination.k8s.io Lease reconciles",
@@ -144,6 +152,7 @@ export function operatorCommand(): Command {
       httpPort: flags.httpPort,
       resyncSeconds: flags.resyncSecs,
       repositoryStatusSeconds: flags.repositoryStatusSecs,
+      storageCheckSeconds: flags.storageCheckSecs,
       leaderElection: flags.leaderElect === true ? leaderElectionOptions(flags) : undefined,
       onLostLeadership: () => process.exit(1),
       certificates: certificateSettings(flags),

@@ -35,9 +35,25 @@ import { repositoryOperations } from "./services/repository.js";
 import { unaryHandlers, type InferenceServiceOperations, type UnaryRpcs } from "./services/unary.js";
 import { startFrontDoor, type RunningFrontDoor } from "./http/server.js";
 import { modelStreamInferHandler } from "./services/model-stream-infer.js";
+import { ModelStorage } from "./storage/model-storage.js";
+import type { ObjectStoreOptions } from "../../lib/storage/store.js";
+
+/** Where models from object storage are cached and how the stores are reached (MODEL_STORAGE_OPTIONS). */
+export interface ModelStorageSettings {
+  readonly cacheDir: string;
+  /** 0: no bound but the disk. */
+  readonly cacheMaxBytes: number;
+  /** --model-load-path: where else RepositoryModelLoad's model_path may point. */
+  readonly loadPaths: readonly string[];
+  /** --model-files: single-file-configured models' version folders, each a folder or an object-storage prefix. */
+  readonly modelFiles?: readonly { readonly model: string; readonly location: string }[];
+  readonly stores: ObjectStoreOptions;
+}
 
 export interface DataPlaneOptions {
+  /** Folders and object-storage locations (s3://, gs://, as://), in order. */
   readonly modelRepositories: readonly string[];
+  readonly modelStorage: ModelStorageSettings;
   readonly modelConfigFiles: readonly string[];
   /** A Triton (host:port) that serves the models this data plane cannot run (undefined: they fail). */
   readonly forwardUnsupportedTo?: string;
@@ -102,8 +118,18 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     if (!pythonRunsHere) return completed;
     return completePythonConfig(completed, files, { ...options.pythonEngine, logger });
   };
-  const registry = new ModelRegistry({
+  const storage = await ModelStorage.open({
     repositories: options.modelRepositories,
+    loadPaths: options.modelStorage.loadPaths,
+    ...(options.modelStorage.modelFiles !== undefined ? { modelFiles: options.modelStorage.modelFiles } : {}),
+    cacheDir: options.modelStorage.cacheDir,
+    cacheMaxBytes: options.modelStorage.cacheMaxBytes,
+    stores: options.modelStorage.stores,
+    logger,
+  });
+  const registry = new ModelRegistry({
+    repositories: storage.folders,
+    storage,
     configFiles: options.modelConfigFiles,
     ...(options.modelFilesRoot !== undefined ? { modelFilesRoot: options.modelFilesRoot } : {}),
     controlMode: options.modelControlMode,
@@ -129,8 +155,10 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     loadTimeoutMs: options.modelLoadTimeoutSeconds * 1000,
     logger,
   });
+  storage.setInUse(() => registry.foldersInUse());
   let stopping = false;
   const startUp = new StartUp();
+  startUp.opened(() => storage.close());
   const health = new GrpcHealth(registry, () => stopping);
   startUp.opened(() => health.stop());
   const security = await serverSecurity(options.security, logger);
@@ -239,6 +267,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
         frontDoor,
         metricsPort?.server,
         registry,
+        storage,
         active,
         options.shutdownGraceSeconds * 1000,
       );
@@ -317,6 +346,7 @@ async function shutdown(
   frontDoor: RunningFrontDoor,
   metricsServer: HttpServer | undefined,
   registry: ModelRegistry,
+  storage: ModelStorage,
   active: InFlight,
   graceMs: number,
 ): Promise<void> {
@@ -325,6 +355,7 @@ async function shutdown(
   // Probes keep getting answers (ready: 503) until the drain is over.
   if (metricsServer !== undefined) await closeHttpServer(metricsServer);
   await registry.close();
+  await storage.close();
 }
 
 /** Closes the front door: no new requests; those in progress (streams too) get up to the grace period. */

@@ -1,9 +1,12 @@
 import cluster from "node:cluster";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { pythonEngineArguments, type DataPlaneArguments } from "../../lib/contract/dataplane.js";
+import { parseModelFilesArgument, type ModelFilesLocation } from "../../lib/contract/layout.js";
 import { usableCores } from "./cpu-budget.js";
-import { startDataPlane, type DataPlaneOptions } from "./dataplane.js";
+import { startDataPlane, type DataPlaneOptions, type ModelStorageSettings } from "./dataplane.js";
 import type { GrpcTuning } from "./server/grpc.js";
 import type { SecurityOptions } from "./server/security.js";
 import { runDataPlaneWorker, startDataPlaneWorkers } from "./workers.js";
@@ -28,6 +31,7 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
   const repositories = args.modelRepository ?? (args.modelConfig === undefined ? [EXAMPLE_REPOSITORY] : []);
   return {
     modelRepositories: repositories,
+    modelStorage: modelStorageSettings(args),
     modelConfigFiles: args.modelConfig ?? [],
     ...(args.modelFilesRoot !== undefined ? { modelFilesRoot: args.modelFilesRoot } : {}),
     ...(args.forwardUnsupported !== undefined ? { forwardUnsupportedTo: args.forwardUnsupported } : {}),
@@ -56,6 +60,41 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
         : { endpoint: args.otlpTracesEndpoint, serviceName: args.otelServiceName, sampleRatio: args.traceSampleRatio },
     logger,
   };
+}
+
+/**
+ * The model cache and the stores' options. A --grpc-workers worker keeps a cache folder of
+ * its own: each worker loads the repository itself, and one worker's clean-up must never
+ * delete a snapshot another's engines read.
+ */
+function modelStorageSettings(args: DataPlaneArguments): ModelStorageSettings {
+  const root = args.modelCacheDir ?? join(tmpdir(), "dynamo-kserve-model-cache");
+  return {
+    cacheDir: cluster.isWorker ? join(root, `worker-${cluster.worker?.id ?? process.pid}`) : root,
+    cacheMaxBytes: args.modelCacheMaxBytes,
+    loadPaths: args.modelLoadPath ?? [],
+    modelFiles: (args.modelFiles ?? []).map(modelFilesLocation),
+    stores: {
+      ...(args.storageSecretDir !== undefined ? { secretDir: args.storageSecretDir } : {}),
+      ...(args.storageCaFile !== undefined ? { caFile: args.storageCaFile } : {}),
+      ...(args.s3Endpoint !== undefined ? { s3Endpoint: args.s3Endpoint } : {}),
+      ...(args.s3Region !== undefined ? { s3Region: args.s3Region } : {}),
+      ...(args.s3PathStyle === true ? { s3PathStyle: true } : {}),
+      ...(args.gcsEndpoint !== undefined ? { gcsEndpoint: args.gcsEndpoint } : {}),
+      ...(args.azureEndpoint !== undefined ? { azureEndpoint: args.azureEndpoint } : {}),
+    },
+  };
+}
+
+/** One --model-files value, or an error naming the flag and the form it takes. */
+function modelFilesLocation(text: string): ModelFilesLocation {
+  const parsed = parseModelFilesArgument(text);
+  if (parsed === undefined) {
+    throw new Error(
+      `--model-files (DYNAMO_MODEL_FILE_LOCATIONS) '${text}' is not <model>=<location>, e.g. resnet=s3://bucket/models/resnet`,
+    );
+  }
+  return parsed;
 }
 
 function securityOptions(args: DataPlaneArguments): SecurityOptions {

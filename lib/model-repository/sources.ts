@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { lstat, readdir, readFile, stat } from "node:fs/promises";
+import { lstat, readdir, readFile, realpath, stat } from "node:fs/promises";
 import type { Stats } from "node:fs";
 import { basename, dirname, extname, join } from "node:path";
 import { errorMessage, failedPrecondition } from "../errors.js";
@@ -47,24 +47,35 @@ export interface ModelSource {
   readonly unreadable?: string;
 }
 
-/**
- * Every model source in the repositories plus the single configuration files given.
- * `modelFilesRoot` holds the version folders of models configured by a single file
- * (`<root>/<model>/<version>/model.onnx`): a ConfigMap carries the config, a volume the
- * model files.
- */
+/** Where the files of models configured by a single file are, and which repositories are views of snapshots. */
+export interface ScanOptions {
+  /** `<root>/<model>/<version>/...`: a ConfigMap carries the configs, a volume the model files. */
+  readonly modelFilesRoot?: string;
+  /** A model's own files folder (`<folder>/<version>/...`), instead of the root's (--model-files). */
+  readonly modelFiles?: ReadonlyMap<string, string>;
+  /**
+   * Repositories (and --model-files folders' parents) that object storage's models are
+   * mirrored into: each entry is a symlink to an immutable snapshot, and the source's folder
+   * is the snapshot itself, so an engine keeps reading the files it was loaded from when a
+   * later snapshot takes the view's place.
+   */
+  readonly snapshotViews?: ReadonlySet<string>;
+}
+
+/** Every model source in the repositories plus the single configuration files given. */
 export async function scanModelSources(
   repositories: readonly string[],
   configFiles: readonly string[],
-  modelFilesRoot?: string,
+  options: ScanOptions = {},
 ): Promise<ModelSource[]> {
   const sources: ModelSource[] = [];
-  for (const repository of repositories) sources.push(...(await scanRepository(repository, modelFilesRoot)));
-  for (const file of configFiles) sources.push(await readConfigFile(file, modelFilesRoot));
+  for (const repository of repositories) sources.push(...(await scanRepository(repository, options)));
+  for (const file of configFiles) sources.push(await readConfigFile(file, options));
   return sources;
 }
 
-async function scanRepository(repository: string, modelFilesRoot: string | undefined): Promise<ModelSource[]> {
+async function scanRepository(repository: string, options: ScanOptions): Promise<ModelSource[]> {
+  const resolveFolders = options.snapshotViews?.has(repository) === true;
   const entries = await readdir(repository).catch((error: unknown) => {
     throw failedPrecondition(`model repository '${repository}' cannot be read: ${errorMessage(error)}`);
   });
@@ -82,10 +93,11 @@ async function scanRepository(repository: string, modelFilesRoot: string | undef
       if (link?.isSymbolicLink()) sources.push(unreadableSource(path, entry, error));
       continue;
     }
-    if (info.isDirectory())
-      sources.push(await readModelFolder(path).catch((error) => unreadableSource(path, entry, error)));
-    else if (info.isFile() && configFormatOf(entry) !== undefined) {
-      sources.push(await readConfigFile(path, modelFilesRoot));
+    if (info.isDirectory()) {
+      const folder = resolveFolders ? await realpath(path).catch(() => path) : path;
+      sources.push(await readModelFolder(folder, entry).catch((error) => unreadableSource(path, entry, error)));
+    } else if (info.isFile() && configFormatOf(entry) !== undefined) {
+      sources.push(await readConfigFile(path, options));
     }
   }
   return sources;
@@ -107,14 +119,15 @@ function unreadableSource(path: string, entry: string, error: unknown): ModelSou
   };
 }
 
-async function readModelFolder(folder: string): Promise<ModelSource> {
+/** A model folder in Triton's layout, named `nameHint` (its own name unless given). */
+export async function readModelFolder(folder: string, nameHint = basename(folder)): Promise<ModelSource> {
   const entries = await readdir(folder, { withFileTypes: true });
   const { versions, files } = await readVersionFolders(folder);
   const configName = FOLDER_CONFIG_NAMES.find((name) => entries.some((entry) => entry.name === name));
   const path = configName === undefined ? folder : join(folder, configName);
   const read = configName === undefined ? { content: undefined } : await readSource(path);
   return {
-    nameHint: basename(folder),
+    nameHint,
     nameFixed: true,
     path,
     format: configName === undefined ? undefined : configFormatOf(configName),
@@ -171,13 +184,13 @@ async function describeFiles(versionFolder: string): Promise<string[]> {
   return described;
 }
 
-async function readConfigFile(file: string, modelFilesRoot: string | undefined): Promise<ModelSource> {
+async function readConfigFile(file: string, options: ScanOptions): Promise<ModelSource> {
   const read = await readSource(file);
   const stem = basename(file, extname(file));
   const nameHint = stem === "config" ? basename(dirname(file)) : stem;
   // With a files root, the model's folder there is where its files are looked for (and
   // named in errors) even before it exists.
-  const folder = modelFilesRoot === undefined ? undefined : modelFilesFolder(modelFilesRoot, nameHint);
+  const folder = await filesFolderOf(nameHint, options);
   const { versions, files } = folder === undefined ? { versions: [], files: [] } : await readVersionFolders(folder);
   return {
     nameHint,
@@ -189,6 +202,15 @@ async function readConfigFile(file: string, modelFilesRoot: string | undefined):
     ...(folder !== undefined ? { folder } : {}),
     fingerprint: fingerprintOf(read, versions, files),
   };
+}
+
+/** Where a single-file-configured model's version folders are: its own (a snapshot, if mirrored), else under the root. */
+async function filesFolderOf(model: string, options: ScanOptions): Promise<string | undefined> {
+  const own = options.modelFiles?.get(model);
+  if (own !== undefined) {
+    return options.snapshotViews?.has(dirname(own)) === true ? await realpath(own).catch(() => own) : own;
+  }
+  return options.modelFilesRoot === undefined ? undefined : modelFilesFolder(options.modelFilesRoot, model);
 }
 
 function fingerprintOf(read: SourceRead, versions: readonly number[], files: readonly string[] = []): string {

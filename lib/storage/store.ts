@@ -1,11 +1,10 @@
-import type { RemoteLocation, RemoteScheme } from "./locations.js";
-
 /**
  * One object store, as the data plane's model cache, the operator's access check and migrate
  * need it: list a prefix, download one object to a file. Each scheme's implementation
  * (s3.ts, gcs.ts, azure.ts) wraps that cloud's maintained SDK — signing, retries and the
  * credential chain are the SDK's — and is loaded only when a location of its scheme is used
- * (`openObjectStore`), so a process that never reads a bucket never maps an SDK.
+ * (`openObjectStore`, in open.ts: each store imports this file, so this one imports none of
+ * them), so a process that never reads a bucket never maps an SDK.
  */
 export interface ObjectStore {
   /** What the store is (`s3://host:port/bucket`, `gs://bucket`, ...), for messages; never holds credentials. */
@@ -87,18 +86,3 @@ export class StorageError extends Error {
     super(message);
   }
 }
-
-/** Opens the store a remote location names (its scheme's SDK loaded on first use). */
-export async function openObjectStore(location: RemoteLocation, options: ObjectStoreOptions): Promise<ObjectStore> {
-  const opener = OPENERS[location.scheme];
-  return (await opener())(location as never, options);
-}
-
-type Opener<L extends RemoteLocation> = (location: L, options: ObjectStoreOptions) => ObjectStore;
-
-/** Each scheme's implementation, imported when first used. */
-const OPENERS: { readonly [S in RemoteScheme]: () => Promise<Opener<Extract<RemoteLocation, { scheme: S }>>> } = {
-  s3: async () => (await import("./s3.js")).openS3Store,
-  gs: async () => (await import("./gcs.js")).openGcsStore,
-  as: async () => (await import("./azure.js")).openAzureStore,
-};

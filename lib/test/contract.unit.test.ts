@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { dataPlaneArguments, type DataPlaneArguments } from "../contract/dataplane.js";
-import { parseTokenFile } from "../contract/layout.js";
+import { modelFilesArgument, parseModelFilesArgument, parseTokenFile } from "../contract/layout.js";
 import { parsedDataPlaneArguments } from "../../cli/dataplane.js";
 
 /** Every data-plane option set to a value other than its default (a new option must be added here). */
@@ -22,6 +22,7 @@ const EVERY_OPTION: Required<DataPlaneArguments> = {
   s3PathStyle: true,
   gcsEndpoint: "http://fake-gcs:4443",
   azureEndpoint: "http://azurite:10000/{account}",
+  modelFiles: ["densenet_onnx=s3://models/triton/densenet_onnx", "add_sub=/srv/add_sub"],
   modelLoadPath: ["s3://models/extra", "/srv/more-models"],
   modelControlMode: "explicit",
   loadModel: ["a", "b"],
@@ -83,5 +84,12 @@ describe("the data plane's contract (lib/contract)", () => {
 
   it("reads a token file as the data plane and the operator both do: one per line, no blanks or comments", () => {
     assert.deepEqual(parseTokenFile("# rotated 2026-11\n\n  alpha  \r\nbeta\n#gamma\n"), ["alpha", "beta"]);
+  });
+
+  it("writes and reads --model-files as <model>=<location>, the location's own '=' kept", () => {
+    const value = { model: "densenet_onnx", location: "s3://host:9000/models/a=b/densenet_onnx" };
+    assert.equal(modelFilesArgument(value), "densenet_onnx=s3://host:9000/models/a=b/densenet_onnx");
+    assert.deepEqual(parseModelFilesArgument(modelFilesArgument(value)), value);
+    for (const bad of ["densenet", "=s3://b/p", "densenet="]) assert.equal(parseModelFilesArgument(bad), undefined);
   });
 });

@@ -25,6 +25,7 @@ import { Manager, type ManagerOptions } from "./kube/manager.js";
 import type { OperatorMetrics } from "./kube/metrics.js";
 import { SecretReader } from "./kube/secrets.js";
 import { GrpcRepositoryIndex } from "./probes/repository-index.js";
+import { ModelFilesChecker } from "./probes/model-files.js";
 import { CERTIFICATE_KIND, type Certificate } from "./resources/certificate-request.js";
 import { INFERENCE_POOL_KIND, type InferencePool } from "./resources/inference-pool.js";
 import { MANAGED_BY_LABEL, REPOSITORY_LABEL } from "./resources/names.js";
@@ -36,6 +37,8 @@ export interface OperatorOptions extends Omit<ManagerOptions, "logger"> {
   readonly certificates: CertificateSettings;
   /** How often a DynamoKserveRepository's data plane is asked for its models' states. */
   readonly repositoryStatusSeconds: number;
+  /** How long the operator's listing of a model location in object storage stands (ModelFilesReady). */
+  readonly storageCheckSeconds: number;
   readonly logger: Logger;
 }
 
@@ -94,13 +97,16 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     certificates: manager.optional<Certificate>(CERTIFICATE_KIND, owned),
   };
   const settings = { dataplaneImage: options.dataplaneImage };
+  const secrets = new SecretReader(manager.config);
+  const modelFilesChecker = new ModelFilesChecker(options.storageCheckSeconds * 1000);
   manager.register(
     new DynamoKserveModelController(
       caches,
-      new SecretReader(manager.config),
+      secrets,
       manager.writer,
       settings,
       options.certificates,
+      modelFilesChecker,
       logger.child({ controller: "dynamokservemodel" }),
     ),
   );
@@ -114,6 +120,7 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
         addressOf: podIpAddress,
         intervalMs: options.repositoryStatusSeconds * 1000,
       },
+      { secrets, checker: modelFilesChecker },
       logger.child({ controller: "dynamokserverepository" }),
     ),
   );

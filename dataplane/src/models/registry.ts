@@ -10,11 +10,13 @@ import {
   invalidArgument,
   notFound,
   unavailable,
+  type ErrorKind,
 } from "../../../lib/errors.js";
 import { applyConfigOverride } from "../../../lib/model-repository/override.js";
 import { ConfigError, configText } from "../../../lib/model-repository/config.js";
 import { InFlight } from "./in-flight.js";
-import { scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
+import { Holds } from "../../../lib/holds.js";
+import { readModelFolder, scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
 import { parseCandidate, type Candidate, type CandidateOptions } from "../../../lib/model-repository/candidates.js";
 import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import { VersionStatistics } from "./statistics.js";
@@ -39,6 +41,8 @@ export interface LiveModel {
   readonly inFlight: InFlight;
   /** When this engine was built (ms since the epoch), e.g. OpenAI's model `created`. */
   readonly loadedAt: number;
+  /** The model folder its engine reads (a snapshot in the model cache for object storage's models). */
+  readonly folder?: string;
 }
 
 /** The (model, version) a request names, with the statistics of that version. */
@@ -61,6 +65,8 @@ interface ModelRecord {
   live: LiveModel | undefined;
   /** Of the source last loaded (successfully or not), to skip unchanged sources. */
   fingerprint: string | undefined;
+  /** Why the model's files could not be brought from object storage, while that lasts. */
+  downloadFailure?: string;
   readonly statistics: Map<string, VersionStatistics>;
 }
 
@@ -71,10 +77,31 @@ export interface IndexEntry {
   readonly reason: string;
 }
 
+/**
+ * Model repositories in object storage, mirrored into local folders the registry scans
+ * (dataplane/src/storage/model-storage.ts): synced before a scan, one model before its load.
+ */
+export interface ModelFilesStorage {
+  /** The repositories' local folders whose model folders are symlinks to immutable snapshots. */
+  readonly views: ReadonlySet<string>;
+  /** Single-file-configured models' own files folders, by model (--model-files; a remote one's, in a view). */
+  readonly modelFiles: ReadonlyMap<string, string>;
+  /** Brings every changed model of the remote repositories; why each that could not be brought failed, by model. */
+  syncAll(): Promise<ReadonlyMap<string, string>>;
+  /** Brings one model's files; throws (a StorageError) why it cannot. */
+  syncModel(name: string): Promise<void>;
+  /** The model names the remote repositories list, downloaded or not. */
+  listedNames(): Promise<readonly string[]>;
+  /** The local folder of a load request's model_path, checked against the allowed locations and synced. */
+  modelPathFolder(path: string): Promise<string>;
+}
+
 /** Where the models are, how they load, and (CandidateOptions) how their configs are completed. */
 export interface RegistryOptions extends CandidateOptions {
   readonly repositories: readonly string[];
   readonly configFiles: readonly string[];
+  /** Repositories in object storage (their views are among `repositories`); absent: local folders only. */
+  readonly storage?: ModelFilesStorage;
   /** Where single-file configs find their version folders: `<root>/<model>/<version>/`. */
   readonly modelFilesRoot?: string;
   readonly controlMode: ModelControlMode;
@@ -100,8 +127,14 @@ export class ModelRegistry {
   private readonly records = new Map<string, ModelRecord>();
   /** Parsed sources by path, reused while the source's fingerprint is unchanged (polls reparse nothing). */
   private readonly parsed = new Map<string, Candidate>();
-  /** The scan of the repository under way, which every caller meanwhile shares. */
-  private scanning: Promise<Candidate[]> | undefined;
+  /** The scan of the repository under way, which every caller meanwhile shares, and when it started. */
+  private scanning: { readonly candidates: Promise<Candidate[]>; readonly started: number } | undefined;
+  /** Counts scans and syncs, so a caller that synced waits for a scan that started after. */
+  private clock = 0;
+  /** Model folders of changes queued or under way (their snapshots must stay). */
+  private readonly pendingFolders = new Holds<string>();
+  /** Engines retired and not yet closed. */
+  private readonly retiringModels = new Set<LiveModel>();
   /** Pairs of sources defining the same model that were already logged. */
   private readonly shadowed = new Set<string>();
   /** Each model's queue of changes: the last one queued, while any is pending. */
@@ -154,13 +187,21 @@ export class ModelRegistry {
    * whose last change is still running is left for a later poll.
    */
   async poll(): Promise<Promise<void>[]> {
-    const candidates = await this.candidates();
-    const names = new Set(candidates.map((candidate) => candidate.name));
+    const failures = (await this.options.storage?.syncAll()) ?? new Map<string, string>();
+    const candidates = await this.candidates(++this.clock);
+    this.noteDownloadFailures(failures);
+    const names = new Set([...candidates.map((candidate) => candidate.name), ...failures.keys()]);
     const changes: Promise<void>[] = [];
     for (const candidate of candidates) {
       if (this.queues.has(candidate.name)) continue;
       if (this.records.get(candidate.name)?.fingerprint === candidate.source.fingerprint) continue;
-      changes.push(this.serialize(candidate.name, () => this.apply(candidate)).catch(() => undefined));
+      // From now on its snapshot stays, whatever the next sync brings, until the change is done.
+      const release = this.holdFolder(candidate.source.folder);
+      changes.push(
+        this.serialize(candidate.name, () => this.apply(candidate))
+          .catch(() => undefined)
+          .finally(release),
+      );
     }
     for (const [name, record] of this.records) {
       if (names.has(name) || this.queues.has(name)) continue;
@@ -179,10 +220,10 @@ export class ModelRegistry {
    * Throws if the model cannot be served; a model already serving keeps its previous
    * configuration then. Errors read as Triton's, which clients match.
    */
-  load(name: string, overrideJson?: string): Promise<void> {
+  load(name: string, overrideJson?: string, modelPath?: string): Promise<void> {
     return this.serialize(name, async () => {
-      const candidates = await this.candidates();
-      const found = candidates.find((candidate) => candidate.name === name);
+      const found =
+        modelPath === undefined ? await this.repositoryCandidate(name) : await this.candidateAt(name, modelPath);
       if (found === undefined) {
         // Triton's code and words; a load request can never add a model the repository lacks.
         throw internal(
@@ -210,6 +251,83 @@ export class ModelRegistry {
     });
   }
 
+  /**
+   * The model's candidate in the repositories, its files brought from object storage first:
+   * a download that fails keeps the last good model serving, and fails the load saying why.
+   */
+  private async repositoryCandidate(name: string): Promise<Candidate | undefined> {
+    const { storage } = this.options;
+    if (storage !== undefined) {
+      const record = this.records.get(name);
+      try {
+        await storage.syncModel(name);
+        if (record !== undefined) record.downloadFailure = undefined;
+      } catch (error) {
+        const message = errorMessage(error);
+        if (record !== undefined) record.downloadFailure = message;
+        else this.records.set(name, { ...newRecord(name), downloadFailure: message });
+        throw new DataPlaneError(
+          downloadErrorKind(error),
+          `load failed for model '${name}': download failed: ${message}`,
+        );
+      }
+    }
+    const candidates = await this.candidates(++this.clock);
+    return candidates.find((candidate) => candidate.name === name);
+  }
+
+  /**
+   * A load request's model_path: the model folder there (brought from object storage if it
+   * is a remote location), served as `name` whatever the folder is called (its config's
+   * `name`, if set, must be `name`, as in a repository).
+   */
+  private async candidateAt(name: string, modelPath: string): Promise<Candidate> {
+    const { storage } = this.options;
+    if (storage === undefined) {
+      throw invalidArgument(
+        `RepositoryModelLoad parameter 'model_path': this server loads models from its repositories only`,
+      );
+    }
+    let folder: string;
+    try {
+      folder = await storage.modelPathFolder(modelPath);
+    } catch (error) {
+      if (error instanceof DataPlaneError) throw error;
+      throw new DataPlaneError(
+        downloadErrorKind(error),
+        `load failed for model '${name}': download failed: ${errorMessage(error)}`,
+      );
+    }
+    const source = await readModelFolder(folder, name).catch((error: unknown) => {
+      throw invalidArgument(
+        `load failed for model '${name}': model_path '${modelPath}' cannot be read: ${errorMessage(error)}`,
+      );
+    });
+    return parseCandidate(source, this.options);
+  }
+
+  /** Records why models' files could not be brought (and forgets it for the others). */
+  private noteDownloadFailures(failures: ReadonlyMap<string, string>): void {
+    for (const [name, failure] of failures) {
+      const record = this.records.get(name);
+      if (record !== undefined) record.downloadFailure = failure;
+      else this.records.set(name, { ...newRecord(name), downloadFailure: failure });
+    }
+    for (const [name, record] of this.records) if (!failures.has(name)) record.downloadFailure = undefined;
+  }
+
+  /**
+   * The model folders engines read or are about to: live models', retired ones' still
+   * finishing requests, and those of changes queued or loading. The model cache never
+   * deletes these snapshots.
+   */
+  foldersInUse(): Set<string> {
+    const folders = new Set(this.pendingFolders.held());
+    for (const record of this.records.values()) if (record.live?.folder !== undefined) folders.add(record.live.folder);
+    for (const live of this.retiringModels) if (live.folder !== undefined) folders.add(live.folder);
+    return folders;
+  }
+
   /** Checks that explicit load/unload requests are allowed in this control mode. */
   assertExplicitControl(action: string): void {
     if (this.options.controlMode !== "explicit") {
@@ -232,7 +350,7 @@ export class ModelRegistry {
     const model = record.live;
     if (model === undefined) {
       throw unavailable(
-        `Request for unknown model: '${name}' has no available versions (not ready: ${record.reason || "not loaded"})`,
+        `Request for unknown model: '${name}' has no available versions (not ready: ${reasonOf(record) || "not loaded"})`,
       );
     }
     const chosen = version || (model.versions[model.versions.length - 1] as string);
@@ -312,16 +430,21 @@ export class ModelRegistry {
   /** Every model in the repository or loaded, with its state, as RepositoryIndex reports it. */
   async index(readyOnly: boolean): Promise<IndexEntry[]> {
     const candidates = await this.candidates().catch(() => [] as Candidate[]);
-    const names = new Set([...candidates.map((candidate) => candidate.name), ...this.records.keys()]);
+    // Explicit mode lists what object storage holds, downloaded or not (the other modes have synced it all).
+    const listed =
+      this.options.controlMode === "explicit" && !readyOnly
+        ? await (this.options.storage?.listedNames() ?? Promise.resolve([]))
+        : [];
+    const names = new Set([...candidates.map((candidate) => candidate.name), ...listed, ...this.records.keys()]);
     const entries: IndexEntry[] = [];
     for (const name of [...names].sort()) {
       const record = this.records.get(name);
       if (record?.live !== undefined) {
         for (const version of record.live.versions) {
-          entries.push({ name, version, state: "READY", reason: record.reason });
+          entries.push({ name, version, state: "READY", reason: reasonOf(record) });
         }
       } else if (!readyOnly) {
-        entries.push({ name, version: "", state: record?.state ?? "", reason: record?.reason ?? "" });
+        entries.push({ name, version: "", state: record?.state ?? "", reason: record ? reasonOf(record) : "" });
       }
     }
     return entries;
@@ -393,17 +516,26 @@ export class ModelRegistry {
    * loads run in parallel (one queue per model), and each scan may run Python models'
    * auto_complete_config in processes of their own, so N loads at once must not mean N scans.
    */
-  private candidates(): Promise<Candidate[]> {
-    this.scanning ??= this.scan().finally(() => (this.scanning = undefined));
-    return this.scanning;
+  private candidates(notBefore = 0): Promise<Candidate[]> {
+    const current = this.scanning;
+    if (current !== undefined && current.started >= notBefore) return current.candidates;
+    // One that started before the caller's sync may miss what it brought: a new scan follows it.
+    const previous = current?.candidates.catch(() => undefined) ?? Promise.resolve();
+    const candidates: Promise<Candidate[]> = previous
+      .then(() => this.scan())
+      .finally(() => {
+        if (this.scanning?.candidates === candidates) this.scanning = undefined;
+      });
+    this.scanning = { candidates, started: ++this.clock };
+    return candidates;
   }
 
   private async scan(): Promise<Candidate[]> {
-    const sources = await scanModelSources(
-      this.options.repositories,
-      this.options.configFiles,
-      this.options.modelFilesRoot,
-    );
+    const { storage } = this.options;
+    const sources = await scanModelSources(this.options.repositories, this.options.configFiles, {
+      ...(this.options.modelFilesRoot !== undefined ? { modelFilesRoot: this.options.modelFilesRoot } : {}),
+      ...(storage !== undefined ? { modelFiles: storage.modelFiles, snapshotViews: storage.views } : {}),
+    });
     const byName = new Map<string, Candidate>();
     for (const source of sources) {
       const cached = this.parsed.get(source.path);
@@ -438,17 +570,11 @@ export class ModelRegistry {
     const { logger } = this.options;
     let record = this.records.get(candidate.name);
     if (record === undefined) {
-      record = {
-        name: candidate.name,
-        state: "UNAVAILABLE",
-        reason: "",
-        live: undefined,
-        fingerprint: undefined,
-        statistics: new Map(),
-      };
+      record = newRecord(candidate.name);
       this.records.set(candidate.name, record);
     }
     record.fingerprint = candidate.source.fingerprint;
+    const release = this.holdFolder(candidate.source.folder);
     try {
       const live = this.build(candidate);
       // As Triton: a model is READY once its engine has loaded it (e.g. a Python model's
@@ -477,7 +603,14 @@ export class ModelRegistry {
         logger.error({ model: candidate.name, err: message }, "model failed to load");
       }
       throw error;
+    } finally {
+      release();
     }
+  }
+
+  /** Counts a model folder as in use until the returned function is called. */
+  private holdFolder(folder: string | undefined): () => void {
+    return folder === undefined ? () => undefined : this.pendingFolders.hold(folder);
   }
 
   private build(candidate: Candidate): LiveModel {
@@ -490,7 +623,15 @@ export class ModelRegistry {
     const versions = servedVersions(spec.config.versionPolicy, source.versions, origin);
     const files = source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions };
     const engine = this.options.createEngine(spec, source.path, files);
-    return { spec, engine, versions, source: source.path, inFlight: new InFlight(), loadedAt: Date.now() };
+    return {
+      spec,
+      engine,
+      versions,
+      source: source.path,
+      inFlight: new InFlight(),
+      loadedAt: Date.now(),
+      ...(source.folder !== undefined ? { folder: source.folder } : {}),
+    };
   }
 
   /** Takes the model out of service at once; its engine closes once its requests are done. */
@@ -516,6 +657,7 @@ export class ModelRegistry {
       graceTimer = setTimeout(resolve, this.options.retireGraceMs);
       graceTimer.unref();
     });
+    this.retiringModels.add(live);
     const retired = Promise.race([live.inFlight.idle(), grace, this.closed])
       .then(() => {
         clearTimeout(graceTimer);
@@ -530,7 +672,10 @@ export class ModelRegistry {
       .catch((error: unknown) =>
         this.options.logger.error({ model: live.spec.name, err: errorMessage(error) }, "closing an engine failed"),
       )
-      .finally(() => this.retiring.delete(retired));
+      .finally(() => {
+        this.retiring.delete(retired);
+        this.retiringModels.delete(live);
+      });
     this.retiring.add(retired);
   }
 }
@@ -546,6 +691,29 @@ class LoadStopped extends DataPlaneError {
 }
 
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
+
+function newRecord(name: string): ModelRecord {
+  return { name, state: "UNAVAILABLE", reason: "", live: undefined, fingerprint: undefined, statistics: new Map() };
+}
+
+/** What RepositoryIndex and a refused request say of a model: a failed download first. */
+function reasonOf(record: ModelRecord): string {
+  if (record.downloadFailure === undefined) return record.reason;
+  const serving = record.live !== undefined ? "; still serving the last good files" : "";
+  return `download failed: ${record.downloadFailure}${serving}`;
+}
+
+/**
+ * A failed download as a load's error: worth retrying (the store unreachable, an object
+ * changed or gone mid-download) is UNAVAILABLE, a full cache RESOURCE_EXHAUSTED, the rest
+ * (access denied, no such bucket, unsafe keys) INVALID_ARGUMENT, as a load that cannot work.
+ */
+function downloadErrorKind(error: unknown): ErrorKind {
+  const kind = (error as { kind?: string } | undefined)?.kind;
+  if (kind === "unreachable" || kind === "changed" || kind === "not-found") return "Unavailable";
+  if (kind === "cache-full") return "ResourceExhausted";
+  return "InvalidArgument";
+}
 
 /**
  * A repository model with a load request's config override applied: the override stands in

@@ -21,7 +21,8 @@ export function repositoryOperations(registry: ModelRegistry): RepositoryOperati
     repositoryModelLoad: async (request) => {
       registry.assertExplicitControl("RepositoryModelLoad");
       checkModelName(request.modelName, "RepositoryModelLoad");
-      await registry.load(request.modelName, configOverride(request.parameters));
+      const { config, modelPath } = loadParameters(request.parameters);
+      await registry.load(request.modelName, config, modelPath);
       return {};
     },
     repositoryModelUnload: async (request) => {
@@ -59,11 +60,19 @@ function modelNameProblem(name: string): string | undefined {
   return undefined;
 }
 
+/** The load parameters this data plane reads, as RepositoryModelLoad names them. */
+const LOAD_PARAMETERS = ["config", "model_path"] as const;
+
 /**
- * The "config" load parameter: the model configuration as JSON, applied to the repository's
- * config by the registry (what it may change: lib/model-repository/override.ts).
+ * The load parameters: "config", the model configuration as JSON, applied to the
+ * repository's config by the registry (what it may change: lib/model-repository/override.ts);
+ * "model_path", the model's folder (a local path or an object-storage URI) when it is not
+ * the repository's, checked by the registry against where the server may load from.
  */
-function configOverride(parameters: Record<string, ModelRepositoryParameter>): string | undefined {
+function loadParameters(parameters: Record<string, ModelRepositoryParameter>): {
+  config: string | undefined;
+  modelPath: string | undefined;
+} {
   for (const key of Object.keys(parameters)) {
     // Triton's override of model files: the files would have to be written somewhere the
     // engines load from, and a pod's repository is a read-only volume.
@@ -72,18 +81,27 @@ function configOverride(parameters: Record<string, ModelRepositoryParameter>): s
         `RepositoryModelLoad parameter '${key}': model files sent with the request are not supported; put them in the model repository`,
       );
     }
-    if (key !== "config") {
+    if (!(LOAD_PARAMETERS as readonly string[]).includes(key)) {
       throw invalidArgument(
-        `RepositoryModelLoad: unknown parameter '${key}'; the one load parameter is 'config' (the model configuration as JSON)`,
+        `RepositoryModelLoad: unknown parameter '${key}'; the load parameters are 'config' (the model configuration as JSON) and 'model_path' (the model's folder: a path or an object-storage URI under the server's repositories or --model-load-path)`,
       );
     }
   }
-  const config = parameters["config"]?.parameterChoice;
-  if (config === undefined) return undefined;
-  if (config.$case !== "stringParam") {
-    throw invalidArgument(
-      `RepositoryModelLoad parameter 'config' must be a string holding the model configuration as JSON`,
-    );
+  return {
+    config: stringParameter(parameters, "config", "the model configuration as JSON"),
+    modelPath: stringParameter(parameters, "model_path", "the model's folder, a path or an object-storage URI"),
+  };
+}
+
+function stringParameter(
+  parameters: Record<string, ModelRepositoryParameter>,
+  key: string,
+  holding: string,
+): string | undefined {
+  const value = parameters[key]?.parameterChoice;
+  if (value === undefined) return undefined;
+  if (value.$case !== "stringParam") {
+    throw invalidArgument(`RepositoryModelLoad parameter '${key}' must be a string holding ${holding}`);
   }
-  return config.value;
+  return value.value;
 }

@@ -152,7 +152,7 @@ describe("the dynamo-kserve CLI (real processes)", function () {
     const help = (await run(process.execPath, [CLI, "dataplane", "--help"])).stdout.replace(/\s+/g, " ");
     assert.match(help, /--grpc-port <port> gRPC port \(0 picks a free one\) \(default: 8001, env: DYNAMO_GRPC_PORT\)/);
     assert.match(help, /--metrics-port <port> [^-]*default: 8002, env: DYNAMO_METRICS_PORT/);
-    assert.match(help, /--model-repository <dir> [^(]*\(repeatable\); [^(]*\(env: DYNAMO_MODEL_REPOSITORY\)/);
+    assert.match(help, /--model-repository <location> [^(]*\(repeatable\): [^(]*\(env: DYNAMO_MODEL_REPOSITORY\)/);
   });
 
   it("takes settings from the environment, and a flag wins over it", async () => {

@@ -254,7 +254,7 @@ describe("model repository (real server over loopback)", function () {
       assert.deepEqual(await inputShape(server, "identity_int32"), [6n]);
     });
 
-    it("refuses model files sent with the load (UNIMPLEMENTED) and parameters it does not know (INVALID_ARGUMENT), keeping the model", async () => {
+    it("refuses model files sent with the load (UNIMPLEMENTED), parameters it does not know and a model_path outside its repositories (INVALID_ARGUMENT), keeping the model", async () => {
       const { client } = server;
       const load = (parameters: Record<string, ModelRepositoryParameter>) =>
         callError(client, "repositoryModelLoad", { repositoryName: "", modelName: "identity_int32", parameters });
@@ -264,9 +264,15 @@ describe("model repository (real server over loopback)", function () {
       });
       assert.equal(withFile.code, status.UNIMPLEMENTED);
       assert.match(withFile.details, /'file:1\/model\.onnx'.*model files sent with the request are not supported/);
-      const unknown = await load({ model_path: { parameterChoice: { $case: "stringParam", value: "/elsewhere" } } });
+      const unknown = await load({ model_dir: { parameterChoice: { $case: "stringParam", value: "/elsewhere" } } });
       assert.equal(unknown.code, status.INVALID_ARGUMENT);
-      assert.match(unknown.details, /unknown parameter 'model_path'.*'config'/);
+      assert.match(unknown.details, /unknown parameter 'model_dir'.*'config'.*'model_path'/);
+      const elsewhere = await load({ model_path: { parameterChoice: { $case: "stringParam", value: "/elsewhere" } } });
+      assert.equal(elsewhere.code, status.INVALID_ARGUMENT);
+      assert.match(
+        elsewhere.details,
+        /parameter 'model_path': '\/elsewhere' is not under one of this server's model repositories/,
+      );
       assert.deepEqual(await inputShape(server, "identity_int32"), [6n]);
     });
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
@@ -241,5 +241,97 @@ describe("model registry: loads at once share one scan of the repository", () =>
       await registry.close();
       rmSync(repository, { recursive: true, force: true });
     }
+  });
+});
+
+describe("model registry: models from object storage (a view of snapshots)", () => {
+  let root: string;
+  let view: string;
+  let registry: ModelRegistry;
+  /** What the storage's next sync reports failed, by model. */
+  let failures: Map<string, string>;
+  const folders: string[] = [];
+
+  /** A snapshot of model m (config revision `revision`), shown in the view. */
+  const snapshot = (revision: number): string => {
+    const folder = join(root, "snapshots", `m@${revision}`);
+    mkdirSync(join(folder, "1"), { recursive: true });
+    writeFileSync(join(folder, "config.pbtxt"), config(revision));
+    rmSync(join(view, "m"), { force: true });
+    symlinkSync(folder, join(view, "m"));
+    return realpathSync(folder);
+  };
+
+  beforeEach(async () => {
+    root = mkdtempSync(join(tmpdir(), "dynamo-kserve-views-"));
+    view = join(root, "view");
+    mkdirSync(view);
+    failures = new Map();
+    folders.length = 0;
+    registry = new ModelRegistry({
+      repositories: [view],
+      configFiles: [],
+      storage: {
+        views: new Set([view]),
+        modelFiles: new Map(),
+        syncAll: async () => failures,
+        syncModel: async () => undefined,
+        listedNames: async () => ["m"],
+        modelPathFolder: async () => view,
+      },
+      controlMode: "poll",
+      startupModels: [],
+      createEngine: (_spec, _source, files) => {
+        folders.push(files!.folder);
+        return new RecordingEngine();
+      },
+      retireGraceMs: 60_000,
+      logger: pino({ level: "silent" }),
+    });
+  });
+  afterEach(async () => {
+    await registry.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it("gives engines the snapshot itself, and counts a retired engine's snapshot in use until it closes", async () => {
+    const first = snapshot(0);
+    await registry.start();
+    assert.deepEqual(folders, [first]);
+    const running = registry.hold(registry.resolve("m", ""));
+    const second = snapshot(1);
+    await registry.sync();
+    assert.deepEqual(folders, [first, second]);
+    assert.deepEqual([...registry.foldersInUse()].sort(), [first, second].sort());
+    running.release();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.deepEqual([...registry.foldersInUse()], [second]);
+  });
+
+  it("says why a download failed, serving the last good model meanwhile, and forgets it once one succeeds", async () => {
+    snapshot(0);
+    await registry.start();
+    failures.set("m", "access denied for s3://b/repo/m/config.pbtxt (AccessDenied)");
+    failures.set("gone", "no such object: s3://b/repo/gone/1/model.onnx");
+    await registry.sync();
+    const index = await registry.index(false);
+    assert.deepEqual(index, [
+      {
+        name: "gone",
+        version: "",
+        state: "UNAVAILABLE",
+        reason: "download failed: no such object: s3://b/repo/gone/1/model.onnx",
+      },
+      {
+        name: "m",
+        version: "1",
+        state: "READY",
+        reason:
+          "download failed: access denied for s3://b/repo/m/config.pbtxt (AccessDenied); still serving the last good files",
+      },
+    ]);
+    failures.clear();
+    await registry.sync();
+    assert.deepEqual(await registry.index(false), [{ name: "m", version: "1", state: "READY", reason: "" }]);
   });
 });

@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveRepository";
 export const PLURAL = "dynamokserverepositories";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"upstream":{"port":8001},"autoscaling":{"minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests"},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","monitoring":{"interval":"30s"}} as const;
+export const SPEC_DEFAULTS = {"storage":{"caBundle":{"key":"ca.crt"},"cacheSize":"10Gi"},"upstream":{"port":8001},"autoscaling":{"minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests"},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","monitoring":{"interval":"30s"}} as const;
 
 /**
  * Where the repository is and how to run its data plane.
@@ -33,6 +33,75 @@ export interface DynamoKserveRepositorySpec {
      * The repository's folder inside the volume. Default the volume's root.
      */
     subPath?: string;
+  };
+  /**
+   * The repository in object storage, in Triton's layout (`<model>/config.pbtxt`, `<model>/<version>/...`), as tritonserver --model-repository takes it: s3://bucket/prefix (AWS), s3://host:port/bucket/prefix (an S3-compatible store over http; s3://https://host:port/... over https), gs://bucket/prefix or as://account/container/prefix. The data plane syncs it into a local cache and, in poll mode, follows added, changed and removed models and versions. Not with configMapRef or persistentVolumeClaim; spec.storage says how to reach it.
+   */
+  storageUri?: string;
+  /**
+   * How the data plane reaches object storage for spec.storageUri: credentials, endpoints, a CA bundle, and the local cache the files are synced to (an emptyDir). Without secretName, each cloud's standard credential chain applies: workload identity through pod.serviceAccountName (EKS IRSA or Pod Identity, GKE Workload Identity, Azure Workload Identity), or the node's own identity.
+   */
+  storage?: {
+    /**
+     * A Secret in this namespace holding the credentials, by key: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) for s3://; service-account.json for gs://; AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN for as://. Mounted read-only as files (never environment variables): the data plane reads them again when the Secret changes, so rotation needs no restart. The operator reads it too, to check the location (condition ModelFilesReady).
+     */
+    secretName?: string;
+    /**
+     * S3 settings for s3:// locations.
+     */
+    s3?: {
+      /**
+       * An S3-compatible endpoint for s3://bucket/... locations, e.g. https://minio.storage.svc:9000 (s3://host:port/bucket/... names its own). Default: AWS.
+       */
+      endpoint?: string;
+      /**
+       * The region. Default the AWS SDK's (AWS_REGION), else us-east-1.
+       */
+      region?: string;
+      /**
+       * Address buckets by path (host/bucket/key), as most S3-compatible stores need.
+       */
+      pathStyle?: boolean;
+    };
+    /**
+     * Cloud Storage settings for gs:// locations.
+     */
+    gcs?: {
+      /**
+       * A Cloud Storage endpoint (an emulator or a private endpoint). Default Google's.
+       */
+      endpoint?: string;
+    };
+    /**
+     * Blob Storage settings for as:// locations.
+     */
+    azure?: {
+      /**
+       * The Blob service endpoint with {account} standing for the storage account, e.g. http://azurite.storage.svc:10000/{account}. Default https://{account}.blob.core.windows.net.
+       */
+      endpoint?: string;
+    };
+    /**
+     * PEM certificates to trust for an https endpoint besides the system's (a private store): a key of a ConfigMap in this namespace, mounted into the pods.
+     */
+    caBundle?: {
+      /**
+       * Name of the ConfigMap.
+       */
+      configMapName: string;
+      /**
+       * Key within the ConfigMap.
+       */
+      key?: string;
+    };
+    /**
+     * The most the pod's model cache holds (a quantity, e.g. 20Gi): the cache emptyDir's sizeLimit and the data plane's --model-cache-max-bytes. A model whose files would pass it fails to load, saying so, rather than the pod being evicted.
+     */
+    cacheSize?: number | string;
+    /**
+     * How often the data plane lists the location for added, changed and removed models and versions (poll mode; an unchanged listing downloads nothing). Default 5.
+     */
+    pollSeconds?: number;
   };
   /**
    * The Triton (or other KServe v2 gRPC server) that runs the models this data plane cannot: a Service in this namespace, or an address. Without it, such models fail to load and status says why.
@@ -144,7 +213,7 @@ export interface DynamoKserveRepositorySpec {
      */
     priorityClassName?: string;
     /**
-     * The pods' ServiceAccount (its token is still not mounted).
+     * The pods' ServiceAccount. With workload identity (EKS IRSA or Pod Identity, GKE Workload Identity, Azure Workload Identity) its cloud identity is how the data plane reads object storage without storage.secretName. The Kubernetes API token is still not mounted (the identity webhooks mount their own).
      */
     serviceAccountName?: string;
     /**
@@ -285,7 +354,7 @@ export interface DynamoKserveRepositoryStatus {
     reason?: string;
   }[];
   /**
-   * Ready (the Deployment is available and every model is ready), Available (enough pods are ready), ModelsReady (every model of the repository is ready), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists).
+   * Ready (the Deployment is available and every model is ready), Available (enough pods are ready), ModelsReady (every model of the repository is ready), with spec.storageUri, ModelFilesReady (the operator listed the location with storage.secretName's credentials and found models there; Unknown with reason CheckedByPods without a Secret), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists).
    */
   conditions?: {
     /**

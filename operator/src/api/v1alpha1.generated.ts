@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveModel";
 export const PLURAL = "dynamokservemodels";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"autoscaling":{"minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests"},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
+export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"storage":{"caBundle":{"key":"ca.crt"},"cacheSize":"10Gi"},"autoscaling":{"minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests"},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
 
 /**
  * What to serve and how to run it.
@@ -39,7 +39,7 @@ export interface DynamoKserveModelSpec {
     inline?: string;
   };
   /**
-   * Where the model's version folders (`<version>/model.onnx`, ...) come from, for engines that read model files (onnx). Mounted read-only at /model-files/<model name>: the data plane takes the config from modelConfig and the files from here. Exactly one source.
+   * Where the model's version folders (`<version>/model.onnx`, ...) come from, for engines that read model files (onnx, python). A volume is mounted read-only at /model-files/<model name>; object storage (storageUri) is synced into the pod's cache. The data plane takes the config from modelConfig and the files from here. Exactly one source.
    */
   modelFiles?: {
     /**
@@ -103,9 +103,78 @@ export interface DynamoKserveModelSpec {
       ];
     };
     /**
+     * The model's folder in object storage, the one holding the version folders (`<version>/model.onnx`, ...), e.g. s3://bucket/triton/densenet_onnx: s3://bucket/prefix (AWS), s3://host:port/bucket/prefix (an S3-compatible store over http; s3://https://host:port/... over https), gs://bucket/prefix or as://account/container/prefix. The data plane syncs it into a local cache (--model-files); spec.storage says how to reach it.
+     */
+    storageUri?: string;
+    /**
      * The model's folder inside the volume (the one holding the version folders), e.g. its folder in a Triton model repository. Default: the volume's root.
      */
     subPath?: string;
+  };
+  /**
+   * How the data plane reaches object storage for spec.modelFiles.storageUri: credentials, endpoints, a CA bundle, and the local cache the files are synced to (an emptyDir). Without secretName, each cloud's standard credential chain applies: workload identity through pod.serviceAccountName (EKS IRSA or Pod Identity, GKE Workload Identity, Azure Workload Identity), or the node's own identity.
+   */
+  storage?: {
+    /**
+     * A Secret in this namespace holding the credentials, by key: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) for s3://; service-account.json for gs://; AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN for as://. Mounted read-only as files (never environment variables): the data plane reads them again when the Secret changes, so rotation needs no restart. The operator reads it too, to check the location (condition ModelFilesReady).
+     */
+    secretName?: string;
+    /**
+     * S3 settings for s3:// locations.
+     */
+    s3?: {
+      /**
+       * An S3-compatible endpoint for s3://bucket/... locations, e.g. https://minio.storage.svc:9000 (s3://host:port/bucket/... names its own). Default: AWS.
+       */
+      endpoint?: string;
+      /**
+       * The region. Default the AWS SDK's (AWS_REGION), else us-east-1.
+       */
+      region?: string;
+      /**
+       * Address buckets by path (host/bucket/key), as most S3-compatible stores need.
+       */
+      pathStyle?: boolean;
+    };
+    /**
+     * Cloud Storage settings for gs:// locations.
+     */
+    gcs?: {
+      /**
+       * A Cloud Storage endpoint (an emulator or a private endpoint). Default Google's.
+       */
+      endpoint?: string;
+    };
+    /**
+     * Blob Storage settings for as:// locations.
+     */
+    azure?: {
+      /**
+       * The Blob service endpoint with {account} standing for the storage account, e.g. http://azurite.storage.svc:10000/{account}. Default https://{account}.blob.core.windows.net.
+       */
+      endpoint?: string;
+    };
+    /**
+     * PEM certificates to trust for an https endpoint besides the system's (a private store): a key of a ConfigMap in this namespace, mounted into the pods.
+     */
+    caBundle?: {
+      /**
+       * Name of the ConfigMap.
+       */
+      configMapName: string;
+      /**
+       * Key within the ConfigMap.
+       */
+      key?: string;
+    };
+    /**
+     * The most the pod's model cache holds (a quantity, e.g. 20Gi): the cache emptyDir's sizeLimit and the data plane's --model-cache-max-bytes. A model whose files would pass it fails to load, saying so, rather than the pod being evicted.
+     */
+    cacheSize?: number | string;
+    /**
+     * How often the data plane lists the location for added, changed and removed models and versions (poll mode; an unchanged listing downloads nothing). Default 5.
+     */
+    pollSeconds?: number;
   };
   /**
    * Number of data-plane pods. Leave it unset to let something else own the count (a HorizontalPodAutoscaler); the operator then never writes the Deployment's replicas. The scale subresource sets it (kubectl scale dkm, an HPA or KEDA targeting the model). Not with autoscaling, which owns the count.
@@ -200,7 +269,7 @@ export interface DynamoKserveModelSpec {
      */
     priorityClassName?: string;
     /**
-     * The pods' ServiceAccount (its token is still not mounted).
+     * The pods' ServiceAccount. With workload identity (EKS IRSA or Pod Identity, GKE Workload Identity, Azure Workload Identity) its cloud identity is how the data plane reads object storage without storage.secretName. The Kubernetes API token is still not mounted (the identity webhooks mount their own).
      */
     serviceAccountName?: string;
     /**
@@ -441,7 +510,7 @@ export interface DynamoKserveModelStatus {
     service?: string;
   };
   /**
-   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists), and with TLS or auth, CredentialsReady (the certificate and token Secrets are there and usable).
+   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists), with TLS or auth, CredentialsReady (the certificate and token Secrets are there and usable), and with modelFiles.storageUri, ModelFilesReady (the operator listed the location with storage.secretName's credentials and found version folders there; Unknown with reason CheckedByPods without a Secret).
    */
   conditions?: {
     /**

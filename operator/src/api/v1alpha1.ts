@@ -49,6 +49,7 @@ export const CONDITION_TYPES = [
   "InferencePoolReady",
   "MonitoringReady",
   "CredentialsReady",
+  "ModelFilesReady",
 ] as const;
 export type ConditionType = (typeof CONDITION_TYPES)[number];
 
@@ -61,5 +62,11 @@ export type DynamoKserveRepository = ApiObject<
 export type RepositoryModelStatus = NonNullable<DynamoKserveRepositoryStatus["models"]>[number];
 
 /** The condition types this operator sets on a DynamoKserveRepository. */
-export const REPOSITORY_CONDITION_TYPES = ["Ready", "Available", "ModelsReady", "MonitoringReady"] as const;
+export const REPOSITORY_CONDITION_TYPES = [
+  "Ready",
+  "Available",
+  "ModelsReady",
+  "ModelFilesReady",
+  "MonitoringReady",
+] as const;
 export type RepositoryConditionType = (typeof REPOSITORY_CONDITION_TYPES)[number];

@@ -37,9 +37,11 @@ import {
 } from "../resources/credentials.js";
 import { desiredCertificate, type Certificate } from "../resources/certificate-request.js";
 import type { ServiceMonitor } from "../resources/service-monitor.js";
-import { nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
+import { earliest, nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
 import { desiredInferencePool, poolServiceName, poolTarget, type InferencePool } from "../resources/inference-pool.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
+import type { ModelFilesChecking } from "../probes/model-files.js";
+import { modelFilesRecheck, observeModelFiles } from "./model-files.js";
 
 /** The caches the controller reads (all kept current by watches). */
 export interface ModelCaches {
@@ -93,11 +95,15 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       "ServiceMonitor",
       "Certificate",
     ),
-    // A user's ConfigMap: every model whose configMapRef names it.
+    // A user's ConfigMap: every model whose configMapRef (or storage.caBundle) names it.
     mapped(["ConfigMap"], (configMap) =>
       this.caches.models
         .list(configMap.metadata?.namespace)
-        .filter((model) => model.spec.modelConfig.configMapRef?.name === configMap.metadata?.name)
+        .filter(
+          (model) =>
+            model.spec.modelConfig.configMapRef?.name === configMap.metadata?.name ||
+            model.spec.storage?.caBundle?.configMapName === configMap.metadata?.name,
+        )
         .map((model) => keyOf(model.metadata.namespace, model.metadata.name)),
     ),
     // A user's InferencePool taking (or freeing) a model's pool name.
@@ -115,6 +121,8 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     private readonly writer: KubeWriter,
     private readonly settings: BuildSettings,
     private readonly certificates: CertificateSettings,
+    /** The operator's own look at modelFiles.storageUri. */
+    private readonly modelFilesChecker: ModelFilesChecking,
     private readonly logger: Logger,
   ) {}
 
@@ -135,7 +143,17 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       ref === undefined ? undefined : this.caches.configMaps.get(namespace, ref.name),
     );
 
-    const { outcome: credentials, requeueAfterMs } = await this.reconcileCredentials(model);
+    const { outcome: credentials, requeueAfterMs: credentialsRequeue } = await this.reconcileCredentials(model);
+    const storageUri = model.spec.modelFiles?.storageUri;
+    const modelFiles =
+      storageUri === undefined
+        ? undefined
+        : await observeModelFiles(model, storageUri, "model", model.spec.storage, {
+            secrets: this.secrets,
+            checker: this.modelFilesChecker,
+            configMaps: this.caches.configMaps,
+          });
+    const requeueAfterMs = earliest(credentialsRequeue, modelFilesRecheck(modelFiles, this.modelFilesChecker));
     let deployment = this.caches.deployments.get(namespace, names.deployment);
     const nameTaken = await nameTakenBy(async () => {
       await this.writer.apply(desiredService(model), this.caches.services.get(namespace, names.service));
@@ -176,6 +194,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         monitoring,
         credentials,
         ...(nameTaken !== undefined ? { nameTaken } : {}),
+        ...(modelFiles !== undefined ? { modelFiles } : {}),
       },
       timestamp(),
     );

@@ -32,7 +32,10 @@ import {
 } from "../resources/repository.js";
 import type { ServiceMonitor } from "../resources/service-monitor.js";
 import { keyOf, mapped, ownedByLabel, type Controller, type Reconciled, type Watch } from "../kube/controller.js";
-import { nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
+import { earliest, nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
+import type { SecretReader } from "../kube/secrets.js";
+import type { ModelFilesChecking } from "../probes/model-files.js";
+import { modelFilesRecheck, observeModelFiles } from "./model-files.js";
 
 /** The caches the repository controller reads (all kept current by watches). */
 export interface RepositoryCaches {
@@ -80,11 +83,15 @@ export class DynamoKserveRepositoryController implements Controller<
       "ServiceMonitor",
       "Pod",
     ),
-    // A user's ConfigMap of configs: every repository whose configMapRef names it.
+    // A user's ConfigMap of configs (or CA bundle): every repository whose configMapRef (or storage.caBundle) names it.
     mapped(["ConfigMap"], (configMap) =>
       this.caches.repositories
         .list(configMap.metadata?.namespace)
-        .filter((repository) => repository.spec.configMapRef?.name === configMap.metadata?.name)
+        .filter(
+          (repository) =>
+            repository.spec.configMapRef?.name === configMap.metadata?.name ||
+            repository.spec.storage?.caBundle?.configMapName === configMap.metadata?.name,
+        )
         .map((repository) => keyOf(repository.metadata.namespace, repository.metadata.name)),
     ),
   ];
@@ -94,6 +101,8 @@ export class DynamoKserveRepositoryController implements Controller<
     private readonly writer: KubeWriter,
     private readonly settings: BuildSettings,
     private readonly probing: RepositoryProbing,
+    /** spec.storageUri's Secret is read when needed, never watched; the checker lists the location. */
+    private readonly storage: { readonly secrets: SecretReader; readonly checker: ModelFilesChecking },
     private readonly logger: Logger,
   ) {}
 
@@ -123,6 +132,14 @@ export class DynamoKserveRepositoryController implements Controller<
       );
     });
     const monitoring = await reconcileServiceMonitor(repository, objectName, this.caches.monitors, this.writer);
+    const { storageUri } = repository.spec;
+    const modelFiles =
+      storageUri === undefined
+        ? undefined
+        : await observeModelFiles(repository, storageUri, "repository", repository.spec.storage, {
+            ...this.storage,
+            configMaps: this.caches.configMaps,
+          });
     const index = nameTaken === undefined ? await this.readIndex(repository) : ({ state: "NoReadyPod" } as const);
     // Read after the pod answered (which can take seconds): a ConfigMap made meanwhile must
     // not be reported missing beside a model list that already reflects it.
@@ -138,10 +155,16 @@ export class DynamoKserveRepositoryController implements Controller<
         ...(missingConfigMap !== undefined ? { missingConfigMap } : {}),
         ...(nameTaken !== undefined ? { nameTaken } : {}),
         ...(monitoring !== undefined ? { monitoring } : {}),
+        ...(modelFiles !== undefined ? { modelFiles } : {}),
       },
       timestamp(),
     );
-    return { status, transitions, requeueAfterMs: this.probing.intervalMs };
+    // The checker's cache keeps each probe from listing the bucket again.
+    return {
+      status,
+      transitions,
+      requeueAfterMs: earliest(this.probing.intervalMs, modelFilesRecheck(modelFiles, this.storage.checker))!,
+    };
   }
 
   /** The models as the first ready pod (by name) reports them. */

@@ -9,6 +9,11 @@ import type { MonitoringOutcome } from "../resources/status.js";
 
 /** What the controllers of our kinds (DynamoKserveModel, DynamoKserveRepository) do alike with what they own. */
 
+/** The sooner of two requeue delays, either maybe absent. */
+export function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
+}
+
 /** RFC 3339 to the second, as Kubernetes writes timestamps. */
 export const timestamp = (): string => new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
 

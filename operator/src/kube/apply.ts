@@ -6,6 +6,7 @@ import {
   type V1OwnerReference,
 } from "@kubernetes/client-node";
 import { OPERATOR_NAME } from "../api/objects.js";
+import { quantityValue } from "../api/quantity.js";
 
 /** Annotation holding a hash of what the operator last applied to an object. */
 export const APPLIED_HASH_ANNOTATION = "dynamokserve.dev/applied-hash";
@@ -108,10 +109,13 @@ export function canonicalJson(value: unknown): string {
   );
 }
 
+/** Where quantities sit: a container's resources, an emptyDir's sizeLimit. */
+const QUANTITY_KEYS = new Set(["resources", "sizeLimit"]);
+
 /**
  * Does `live` hold every value of `desired`? Extra fields in `live` (defaults, other
- * managers' fields, status) are fine; lists must match element by element. Resource
- * quantities compare by value, as the API server rewrites them ("1000m" -> "1").
+ * managers' fields, status) are fine; lists must match element by element. Quantities
+ * compare by value, as the API server rewrites them ("1000m" -> "1", "10240Mi" -> "10Gi").
  */
 export function contains(live: unknown, desired: unknown, inResources = false): boolean {
   if (Array.isArray(desired)) {
@@ -125,7 +129,7 @@ export function contains(live: unknown, desired: unknown, inResources = false): 
     if (live === null || typeof live !== "object" || Array.isArray(live)) return false;
     const liveObject = live as Record<string, unknown>;
     return Object.entries(desired).every(([key, value]) =>
-      contains(liveObject[key], value, inResources || key === "resources"),
+      contains(liveObject[key], value, inResources || QUANTITY_KEYS.has(key)),
     );
   }
   if (inResources && typeof desired === "string" && typeof live === "string") {
@@ -133,29 +137,4 @@ export function contains(live: unknown, desired: unknown, inResources = false): 
     if (a !== undefined && b !== undefined) return Math.abs(a - b) <= Math.abs(a) * 1e-12;
   }
   return live === desired;
-}
-
-const QUANTITY_SUFFIXES: Readonly<Record<string, number>> = {
-  n: 1e-9,
-  u: 1e-6,
-  m: 1e-3,
-  "": 1,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  P: 1e15,
-  E: 1e18,
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
-  Pi: 2 ** 50,
-  Ei: 2 ** 60,
-};
-
-function quantityValue(text: string): number | undefined {
-  const match = /^([+-]?\d*\.?\d+(?:[eE][+-]?\d+)?)([a-zA-Z]*)$/.exec(text);
-  const scale = match === null ? undefined : QUANTITY_SUFFIXES[match[2] as string];
-  return scale === undefined ? undefined : Number(match![1]) * scale;
 }

@@ -2,7 +2,7 @@ import type { V1ConfigMap, V1ObjectMeta } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { formatText } from "../../../lib/model-repository/config.js";
 import type { DynamoKserveModel } from "../api/v1alpha1.js";
-import type { ModelFilesSource, ModelPlan } from "./plan.js";
+import { folderUri, type ModelFilesSource, type ModelPlan } from "./plan.js";
 
 /** Pure builders: a migration plan in, the Kubernetes objects that serve each model out. */
 
@@ -31,7 +31,8 @@ export function kubernetesName(model: string): string {
 
 /**
  * The objects for one model: a ConfigMap with its normalized config.pbtxt, for ONNX models
- * shipped in a ConfigMap one more with the files, and the DynamoKserveModel.
+ * shipped in a ConfigMap one more with the files, and the DynamoKserveModel (its files, if
+ * any, from the ConfigMap, the claim, or the model's folder in object storage).
  */
 export function migratedObjects(
   plan: PlannedModel,
@@ -73,7 +74,14 @@ export function migratedObjects(
       persistentVolumeClaim: { claimName: filesSource.claimName },
       ...(plan.modelFiles.folder !== "" ? { subPath: plan.modelFiles.folder } : {}),
     };
+  } else if (plan.modelFiles !== undefined && filesSource.kind === "storage") {
+    modelFiles = { storageUri: folderUri(filesSource.uri, plan.modelFiles.folder) };
   }
+  // The bucket's credentials go with the files that need them (spec.storage only beside a storageUri).
+  const storage =
+    modelFiles?.storageUri !== undefined && filesSource.kind === "storage" && filesSource.secretName !== undefined
+      ? { secretName: filesSource.secretName }
+      : undefined;
   const model: MigratedModel = {
     apiVersion: "dynamokserve.dev/v1alpha1",
     kind: "DynamoKserveModel",
@@ -83,6 +91,7 @@ export function migratedObjects(
       replicas: 1,
       modelConfig: { configMapRef: { name: configMap.metadata!.name!, key: CONFIG_KEY } },
       ...(modelFiles !== undefined ? { modelFiles } : {}),
+      ...(storage !== undefined ? { storage } : {}),
     },
   };
   objects.push(model);

@@ -21,9 +21,16 @@ const ONNX_BACKENDS = new Set(["onnxruntime", "onnxruntime_onnx"]);
 const VLLM_BACKEND = "vllm";
 const PYTHON_BACKEND = "python";
 
-/** Where the files of in-process (ONNX) models come from in the cluster. */
+/** Where the files of in-process (ONNX, Python) models come from in the cluster. */
 export type ModelFilesSource =
-  { readonly kind: "configMap" } | { readonly kind: "persistentVolumeClaim"; readonly claimName: string };
+  | { readonly kind: "configMap" }
+  | { readonly kind: "persistentVolumeClaim"; readonly claimName: string }
+  /** The same repository in object storage (s3://, gs://, as://): the CRs point at each model's folder there. */
+  | { readonly kind: "storage"; readonly uri: string; readonly secretName?: string };
+
+/** A model folder's location under a repository URI. */
+export const folderUri = (uri: string, folder: string): string =>
+  folder === "" ? uri : `${uri.replace(/\/+$/, "")}/${folder}`;
 
 export interface MigrationOptions {
   /** host:port of the Triton gRPC endpoint that serves the repository today. */
@@ -97,6 +104,10 @@ async function planModel(repository: string, source: ModelSource, options: Migra
     const folder = relative(repository, source.folder ?? source.path);
     if (options.modelFiles.kind === "persistentVolumeClaim") {
       notes.push(`files from PVC ${options.modelFiles.claimName}, ${folder}/`);
+      return { ...local, engine: filesEngine, modelFiles: { folder } };
+    }
+    if (options.modelFiles.kind === "storage") {
+      notes.push(`files from ${folderUri(options.modelFiles.uri, folder)}/`);
       return { ...local, engine: filesEngine, modelFiles: { folder } };
     }
     const files = await modelFilesOf(source, versions);

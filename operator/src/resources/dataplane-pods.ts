@@ -62,6 +62,17 @@ export interface MountedVolume {
   readonly mount: V1VolumeMount;
 }
 
+/**
+ * A Secret mounted read-only as files: what the kubelet keeps current when the Secret
+ * changes (environment variables would need a restart), readable by the pod's group only.
+ */
+export function secretVolume(name: string, secretName: string, mountPath: string): MountedVolume {
+  return {
+    volume: { name, secret: { secretName, defaultMode: 0o440 } },
+    mount: { name, mountPath, readOnly: true },
+  };
+}
+
 /** What one kind's data-plane pods add to what every data plane has. */
 export interface DataplanePods {
   /** Where the models come from and what else this kind sets (tokens, model files, an upstream). */

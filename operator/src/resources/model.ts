@@ -6,7 +6,7 @@ import type {
   V1Volume,
   V2HorizontalPodAutoscaler,
 } from "@kubernetes/client-node";
-import { modelFilesFolder } from "../../../lib/contract/layout.js";
+import { modelFilesArgument, modelFilesFolder } from "../../../lib/contract/layout.js";
 import type { DynamoKserveModel } from "../api/v1alpha1.js";
 import { AUTH_MOUNT, TLS_MOUNT, tlsSecretName, tokenKey } from "./credentials.js";
 import {
@@ -14,11 +14,13 @@ import {
   dataplaneDeployment,
   dataplaneDisruptionBudget,
   dataplaneService,
+  secretVolume,
   type BuildSettings,
   type MountedVolume,
 } from "./dataplane-pods.js";
 import type { ValidConfig } from "./model-config.js";
 import { MODEL_FILES_ROOT, MODEL_REPOSITORY_PATH, objectNames, ownedMetadata, servedModelName } from "./names.js";
+import { objectStoragePods } from "./storage.js";
 
 /**
  * A DynamoKserveModel's own objects: the ConfigMap with its config, its Service and its
@@ -62,6 +64,9 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
     ...(spec.auth !== undefined ? [secretVolume("auth", spec.auth.tokenSecretRef.name, AUTH_MOUNT)] : []),
   ];
   const modelFiles = modelFilesVolume(model);
+  // Files in object storage: synced by the data plane into its cache, from where --model-files names.
+  const storageUri = spec.modelFiles?.storageUri;
+  const storage = storageUri !== undefined ? objectStoragePods(spec.storage) : undefined;
   return dataplaneDeployment(
     model,
     spec,
@@ -70,7 +75,11 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
       arguments: {
         modelRepository: [MODEL_REPOSITORY_PATH],
         ...(spec.auth !== undefined ? { authTokenFile: `${AUTH_MOUNT}/${tokenKey(model)}` } : {}),
-        ...(spec.modelFiles !== undefined ? { modelFilesRoot: MODEL_FILES_ROOT } : {}),
+        ...(modelFiles !== undefined ? { modelFilesRoot: MODEL_FILES_ROOT } : {}),
+        ...(storageUri !== undefined
+          ? { modelFiles: [modelFilesArgument({ model: servedModelName(model), location: storageUri })] }
+          : {}),
+        ...storage?.arguments,
       },
       sourceVolumes: [
         {
@@ -79,26 +88,20 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
         },
       ],
       ...(tlsSecret !== undefined ? { tlsSecret } : {}),
-      extraVolumes: [...secretVolumes, ...(modelFiles !== undefined ? [modelFiles] : [])],
+      extraVolumes: [...secretVolumes, ...(modelFiles !== undefined ? [modelFiles] : []), ...(storage?.volumes ?? [])],
     },
     settings,
   );
 }
 
-function secretVolume(name: string, secretName: string, mountPath: string): MountedVolume {
-  return {
-    volume: { name, secret: { secretName, defaultMode: 0o440 } },
-    mount: { name, mountPath, readOnly: true },
-  };
-}
-
 /**
  * spec.modelFiles as a volume mounted at /model-files/<model name> (the data plane's
- * --model-files-root), so the model's version folders sit where it looks for them.
+ * --model-files-root), so the model's version folders sit where it looks for them; none
+ * for files in object storage.
  */
 function modelFilesVolume(model: DynamoKserveModel): MountedVolume | undefined {
   const files = model.spec.modelFiles;
-  if (files === undefined) return undefined;
+  if (files === undefined || files.storageUri !== undefined) return undefined;
   const name = "model-files";
   const source: Omit<V1Volume, "name"> =
     files.persistentVolumeClaim !== undefined

@@ -13,6 +13,7 @@ import {
   type RepositoryModelStatus,
 } from "../api/v1alpha1.js";
 import { CLAIM_REPOSITORY_PATH, MODEL_REPOSITORY_PATH, selectorTextFor } from "./names.js";
+import { modelFilesCondition, objectStoragePods, type ModelFilesOutcome } from "./storage.js";
 import {
   dataplaneAutoscaler,
   dataplaneDeployment,
@@ -25,7 +26,9 @@ import {
 import {
   availabilityOf,
   conditionsOf,
+  firstModelFilesEvent,
   monitoringCondition,
+  notAvailable,
   type ConditionValue,
   type MonitoringOutcome,
 } from "./status.js";
@@ -53,12 +56,6 @@ export function desiredRepositoryService(repository: DynamoKserveRepository): V1
   return dataplaneService(repository, repository.spec, repositoryObjectName(repository), false);
 }
 
-/**
- * The data plane over the repository: the ConfigMap mounted at /models, the claim at
- * /repository. With both, the ConfigMap comes first, so its `<model>.pbtxt` overrides the
- * claim's config of that model, and /repository is also where single-file configs find
- * their version folders (--model-files-root).
- */
 /** The repository's PodDisruptionBudget, named like its Deployment (none for a single replica). */
 export function desiredRepositoryDisruptionBudget(
   repository: DynamoKserveRepository,
@@ -71,6 +68,13 @@ export function desiredRepositoryAutoscaler(repository: DynamoKserveRepository):
   return dataplaneAutoscaler(repository, repository.spec, repositoryObjectName(repository));
 }
 
+/**
+ * The data plane over the repository: the ConfigMap mounted at /models, the claim at
+ * /repository. With both, the ConfigMap comes first, so its `<model>.pbtxt` overrides the
+ * claim's config of that model, and /repository is also where single-file configs find
+ * their version folders (--model-files-root). A storageUri is the repository itself: the
+ * data plane syncs it into its cache (objectStoragePods).
+ */
 export function desiredRepositoryDeployment(repository: DynamoKserveRepository, settings: BuildSettings): V1Deployment {
   const { configMapRef, persistentVolumeClaim: claim } = repository.spec;
   const configs: MountedVolume | undefined =
@@ -93,6 +97,8 @@ export function desiredRepositoryDeployment(repository: DynamoKserveRepository, 
           },
         };
   const upstream = upstreamAddress(repository);
+  const { storageUri } = repository.spec;
+  const storage = storageUri !== undefined ? objectStoragePods(repository.spec.storage) : undefined;
   return dataplaneDeployment(
     repository,
     repository.spec,
@@ -103,12 +109,14 @@ export function desiredRepositoryDeployment(repository: DynamoKserveRepository, 
         modelRepository: [
           ...(configs !== undefined ? [MODEL_REPOSITORY_PATH] : []),
           ...(files !== undefined ? [CLAIM_REPOSITORY_PATH] : []),
+          ...(storageUri !== undefined ? [storageUri] : []),
         ],
         ...(configs !== undefined && files !== undefined ? { modelFilesRoot: CLAIM_REPOSITORY_PATH } : {}),
         ...(upstream !== undefined ? { forwardUnsupported: upstream } : {}),
+        ...storage?.arguments,
       },
       sourceVolumes: [...(configs !== undefined ? [configs] : []), ...(files !== undefined ? [files] : [])],
-      extraVolumes: [],
+      extraVolumes: storage?.volumes ?? [],
     },
     settings,
   );
@@ -129,6 +137,8 @@ export interface RepositoryObserved {
   /** Set when an object the repository needs belongs to somebody else. */
   readonly nameTaken?: string;
   readonly monitoring?: MonitoringOutcome;
+  /** The operator's look at spec.storageUri (undefined without one). */
+  readonly modelFiles?: ModelFilesOutcome;
 }
 
 /** The most model reasons a condition message lists; status.models has them all. */
@@ -145,6 +155,7 @@ export function desiredRepositoryStatus(
   const models = observed.index.state === "Listed" ? [...observed.index.models] : repository.status?.models;
   const available = availabilityOf(observed.deployment);
   const modelsReady = modelsCondition(observed, repositoryObjectName(repository));
+  const modelFiles = observed.modelFiles === undefined ? undefined : modelFilesCondition(observed.modelFiles);
   const ready: ConditionValue =
     observed.nameTaken !== undefined
       ? { status: "False", reason: "NameTaken", message: observed.nameTaken }
@@ -155,7 +166,7 @@ export function desiredRepositoryStatus(
             message: `ConfigMap ${observed.missingConfigMap} (spec.configMapRef) does not exist; pods cannot start without it`,
           }
         : available.status !== "True"
-          ? { status: "False", reason: available.reason, message: available.message }
+          ? notAvailable(available, modelFiles)
           : modelsReady.status !== "True"
             ? { status: "False", reason: modelsReady.reason, message: modelsReady.message }
             : { status: "True", reason: "Ready", message: `${modelsReady.message}, served at ${endpoint}` };
@@ -163,13 +174,14 @@ export function desiredRepositoryStatus(
     Ready: ready,
     Available: available,
     ModelsReady: modelsReady,
+    ...(modelFiles !== undefined ? { ModelFilesReady: modelFiles } : {}),
     ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
   };
   const generation = repository.metadata.generation ?? 0;
   const { conditions, transitions } = conditionsOf(repository.status?.conditions ?? [], values, {
     generation,
     now,
-    eventOnFirst: [],
+    eventOnFirst: firstModelFilesEvent(modelFiles),
   });
   const deploymentStatus = observed.deployment?.status;
   return {
@@ -210,7 +222,8 @@ function modelsCondition({ index }: RepositoryObserved, deployment: string): Con
         return {
           status: "False",
           reason: "NoModels",
-          message: "the data plane found no model: the ConfigMap needs <model>.pbtxt keys, the claim <model>/ folders",
+          message:
+            "the data plane found no model: the ConfigMap needs <model>.pbtxt keys, the claim or storageUri <model>/ folders",
         };
       }
       const failing = models.filter((model) => !isReady(model));

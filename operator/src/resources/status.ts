@@ -5,6 +5,7 @@ import type { ConfigCheck } from "./model-config.js";
 import { objectNames, selectorTextFor, servedModelName } from "./names.js";
 import { endpointsOf } from "./dataplane-pods.js";
 import { tlsSecretName } from "./credentials.js";
+import { modelFilesCondition, type ModelFilesOutcome } from "./storage.js";
 
 /** What the controller observed for one model, the input of the status builder. */
 export interface Observed {
@@ -19,6 +20,8 @@ export interface Observed {
   readonly credentials?: CredentialsOutcome;
   /** Set when an object the model needs (its Service, ConfigMap or Deployment) belongs to somebody else. */
   readonly nameTaken?: string;
+  /** The operator's look at modelFiles.storageUri (undefined without one). */
+  readonly modelFiles?: ModelFilesOutcome;
 }
 
 export type CredentialsOutcome =
@@ -88,6 +91,7 @@ export function desiredStatus(
   const available = availableCondition(observed);
   const degraded = degradedCondition(observed);
   const credentials = observed.credentials === undefined ? undefined : credentialsCondition(observed.credentials);
+  const modelFiles = observed.modelFiles === undefined ? undefined : modelFilesCondition(observed.modelFiles);
   const ready: ConditionValue =
     observed.nameTaken !== undefined
       ? { status: "False", reason: "NameTaken", message: observed.nameTaken }
@@ -100,7 +104,7 @@ export function desiredStatus(
               message: `CredentialsReady is False: ${credentials.message}`,
             }
           : available.status !== "True"
-            ? { status: "False", reason: available.reason, message: available.message }
+            ? notAvailable(available, modelFiles)
             : {
                 status: "True",
                 reason: "Ready",
@@ -114,13 +118,15 @@ export function desiredStatus(
     ...(observed.inferencePool !== undefined ? { InferencePoolReady: poolCondition(observed.inferencePool) } : {}),
     ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
     ...(credentials !== undefined ? { CredentialsReady: credentials } : {}),
+    ...(modelFiles !== undefined ? { ModelFilesReady: modelFiles } : {}),
   };
   const generation = model.metadata.generation ?? 0;
-  // Events tell of changes; of a model's first conditions, only whether its config is valid.
+  // Events tell of changes; of a model's first conditions, whether its config is valid and
+  // what the operator found at its files' location (when it could look).
   const { conditions, transitions } = conditionsOf(model.status?.conditions ?? [], values, {
     generation,
     now,
-    eventOnFirst: ["ConfigValid"],
+    eventOnFirst: ["ConfigValid", ...firstModelFilesEvent(modelFiles)],
   });
   const deploymentStatus = observed.deployment?.status;
   return {
@@ -152,6 +158,20 @@ export function desiredStatus(
     transitions,
   };
 }
+
+/**
+ * Ready while no pod is available: why not. When the operator found the models' location
+ * wanting (access denied, no bucket, ...), that is the likelier cause than the pods' state.
+ */
+export function notAvailable(available: ConditionValue, modelFiles: ConditionValue | undefined): ConditionValue {
+  return modelFiles?.status === "False"
+    ? { status: "False", reason: modelFiles.reason, message: `ModelFilesReady is False: ${modelFiles.message}` }
+    : { status: "False", reason: available.reason, message: available.message };
+}
+
+/** ModelFilesReady's first value is worth an Event, unless it is only "the pods will tell". */
+export const firstModelFilesEvent = (modelFiles: ConditionValue | undefined): "ModelFilesReady"[] =>
+  modelFiles !== undefined && modelFiles.status !== "Unknown" ? ["ModelFilesReady"] : [];
 
 function poolCondition(outcome: PoolOutcome): ConditionValue {
   switch (outcome.state) {

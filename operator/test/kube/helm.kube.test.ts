@@ -156,6 +156,31 @@ describe("the Helm chart (helm built from its Go module, real API server with RB
       assert.equal(conditionOf(repository, "MonitoringReady")?.status, "True");
       assert.equal(conditionOf(repository, "ModelsReady")?.reason, "IndexFailed");
     }, 60_000);
+    // A repository in object storage: the operator reads its Secret as the chart's identity
+    // (a refused read would say SecretMissing) and lists the location (a closed port here).
+    await kube.create({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "bucket", namespace: models },
+      data: {
+        AWS_ACCESS_KEY_ID: Buffer.from("AKIACHARTTEST").toString("base64"),
+        AWS_SECRET_ACCESS_KEY: Buffer.from("chart-test-secret").toString("base64"),
+      },
+    });
+    await kube.create(
+      repositoryObject(models, "bucket", { storageUri: "s3://127.0.0.1:1/models", storage: { secretName: "bucket" } }),
+    );
+    await eventually(async () => {
+      const repository = await kube.read<DynamoKserveRepository>(
+        "dynamokserve.dev/v1alpha1",
+        "DynamoKserveRepository",
+        models,
+        "bucket",
+      );
+      const condition = conditionOf(repository, "ModelFilesReady");
+      assert.equal(condition?.status, "False", JSON.stringify(repository.status));
+      assert.notEqual(condition?.reason, "SecretMissing");
+    }, 60_000);
     const refused = cluster.forbiddenRequests(`system:serviceaccount:${system}:${FULLNAME}`, mark);
     assert.deepEqual(
       refused.map((event) => `${event.verb} ${event.objectRef?.resource}/${event.objectRef?.subresource ?? ""}`),

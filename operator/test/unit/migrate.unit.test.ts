@@ -4,7 +4,8 @@ import { parseModelFiles, summaryTable } from "../../../cli/migrate.js";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { kubernetesName } from "../../src/migrate/manifests.js";
+import { kubernetesName, migratedObjects } from "../../src/migrate/manifests.js";
+import { tritonRepositoryCorpus } from "../fixtures/triton-repository.js";
 import { planMigration } from "../../src/migrate/plan.js";
 
 describe("migrate helpers", () => {
@@ -15,11 +16,52 @@ describe("migrate helpers", () => {
     assert.equal(kubernetesName("m".repeat(80)).length, 63);
   });
 
-  it("reads --model-files as configmap or pvc:<claim> and names what it expected", () => {
+  it("reads --model-files as configmap, pvc:<claim> or a repository in object storage, and names what it expected", () => {
     assert.deepEqual(parseModelFiles("configmap"), { kind: "configMap" });
     assert.deepEqual(parseModelFiles("pvc:triton-repo"), { kind: "persistentVolumeClaim", claimName: "triton-repo" });
+    assert.deepEqual(parseModelFiles("s3://127.0.0.1:8333/models/triton/"), {
+      kind: "storage",
+      uri: "s3://127.0.0.1:8333/models/triton",
+    });
+    assert.deepEqual(parseModelFiles("as://account1/models"), { kind: "storage", uri: "as://account1/models" });
     assert.throws(() => parseModelFiles("pvc:Bad_Name"), InvalidArgumentError);
-    assert.throws(() => parseModelFiles("s3://bucket"), /expected configmap or pvc:<claim name>, got 's3:\/\/bucket'/);
+    assert.throws(() => parseModelFiles("gs://bucket/a/../b"), /'\.\.' segment/);
+    assert.throws(
+      () => parseModelFiles("http://bucket"),
+      /expected configmap, pvc:<claim name> or s3:\/\/, gs:\/\/, as:\/\/.*got 'http:\/\/bucket'/,
+    );
+  });
+
+  it("points each model that reads files at its folder in the bucket, with the Secret, copying nothing", async () => {
+    const repository = tritonRepositoryCorpus();
+    try {
+      const source = { kind: "storage" as const, uri: "s3://minio.storage:9000/models/triton", secretName: "bucket" };
+      const plans = await planMigration(repository, { modelFiles: source, tritonEndpoint: "triton:8001" });
+      const byName = (name: string) => {
+        const plan = plans.find((candidate) => candidate.model === name);
+        assert.ok(plan?.ok, plan?.ok === false ? plan.error : `no ${name}`);
+        return plan;
+      };
+      const onnx = byName("add_sub_versions");
+      assert.equal(onnx.modelFiles?.files, undefined);
+      assert.ok(onnx.notes.includes("files from s3://minio.storage:9000/models/triton/add_sub_versions/"));
+      const objects = migratedObjects(onnx, "ml", source);
+      assert.deepEqual(
+        objects.map((object) => object.kind),
+        ["ConfigMap", "DynamoKserveModel"],
+      );
+      const model = objects[1] as Extract<(typeof objects)[number], { kind: "DynamoKserveModel" }>;
+      assert.deepEqual(model.spec.modelFiles, {
+        storageUri: "s3://minio.storage:9000/models/triton/add_sub_versions",
+      });
+      assert.deepEqual(model.spec.storage, { secretName: "bucket" });
+      // A forwarded model reads no files: neither a location nor the Secret.
+      const forwarded = migratedObjects(byName("simple"), "ml", source)[1] as typeof model;
+      assert.equal(forwarded.spec.modelFiles, undefined);
+      assert.equal(forwarded.spec.storage, undefined);
+    } finally {
+      rmSync(repository, { recursive: true, force: true });
+    }
   });
 
   it("aligns the summary table and shows failures in place of the engine", () => {

@@ -46,6 +46,45 @@ describe("DynamoKserveRepository builders", () => {
     assert.deepEqual(mount, { name: "repository", mountPath: "/repository", readOnly: true, subPath: "triton" });
   });
 
+  it("serves a storageUri as the repository itself, synced into the cache with the storage options", () => {
+    const deployment = desiredRepositoryDeployment(
+      repository({
+        storageUri: "s3://https://minio.storage.svc:9000/models/triton",
+        storage: {
+          secretName: "bucket-credentials",
+          s3: { endpoint: "https://ignored.example:9000", region: "us-east-1" },
+          gcs: { endpoint: "http://fake-gcs:4443" },
+          azure: { endpoint: "http://azurite:10000/{account}" },
+        },
+        upstream: { serviceName: "triton" },
+      }),
+      SETTINGS,
+    );
+    const args = argsOf(deployment);
+    assert.deepEqual(args.slice(0, 3), [
+      "dataplane",
+      "--model-repository",
+      "s3://https://minio.storage.svc:9000/models/triton",
+    ]);
+    const after = (flag: string) => args[args.indexOf(flag) + 1];
+    assert.equal(after("--s3-endpoint"), "https://ignored.example:9000");
+    assert.equal(after("--s3-region"), "us-east-1");
+    assert.equal(after("--gcs-endpoint"), "http://fake-gcs:4443");
+    assert.equal(after("--azure-endpoint"), "http://azurite:10000/{account}");
+    assert.equal(after("--model-cache-max-bytes"), String(10 * 2 ** 30));
+    assert.equal(after("--forward-unsupported"), "triton.ml.svc:8001");
+    assert.equal(args.includes("--s3-path-style"), false);
+    const pod = deployment.spec!.template.spec!;
+    assert.deepEqual(
+      pod.volumes?.map((volume) => volume.name),
+      ["tmp", "model-cache", "storage-credentials"],
+    );
+    assert.deepEqual(
+      pod.containers[0]!.volumeMounts?.find((mount) => mount.name === "storage-credentials"),
+      { name: "storage-credentials", mountPath: "/etc/dynamo-kserve/storage-credentials", readOnly: true },
+    );
+  });
+
   it("forwards to the upstream Service in the repository's namespace, on port 8001 unless told", () => {
     assert.equal(upstreamAddress(repository({ upstream: { serviceName: "triton" } })), "triton.ml.svc:8001");
     assert.equal(
@@ -126,6 +165,50 @@ describe("DynamoKserveRepository builders", () => {
         now,
       );
       assert.equal(condition(status, "ModelsReady")?.reason, "NoModels");
+    });
+
+    it("says what the operator found at the storageUri (ModelFilesReady), and why no pod is ready when it is wanting", () => {
+      const remote = { storageUri: "s3://models/triton", storage: { secretName: "creds" } };
+      const unavailable: V1Deployment = {
+        ...AVAILABLE,
+        status: { replicas: 1, readyReplicas: 0, availableReplicas: 0 },
+      };
+      const denied = desiredRepositoryStatus(
+        repository(remote),
+        observe({
+          deployment: unavailable,
+          modelFiles: { state: "Failed", reason: "AccessDenied", message: "s3://models/triton: access denied" },
+        }),
+        now,
+      );
+      assert.equal(condition(denied.status, "ModelFilesReady")?.status, "False");
+      assert.equal(condition(denied.status, "Ready")?.reason, "AccessDenied");
+      assert.match(condition(denied.status, "Ready")!.message, /^ModelFilesReady is False: s3:\/\/models\/triton/);
+      // A first value that says something is an Event; "the pods will tell" is not.
+      assert.deepEqual(
+        denied.transitions.map((transition) => [transition.type, transition.reason]),
+        [["Warning", "AccessDenied"]],
+      );
+      const byPods = desiredRepositoryStatus(
+        repository({ storageUri: "s3://models/triton" }),
+        observe({ modelFiles: { state: "CheckedByPods", location: "s3://models/triton" } }),
+        now,
+      );
+      assert.equal(condition(byPods.status, "ModelFilesReady")?.status, "Unknown");
+      assert.equal(condition(byPods.status, "ModelFilesReady")?.reason, "CheckedByPods");
+      assert.deepEqual(byPods.transitions, []);
+      const found = desiredRepositoryStatus(
+        repository(remote),
+        observe({
+          modelFiles: { state: "Found", location: "s3://models/triton", holds: "repository", found: ["a", "b"] },
+        }),
+        now,
+      );
+      assert.equal(condition(found.status, "ModelFilesReady")?.message, "s3://models/triton holds models a, b");
+      assert.equal(
+        condition(desiredRepositoryStatus(repository(spec), observe({}), now).status, "ModelFilesReady"),
+        undefined,
+      );
     });
 
     it("puts a missing ConfigMap and a taken name before everything else", () => {

@@ -100,6 +100,56 @@ describe("desired-state builders (golden objects)", () => {
     );
   });
 
+  it("syncs modelFiles.storageUri into a bounded cache: --model-files, the Secret and CA as files, no volume of files", () => {
+    const deployment = desiredDeployment(
+      model({
+        modelName: "densenet_onnx",
+        modelFiles: { storageUri: "s3://minio.storage.svc:9000/models/triton/densenet_onnx" },
+        storage: {
+          secretName: "bucket-credentials",
+          s3: { region: "eu-west-1", pathStyle: true },
+          caBundle: { configMapName: "storage-ca" },
+          cacheSize: "20Gi",
+          pollSeconds: 30,
+        },
+      }),
+      { dataplaneImage: "dynamo-kserve:default" },
+    );
+    assertGolden("deployment-storage", deployment);
+    const pod = deployment.spec!.template.spec!;
+    const args = pod.containers[0]!.args!;
+    const after = (flag: string) => args[args.indexOf(flag) + 1];
+    assert.equal(after("--model-files"), "densenet_onnx=s3://minio.storage.svc:9000/models/triton/densenet_onnx");
+    assert.equal(args.includes("--model-files-root"), false);
+    assert.equal(after("--model-cache-dir"), "/model-cache");
+    assert.equal(after("--model-cache-max-bytes"), String(20 * 2 ** 30));
+    assert.equal(after("--storage-secret-dir"), "/etc/dynamo-kserve/storage-credentials");
+    assert.equal(after("--storage-ca-file"), "/etc/dynamo-kserve/storage-ca/ca.crt");
+    assert.equal(after("--repository-poll-secs"), "30");
+    const volume = (name: string) => pod.volumes?.find((candidate) => candidate.name === name);
+    assert.equal(volume("model-files"), undefined);
+    assert.deepEqual(volume("model-cache"), { name: "model-cache", emptyDir: { sizeLimit: "20Gi" } });
+    // The Secret by name only, as read-only files (rotation reaches running pods), never as environment.
+    assert.deepEqual(volume("storage-credentials"), {
+      name: "storage-credentials",
+      secret: { secretName: "bucket-credentials", defaultMode: 0o440 },
+    });
+    assert.equal(pod.containers[0]!.env, undefined);
+    assert.equal(pod.containers[0]!.envFrom, undefined);
+    assert.deepEqual(volume("storage-ca"), {
+      name: "storage-ca",
+      configMap: { name: "storage-ca", items: [{ key: "ca.crt", path: "ca.crt" }] },
+    });
+    // Without spec.storage: the 10Gi default, and each cloud's own credential chain.
+    const ambient = desiredDeployment(model({ modelFiles: { storageUri: "gs://models/ident" } }), {
+      dataplaneImage: "x",
+    }).spec!.template.spec!;
+    assert.deepEqual(ambient.volumes?.find((candidate) => candidate.name === "model-cache")?.emptyDir, {
+      sizeLimit: "10Gi",
+    });
+    assert.equal(ambient.containers[0]!.args!.includes("--storage-secret-dir"), false);
+  });
+
   it("builds the Service with appProtocol kubernetes.io/h2c for gRPC", () => {
     assertGolden("service", desiredService(full));
   });
