@@ -11,8 +11,8 @@ import { createServer as createTlsServer, getCACertificates, setDefaultCACertifi
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseStorageLocation } from "../storage/locations.js";
+import { openObjectStore } from "../storage/open.js";
 import {
-  openObjectStore,
   StorageError,
   type ObjectEntry,
   type ObjectStore,
@@ -50,6 +50,8 @@ const WRONG_KEY = Buffer.from("not the account's key, but as long as one").toStr
 
 /** Every store, each against its server: adding a server is one line. */
 const SERVERS: readonly ServerUnderTest[] = [
+  { kind: "seaweedfs", wrongCredentials: (server) => ({ ...server.secretValues, AWS_SECRET_ACCESS_KEY: WRONG_KEY }) },
+  { kind: "moto", wrongCredentials: (server) => ({ ...server.secretValues, AWS_SECRET_ACCESS_KEY: WRONG_KEY }) },
   { kind: "fake-gcs" },
   {
     kind: "azurite",
