@@ -2,6 +2,7 @@ import { realpath } from "node:fs/promises";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
+import type { ModelFilesLocation } from "../../../lib/contract/layout.js";
 import { errorMessage, invalidArgument } from "../../../lib/errors.js";
 import {
   formatStorageLocation,
@@ -22,7 +23,7 @@ export interface ModelStorageOptions {
   /** --model-load-path: where else RepositoryModelLoad's model_path may point. */
   readonly loadPaths: readonly string[];
   /** --model-files: where a model configured by a single file finds its version folders (a folder or a prefix). */
-  readonly modelFiles?: readonly { readonly model: string; readonly location: string }[];
+  readonly modelFiles?: readonly ModelFilesLocation[];
   /** --model-cache-dir. */
   readonly cacheDir: string;
   /** --model-cache-max-bytes; 0: no bound. */

@@ -22,10 +22,6 @@ import { PYTHON_MODELS } from "../fixtures/python-models.js";
 import { addSubRequest } from "../fixtures/requests.js";
 import { call, callError, eventually, infer, startServer, type ServerProcess } from "../fixtures/server.js";
 import { peakBytes } from "../fixtures/process-watch.js";
-import { pino } from "pino";
-import { parsedDataPlaneArguments } from "../../../cli/dataplane.js";
-import { startDataPlane } from "../../src/dataplane.js";
-import { dataPlaneOptions } from "../../src/main.js";
 
 /** A bucket of one of the S3 servers, as the tests arrange it. */
 class Bucket {
@@ -281,31 +277,24 @@ for (const store of [
 
     it("serves a single-file config whose version folders are in the bucket (--model-files), following their changes", async () => {
       await bucket.putFolder("files/add_sub_onnx/1", join(ADD_SUB_ONNX, "1"));
+      // As a DynamoKserveModel's pod: the config from a ConfigMap folder, the files from the bucket.
       const configs = mkdtempSync(join(tmpdir(), "configs-"));
       scratch.push(configs);
       writeFileSync(join(configs, "add_sub_onnx.pbtxt"), readFileSync(join(ADD_SUB_ONNX, "config.pbtxt")));
-      const args = await parsedDataPlaneArguments([
-        ...["--host", "127.0.0.1", "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0"],
-        ...["--model-config", join(configs, "add_sub_onnx.pbtxt"), ...storageArguments()],
-        ...["--repository-poll-secs", "0"],
+      const server = await startServer([
+        ...["--model-repository", configs, ...storageArguments()],
+        ...["--model-files", `add_sub_onnx=${bucket.location("files/add_sub_onnx")}`],
+        ...["--repository-poll-secs", "1"],
       ]);
-      const options = dataPlaneOptions(args, pino({ level: "silent" }));
-      const files = [{ model: "add_sub_onnx", location: bucket.location("files/add_sub_onnx") }];
-      const running = await startDataPlane({
-        ...options,
-        modelStorage: { ...options.modelStorage, modelFiles: files },
-      });
       try {
-        assert.deepEqual(
-          running.registry.readyModels().map((model) => [model.spec.name, model.versions]),
-          [["add_sub_onnx", ["1"]]],
-        );
-        assert.match(running.registry.readyModels()[0]!.folder!, /snapshots\/add_sub_onnx@[0-9a-f]+$/);
+        assert.deepEqual(await outputs(server, "add_sub_onnx"), [1, 2, 3, 4]);
         await bucket.putFolder("files/add_sub_onnx/2", join(ADD_SUB_ONNX, "1"));
-        await running.registry.sync();
-        assert.deepEqual(running.registry.readyModels()[0]!.versions, ["2"]);
+        await eventually(async () => {
+          const metadata = await call(server.client, "modelMetadata", { name: "add_sub_onnx", version: "" });
+          assert.deepEqual(metadata.versions, ["2"]);
+        });
       } finally {
-        await running.stop();
+        await server.stop();
       }
     });
 
