@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { pythonEngineArguments, type DataPlaneArguments } from "../../lib/contract/dataplane.js";
+import { parseModelFilesArgument, type ModelFilesLocation } from "../../lib/contract/layout.js";
 import { usableCores } from "./cpu-budget.js";
 import { startDataPlane, type DataPlaneOptions, type ModelStorageSettings } from "./dataplane.js";
 import type { GrpcTuning } from "./server/grpc.js";
@@ -72,6 +73,7 @@ function modelStorageSettings(args: DataPlaneArguments): ModelStorageSettings {
     cacheDir: cluster.isWorker ? join(root, `worker-${cluster.worker?.id ?? process.pid}`) : root,
     cacheMaxBytes: args.modelCacheMaxBytes,
     loadPaths: args.modelLoadPath ?? [],
+    modelFiles: (args.modelFiles ?? []).map(modelFilesLocation),
     stores: {
       ...(args.storageSecretDir !== undefined ? { secretDir: args.storageSecretDir } : {}),
       ...(args.storageCaFile !== undefined ? { caFile: args.storageCaFile } : {}),
@@ -82,6 +84,17 @@ function modelStorageSettings(args: DataPlaneArguments): ModelStorageSettings {
       ...(args.azureEndpoint !== undefined ? { azureEndpoint: args.azureEndpoint } : {}),
     },
   };
+}
+
+/** One --model-files value, or an error naming the flag and the form it takes. */
+function modelFilesLocation(text: string): ModelFilesLocation {
+  const parsed = parseModelFilesArgument(text);
+  if (parsed === undefined) {
+    throw new Error(
+      `--model-files (DYNAMO_MODEL_FILES) '${text}' is not <model>=<location>, e.g. resnet=s3://bucket/models/resnet`,
+    );
+  }
+  return parsed;
 }
 
 function securityOptions(args: DataPlaneArguments): SecurityOptions {
