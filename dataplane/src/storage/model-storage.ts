@@ -13,6 +13,7 @@ import {
   type StorageLocation,
 } from "../../../lib/storage/locations.js";
 import { openObjectStore } from "../../../lib/storage/open.js";
+import { storageFailure } from "../../../lib/storage/transfer.js";
 import { StorageError, type ObjectStore, type ObjectStoreOptions } from "../../../lib/storage/store.js";
 import { ModelCache } from "./model-cache.js";
 import { RemoteRepository, type UnitListing } from "./remote-repository.js";
@@ -244,7 +245,7 @@ export class ModelStorage {
     const { remote, unit } = await this.unitAt(location, parameter, invalidArgument);
     const listing = await remote.list(unit);
     const listed = listing.get(unit);
-    if (listed === undefined) throw new StorageError("not-found", `${path}: no objects are listed there`);
+    if (listed === undefined) throw storageFailure("not-found", path, "no objects are listed there");
     await remote.sync(listed);
     await this.collect();
     return realpath(`${remote.view}/${unit}`);
