@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Server as HttpServer } from "node:http";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
 import type { Logger } from "pino";
+import type { ModelFilesLocation } from "../../lib/contract/layout.js";
 import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
 import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../lib/engines/catalog.js";
 import type { ModelFiles } from "../../lib/model-repository/sources.js";
@@ -46,7 +47,7 @@ export interface ModelStorageSettings {
   /** --model-load-path: where else RepositoryModelLoad's model_path may point. */
   readonly loadPaths: readonly string[];
   /** --model-files: single-file-configured models' version folders, each a folder or an object-storage prefix. */
-  readonly modelFiles?: readonly { readonly model: string; readonly location: string }[];
+  readonly modelFiles?: readonly ModelFilesLocation[];
   readonly stores: ObjectStoreOptions;
 }
 

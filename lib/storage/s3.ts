@@ -1,19 +1,21 @@
-import { createWriteStream, readFileSync } from "node:fs";
-import { readFile, stat } from "node:fs/promises";
+import { readFileSync } from "node:fs";
 import { Agent as HttpsAgent } from "node:https";
-import { join } from "node:path";
 import type { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import { rootCertificates } from "node:tls";
 import { GetObjectCommand, ListObjectsV2Command, S3Client, type S3ClientConfig } from "@aws-sdk/client-s3";
+import { readCredentials } from "./credentials.js";
 import { formatStorageLocation, type RemoteLocation } from "./locations.js";
 import { StorageError, type ObjectEntry, type ObjectStore, type ObjectStoreOptions } from "./store.js";
+// The stores' shared handling around their SDKs: deadlines, streaming, error text.
+import * as transfer from "./transfer.js";
 
 type S3Location = Extract<RemoteLocation, { scheme: "s3" }>;
 
 /** The region when none is configured (MinIO, SeaweedFS, Ceph accept any; AWS redirects). */
 const FALLBACK_REGION = "us-east-1";
-const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+
+/** What --storage-secret-dir holds for S3 (and ObjectStoreOptions.secretValues). */
+const CREDENTIAL_KEYS = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] as const;
 
 /**
  * An S3 bucket (AWS or S3-compatible) through @aws-sdk/client-s3: the SDK signs, retries and
@@ -22,20 +24,33 @@ const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
  */
 export function openS3Store(location: S3Location, options: ObjectStoreOptions): ObjectStore {
   const name = formatStorageLocation({ ...location, prefix: "" });
-  const client = new S3Client(clientConfig(location, options));
-  const { bucket } = location;
+  const credentials = new S3Credentials(options);
+  const client = new S3Client(clientConfig(location, options, credentials));
+  const calls: S3Calls = {
+    client,
+    bucket: location.bucket,
+    timeoutMs: transfer.requestTimeoutMs(options),
+    credentials,
+  };
   return {
     name,
-    list: (prefix, signal) => listObjects(client, name, bucket, prefix, signal),
-    download: (entry, file, signal) => downloadObject(client, name, bucket, entry, file, signal),
+    list: (prefix, signal) => listObjects(calls, `${name}/${prefix}`, prefix, signal),
+    download: (entry, file, signal) => downloadObject(calls, `${name}/${entry.key}`, entry, file, signal),
     close: async () => client.destroy(),
   };
 }
 
-function clientConfig(location: S3Location, options: ObjectStoreOptions): S3ClientConfig {
+/** What each call needs: the client, the bucket, the deadline, and the credentials (to keep out of messages). */
+interface S3Calls {
+  readonly client: S3Client;
+  readonly bucket: string;
+  readonly timeoutMs: number;
+  readonly credentials: S3Credentials;
+}
+
+function clientConfig(location: S3Location, options: ObjectStoreOptions, credentials: S3Credentials): S3ClientConfig {
   const endpoint = location.endpoint ?? options.s3Endpoint;
-  const timeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-  const credentials = credentialsOf(options);
+  const timeout = transfer.requestTimeoutMs(options);
   return {
     region: options.s3Region ?? sdkRegionOrFallback(),
     ...(endpoint !== undefined ? { endpoint } : {}),
@@ -43,7 +58,7 @@ function clientConfig(location: S3Location, options: ObjectStoreOptions): S3Clie
     forcePathStyle: location.endpoint !== undefined || options.s3PathStyle === true,
     // AWS answers a bucket of another region with a redirect the SDK can follow.
     followRegionRedirects: endpoint === undefined,
-    ...(credentials !== undefined ? { credentials } : {}),
+    ...(credentials.given ? { credentials: () => credentials.current() } : {}),
     requestHandler: {
       connectionTimeout: timeout,
       requestTimeout: timeout,
@@ -83,7 +98,7 @@ function httpsAgentTrusting(caFile: string): HttpsAgent {
   return new HttpsAgent({ keepAlive: true, ca: [...rootCertificates, bundle] });
 }
 
-type AwsCredentials = { accessKeyId: string; secretAccessKey: string; sessionToken?: string; expiration?: Date };
+type AwsCredentials = { accessKeyId: string; secretAccessKey: string; sessionToken?: string; expiration: Date };
 
 /**
  * Credentials given as values (the operator's check) or as a mounted Secret's files, read
@@ -91,57 +106,64 @@ type AwsCredentials = { accessKeyId: string; secretAccessKey: string; sessionTok
  * keeps it, and a rotated Secret takes effect on the next request. Neither given: the SDK's
  * default chain (environment, shared files, web identity / IRSA, container, instance).
  */
-function credentialsOf(options: ObjectStoreOptions): (() => Promise<AwsCredentials>) | undefined {
-  const { secretValues, secretDir } = options;
-  if (secretValues !== undefined) {
-    const credentials = credentialsFrom(secretValues, "the credentials given");
-    return async () => credentials;
-  }
-  if (secretDir === undefined) return undefined;
-  return async () => ({
-    ...credentialsFrom(await readSecretFiles(secretDir), `the folder '${secretDir}'`),
-    expiration: new Date(),
-  });
-}
+class S3Credentials {
+  /** The values last read, kept out of every message. */
+  private known: readonly string[];
 
-const CREDENTIAL_KEYS = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] as const;
-
-async function readSecretFiles(folder: string): Promise<Record<string, string>> {
-  const values: Record<string, string> = {};
-  for (const key of CREDENTIAL_KEYS) {
-    const text = await readFile(join(folder, key), "utf8").catch(() => undefined);
-    if (text !== undefined && text.trim() !== "") values[key] = text.trim();
+  constructor(private readonly options: ObjectStoreOptions) {
+    this.known = Object.values(options.secretValues ?? {});
   }
-  return values;
-}
 
-function credentialsFrom(values: Readonly<Record<string, string>>, where: string): AwsCredentials {
-  const accessKeyId = values["AWS_ACCESS_KEY_ID"];
-  const secretAccessKey = values["AWS_SECRET_ACCESS_KEY"];
-  if (accessKeyId === undefined || secretAccessKey === undefined) {
-    throw new StorageError("access-denied", `no AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in ${where}`);
+  get given(): boolean {
+    return this.options.secretValues !== undefined || this.options.secretDir !== undefined;
   }
-  const sessionToken = values["AWS_SESSION_TOKEN"];
-  return { accessKeyId, secretAccessKey, ...(sessionToken !== undefined ? { sessionToken } : {}) };
+
+  get secrets(): readonly string[] {
+    return this.known;
+  }
+
+  async current(): Promise<AwsCredentials> {
+    const values = await readCredentials(this.options, CREDENTIAL_KEYS);
+    this.known = Object.values(values);
+    const accessKeyId = values["AWS_ACCESS_KEY_ID"];
+    const secretAccessKey = values["AWS_SECRET_ACCESS_KEY"];
+    if (accessKeyId === undefined || secretAccessKey === undefined) {
+      const where =
+        this.options.secretDir !== undefined ? `the folder '${this.options.secretDir}'` : "the values given";
+      throw new StorageError("access-denied", `no AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in ${where}`);
+    }
+    const sessionToken = values["AWS_SESSION_TOKEN"];
+    return {
+      accessKeyId,
+      secretAccessKey,
+      ...(sessionToken !== undefined ? { sessionToken } : {}),
+      expiration: new Date(),
+    };
+  }
 }
 
 async function* listObjects(
-  client: S3Client,
-  store: string,
-  bucket: string,
+  { client, bucket, timeoutMs, credentials }: S3Calls,
+  where: string,
   prefix: string,
   signal: AbortSignal | undefined,
 ): AsyncIterable<ObjectEntry> {
   let token: string | undefined;
   do {
-    const page = await client
-      .send(
-        // Keys URL-encoded: XML cannot carry every character a key may hold (a control character).
-        new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token, EncodingType: "url" }),
-        signal === undefined ? {} : { abortSignal: signal },
+    const page = await transfer
+      .withDeadline(
+        timeoutMs,
+        () => where,
+        signal,
+        (abortSignal) =>
+          client.send(
+            // Keys URL-encoded: XML cannot carry every character a key may hold (a control character).
+            new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token, EncodingType: "url" }),
+            { abortSignal },
+          ),
       )
       .catch((error: unknown) => {
-        throw storageErrorOf(error, `${store}/${prefix}`);
+        throw storageErrorOf(error, where, "list", credentials.secrets);
       });
     // A store that ignores the encoding says so by not echoing it: its keys came as they are.
     const encoded = page.EncodingType === "url";
@@ -161,33 +183,36 @@ function decodeKey(key: string): string {
 
 /** Streams the object into `file` (never whole in memory), on the condition that it is still the version listed. */
 async function downloadObject(
-  client: S3Client,
-  store: string,
-  bucket: string,
+  { client, bucket, timeoutMs, credentials }: S3Calls,
+  where: string,
   entry: ObjectEntry,
   file: string,
   signal: AbortSignal | undefined,
 ): Promise<number> {
-  const where = `${store}/${entry.key}`;
   try {
-    const object = await client.send(
-      new GetObjectCommand({
-        Bucket: bucket,
-        Key: entry.key,
-        ...(entry.version !== "" ? { IfMatch: entry.version } : {}),
-      }),
-      signal === undefined ? {} : { abortSignal: signal },
+    const object = await transfer.withDeadline(
+      timeoutMs,
+      () => where,
+      signal,
+      (abortSignal) =>
+        client.send(
+          new GetObjectCommand({
+            Bucket: bucket,
+            Key: entry.key,
+            ...(entry.version !== "" ? { IfMatch: entry.version } : {}),
+          }),
+          { abortSignal },
+        ),
     );
     const body = object.Body as Readable | undefined;
-    if (body === undefined) throw new StorageError("other", `${where}: the store sent no body`);
-    await pipeline(body, createWriteStream(file), signal === undefined ? {} : { signal });
-    return (await stat(file)).size;
+    if (body === undefined) throw transfer.storageFailure("other", where, "the store sent no body");
+    return await transfer.streamToFile(body, file, timeoutMs, () => where, signal);
   } catch (error) {
-    throw storageErrorOf(error, where);
+    throw storageErrorOf(error, where, "download", credentials.secrets);
   }
 }
 
-/** Error names (S3's codes) by the kind they mean. */
+/** S3's error codes (the SDK's error names) and TLS's, by the kind they mean. */
 const KINDS_BY_CODE: Readonly<Record<string, StorageError["kind"]>> = {
   AccessDenied: "access-denied",
   InvalidAccessKeyId: "access-denied",
@@ -198,15 +223,7 @@ const KINDS_BY_CODE: Readonly<Record<string, StorageError["kind"]>> = {
   CredentialsProviderError: "access-denied",
   NoSuchBucket: "no-such-bucket",
   NoSuchKey: "not-found",
-  NotFound: "not-found",
   PreconditionFailed: "changed",
-  ECONNREFUSED: "unreachable",
-  ECONNRESET: "unreachable",
-  ENOTFOUND: "unreachable",
-  EAI_AGAIN: "unreachable",
-  EHOSTUNREACH: "unreachable",
-  ENETUNREACH: "unreachable",
-  ETIMEDOUT: "unreachable",
   TimeoutError: "unreachable",
   RequestTimeout: "unreachable",
   // A certificate the client cannot trust: the endpoint cannot be reached safely (--storage-ca-file).
@@ -218,48 +235,31 @@ const KINDS_BY_CODE: Readonly<Record<string, StorageError["kind"]>> = {
   ERR_TLS_CERT_ALTNAME_INVALID: "unreachable",
 };
 
-const STATUS_KINDS: Readonly<Record<number, StorageError["kind"]>> = {
-  401: "access-denied",
-  403: "access-denied",
-  404: "not-found",
-  412: "changed",
-};
-
-const WORDS: Readonly<Record<StorageError["kind"], string>> = {
-  "access-denied": "access denied for",
-  "no-such-bucket": "no such bucket:",
-  unreachable: "cannot reach",
-  "not-found": "no such object:",
-  changed: "changed while it was downloaded:",
-  "unsafe-key": "unsafe key:",
-  "cache-full": "the model cache is full:",
-  other: "failed:",
-};
-
 /**
  * The StorageError an SDK error means, naming the store and key (`where`) and the SDK's
- * code and message; credentials never appear in either.
+ * code and message, with every credential value kept out.
  */
-export function storageErrorOf(error: unknown, where: string): StorageError {
+export function storageErrorOf(
+  error: unknown,
+  where: string,
+  operation: "list" | "download",
+  secrets: readonly string[] = [],
+): StorageError {
   if (error instanceof StorageError) return error;
-  const fields = (error ?? {}) as {
-    name?: string;
-    code?: string;
-    message?: string;
-    $metadata?: { httpStatusCode?: number };
-    cause?: { code?: string };
-  };
-  const code = [fields.name, fields.code, fields.cause?.code].find(
-    (candidate) => candidate !== undefined && KINDS_BY_CODE[candidate] !== undefined,
-  );
+  const fields = (error ?? {}) as { name?: string; code?: string; $metadata?: { httpStatusCode?: number } };
+  const code = [fields.name, fields.code].find((name) => name !== undefined && KINDS_BY_CODE[name] !== undefined);
   const status = fields.$metadata?.httpStatusCode;
   const kind =
     (code !== undefined ? KINDS_BY_CODE[code] : undefined) ??
-    (status !== undefined ? STATUS_KINDS[status] : undefined) ??
-    (fields.name === "AbortError" ? "other" : /timed? ?out/i.test(fields.message ?? "") ? "unreachable" : "other");
-  const said = [fields.code ?? fields.name, status !== undefined ? `HTTP ${status}` : undefined, fields.message]
-    .filter((part) => part !== undefined && part !== "" && part !== "UnknownError" && part !== "Unknown")
-    .join(", ")
-    .slice(0, 300);
-  return new StorageError(kind, `${WORDS[kind]} ${where}${said === "" ? "" : ` (${said})`}`);
+    (transfer.isNetworkFailure(error) ? "unreachable" : undefined) ??
+    transfer.statusKind(status, operation) ??
+    "other";
+  const said = [
+    fields.code ?? fields.name,
+    status !== undefined ? `HTTP ${status}` : undefined,
+    transfer.safeErrorText(error, secrets),
+  ].filter(
+    (part) => part !== undefined && part !== "" && part !== "UnknownError" && part !== "Unknown" && part !== "Error",
+  );
+  return transfer.storageFailure(kind, where, said.join(", "));
 }

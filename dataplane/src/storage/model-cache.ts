@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { lstat, mkdir, readdir, readlink, rename, rm, symlink } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { Holds } from "../../../lib/holds.js";
-import { StorageError } from "../../../lib/storage/store.js";
+import { storageFailure } from "../../../lib/storage/transfer.js";
 
 /**
  * The local cache of models from object storage (--model-cache-dir, an emptyDir in pods):
@@ -74,9 +74,11 @@ export class ModelCache {
   async reserve(bytes: number, what: string): Promise<() => void> {
     if (this.maxBytes > 0 && this.usedBytes + this.reserved + bytes > this.maxBytes) await this.collect();
     if (this.maxBytes > 0 && this.usedBytes + this.reserved + bytes > this.maxBytes) {
-      throw new StorageError(
+      const held = this.usedBytes + this.reserved;
+      throw storageFailure(
         "cache-full",
-        `the model cache is full: ${what} needs ${bytes} bytes, and ${this.usedBytes + this.reserved} of ${this.maxBytes} (--model-cache-max-bytes) are held by models in use`,
+        what,
+        `it needs ${bytes} bytes; models in use hold ${held} of the ${this.maxBytes} of --model-cache-max-bytes`,
       );
     }
     this.reserved += bytes;

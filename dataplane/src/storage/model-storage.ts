@@ -2,6 +2,7 @@ import { realpath } from "node:fs/promises";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
+import type { ModelFilesLocation } from "../../../lib/contract/layout.js";
 import { errorMessage, invalidArgument } from "../../../lib/errors.js";
 import {
   formatStorageLocation,
@@ -12,6 +13,7 @@ import {
   type StorageLocation,
 } from "../../../lib/storage/locations.js";
 import { openObjectStore } from "../../../lib/storage/open.js";
+import { storageFailure } from "../../../lib/storage/transfer.js";
 import { StorageError, type ObjectStore, type ObjectStoreOptions } from "../../../lib/storage/store.js";
 import { ModelCache } from "./model-cache.js";
 import { RemoteRepository, type UnitListing } from "./remote-repository.js";
@@ -22,7 +24,7 @@ export interface ModelStorageOptions {
   /** --model-load-path: where else RepositoryModelLoad's model_path may point. */
   readonly loadPaths: readonly string[];
   /** --model-files: where a model configured by a single file finds its version folders (a folder or a prefix). */
-  readonly modelFiles?: readonly { readonly model: string; readonly location: string }[];
+  readonly modelFiles?: readonly ModelFilesLocation[];
   /** --model-cache-dir. */
   readonly cacheDir: string;
   /** --model-cache-max-bytes; 0: no bound. */
@@ -243,7 +245,7 @@ export class ModelStorage {
     const { remote, unit } = await this.unitAt(location, parameter, invalidArgument);
     const listing = await remote.list(unit);
     const listed = listing.get(unit);
-    if (listed === undefined) throw new StorageError("not-found", `${path}: no objects are listed there`);
+    if (listed === undefined) throw storageFailure("not-found", path, "no objects are listed there");
     await remote.sync(listed);
     await this.collect();
     return realpath(`${remote.view}/${unit}`);

@@ -3,7 +3,8 @@ import { mkdir, readdir, readlink, rm } from "node:fs/promises";
 import { basename, dirname, extname, join, resolve } from "node:path";
 import { configFormatOf } from "../../../lib/model-repository/config.js";
 import { formatStorageLocation, type RemoteLocation } from "../../../lib/storage/locations.js";
-import { StorageError, type ObjectEntry, type ObjectStore } from "../../../lib/storage/store.js";
+import type { ObjectEntry, ObjectStore } from "../../../lib/storage/store.js";
+import { storageFailure } from "../../../lib/storage/transfer.js";
 import { fileAndFolderClash, ListingDigest, unsafeKeyProblem } from "./keys.js";
 import type { ModelCache, RepositoryFolders } from "./model-cache.js";
 
@@ -107,9 +108,10 @@ export class RemoteRepository {
    */
   async sync(listed: UnitListing, signal?: AbortSignal): Promise<UnitOutcome> {
     if (listed.unsafe !== undefined) {
-      throw new StorageError(
+      throw storageFailure(
         "unsafe-key",
-        `${this.name}/${listed.unit}: the key ${listed.unsafe}; the model is not downloaded`,
+        `${this.name}/${listed.unit}`,
+        `${listed.unsafe}; the model is not downloaded`,
       );
     }
     if ((await this.shownDigest(listed.unit)) === listed.digest) return "unchanged";
@@ -189,22 +191,24 @@ export class RemoteRepository {
       if (placed?.unit !== unit) continue;
       const problem = unsafeKeyProblem(placed.path);
       if (problem !== undefined) {
-        throw new StorageError(
+        throw storageFailure(
           "unsafe-key",
-          `${this.name}/${unit}: the key '${entry.key}' ${problem}; the model is not downloaded`,
+          `${this.name}/${unit}`,
+          `'${entry.key}' ${problem}; the model is not downloaded`,
         );
       }
       entries.push({ path: placed.path, entry });
     }
     const clash = fileAndFolderClash(entries.map(({ path }) => path));
     if (clash !== undefined) {
-      throw new StorageError(
+      throw storageFailure(
         "unsafe-key",
-        `${this.name}/${unit}: '${clash}' is both an object and a folder of other objects; the model is not downloaded`,
+        `${this.name}/${unit}`,
+        `'${clash}' is both an object and a folder of other objects; the model is not downloaded`,
       );
     }
     if (entries.length === 0)
-      throw new StorageError("not-found", `${this.name}/${unit}: no objects are listed any more`);
+      throw storageFailure("not-found", `${this.name}/${unit}`, "no objects are listed there any more");
     return entries;
   }
 

@@ -22,10 +22,6 @@ import { PYTHON_MODELS } from "../fixtures/python-models.js";
 import { addSubRequest } from "../fixtures/requests.js";
 import { call, callError, eventually, infer, startServer, type ServerProcess } from "../fixtures/server.js";
 import { peakBytes } from "../fixtures/process-watch.js";
-import { pino } from "pino";
-import { parsedDataPlaneArguments } from "../../../cli/dataplane.js";
-import { startDataPlane } from "../../src/dataplane.js";
-import { dataPlaneOptions } from "../../src/main.js";
 
 /** A bucket of one of the S3 servers, as the tests arrange it. */
 class Bucket {
@@ -261,7 +257,7 @@ for (const store of [
       try {
         assert.match(
           String(listingFailures(server)[0]),
-          /^access denied for s3:\/\/127\.0\.0\.1:\d+\/models\/repo\/ \((SignatureDoesNotMatch|AccessDenied|InvalidAccessKeyId)/,
+          /^s3:\/\/127\.0\.0\.1:\d+\/models\/repo\/: access denied \((SignatureDoesNotMatch|AccessDenied|InvalidAccessKeyId)/,
         );
         assert.deepEqual(await index(server), []);
         // The Secret's new version, as the kubelet writes it: the data plane is not restarted.
@@ -281,31 +277,24 @@ for (const store of [
 
     it("serves a single-file config whose version folders are in the bucket (--model-files), following their changes", async () => {
       await bucket.putFolder("files/add_sub_onnx/1", join(ADD_SUB_ONNX, "1"));
+      // As a DynamoKserveModel's pod: the config from a ConfigMap folder, the files from the bucket.
       const configs = mkdtempSync(join(tmpdir(), "configs-"));
       scratch.push(configs);
       writeFileSync(join(configs, "add_sub_onnx.pbtxt"), readFileSync(join(ADD_SUB_ONNX, "config.pbtxt")));
-      const args = await parsedDataPlaneArguments([
-        ...["--host", "127.0.0.1", "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0"],
-        ...["--model-config", join(configs, "add_sub_onnx.pbtxt"), ...storageArguments()],
-        ...["--repository-poll-secs", "0"],
+      const server = await startServer([
+        ...["--model-repository", configs, ...storageArguments()],
+        ...["--model-files", `add_sub_onnx=${bucket.location("files/add_sub_onnx")}`],
+        ...["--repository-poll-secs", "1"],
       ]);
-      const options = dataPlaneOptions(args, pino({ level: "silent" }));
-      const files = [{ model: "add_sub_onnx", location: bucket.location("files/add_sub_onnx") }];
-      const running = await startDataPlane({
-        ...options,
-        modelStorage: { ...options.modelStorage, modelFiles: files },
-      });
       try {
-        assert.deepEqual(
-          running.registry.readyModels().map((model) => [model.spec.name, model.versions]),
-          [["add_sub_onnx", ["1"]]],
-        );
-        assert.match(running.registry.readyModels()[0]!.folder!, /snapshots\/add_sub_onnx@[0-9a-f]+$/);
+        assert.deepEqual(await outputs(server, "add_sub_onnx"), [1, 2, 3, 4]);
         await bucket.putFolder("files/add_sub_onnx/2", join(ADD_SUB_ONNX, "1"));
-        await running.registry.sync();
-        assert.deepEqual(running.registry.readyModels()[0]!.versions, ["2"]);
+        await eventually(async () => {
+          const metadata = await call(server.client, "modelMetadata", { name: "add_sub_onnx", version: "" });
+          assert.deepEqual(metadata.versions, ["2"]);
+        });
       } finally {
-        await running.stop();
+        await server.stop();
       }
     });
 
@@ -342,7 +331,7 @@ for (const store of [
         try {
           assert.match(
             String(listingFailures(untrusted)[0]),
-            /^cannot reach s3:\/\/https:\/\/127\.0\.0\.1:\d+\/models\/repo\/ \(UNABLE_TO_VERIFY_LEAF_SIGNATURE, .*certificate/,
+            /^s3:\/\/https:\/\/127\.0\.0\.1:\d+\/models\/repo\/: endpoint unreachable \(UNABLE_TO_VERIFY_LEAF_SIGNATURE, .*certificate/,
           );
         } finally {
           await untrusted.stop();
@@ -410,9 +399,12 @@ for (const store of [
         assert.equal(failures.length, 2, failures.join("\n"));
         assert.match(
           failures.join("\n"),
-          /no such bucket: s3:\/\/127\.0\.0\.1:\d+\/no-such-bucket\/repo\/ \(NoSuchBucket/,
+          /s3:\/\/127\.0\.0\.1:\d+\/no-such-bucket\/repo\/: no such bucket \(NoSuchBucket/,
         );
-        assert.match(failures.join("\n"), /cannot reach s3:\/\/127\.0\.0\.1:\d+\/models\/repo\/ \(ECONNREFUSED/);
+        assert.match(
+          failures.join("\n"),
+          /s3:\/\/127\.0\.0\.1:\d+\/models\/repo\/: endpoint unreachable \(ECONNREFUSED/,
+        );
       });
 
       it("names a config without its model file, and a model with an unsafe key, in the index", async () => {
@@ -424,7 +416,7 @@ for (const store of [
         assert.ok(acceptedUnsafe.length > 0, `${store.name} took none of the unsafe keys`);
         assert.match(
           reason("evil"),
-          /^download failed: s3:\/\/127\.0\.0\.1:\d+\/models\/bad\/evil: the key '.*' (has a '\.\.' segment|contains a backslash|contains a control character); the model is not downloaded$/,
+          /^download failed: s3:\/\/127\.0\.0\.1:\d+\/models\/bad\/evil: unsafe key \('.*' (has a '\.\.' segment|contains a backslash|contains a control character); the model is not downloaded\)$/,
         );
         const written = readdirSync(tmpdir()).filter((name) => name === "evil.txt");
         assert.deepEqual(written, []);
@@ -534,13 +526,13 @@ for (const store of [
             assert.equal(failed.code, status.UNAVAILABLE);
             assert.match(
               failed.details,
-              /^load failed for model 'slow': download failed: no such object: s3:\/\/127\.0\.0\.1:\d+\/models\/deleted\/slow\/1\/z\.bin \(NoSuchKey/,
+              /^load failed for model 'slow': download failed: s3:\/\/127\.0\.0\.1:\d+\/models\/deleted\/slow\/1\/z\.bin: the object is gone \(NoSuchKey/,
             );
             assert.equal((await call(explicit.client, "modelReady", { name: "slow", version: "" })).ready, true);
             const entry = (await index(explicit)).find(({ name }) => name === "slow");
             assert.match(
               entry?.reason ?? "",
-              /^download failed: no such object: .*; still serving the last good files$/,
+              /^download failed: s3:.*: the object is gone \(NoSuchKey.*; still serving the last good files$/,
             );
             // Loaded again, it is listed without the deleted object and brought whole.
             await call(explicit.client, "repositoryModelLoad", loadRequest("slow"));
@@ -570,7 +562,7 @@ for (const store of [
         assert.equal(full.code, status.RESOURCE_EXHAUSTED);
         assert.match(
           full.details,
-          /^load failed for model 'add_sub': download failed: the model cache is full: s3:\/\/127\.0\.0\.1:\d+\/models\/bounded\/add_sub needs \d+ bytes, and 741 of 1000 \(--model-cache-max-bytes\) are held by models in use$/,
+          /^load failed for model 'add_sub': download failed: s3:\/\/127\.0\.0\.1:\d+\/models\/bounded\/add_sub: cache full \(it needs \d+ bytes; models in use hold 741 of the 1000 of --model-cache-max-bytes\)$/,
         );
         await bucket.put("bounded/add_sub_onnx/2/model.onnx", readFileSync(join(ADD_SUB_ONNX, "1", "model.onnx")));
         const update = await callError(server.client, "repositoryModelLoad", loadRequest("add_sub_onnx"));
@@ -579,11 +571,11 @@ for (const store of [
         const entries = await index(server);
         assert.match(
           entries.find(({ name }) => name === "add_sub_onnx")!.reason,
-          /^download failed: the model cache is full: .*; still serving the last good files$/,
+          /^download failed: s3:.*: cache full \(.*\); still serving the last good files$/,
         );
         assert.match(
           entries.find(({ name }) => name === "add_sub")!.reason,
-          /^download failed: the model cache is full: /,
+          /^download failed: s3:.*\/bounded\/add_sub: cache full \(/,
         );
       });
     });

@@ -197,7 +197,10 @@ describe("model cache: a remote repository mirrored into snapshots", () => {
     assert.deepEqual(await syncAll(repository), { good: "downloaded", evil: "unsafe-key", clash: "unsafe-key" });
     assert.deepEqual(readdirSync(repository.view).sort(), ["good"]);
     const evil = (await repository.list()).get("evil")!;
-    await assert.rejects(repository.sync(evil), /repo\/evil: the key 'repo\/evil\/..\/..\/escape' has a '..' segment/);
+    await assert.rejects(
+      repository.sync(evil),
+      /s3:\/\/bucket\/repo\/evil: unsafe key \('repo\/evil\/\.\.\/\.\.\/escape' has a '\.\.' segment; the model is not downloaded\)$/,
+    );
     assert.deepEqual(readdirSync(root).length, 1, "nothing written outside the repository's folder");
   });
 
@@ -235,7 +238,7 @@ describe("model cache: a remote repository mirrored into snapshots", () => {
     assert.deepEqual(await syncAll(repository), { a: "cache-full", b: "unchanged" });
     await assert.rejects(
       repository.sync((await repository.list()).get("a")!),
-      /the model cache is full: s3:\/\/bucket\/repo\/a needs 300 bytes, and 900 of 1000 \(--model-cache-max-bytes\)/,
+      /s3:\/\/bucket\/repo\/a: cache full \(it needs 300 bytes; models in use hold 900 of the 1000 of --model-cache-max-bytes\)$/,
     );
     assert.equal(viewed(repository, "a", "1", "model.onnx"), "2".repeat(300), "the last good one stays");
     inUse.clear();

@@ -311,8 +311,8 @@ describe("model registry: models from object storage (a view of snapshots)", () 
   it("says why a download failed, serving the last good model meanwhile, and forgets it once one succeeds", async () => {
     snapshot(0);
     await registry.start();
-    failures.set("m", "access denied for s3://b/repo/m/config.pbtxt (AccessDenied)");
-    failures.set("gone", "no such object: s3://b/repo/gone/1/model.onnx");
+    failures.set("m", "s3://b/repo/m/config.pbtxt: access denied (AccessDenied, HTTP 403)");
+    failures.set("gone", "s3://b/repo/gone/1/model.onnx: the object is gone (NoSuchKey, HTTP 404)");
     await registry.sync();
     const index = await registry.index(false);
     assert.deepEqual(index, [
@@ -320,14 +320,14 @@ describe("model registry: models from object storage (a view of snapshots)", () 
         name: "gone",
         version: "",
         state: "UNAVAILABLE",
-        reason: "download failed: no such object: s3://b/repo/gone/1/model.onnx",
+        reason: "download failed: s3://b/repo/gone/1/model.onnx: the object is gone (NoSuchKey, HTTP 404)",
       },
       {
         name: "m",
         version: "1",
         state: "READY",
         reason:
-          "download failed: access denied for s3://b/repo/m/config.pbtxt (AccessDenied); still serving the last good files",
+          "download failed: s3://b/repo/m/config.pbtxt: access denied (AccessDenied, HTTP 403); still serving the last good files",
       },
     ]);
     failures.clear();
