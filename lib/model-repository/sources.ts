@@ -23,6 +23,8 @@ export interface ModelFiles {
   readonly folder: string;
   /** The numeric version folders, ascending. */
   readonly versions: readonly number[];
+  /** The versions the model's version policy serves (set when a model is loaded). */
+  readonly served?: readonly string[];
 }
 
 export interface ModelSource {

@@ -621,7 +621,8 @@ export class ModelRegistry {
     const origin = candidate.origin ?? source.path;
     const spec = toModelSpec(config, origin, candidate.name, configText(source.format, source.content));
     const versions = servedVersions(spec.config.versionPolicy, source.versions, origin);
-    const files = source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions };
+    const files =
+      source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions, served: versions };
     const engine = this.options.createEngine(spec, source.path, files);
     return {
       spec,

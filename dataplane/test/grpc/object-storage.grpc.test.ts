@@ -410,9 +410,12 @@ for (const store of [
       it("names a config without its model file, and a model with an unsafe key, in the index", async () => {
         const entries = await index(server);
         const reason = (model: string): string => entries.find(({ name }) => name === model)?.reason ?? "<absent>";
-        // As from a local folder: ONNX sessions open on a version's first request, which names the missing file.
-        const missing = await callError(server.client, "modelInfer", addSubRequest("no_file"));
-        assert.match(missing.details, /no_file@[0-9a-f]+\/1\/model\.onnx/);
+        // As Triton's load: a served version without its model file never reports READY.
+        assert.match(
+          reason("no_file"),
+          /version 1 has no model file: .*no_file@[0-9a-f]+\/1\/model\.onnx does not exist/,
+        );
+        assert.equal(entries.find(({ name }) => name === "no_file")?.state, "UNAVAILABLE");
         assert.ok(acceptedUnsafe.length > 0, `${store.name} took none of the unsafe keys`);
         assert.match(
           reason("evil"),

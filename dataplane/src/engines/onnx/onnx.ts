@@ -1,3 +1,4 @@
+import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { InferenceSession, Tensor as OrtTensor } from "onnxruntime-node";
 import type { OnnxSettings, Reshape } from "../../../../lib/engines/onnx.js";
@@ -12,7 +13,9 @@ import { ARRAY_OF, DATATYPE_OF_ORT, ORT_TYPE, type NumericArray, type NumericArr
  * Triton's `onnxruntime` backend / `onnxruntime_onnx` platform, run in-process on the
  * CPU with onnxruntime-node. The model file is `<model folder>/<version>/model.onnx` (or
  * the config's `default_model_filename`); a session is created per served version on its
- * first request, so creating the engine does no I/O.
+ * first request, so creating the engine does no I/O. Its start checks that each served
+ * version's model file is there (as Triton's load does), so a config without its model file
+ * never reports READY.
  */
 
 export class OnnxEngine implements Engine {
@@ -24,14 +27,27 @@ export class OnnxEngine implements Engine {
   private readonly batched: boolean;
   private readonly reshapes: ReadonlyMap<string, Reshape>;
 
+  /** The versions the model serves (checked at start); none known for a model without a files folder. */
+  private readonly served: readonly string[];
+
   constructor(settings: OnnxSettings, files: ModelFiles | undefined) {
     this.modelDir = files?.folder ?? settings.configFolder;
+    this.served = files?.served ?? [];
     ({
       fileName: this.fileName,
       outputNames: this.outputNames,
       batched: this.batched,
       reshapes: this.reshapes,
     } = settings);
+  }
+
+  async start(): Promise<void> {
+    for (const version of this.served) {
+      const path = join(this.modelDir, version, this.fileName);
+      const info = await stat(path).catch(() => undefined);
+      if (!info?.isFile())
+        throw unavailable(`version ${version} has no model file: ${path} ${info ? "is not a file" : "does not exist"}`);
+    }
   }
 
   async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
