@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { CACHE_DIR, requireProgram } from "../../../e2e/support/prerequisites.js";
+import { requireProgram, TOOLS_PYTHON } from "../../../e2e/support/prerequisites.js";
 import { START_OBJECT_STORE, requireObjectStore, type ObjectStoreServer } from "../../../lib/test/object-stores.js";
 import { REPO_ROOT } from "../fixtures/paths.js";
 import {
@@ -21,13 +21,13 @@ import { startServer, type ServerProcess } from "../fixtures/server.js";
  * One model repository in a bucket, read by the data plane and by a real Triton at once:
  * tritonclient (gRPC and HTTP) must see the same index, metadata, config and outputs from
  * both, at start and after a new version is put in the bucket and loaded (explicit mode,
- * RepositoryModelLoad). S3 on SeaweedFS and gs:// on fake-gcs-server. Not Azure Blob: Triton's
+ * RepositoryModelLoad). S3 on SeaweedFS (gs:// on fake-gcs-server too, once the data plane
+ * reads gs://: Triton already does, with CLOUD_STORAGE_EMULATOR_ENDPOINT). Not Azure Blob: Triton's
  * as:// always means https://ACCOUNT.blob.core.windows.net, so it cannot read Azurite. Not the
  * ONNX example: the Triton laid out from nvidia-pytriton has only the Python backend.
  */
 
 const run = promisify(execFile);
-const CLIENT_PYTHON = join(process.env["DYNAMO_KSERVE_VENV"] ?? join(CACHE_DIR, "venv"), "bin", "python");
 const OBSERVE = join(REPO_ROOT, "dataplane", "test", "conformance", "object_store_parity.py");
 const ADD_SUB = join(PYTHON_MODELS, "add_sub");
 const ADD_SUB_CONFIG = readFileSync(join(ADD_SUB, "config.pbtxt"), "utf8");
@@ -41,7 +41,7 @@ type Observed = Record<"grpc" | "http", Record<string, unknown>>;
 /** What tritonclient sees of the server at `grpc` and `http` (after loading `load`, if given). */
 async function observe(grpc: string, http: string, load?: string): Promise<Observed> {
   const args = [OBSERVE, grpc, http, MODELS.join(","), ...(load === undefined ? [] : ["--load", load])];
-  const { stdout } = await run(CLIENT_PYTHON, args, { timeout: 120_000 });
+  const { stdout } = await run(TOOLS_PYTHON, args, { timeout: 120_000 });
   const observed = JSON.parse(stdout) as Observed;
   for (const protocol of ["grpc", "http"] as const)
     for (const model of MODELS) {
@@ -119,7 +119,7 @@ for (const kind of ["seaweedfs"] as const) {
       ]);
 
     before(async function () {
-      requireProgram(this, CLIENT_PYTHON, "the tritonclient venv", "run scripts/setup-python.sh");
+      requireProgram(this, TOOLS_PYTHON, "the tritonclient venv", "run scripts/setup-python.sh");
       requireTritonPeers(this);
       requireTritonServer(this);
       requireObjectStore(this, kind);

@@ -22,9 +22,9 @@ A = np.array([1.5, 2, 3, 4], dtype=np.float32)
 B = np.array([0.5, 1, 1, -1], dtype=np.float32)
 
 
-def outcome(call):
+def outcome(call, *args, **kwargs):
     try:
-        return {"answer": call()}
+        return {"answer": call(*args, **kwargs)}
     except InferenceServerException as error:
         return {"status": str(error.status()), "message": error.message()}
 
@@ -52,15 +52,15 @@ def observe(protocol, module, url):
     results["index"] = index_entries(index.get("models", []) if protocol == "grpc" else index)
     for model in MODELS:
         results[f"{model} ready"] = client.is_model_ready(model)
-        results[f"{model} metadata"] = outcome(lambda: client.get_model_metadata(model, **as_json))
-        config = outcome(lambda: client.get_model_config(model, **as_json))
+        results[f"{model} metadata"] = outcome(client.get_model_metadata, model, **as_json)
+        config = outcome(client.get_model_config, model, **as_json)
         if protocol == "grpc" and "answer" in config:
             config = {"answer": config["answer"]["config"]}
         results[f"{model} config"] = config
-        results[f"{model} infer"] = outcome(lambda: add_sub_outputs(module, client, model))
+        results[f"{model} infer"] = outcome(add_sub_outputs, module, client, model)
         versions = results[f"{model} metadata"].get("answer", {}).get("versions", [])
         for version in versions:
-            results[f"{model} v{version} infer"] = outcome(lambda: add_sub_outputs(module, client, model, version))
+            results[f"{model} v{version} infer"] = outcome(add_sub_outputs, module, client, model, version)
     client.close()
     return results
 
