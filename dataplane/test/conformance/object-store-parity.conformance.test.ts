@@ -52,49 +52,37 @@ async function observe(grpc: string, http: string, load?: string): Promise<Obser
 }
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type JsonObject = { [key: string]: Json };
 
-/** Protobuf's default values, which Triton's HTTP config (JSON with every field) spells out and ours leaves out. */
-const isProtoDefault = (value: Json): boolean =>
-  value === false ||
-  value === 0 ||
-  value === "" ||
-  value === "FORMAT_NONE" ||
-  value === "PRIORITY_DEFAULT" ||
-  (Array.isArray(value) && value.length === 0) ||
-  (value !== null && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 0);
+const same = (value: Json | undefined, expected: Json): boolean => JSON.stringify(value) === JSON.stringify(expected);
 
-function withoutDefaults(value: Json): Json {
-  if (Array.isArray(value)) return value.map(withoutDefaults);
-  if (value === null || typeof value !== "object") return value;
-  const kept = Object.entries(value)
-    .map(([key, field]): [string, Json] => [key, withoutDefaults(field)])
-    .filter(([, field]) => !isProtoDefault(field));
-  return Object.fromEntries(kept);
+/** `optimization` as Triton completes it: pinned input and output memory, every other field its default. */
+function isTritonsOptimization(value: Json | undefined): boolean {
+  if (value === undefined || value === null || typeof value !== "object" || Array.isArray(value)) return false;
+  const { input_pinned_memory: input, output_pinned_memory: output, ...others } = value;
+  return (
+    same(input, { enable: true }) &&
+    same(output, { enable: true }) &&
+    Object.values(others).every((other) => other === false || other === 0 || other === "PRIORITY_DEFAULT")
+  );
 }
 
 /**
- * A model's config as its config.pbtxt writes it. Triton reports the config it completed:
- * the Python backend's default_model_filename, each instance group's name (`<model>_<i>`),
- * pinned input and output memory, the default version policy (latest 1). The data plane
- * applies the same defaults but reports the config as written (as for a local repository:
- * not a difference of object storage); both sides lose exactly these before they are compared.
+ * A model's config without what Triton completes in it: the Python backend's
+ * default_model_filename, each instance group's name (`<model>_<i>`), pinned input and output
+ * memory, the default version policy (latest 1). The data plane applies the same defaults but
+ * reports the config as written (the same for a local repository: not a difference of object
+ * storage); on both sides these fields are removed when they hold Triton's completion or are
+ * unset, and every other field is compared.
  */
 function asWritten(answer: unknown, model: string): Json {
-  const config = withoutDefaults(answer as Json) as Record<string, Json>;
-  const same = (value: Json, expected: Json): boolean => JSON.stringify(value) === JSON.stringify(expected);
-  if (config["backend"] === "python" && config["default_model_filename"] === "model.py")
-    delete config["default_model_filename"];
-  if (
-    same(config["optimization"] ?? null, {
-      input_pinned_memory: { enable: true },
-      output_pinned_memory: { enable: true },
-    })
-  )
-    delete config["optimization"];
-  if (same(config["version_policy"] ?? null, { latest: { num_versions: 1 } })) delete config["version_policy"];
-  const groups = (config["instance_group"] ?? []) as Record<string, Json>[];
+  const config = structuredClone(answer) as JsonObject;
+  if (["model.py", ""].includes(config["default_model_filename"] as string)) delete config["default_model_filename"];
+  if (isTritonsOptimization(config["optimization"])) delete config["optimization"];
+  if (same(config["version_policy"], { latest: { num_versions: 1 } })) delete config["version_policy"];
+  const groups = (config["instance_group"] ?? []) as JsonObject[];
   groups.forEach((group, index) => {
-    if (group["name"] === `${model}_${index}`) delete group["name"];
+    if ([`${model}_${index}`, ""].includes(group["name"] as string)) delete group["name"];
   });
   return config;
 }
