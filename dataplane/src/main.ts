@@ -91,7 +91,7 @@ function modelFilesLocation(text: string): ModelFilesLocation {
   const parsed = parseModelFilesArgument(text);
   if (parsed === undefined) {
     throw new Error(
-      `--model-files (DYNAMO_MODEL_FILES) '${text}' is not <model>=<location>, e.g. resnet=s3://bucket/models/resnet`,
+      `--model-files (DYNAMO_MODEL_FILE_LOCATIONS) '${text}' is not <model>=<location>, e.g. resnet=s3://bucket/models/resnet`,
     );
   }
   return parsed;

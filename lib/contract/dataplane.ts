@@ -114,7 +114,7 @@ export const MODEL_STORAGE_OPTIONS = {
     help: "the Blob service endpoint for as:// locations, the account's name replaced by {account} (e.g. http://127.0.0.1:10000/{account}); default: https://{account}.blob.core.windows.net",
   }),
   modelFiles: repeatable("--model-files <model=location>", {
-    env: "DYNAMO_MODEL_FILES",
+    env: "DYNAMO_MODEL_FILE_LOCATIONS",
     help: "where one model configured by a single file (--model-config, a ConfigMap's <model>.pbtxt) finds its version folders: <model>=<location>, a folder or an object-storage prefix holding <version>/model.onnx ...; instead of --model-files-root/<model> (repeatable)",
   }),
   modelLoadPath: repeatable("--model-load-path <location>", {

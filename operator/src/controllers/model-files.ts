@@ -55,6 +55,13 @@ export async function observeModelFiles(
   }
   const secretName = storage?.secretName;
   if (secretName === undefined) return { state: "CheckedByPods", location: formatStorageLocation(location) };
+  if (location.scheme === "gs" && caPem !== undefined) {
+    // The Cloud Storage SDK trusts a CA only process-wide (lib/storage/gcs.ts): in the
+    // operator, one CR's CA would then be trusted for every other CR's connections.
+    const why =
+      "the operator does not trust a storage.caBundle for gs:// (the Cloud Storage SDK can only trust it process-wide)";
+    return { state: "CheckedByPods", location: formatStorageLocation(location), why };
+  }
   const secret = await observing.secrets.get(namespace, secretName);
   if (secret === undefined) {
     return {

@@ -4,7 +4,7 @@ import { dirname, join, relative, isAbsolute } from "node:path";
 import type { RemoteLocation } from "../../../lib/storage/locations.js";
 import { listUnder } from "../../../lib/storage/listing.js";
 import { openObjectStore } from "../../../lib/storage/open.js";
-import { type ObjectStoreOptions } from "../../../lib/storage/store.js";
+import type { ObjectStoreOptions } from "../../../lib/storage/store.js";
 
 /**
  * A Triton repository in object storage, brought down as far as planning needs it: each

@@ -187,7 +187,12 @@ export type ModelFilesOutcome =
       readonly holds: "repository" | "model";
       readonly found: readonly string[];
     }
-  | { readonly state: "CheckedByPods"; readonly location: string }
+  | {
+      readonly state: "CheckedByPods";
+      readonly location: string;
+      /** Why the operator leaves it to the pods; default: no Secret to act with. */
+      readonly why?: string;
+    }
   | { readonly state: "Failed"; readonly reason: ModelFilesFailure; readonly message: string };
 
 export type ModelFilesFailure =
@@ -218,7 +223,7 @@ export function modelFilesCondition(outcome: ModelFilesOutcome): Pick<Condition,
       return {
         status: "Unknown",
         reason: "CheckedByPods",
-        message: `no storage.secretName: the pods read ${outcome.location} with their own identity (workload identity through pod.serviceAccountName, or the cloud's credential chain), which the operator cannot act as; the pods' model states say whether it loads`,
+        message: `${outcome.why ?? "no storage.secretName"}: the pods read ${outcome.location} with their own identity (workload identity through pod.serviceAccountName, or the cloud's credential chain), which the operator cannot act as; the pods' model states say whether it loads`,
       };
     case "Failed":
       return { status: "False", reason: outcome.reason, message: outcome.message };

@@ -352,15 +352,21 @@ describe("models in object storage: ModelFilesReady against SeaweedFS's S3 gatew
     const denied = await repositoryAt("denied", store.location("models", "triton"), "wrong", "AccessDenied");
     assert.equal(denied.status, "False");
     assert.match(denied.message, /access denied with the credentials of Secret wrong/);
-    const events = await kube.api.list("v1", "Event", namespace);
-    assert.ok(
-      events.items.some(
-        (event) =>
-          (event as { reason?: string }).reason === "AccessDenied" &&
-          (event as { involvedObject?: { name?: string } }).involvedObject?.name === "denied",
-      ),
-      "a Warning Event AccessDenied",
-    );
+    // Events are sent in the background: one says so soon after.
+    await eventually(async () => {
+      const events = (await kube.api.list("v1", "Event", namespace)).items as {
+        reason?: string;
+        type?: string;
+        involvedObject?: { name?: string };
+      }[];
+      assert.ok(
+        events.some(
+          (event) =>
+            event.reason === "AccessDenied" && event.type === "Warning" && event.involvedObject?.name === "denied",
+        ),
+        "a Warning Event AccessDenied",
+      );
+    }, 15_000);
     const before = await kube.read<V1Deployment>("apps/v1", "Deployment", namespace, "denied");
     await kube.mergePatch({
       ...secretOf(namespace, "wrong", { ...store.secretValues }),

@@ -8,10 +8,31 @@ import {
   remoteLocationOf,
 } from "../../src/resources/storage.js";
 import { withoutSecrets } from "../../src/probes/model-files.js";
+import { observeModelFiles, type ModelFilesObserving } from "../../src/controllers/model-files.js";
 
 const base64 = (text: string) => Buffer.from(text).toString("base64");
 
 describe("models in object storage (operator side)", () => {
+  it("never trusts a CR's CA bundle for gs:// in the operator (the SDK would trust it process-wide): the pods check it", async () => {
+    const observing = {
+      configMaps: {
+        get: () => ({ metadata: { resourceVersion: "1" }, data: { "ca.crt": "-----BEGIN CERTIFICATE-----" } }),
+      },
+      secrets: {
+        get: async () => ({ metadata: { resourceVersion: "2" }, data: { "service-account.json": base64("{}") } }),
+      },
+      checker: {
+        check: () => assert.fail("the operator listed a gs:// location with a CR's CA bundle"),
+        recheckAfterMs: () => 0,
+      },
+    } as unknown as ModelFilesObserving;
+    const owner = { apiVersion: "v1", kind: "X", metadata: { name: "m", namespace: "ns", uid: "u", generation: 1 } };
+    const storage = { secretName: "gcs", caBundle: { configMapName: "ca" } };
+    const outcome = await observeModelFiles(owner, "gs://models/repo", "repository", storage, observing);
+    assert.equal(outcome.state, "CheckedByPods");
+    assert.match(modelFilesCondition(outcome).message ?? "", /does not trust a storage\.caBundle for gs:\/\//);
+  });
+
   it("finds models in a repository listing: <model>/config.pbtxt, <model>/<version>/..., <model>.pbtxt", () => {
     assert.deepEqual(
       foundUnder(
