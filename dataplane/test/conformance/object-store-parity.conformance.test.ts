@@ -21,9 +21,9 @@ import { startServer, type ServerProcess } from "../fixtures/server.js";
  * One model repository in a bucket, read by the data plane and by a real Triton at once:
  * tritonclient (gRPC and HTTP) must see the same index, metadata, config and outputs from
  * both, at start and after a new version is put in the bucket and loaded (explicit mode,
- * RepositoryModelLoad). S3 on SeaweedFS and on moto (gs:// on fake-gcs-server too, once the data plane
- * reads gs://: Triton already does, with CLOUD_STORAGE_EMULATOR_ENDPOINT). Not Azure Blob: Triton's
- * as:// always means https://ACCOUNT.blob.core.windows.net, so it cannot read Azurite. Not the
+ * RepositoryModelLoad). S3 on SeaweedFS and on moto (Triton: AWS_* credentials), gs:// on
+ * fake-gcs-server (Triton: CLOUD_STORAGE_EMULATOR_ENDPOINT); about 13 s each. Not Azure Blob:
+ * Triton's as:// always means https://ACCOUNT.blob.core.windows.net, so it cannot read Azurite. Not the
  * ONNX example: the Triton laid out from nvidia-pytriton has only the Python backend.
  */
 
@@ -87,8 +87,7 @@ function asWritten(answer: unknown, model: string): Json {
   return config;
 }
 
-// fake-gcs-server joins once the data plane reads gs:// (lib/storage/gcs.ts); Triton already does.
-for (const kind of ["seaweedfs", "moto"] as const) {
+for (const kind of ["seaweedfs", "moto", "fake-gcs"] as const) {
   describe(`the same repository in object storage (${kind}) through the data plane and through Triton`, function () {
     this.timeout(180_000);
     let store: ObjectStoreServer;
