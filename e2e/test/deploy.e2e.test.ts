@@ -6,7 +6,7 @@ import {
   type ChildProcess,
   type ExecFileSyncOptionsWithStringEncoding,
 } from "node:child_process";
-import { chmodSync, cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { promisify } from "node:util";
 import { join } from "node:path";
@@ -33,15 +33,21 @@ import {
   loadSignalPickerArgs,
   requireEndpointPickers,
 } from "../support/endpoint-picker.js";
-import { ModelInferRequest } from "../../proto/gen/ts/grpc_service.js";
+import { ModelInferRequest, type ModelInferResponse } from "../../proto/gen/ts/grpc_service.js";
 import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
 import { tritonRepositoryCorpus } from "../../operator/test/fixtures/triton-repository.js";
-import { boundClaimObjects, IDENTITY_CONFIG, repositoryObject } from "../../operator/test/fixtures/kube.js";
+import {
+  boundClaimObjects,
+  conditionOf,
+  IDENTITY_CONFIG,
+  repositoryObject,
+} from "../../operator/test/fixtures/kube.js";
 import type { DynamoKserveRepository } from "../../operator/src/api/v1alpha1.js";
 import { kubernetesName } from "../../operator/src/migrate/manifests.js";
 import { call as callRpc, infer, startServer } from "../../dataplane/test/fixtures/server.js";
-import { identityRequest } from "../../dataplane/test/fixtures/requests.js";
-import { CLI } from "../../dataplane/test/fixtures/paths.js";
+import { addSubRequest, identityRequest } from "../../dataplane/test/fixtures/requests.js";
+import { CLI, EXAMPLES } from "../../dataplane/test/fixtures/paths.js";
+import { requireObjectStore, startSeaweedFs } from "../../lib/test/object-stores.js";
 
 /** The commands of the Kubernetes getting-started page (DEPLOY_PAGE), in order; the test runs exactly these. */
 const DEPLOY_PAGE = "docs/getting-started/kubernetes.md";
@@ -74,6 +80,13 @@ async function inferAddSub(
     "INPUT1:FP32:1x4=1,1,1,1",
   ]);
   return JSON.parse(stdout) as { model_version: string; outputs: { name: string; values: number[] }[] };
+}
+
+/** A ModelInfer reply's OUTPUT0 as FP32 values (raw contents, in the reply's output order). */
+function output0(reply: ModelInferResponse): number[] {
+  const index = reply.outputs.findIndex((output) => output.name === "OUTPUT0");
+  assert.ok(index >= 0, "no OUTPUT0");
+  return [...new Float32Array(new Uint8Array(reply.rawOutputContents[index]!).buffer)];
 }
 
 /** The commands of the page's deploy section: its shell block, as a reader copies it. */
@@ -243,6 +256,10 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
   const podsOf = (model: string): V1Pod[] =>
     cluster!.kubectlGet<{ items: V1Pod[] }>("pods", "-l", `dynamokserve.dev/model=${model}`).items;
 
+  /** The names of a repository's pods (terminating ones included). */
+  const repositoryPods = (repository: string): V1Pod[] =>
+    cluster!.kubectlGet<{ items: V1Pod[] }>("pods", "-l", `dynamokserve.dev/repository=${repository}`).items;
+
   before(async function () {
     requireDocker(this);
     requireHelm(this);
@@ -252,6 +269,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     requireMetricsServer(this);
     requireEndpointPickers(this);
     requireTraefik(this);
+    requireObjectStore(this, "seaweedfs");
     const unavailable = realNodeUnavailable();
     if (unavailable !== undefined) {
       if (process.env["CI"] === "true") throw new Error(`no real node: ${unavailable}`);
@@ -981,6 +999,146 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       await upstream.stop();
       rmSync(repository, { recursive: true, force: true });
       rmSync(upstreamConfigs, { recursive: true, force: true });
+    }
+  });
+
+  it("a DynamoKserveRepository serves the ONNX and Python models from SeaweedFS's S3 gateway; a version uploaded under load is served within a poll period, no pod restarted, no request failed", async () => {
+    const pollSeconds = 2;
+    const bucket = "models";
+    // Pods on the node reach host processes at the cluster's advertise address.
+    const store = await startSeaweedFs({ host: cluster!.advertiseAddress });
+    const storageUri = store.location(bucket, "triton");
+    const secret = (name: string, values: Readonly<Record<string, string>>) =>
+      // created, not applied: apply would copy the values into an annotation
+      cluster!.kubectlWithInput(
+        JSON.stringify({
+          apiVersion: "v1",
+          kind: "Secret",
+          metadata: { name, namespace: "default" },
+          stringData: values,
+        }),
+        "create",
+        "-f",
+        "-",
+      );
+    const grpc: GRPCInferenceServiceClient[] = [];
+    const client = (address: string) => {
+      grpc.push(new GRPCInferenceServiceClient(`${address}:8001`, credentials.createInsecure()));
+      return grpc.at(-1)!;
+    };
+    try {
+      await store.createBucket(bucket);
+      await store.putFolder(join(EXAMPLES, "add_sub_onnx"), bucket, "triton/add_sub_onnx");
+      await store.putFolder(join(REPO_ROOT, "dataplane", "test", "python-models", "add_sub"), bucket, "triton/add_sub");
+      secret("s3-credentials", store.secretValues);
+      cluster!.apply(
+        repositoryObject("default", "models-in-s3", {
+          storageUri,
+          storage: { secretName: "s3-credentials", pollSeconds, cacheSize: "256Mi" },
+          replicas: 2,
+        }),
+      );
+      await run("kubectl wait dkr/models-in-s3 --for=condition=Ready --timeout=180s");
+      const files = conditionOf(cluster!.kubectlGet<DynamoKserveRepository>("dkr", "models-in-s3"), "ModelFilesReady");
+      assert.equal(files?.status, "True");
+      assert.equal(files?.message, `${storageUri} holds models add_sub, add_sub_onnx`);
+      const pods = await eventually(
+        () => {
+          const current = repositoryPods("models-in-s3");
+          assert.equal(current.length, 2);
+          for (const pod of current) assert.ok(pod.status?.containerStatuses?.[0]?.ready, pod.metadata?.name);
+          return current;
+        },
+        120_000,
+        1_000,
+      );
+
+      // Both models through the Service's ClusterIP: OUTPUT0 = [0,1,2,3] + [1,1,1,1].
+      const service = client(cluster!.kubectlGet<V1Service>("service", "models-in-s3").spec!.clusterIP!);
+      const onnx = addSubRequest("add_sub_onnx", [1n, 4n]);
+      const python = addSubRequest("add_sub", [4n]);
+      const first = await eventually(() => infer(service, onnx), 30_000, 1_000);
+      assert.equal(first.modelVersion, "1");
+      assert.deepEqual(output0(first), [1, 2, 3, 4]);
+      assert.deepEqual(output0(await infer(service, python)), [1, 2, 3, 4]);
+
+      // Steady requests through the Service while version 2 lands in the bucket.
+      const answers = (request: ModelInferRequest) => async () => {
+        const reply = await infer(service, request);
+        assert.deepEqual(output0(reply), [1, 2, 3, 4]);
+      };
+      const onnxLoad = new ClosedLoopLoad(4, answers(onnx));
+      const pythonLoad = new ClosedLoopLoad(2, answers(python));
+      let outcomes: LoadOutcome[] = [];
+      const servedAfterMs: number[] = [];
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 2_000));
+        const uploaded = Date.now();
+        await store.put(
+          bucket,
+          "triton/add_sub_onnx/2/model.onnx",
+          readFileSync(join(EXAMPLES, "add_sub_onnx", "1", "model.onnx")),
+        );
+        // Each pod on its own: the first reply from version 2 (the latest, as Triton's default policy picks).
+        servedAfterMs.push(
+          ...(await Promise.all(
+            pods.map(async (pod) => {
+              const direct = client(pod.status!.podIP!);
+              await eventually(async () => assert.equal((await infer(direct, onnx)).modelVersion, "2"), 60_000, 100);
+              return Date.now() - uploaded;
+            }),
+          )),
+        );
+        // And the Service's clients keep being answered for a moment more.
+        await new Promise((resolve) => setTimeout(resolve, 2_000));
+      } finally {
+        outcomes = [await onnxLoad.stop(), await pythonLoad.stop()];
+      }
+      const [onnxOutcome, pythonOutcome] = outcomes;
+      console.log(
+        `      version 2 served ${servedAfterMs.map((ms) => `${(ms / 1000).toFixed(1)} s`).join(" and ")} after its upload (poll ${pollSeconds} s); under load: ONNX ${onnxOutcome!.sent} sent / ${onnxOutcome!.failed} failed, Python ${pythonOutcome!.sent} / ${pythonOutcome!.failed}`,
+      );
+      for (const outcome of outcomes) {
+        assert.ok(outcome.sent > 0);
+        assert.equal(outcome.failed, 0, `${outcome.failed} of ${outcome.sent} failed: ${outcome.errors}`);
+      }
+      // One poll, then a listing, a 244-byte download and an ONNX session: slack for a busy CI machine.
+      for (const ms of servedAfterMs) assert.ok(ms < pollSeconds * 1000 + 8_000, `served ${ms} ms after the upload`);
+      assert.equal((await infer(service, onnx)).modelVersion, "2");
+      assert.deepEqual(
+        repositoryPods("models-in-s3").map((pod) => [
+          pod.metadata?.name,
+          pod.status?.containerStatuses?.[0]?.restartCount,
+        ]),
+        pods.map((pod) => [pod.metadata?.name, 0]),
+      );
+
+      // Credentials the gateway refuses: the operator's own listing says so, naming the Secret, not its values.
+      const wrong = { AWS_ACCESS_KEY_ID: "AKIAE2EWRONGWRONG001", AWS_SECRET_ACCESS_KEY: "e2e/wrong/secret/access/key" };
+      secret("s3-wrong", wrong);
+      cluster!.apply(
+        repositoryObject("default", "models-denied", { storageUri, storage: { secretName: "s3-wrong" }, replicas: 0 }),
+      );
+      const denied = await eventually(
+        () => {
+          const repository = cluster!.kubectlGet<DynamoKserveRepository>("dkr", "models-denied");
+          const condition = conditionOf(repository, "ModelFilesReady");
+          assert.equal(condition?.reason, "AccessDenied", JSON.stringify(repository.status));
+          return condition!;
+        },
+        60_000,
+        1_000,
+      );
+      assert.equal(denied.status, "False");
+      assert.match(denied.message, /access denied with the credentials of Secret s3-wrong/);
+      const shown = JSON.stringify(cluster!.kubectlGet<unknown>("dkr"));
+      for (const value of [...Object.values(wrong), ...Object.values(store.secretValues)])
+        assert.equal(shown.includes(value), false, "a credential appears in a repository's status");
+    } finally {
+      for (const each of grpc) each.close();
+      cluster!.kubectl("delete", "dkr", "models-in-s3", "models-denied", "--ignore-not-found", "--wait=false");
+      cluster!.kubectl("delete", "secret", "s3-credentials", "s3-wrong", "--ignore-not-found");
+      await store.stop();
     }
   });
 });

@@ -24,7 +24,8 @@ import type { ObjectStoreOptions } from "../storage/store.js";
 /**
  * The real object stores every test tier (and the bench) puts model repositories in, each a
  * server started on free loopback ports with its data in a temporary folder:
- *   SeaweedFS's S3 gateway (`weed mini`), signed requests checked against one identity;
+ *   SeaweedFS's S3 gateway (`weed mini`), signed requests checked against one identity (for
+ *   the e2e tier, at the host's address where pods reach it);
  *   moto's S3 server, a second S3 implementation, every request authenticated (IAM);
  *   fake-gcs-server, Cloud Storage's emulator (it checks no credentials);
  *   Azurite, Azure Blob's emulator (account devstoreaccount1, Shared Key checked).
@@ -50,7 +51,7 @@ export interface ObjectStoreClient {
 export interface ObjectStoreServer extends ObjectStoreClient {
   readonly kind: ObjectStoreKind;
   readonly scheme: "s3" | "gs" | "as";
-  /** `http://127.0.0.1:PORT` (Azurite: `http://127.0.0.1:PORT/devstoreaccount1`, the account's blob endpoint). */
+  /** `http://127.0.0.1:PORT` (SeaweedFS: at its `host`; Azurite: `http://127.0.0.1:PORT/devstoreaccount1`, the account's blob endpoint). */
   readonly endpoint: string;
   /**
    * Credentials that work, under the names of the files of --storage-secret-dir
@@ -112,7 +113,7 @@ export function requireObjectStore(context: Mocha.Context, kind: ObjectStoreKind
 
 /** The servers by kind, for tests that run the same checks against each. */
 export const START_OBJECT_STORE: Readonly<Record<ObjectStoreKind, () => Promise<ObjectStoreServer>>> = {
-  seaweedfs: startSeaweedFs,
+  seaweedfs: () => startSeaweedFs(),
   moto: startMotoS3,
   "fake-gcs": startFakeGcs,
   azurite: startAzurite,
@@ -143,8 +144,12 @@ function fakeGcsServerBinary(): string {
  * (made for a quick start, a second where `weed server` takes 3 to 7), every port chosen free
  * (its gRPC ports too, which it would otherwise put at port + 10000), an S3 identity with a
  * fresh key so that requests are signed and checked, telemetry off.
+ *
+ * `host`: the address it listens on and its endpoint names (loopback by default); the e2e
+ * tier passes the cluster's advertise address, where pods on the real node reach the host.
  */
-export async function startSeaweedFs(): Promise<ObjectStoreServer> {
+export async function startSeaweedFs(options: { host?: string } = {}): Promise<ObjectStoreServer> {
+  const host = options.host ?? LOOPBACK;
   const program = objectStoreProgram("seaweedfs");
   const folder = new ServerFolder("seaweedfs");
   const ports = await freePorts(10);
@@ -158,14 +163,14 @@ export async function startSeaweedFs(): Promise<ObjectStoreServer> {
   };
   const identities = join(folder.dir, "s3-identities.json");
   await writePrivateFile(identities, JSON.stringify(seaweedIdentities(secretValues)));
-  const endpoint = `http://${LOOPBACK}:${s3}`;
+  const endpoint = `http://${host}:${s3}`;
   const client = s3Client(endpoint, secretValues);
   const args = [
     "-logtostderr",
     "mini",
     `-dir=${folder.data}`,
-    `-ip=${LOOPBACK}`,
-    `-ip.bind=${LOOPBACK}`,
+    `-ip=${host}`,
+    `-ip.bind=${host}`,
     `-master.port=${master}`,
     `-master.port.grpc=${masterGrpc}`,
     "-master.telemetry=false",
@@ -200,7 +205,7 @@ export async function startSeaweedFs(): Promise<ObjectStoreServer> {
   ].map(([role, port]) => `/tmp/seaweedfs-${role}-grpc-${port}.sock`);
   const ready = async (): Promise<void> => {
     // The volume server has joined the master (a write can land), and the gateway answers a signed request.
-    const status = (await (await fetch(`http://${LOOPBACK}:${master}/dir/status`)).json()) as SeaweedDirStatus;
+    const status = (await (await fetch(`http://${host}:${master}/dir/status`)).json()) as SeaweedDirStatus;
     const nodes = (status.Topology.DataCenters ?? []).flatMap((center) =>
       center.Racks.flatMap((rack) => rack.DataNodes),
     );
