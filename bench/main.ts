@@ -1,8 +1,9 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { REPO_ROOT } from "../dataplane/test/fixtures/paths.js";
+import { markedSections } from "./harness/published.js";
 import { markdownReport } from "./harness/report.js";
 import { runBenchmarks } from "./harness/run.js";
 import { SCENARIOS } from "./harness/scenarios.js";
@@ -77,6 +78,9 @@ const command = passed.length === 0 ? "npm run bench" : `npm run bench -- ${pass
 writeFileSync(join(resultsDir, `${stem}.md`), markdownReport(report, command, chart && `${stem}.png`));
 if (options.publish) {
   const published = markdownReport(report, command, chart && `bench/results/${stem}.png`);
-  writeFileSync(join(REPO_ROOT, "BENCHMARKS.md"), `# Benchmarks\n\n${published}\n`);
+  const benchmarks = join(REPO_ROOT, "BENCHMARKS.md");
+  // Other benches' sections (bench:storage) stay.
+  const kept = existsSync(benchmarks) ? markedSections(readFileSync(benchmarks, "utf8")) : [];
+  writeFileSync(benchmarks, [`# Benchmarks\n\n${published}`, ...kept].join("\n\n") + "\n");
 }
 console.error(`bench: wrote ${jsonFile}${options.publish ? " and BENCHMARKS.md" : ""}`);

@@ -97,13 +97,15 @@ function summarize(report: GhzReport, durationSeconds: number): LoadRun {
   };
 }
 
+/** The median of some numbers (the mean of the middle two when they are even). */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
 /** The median of each number over repeated runs (errors summed). */
 export function medianRun(runs: readonly LoadRun[]): LoadRun {
-  const median = (values: number[]): number => {
-    const sorted = [...values].sort((a, b) => a - b);
-    const middle = Math.floor(sorted.length / 2);
-    return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-  };
   const firstError = runs.find((run) => run.firstError !== undefined)?.firstError;
   return {
     ok: runs.reduce((sum, run) => sum + run.ok, 0),

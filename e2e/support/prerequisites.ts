@@ -17,6 +17,8 @@ export function requireProgram(context: Mocha.Context, program: string, what: st
 
 /** Where slow-to-build test tools and venvs are kept, outside the checkout. */
 export const CACHE_DIR = process.env["DYNAMO_KSERVE_CACHE"] ?? join(homedir(), ".cache", "dynamo-kserve");
+/** The tooling venv's interpreter (tritonclient, the KServe and openai SDKs, onnx; scripts/setup-python.sh). */
+export const TOOLS_PYTHON = join(process.env["DYNAMO_KSERVE_VENV"] ?? join(CACHE_DIR, "venv"), "bin", "python");
 
 const TOOLS_DIR = fileURLToPath(new URL("../../../e2e/tools", import.meta.url));
 

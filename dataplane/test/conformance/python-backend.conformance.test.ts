@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
-import { CACHE_DIR, requireProgram } from "../../../e2e/support/prerequisites.js";
+import { requireProgram, TOOLS_PYTHON } from "../../../e2e/support/prerequisites.js";
 import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { PRINTED_BYTES_PER_SECOND, PRINTED_LINE_COST } from "../../src/engines/python/printed.js";
 import { REPO_ROOT } from "../fixtures/paths.js";
@@ -38,13 +38,12 @@ import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
  */
 
 const run = promisify(execFile);
-const CLIENT_PYTHON = join(process.env["DYNAMO_KSERVE_VENV"] ?? join(CACHE_DIR, "venv"), "bin", "python");
 /** The bench's Python identity models (identity_fp32: any [n, m] FP32), served beside them. */
 const IDENTITY_MODELS = join(REPO_ROOT, "bench", "peers", "triton");
 const CHECKS = join(REPO_ROOT, "dataplane", "test", "conformance", "python_backend_checks.py");
 
 async function checks(grpc: string, http: string): Promise<unknown> {
-  const { stdout } = await run(CLIENT_PYTHON, [CHECKS, grpc, http], { timeout: 120_000 });
+  const { stdout } = await run(TOOLS_PYTHON, [CHECKS, grpc, http], { timeout: 120_000 });
   return JSON.parse(stdout) as unknown;
 }
 
@@ -93,7 +92,7 @@ describe("the python engine: Triton Python-backend models (model.py) run nativel
   this.timeout(180_000);
 
   before(function () {
-    requireProgram(this, CLIENT_PYTHON, "the tritonclient venv", "run scripts/setup-python.sh");
+    requireProgram(this, TOOLS_PYTHON, "the tritonclient venv", "run scripts/setup-python.sh");
     requireTritonPeers(this);
     requireTritonServer(this);
   });

@@ -48,6 +48,15 @@ describe("KServe v2 REST on the HTTP front door", function () {
     assert.ok(server.extensions.includes("binary_tensor_data") && server.extensions.includes("generate"));
     const config = (await (await fetch(url("/v2/models/identity_fp32/config"))).json()) as Record<string, unknown>;
     assert.equal(config["max_batch_size"], 8);
+    // As Triton: every field, defaults included (max_batch_size 0 is there to be read, not left out).
+    const unbatched = (await (await fetch(url("/v2/models/identity_all/config"))).json()) as Record<string, unknown>;
+    assert.equal(unbatched["max_batch_size"], 0);
+    assert.equal(unbatched["platform"], "");
+    const input = (unbatched["input"] as Record<string, unknown>[])[0]!;
+    assert.deepEqual(
+      [input["is_shape_tensor"], input["allow_ragged_batch"], input["format"]],
+      [false, false, "FORMAT_NONE"],
+    );
   });
 
   it("infers with JSON data (nested arrays, 64-bit integers exact) and with binary data, BYTES included", async () => {

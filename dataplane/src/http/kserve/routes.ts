@@ -6,7 +6,7 @@ import type {
   ModelRepositoryParameter,
 } from "../../../../proto/gen/ts/grpc_service.js";
 import { internal, invalidArgument } from "../../../../lib/errors.js";
-import { configJson } from "../../../../lib/model-repository/config.js";
+import { tritonConfigJson } from "../../../../lib/model-repository/config.js";
 import { runInference, type Entry } from "../../inference/pipeline.js";
 import { httpLifetime } from "../lifetime.js";
 import type { FrontDoor } from "../front-door.js";
@@ -55,7 +55,8 @@ export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
   forModel("GET", "/config", async (request) => {
     const { config } = await operations.modelConfig(modelOf(request));
     if (config === undefined) throw internal(`model '${request.params.model}' has no configuration`);
-    return configJson(config);
+    // Every field, defaults included, as Triton shows it: clients read config["max_batch_size"] even when it is 0.
+    return tritonConfigJson(config);
   });
   forModel("GET", "/stats", async (request) => protoJson(await operations.modelStatistics(modelOf(request))));
   forModel("POST", "/infer", async (request, reply) => {

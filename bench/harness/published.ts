@@ -1,0 +1,22 @@
+/**
+ * BENCHMARKS.md is rewritten by `npm run bench`; other benches (bench:storage) publish a
+ * section of their own, between markers, that the main bench carries over when it rewrites
+ * the file.
+ */
+
+const start = (id: string): string => `<!-- section ${id}: written by its own bench, kept by npm run bench -->`;
+const end = (id: string): string => `<!-- end of section ${id} -->`;
+const SECTION = /<!-- section ([\w-]+): [^\n]*-->\n[\s\S]*?<!-- end of section \1 -->\n?/g;
+
+/** `doc` with section `id` (a `## title` and `body`) in place of the old one, or appended. */
+export function replaceSection(doc: string, id: string, title: string, body: string): string {
+  const section = `${start(id)}\n## ${title}\n\n${body}\n${end(id)}\n`;
+  const old = [...doc.matchAll(SECTION)].find((match) => match[1] === id);
+  if (old !== undefined) return doc.replace(old[0], section);
+  return `${doc.trimEnd()}\n\n${section}`;
+}
+
+/** Every marked section of `doc`, as written, to carry over into its replacement. */
+export function markedSections(doc: string): string[] {
+  return [...doc.matchAll(SECTION)].map((match) => match[0].trimEnd());
+}
