@@ -476,13 +476,19 @@ function azureClient(service: BlobServiceClient): ObjectStoreClient {
   });
 }
 
-/** Every file under `folder` put as `prefix/relative/path`, a few at a time; resolves with how many. */
+/**
+ * Every file under `folder` put as `prefix/relative/path`, a few at a time; resolves with how
+ * many. Python's `__pycache__` folders stay behind (as migrate leaves them): whether a test
+ * model has one depends on which tests ran it first, and an upload must not.
+ */
 async function putFiles(
   folder: string,
   prefix: string,
   put: (key: string, body: Uint8Array) => Promise<void>,
 ): Promise<number> {
-  const files = (await readdir(folder, { recursive: true, withFileTypes: true })).filter((entry) => entry.isFile());
+  const files = (await readdir(folder, { recursive: true, withFileTypes: true })).filter(
+    (entry) => entry.isFile() && !relative(folder, entry.parentPath).split(sep).includes("__pycache__"),
+  );
   const keys = files.map((entry) => {
     const path = join(entry.parentPath, entry.name);
     return { path, key: [trimmed(prefix), relative(folder, path).split(sep).join("/")].filter(Boolean).join("/") };

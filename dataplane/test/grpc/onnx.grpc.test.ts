@@ -118,7 +118,12 @@ describe("onnx engine (onnxruntime-node, in-process)", function () {
     assert.deepEqual(valuesOf(unbatched, "OUTPUT0"), [1, 2, 3, 4, 5, 6, 7, 8]);
   });
 
-  it("answers UNAVAILABLE naming the file when the model file is missing", async () => {
+  it("never reports a model READY whose model file is missing (as Triton's load), and answers UNAVAILABLE naming the file", async () => {
+    const [entry] = (await call(server.client, "repositoryIndex", { repositoryName: "", ready: false })).models.filter(
+      ({ name }) => name === "onnx_missing",
+    );
+    assert.equal(entry?.state, "UNAVAILABLE");
+    assert.match(entry?.reason ?? "", /version 1 has no model file: .*onnx_missing\/1\/model\.onnx does not exist/);
     const error = await callError(server.client, "modelInfer", {
       ...request(1),
       modelName: "onnx_missing",
@@ -126,7 +131,7 @@ describe("onnx engine (onnxruntime-node, in-process)", function () {
       rawInputContents: request(1).rawInputContents.slice(0, 1),
     });
     assert.equal(error.code, status.UNAVAILABLE);
-    assert.match(error.details, /cannot load ONNX model .*onnx_missing\/1\/model\.onnx/);
+    assert.match(error.details, /not ready: version 1 has no model file: .*onnx_missing\/1\/model\.onnx/);
   });
 });
 
