@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { lstat, mkdir, readdir, readlink, rename, rm, symlink } from "node:fs/promises";
+import { lstat, mkdir, readdir, readlink, realpath, rename, rm, symlink } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { Holds } from "../../../lib/holds.js";
 import { storageFailure } from "../../../lib/storage/transfer.js";
@@ -25,17 +25,28 @@ export class ModelCache {
   /** Snapshots about to be shown (committed or found, not yet swapped into a view): never deleted. */
   private readonly pinned = new Holds<string>();
 
+  /**
+   * The cache folder's real path (set by open()): snapshots are named, linked and compared by
+   * it, as the registry names the folders its engines read (the real paths of the view's entries).
+   * A relative --model-cache-dir would otherwise give relative symlink targets that point
+   * nowhere, and one reached through a symlink would let clean-up delete a snapshot in use.
+   */
+  private root: string;
+
   constructor(
-    readonly root: string,
+    given: string,
     /** 0: no bound but the disk. */
     private readonly maxBytes: number,
     /** Snapshot folders engines use now (live, retiring or loading): never deleted. */
     private readonly inUse: () => Iterable<string>,
-  ) {}
+  ) {
+    this.root = resolve(given);
+  }
 
   /** Makes the root, drops unfinished downloads, and counts the snapshots a previous run left. */
   async open(): Promise<void> {
     await mkdir(this.root, { recursive: true });
+    this.root = await realpath(this.root);
     for (const repository of await readdir(this.root)) {
       const folder = join(this.root, repository);
       if (!(await lstat(folder)).isDirectory()) continue;

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { StorageError, type ObjectEntry, type ObjectStore } from "../../../lib/storage/store.js";
 import { fileAndFolderClash, ListingDigest, unsafeKeyProblem } from "../../src/storage/keys.js";
 import { ModelCache } from "../../src/storage/model-cache.js";
@@ -246,6 +246,29 @@ describe("model cache: a remote repository mirrored into snapshots", () => {
     await cache.collect();
     assert.equal(cache.usedBytes, 600);
     assert.equal(viewed(repository, "a", "1", "model.onnx"), "3".repeat(300));
+  });
+
+  it("serves and keeps snapshots when --model-cache-dir is a relative path or reached through a symlink", async () => {
+    // The registry holds the real path of each snapshot its engines read (sources.ts realpaths the view's entries).
+    const real = join(root, "real");
+    mkdirSync(real);
+    symlinkSync(real, join(root, "linked"));
+    for (const given of [relative(process.cwd(), join(root, "relative")), join(root, "linked")]) {
+      const cache = new ModelCache(given, 0, () => inUse);
+      await cache.open();
+      const repository = await RemoteRepository.open({ scheme: "s3", bucket: "bucket", prefix: "repo" }, store, cache);
+      store.put("repo/add/config.pbtxt", "v1");
+      await syncAll(repository);
+      await cache.collect();
+      assert.equal(viewed(repository, "add", "config.pbtxt"), "v1", `${given}: the view's snapshot stays`);
+      const first = realpathSync(join(repository.view, "add"));
+      inUse.add(first);
+      store.put("repo/add/config.pbtxt", "v2");
+      await syncAll(repository);
+      await cache.collect();
+      assert.equal(readFileSync(join(first, "config.pbtxt"), "utf8"), "v1", `${given}: in use, kept`);
+      inUse.clear();
+    }
   });
 
   it("takes a removed model out of the view", async () => {
