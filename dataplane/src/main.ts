@@ -9,7 +9,7 @@ import { usableCores } from "./cpu-budget.js";
 import { startDataPlane, type DataPlaneOptions, type ModelStorageSettings } from "./dataplane.js";
 import type { GrpcTuning } from "./server/grpc.js";
 import type { SecurityOptions } from "./server/security.js";
-import { runDataPlaneWorker, startDataPlaneWorkers } from "./workers.js";
+import { runDataPlaneWorker, startDataPlaneWorkers, WORKER_SLOT_ENV } from "./workers.js";
 
 /** The example repository shipped with the project, served when no model source is given. */
 export const EXAMPLE_REPOSITORY = fileURLToPath(new URL("../../../examples/model_repository", import.meta.url));
@@ -62,16 +62,36 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
   };
 }
 
+/** Which of the --grpc-workers workers this process is: its slot (kept by a replacement) and how many there are. */
+export interface WorkerSlot {
+  readonly slot: number;
+  readonly workers: number;
+}
+
+/** This process's slot when it is a --grpc-workers worker (the primary says which in its environment). */
+function currentWorkerSlot(args: DataPlaneArguments): WorkerSlot | undefined {
+  if (!cluster.isWorker) return undefined;
+  const slot = Number(process.env[WORKER_SLOT_ENV] ?? cluster.worker?.id ?? 0);
+  return { slot, workers: Math.max(1, args.grpcWorkers === 0 ? usableCores() : args.grpcWorkers) };
+}
+
 /**
  * The model cache and the stores' options. A --grpc-workers worker keeps a cache folder of
  * its own: each worker loads the repository itself, and one worker's clean-up must never
- * delete a snapshot another's engines read.
+ * delete a snapshot another's engines read. The folder is its slot's, so a worker started in
+ * place of a dead one cleans up what that one left (rather than leaving it on the disk for
+ * good), and the bound is shared between the workers: in a pod, together they must stay
+ * within the emptyDir whose sizeLimit is the bound.
  */
-function modelStorageSettings(args: DataPlaneArguments): ModelStorageSettings {
+export function modelStorageSettings(
+  args: DataPlaneArguments,
+  worker: WorkerSlot | undefined = currentWorkerSlot(args),
+): ModelStorageSettings {
   const root = args.modelCacheDir ?? join(tmpdir(), "dynamo-kserve-model-cache");
   return {
-    cacheDir: cluster.isWorker ? join(root, `worker-${cluster.worker?.id ?? process.pid}`) : root,
-    cacheMaxBytes: args.modelCacheMaxBytes,
+    cacheDir: worker === undefined ? root : join(root, `worker-${worker.slot}`),
+    cacheMaxBytes:
+      worker === undefined ? args.modelCacheMaxBytes : Math.floor(args.modelCacheMaxBytes / worker.workers),
     loadPaths: args.modelLoadPath ?? [],
     modelFiles: (args.modelFiles ?? []).map(modelFilesLocation),
     stores: {

@@ -13,6 +13,9 @@ import { closeHttpServer, startMetricsPort } from "./server/metrics-port.js";
  * control is refused: a load or unload RPC would reach one worker only.
  */
 
+/** The environment variable that tells a worker its slot (0..N-1): a replacement gets the dead worker's. */
+export const WORKER_SLOT_ENV = "DYNAMO_KSERVE_WORKER_SLOT";
+
 type WorkerMessage =
   | { type: "listening"; grpcPort: number; httpPort: number }
   | { type: "ready"; ready: boolean }
@@ -36,9 +39,9 @@ export async function startDataPlaneWorkers(
   let grpcPort = 0;
   let httpPort = 0;
 
-  const fork = (): Promise<void> =>
+  const fork = (slot: number): Promise<void> =>
     new Promise((resolve, reject) => {
-      const worker = cluster.fork();
+      const worker = cluster.fork({ [WORKER_SLOT_ENV]: String(slot) });
       ready.set(worker, false);
       worker.on("message", (message: WorkerMessage) => {
         if (message.type === "listening") {
@@ -57,11 +60,13 @@ export async function startDataPlaneWorkers(
         reject(new Error(`worker ${worker.process.pid} exited during start-up (${signal ?? code})`));
         if (stopping) return;
         logger.error({ pid: worker.process.pid, code, signal }, "worker died; starting another");
-        fork().catch((error: unknown) => logger.error({ err: errorMessage(error) }, "worker could not be replaced"));
+        fork(slot).catch((error: unknown) =>
+          logger.error({ err: errorMessage(error) }, "worker could not be replaced"),
+        );
       });
     });
 
-  await Promise.all(Array.from({ length: workers }, fork));
+  await Promise.all(Array.from({ length: workers }, (_, slot) => fork(slot)));
   const metricsPort = await startMetricsPort(options.host, options.metricsPort, {
     live: () => true,
     ready: () => !stopping && ready.size === workers && [...ready.values()].every(Boolean),
