@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { lstat, mkdir, readdir, readlink, realpath, rename, rm, symlink } from "node:fs/promises";
-import { basename, dirname, join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { Holds } from "../../../lib/holds.js";
 import { storageFailure } from "../../../lib/storage/transfer.js";
 
@@ -51,6 +51,7 @@ export class ModelCache {
       const folder = join(this.root, repository);
       if (!(await lstat(folder)).isDirectory()) continue;
       await rm(join(folder, "tmp"), { recursive: true, force: true });
+      await dropStagedLinks(join(folder, "view"));
       for (const name of await readdir(join(folder, "snapshots")).catch(() => [] as string[])) {
         const snapshot = join(folder, "snapshots", name);
         this.sizes.set(snapshot, await folderBytes(snapshot));
@@ -126,7 +127,8 @@ export class ModelCache {
 
   /** Points `link` at `target` by renaming a new symlink over it: readers see the old or the new, never none. */
   async swapLink(link: string, target: string): Promise<void> {
-    const staged = join(dirname(link), `.${basename(link)}.${randomBytes(6).toString("hex")}`);
+    // Named apart from the unit: a unit's name may take all of a file name's 255 bytes.
+    const staged = join(dirname(link), `${STAGED_LINK}${randomBytes(6).toString("hex")}`);
     await symlink(target, staged);
     try {
       await rename(staged, link);
@@ -166,6 +168,16 @@ export class ModelCache {
       }
     }
     return targets;
+  }
+}
+
+/** The name of a view link staged for a swap starts so (a "." keeps it out of the view's units). */
+const STAGED_LINK = ".swap-";
+
+/** Links a stopped run staged and never swapped in: left, each would keep its snapshot for good. */
+async function dropStagedLinks(view: string): Promise<void> {
+  for (const entry of await readdir(view).catch(() => [] as string[])) {
+    if (entry.startsWith(".")) await rm(join(view, entry), { force: true });
   }
 }
 

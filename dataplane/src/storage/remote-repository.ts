@@ -259,7 +259,16 @@ export function unitNameProblem(unit: string): string | undefined {
   return undefined;
 }
 
-/** A unit's name, short enough for a folder name beside its digest. */
+/**
+ * A unit's name, short enough for a folder name beside its digest: at most 100 bytes of
+ * UTF-8, cut between characters (a file name holds 255 bytes, not characters, and a name cut
+ * inside a character would not read back as written).
+ */
 function snapshotStem(unit: string): string {
-  return unit.length <= 100 ? unit : unit.slice(0, 100);
+  let stem = "";
+  for (const character of unit) {
+    if (Buffer.byteLength(stem + character) > 100) break;
+    stem += character;
+  }
+  return stem;
 }

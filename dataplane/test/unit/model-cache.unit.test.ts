@@ -271,6 +271,30 @@ describe("model cache: a remote repository mirrored into snapshots", () => {
     }
   });
 
+  it("syncs a model whose name is as long as a file name may be (255 bytes), in a multi-byte script too", async () => {
+    const long = "模".repeat(85); // 255 bytes in UTF-8
+    const ascii = "m".repeat(255);
+    store.put(`repo/${long}/config.pbtxt`, "cjk");
+    store.put(`repo/${ascii}/config.pbtxt`, "ascii");
+    const { repository } = await open();
+    assert.deepEqual(await syncAll(repository), { [long]: "downloaded", [ascii]: "downloaded" });
+    assert.equal(viewed(repository, long, "config.pbtxt"), "cjk");
+    assert.equal(viewed(repository, ascii, "config.pbtxt"), "ascii");
+  });
+
+  it("forgets a view link a stopped run had staged but not swapped in, so its snapshot can be cleaned", async () => {
+    store.put("repo/a/config.pbtxt", "a");
+    const first = await open();
+    await syncAll(first.repository);
+    const snapshot = realpathSync(join(first.repository.view, "a"));
+    // Stopped between the new link's creation and its rename over the old one.
+    symlinkSync(snapshot, join(first.repository.view, ".a.0123456789ab"));
+    rmSync(join(first.repository.view, "a"));
+    const again = await open();
+    await again.cache.collect();
+    assert.equal(again.cache.usedBytes, 0, "the staged link keeps nothing");
+  });
+
   it("takes a removed model out of the view", async () => {
     store.put("repo/a/config.pbtxt", "a");
     store.put("repo/b.pbtxt", "b");
