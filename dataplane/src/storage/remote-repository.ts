@@ -228,20 +228,26 @@ export class RemoteRepository {
       const signals = signal === undefined ? stop.signal : AbortSignal.any([signal, stop.signal]);
       let failure: { error: unknown } | undefined;
       let next = 0;
+      // What is on the disk counts against the bound, not what was listed: a store may send more
+      // (GCS serves a gzip-encoded object decompressed).
+      let written = 0;
       const worker = async (): Promise<void> => {
         while (next < entries.length && failure === undefined) {
           const { path, entry } = entries[next++]!;
           const file = resolve(folder, path);
           await mkdir(dirname(file), { recursive: true });
-          await this.store.download(entry, file, signals).catch((error: unknown) => {
-            failure ??= { error };
-            stop.abort();
-          });
+          await this.store.download(entry, file, signals).then(
+            (bytes) => (written += bytes),
+            (error: unknown) => {
+              failure ??= { error };
+              stop.abort();
+            },
+          );
         }
       };
       await Promise.all(Array.from({ length: Math.min(DOWNLOAD_CONCURRENCY, entries.length) }, worker));
       if (failure !== undefined) throw failure.error;
-      await this.cache.commit(folder, snapshot, bytes);
+      await this.cache.commit(folder, snapshot, written);
     } catch (error) {
       await rm(folder, { recursive: true, force: true });
       throw error;

@@ -21,6 +21,8 @@ class MemoryStore implements ObjectStore {
   running = 0;
   mostRunning = 0;
   beforeDownload: (key: string) => void = () => undefined;
+  /** Sends each body this many times over (a store serving more than it lists, e.g. a decompressed object). */
+  inflation = 1;
 
   put(key: string, body: string | Buffer): void {
     this.objects.set(key, Buffer.from(body));
@@ -50,9 +52,10 @@ class MemoryStore implements ObjectStore {
       if (body === undefined) throw new StorageError("not-found", `no such object: ${this.name}/${entry.key}`);
       if (this.entry(entry.key).version !== entry.version)
         throw new StorageError("changed", `changed while it was downloaded: ${this.name}/${entry.key}`);
-      await writeFile(file, body);
+      const sent = Buffer.concat(Array.from({ length: this.inflation }, () => body));
+      await writeFile(file, sent);
       this.downloads++;
-      return body.length;
+      return sent.length;
     } finally {
       this.running--;
     }
@@ -293,6 +296,17 @@ describe("model cache: a remote repository mirrored into snapshots", () => {
     const again = await open();
     await again.cache.collect();
     assert.equal(again.cache.usedBytes, 0, "the staged link keeps nothing");
+  });
+
+  it("counts the bytes a download wrote, not the listed sizes, against the bound", async () => {
+    store.put("repo/a/1/model.onnx", "a".repeat(300));
+    store.inflation = 3;
+    const { cache, repository } = await open(1000);
+    assert.deepEqual(await syncAll(repository), { a: "downloaded" });
+    assert.equal(cache.usedBytes, 900, "what is on the disk");
+    store.put("repo/b/1/model.onnx", "b".repeat(300));
+    store.inflation = 1;
+    assert.deepEqual(await syncAll(repository), { a: "unchanged", b: "cache-full" });
   });
 
   it("takes a removed model out of the view", async () => {
