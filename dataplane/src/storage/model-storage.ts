@@ -1,4 +1,4 @@
-import { realpath } from "node:fs/promises";
+import { readdir, realpath } from "node:fs/promises";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
@@ -151,8 +151,13 @@ export class ModelStorage {
   async syncModel(name: string): Promise<void> {
     let listingError: StorageError | undefined;
     let found = false;
-    for (const location of this.repositories) {
-      if (location.scheme === "file") continue;
+    for (const [index, location] of this.repositories.entries()) {
+      // The first repository that has the model serves it: once a folder has it, the buckets
+      // after it need not be listed, and one that cannot be must not fail the load.
+      if (location.scheme === "file") {
+        if (await folderHasModel(this.folders[index]!, name)) break;
+        continue;
+      }
       const remote = await this.remote(location);
       // The model's folder first; only a model that has none may be a single file (`<name>.pbtxt`),
       // which the whole repository's listing finds.
@@ -367,6 +372,12 @@ interface RemoteModelFiles {
 
 function asStorageError(error: unknown): StorageError {
   return error instanceof StorageError ? error : new StorageError("other", errorMessage(error));
+}
+
+/** Whether a local repository holds a model: its folder, or a single-file config named after it. */
+async function folderHasModel(folder: string, name: string): Promise<boolean> {
+  const entries = await readdir(folder).catch(() => [] as string[]);
+  return entries.some((entry) => !entry.startsWith(".") && RemoteRepository.modelName(entry) === name);
 }
 
 async function realpathOr(path: string): Promise<string> {
