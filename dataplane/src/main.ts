@@ -68,6 +68,11 @@ export interface WorkerSlot {
   readonly workers: number;
 }
 
+/** A worker's share of the cache's bound; 0 (no bound) stays 0, and a bound never becomes 0 by sharing. */
+function workerShare(maxBytes: number, workers: number): number {
+  return maxBytes === 0 ? 0 : Math.max(1, Math.floor(maxBytes / workers));
+}
+
 /** This process's slot when it is a --grpc-workers worker (the primary says which in its environment). */
 function currentWorkerSlot(args: DataPlaneArguments): WorkerSlot | undefined {
   if (!cluster.isWorker) return undefined;
@@ -91,7 +96,7 @@ export function modelStorageSettings(
   return {
     cacheDir: worker === undefined ? root : join(root, `worker-${worker.slot}`),
     cacheMaxBytes:
-      worker === undefined ? args.modelCacheMaxBytes : Math.floor(args.modelCacheMaxBytes / worker.workers),
+      worker === undefined ? args.modelCacheMaxBytes : workerShare(args.modelCacheMaxBytes, worker.workers),
     loadPaths: args.modelLoadPath ?? [],
     modelFiles: (args.modelFiles ?? []).map(modelFilesLocation),
     stores: {

@@ -8,12 +8,15 @@ import { modelStorageSettings } from "../../src/main.js";
  * sizeLimit is --model-cache-max-bytes (the operator sets both from storage.cacheSize).
  */
 describe("the model cache of --grpc-workers workers", () => {
-  const settings = async (worker?: { slot: number; workers: number }): Promise<{ dir: string; max: number }> => {
+  const settings = async (
+    worker?: { slot: number; workers: number },
+    maxBytes = 1000,
+  ): Promise<{ dir: string; max: number }> => {
     const args = await parsedDataPlaneArguments([
       "--model-cache-dir",
       "/model-cache",
       "--model-cache-max-bytes",
-      "1000",
+      String(maxBytes),
       "--grpc-workers",
       "4",
     ]);
@@ -26,6 +29,8 @@ describe("the model cache of --grpc-workers workers", () => {
     const shares = await Promise.all([0, 1, 2, 3].map((slot) => settings({ slot, workers: 4 })));
     assert.equal(new Set(shares.map(({ dir }) => dir)).size, 4, "a folder each");
     assert.ok(shares.reduce((sum, { max }) => sum + max, 0) <= 1000, JSON.stringify(shares));
+    assert.equal((await settings({ slot: 0, workers: 4 }, 3)).max, 1, "a bound stays a bound (0 is none)");
+    assert.equal((await settings({ slot: 0, workers: 4 }, 0)).max, 0, "no bound stays none");
   });
 
   it("gives a replacement worker its predecessor's folder, so what the dead one left is cleaned, not leaked", async () => {
