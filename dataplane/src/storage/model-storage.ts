@@ -377,7 +377,9 @@ function asStorageError(error: unknown): StorageError {
 /** Whether a local repository holds a model: its folder, or a single-file config named after it. */
 async function folderHasModel(folder: string, name: string): Promise<boolean> {
   const entries = await readdir(folder).catch(() => [] as string[]);
-  return entries.some((entry) => !entry.startsWith(".") && RemoteRepository.modelName(entry) === name);
+  return entries.some(
+    (entry) => !entry.startsWith(".") && (entry === name || RemoteRepository.modelName(entry) === name),
+  );
 }
 
 async function realpathOr(path: string): Promise<string> {
