@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
-import { storageErrorOf } from "../storage/s3.js";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { openS3Store, storageErrorOf } from "../storage/s3.js";
 import { StorageError } from "../storage/store.js";
 
 /** An error as the AWS SDK throws it: S3's code as its name, the HTTP status in $metadata. */
@@ -56,5 +58,41 @@ describe("S3 store: the SDK's errors as StorageErrors", () => {
     );
     const error = new StorageError("unsafe-key", "kept");
     assert.equal(storageErrorOf(error, where, "download"), error);
+  });
+});
+
+describe("S3 store: a listing that never ends", () => {
+  let server: Server | undefined;
+  afterEach(() => new Promise((resolve) => (server ? server.close(resolve) : resolve(undefined))));
+
+  it("fails when the endpoint hands back a continuation token it gave before (else a poll would page forever)", async function () {
+    this.timeout(20_000);
+    let pages = 0;
+    server = createServer((_request, response) => {
+      pages++;
+      response.setHeader("content-type", "application/xml");
+      response.end(
+        `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><Prefix>repo/</Prefix><KeyCount>1</KeyCount>` +
+          `<MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>same</NextContinuationToken>` +
+          `<Contents><Key>repo/m/config.pbtxt</Key><ETag>"e"</ETag><Size>1</Size></Contents></ListBucketResult>`,
+      );
+    });
+    await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const store = openS3Store(
+      { scheme: "s3", endpoint: `http://127.0.0.1:${port}`, bucket: "b", prefix: "" },
+      { secretValues: { AWS_ACCESS_KEY_ID: "id", AWS_SECRET_ACCESS_KEY: "key" }, requestTimeoutMs: 2000 },
+    );
+    const listing = async (): Promise<number> => {
+      let entries = 0;
+      for await (const _entry of store.list("repo/")) if (++entries > 100) break;
+      return entries;
+    };
+    try {
+      await assert.rejects(listing(), { name: "StorageError", message: /continuation token/ });
+      assert.ok(pages <= 3, `${pages} pages asked for`);
+    } finally {
+      await store.close();
+    }
   });
 });
