@@ -26,6 +26,7 @@ import {
   statusKind,
   storageFailure,
   streamToFile,
+  continuationGuard,
   withDeadline,
 } from "./transfer.js";
 
@@ -93,6 +94,7 @@ class AzureStore implements ObjectStore {
     const pages = container
       .listBlobsFlat({ includeMetadata: true, ...(listPrefix === "" ? {} : { prefix: listPrefix }) })
       .byPage({ maxPageSize: LIST_PAGE_SIZE });
+    const checkToken = continuationGuard(describe);
     for (;;) {
       const page = await withDeadline(this.timeoutMs, describe, signal, () => pages.next()).catch((error: unknown) => {
         throw azureStorageError(error, describe(), "list", secrets);
@@ -101,6 +103,7 @@ class AzureStore implements ObjectStore {
       for (const blob of page.value.segment.blobItems)
         if (!isDirectoryBlob(blob))
           yield { key: blob.name, size: blob.properties.contentLength ?? 0, version: blob.properties.etag ?? "" };
+      checkToken(page.value.continuationToken);
     }
   }
 

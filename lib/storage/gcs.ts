@@ -18,6 +18,7 @@ import {
   statusKind,
   storageFailure,
   streamToFile,
+  continuationGuard,
   withDeadline,
 } from "./transfer.js";
 
@@ -72,6 +73,7 @@ class GcsStore implements ObjectStore {
     const query = { prefix: folderPrefix(prefix), autoPaginate: false, maxResults: LIST_PAGE_SIZE, versions: false };
     const describe = (): string => `${this.name}: listing '${query.prefix}'`;
     let pageToken: string | undefined;
+    const checkToken = continuationGuard(describe);
     do {
       const [files, next] = await withDeadline(this.timeoutMs, describe, signal, () =>
         bucket.getFiles(pageToken === undefined ? query : { ...query, pageToken }),
@@ -80,6 +82,7 @@ class GcsStore implements ObjectStore {
       });
       for (const file of files) yield entryOf(file);
       pageToken = (next as { pageToken?: string } | null)?.pageToken;
+      checkToken(pageToken);
     } while (pageToken !== undefined && pageToken !== "");
   }
 

@@ -91,6 +91,21 @@ export async function streamToFile(
   return bytes;
 }
 
+/**
+ * A listing's check on its continuation tokens: an endpoint that hands back a token it gave
+ * before would keep a listing (and the poll that runs it) paging forever, each page answered
+ * in time. Call it with each page's token; it throws then.
+ */
+export function continuationGuard(describe: () => string): (token: string | undefined) => void {
+  const seen = new Set<string>();
+  return (token) => {
+    if (token === undefined || token === "") return;
+    if (seen.has(token))
+      throw storageFailure("other", describe(), "the store repeated a continuation token; the listing never ends");
+    seen.add(token);
+  };
+}
+
 /** Network and TLS failures (no HTTP answer at all), by Node's and the SDKs' error codes. */
 const NETWORK_CODES = new Set([
   "ECONNREFUSED",

@@ -7,10 +7,10 @@ import { join } from "node:path";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { PassThrough } from "node:stream";
-import { azureAccess, azureErrorKind, isDirectoryBlob } from "../storage/azure.js";
+import { azureAccess, azureErrorKind, isDirectoryBlob, openAzureStore } from "../storage/azure.js";
 import { ClientForCredentials, readCredentials } from "../storage/credentials.js";
 import { gcsErrorKind, gcsStorageOptions, newGcsClient, openGcsStore } from "../storage/gcs.js";
-import { StorageError } from "../storage/store.js";
+import { StorageError, type ObjectStore } from "../storage/store.js";
 import { folderPrefix, isNetworkFailure, safeErrorText, streamToFile, withDeadline } from "../storage/transfer.js";
 
 /** What the gs:// and as:// stores decide without a server: endpoints, credentials, error kinds. */
@@ -161,6 +161,66 @@ describe("object stores without a server (lib/storage/{credentials,transfer,gcs,
       } finally {
         if (saved === undefined) delete process.env["STORAGE_EMULATOR_HOST"];
         else process.env["STORAGE_EMULATOR_HOST"] = saved;
+      }
+    });
+  });
+
+  describe("a listing that never ends", () => {
+    /** An endpoint answering every request with `body`, as `contentType`. */
+    const answering = async (contentType: string, body: string): Promise<{ url: string; close(): Promise<void> }> => {
+      const server = createServer((_request, response) => {
+        response.writeHead(200, { "content-type": contentType });
+        response.end(body);
+      });
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      const { port } = server.address() as AddressInfo;
+      return { url: `http://127.0.0.1:${port}`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+    };
+    const firstHundred = async (store: ObjectStore): Promise<void> => {
+      let entries = 0;
+      for await (const _entry of store.list("repo/")) if (++entries >= 100) break;
+    };
+    const repeated = { name: "StorageError", message: /repeated a continuation token/ };
+
+    it("fails when the GCS endpoint hands back a page token it gave before", async () => {
+      const endpoint = await answering(
+        "application/json",
+        JSON.stringify({
+          kind: "storage#objects",
+          nextPageToken: "same",
+          items: [{ name: "repo/m/config.pbtxt", size: "1", generation: "1" }],
+        }),
+      );
+      try {
+        const store = openGcsStore(
+          { scheme: "gs", bucket: "models", prefix: "" },
+          { gcsEndpoint: endpoint.url, requestTimeoutMs: 5_000 },
+        );
+        await assert.rejects(firstHundred(store), repeated);
+      } finally {
+        await endpoint.close();
+      }
+    });
+
+    it("fails when the Azure endpoint hands back a marker it gave before", async () => {
+      const endpoint = await answering(
+        "application/xml",
+        `<?xml version="1.0" encoding="utf-8"?><EnumerationResults ServiceEndpoint="x" ContainerName="c"><Prefix>repo/</Prefix><MaxResults>5000</MaxResults>` +
+          `<Blobs><Blob><Name>repo/m/config.pbtxt</Name><Properties><Content-Length>1</Content-Length><Etag>"e"</Etag><BlobType>BlockBlob</BlobType></Properties></Blob></Blobs>` +
+          `<NextMarker>same</NextMarker></EnumerationResults>`,
+      );
+      try {
+        const store = openAzureStore(
+          { scheme: "as", account: "devstoreaccount1", container: "c", prefix: "" },
+          {
+            azureEndpoint: `${endpoint.url}/{account}`,
+            requestTimeoutMs: 5_000,
+            secretValues: { AZURE_STORAGE_SAS_TOKEN: "sv=1&sig=x" },
+          },
+        );
+        await assert.rejects(firstHundred(store), repeated);
+      } finally {
+        await endpoint.close();
       }
     });
   });
