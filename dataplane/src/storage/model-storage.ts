@@ -231,10 +231,20 @@ export class ModelStorage {
         locationContains(outer.scheme === "file" ? { ...outer, path: await realpathOr(outer.path) } : outer, checked),
       ),
     );
+    // The allowed places are not named: a client learns nothing of the server's buckets, endpoints or folders.
     if (!within.includes(true)) {
       throw invalidArgument(
-        `${parameter}: '${path}' is not under one of this server's model repositories or --model-load-path locations (${allowed.map(formatStorageLocation).join(", ") || "none"})`,
+        `${parameter}: '${path}' is not under one of this server's model repositories or --model-load-path locations`,
       );
+    }
+    // A whole repository is no model's folder (it would be downloaded whole, to fail as one model).
+    const repositories = await Promise.all(
+      this.repositories.map(async (root) =>
+        root.scheme === "file" ? { ...root, path: await realpathOr(root.path) } : root,
+      ),
+    );
+    if (repositories.some((root) => locationContains(checked, root))) {
+      throw invalidArgument(`${parameter}: '${path}' names a model repository, not a model's folder in one`);
     }
     if (checked.scheme === "file") return checked.path;
     return this.fetchModelFolder(checked, parameter, path);

@@ -681,8 +681,14 @@ for (const store of [
           assert.equal(error.code, status.INVALID_ARGUMENT, path);
           assert.match(
             error.details,
-            /parameter 'model_path': .* is not under one of this server's model repositories or --model-load-path locations/,
+            // Ends there: the refusal names none of the places the server reads from.
+            /parameter 'model_path': .* is not under one of this server's model repositories or --model-load-path locations$/,
           );
+        }
+        for (const path of [bucket.location("repo"), `${bucket.location("repo")}/`]) {
+          const whole = await callError(server.client, "repositoryModelLoad", loadRequest("x", { model_path: path }));
+          assert.equal(whole.code, status.INVALID_ARGUMENT, path);
+          assert.match(whole.details, /names a model repository, not a model's folder in one/);
         }
         const bad = await callError(
           server.client,
