@@ -12,6 +12,7 @@ import type { Readable } from "node:stream";
 import { ClientForCredentials } from "./credentials.js";
 import { formatStorageLocation, type RemoteLocation } from "./locations.js";
 import {
+  CREDENTIAL_KEYS,
   StorageError,
   type ObjectEntry,
   type ObjectStore,
@@ -31,13 +32,6 @@ import {
 } from "./transfer.js";
 
 type AzureLocation = Extract<RemoteLocation, { scheme: "as" }>;
-
-/** The credential files a Secret for as:// locations may hold, the first present used. */
-export const AZURE_CREDENTIAL_KEYS = [
-  "AZURE_STORAGE_CONNECTION_STRING",
-  "AZURE_STORAGE_ACCOUNT_KEY",
-  "AZURE_STORAGE_SAS_TOKEN",
-] as const;
 
 /** The most blobs one list request returns (the service's own most is 5000). */
 const LIST_PAGE_SIZE = 1000;
@@ -76,7 +70,7 @@ class AzureStore implements ObjectStore {
   ) {
     this.name = formatStorageLocation({ ...location, prefix: "" });
     this.timeoutMs = requestTimeoutMs(options);
-    this.clients = new ClientForCredentials(this.name, options, AZURE_CREDENTIAL_KEYS, async (credentials) => {
+    this.clients = new ClientForCredentials(this.name, options, CREDENTIAL_KEYS.as, async (credentials) => {
       const access = azureAccess(location, options, credentials);
       const credential = access.credential ?? (await defaultAzureCredential());
       const clientOptions = await azureClientOptions(options);

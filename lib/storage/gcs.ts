@@ -4,6 +4,7 @@ import { getCACertificates, setDefaultCACertificates } from "node:tls";
 import { ClientForCredentials } from "./credentials.js";
 import { formatStorageLocation, type RemoteLocation } from "./locations.js";
 import {
+  CREDENTIAL_KEYS,
   StorageError,
   type ObjectEntry,
   type ObjectStore,
@@ -23,9 +24,6 @@ import {
 } from "./transfer.js";
 
 type GcsLocation = Extract<RemoteLocation, { scheme: "gs" }>;
-
-/** The credential file a Secret for gs:// locations holds: a service account's JSON key. */
-export const GCS_CREDENTIAL_KEYS = ["service-account.json"] as const;
 
 /** How many objects one list request asks for (the JSON API's most is 1000). */
 const LIST_PAGE_SIZE = 1000;
@@ -56,7 +54,7 @@ class GcsStore implements ObjectStore {
   ) {
     this.name = formatStorageLocation({ ...location, prefix: "" });
     this.timeoutMs = requestTimeoutMs(options);
-    this.clients = new ClientForCredentials(this.name, options, GCS_CREDENTIAL_KEYS, async (credentials) => {
+    this.clients = new ClientForCredentials(this.name, options, CREDENTIAL_KEYS.gs, async (credentials) => {
       if (options.caFile !== undefined && gcsApiEndpoint(options)?.startsWith("https:") === true)
         await trustCaFile(options.caFile);
       const serviceAccount = credentials["service-account.json"];

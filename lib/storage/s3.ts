@@ -5,7 +5,7 @@ import { rootCertificates } from "node:tls";
 import { GetObjectCommand, ListObjectsV2Command, S3Client, type S3ClientConfig } from "@aws-sdk/client-s3";
 import { readCredentials } from "./credentials.js";
 import { formatStorageLocation, type RemoteLocation } from "./locations.js";
-import { StorageError, type ObjectEntry, type ObjectStore, type ObjectStoreOptions } from "./store.js";
+import { CREDENTIAL_KEYS, StorageError, type ObjectEntry, type ObjectStore, type ObjectStoreOptions } from "./store.js";
 // The stores' shared handling around their SDKs: deadlines, streaming, error text.
 import * as transfer from "./transfer.js";
 
@@ -13,9 +13,6 @@ type S3Location = Extract<RemoteLocation, { scheme: "s3" }>;
 
 /** The region when none is configured (MinIO, SeaweedFS, Ceph accept any; AWS redirects). */
 const FALLBACK_REGION = "us-east-1";
-
-/** What --storage-secret-dir holds for S3 (and ObjectStoreOptions.secretValues). */
-const CREDENTIAL_KEYS = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] as const;
 
 /**
  * An S3 bucket (AWS or S3-compatible) through @aws-sdk/client-s3: the SDK signs, retries and
@@ -123,7 +120,7 @@ class S3Credentials {
   }
 
   async current(): Promise<AwsCredentials> {
-    const values = await readCredentials(this.options, CREDENTIAL_KEYS);
+    const values = await readCredentials(this.options, CREDENTIAL_KEYS.s3);
     this.known = Object.values(values);
     const accessKeyId = values["AWS_ACCESS_KEY_ID"];
     const secretAccessKey = values["AWS_SECRET_ACCESS_KEY"];

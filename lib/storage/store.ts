@@ -1,3 +1,15 @@
+import type { RemoteScheme } from "./locations.js";
+
+/**
+ * The credential keys each scheme's store reads from a Secret (its values, or its files in
+ * --storage-secret-dir); the operator reads the same keys from the Secret it checks with.
+ */
+export const CREDENTIAL_KEYS = {
+  s3: ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"],
+  gs: ["service-account.json"],
+  as: ["AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN"],
+} as const satisfies { readonly [S in RemoteScheme]: readonly string[] };
+
 /**
  * One object store, as the data plane's model cache, the operator's access check and migrate
  * need it: list a prefix, download one object to a file. Each scheme's implementation

@@ -6,7 +6,7 @@ import {
   type RemoteLocation,
   type RemoteScheme,
 } from "../../../lib/storage/locations.js";
-import type { ObjectStoreOptions } from "../../../lib/storage/store.js";
+import { CREDENTIAL_KEYS, type ObjectStoreOptions } from "../../../lib/storage/store.js";
 import { quantityValue } from "../api/quantity.js";
 import { SPEC_DEFAULTS, type Condition, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
 import { secretVolume, type MountedVolume } from "./dataplane-pods.js";
@@ -29,13 +29,6 @@ export const STORAGE_SECRET_MOUNT = "/etc/dynamo-kserve/storage-credentials";
 /** Where storage.caBundle's key appears as ca.crt (--storage-ca-file). */
 export const STORAGE_CA_MOUNT = "/etc/dynamo-kserve/storage-ca";
 const CA_FILE = "ca.crt";
-
-/** The credential keys the data plane reads from the Secret's folder, by scheme. */
-export const CREDENTIAL_KEYS: { readonly [S in RemoteScheme]: readonly string[] } = {
-  s3: ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"],
-  gs: ["service-account.json"],
-  as: ["AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN"],
-};
 
 /** The cache's bound in bytes (storage.cacheSize, 10Gi by default); 0 for none. */
 export function cacheBytes(storage: StorageSpec | undefined): number {
