@@ -224,25 +224,16 @@ export class ModelStorage {
       if (error instanceof StorageLocationError) throw invalidArgument(`${parameter}: ${error.message}`);
       throw error;
     }
-    const checked = location.scheme === "file" ? { ...location, path: await realpathOr(location.path) } : location;
-    const allowed = [...this.repositories, ...this.loadPaths];
-    const within = await Promise.all(
-      allowed.map(async (outer) =>
-        locationContains(outer.scheme === "file" ? { ...outer, path: await realpathOr(outer.path) } : outer, checked),
-      ),
-    );
+    const checked = await resolvedLocation(location);
+    const repositories = await Promise.all(this.repositories.map(resolvedLocation));
+    const loadPaths = await Promise.all(this.loadPaths.map(resolvedLocation));
     // The allowed places are not named: a client learns nothing of the server's buckets, endpoints or folders.
-    if (!within.includes(true)) {
+    if (![...repositories, ...loadPaths].some((outer) => locationContains(outer, checked))) {
       throw invalidArgument(
         `${parameter}: '${path}' is not under one of this server's model repositories or --model-load-path locations`,
       );
     }
     // A whole repository is no model's folder (it would be downloaded whole, to fail as one model).
-    const repositories = await Promise.all(
-      this.repositories.map(async (root) =>
-        root.scheme === "file" ? { ...root, path: await realpathOr(root.path) } : root,
-      ),
-    );
     if (repositories.some((root) => locationContains(checked, root))) {
       throw invalidArgument(`${parameter}: '${path}' names a model repository, not a model's folder in one`);
     }
@@ -390,6 +381,11 @@ async function folderHasModel(folder: string, name: string): Promise<boolean> {
   return entries.some(
     (entry) => !entry.startsWith(".") && (entry === name || RemoteRepository.modelName(entry) === name),
   );
+}
+
+/** A local location by its real path (symlinks followed, as a load would follow them); a remote one as it is. */
+async function resolvedLocation(location: StorageLocation): Promise<StorageLocation> {
+  return location.scheme === "file" ? { ...location, path: await realpathOr(location.path) } : location;
 }
 
 async function realpathOr(path: string): Promise<string> {
