@@ -13,6 +13,13 @@ export interface EngineDescription<Settings> {
   readonly name: string;
   /** Other values that select it, e.g. the `platform` a Triton config uses for the same backend. */
   readonly aliases?: readonly string[];
+  /**
+   * Whether the data plane schedules its models' requests (Triton's dynamic batching, queue
+   * policies, priorities, instance counts and warmup: lib/model-repository/scheduling.ts):
+   * engines that run models here. False for engines in front of another server (which
+   * schedules them itself) and for ensembles (whose steps are scheduled by their models).
+   */
+  readonly scheduled: boolean;
   /** The model file it runs (e.g. model.onnx): a config without backend gets this engine when the file is there. */
   readonly modelFileName?: string;
   /**

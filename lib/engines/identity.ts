@@ -12,6 +12,7 @@ export interface IdentitySettings {
 
 export const identityEngine: EngineDescription<IdentitySettings> = {
   name: "identity",
+  scheduled: true,
   settings(spec, source) {
     if (spec.inputs.length !== spec.outputs.length) {
       throw new ConfigError(

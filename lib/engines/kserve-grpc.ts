@@ -37,6 +37,7 @@ const MAX_SEQUENCES = 65_536;
 
 export const kserveGrpcEngine: EngineDescription<KserveGrpcSettings> = {
   name: "kserve-grpc",
+  scheduled: false,
   settings(spec, source) {
     const targets = (spec.parameters["upstream"] ?? "")
       .split(",")

@@ -20,6 +20,7 @@ export interface MockerSettings {
 
 export const mockerEngine: EngineDescription<MockerSettings> = {
   name: "mocker",
+  scheduled: true,
   settings(spec, source) {
     const layout = checkLlmSpec(spec, source, "mocker");
     const maxTokens = Math.max(1, Math.floor(numberParameter(spec, source, "max_tokens", 16)));

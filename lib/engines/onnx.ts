@@ -40,6 +40,7 @@ export interface OnnxSettings {
 
 export const onnxEngine: EngineDescription<OnnxSettings> = {
   name: ONNX_BACKEND,
+  scheduled: true,
   aliases: [ONNX_PLATFORM],
   modelFileName: ONNX_FILE,
   settings(spec, source) {

@@ -21,6 +21,7 @@ export interface OpenAiSettings {
 
 export const openAiEngine: EngineDescription<OpenAiSettings> = {
   name: "openai",
+  scheduled: false,
   settings(spec, source) {
     const layout = checkLlmSpec(spec, source, "openai");
     const url = spec.parameters["url"];

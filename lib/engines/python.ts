@@ -58,6 +58,7 @@ const MAX_QUEUE_DELAY_MICROSECONDS = 86_400_000_000n;
 
 export const pythonEngine: EngineDescription<PythonSettings> = {
   name: PYTHON_BACKEND,
+  scheduled: true,
   modelFileName: MODEL_FILE,
   settings(spec, source) {
     const { config } = spec;

@@ -15,6 +15,7 @@ export interface RepeatSettings {
 
 export const repeatEngine: EngineDescription<RepeatSettings> = {
   name: "repeat",
+  scheduled: true,
   settings(spec, source) {
     const problem = (detail: string): ConfigError => new ConfigError(source, `backend repeat: ${detail}`);
     if (!spec.decoupled) throw problem("needs model_transaction_policy { decoupled: true }");

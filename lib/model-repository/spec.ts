@@ -1,6 +1,7 @@
 import type { ModelConfig, ModelInput, ModelOutput } from "../../proto/gen/ts/model_config.js";
 import { datatypeFromConfig, type Datatype } from "./datatypes.js";
 import { ConfigError } from "./config.js";
+import { schedulingOf, type Scheduling } from "./scheduling.js";
 
 /** What a model declares for one of its tensors (from config.pbtxt). */
 export interface TensorSpec {
@@ -39,6 +40,8 @@ export interface ModelSpec {
   readonly gathersUnaryResponses: boolean;
   /** The config's `parameters` map, string values. */
   readonly parameters: Readonly<Record<string, string>>;
+  /** How its requests are scheduled (dynamic batching, queues, instances, warmup), checked. */
+  readonly scheduling: Scheduling;
   /** The configuration as loaded, for the ModelConfig RPC (name filled in). */
   readonly config: ModelConfig;
 }
@@ -90,6 +93,7 @@ export function toModelSpec(config: ModelConfig, source: string, expectedName?: 
     decoupled,
     gathersUnaryResponses: gathers === "true",
     parameters,
+    scheduling: schedulingOf(config, fail),
     config: { ...config, name },
   };
 }

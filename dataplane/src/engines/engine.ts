@@ -44,6 +44,30 @@ export interface InferOptions {
   readonly deadline: number;
   /** W3C trace-context headers of the request's span (empty when tracing is off), for upstream calls. */
   readonly traceHeaders: Readonly<Record<string, string>>;
+  /**
+   * Set by the scheduler (dataplane/src/scheduling/) for a model it schedules: the execution
+   * this request is part of. Absent: the request runs alone, on whichever instance the
+   * engine chooses.
+   */
+  readonly execution?: Execution;
+}
+
+/**
+ * One execution of a model, as Triton's schedulers form them: the requests a dynamic batch
+ * joined (one, without batching), run together on one instance. The scheduler calls
+ * `infer` once for each of them, each with its own signal, all with the same Execution: an
+ * engine that joins a batch (ONNX: along the first dimension) runs it once, on the first of
+ * those calls, and gives each request its slice; an engine that does not runs each request.
+ * The instance is busy until every request of the execution has finished, or until the
+ * engine calls `release` (a decoupled model whose execute has returned while it still sends).
+ */
+export interface Execution {
+  /** The instance (0 to the model's instance count - 1) it runs on. */
+  readonly instance: number;
+  /** Every request of the execution, in queue order. */
+  readonly requests: readonly EngineRequest[];
+  /** The instance is free for the next execution (idempotent). */
+  release(): void;
 }
 
 /**

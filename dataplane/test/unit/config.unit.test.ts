@@ -203,7 +203,7 @@ describe("engine settings bounds", () => {
       const error = configError(() => checkEngine(pythonSpec(groups), "config.pbtxt"));
       assert.match(
         error.message,
-        /instance_group: \d+ instances; the python engine starts one process each, at most 64/,
+        /instance_group: \d+ instances; a model runs at most 64/,
       );
     }
     checkEngine(pythonSpec("instance_group [ { count: 64 } ]"), "config.pbtxt");
