@@ -21,6 +21,7 @@ import { parseCandidate, type Candidate, type CandidateOptions } from "../../../
 import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import { VersionStatistics } from "./statistics.js";
 import { servedVersions } from "../../../lib/model-repository/versions.js";
+import { warmUp } from "../scheduling/warmup.js";
 
 /**
  * Triton's model control modes: `none` loads everything at start and never changes,
@@ -139,7 +140,7 @@ export class ModelRegistry {
   private readonly shadowed = new Set<string>();
   /** Each model's queue of changes: the last one queued, while any is pending. */
   private readonly queues = new Map<string, Promise<unknown>>();
-  /** Stops the engine starts in progress (close()). */
+  /** Stops the engine starts and warmups in progress (close()). */
   private readonly loadsInProgress = new Set<(why: string) => void>();
   private isClosed = false;
   private readonly listeners: (() => void)[] = [];
@@ -484,24 +485,44 @@ export class ModelRegistry {
    */
   private async startEngine(name: string, engine: Engine): Promise<void> {
     if (engine.start === undefined) return;
+    const start = engine.start.bind(engine);
+    await this.withinLoadTimeout(name, engine, "did not load", () => start());
+  }
+
+  /**
+   * Runs a step of a model's load (its engine's start, its warmup) within the load timeout;
+   * `signal` is aborted when the step is stopped (timeout, close()), and a step that fails or
+   * is stopped closes the engine.
+   */
+  private async withinLoadTimeout(
+    name: string,
+    engine: Engine,
+    late: string,
+    step: (signal: AbortSignal) => Promise<void>,
+  ): Promise<void> {
+    const abort = new AbortController();
     // A load queued behind one close() stopped: nothing starts once the registry is closed.
-    const starting = this.isClosed
+    const running = this.isClosed
       ? Promise.reject(new LoadStopped(`model '${name}' ${STOPPED_LOADING}`))
-      : engine.start();
-    starting.catch(() => undefined); // its outcome is read below, or no longer wanted
+      : step(abort.signal);
+    running.catch(() => undefined); // its outcome is read below, or no longer wanted
     const timeoutMs = this.options.loadTimeoutMs ?? 0;
     let timer: NodeJS.Timeout | undefined;
     let stop: (why: string) => void = () => undefined;
     const stopped = new Promise<never>((_, reject) => {
-      stop = (why) => reject(new LoadStopped(`model '${name}' ${why}`));
+      stop = (why) => {
+        const error = new LoadStopped(`model '${name}' ${why}`);
+        abort.abort(error);
+        reject(error);
+      };
       if (timeoutMs > 0) {
         const seconds = timeoutMs / 1000;
-        timer = setTimeout(() => stop(`did not load within ${seconds} s (--model-load-timeout-secs)`), timeoutMs);
+        timer = setTimeout(() => stop(`${late} within ${seconds} s (--model-load-timeout-secs)`), timeoutMs);
       }
     });
     this.loadsInProgress.add(stop);
     try {
-      await Promise.race([starting, stopped]);
+      await Promise.race([running, stopped]);
     } catch (error) {
       await engine.close().catch(() => undefined);
       throw error;
@@ -580,6 +601,8 @@ export class ModelRegistry {
       // As Triton: a model is READY once its engine has loaded it (e.g. a Python model's
       // initialize ran); one that fails to load leaves the last good one serving.
       await this.startEngine(candidate.name, live.engine);
+      // As Triton: the model_warmup samples run on every instance before the model is READY.
+      await this.withinLoadTimeout(candidate.name, live.engine, "did not warm up", (signal) => warmUp(live, signal));
       const previous = record.live;
       record.live = live;
       record.state = "READY";
