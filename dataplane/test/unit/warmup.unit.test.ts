@@ -53,7 +53,9 @@ instance_group [ { kind: KIND_CPU count: ${count} } ]
 model_warmup [ ${warmup} ]
 `;
 
-const sample = (name: string, inputs: string, extra = ""): string => `{ name: "${name}" ${extra} inputs ${inputs} }`;
+/** A warmup sample; batch_size 1 unless `extra` sets it (Triton skips one of batch_size 0). */
+const sample = (name: string, inputs: string, extra = "batch_size: 1"): string =>
+  `{ name: "${name}" ${extra} inputs ${inputs} }`;
 const fp32 = (data: string): string => `{ key: "IN" value: { data_type: TYPE_FP32 dims: [ 2 ] ${data} } }`;
 const text = (data: string): string => `{ key: "TEXT" value: { data_type: TYPE_STRING dims: [ 1 ] ${data} } }`;
 
@@ -72,7 +74,8 @@ describe("model warmup (model_warmup): every sample, count times, on every insta
       config(
         [
           sample("zeros", fp32("zero_data: true"), "batch_size: 3 count: 2"),
-          sample("one", fp32("zero_data: true")),
+          sample("one", fp32("zero_data: true"), "batch_size: 1"),
+          sample("skipped, as Triton skips it", fp32("zero_data: true"), "batch_size: 0 count: 5"),
         ].join(", "),
       ),
     );
@@ -98,7 +101,9 @@ describe("model warmup (model_warmup): every sample, count times, on every insta
   });
 
   it("without batching, a request has the sample's dims as its shape", async () => {
-    const spec = specOf(config(sample("s", fp32("zero_data: true"))).replace("max_batch_size: 8", "max_batch_size: 0"));
+    const spec = specOf(
+      config(sample("s", fp32("zero_data: true"), "batch_size: 1")).replace("max_batch_size: 8", "max_batch_size: 0"),
+    );
     const engine = new RecordingEngine();
     await warmUp({ spec, engine, versions: ["1"] }, never);
     assert.deepEqual(engine.calls[0]!.request.inputs[0]!.shape, [2]);
@@ -249,7 +254,7 @@ describe("model warmup in the registry: before READY, bounded by the load timeou
   };
 
   it("a model is READY only after its warmup ran; a failing one stays UNAVAILABLE with the reason", async () => {
-    write(sample("s", fp32("zero_data: true"), "count: 3"));
+    write(sample("s", fp32("zero_data: true"), "batch_size: 1 count: 3"));
     const good = new RecordingEngine();
     const bad = new RecordingEngine({ fail: () => true });
     const served = await start([good, bad]);
