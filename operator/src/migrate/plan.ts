@@ -205,6 +205,27 @@ function commonNotes(config: ModelConfig, source: ModelSource): string[] {
   if (source.content === undefined) notes.push("config auto-completed from the model file");
   if (config.modelTransactionPolicy?.decoupled) notes.push("decoupled: streams on ModelStreamInfer");
   if (config.versionPolicy?.policyChoice?.$case === "specific") notes.push("version_policy specific kept");
+  notes.push(...warmupNotes(config));
+  return notes;
+}
+
+/** What a model's model_warmup asks of the migration: its samples run before READY, wherever it runs. */
+function warmupNotes(config: ModelConfig): string[] {
+  // As Triton, a sample of batch_size 0 is skipped.
+  const samples = config.modelWarmup.filter((sample) => sample.batchSize > 0);
+  if (samples.length === 0) return [];
+  const notes = [`model_warmup: ${samples.length} sample(s) run on each instance before READY`];
+  const files = samples.flatMap((sample) =>
+    Object.values(sample.inputs).flatMap((input) =>
+      input.inputDataType?.$case === "inputDataFile" ? [input.inputDataType.value] : [],
+    ),
+  );
+  if (files.length > 0) {
+    // modelFilesOf ships the version folders only: the warmup/ folder needs the whole model folder.
+    notes.push(
+      `model_warmup reads warmup/${[...new Set(files)].join(", warmup/")}: ship the model folder whole (--model-files pvc:<claim> or a bucket), a ConfigMap carries the version folders only`,
+    );
+  }
   return notes;
 }
 

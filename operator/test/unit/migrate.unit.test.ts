@@ -111,6 +111,41 @@ describe("migrate helpers", () => {
     }
   });
 
+  it("notes a model's warmup, and the warmup/ data files a ConfigMap of model files would not carry", async () => {
+    const repository = mkdtempSync(join(tmpdir(), "dynamo-kserve-warmup-"));
+    try {
+      const sample = (name: string, data: string, batchSize = 1) =>
+        `{ name: "${name}" batch_size: ${batchSize} inputs { key: "IN" value: { data_type: TYPE_FP32 dims: [ 1 ] ${data} } } }`;
+      const models: Record<string, string> = {
+        zeros: sample("z", "zero_data: true"),
+        files: [sample("a", 'input_data_file: "a.bin"'), sample("b", 'input_data_file: "a.bin"')].join(", "),
+        skipped: sample("s", "zero_data: true", 0),
+      };
+      for (const [model, warmup] of Object.entries(models)) {
+        mkdirSync(join(repository, model, "1"), { recursive: true });
+        writeFileSync(join(repository, model, "1", "model.py"), "# the model\n");
+        writeFileSync(
+          join(repository, model, "config.pbtxt"),
+          `backend: "python"\nmax_batch_size: 2\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]\nmodel_warmup [ ${warmup} ]\n`,
+        );
+      }
+      const planned = await planMigration(repository, { modelFiles: { kind: "configMap" } });
+      const notesOf = (name: string) => {
+        const plan = planned.find((model) => model.model === name);
+        assert.ok(plan?.ok, plan?.ok === false ? plan.error : `no ${name}`);
+        return plan.notes.filter((note) => note.startsWith("model_warmup"));
+      };
+      assert.deepEqual(notesOf("zeros"), ["model_warmup: 1 sample(s) run on each instance before READY"]);
+      assert.deepEqual(notesOf("files"), [
+        "model_warmup: 2 sample(s) run on each instance before READY",
+        "model_warmup reads warmup/a.bin: ship the model folder whole (--model-files pvc:<claim> or a bucket), a ConfigMap carries the version folders only",
+      ]);
+      assert.deepEqual(notesOf("skipped"), [], "a sample of batch_size 0 is skipped, as Triton skips it");
+    } finally {
+      rmSync(repository, { recursive: true, force: true });
+    }
+  });
+
   it("says what a Triton vLLM model needs: --vllm-url, an http(s) URL, a model.json naming the model", async () => {
     const repository = mkdtempSync(join(tmpdir(), "dynamo-kserve-vllm-"));
     try {
