@@ -635,7 +635,9 @@ export class ModelRegistry {
       // initialize ran); one that fails to load leaves the last good one serving.
       await this.startEngine(candidate.name, live.engine);
       // As Triton: the model_warmup samples run on every instance before the model is READY.
-      await this.withinLoadTimeout(candidate.name, live.engine, "did not warm up", (signal) => warmUp(live, signal));
+      await this.withinLoadTimeout(candidate.name, live.engine, "did not warm up", (signal) =>
+        warmUp({ ...live, statistics: (version) => statisticsOf(record, version) }, signal),
+      );
       const previous = record.live;
       record.live = live;
       record.state = "READY";

@@ -13,6 +13,7 @@ import type { ModelSpec } from "../../../lib/model-repository/spec.js";
 import type { Engine, EngineRequest, Execution } from "../engines/engine.js";
 import { rawSizeMismatch } from "../tensors/request.js";
 import { elementCount, type Tensor } from "../tensors/tensor.js";
+import { nowNs, type VersionStatistics } from "../models/statistics.js";
 
 /**
  * Triton's model warmup (model_config.proto `model_warmup`; its backend_model_instance.cc):
@@ -20,8 +21,9 @@ import { elementCount, type Tensor } from "../tensors/tensor.js";
  * served version. A sample of batch size B is one execution of B requests of batch 1, given
  * to the engine as the scheduler gives a batch (one Execution), so the engine's batching
  * path warms too. Like Triton's, the runs go to the engine directly, past the scheduler's
- * queues; unlike Triton's, they are not counted in the model's statistics (they go past
- * the inference pipeline, which counts). A failing run fails the load, naming the sample.
+ * queues, and are counted in the model's statistics as Triton counts them (each request an
+ * inference with no queue time, each run an execution of its batch size), once the whole
+ * warmup has succeeded. A failing run fails the load, naming the sample.
  */
 
 /** What warmup needs of a model being loaded (a LiveModel is one). */
@@ -31,7 +33,12 @@ export interface WarmupTarget {
   readonly versions: readonly string[];
   /** The model folder; a file sample reads `<folder>/warmup/<input_data_file>`. */
   readonly folder?: string;
+  /** Where a version's runs are counted; absent: nowhere. */
+  readonly statistics?: (version: string) => WarmupStatistics;
 }
+
+/** What warmup records of its runs (a VersionStatistics is one). */
+export type WarmupStatistics = Pick<VersionStatistics, "recordSuccess" | "recordExecution">;
 
 /** The folder of a model's warmup data files, as Triton names it. */
 export const WARMUP_FOLDER = "warmup";
@@ -50,20 +57,39 @@ export async function warmUp(target: WarmupTarget, signal: AbortSignal): Promise
   if (samples.length === 0 || !isScheduled(spec)) return;
   const prepared: PreparedSample[] = [];
   for (const sample of samples) prepared.push(await prepareSample(sample, spec, target.folder));
+  const runs: Run[] = [];
   for (const version of target.versions) {
     const instances = Array.from({ length: spec.scheduling.instanceCount }, (_, instance) => instance);
     // Instances warm in parallel (each is its own executor); the first failure stops the others.
     const stopOthers = new AbortController();
-    const runs = AbortSignal.any([signal, stopOthers.signal]);
+    const running = AbortSignal.any([signal, stopOthers.signal]);
     await Promise.all(
       instances.map((instance) =>
-        warmInstance(target.engine, prepared, version, instance, runs).catch((error: unknown) => {
+        warmInstance(target.engine, prepared, version, instance, running, runs).catch((error: unknown) => {
           stopOthers.abort();
           throw error;
         }),
       ),
     );
   }
+  // Counted only now: a warmup that fails (an update refused) leaves the served model's statistics alone.
+  if (target.statistics !== undefined) for (const run of runs) count(run, target.statistics(run.version));
+}
+
+/** One successful run of a sample: an execution of `batchSize` requests of batch 1. */
+interface Run {
+  readonly version: string;
+  readonly batchSize: number;
+  readonly ns: bigint;
+}
+
+/** As Triton counts a warmup run: each request an inference that did not queue, the run one execution. */
+function count(run: Run, statistics: WarmupStatistics): void {
+  const compute = { computeInputNs: 0n, computeInferNs: run.ns, computeOutputNs: 0n };
+  for (let request = 0; request < run.batchSize; request++) {
+    statistics.recordSuccess(run.ns, 1, { ...compute, queueNs: 0n });
+  }
+  statistics.recordExecution(run.batchSize, compute);
 }
 
 /** Whether the data plane schedules (and so warms) this model's engine. */
@@ -85,16 +111,19 @@ async function warmInstance(
   version: string,
   instance: number,
   signal: AbortSignal,
+  runs: Run[],
 ): Promise<void> {
   for (const { sample, inputs } of samples) {
     for (let run = 0; run < sample.count; run++) {
       if (signal.aborted) throw stoppedError(signal);
+      const started = nowNs();
       const failures = await runOnce(engine, sample, inputs, version, instance, signal);
       if (failures.length > 0) {
         throw invalidArgument(
           `model_warmup '${sample.name}': failed on instance ${instance} of version ${version}: ${failures.join("; ")}`,
         );
       }
+      runs.push({ version, batchSize: sample.batchSize, ns: nowNs() - started });
     }
   }
 }

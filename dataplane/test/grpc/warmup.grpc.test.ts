@@ -110,6 +110,17 @@ describe("model warmup (gRPC): the samples run on every instance before the mode
       );
     }
     assert.ok(seenBeforeReady.length > 0, "the model was not READY while it loaded");
+    // Counted as Triton counts them: per instance 5 requests in 3 executions (2 of 2, 1 of 1).
+    const { modelStats } = await call(server.client, "modelStatistics", { name: "warm", version: "" });
+    const stats = modelStats[0]!;
+    assert.deepEqual([stats.inferenceCount, stats.executionCount], [10n, 6n]);
+    assert.deepEqual(
+      stats.batchStats.map((batch) => [batch.batchSize, batch.computeInfer?.count]),
+      [
+        [1n, 2n],
+        [2n, 4n],
+      ],
+    );
   });
 
   it("a failing warmup leaves the model UNAVAILABLE, the load error and the index naming the sample", async () => {

@@ -8,6 +8,7 @@ import { parseText } from "../../../lib/model-repository/config.js";
 import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import type { Engine, EngineRequest, EngineResponse, InferOptions } from "../../src/engines/engine.js";
 import { ModelRegistry } from "../../src/models/registry.js";
+import { VersionStatistics } from "../../src/models/statistics.js";
 import { warmUp } from "../../src/scheduling/warmup.js";
 import { joinBytesElements } from "../../src/tensors/bytes.js";
 
@@ -98,6 +99,29 @@ describe("model warmup (model_warmup): every sample, count times, on every insta
     const input = engine.calls[0]!.request.inputs[0]!;
     assert.deepEqual([input.name, input.datatype, input.shape], ["IN", "FP32", [1, 2]]);
     assert.deepEqual([...input.data], new Array<number>(8).fill(0));
+  });
+
+  it("counts the runs in the statistics as Triton does, once the whole warmup has succeeded", async () => {
+    const spec = specOf(config(sample("zeros", fp32("zero_data: true"), "batch_size: 3 count: 2")));
+    const statistics = new Map<string, VersionStatistics>();
+    const of = (version: string): VersionStatistics => {
+      if (!statistics.has(version)) statistics.set(version, new VersionStatistics());
+      return statistics.get(version)!;
+    };
+    await warmUp({ spec, engine: new RecordingEngine(), versions: ["1"], statistics: of }, never);
+    const counted = of("1").toProto("m", "1");
+    // 2 instances x 2 runs of 3 requests: 12 inferences in 4 executions of batch size 3.
+    assert.deepEqual([counted.inferenceCount, counted.executionCount], [12n, 4n]);
+    assert.deepEqual(
+      counted.batchStats.map((batch) => [batch.batchSize, batch.computeInfer?.count]),
+      [[3n, 4n]],
+    );
+    assert.equal(counted.inferenceStats?.queue?.ns, 0n, "a warmup request does not queue");
+    // A warmup that fails on its last run counts nothing (an update refused leaves the served model's alone).
+    let calls = 0;
+    const failing = new RecordingEngine({ fail: () => ++calls === 12 });
+    await assert.rejects(warmUp({ spec, engine: failing, versions: ["2"], statistics: of }, never));
+    assert.equal(of("2").toProto("m", "2").inferenceCount, 0n);
   });
 
   it("without batching, a request has the sample's dims as its shape", async () => {
