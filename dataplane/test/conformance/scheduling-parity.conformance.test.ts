@@ -58,7 +58,7 @@ const MODELS: Readonly<Record<string, string>> = {
   prioritized: pythonConfig(
     "prioritized",
     1,
-    `dynamic_batching { priority_levels: 2 default_priority_level: 2 }\n${ONE_INSTANCE}\n${sleeping(300)}`,
+    `dynamic_batching { priority_levels: 2 default_priority_level: 2 }\n${ONE_INSTANCE}\n${sleeping(600)}`,
   ),
   warmed: pythonConfig(
     "warmed",
@@ -204,10 +204,10 @@ describe("scheduling parity with the real Triton: the same configs, the same loa
     for (const [label, { outcomes }] of results) {
       const kinds = Object.keys(outcomes).sort();
       assert.deepEqual(kinds, ["OK", "StatusCode.UNAVAILABLE: queue full"], `${label}: ${detail}`);
-      // 8 at once, a queue of 2 and one instance: the 2 queued are served, and the one
-      // executing, and (Triton) one handed to the instance ahead of its turn; the rest refused.
+      // 8 at once, a queue of 2 and one instance: the 2 queued are served, and the first if
+      // its execution started before the queue filled (it then no longer counts); the rest refused.
       const served = outcomes["OK"]!;
-      assert.ok(served >= 2 && served <= 4, `${label}: ${served} served: ${detail}`);
+      assert.ok(served >= 2 && served <= 3, `${label}: ${served} served: ${detail}`);
     }
   });
 
@@ -221,19 +221,9 @@ describe("scheduling parity with the real Triton: the same configs, the same loa
         order.every((entry) => !entry.includes(":")),
         `${label}: every request succeeds: ${detail}`,
       );
-      const lastHigh = Math.max(...["high 0", "high 1", "high 2"].map((label) => order.indexOf(label)));
-      const lowsBefore = order.slice(0, lastHigh).filter((entry) => entry.startsWith("low")).length;
-      // Triton hands one request to the busy instance ahead of its turn (low 0 here); every
-      // other low-priority request, queued before the high-priority ones, finishes after them.
-      assert.ok(
-        lowsBefore <= 1,
-        `${label}: ${lowsBefore} low-priority requests finished before the high ones: ${detail}`,
-      );
-      assert.deepEqual(
-        order.filter((entry) => entry.startsWith("high")),
-        ["high 0", "high 1", "high 2"],
-        `${label}: one level is first come, first served: ${detail}`,
-      );
+      // Level 1 first, then level 2, each in arrival order: the low-priority requests,
+      // queued before the high-priority ones while "busy" ran, finish after them.
+      assert.deepEqual(order, ["busy", "high 0", "high 1", "high 2", "low 0", "low 1", "low 2"], `${label}: ${detail}`);
     }
   });
 

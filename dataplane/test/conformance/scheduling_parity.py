@@ -108,14 +108,15 @@ def priority():
 
         client.async_infer(MODEL, request_inputs(0.0), callback, priority=level)
 
+    # The model's one instance runs "busy" for 600 ms; all six others are queued meanwhile.
     send("busy", 2)
-    time.sleep(0.3)
+    time.sleep(0.1)
     for index in range(3):
         send(f"low {index}", 2)
-        time.sleep(0.05)
+        time.sleep(0.02)
     for index in range(3):
         send(f"high {index}", 1)
-        time.sleep(0.05)
+        time.sleep(0.02)
     for _ in range(7):
         done.acquire(timeout=60)
     return {"finish order": order}
