@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { status } from "@grpc/grpc-js";
+import { status, type ServiceError } from "@grpc/grpc-js";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -60,6 +60,16 @@ describe("model warmup (gRPC): the samples run on every instance before the mode
       .trim()
       .split("\n")
       .map((line) => JSON.parse(line) as Call);
+  };
+  /** Loads a model whose load must fail INVALID_ARGUMENT (as Triton's); the error. */
+  const refusedLoad = async (modelName: string): Promise<ServiceError> => {
+    const error = await callError(server.client, "repositoryModelLoad", {
+      repositoryName: "",
+      modelName,
+      parameters: {},
+    });
+    assert.equal(error.code, status.INVALID_ARGUMENT, error.details);
+    return error;
   };
   const ready = async (name: string): Promise<boolean> =>
     (await call(server.client, "modelReady", { name, version: "" })).ready;
@@ -124,12 +134,7 @@ describe("model warmup (gRPC): the samples run on every instance before the mode
   });
 
   it("a failing warmup leaves the model UNAVAILABLE, the load error and the index naming the sample", async () => {
-    const error = await callError(server.client, "repositoryModelLoad", {
-      repositoryName: "",
-      modelName: "cold",
-      parameters: {},
-    });
-    assert.equal(error.code, status.INVALID_ARGUMENT);
+    const error = await refusedLoad("cold");
     assert.equal(
       error.details,
       "load failed for model 'cold': model_warmup 'zeros': failed on instance 0 of version 1: this model fails",
@@ -143,12 +148,7 @@ describe("model warmup (gRPC): the samples run on every instance before the mode
   });
 
   it("a warmup data file that does not fit the sample's input fails the load before any run", async () => {
-    const error = await callError(server.client, "repositoryModelLoad", {
-      repositoryName: "",
-      modelName: "misfit",
-      parameters: {},
-    });
-    assert.equal(error.code, status.INVALID_ARGUMENT);
+    const error = await refusedLoad("misfit");
     assert.match(
       error.details,
       /model_warmup 'from file': input 'INPUT0': input_data_file 'value.bin': .*raw data is 12 bytes, but shape \[1,1\] of FP32 needs 4/,
