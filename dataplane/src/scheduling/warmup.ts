@@ -3,7 +3,7 @@ import { readFile, realpath, stat } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
 import { DataPlaneError, errorMessage, invalidArgument } from "../../../lib/errors.js";
 import { ENGINES, selectedEngine } from "../../../lib/engines/catalog.js";
-import { DATATYPES } from "../../../lib/model-repository/datatypes.js";
+import { configTypeName, DATATYPES } from "../../../lib/model-repository/datatypes.js";
 import {
   MAX_WARMUP_INPUT_BYTES,
   type WarmupInput,
@@ -11,7 +11,7 @@ import {
 } from "../../../lib/model-repository/scheduling.js";
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
 import type { Engine, EngineRequest, Execution } from "../engines/engine.js";
-import { rawSizeMismatch } from "../tensors/request.js";
+import { fitsDims, rawSizeMismatch } from "../tensors/request.js";
 import { elementCount, type Tensor } from "../tensors/tensor.js";
 import { nowNs, type VersionStatistics } from "../models/statistics.js";
 
@@ -171,12 +171,40 @@ async function prepareSample(
     // As Triton: each request of the sample has batch 1 (when the model batches) and the same data.
     const shape = batched ? [1, ...input.dims] : [...input.dims];
     try {
+      checkDeclared(input, shape, spec);
       inputs.push({ name: input.name, datatype: input.datatype, shape, data: await inputData(input, shape, folder) });
     } catch (error) {
       throw invalidArgument(`model_warmup '${sample.name}': input '${input.name}': ${errorMessage(error)}`);
     }
   }
+  // The runs go to the engine past the pipeline's request checks: held to the config here, as
+  // Triton holds its warmup requests (InferenceRequest::Normalize).
+  const given = new Set(sample.inputs.map((input) => input.name));
+  const missing = spec.inputs.filter((declared) => !declared.optional && !given.has(declared.name));
+  if (missing.length > 0) {
+    const names = missing.map((declared) => `'${declared.name}'`).join(", ");
+    throw invalidArgument(
+      `model_warmup '${sample.name}': no data for the model's input ${names} (only optional inputs may be left out)`,
+    );
+  }
   return { sample, inputs };
+}
+
+/** A sample's input has the declared input's data type and a shape its dims allow. */
+function checkDeclared(input: WarmupInput, shape: readonly number[], spec: ModelSpec): void {
+  const declared = spec.inputs.find((candidate) => candidate.name === input.name);
+  if (declared === undefined) return; // a model that declares no inputs (lib/model-repository/scheduling.ts checks the rest)
+  if (declared.datatype !== input.datatype) {
+    throw new Error(
+      `data_type ${configTypeName(input.datatype)}, where the model's input is ${configTypeName(declared.datatype)}`,
+    );
+  }
+  const batched = spec.maxBatchSize > 0;
+  if (!fitsDims(shape, declared.dims, batched)) {
+    throw new Error(
+      `dims [${input.dims.join(",")}] do not fit the model's input [${declared.dims.join(",")}]${batched ? " (without the batch dimension)" : ""}`,
+    );
+  }
 }
 
 /** BYTES elements of zero or random warmup data: each an empty string (a zero 4-byte length), as Triton. */

@@ -48,7 +48,7 @@ const config = (warmup: string, { backend = "identity", count = 2 } = {}): strin
 name: "m"
 backend: "${backend}"
 max_batch_size: 8
-input [ { name: "IN" data_type: TYPE_FP32 dims: [ 2 ] }, { name: "TEXT" data_type: TYPE_STRING dims: [ 1 ] } ]
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 2 ] }, { name: "TEXT" data_type: TYPE_STRING dims: [ 1 ] optional: true } ]
 output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] } ]
 instance_group [ { kind: KIND_CPU count: ${count} } ]
 model_warmup [ ${warmup} ]
@@ -184,6 +184,24 @@ describe("model warmup (model_warmup): every sample, count times, on every insta
       /needs 1 BYTES elements, raw data holds 2/,
     );
     await refused(specOf(config(sample("w", text('input_data_file: "broken.bin"')))), /malformed BYTES data/);
+  });
+
+  it("a sample is held to the model's inputs: data types, dims, and every required input given", async () => {
+    const int32 = `{ key: "IN" value: { data_type: TYPE_INT32 dims: [ 2 ] zero_data: true } }`;
+    const wide = `{ key: "IN" value: { data_type: TYPE_FP32 dims: [ 3 ] zero_data: true } }`;
+    await refused(
+      specOf(config(sample("w", int32))),
+      /^model_warmup 'w': input 'IN': data_type TYPE_INT32, where the model's input is TYPE_FP32$/,
+    );
+    await refused(
+      specOf(config(sample("w", wide))),
+      /^model_warmup 'w': input 'IN': dims \[3\] do not fit the model's input \[2\] \(without the batch dimension\)$/,
+    );
+    const textRequired = config(sample("w", fp32("zero_data: true"))).replace("optional: true", "");
+    await refused(
+      specOf(textRequired),
+      /^model_warmup 'w': no data for the model's input 'TEXT' \(only optional inputs may be left out\)$/,
+    );
   });
 
   it("a data file can never be read from outside the model's warmup/ folder, symlinks included", async () => {
