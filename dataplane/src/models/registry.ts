@@ -523,15 +523,16 @@ export class ModelRegistry {
   }
 
   /**
-   * Runs a step of a model's load (its engine's start, its warmup) within the load timeout;
-   * `signal` is aborted when the step is stopped (timeout, close()), and a step that fails or
-   * is stopped closes the engine.
+   * Runs a step of a model's load (its engine's start, its warmup) within what is left of
+   * the load timeout counted from `loadStarted` (ms since the epoch); `signal` is aborted when
+   * the step is stopped (timeout, close()), and a step that fails or is stopped closes the engine.
    */
   private async withinLoadTimeout(
     name: string,
     engine: Engine,
     late: string,
     step: (signal: AbortSignal) => Promise<void>,
+    loadStarted = Date.now(),
   ): Promise<void> {
     const abort = new AbortController();
     // A load queued behind one close() stopped: nothing starts once the registry is closed.
@@ -550,7 +551,8 @@ export class ModelRegistry {
       };
       if (timeoutMs > 0) {
         const seconds = timeoutMs / 1000;
-        timer = setTimeout(() => stop(`${late} within ${seconds} s (--model-load-timeout-secs)`), timeoutMs);
+        const left = Math.max(0, loadStarted + timeoutMs - Date.now());
+        timer = setTimeout(() => stop(`${late} within ${seconds} s (--model-load-timeout-secs)`), left);
       }
     });
     this.loadsInProgress.add(stop);
@@ -631,12 +633,18 @@ export class ModelRegistry {
     const release = this.holdFolder(candidate.source.folder);
     try {
       const live = this.build(candidate, record);
+      const loadStarted = Date.now();
       // As Triton: a model is READY once its engine has loaded it (e.g. a Python model's
       // initialize ran); one that fails to load leaves the last good one serving.
       await this.startEngine(candidate.name, live.engine);
-      // As Triton: the model_warmup samples run on every instance before the model is READY.
-      await this.withinLoadTimeout(candidate.name, live.engine, "did not warm up", (signal) =>
-        warmUp({ ...live, statistics: (version) => statisticsOf(record, version) }, signal),
+      // As Triton: the model_warmup samples run on every instance before the model is READY,
+      // within what the engine's start left of the load timeout.
+      await this.withinLoadTimeout(
+        candidate.name,
+        live.engine,
+        "did not load (model_warmup still running)",
+        (signal) => warmUp({ ...live, statistics: (version) => statisticsOf(record, version) }, signal),
+        loadStarted,
       );
       const previous = record.live;
       record.live = live;

@@ -19,11 +19,22 @@ interface Call {
   readonly batch: readonly EngineRequest[] | undefined;
 }
 
-/** An engine that records its calls; `fail` makes a call throw, `hang` never answer. */
+/** An engine that records its calls; `fail` makes a call throw, `hang` never answer, `slowMs` answer late. */
 class RecordingEngine implements Engine {
   readonly calls: Call[] = [];
   closed = false;
-  constructor(private readonly behaviour: { fail?: (call: Call) => boolean; hang?: boolean } = {}) {}
+  readonly start?: () => Promise<void>;
+  constructor(
+    private readonly behaviour: {
+      fail?: (call: Call) => boolean;
+      hang?: boolean;
+      slowMs?: number;
+      startMs?: number;
+    } = {},
+  ) {
+    const { startMs } = behaviour;
+    if (startMs !== undefined) this.start = () => new Promise((resolve) => setTimeout(resolve, startMs));
+  }
   async *infer(request: EngineRequest, options: InferOptions): AsyncIterable<EngineResponse> {
     const call = { request, instance: options.execution?.instance, batch: options.execution?.requests };
     this.calls.push(call);
@@ -33,6 +44,7 @@ class RecordingEngine implements Engine {
         options.signal.addEventListener("abort", () => reject(new Error("stopped")), { once: true }),
       );
     }
+    if (this.behaviour.slowMs !== undefined) await new Promise((resolve) => setTimeout(resolve, this.behaviour.slowMs));
     if (this.behaviour.fail?.(call)) throw invalidArgument(`cold on instance ${call.instance}`);
     yield { outputs: [] };
   }
@@ -323,8 +335,20 @@ describe("model warmup in the registry: before READY, bounded by the load timeou
     write(sample("s", fp32("zero_data: true")));
     const hanging = new RecordingEngine({ hang: true });
     const served = await start([hanging], 200);
-    await assert.rejects(served.load("m"), /did not warm up within 0.2 s \(--model-load-timeout-secs\)/);
+    await assert.rejects(
+      served.load("m"),
+      /did not load \(model_warmup still running\) within 0.2 s \(--model-load-timeout-secs\)/,
+    );
     assert.equal(hanging.closed, true);
     assert.equal(stateOf(served).state, "UNAVAILABLE");
+  });
+
+  it("the engine's start and the warmup share the load timeout", async () => {
+    write(sample("s", fp32("zero_data: true")));
+    // Each fits the timeout alone; together they do not.
+    const engine = new RecordingEngine({ startMs: 600, slowMs: 600 });
+    const served = await start([engine], 1000);
+    await assert.rejects(served.load("m"), /did not load \(model_warmup still running\) within 1 s/);
+    assert.equal(engine.calls.length, 1, "the warmup had started");
   });
 });
