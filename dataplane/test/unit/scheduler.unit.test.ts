@@ -559,3 +559,20 @@ describe("a scheduled model reloaded or unloaded with requests queued", () => {
     assert.deepEqual(await running.outcome, ["a"]);
   });
 });
+
+describe("the scheduling spec: configs Triton refuses with preserve_ordering", () => {
+  it("refuses priority levels, and DELAY past a timeout, naming dynamic_batching.preserve_ordering", () => {
+    assert.throws(
+      () => schedulingOf("dynamic_batching { preserve_ordering: true priority_levels: 2 default_priority_level: 1 }"),
+      /dynamic_batching\.preserve_ordering.*one priority level at most/,
+    );
+    assert.throws(
+      () =>
+        schedulingOf(
+          "dynamic_batching { preserve_ordering: true default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 10 } }",
+        ),
+      /dynamic_batching\.preserve_ordering.*cannot DELAY/,
+    );
+    assert.equal(schedulingOf("dynamic_batching { preserve_ordering: true }").dynamicBatching?.preserveOrdering, true);
+  });
+});
