@@ -2,7 +2,6 @@ import { randomFillSync } from "node:crypto";
 import { readFile, realpath, stat } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
 import { DataPlaneError, errorMessage, invalidArgument } from "../../../lib/errors.js";
-import { ENGINES, selectedEngine } from "../../../lib/engines/catalog.js";
 import { configTypeName, DATATYPES } from "../../../lib/model-repository/datatypes.js";
 import {
   MAX_WARMUP_INPUT_BYTES,
@@ -31,6 +30,8 @@ export interface WarmupTarget {
   readonly spec: ModelSpec;
   readonly engine: Engine;
   readonly versions: readonly string[];
+  /** Its engine is one the data plane schedules (EngineDescription.scheduled); others are not warmed here. */
+  readonly scheduled: boolean;
   /** The model folder; a file sample reads `<folder>/warmup/<input_data_file>`. */
   readonly folder?: string;
   /** Where a version's runs are counted; absent: nowhere. */
@@ -54,7 +55,7 @@ export async function warmUp(target: WarmupTarget, signal: AbortSignal): Promise
   // As Triton, a sample of batch_size 0 (the field left out) is skipped; the checked
   // samples keep the config's order.
   const samples = spec.scheduling.warmup.filter((_, index) => spec.config.modelWarmup[index]?.batchSize !== 0);
-  if (samples.length === 0 || !isScheduled(spec)) return;
+  if (samples.length === 0 || !target.scheduled) return;
   const prepared: PreparedSample[] = [];
   for (const sample of samples) prepared.push(await prepareSample(sample, spec, target.folder));
   const runs: Run[] = [];
@@ -90,12 +91,6 @@ function count(run: Run, statistics: WarmupStatistics): void {
     statistics.recordSuccess(run.ns, 1, { ...compute, queueNs: 0n });
   }
   statistics.recordExecution(run.batchSize, compute);
-}
-
-/** Whether the data plane schedules (and so warms) this model's engine. */
-function isScheduled(spec: ModelSpec): boolean {
-  const engine = selectedEngine(spec.config);
-  return engine !== undefined && ENGINES[engine].scheduled;
 }
 
 /** A sample with its input tensors made, shared by every run. */

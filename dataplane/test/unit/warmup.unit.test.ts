@@ -93,7 +93,7 @@ describe("model warmup (model_warmup): every sample, count times, on every insta
       ),
     );
     const engine = new RecordingEngine();
-    await warmUp({ spec, engine, versions: ["1", "2"] }, never);
+    await warmUp({ spec, engine, versions: ["1", "2"], scheduled: true }, never);
     // Per version and instance: 2 runs of 3 requests, then 1 run of 1 request.
     assert.equal(engine.calls.length, 2 * 2 * (2 * 3 + 1));
     for (const version of ["1", "2"]) {
@@ -120,7 +120,7 @@ describe("model warmup (model_warmup): every sample, count times, on every insta
       if (!statistics.has(version)) statistics.set(version, new VersionStatistics());
       return statistics.get(version)!;
     };
-    await warmUp({ spec, engine: new RecordingEngine(), versions: ["1"], statistics: of }, never);
+    await warmUp({ spec, engine: new RecordingEngine(), versions: ["1"], scheduled: true, statistics: of }, never);
     const counted = of("1").toProto("m", "1");
     // 2 instances x 2 runs of 3 requests: 12 inferences in 4 executions of batch size 3.
     assert.deepEqual([counted.inferenceCount, counted.executionCount], [12n, 4n]);
@@ -132,7 +132,7 @@ describe("model warmup (model_warmup): every sample, count times, on every insta
     // A warmup that fails on its last run counts nothing (an update refused leaves the served model's alone).
     let calls = 0;
     const failing = new RecordingEngine({ fail: () => ++calls === 12 });
-    await assert.rejects(warmUp({ spec, engine: failing, versions: ["2"], statistics: of }, never));
+    await assert.rejects(warmUp({ spec, engine: failing, versions: ["2"], scheduled: true, statistics: of }, never));
     assert.equal(of("2").toProto("m", "2").inferenceCount, 0n);
   });
 
@@ -141,18 +141,18 @@ describe("model warmup (model_warmup): every sample, count times, on every insta
       config(sample("s", fp32("zero_data: true"), "batch_size: 1")).replace("max_batch_size: 8", "max_batch_size: 0"),
     );
     const engine = new RecordingEngine();
-    await warmUp({ spec, engine, versions: ["1"] }, never);
+    await warmUp({ spec, engine, versions: ["1"], scheduled: true }, never);
     assert.deepEqual(engine.calls[0]!.request.inputs[0]!.shape, [2]);
   });
 
   it("random data: random bytes, except BYTES elements, which are empty (as Triton)", async () => {
     const spec = specOf(config(sample("r", `[ ${fp32("random_data: true")}, ${text("random_data: true")} ]`)));
     const engine = new RecordingEngine();
-    await warmUp({ spec, engine, versions: ["1"] }, never);
+    await warmUp({ spec, engine, versions: ["1"], scheduled: true }, never);
     const [numbers, strings] = engine.calls[0]!.request.inputs;
     assert.equal(numbers!.data.byteLength, 8);
     const again = new RecordingEngine();
-    await warmUp({ spec, engine: again, versions: ["1"] }, never);
+    await warmUp({ spec, engine: again, versions: ["1"], scheduled: true }, never);
     assert.notDeepEqual([...numbers!.data], [...again.calls[0]!.request.inputs[0]!.data], "drawn afresh");
     assert.deepEqual([...strings!.data], [0, 0, 0, 0]);
   });
@@ -164,7 +164,7 @@ describe("model warmup (model_warmup): every sample, count times, on every insta
       config(sample("f", `[ ${fp32('input_data_file: "in.bin"')}, ${text('input_data_file: "text.bin"')} ]`)),
     );
     const engine = new RecordingEngine();
-    await warmUp({ spec, engine, versions: ["1"], folder }, never);
+    await warmUp({ spec, engine, versions: ["1"], scheduled: true, folder }, never);
     const [numbers, strings] = engine.calls[0]!.request.inputs;
     assert.deepEqual([...new Float32Array(numbers!.data.slice().buffer)], [1.5, -2]);
     assert.equal(new TextDecoder().decode(strings!.data.subarray(4)), "hello");
@@ -172,12 +172,15 @@ describe("model warmup (model_warmup): every sample, count times, on every insta
 
   const refused = async (spec: ModelSpec, pattern: RegExp, at = folder): Promise<void> => {
     const engine = new RecordingEngine();
-    await assert.rejects(warmUp({ spec, engine, versions: ["1"], folder: at }, never), (error: unknown) => {
-      assert.ok(error instanceof DataPlaneError);
-      assert.equal(error.kind, "InvalidArgument");
-      assert.match(error.message, pattern);
-      return true;
-    });
+    await assert.rejects(
+      warmUp({ spec, engine, versions: ["1"], scheduled: true, folder: at }, never),
+      (error: unknown) => {
+        assert.ok(error instanceof DataPlaneError);
+        assert.equal(error.kind, "InvalidArgument");
+        assert.match(error.message, pattern);
+        return true;
+      },
+    );
     assert.equal(engine.calls.length, 0, "nothing runs with data that cannot be made");
   };
 
@@ -244,7 +247,7 @@ describe("model warmup (model_warmup): every sample, count times, on every insta
     const spec = specOf(config(sample("cold", fp32("zero_data: true"), "batch_size: 2 count: 50")));
     const engine = new RecordingEngine({ fail: (call) => call.instance === 1 });
     await assert.rejects(
-      warmUp({ spec, engine, versions: ["1"] }, never),
+      warmUp({ spec, engine, versions: ["1"], scheduled: true }, never),
       (error: Error) => error.message === "model_warmup 'cold': failed on instance 1 of version 1: cold on instance 1",
     );
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -253,14 +256,9 @@ describe("model warmup (model_warmup): every sample, count times, on every insta
   });
 
   it("leaves models of engines that do not run here alone (their server warms them)", async () => {
-    const spec = specOf(
-      config(sample("s", fp32("zero_data: true")), { backend: "python" }).replace(
-        "model_warmup",
-        'parameters { key: "engine" value: { string_value: "kserve-grpc" } }\nparameters { key: "upstream" value: { string_value: "127.0.0.1:1" } }\nmodel_warmup',
-      ),
-    );
+    const spec = specOf(config(sample("s", fp32("zero_data: true"))));
     const engine = new RecordingEngine();
-    await warmUp({ spec, engine, versions: ["1"] }, never);
+    await warmUp({ spec, engine, versions: ["1"], scheduled: false }, never);
     assert.equal(engine.calls.length, 0);
   });
 });
@@ -285,6 +283,7 @@ describe("model warmup in the registry: before READY, bounded by the load timeou
       controlMode: "explicit",
       startupModels: [],
       createEngine: () => engines[made++]!,
+      schedules: () => true,
       retireGraceMs: 1000,
       ...(loadTimeoutMs !== undefined ? { loadTimeoutMs } : {}),
       logger: pino({ level: "silent" }),
