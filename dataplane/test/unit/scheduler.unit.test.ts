@@ -75,6 +75,15 @@ class FakeEngine implements Engine {
   }
 }
 
+/** A request of `batch` items of `width` FP32 each. */
+const requestOf = (id: string, batch = 1, width = 2): EngineRequest => ({
+  id,
+  version: "1",
+  parameters: {},
+  inputs: [{ name: "IN", datatype: "FP32", shape: [batch, width], data: new Uint8Array(batch * width * 4) }],
+  requestedOutputs: new Set(),
+});
+
 interface Sent {
   readonly id: string;
   readonly controller: AbortController;
@@ -95,13 +104,7 @@ function send(
   } = {},
 ): Sent {
   const controller = new AbortController();
-  const request: EngineRequest = {
-    id,
-    version: "1",
-    parameters: {},
-    inputs: [{ name: "IN", datatype: "FP32", shape: [batch, width], data: new Uint8Array(batch * width * 4) }],
-    requestedOutputs: new Set(),
-  };
+  const request = requestOf(id, batch, width);
   const outcome = (async () => {
     const ids: string[] = [];
     const results = scheduler.infer({
@@ -394,6 +397,24 @@ describe("Scheduler: Triton's scheduling of a model's requests, with a fake engi
       assert.equal(scheduler.running, 2, "both still running");
       engine.finishAll();
       await Promise.all(sent.map((one) => one.outcome));
+    });
+
+    it("frees the instance once a one-response model has answered, while that answer is still on its way", async () => {
+      const scheduler = start(schedulingOf("instance_group [ { count: 1 } ]"));
+      engine.holding = false;
+      const signal = new AbortController().signal;
+      const answered = scheduler.infer({
+        request: requestOf("answered"),
+        batchSize: 1,
+        place: { level: 0, timeoutUs: 0 },
+        options: { signal, deadline: Infinity, traceHeaders: {} },
+        oneResponse: true,
+      });
+      // Its response is taken, and nothing more read (as while the pipeline encodes and sends it).
+      assert.equal((await answered.next()).done, false);
+      assert.equal(scheduler.running, 0);
+      assert.deepEqual(await send(scheduler, "next").outcome, ["next"]);
+      await answered.return(undefined);
     });
 
     it("releases responses in arrival order with preserve_ordering, whichever execution ends first", async () => {
