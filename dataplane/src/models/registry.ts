@@ -404,8 +404,8 @@ export class ModelRegistry {
 
   /**
    * Each loaded model's load: its schedulers' queued and executing requests for a model
-   * the data plane schedules, else its engine's; an engine that says nothing is running
-   * what the model has in flight.
+   * the data plane schedules (a replaced engine's still finishing its queue included), else
+   * its engine's; an engine that says nothing is running what the model has in flight.
    */
   loads(): { name: string; load: EngineLoad }[] {
     const rows: { name: string; load: EngineLoad }[] = [];
@@ -418,7 +418,7 @@ export class ModelRegistry {
       }
       let waiting = 0;
       let running = 0;
-      for (const scheduler of live.schedulers.values()) {
+      for (const { scheduler } of this.schedulersOf(name, live)) {
         waiting += scheduler.queued;
         running += scheduler.running;
       }
@@ -427,16 +427,31 @@ export class ModelRegistry {
     return rows;
   }
 
-  /** Requests queued and not yet executing, per served (model, version): 0 for a model without a scheduler. */
+  /**
+   * Requests queued and not yet executing, per served (model, version), a replaced engine's
+   * queue included: 0 for a model without a scheduler.
+   */
   pendingRequests(): { name: string; version: string; pending: number }[] {
     const rows: { name: string; version: string; pending: number }[] = [];
     for (const { name, live } of this.records.values()) {
       if (live === undefined) continue;
-      for (const version of live.versions) {
-        rows.push({ name, version, pending: live.schedulers?.get(version)?.queued ?? 0 });
+      const pending = new Map(live.versions.map((version) => [version, 0]));
+      for (const { version, scheduler } of this.schedulersOf(name, live)) {
+        if (pending.has(version)) pending.set(version, pending.get(version)! + scheduler.queued);
       }
+      for (const [version, count] of pending) rows.push({ name, version, pending: count });
     }
     return rows;
+  }
+
+  /** The schedulers of a model's live engine, and of its engines replaced and not yet closed. */
+  private schedulersOf(name: string, live: LiveModel): { version: string; scheduler: Scheduler }[] {
+    const found: { version: string; scheduler: Scheduler }[] = [];
+    for (const model of [live, ...this.retiringModels]) {
+      if (model !== live && model.spec.name !== name) continue;
+      for (const [version, scheduler] of model.schedulers ?? []) found.push({ version, scheduler });
+    }
+    return found;
   }
 
   readyCount(): number {

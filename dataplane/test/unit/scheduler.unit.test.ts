@@ -557,6 +557,13 @@ describe("a scheduled model reloaded or unloaded with requests queued", () => {
     await settle();
     assert.equal(fresh.engine, engines[1]);
     assert.deepEqual(engines[1]!.batches, [["d"]], "the new engine's instance is its own");
+    // What the replaced engine still queues is pending for the model's version, and its load.
+    assert.deepEqual(registry.pendingRequests(), [{ name: "m", version: "1", pending: 2 }]);
+    assert.deepEqual(
+      registry.loads().map(({ load }) => [load.waiting, load.running]),
+      [[2, 2]],
+      "b and c wait; a (old engine) and d (new) run",
+    );
     for (let index = 0; index < 3; index++) {
       engines[0]!.finishAll();
       await settle();
