@@ -11,6 +11,7 @@ import type { Scheduling } from "../../../lib/model-repository/scheduling.js";
 import type { Engine, EngineRequest, EngineResponse, Execution, InferOptions } from "../../src/engines/engine.js";
 import { ModelRegistry } from "../../src/models/registry.js";
 import type { ComputeTimings } from "../../src/models/statistics.js";
+import { batchRulesOf, nextBatch, type BatchChoice } from "../../src/scheduling/batch.js";
 import { queuePlaceOf, queueTimeoutUs, type QueuePlace } from "../../src/scheduling/parameters.js";
 import { Scheduler } from "../../src/scheduling/scheduler.js";
 
@@ -602,5 +603,42 @@ describe("the scheduling spec: configs Triton refuses with preserve_ordering", (
       /dynamic_batching\.preserve_ordering.*cannot DELAY/,
     );
     assert.equal(schedulingOf("dynamic_batching { preserve_ordering: true }").dynamicBatching?.preserveOrdering, true);
+  });
+});
+
+describe("nextBatch: Triton's batch formation, at a given time", () => {
+  const rules = batchRulesOf(
+    schedulingOf("dynamic_batching { preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 1000 }"),
+  );
+  /** Queued requests of these batch sizes, queued at `at` ns. */
+  const queued = (sizes: readonly number[], at = 0n) =>
+    sizes.map((batchSize, index) => ({
+      id: index,
+      batchSize,
+      enqueuedNs: at,
+      inputs: requestOf("", batchSize).inputs,
+    }));
+  const ids = (choice: BatchChoice<{ id: number }>) => ("run" in choice ? choice.run.map(({ id }) => id) : choice);
+
+  it("runs the largest preferred size reached while the oldest request is within its delay", () => {
+    assert.deepEqual(ids(nextBatch(queued([1, 1, 1]), rules, 500_000n)), [0, 1]);
+    assert.deepEqual(ids(nextBatch(queued([1, 1, 1, 1, 1]), rules, 500_000n)), [0, 1, 2, 3]);
+  });
+
+  it("waits for the rest of the delay when no preferred size is reached, then runs what is there", () => {
+    assert.deepEqual(ids(nextBatch(queued([1]), rules, 400_000n)), { waitNs: 600_000n });
+    assert.deepEqual(ids(nextBatch(queued([1]), rules, 1_000_000n)), [0]);
+    // Past the delay, everything that fits goes, preferred size or not.
+    assert.deepEqual(ids(nextBatch(queued([1, 1, 1]), rules, 2_000_000n)), [0, 1, 2]);
+  });
+
+  it("runs at once a batch that cannot grow past the largest preferred size", () => {
+    assert.deepEqual(ids(nextBatch(queued([3, 3]), rules, 0n)), [0]);
+    assert.deepEqual(ids(nextBatch(queued([5]), rules, 0n)), [0]);
+  });
+
+  it("without dynamic_batching, one request per execution", () => {
+    const single = batchRulesOf(schedulingOf("instance_group [ { count: 2 } ]"));
+    assert.deepEqual(ids(nextBatch(queued([1, 1, 1]), single, 0n)), [0]);
   });
 });
