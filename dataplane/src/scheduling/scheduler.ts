@@ -224,6 +224,8 @@ export class Scheduler {
 
   /** Starts executions while an instance is free and requests wait (re-entered calls run once more after). */
   private pump(): void {
+    // Closed: its engine is closing, nothing more starts on it.
+    if (this.closed) return;
     if (this.pumping) {
       this.pumpAgain = true;
       return;

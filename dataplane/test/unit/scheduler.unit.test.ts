@@ -193,6 +193,19 @@ describe("Scheduler: Triton's scheduling of a model's requests, with a fake engi
       await rejectsWith(sent[4]!.outcome, "Unavailable", /model 'm' version 1 is unloading/);
     });
 
+    it("refuses what waits for its batch when closed, and starts nothing after (its timers cleared)", async () => {
+      const scheduler = start(
+        schedulingOf("dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 60000000 }"),
+      );
+      const sent = ["a", "b", "c"].map((id) => send(scheduler, id));
+      await settle();
+      assert.equal(scheduler.queued, 3, "the instance is free: they wait for a batch of 4");
+      scheduler.close();
+      for (const one of sent) await rejectsWith(one.outcome, "Unavailable", /is unloading/);
+      await rejectsWith(send(scheduler, "d").outcome, "Unavailable", /takes no more requests/);
+      assert.deepEqual(engine.batches, []);
+    });
+
     it("with no delay, runs what is queued when the instance frees, up to max_batch_size", async () => {
       const scheduler = start(schedulingOf("dynamic_batching { }", { maxBatchSize: 4 }));
       const sent = ["a", "b", "c", "d", "e", "f"].map((id) => send(scheduler, id));
