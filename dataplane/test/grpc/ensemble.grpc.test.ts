@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { status } from "@grpc/grpc-js";
 import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
-import { ENSEMBLE_PYTHON, ensemblePythonOutputs, ensembleRepository, ensembleStep } from "../fixtures/ensembles.js";
+import {
+  ENSEMBLE_FAILING,
+  ENSEMBLE_PYTHON,
+  ensemblePythonOutputs,
+  ensembleRepository,
+  ensembleStep,
+} from "../fixtures/ensembles.js";
 import { EXAMPLES } from "../fixtures/paths.js";
 import { MODELS_PYTHON, requireTritonPeers } from "../fixtures/peers.js";
 import { bytesRequest, PYTHON_MODELS } from "../fixtures/python-models.js";
@@ -57,15 +63,6 @@ ${ensembleStep(
 )}
   ]
 }
-`;
-
-const ENSEMBLE_FAILING = `name: "ensemble_failing"
-platform: "ensemble"
-input [ { name: "MODE" data_type: TYPE_STRING dims: [ 1 ] } ]
-output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
-ensemble_scheduling { step [
-${ensembleStep("raises_error", [["MODE", "MODE"]], [["OUT", "OUT"]])}
-] }
 `;
 
 const ENSEMBLE_MISSING = ENSEMBLE_FAILING.replace("ensemble_failing", "ensemble_missing").replace(
@@ -222,5 +219,40 @@ describe("ensembles run natively (platform: ensemble)", function () {
     );
     const config = await call(server.client, "modelConfig", { name: "ensemble_stream", version: "" });
     assert.equal(config.config?.modelTransactionPolicy?.decoupled, true, "marked decoupled, as Triton marks it");
+  });
+});
+
+describe("ensembles under explicit model control", function () {
+  this.timeout(120_000);
+  let server: ServerProcess;
+  let repository: string;
+
+  before(async function () {
+    requireTritonPeers(this);
+    repository = ensembleRepository({ ensemble_python: ENSEMBLE_PYTHON });
+    server = await startServer([
+      ...["--model-repository", repository],
+      ...["--model-repository", PYTHON_MODELS],
+      ...["--python", MODELS_PYTHON],
+      ...["--model-control-mode", "explicit"],
+    ]);
+  });
+  after(async () => {
+    await server?.stop();
+    if (repository !== undefined) rmSync(repository, { recursive: true, force: true });
+  });
+
+  it("loads an ensemble's step models with it, as Triton does", async () => {
+    const ready = async (name: string) => (await call(server.client, "modelReady", { name, version: "" })).ready;
+    assert.equal(await ready("add_sub"), false);
+    await call(server.client, "repositoryModelLoad", {
+      repositoryName: "",
+      modelName: "ensemble_python",
+      parameters: {},
+    });
+    assert.equal(await ready("ensemble_python"), true);
+    assert.equal(await ready("add_sub"), true);
+    const response = await infer(server.client, pythonRequest([1, 2, 3, 4], [0, 0, 0, 0]));
+    assert.deepEqual(floats(response, "OUT0"), [3, 6, 9, 12]);
   });
 });
