@@ -29,9 +29,11 @@ def infer(module, client, model, arrays, outputs=None):
         result = client.infer(model, inputs, outputs=requested)
     except InferenceServerException as error:
         return {"error": error.status()}
-    names = [output["name"] for output in result.get_response()["outputs"]] if module is httpclient else [
-        output.name for output in result.get_response().outputs
-    ]
+    names = (
+        [output["name"] for output in result.get_response()["outputs"]]
+        if module is httpclient
+        else [output.name for output in result.get_response().outputs]
+    )
     return {"outputs": {name: result.as_numpy(name).tolist() for name in sorted(names)}}
 
 
