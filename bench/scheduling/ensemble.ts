@@ -6,6 +6,7 @@ import { ModelInferRequest } from "../../proto/gen/ts/grpc_service.js";
 import { ensembleRepository, ensembleStep } from "../../dataplane/test/fixtures/ensembles.js";
 import { EXAMPLES, REPO_ROOT } from "../../dataplane/test/fixtures/paths.js";
 import { MODELS_PYTHON } from "../../dataplane/test/fixtures/peers.js";
+import { addSubRequest } from "../../dataplane/test/fixtures/requests.js";
 import { PYTHON_MODELS } from "../../dataplane/test/fixtures/python-models.js";
 import { startServer, type ServerProcess } from "../../dataplane/test/fixtures/server.js";
 import { ghzBinary } from "../../e2e/support/prerequisites.js";
@@ -81,26 +82,10 @@ ${ensembleStep(
 }
 `;
 
+/** add_sub's request (INPUT0 = 0, 1, 2, ..., INPUT1 = ones) for `model`, encoded where ghz reads it. */
 function requestFile(dir: string, model: string, shape: readonly bigint[]): string {
-  const elements = shape.reduce((product, dim) => product * Number(dim), 1);
-  const raw = (start: number) => new Uint8Array(Float32Array.from({ length: elements }, (_, i) => start + i).buffer);
   const file = join(dir, `${model}.bin`);
-  const encoded = ModelInferRequest.encode({
-    modelName: model,
-    modelVersion: "",
-    id: "",
-    parameters: {},
-    inputs: ["INPUT0", "INPUT1"].map((name) => ({
-      name,
-      datatype: "FP32",
-      shape: [...shape],
-      parameters: {},
-      contents: undefined,
-    })),
-    outputs: [],
-    rawInputContents: [raw(0), raw(1)],
-  }).finish();
-  writeFileSync(file, encoded);
+  writeFileSync(file, ModelInferRequest.encode(addSubRequest(model, shape)).finish());
   return file;
 }
 

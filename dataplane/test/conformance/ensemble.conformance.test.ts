@@ -1,11 +1,8 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { rmSync } from "node:fs";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { requireProgram, TOOLS_PYTHON } from "../../../e2e/support/prerequisites.js";
 import { ENSEMBLE_FAILING, ENSEMBLE_PYTHON, ensemblePythonOutputs, ensembleRepository } from "../fixtures/ensembles.js";
-import { REPO_ROOT } from "../fixtures/paths.js";
+import { clientChecks } from "../fixtures/client-checks.js";
 import {
   MODELS_PYTHON,
   requireTritonPeers,
@@ -22,13 +19,7 @@ import { startServer, type ServerProcess } from "../fixtures/server.js";
  * tritonclient must see the same outputs and errors.
  */
 
-const run = promisify(execFile);
-const CHECKS = join(REPO_ROOT, "dataplane", "test", "conformance", "ensemble_checks.py");
-
-async function checks(grpc: string, http: string): Promise<unknown> {
-  const { stdout } = await run(TOOLS_PYTHON, [CHECKS, grpc, http], { timeout: 120_000 });
-  return JSON.parse(stdout) as unknown;
-}
+const checks = (grpc: string, http: string): Promise<unknown> => clientChecks("ensemble_checks.py", grpc, http);
 
 describe("ensembles beside a real Triton running the same configs", function () {
   this.timeout(180_000);
