@@ -112,6 +112,33 @@ export function ensemblesToForward(
 }
 
 /**
+ * Ensembles that run each other in a cycle (a step of `a` is `b`, a step of `b` is `a`), by
+ * name, each with the cycle from it: none of them can load (each waits for the other).
+ */
+export function ensembleCycles(configs: ReadonlyMap<string, ModelConfig>): Map<string, string[]> {
+  const cycles = new Map<string, string[]>();
+  const stepsOf = (name: string): string[] => {
+    const config = configs.get(name);
+    return config === undefined ? [] : ensembleStepModels(config).filter((step) => configs.has(step));
+  };
+  for (const start of configs.keys()) {
+    // Depth-first from `start`, along paths of ensembles, until it comes back to `start`.
+    const search = (path: string[]): string[] | undefined => {
+      for (const next of stepsOf(path[path.length - 1]!)) {
+        if (next === start) return [...path, next];
+        if (path.includes(next)) continue;
+        const found = search([...path, next]);
+        if (found !== undefined) return found;
+      }
+      return undefined;
+    };
+    const cycle = search([start]);
+    if (cycle !== undefined) cycles.set(start, cycle);
+  }
+  return cycles;
+}
+
+/**
  * Ensembles with a decoupled step are decoupled (Triton marks them so when it loads them):
  * their configs with model_transaction_policy { decoupled: true }, by name, where a step
  * model's config (or an inner ensemble's, so marked) is decoupled.

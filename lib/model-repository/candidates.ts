@@ -1,5 +1,5 @@
 import { ModelConfig } from "../../proto/gen/ts/model_config.js";
-import { decoupledEnsembles, ensemblesToForward } from "../engines/catalog.js";
+import { decoupledEnsembles, ensembleCycles, ensemblesToForward } from "../engines/catalog.js";
 import { errorMessage } from "../errors.js";
 import { ConfigError, parseModelConfig } from "./config.js";
 import type { ModelFiles, ModelSource } from "./sources.js";
@@ -79,7 +79,8 @@ export async function parseCandidate(
 /**
  * What a repository's ensembles take from their steps, once every candidate is read:
  * an ensemble with a forwarded step is forwarded too (--forward-unsupported: the Triton
- * runs the whole of it), and one with a decoupled step is decoupled, as Triton marks it.
+ * runs the whole of it), one with a decoupled step is decoupled, as Triton marks it, and
+ * ensembles that run each other in a cycle are refused (each would wait for the other).
  */
 export function completeEnsembles(candidates: readonly Candidate[], forwarding: Forwarding | undefined): Candidate[] {
   const configs = new Map<string, ModelConfig>();
@@ -91,7 +92,13 @@ export function completeEnsembles(candidates: readonly Candidate[], forwarding: 
       ? new Map<string, string>()
       : ensemblesToForward(configs, (name) => forwardedNames.has(name));
   const decoupled = decoupledEnsembles(configs);
+  const cycles = ensembleCycles(configs);
   return candidates.map((candidate) => {
+    const cycle = cycles.get(candidate.name);
+    if (cycle !== undefined) {
+      const detail = `ensemble_scheduling.step: ensembles run each other in a cycle: ${cycle.join(" -> ")}`;
+      return { ...candidate, config: new ConfigError(candidate.origin ?? candidate.source.path, detail) };
+    }
     if (forwarding !== undefined && forwarded.has(candidate.name) && !(candidate.config instanceof ConfigError)) {
       return { ...candidate, config: forwarding.forward(candidate.config), forwarded: true };
     }

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { decoupledEnsembles, ensemblesToForward, forwardedConfig, runsLocally } from "../engines/catalog.js";
+import {
+  decoupledEnsembles,
+  ensembleCycles,
+  ensemblesToForward,
+  forwardedConfig,
+  runsLocally,
+} from "../engines/catalog.js";
 import { checkEnsembleSteps, ensembleEngine, type EnsembleSettings, type StepModel } from "../engines/ensemble.js";
 import { completeEnsembles, type Candidate } from "../model-repository/candidates.js";
 import { ConfigError, parseText } from "../model-repository/config.js";
@@ -359,6 +365,39 @@ describe("a repository's ensembles: forwarded with their steps, decoupled with t
     );
     assert.deepEqual([...marked.keys()], ["streams", "outer"]);
     assert.equal(marked.get("outer")!.modelTransactionPolicy?.decoupled, true);
+  });
+
+  it("refuses ensembles that run each other in a cycle, naming it (each would wait for the other to load)", () => {
+    const cycles = ensembleCycles(
+      new Map([
+        ["m", onnx],
+        ["a", ensembleOf("b")],
+        ["b", ensembleOf("c", "m")],
+        ["c", ensembleOf("a")],
+        ["fine", ensembleOf("a")],
+      ]),
+    );
+    assert.deepEqual(
+      [...cycles],
+      [
+        ["a", ["a", "b", "c", "a"]],
+        ["b", ["b", "c", "a", "b"]],
+        ["c", ["c", "a", "b", "c"]],
+      ],
+    );
+    const source = { path: "a/config.pbtxt" } as ModelSource;
+    const [refused] = completeEnsembles(
+      [
+        { name: "a", source, config: ensembleOf("b") },
+        { name: "b", source, config: ensembleOf("a") },
+      ],
+      undefined,
+    );
+    assert.ok(refused!.config instanceof ConfigError);
+    assert.match(
+      refused!.config.message,
+      /^a\/config\.pbtxt: ensemble_scheduling\.step: ensembles run each other in a cycle: a -> b -> a$/,
+    );
   });
 
   it("rewrites the candidates: --forward-unsupported forwards the ensemble of a forwarded step", () => {

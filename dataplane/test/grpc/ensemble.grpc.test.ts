@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
-import { status } from "@grpc/grpc-js";
+import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import {
   ENSEMBLE_FAILING,
@@ -11,13 +11,14 @@ import {
 } from "../fixtures/ensembles.js";
 import { EXAMPLES } from "../fixtures/paths.js";
 import { MODELS_PYTHON, requireTritonPeers } from "../fixtures/peers.js";
-import { bytesRequest, PYTHON_MODELS } from "../fixtures/python-models.js";
+import { bytesRequest, oneInput, PYTHON_MODELS } from "../fixtures/python-models.js";
 import { addSubRequest } from "../fixtures/requests.js";
 import {
   call,
   callError,
   infer,
   inferRequest,
+  eventually,
   startServer,
   streamAll,
   type ServerProcess,
@@ -63,6 +64,16 @@ ${ensembleStep(
 )}
   ]
 }
+`;
+
+/** slow_cancellable (Python) as a step: it runs SECONDS unless its request is cancelled. */
+const ENSEMBLE_SLOW = `name: "ensemble_slow"
+platform: "ensemble"
+input [ { name: "SECONDS" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "CANCELLED" data_type: TYPE_BOOL dims: [ 1 ] } ]
+ensemble_scheduling { step [
+${ensembleStep("slow_cancellable", [["SECONDS", "SECONDS"]], [["CANCELLED", "CANCELLED"]])}
+] }
 `;
 
 const ENSEMBLE_MISSING = ENSEMBLE_FAILING.replace("ensemble_failing", "ensemble_missing").replace(
@@ -112,6 +123,7 @@ describe("ensembles run natively (platform: ensemble)", function () {
       ensemble_failing: ENSEMBLE_FAILING,
       ensemble_missing: ENSEMBLE_MISSING,
       ensemble_mismatch: ENSEMBLE_MISMATCH,
+      ensemble_slow: ENSEMBLE_SLOW,
     });
     server = await startServer([
       ...["--model-repository", repository],
@@ -171,6 +183,28 @@ describe("ensembles run natively (platform: ensemble)", function () {
       error.details,
       /^ensemble 'ensemble_failing' step 0 \(model 'raises_error'\): .*MODE asked for an unsupported error/,
     );
+  });
+
+  it("hands the request's deadline to its steps: a step past it is cancelled", async () => {
+    const request = oneInput(
+      "ensemble_slow",
+      "SECONDS",
+      "FP32",
+      new Uint8Array(new Float32Array([30]).buffer),
+      "slow-e",
+    );
+    const started = Date.now();
+    const error = await new Promise<ServiceError>((resolve, reject) =>
+      server.client.modelInfer(request, new Metadata(), { deadline: Date.now() + 500 }, (failed) =>
+        failed ? resolve(failed) : reject(new Error("the request succeeded")),
+      ),
+    );
+    assert.equal(error.code, status.DEADLINE_EXCEEDED);
+    assert.ok(Date.now() - started < 10_000);
+    await eventually(() => {
+      const seen = server.logs.some((line) => line["msg"] === "slow_cancellable: request 'slow-e' cancelled=True");
+      assert.ok(seen, "the step model saw the cancellation");
+    }, 10_000);
   });
 
   it("keeps an ensemble whose step model is missing UNAVAILABLE, saying which", async () => {
