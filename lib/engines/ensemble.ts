@@ -39,6 +39,11 @@ export interface EnsembleSettings {
   readonly order: readonly number[];
   /** Ensemble tensor -> the step that produces it (ensemble inputs are produced by none). */
   readonly producer: ReadonlyMap<string, number>;
+  /**
+   * max_inflight_requests: the most calls of each step running at once, over all the
+   * ensemble's requests (a decoupled step's responses then wait for room downstream); 0: no bound.
+   */
+  readonly maxInflightRequests: number;
 }
 
 /** What a step's model is in this data plane: its spec, for the checks at start. */
@@ -65,7 +70,8 @@ function ensembleSettings(spec: ModelSpec, source: string): EnsembleSettings {
   checkNotForEnsembles(config, fail);
   if (spec.inputs.length === 0) fail("input", "an ensemble declares its inputs");
   if (spec.outputs.length === 0) fail("output", "an ensemble declares its outputs");
-  const rawSteps = choice!.$case === "ensembleScheduling" ? choice!.value.step : [];
+  const scheduling = choice!.$case === "ensembleScheduling" ? choice!.value : undefined;
+  const rawSteps = scheduling?.step ?? [];
   if (rawSteps.length === 0) fail("ensemble_scheduling.step", "an ensemble needs at least one step");
   const steps = rawSteps.map((step, index): EnsembleStep => {
     const field = `ensemble_scheduling.step[${index}]`;
@@ -97,6 +103,7 @@ function ensembleSettings(spec: ModelSpec, source: string): EnsembleSettings {
     steps,
     order: runOrder(steps, producer, fail),
     producer,
+    maxInflightRequests: scheduling?.maxInflightRequests ?? 0,
   };
 }
 

@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
-import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import type {
+  ModelInferRequest,
+  ModelInferResponse,
+  ModelStreamInferResponse,
+} from "../../../proto/gen/ts/grpc_service.js";
 import {
   ENSEMBLE_FAILING,
   ENSEMBLE_PYTHON,
@@ -66,6 +70,12 @@ ${ensembleStep(
 }
 `;
 
+/** ENSEMBLE_STREAM with each step one call at a time over all requests (Triton's max_inflight_requests). */
+const ENSEMBLE_STREAM_LIMITED = ENSEMBLE_STREAM.replace(
+  'name: "ensemble_stream"',
+  'name: "ensemble_stream_limited"',
+).replace("ensemble_scheduling {", "ensemble_scheduling {\n  max_inflight_requests: 1");
+
 /** slow_cancellable (Python) as a step: it runs SECONDS unless its request is cancelled. */
 const ENSEMBLE_SLOW = `name: "ensemble_slow"
 platform: "ensemble"
@@ -124,6 +134,7 @@ describe("ensembles run natively (platform: ensemble)", function () {
       ensemble_missing: ENSEMBLE_MISSING,
       ensemble_mismatch: ENSEMBLE_MISMATCH,
       ensemble_slow: ENSEMBLE_SLOW,
+      ensemble_stream_limited: ENSEMBLE_STREAM_LIMITED,
     });
     server = await startServer([
       ...["--model-repository", repository],
@@ -225,36 +236,58 @@ describe("ensembles run natively (platform: ensemble)", function () {
   });
 
   it("streams each response of a decoupled step through the steps after it", async () => {
-    const values = [7, 8, 9];
-    const request = inferRequest({
-      modelName: "ensemble_stream",
-      inputs: [{ name: "IN", datatype: "INT32", shape: [3n], parameters: {}, contents: undefined }],
-      rawInputContents: [new Uint8Array(Int32Array.from(values).buffer)],
-    });
-    const replies = await streamAll(server.client, [request]);
-    assert.deepEqual(
-      replies.map((reply) => reply.errorMessage),
-      ["", "", ""],
-    );
-    const pairs = replies.map(({ inferResponse }) => {
-      const raw = (name: string) => {
-        const index = inferResponse!.outputs.findIndex((output) => output.name === name);
-        return Buffer.from(inferResponse!.rawOutputContents[index]!);
-      };
-      return [raw("INDEX").readUInt32LE(0), raw("VALUE").readInt32LE(0)];
-    });
-    assert.deepEqual(
-      pairs.sort((x, y) => x[0]! - y[0]!),
-      [
-        [0, 7],
-        [1, 8],
-        [2, 9],
-      ],
-    );
+    const replies = await streamAll(server.client, [streamRequest("ensemble_stream", "s", [7, 8, 9])]);
+    assert.deepEqual(streamedPairs(replies).get("s"), [
+      [0, 7],
+      [1, 8],
+      [2, 9],
+    ]);
     const config = await call(server.client, "modelConfig", { name: "ensemble_stream", version: "" });
     assert.equal(config.config?.modelTransactionPolicy?.decoupled, true, "marked decoupled, as Triton marks it");
   });
+
+  it("with max_inflight_requests, holds a decoupled step's responses for room downstream and loses none", async () => {
+    const replies = await streamAll(server.client, [
+      streamRequest("ensemble_stream_limited", "first", [1, 2, 3, 4, 5]),
+      streamRequest("ensemble_stream_limited", "second", [11, 12, 13, 14, 15]),
+    ]);
+    const pairs = streamedPairs(replies);
+    assert.deepEqual(
+      pairs.get("first"),
+      [1, 2, 3, 4, 5].map((value, index) => [index, value]),
+    );
+    assert.deepEqual(
+      pairs.get("second"),
+      [11, 12, 13, 14, 15].map((value, index) => [index, value]),
+    );
+  });
 });
+
+function streamRequest(model: string, id: string, values: number[]): ModelInferRequest {
+  return inferRequest({
+    modelName: model,
+    id,
+    inputs: [{ name: "IN", datatype: "INT32", shape: [BigInt(values.length)], parameters: {}, contents: undefined }],
+    rawInputContents: [new Uint8Array(Int32Array.from(values).buffer)],
+  });
+}
+
+/** The streamed [INDEX, VALUE] pairs, by request id, in INDEX order (the flows may finish in any order). */
+function streamedPairs(replies: readonly ModelStreamInferResponse[]): Map<string, number[][]> {
+  const byId = new Map<string, number[][]>();
+  for (const { errorMessage, inferResponse } of replies) {
+    assert.equal(errorMessage, "");
+    const raw = (name: string) => {
+      const index = inferResponse!.outputs.findIndex((output) => output.name === name);
+      return Buffer.from(inferResponse!.rawOutputContents[index]!);
+    };
+    const pairs = byId.get(inferResponse!.id) ?? [];
+    pairs.push([raw("INDEX").readUInt32LE(0), raw("VALUE").readInt32LE(0)]);
+    byId.set(inferResponse!.id, pairs);
+  }
+  for (const pairs of byId.values()) pairs.sort((x, y) => x[0]! - y[0]!);
+  return byId;
+}
 
 describe("ensembles under explicit model control", function () {
   this.timeout(120_000);

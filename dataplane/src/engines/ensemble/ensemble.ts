@@ -6,6 +6,7 @@ import {
 } from "../../../../lib/engines/ensemble.js";
 import { internal, unavailable } from "../../../../lib/errors.js";
 import type { Engine, EngineRequest, EngineResponse, EngineRuntime, InferOptions } from "../engine.js";
+import { Limiter } from "./limiter.js";
 import { EnsembleRun, type EnsemblePlan } from "./run.js";
 
 /**
@@ -67,5 +68,11 @@ function planOf(settings: EnsembleSettings, checked: CheckedEnsemble): EnsembleP
       for (const further of downstream[index]!) downstream[from]!.add(further);
     }
   }
-  return { settings, decoupled: checked.models.map((model) => model.decoupled), downstream };
+  const limit = settings.maxInflightRequests;
+  return {
+    settings,
+    decoupled: checked.models.map((model) => model.decoupled),
+    downstream,
+    limiters: settings.steps.map(() => (limit > 0 ? new Limiter(limit) : undefined)),
+  };
 }

@@ -4,6 +4,7 @@ import { DataPlaneError, errorMessage, internal, UpstreamStatusError } from "../
 import type { ModelInferRequest, ModelInferResponse } from "../../../../proto/gen/ts/grpc_service.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import type { EngineRequest, EngineResponse, InferOptions, ModelInference } from "../engine.js";
+import type { Limiter } from "./limiter.js";
 
 /** An ensemble's step graph, checked against its step models. */
 export interface EnsemblePlan {
@@ -12,6 +13,8 @@ export interface EnsemblePlan {
   readonly decoupled: readonly boolean[];
   /** By step: the steps its outputs flow into, directly or through others. */
   readonly downstream: readonly ReadonlySet<number>[];
+  /** By step, with max_inflight_requests: its calls running at once, over all requests. */
+  readonly limiters: readonly (Limiter | undefined)[];
 }
 
 /**
@@ -74,7 +77,7 @@ export class EnsembleRun {
         pending: this.neededSteps(),
         answered: false,
       };
-      this.advance(root);
+      void this.advance(root);
       for (;;) {
         if (this.failure !== undefined) throw this.failure;
         const next = this.untaken.shift();
@@ -106,22 +109,41 @@ export class EnsembleRun {
     return needed;
   }
 
-  /** Starts every pending step of the flow whose inputs are all ready. */
-  private advance(flow: Flow): void {
+  /**
+   * Starts every pending step of the flow whose inputs are all ready; resolves once each has
+   * its place under max_inflight_requests (at once without it).
+   */
+  private advance(flow: Flow): Promise<void> {
+    const started: Promise<void>[] = [];
     for (const index of this.settings.order) {
       if (!flow.pending.has(index)) continue;
       const step = this.settings.steps[index]!;
       const ready = [...step.inputMap.values()].every((tensor) => flow.tensors.has(tensor) || this.absent.has(tensor));
       if (!ready) continue;
       flow.pending.delete(index);
-      this.running++;
-      this.runStep(flow, step)
-        .catch((error: unknown) => this.fail(stepError(error, this.settings.name, step)))
-        .finally(() => {
-          this.running--;
-          this.wake();
-        });
+      started.push(this.launch(flow, step));
     }
+    return Promise.all(started).then(() => undefined);
+  }
+
+  private launch(flow: Flow, step: EnsembleStep): Promise<void> {
+    this.running++;
+    const limiter = this.plan.limiters[step.index];
+    const placed = limiter === undefined ? Promise.resolve() : limiter.acquire(this.controller.signal);
+    placed
+      .then(async () => {
+        try {
+          await this.runStep(flow, step);
+        } finally {
+          limiter?.release();
+        }
+      })
+      .catch((error: unknown) => this.fail(stepError(error, this.settings.name, step)))
+      .finally(() => {
+        this.running--;
+        this.wake();
+      });
+    return placed.catch(() => undefined);
   }
 
   private async runStep(flow: Flow, step: EnsembleStep): Promise<void> {
@@ -133,7 +155,7 @@ export class EnsembleRun {
       if (!decoupled) {
         for (const tensor of outputs) flow.tensors.set(tensor.name, tensor);
         this.answerIfDone(flow);
-        this.advance(flow);
+        void this.advance(flow);
         continue;
       }
       const tensors = new Map(flow.tensors);
@@ -141,7 +163,8 @@ export class EnsembleRun {
       const pending = new Set([...this.plan.downstream[step.index]!].filter((index) => flow.pending.has(index)));
       const branch: Flow = { tensors, pending, answered: flow.answered };
       this.answerIfDone(branch);
-      this.advance(branch);
+      // As Triton: with max_inflight_requests, the next response waits for room downstream.
+      await this.advance(branch);
       // A client that reads slower than the step streams holds the step, not the data plane's memory.
       while (this.untaken.length >= MAX_UNTAKEN_RESPONSES && this.failure === undefined) await this.changed();
     }
