@@ -17,8 +17,9 @@ import { median, runLoad, type LoadRun } from "../harness/ghz.js";
  * steps called directly, on one data plane under the same load: at concurrency 1 the
  * ensemble's median latency against the sum of its steps' medians, at concurrency 16 the
  * time each ensemble request takes of the server (1 / throughput) against the sum of each
- * step's. Two ensembles: the bundled ensemble_add_sub (add_sub_onnx twice) and the same
- * graph of the Python add_sub model. Goal: at most 1.3x. Writes
+ * step's, each repetition's ratio of runs back to back, the median kept. Two ensembles: the
+ * bundled ensemble_add_sub (add_sub_onnx twice) and the same graph of the Python add_sub
+ * model. Goal: at most 1.3x. Writes
  * bench/results/scheduling-ensemble-<date>.{json,md}.
  */
 
@@ -149,19 +150,27 @@ interface Ratio {
   readonly throughputCostRatio: number;
 }
 
+/**
+ * Each repetition's ratio (its ensemble and step runs were back to back), then their median:
+ * a shared machine's load drifts between repetitions more than within one.
+ */
 function ratiosOf(pair: Pair, measured: readonly Measured[]): Ratio {
-  const of = (model: string, concurrency: number) =>
-    measured.find((one) => one.model === model && one.concurrency === concurrency)!;
+  const runsOf = (model: string, concurrency: number) =>
+    measured.find((one) => one.model === model && one.concurrency === concurrency)!.runs;
+  const paired = (concurrency: number, ratio: (ensemble: LoadRun, step: LoadRun) => number): number => {
+    const steps = runsOf(pair.step, concurrency);
+    return median(runsOf(pair.ensemble, concurrency).map((run, index) => ratio(run, steps[index]!)));
+  };
   return {
     pair: pair.label,
-    latencyRatio: of(pair.ensemble, 1).p50Ms / (2 * of(pair.step, 1).p50Ms),
-    throughputCostRatio: 1 / of(pair.ensemble, 16).rps / (2 / of(pair.step, 16).rps),
+    latencyRatio: paired(1, (ensemble, step) => ensemble.p50Ms / (2 * step.p50Ms)),
+    throughputCostRatio: paired(16, (ensemble, step) => 1 / ensemble.rps / (2 / step.rps)),
   };
 }
 
 function markdown(measured: readonly Measured[], ratios: readonly Ratio[], date: string): string {
   const lines = [
-    `${date}, ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(1)} at the end; ghz, ${options.seconds} s runs, median of ${options.repetitions}; goal: at most ${GOAL}x the sum of the steps.`,
+    `${date}, ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(1)} at the end; ghz, ${options.seconds} s runs; ratios: the median of ${options.repetitions} repetitions' (each ensemble run beside its step's), req/s and p50: medians; goal: at most ${GOAL}x the sum of the steps.`,
     "",
     "| ensemble | c1 latency: ensemble / sum of steps | c16 time per request: ensemble / sum of steps |",
     "|---|---|---|",

@@ -248,9 +248,10 @@ export function checkEnsembleSteps(
   const fail = (field: string, detail: string): never => {
     throw new ConfigError(source, `${field}: ${detail}`);
   };
-  const declared = new Map<string, { datatype: Datatype; where: string }>();
+  const declared = new Map<string, Declared>();
+  const ensembleBatches = settings.maxBatchSize > 0;
   for (const input of settings.inputs)
-    declared.set(input.name, { datatype: input.datatype, where: "the ensemble's input" });
+    declared.set(input.name, declaredAs(input, ensembleBatches, "the ensemble's input"));
   for (const index of settings.order) {
     const step = settings.steps[index]!;
     const model = models[index]!;
@@ -269,27 +270,20 @@ export function checkEnsembleSteps(
     }
     for (const [name, tensor] of step.inputMap) {
       const input = tensorNamed(model.inputs, name, `${field}.input_map["${name}"]`, `${label} has no input`, fail);
-      const known = declared.get(tensor)!;
-      if (known.datatype !== input.datatype) {
-        fail(
-          `${field}.input_map["${name}"]`,
-          `${label}: input '${name}' is ${input.datatype} but ensemble tensor '${tensor}' is ${known.datatype} (${known.where})`,
-        );
+      const mismatch = mismatchOf(declared.get(tensor)!, declaredAs(input, model.maxBatchSize > 0, ""));
+      if (mismatch !== undefined) {
+        fail(`${field}.input_map["${name}"]`, `${label}: input '${name}' ${mismatch(`ensemble tensor '${tensor}'`)}`);
       }
     }
     for (const [name, tensor] of step.outputMap) {
       const output = tensorNamed(model.outputs, name, `${field}.output_map["${name}"]`, `${label} has no output`, fail);
-      declared.set(tensor, { datatype: output.datatype, where: `output '${name}' of ${label}` });
+      declared.set(tensor, declaredAs(output, model.maxBatchSize > 0, `output '${name}' of ${label}`));
     }
   }
   for (const output of settings.outputs) {
-    const produced = declared.get(output.name)!;
-    if (produced.datatype !== output.datatype) {
-      fail(
-        `output '${output.name}'`,
-        `the ensemble declares ${output.datatype} but it is ${produced.datatype} (${produced.where})`,
-      );
-    }
+    const mismatch = mismatchOf(declared.get(output.name)!, declaredAs(output, ensembleBatches, ""));
+    if (mismatch !== undefined)
+      fail(`output '${output.name}'`, `the ensemble's output ${mismatch("what produces it")}`);
   }
   checkDecoupledFlows(settings, models, fail);
   const decoupledStep = settings.steps.find((step) => models[step.index]!.decoupled);
@@ -300,6 +294,37 @@ export function checkEnsembleSteps(
     );
   }
   return { decoupled: decoupledStep !== undefined, models };
+}
+
+/** An ensemble tensor as one place declares it: datatype, shape, and the shape with the batch dimension. */
+interface Declared {
+  readonly datatype: Datatype;
+  readonly dims: readonly number[];
+  readonly fullDims: readonly number[];
+  readonly where: string;
+}
+
+const declaredAs = (tensor: TensorSpec, batches: boolean, where: string): Declared => ({
+  datatype: tensor.datatype,
+  dims: tensor.dims,
+  fullDims: batches ? [-1, ...tensor.dims] : tensor.dims,
+  where,
+});
+
+/**
+ * How a use of a tensor differs from what produces it, as Triton compares them: the same
+ * datatype, and shapes equal where neither says -1, with or without the batch dimension
+ * (a non-batching model's [-1, 4] is a batching one's [4]). Undefined when they agree.
+ */
+function mismatchOf(known: Declared, use: Declared): ((what: string) => string) | undefined {
+  if (known.datatype !== use.datatype) {
+    return (what) => `is ${use.datatype} but ${what} is ${known.datatype} (${known.where})`;
+  }
+  const fits = (a: readonly number[], b: readonly number[]): boolean =>
+    a.length === b.length && a.every((dim, i) => dim === -1 || b[i] === -1 || dim === b[i]);
+  if (fits(known.dims, use.dims) || fits(known.fullDims, use.fullDims)) return undefined;
+  const shape = (dims: readonly number[]): string => `[${dims.join(", ")}]`;
+  return (what) => `has shape ${shape(use.fullDims)} but ${what} is ${shape(known.fullDims)} (${known.where})`;
 }
 
 function tensorNamed(

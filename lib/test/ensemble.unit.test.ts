@@ -260,11 +260,28 @@ describe("ensemble steps checked against their models when the ensemble starts",
     );
   });
 
+  it("refuses shapes that differ, as Triton compares them (-1 fits any size; the batch dimension counted)", () => {
+    const message = configError(() =>
+      checkEnsembleSteps(diamond, models({ inputs: [{ ...tensor("A"), dims: [2, 2] }, tensor("B")] }), "e"),
+    );
+    assert.match(
+      message,
+      /step\[0\]\.input_map\["A"\]: step 0 \(model 'c'\): input 'A' has shape \[2, 2\] but ensemble tensor 'TA' is \[4\] \(output 'OUT' of step 1 \(model 'a'\)\)/,
+    );
+    // A batching step's [4] is a non-batching one's [-1, 4], and -1 fits any size.
+    checkEnsembleSteps(
+      diamond,
+      models({ inputs: [{ ...tensor("A"), dims: [-1, 4] }, tensor("B")] }, { maxBatchSize: 8 }),
+      "e",
+    );
+    checkEnsembleSteps(diamond, models({ inputs: [{ ...tensor("A"), dims: [-1] }, tensor("B")] }), "e");
+  });
+
   it("refuses an ensemble output whose producer's datatype is not the declared one", () => {
     const message = configError(() => checkEnsembleSteps(diamond, models({ outputs: [tensor("OUT", "FP64")] }), "e"));
     assert.match(
       message,
-      /output 'Z': the ensemble declares FP32 but it is FP64 \(output 'OUT' of step 0 \(model 'c'\)\)/,
+      /output 'Z': the ensemble's output is FP32 but what produces it is FP64 \(output 'OUT' of step 0 \(model 'c'\)\)/,
     );
   });
 
