@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import type { Engine, EngineLoad } from "../engines/engine.js";
+import type { Engine, EngineLoad, ModelDependencies } from "../engines/engine.js";
 import type { ModelFiles } from "../../../lib/model-repository/sources.js";
 import {
   DataPlaneError,
@@ -17,7 +17,12 @@ import { ConfigError, configText } from "../../../lib/model-repository/config.js
 import { InFlight } from "./in-flight.js";
 import { Holds } from "../../../lib/holds.js";
 import { readModelFolder, scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
-import { parseCandidate, type Candidate, type CandidateOptions } from "../../../lib/model-repository/candidates.js";
+import {
+  completeEnsembles,
+  parseCandidate,
+  type Candidate,
+  type CandidateOptions,
+} from "../../../lib/model-repository/candidates.js";
 import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import { VersionStatistics } from "./statistics.js";
 import { Scheduler } from "../scheduling/scheduler.js";
@@ -134,7 +139,7 @@ export interface RegistryOptions extends CandidateOptions {
  * never returns) holds up no other model's; a load is bounded by the load timeout, and
  * close() stops those in progress.
  */
-export class ModelRegistry {
+export class ModelRegistry implements ModelDependencies {
   private readonly records = new Map<string, ModelRecord>();
   /** Parsed sources by path, reused while the source's fingerprint is unchanged (polls reparse nothing). */
   private readonly parsed = new Map<string, Candidate>();
@@ -337,6 +342,17 @@ export class ModelRegistry {
     for (const record of this.records.values()) if (record.live?.folder !== undefined) folders.add(record.live.folder);
     for (const live of this.retiringModels) if (live.folder !== undefined) folders.add(live.folder);
     return folders;
+  }
+
+  async dependency(name: string): Promise<{ readonly spec: ModelSpec } | { readonly reason: string }> {
+    await this.queues.get(name);
+    let loadFailure: string | undefined;
+    if (this.records.get(name)?.live === undefined && this.options.controlMode === "explicit") {
+      await this.load(name).catch((error: unknown) => (loadFailure = errorMessage(error)));
+    }
+    const record = this.records.get(name);
+    if (record?.live !== undefined) return { spec: record.live.spec };
+    return { reason: loadFailure ?? (record === undefined ? "" : reasonOf(record)) };
   }
 
   /** Checks that explicit load/unload requests are allowed in this control mode. */
@@ -610,7 +626,7 @@ export class ModelRegistry {
     }
     const present = new Set(sources.map((source) => source.path));
     for (const path of this.parsed.keys()) if (!present.has(path)) this.parsed.delete(path);
-    return [...byName.values()];
+    return completeEnsembles([...byName.values()], this.options.forwardUnsupported);
   }
 
   /** Loads a candidate; on failure keeps the last good model (if any) and rethrows. */
