@@ -8,6 +8,17 @@
       (a small multi-layer perceptron whose weights are fixed by a seed: the dynamic batching
       example and the scheduling bench's model; each row of the batch is computed on its own)
 
+and the models the onnx engine's tests run (dataplane/test/onnx-models/):
+
+  ragged_sum.onnx
+      INPUT: float32 [n] (every request's elements, joined: a ragged input), OFFSETS: int32
+      [requests + 1] (Triton's BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO), COUNTS: float32
+      [requests] (BATCH_ELEMENT_COUNT) -> SUM: float32 [requests, 1] (each request's elements
+      added up), COUNT: float32 [requests, 1] (COUNTS as it came)
+  wrong_batch.onnx
+      INPUT: float32 [batch, 4] -> OUTPUT: float32 [1, 4], the rows added up (an output that
+      is not one row per batch item)
+
 Run with the tooling venv: ~/.cache/dynamo-kserve/venv/bin/python examples/tools/make_onnx_models.py
 """
 
@@ -18,6 +29,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 ROOT = Path(__file__).resolve().parents[1] / "model_repository"
+TEST_MODELS = Path(__file__).resolve().parents[2] / "dataplane" / "test" / "onnx-models"
 
 MLP_SEED = 37
 MLP_SIZES = (64, 256, 16)
@@ -72,8 +84,63 @@ def mlp() -> onnx.ModelProto:
     return finished(graph)
 
 
-for name, model in (("add_sub_onnx", add_sub()), ("mlp_onnx", mlp())):
-    path = ROOT / name / "1" / "model.onnx"
+def ragged_sum() -> onnx.ModelProto:
+    int64s = lambda name, values: numpy_helper.from_array(np.array(values, dtype=np.int64), name)  # noqa: E731
+    nodes = [
+        # Running totals with a leading 0: a request's sum is the total at its end minus at its start.
+        helper.make_node("Concat", ["zero", "INPUT"], ["padded"], axis=0),
+        helper.make_node("CumSum", ["padded", "axis0"], ["totals"]),
+        helper.make_node("Slice", ["OFFSETS", "one", "end"], ["ends"]),
+        helper.make_node("Slice", ["OFFSETS", "start", "last"], ["starts"]),
+        helper.make_node("Gather", ["totals", "ends"], ["at_end"]),
+        helper.make_node("Gather", ["totals", "starts"], ["at_start"]),
+        helper.make_node("Sub", ["at_end", "at_start"], ["sums"]),
+        helper.make_node("Unsqueeze", ["sums", "axis1"], ["SUM"]),
+        helper.make_node("Unsqueeze", ["COUNTS", "axis1"], ["COUNT"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "ragged_sum",
+        [
+            helper.make_tensor_value_info("INPUT", TensorProto.FLOAT, ["elements"]),
+            helper.make_tensor_value_info("OFFSETS", TensorProto.INT32, ["requests_and_one"]),
+            helper.make_tensor_value_info("COUNTS", TensorProto.FLOAT, ["requests"]),
+        ],
+        [
+            helper.make_tensor_value_info("SUM", TensorProto.FLOAT, ["requests", 1]),
+            helper.make_tensor_value_info("COUNT", TensorProto.FLOAT, ["requests", 1]),
+        ],
+        initializer=[
+            numpy_helper.from_array(np.zeros(1, dtype=np.float32), "zero"),
+            int64s("axis0", 0),
+            int64s("axis1", [1]),
+            int64s("one", [1]),
+            int64s("start", [0]),
+            int64s("end", [np.iinfo(np.int64).max]),
+            int64s("last", [-1]),
+        ],
+    )
+    return finished(graph)
+
+
+def wrong_batch() -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("ReduceSum", ["INPUT", "axis0"], ["OUTPUT"], keepdims=1)],
+        "wrong_batch",
+        [helper.make_tensor_value_info("INPUT", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("OUTPUT", TensorProto.FLOAT, [1, 4])],
+        initializer=[numpy_helper.from_array(np.array([0], dtype=np.int64), "axis0")],
+    )
+    return finished(graph)
+
+
+def save(model: onnx.ModelProto, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
     print(f"wrote {path} ({path.stat().st_size} bytes)")
+
+
+for name, model in (("add_sub_onnx", add_sub()), ("mlp_onnx", mlp())):
+    save(model, ROOT / name / "1" / "model.onnx")
+for name, model in (("ragged_sum", ragged_sum()), ("wrong_batch", wrong_batch())):
+    save(model, TEST_MODELS / f"{name}.onnx")

@@ -115,10 +115,13 @@ export class OnnxEngine implements Engine {
    * outputs, or the run's error. Never rejects.
    */
   private async run(requests: readonly EngineRequest[], instance: number): Promise<Outcome[]> {
-    this.busy[instance] = (this.busy[instance] ?? 0) + 1;
+    if (!(instance >= 0 && instance < this.busy.length)) {
+      const error = internal(`instance ${instance} is not one of the model's ${this.busy.length}`);
+      return requests.map(() => ({ error }));
+    }
+    this.busy[instance]!++;
     try {
-      const session = (await this.sessionsOf(requests[0]!.version))[instance];
-      if (session === undefined) throw internal(`instance ${instance} is not one of the model's ${this.busy.length}`);
+      const session = (await this.sessionsOf(requests[0]!.version))[instance]!;
       const layout = layoutOf(requests, this.settings.batched);
       const wanted = this.outputsWanted(requests);
       const results = await this.runSession(session, this.feedsOf(requests), wanted);
