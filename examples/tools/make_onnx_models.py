@@ -4,7 +4,8 @@
       INPUT0, INPUT1: float32 [batch, 4] -> OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1
       (the classic Triton "simple" model, in FP32)
   examples/model_repository/mlp_onnx/1/model.onnx
-      INPUT: float32 [batch, 64] -> Gemm 256 -> Relu -> Gemm 16 -> OUTPUT: float32 [batch, 16]
+      INPUT: float32 [batch, 64] -> Gemm 512 -> Relu -> Gemm 512 -> Relu -> Gemm 16 -> OUTPUT:
+      float32 [batch, 16]
       (a small multi-layer perceptron whose weights are fixed by a seed: the dynamic batching
       example and the scheduling bench's model; each row of the batch is computed on its own)
 
@@ -32,7 +33,9 @@ ROOT = Path(__file__).resolve().parents[1] / "model_repository"
 TEST_MODELS = Path(__file__).resolve().parents[2] / "dataplane" / "test" / "onnx-models"
 
 MLP_SEED = 37
-MLP_SIZES = (64, 256, 16)
+# Two hidden layers of 512: enough work per row (about 300k multiply-adds) that a batch's
+# one matrix product beats as many vector products, as a real model's would.
+MLP_SIZES = (64, 512, 512, 16)
 
 
 def finished(graph: onnx.GraphProto) -> onnx.ModelProto:
@@ -62,24 +65,27 @@ def add_sub() -> onnx.ModelProto:
 
 def mlp() -> onnx.ModelProto:
     rng = np.random.default_rng(MLP_SEED)
-    inputs, hidden, outputs = MLP_SIZES
-    # Scaled as He initialization would, so the outputs stay in a readable range.
-    weights = {
-        "w1": rng.standard_normal((inputs, hidden), dtype=np.float32) * np.float32(np.sqrt(2 / inputs)),
-        "b1": rng.standard_normal(hidden, dtype=np.float32) * np.float32(0.1),
-        "w2": rng.standard_normal((hidden, outputs), dtype=np.float32) * np.float32(np.sqrt(2 / hidden)),
-        "b2": rng.standard_normal(outputs, dtype=np.float32) * np.float32(0.1),
-    }
+    nodes: list[onnx.NodeProto] = []
+    weights: list[onnx.TensorProto] = []
+    layers = list(zip(MLP_SIZES, MLP_SIZES[1:]))
+    previous = "INPUT"
+    for index, (inputs, outputs) in enumerate(layers):
+        last = index == len(layers) - 1
+        # Scaled as He initialization would, so the outputs stay in a readable range.
+        weight = rng.standard_normal((inputs, outputs), dtype=np.float32) * np.float32(np.sqrt(2 / inputs))
+        bias = rng.standard_normal(outputs, dtype=np.float32) * np.float32(0.1)
+        weights += [numpy_helper.from_array(weight, f"w{index}"), numpy_helper.from_array(bias, f"b{index}")]
+        result = "OUTPUT" if last else f"linear{index}"
+        nodes.append(helper.make_node("Gemm", [previous, f"w{index}", f"b{index}"], [result], name=f"layer{index}"))
+        if not last:
+            nodes.append(helper.make_node("Relu", [result], [f"hidden{index}"], name=f"relu{index}"))
+            previous = f"hidden{index}"
     graph = helper.make_graph(
-        [
-            helper.make_node("Gemm", ["INPUT", "w1", "b1"], ["hidden"], name="layer1"),
-            helper.make_node("Relu", ["hidden"], ["activated"], name="relu"),
-            helper.make_node("Gemm", ["activated", "w2", "b2"], ["OUTPUT"], name="layer2"),
-        ],
+        nodes,
         "mlp",
-        [helper.make_tensor_value_info("INPUT", TensorProto.FLOAT, ["batch", inputs])],
-        [helper.make_tensor_value_info("OUTPUT", TensorProto.FLOAT, ["batch", outputs])],
-        initializer=[numpy_helper.from_array(value, name) for name, value in weights.items()],
+        [helper.make_tensor_value_info("INPUT", TensorProto.FLOAT, ["batch", MLP_SIZES[0]])],
+        [helper.make_tensor_value_info("OUTPUT", TensorProto.FLOAT, ["batch", MLP_SIZES[-1]])],
+        initializer=weights,
     )
     return finished(graph)
 
