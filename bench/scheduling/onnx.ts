@@ -46,7 +46,10 @@ const log = (line: string): void => console.error(`bench:scheduling:onnx: ${line
 
 /** The example's config under another name; without dynamic_batching for the unbatched case. */
 function configOf(kase: Case): string {
-  const config = readFileSync(join(EXAMPLE, "config.pbtxt"), "utf8").replace('name: "mlp_onnx"', `name: "${MODELS[kase]}"`);
+  const config = readFileSync(join(EXAMPLE, "config.pbtxt"), "utf8").replace(
+    'name: "mlp_onnx"',
+    `name: "${MODELS[kase]}"`,
+  );
   if (kase === "batched") return config;
   const unbatched = config.replace(/dynamic_batching \{[^}]*\}\n/, "");
   if (unbatched === config) throw new Error("the example's config has no dynamic_batching block to take out");

@@ -23,6 +23,7 @@ and the models the onnx engine's tests run (dataplane/test/onnx-models/):
 Run with the tooling venv: ~/.cache/dynamo-kserve/venv/bin/python examples/tools/make_onnx_models.py
 """
 
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +68,7 @@ def mlp() -> onnx.ModelProto:
     rng = np.random.default_rng(MLP_SEED)
     nodes: list[onnx.NodeProto] = []
     weights: list[onnx.TensorProto] = []
-    layers = list(zip(MLP_SIZES, MLP_SIZES[1:]))
+    layers = list(pairwise(MLP_SIZES))
     previous = "INPUT"
     for index, (inputs, outputs) in enumerate(layers):
         last = index == len(layers) - 1

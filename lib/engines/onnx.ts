@@ -121,12 +121,16 @@ function instancesOf(spec: ModelSpec, source: string): OnnxInstance[] {
     const count = Math.max(1, group.count);
     if (group.kind === ModelInstanceGroup_Kind.KIND_GPU) {
       const gpus = group.gpus.length > 0 ? group.gpus : [0];
-      for (const id of gpus) for (let copy = 0; copy < count; copy++) instances.push({ device: { kind: "gpu", id }, field });
+      for (const id of gpus)
+        for (let copy = 0; copy < count; copy++) instances.push({ device: { kind: "gpu", id }, field });
       return;
     }
     if (!CPU_KINDS.has(group.kind)) throw new ConfigError(source, `${field}.kind: not a known kind`);
     if (group.gpus.length > 0 && group.kind === ModelInstanceGroup_Kind.KIND_CPU) {
-      throw new ConfigError(source, `${field}.gpus: a KIND_CPU group lists no GPUs (set kind: KIND_GPU, or remove gpus)`);
+      throw new ConfigError(
+        source,
+        `${field}.gpus: a KIND_CPU group lists no GPUs (set kind: KIND_GPU, or remove gpus)`,
+      );
     }
     for (let copy = 0; copy < count * Math.max(1, group.gpus.length); copy++) {
       instances.push({ device: { kind: "cpu" }, field });
@@ -162,19 +166,28 @@ function batchInputsOf(spec: ModelSpec, source: string): BatchInputSpec[] {
     const kind = (Object.keys(BATCH_INPUT_KINDS) as BatchInputKind[]).find(
       (name) => BATCH_INPUT_KINDS[name] === batchInput.kind,
     );
-    if (kind === undefined) fail(`${field}.kind`, `kind ${batchInput.kind} is not one this engine makes (${Object.keys(BATCH_INPUT_KINDS).join(", ")})`);
+    if (kind === undefined)
+      fail(
+        `${field}.kind`,
+        `kind ${batchInput.kind} is not one this engine makes (${Object.keys(BATCH_INPUT_KINDS).join(", ")})`,
+      );
     if (batchInput.targetName.length === 0 || batchInput.targetName.some((name) => name === "")) {
       fail(`${field}.target_name`, "name the model input(s) it makes");
     }
     const clash = batchInput.targetName.find((name) => declared.has(name));
-    if (clash !== undefined) fail(`${field}.target_name`, `'${clash}' is a request input; a batch input is made by the engine`);
+    if (clash !== undefined)
+      fail(`${field}.target_name`, `'${clash}' is a request input; a batch input is made by the engine`);
     if (batchInput.sourceInput.length !== 1) {
       fail(`${field}.source_input`, `${kind} derives from 1 source input, got ${batchInput.sourceInput.length}`);
     }
     const sourceInput = batchInput.sourceInput[0]!;
     if (!declared.has(sourceInput)) fail(`${field}.source_input`, `the model has no input '${sourceInput}'`);
     const datatype =
-      batchInput.dataType === DataType.TYPE_INT32 ? "INT32" : batchInput.dataType === DataType.TYPE_FP32 ? "FP32" : undefined;
+      batchInput.dataType === DataType.TYPE_INT32
+        ? "INT32"
+        : batchInput.dataType === DataType.TYPE_FP32
+          ? "FP32"
+          : undefined;
     if (datatype === undefined) fail(`${field}.data_type`, "a batch input is TYPE_INT32 or TYPE_FP32");
     return { kind: kind!, targetNames: batchInput.targetName, datatype: datatype!, sourceInput };
   });

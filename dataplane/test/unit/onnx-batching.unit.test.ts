@@ -171,7 +171,10 @@ describe("onnx engine: an execution's requests as one run", function () {
   it("runs the union of the requested outputs, and answers each request with what it asked for", async () => {
     const engine = await engineFor(ADD_SUB, join(EXAMPLES, "add_sub_onnx", "1", "model.onnx"));
     try {
-      const inputs = (value: number) => [fp32("INPUT0", [1, 4], [value, value, value, value]), fp32("INPUT1", [1, 4], [1, 1, 1, 1])];
+      const inputs = (value: number) => [
+        fp32("INPUT0", [1, 4], [value, value, value, value]),
+        fp32("INPUT1", [1, 4], [1, 1, 1, 1]),
+      ];
       const [first, second, third] = await Promise.all(
         runExecution(engine, [request(inputs(1), ["OUTPUT0"]), request(inputs(2), ["OUTPUT1"]), request(inputs(3))]),
       );
@@ -201,7 +204,13 @@ describe("onnx engine: an execution's requests as one run", function () {
     const engine = await engineFor(RAGGED, join(TEST_MODELS, "ragged_sum.onnx"));
     try {
       const requests = [3, 4, 5].map((length) =>
-        request([fp32("INPUT", [1, length], Array.from({ length }, (_, index) => index + 1))]),
+        request([
+          fp32(
+            "INPUT",
+            [1, length],
+            Array.from({ length }, (_, index) => index + 1),
+          ),
+        ]),
       );
       const { result: replies, runs } = await countingRuns(() => Promise.all(runExecution(engine, requests)));
       assert.equal(runs, 1);
@@ -254,11 +263,17 @@ describe("onnx engine: an execution's requests as one run", function () {
     );
     try {
       const outcomes = await Promise.allSettled(
-        runExecution(engine, [request([fp32("INPUT", [1, 64], seeded(64, 1))]), request([fp32("INPUT", [1, 32], seeded(32, 2))])]),
+        runExecution(engine, [
+          request([fp32("INPUT", [1, 64], seeded(64, 1))]),
+          request([fp32("INPUT", [1, 32], seeded(32, 2))]),
+        ]),
       );
       for (const outcome of outcomes) {
         assert.equal(outcome.status, "rejected");
-        assert.match((outcome.reason as Error).message, /input 'INPUT': requests of shapes \[1, 64\] and \[1, 32\] cannot be joined/);
+        assert.match(
+          (outcome.reason as Error).message,
+          /input 'INPUT': requests of shapes \[1, 64\] and \[1, 32\] cannot be joined/,
+        );
       }
     } finally {
       await engine.close();
@@ -342,7 +357,10 @@ describe("onnx engine: what a config asks that it refuses", () => {
         `batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "INPUT" data_type: TYPE_INT32 source_input: "INPUT" } ]`,
         /batch_input\[0\]\.target_name: 'INPUT' is a request input/,
       ],
-      [`instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]`, /instance_group\[0\]\.gpus: a KIND_CPU group lists no GPUs/],
+      [
+        `instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]`,
+        /instance_group\[0\]\.gpus: a KIND_CPU group lists no GPUs/,
+      ],
     ];
     for (const [field, message] of refusals) {
       const error = settingsError(`${MLP}\n${field}`);

@@ -128,9 +128,7 @@ export class OnnxEngine implements Engine {
       const split = wanted.map((name) => this.splitOutput(name, results[name] as OrtTensor, layout));
       return requests.map((request, index) => ({
         response: {
-          outputs: split
-            .filter((_, output) => wants(request, wanted[output]!))
-            .map((parts) => parts[index]!),
+          outputs: split.filter((_, output) => wants(request, wanted[output]!)).map((parts) => parts[index]!),
         },
       }));
     } catch (error) {
@@ -246,7 +244,11 @@ async function createSessions(path: string, instances: readonly OnnxInstance[]):
   return sessions;
 }
 
-async function createSession(path: string, instance: OnnxInstance, intraOpNumThreads: number): Promise<InferenceSession> {
+async function createSession(
+  path: string,
+  instance: OnnxInstance,
+  intraOpNumThreads: number,
+): Promise<InferenceSession> {
   const { device, field } = instance;
   const executionProviders: InferenceSession.ExecutionProviderConfig[] =
     device.kind === "gpu" ? [{ name: "cuda", deviceId: device.id }] : ["cpu"];
