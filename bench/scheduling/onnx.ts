@@ -1,12 +1,13 @@
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { Command, InvalidArgumentError } from "commander";
+import { Command } from "commander";
 import { ModelInferRequest, type ModelStatistics } from "../../proto/gen/ts/grpc_service.js";
 import { EXAMPLES, REPO_ROOT } from "../../dataplane/test/fixtures/paths.js";
 import { call, infer, startServer, type ServerProcess } from "../../dataplane/test/fixtures/server.js";
 import { eventually } from "../../e2e/support/eventually.js";
 import { ghzBinary } from "../../e2e/support/prerequisites.js";
+import { positiveInteger } from "../harness/options.js";
 import { median, runLoad, type LoadRun } from "../harness/ghz.js";
 
 /**
@@ -21,15 +22,10 @@ import { median, runLoad, type LoadRun } from "../harness/ghz.js";
  * Python backend), so there is no Triton row. Writes bench/results/scheduling-onnx-<date>.{json,md}.
  */
 
-const positive = (value: string): number => {
-  const parsed = Number(value);
-  if (!(parsed > 0 && Number.isInteger(parsed))) throw new InvalidArgumentError("must be a positive integer");
-  return parsed;
-};
 const options = new Command("bench:scheduling:onnx")
-  .option("--repetitions <n>", "rounds (each model driven once per round; the median is kept)", positive, 3)
-  .option("--seconds <n>", "length of each load run", positive, 10)
-  .option("--concurrency <n>", "requests in flight", positive, 64)
+  .option("--repetitions <n>", "rounds (each model driven once per round; the median is kept)", positiveInteger, 3)
+  .option("--seconds <n>", "length of each load run", positiveInteger, 10)
+  .option("--concurrency <n>", "requests in flight", positiveInteger, 64)
   .option("--no-publish", "a trial: write bench/results/tmp/ only")
   .parse()
   .opts<{ repetitions: number; seconds: number; concurrency: number; publish: boolean }>();

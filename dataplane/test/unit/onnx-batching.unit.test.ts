@@ -21,13 +21,18 @@ import { EXAMPLES, REPO_ROOT } from "../fixtures/paths.js";
 
 const TEST_MODELS = join(REPO_ROOT, "dataplane", "test", "onnx-models");
 
-const MLP = `
-name: "mlp"
-platform: "onnxruntime_onnx"
-max_batch_size: 64
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 64 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 16 ] } ]
-`;
+/** A batching model of one FP32 input and one FP32 output, each of one dimension. */
+const oneInOneOut = (name: string, input: number, output: number): string =>
+  [
+    `name: "${name}"`,
+    `platform: "onnxruntime_onnx"`,
+    `max_batch_size: 64`,
+    `input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ ${input} ] } ]`,
+    `output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ ${output} ] } ]`,
+    "",
+  ].join("\n");
+
+const MLP = oneInOneOut("mlp", 64, 16);
 
 const ADD_SUB = `
 name: "add_sub"
@@ -50,13 +55,7 @@ batch_input [
 ]
 `;
 
-const WRONG_BATCH = `
-name: "wrong"
-platform: "onnxruntime_onnx"
-max_batch_size: 8
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
-`;
+const WRONG_BATCH = oneInOneOut("wrong", 4, 4);
 
 const folders: string[] = [];
 after(() => folders.forEach((folder) => rmSync(folder, { recursive: true, force: true })));
@@ -257,10 +256,7 @@ describe("onnx engine: an execution's requests as one run", function () {
   });
 
   it("refuses to join requests whose inputs differ past the batch dimension (never a wrong join)", async () => {
-    const engine = await engineFor(
-      MLP.replace("dims: [ 64 ] }", "dims: [ -1 ] }"),
-      join(EXAMPLES, "mlp_onnx", "1", "model.onnx"),
-    );
+    const engine = await engineFor(oneInOneOut("mlp", -1, 16), join(EXAMPLES, "mlp_onnx", "1", "model.onnx"));
     try {
       const outcomes = await Promise.allSettled(
         runExecution(engine, [
