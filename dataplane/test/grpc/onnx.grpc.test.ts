@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DataType } from "../../../proto/gen/ts/model_config.js";
-import type { ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { ModelInferRequest, type ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { addSubRequest } from "../fixtures/requests.js";
 import { TestRepository } from "../fixtures/repository.js";
 import { call, callError, infer, startServer, type ServerProcess } from "../fixtures/server.js";
@@ -69,6 +69,18 @@ input [
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 8 ] reshape { shape: [ 2, 4 ] } } ]
 `;
 
+/** add_sub on a GPU instance: refused at load where onnxruntime has no GPU provider. */
+const GPU_INSTANCE = `${PARTIAL_BATCHED}
+instance_group [ { count: 2 kind: KIND_CPU }, { count: 1 kind: KIND_GPU } ]
+`;
+
+/** A batch_output the engine does not make: refused, naming the field. */
+const BATCH_OUTPUT = `${PARTIAL_BATCHED}
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+batch_output [ { target_name: "OUTPUT0" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "INPUT0" } ]
+`;
+
 const AUTO_COMPLETE_MODELS = {
   onnx_no_config: undefined,
   onnx_partial_batched: PARTIAL_BATCHED,
@@ -84,6 +96,8 @@ describe("onnx engine (onnxruntime-node, in-process)", function () {
       ...AUTO_COMPLETE_MODELS,
       onnx_reshaped: RESHAPED_BATCHED,
       onnx_reshaped_unbatched: RESHAPED_UNBATCHED,
+      onnx_gpu: GPU_INSTANCE,
+      onnx_batch_output: BATCH_OUTPUT,
     }),
   );
   let server: ServerProcess;
@@ -116,6 +130,33 @@ describe("onnx engine (onnxruntime-node, in-process)", function () {
     const unbatched = await infer(server.client, addSubRequest("onnx_reshaped_unbatched", [8n]));
     assert.deepEqual(unbatched.outputs[0]?.shape, [8n]);
     assert.deepEqual(valuesOf(unbatched, "OUTPUT0"), [1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
+  it("serves the bundled mlp_onnx example (dynamic_batching, an instance group)", async () => {
+    const reply = await infer(
+      server.client,
+      ModelInferRequest.fromPartial({
+        modelName: "mlp_onnx",
+        inputs: [{ name: "INPUT", datatype: "FP32", shape: [3n, 64n] }],
+        rawInputContents: [new Uint8Array(new Float32Array(3 * 64).fill(0.5).buffer)],
+      }),
+    );
+    assert.deepEqual(reply.outputs[0]?.shape, [3n, 16n]);
+    const rows = valuesOf(reply, "OUTPUT");
+    assert.deepEqual(rows.slice(16, 32), rows.slice(0, 16), "equal rows, equal answers");
+  });
+
+  it("keeps a KIND_GPU model unavailable where onnxruntime has no GPU, saying which field and what to set", async () => {
+    const { models } = await call(server.client, "repositoryIndex", { repositoryName: "", ready: false });
+    const gpu = models.find((model) => model.name === "onnx_gpu");
+    assert.equal(gpu?.state, "UNAVAILABLE");
+    assert.match(
+      gpu?.reason ?? "",
+      /instance_group\[1\]\.kind: KIND_GPU needs onnxruntime's CUDA execution provider on GPU 0, which this data plane cannot use .*; set kind: KIND_CPU \(or KIND_AUTO\)/,
+    );
+    const refused = models.find((model) => model.name === "onnx_batch_output");
+    assert.equal(refused?.state, "UNAVAILABLE");
+    assert.match(refused?.reason ?? "", /batch_output\[0\]\.kind: BATCH_SCATTER_WITH_INPUT_SHAPE is not supported/);
   });
 
   it("never reports a model READY whose model file is missing (as Triton's load), and answers UNAVAILABLE naming the file", async () => {
