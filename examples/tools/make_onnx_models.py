@@ -21,8 +21,11 @@ and the models the onnx engine's tests run (dataplane/test/onnx-models/):
       is not one row per batch item)
 
 Run with the tooling venv: ~/.cache/dynamo-kserve/venv/bin/python examples/tools/make_onnx_models.py
+With `--mlp PATH --hidden 1024,1024,1024` it writes only an MLP of those hidden layers (same
+seed, same input and output) to PATH: the scheduling bench's heavier model.
 """
 
+import argparse
 from itertools import pairwise
 from pathlib import Path
 
@@ -64,11 +67,11 @@ def add_sub() -> onnx.ModelProto:
     return finished(graph)
 
 
-def mlp() -> onnx.ModelProto:
+def mlp(sizes: tuple[int, ...] = MLP_SIZES) -> onnx.ModelProto:
     rng = np.random.default_rng(MLP_SEED)
     nodes: list[onnx.NodeProto] = []
     weights: list[onnx.TensorProto] = []
-    layers = list(pairwise(MLP_SIZES))
+    layers = list(pairwise(sizes))
     previous = "INPUT"
     for index, (inputs, outputs) in enumerate(layers):
         last = index == len(layers) - 1
@@ -84,8 +87,8 @@ def mlp() -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
         "mlp",
-        [helper.make_tensor_value_info("INPUT", TensorProto.FLOAT, ["batch", MLP_SIZES[0]])],
-        [helper.make_tensor_value_info("OUTPUT", TensorProto.FLOAT, ["batch", MLP_SIZES[-1]])],
+        [helper.make_tensor_value_info("INPUT", TensorProto.FLOAT, ["batch", sizes[0]])],
+        [helper.make_tensor_value_info("OUTPUT", TensorProto.FLOAT, ["batch", sizes[-1]])],
         initializer=weights,
     )
     return finished(graph)
@@ -147,7 +150,20 @@ def save(model: onnx.ModelProto, path: Path) -> None:
     print(f"wrote {path} ({path.stat().st_size} bytes)")
 
 
-for name, model in (("add_sub_onnx", add_sub()), ("mlp_onnx", mlp())):
-    save(model, ROOT / name / "1" / "model.onnx")
-for name, model in (("ragged_sum", ragged_sum()), ("wrong_batch", wrong_batch())):
-    save(model, TEST_MODELS / f"{name}.onnx")
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mlp", type=Path, help="write only an MLP, to this path")
+    parser.add_argument("--hidden", default="512,512", help="the MLP's hidden layer sizes (with --mlp)")
+    args = parser.parse_args()
+    if args.mlp is not None:
+        hidden = tuple(int(size) for size in args.hidden.split(","))
+        save(mlp((MLP_SIZES[0], *hidden, MLP_SIZES[-1])), args.mlp)
+        return
+    for name, model in (("add_sub_onnx", add_sub()), ("mlp_onnx", mlp())):
+        save(model, ROOT / name / "1" / "model.onnx")
+    for name, model in (("ragged_sum", ragged_sum()), ("wrong_batch", wrong_batch())):
+        save(model, TEST_MODELS / f"{name}.onnx")
+
+
+if __name__ == "__main__":
+    main()

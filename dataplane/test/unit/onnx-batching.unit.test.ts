@@ -2,7 +2,6 @@ import assert from "node:assert/strict";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { InferenceSession } from "onnxruntime-node";
 import { onnxEngine, type BatchInputSpec } from "../../../lib/engines/onnx.js";
 import { parseText } from "../../../lib/model-repository/config.js";
 import { toModelSpec } from "../../../lib/model-repository/spec.js";
@@ -11,6 +10,7 @@ import { usableCores } from "../../src/cpu-budget.js";
 import type { EngineRequest, EngineResponse, Execution } from "../../src/engines/engine.js";
 import { batchInputValues } from "../../src/engines/onnx/batch.js";
 import { OnnxEngine } from "../../src/engines/onnx/onnx.js";
+import { SessionHost } from "../../src/engines/onnx/session-host.js";
 import type { Tensor } from "../../src/tensors/tensor.js";
 import { EXAMPLES, REPO_ROOT } from "../fixtures/paths.js";
 
@@ -128,18 +128,16 @@ const alone = (engine: OnnxEngine, each: EngineRequest): Promise<EngineResponse>
 
 /** Counts onnxruntime's runs while `body` runs (a batch is one run). */
 async function countingRuns<T>(body: () => Promise<T>): Promise<{ result: T; runs: number }> {
-  // The session class onnxruntime-common exports (its type is the factory's interface).
-  const prototype = (InferenceSession as unknown as { prototype: InferenceSession }).prototype;
-  const original = prototype.run;
+  const original = SessionHost.prototype.run;
   let runs = 0;
-  prototype.run = function (this: InferenceSession, ...args: Parameters<typeof original>) {
+  SessionHost.prototype.run = function (this: SessionHost, ...args: Parameters<typeof original>) {
     runs++;
     return original.apply(this, args);
-  } as typeof original;
+  };
   try {
     return { result: await body(), runs };
   } finally {
-    prototype.run = original;
+    SessionHost.prototype.run = original;
   }
 }
 
@@ -281,12 +279,12 @@ describe("onnx engine: instances", function () {
   this.timeout(20_000);
 
   it("makes one session per instance, with its share of the cores, and runs an execution on its instance", async () => {
-    const original = InferenceSession.create;
+    const original = SessionHost.create.bind(SessionHost);
     const threads: (number | undefined)[] = [];
-    InferenceSession.create = ((path: string, options?: InferenceSession.SessionOptions) => {
-      threads.push(options?.intraOpNumThreads);
+    SessionHost.create = (path, options) => {
+      threads.push(options.intraOpNumThreads);
       return original(path, options);
-    }) as typeof original;
+    };
     let engine: OnnxEngine;
     try {
       engine = await engineFor(
@@ -294,7 +292,7 @@ describe("onnx engine: instances", function () {
         join(EXAMPLES, "mlp_onnx", "1", "model.onnx"),
       );
     } finally {
-      InferenceSession.create = original;
+      SessionHost.create = original;
     }
     try {
       assert.deepEqual(threads, new Array(3).fill(Math.max(1, Math.floor(usableCores() / 3))));

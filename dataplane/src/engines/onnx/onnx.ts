@@ -1,6 +1,6 @@
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
-import { InferenceSession, Tensor as OrtTensor } from "onnxruntime-node";
+import { Tensor as OrtTensor, type InferenceSession } from "onnxruntime-node";
 import type { BatchInputSpec, OnnxInstance, OnnxSettings, Reshape } from "../../../../lib/engines/onnx.js";
 import { abortedError, errorMessage, internal, unavailable } from "../../../../lib/errors.js";
 import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
@@ -9,6 +9,7 @@ import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
 import { elementCount, type Tensor } from "../../tensors/tensor.js";
 import type { Engine, EngineRequest, EngineResponse, Execution, InferOptions } from "../engine.js";
 import { batchInputValues, joinInputs, layoutOf, rowOffsets, type BatchLayout } from "./batch.js";
+import { SessionHost } from "./session-host.js";
 import { ARRAY_OF, DATATYPE_OF_ORT, ORT_TYPE, type NumericArray, type NumericArrayConstructor } from "./types.js";
 
 /**
@@ -29,7 +30,7 @@ type Outcome = { readonly response: EngineResponse } | { readonly error: unknown
 
 export class OnnxEngine implements Engine {
   /** Per version: one session per instance. */
-  private readonly sessions = new Map<string, Promise<InferenceSession[]>>();
+  private readonly sessions = new Map<string, Promise<SessionHost[]>>();
   /** The run each execution's requests answer from, made by the first of its calls. */
   private readonly runs = new WeakMap<Execution, Promise<Map<EngineRequest, Outcome>>>();
   /** Runs in progress per instance, to place a request that comes without an execution. */
@@ -72,7 +73,7 @@ export class OnnxEngine implements Engine {
     const sessions = [...this.sessions.values()];
     this.sessions.clear();
     for (const versionSessions of sessions) {
-      for (const session of (await versionSessions.catch(() => undefined)) ?? []) await session.release();
+      for (const host of (await versionSessions.catch(() => undefined)) ?? []) await host.release();
     }
   }
 
@@ -124,7 +125,8 @@ export class OnnxEngine implements Engine {
       const session = (await this.sessionsOf(requests[0]!.version))[instance]!;
       const layout = layoutOf(requests, this.settings.batched);
       const wanted = this.outputsWanted(requests);
-      const results = await this.runSession(session, this.feedsOf(requests), wanted);
+      const { feeds, owned } = this.feedsOf(requests);
+      const results = await runSession(session, feeds, wanted, owned);
       const split = wanted.map((name) => this.splitOutput(name, results[name] as OrtTensor, layout));
       return requests.map((request, index) => ({
         response: {
@@ -138,35 +140,31 @@ export class OnnxEngine implements Engine {
     }
   }
 
-  private async runSession(
-    session: InferenceSession,
-    feeds: InferenceSession.FeedsType,
-    wanted: readonly string[],
-  ): Promise<InferenceSession.OnnxValueMapType> {
-    try {
-      return await session.run(feeds, wanted as string[]);
-    } catch (error) {
-      throw internal(`onnxruntime failed: ${errorMessage(error)}`);
-    }
-  }
-
   /** The outputs any of the requests asked for (all of them if one asked for none in particular), in config order. */
   private outputsWanted(requests: readonly EngineRequest[]): string[] {
     return this.settings.outputNames.filter((name) => requests.some((request) => wants(request, name)));
   }
 
-  /** The joined inputs, reshaped for the model, and the batch inputs the config asks for. */
-  private feedsOf(requests: readonly EngineRequest[]): InferenceSession.FeedsType {
+  /**
+   * The joined inputs, reshaped for the model, and the batch inputs the config asks for;
+   * `owned`: those in buffers of the engine's own (joined, made), which the run may take.
+   */
+  private feedsOf(requests: readonly EngineRequest[]): { feeds: Record<string, OrtTensor>; owned: Set<string> } {
     const feeds: Record<string, OrtTensor> = {};
+    const owned = new Set<string>();
     for (const tensor of joinInputs(requests, this.settings.raggedInputs)) {
       const shape = this.settings.raggedInputs.has(tensor.name) ? tensor.shape : this.shapeFor(tensor, "model");
       feeds[tensor.name] = toOrt(tensor, shape);
+      if (requests.length > 1) owned.add(tensor.name);
     }
     for (const spec of this.settings.batchInputs) {
-      const tensor = batchInputTensor(spec, requests);
-      for (const target of spec.targetNames) feeds[target] = tensor;
+      // Each target its own tensor: a buffer moved to the run can be moved once.
+      for (const target of spec.targetNames) {
+        feeds[target] = batchInputTensor(spec, requests);
+        owned.add(target);
+      }
     }
-    return feeds;
+    return { feeds, owned };
   }
 
   /** An output of the run as each request's tensor (its rows of the batch, as the client sees them). */
@@ -206,7 +204,7 @@ export class OnnxEngine implements Engine {
     return join(this.modelDir, version, this.settings.fileName);
   }
 
-  private sessionsOf(version: string): Promise<InferenceSession[]> {
+  private sessionsOf(version: string): Promise<SessionHost[]> {
     let sessions = this.sessions.get(version);
     if (sessions === undefined) {
       sessions = createSessions(this.pathOf(version), this.settings.instances).catch((error: unknown) => {
@@ -223,37 +221,54 @@ export class OnnxEngine implements Engine {
 const wants = (request: EngineRequest, output: string): boolean =>
   request.requestedOutputs.size === 0 || request.requestedOutputs.has(output);
 
-/**
- * One session per instance, each with its share of the pod's cores. onnxruntime's default
- * gives every session an intra-op pool of a thread per core (the node's, not the container's
- * limit): N instances would start N times the cores in threads, each pool spinning after its
- * run, competing for the same CPUs. So each session gets about cores / N (at least 1), and
- * one inter-op thread (the models' graphs run sequentially). Note that onnxruntime-node runs a
- * session on the JavaScript thread: instances of one data plane process take turns, each run
- * using its share of the cores.
- */
-async function createSessions(path: string, instances: readonly OnnxInstance[]): Promise<InferenceSession[]> {
-  const intraOpNumThreads = Math.max(1, Math.floor(usableCores() / instances.length));
-  const sessions: InferenceSession[] = [];
+/** One run, its failure the execution's error (INTERNAL, with onnxruntime's reason). */
+async function runSession(
+  host: SessionHost,
+  feeds: Readonly<Record<string, OrtTensor>>,
+  wanted: readonly string[],
+  owned: ReadonlySet<string>,
+): Promise<Record<string, OrtTensor>> {
   try {
-    for (const instance of instances) sessions.push(await createSession(path, instance, intraOpNumThreads));
+    return await host.run(feeds, wanted, owned);
   } catch (error) {
-    for (const session of sessions) await session.release();
-    throw error;
+    throw internal(`onnxruntime failed: ${errorMessage(error)}`);
   }
-  return sessions;
 }
 
-async function createSession(
-  path: string,
-  instance: OnnxInstance,
-  intraOpNumThreads: number,
-): Promise<InferenceSession> {
+/**
+ * One session per instance, each on a thread of its own (session-host.ts: instances run at
+ * once, and the event loop reads requests meanwhile) with its share of the pod's cores.
+ * onnxruntime's default gives every session an intra-op pool of a thread per core (the
+ * node's cores, not the container's limit): N instances would start N times the cores in
+ * threads, running at once and each pool spinning after its run, all competing for the same
+ * CPUs. So each session gets about cores / N (at least 1), and one inter-op thread (the
+ * models' graphs run their nodes one after another). Its pool's threads do not spin waiting
+ * for the next run: they share the cores with the event loop, which reads and answers the
+ * requests (on 2 cores, spinning cut a batched model's throughput by a third).
+ */
+async function createSessions(path: string, instances: readonly OnnxInstance[]): Promise<SessionHost[]> {
+  const intraOpNumThreads = Math.max(1, Math.floor(usableCores() / instances.length));
+  const hosts: SessionHost[] = [];
+  try {
+    for (const instance of instances) hosts.push(await createSession(path, instance, intraOpNumThreads));
+  } catch (error) {
+    for (const host of hosts) await host.release();
+    throw error;
+  }
+  return hosts;
+}
+
+async function createSession(path: string, instance: OnnxInstance, intraOpNumThreads: number): Promise<SessionHost> {
   const { device, field } = instance;
   const executionProviders: InferenceSession.ExecutionProviderConfig[] =
     device.kind === "gpu" ? [{ name: "cuda", deviceId: device.id }] : ["cpu"];
   try {
-    return await InferenceSession.create(path, { executionProviders, intraOpNumThreads, interOpNumThreads: 1 });
+    return await SessionHost.create(path, {
+      executionProviders,
+      intraOpNumThreads,
+      interOpNumThreads: 1,
+      extra: { session: { intra_op: { allow_spinning: "0" } } },
+    });
   } catch (error) {
     if (device.kind === "gpu") {
       throw unavailable(
