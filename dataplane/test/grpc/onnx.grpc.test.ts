@@ -4,6 +4,7 @@ import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DataType } from "../../../proto/gen/ts/model_config.js";
 import { ModelInferRequest, type ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { REPO_ROOT } from "../fixtures/paths.js";
 import { addSubRequest } from "../fixtures/requests.js";
 import { TestRepository } from "../fixtures/repository.js";
 import { call, callError, infer, startServer, type ServerProcess } from "../fixtures/server.js";
@@ -297,5 +298,106 @@ describe("a ConfigMap of configs beside a volume of model files (--model-files-r
     const missing = models.find((model) => model.name === "no-files");
     assert.equal(missing?.state, "UNAVAILABLE");
     assert.match(missing?.reason ?? "", /no-files/);
+  });
+});
+
+/** The example MLP, batched by the scheduler: one execution once 10 rows wait (or after a long delay). */
+const MLP_JOINED = `
+name: "mlp_joined"
+platform: "onnxruntime_onnx"
+max_batch_size: 16
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 64 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 16 ] } ]
+dynamic_batching { preferred_batch_size: [ 10 ] max_queue_delay_microseconds: 5000000 }
+`;
+
+/** A ragged input, with the batch inputs that tell the model where each request's elements are. */
+const RAGGED_JOINED = `
+name: "ragged_joined"
+platform: "onnxruntime_onnx"
+max_batch_size: 16
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
+output [ { name: "SUM" data_type: TYPE_FP32 dims: [ 1 ] }, { name: "COUNT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+batch_input [
+  { kind: BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO target_name: "OFFSETS" data_type: TYPE_INT32 source_input: "INPUT" },
+  { kind: BATCH_ELEMENT_COUNT target_name: "COUNTS" data_type: TYPE_FP32 source_input: "INPUT" }
+]
+dynamic_batching { preferred_batch_size: [ 3 ] max_queue_delay_microseconds: 5000000 }
+`;
+
+describe("onnx under the scheduler (dynamic batching over gRPC)", function () {
+  this.timeout(30_000);
+  const serving = useServer({}, [], (repository) => {
+    for (const [name, config, file] of [
+      ["mlp_joined", MLP_JOINED, repository.path("mlp_onnx", "1", "model.onnx")],
+      ["ragged_joined", RAGGED_JOINED, join(REPO_ROOT, "dataplane", "test", "onnx-models", "ragged_sum.onnx")],
+    ] as const) {
+      mkdirSync(repository.path(name, "1"), { recursive: true });
+      copyFileSync(file, repository.path(name, "1", "model.onnx"));
+      writeFileSync(repository.path(name, "config.pbtxt"), config);
+    }
+  });
+
+  const fp32Request = (model: string, shape: bigint[], values: number[]): ModelInferRequest =>
+    ModelInferRequest.fromPartial({
+      modelName: model,
+      inputs: [{ name: "INPUT", datatype: "FP32", shape }],
+      rawInputContents: [new Uint8Array(Float32Array.from(values).buffer)],
+    });
+  const executions = async (model: string) => {
+    const { modelStats } = await call(serving.server.client, "modelStatistics", { name: model, version: "" });
+    return modelStats[0]!;
+  };
+
+  it("joins requests of batch sizes 1, 3, 2 and 4 into one run; each answer equals the request run alone", async () => {
+    const { client } = serving.server;
+    const sizes = [1, 3, 2, 4];
+    const requests = sizes.map((size, index) =>
+      fp32Request(
+        "mlp_joined",
+        [BigInt(size), 64n],
+        Array.from({ length: size * 64 }, (_, at) => Math.cos(index * 100 + at)),
+      ),
+    );
+    const before = await executions("mlp_joined");
+    const joined = await Promise.all(requests.map((request) => infer(client, request)));
+    const after = await executions("mlp_joined");
+    assert.equal(after.executionCount - before.executionCount, 1n, "one execution");
+    assert.deepEqual(
+      after.batchStats.map(({ batchSize }) => batchSize),
+      [10n],
+    );
+    for (const [index, request] of requests.entries()) {
+      const alone = await infer(client, { ...request, modelName: "mlp_onnx" });
+      assert.deepEqual(joined[index]!.outputs[0]?.shape, [BigInt(sizes[index]!), 16n]);
+      const expected = valuesOf(alone, "OUTPUT");
+      valuesOf(joined[index]!, "OUTPUT").forEach((value, at) => assert.ok(Math.abs(value - expected[at]!) < 1e-4));
+    }
+  });
+
+  it("joins ragged requests whatever their lengths, the model told where each one's elements are", async () => {
+    const { client } = serving.server;
+    const replies = await Promise.all(
+      [2, 5, 3].map((length) =>
+        infer(
+          client,
+          fp32Request(
+            "ragged_joined",
+            [1n, BigInt(length)],
+            Array.from({ length }, () => 2),
+          ),
+        ),
+      ),
+    );
+    assert.deepEqual(
+      replies.map((reply) => [valuesOf(reply, "SUM"), valuesOf(reply, "COUNT")]),
+      [
+        [[4], [2]],
+        [[10], [5]],
+        [[6], [3]],
+      ],
+    );
+    const stats = await executions("ragged_joined");
+    assert.equal(stats.executionCount, 1n);
   });
 });
