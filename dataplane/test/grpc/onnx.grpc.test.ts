@@ -4,7 +4,7 @@ import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DataType } from "../../../proto/gen/ts/model_config.js";
 import { ModelInferRequest, type ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
-import { REPO_ROOT } from "../fixtures/paths.js";
+import { ONNX_TEST_MODELS, oneInOneOut, raggedSumConfig } from "../fixtures/onnx-models.js";
 import { addSubRequest } from "../fixtures/requests.js";
 import { TestRepository } from "../fixtures/repository.js";
 import { call, callError, infer, startServer, type ServerProcess } from "../fixtures/server.js";
@@ -301,36 +301,18 @@ describe("a ConfigMap of configs beside a volume of model files (--model-files-r
   });
 });
 
+const BATCHED_LONG = "max_queue_delay_microseconds: 5000000";
 /** The example MLP, batched by the scheduler: one execution once 10 rows wait (or after a long delay). */
-const MLP_JOINED = `
-name: "mlp_joined"
-platform: "onnxruntime_onnx"
-max_batch_size: 16
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 64 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 16 ] } ]
-dynamic_batching { preferred_batch_size: [ 10 ] max_queue_delay_microseconds: 5000000 }
-`;
-
-/** A ragged input, with the batch inputs that tell the model where each request's elements are. */
-const RAGGED_JOINED = `
-name: "ragged_joined"
-platform: "onnxruntime_onnx"
-max_batch_size: 16
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
-output [ { name: "SUM" data_type: TYPE_FP32 dims: [ 1 ] }, { name: "COUNT" data_type: TYPE_FP32 dims: [ 1 ] } ]
-batch_input [
-  { kind: BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO target_name: "OFFSETS" data_type: TYPE_INT32 source_input: "INPUT" },
-  { kind: BATCH_ELEMENT_COUNT target_name: "COUNTS" data_type: TYPE_FP32 source_input: "INPUT" }
-]
-dynamic_batching { preferred_batch_size: [ 3 ] max_queue_delay_microseconds: 5000000 }
-`;
+const MLP_JOINED = `${oneInOneOut("mlp_joined", 64, 16)}dynamic_batching { preferred_batch_size: [ 10 ] ${BATCHED_LONG} }\n`;
+/** Ragged requests joined three at a time. */
+const RAGGED_JOINED = `${raggedSumConfig("ragged_joined")}dynamic_batching { preferred_batch_size: [ 3 ] ${BATCHED_LONG} }\n`;
 
 describe("onnx under the scheduler (dynamic batching over gRPC)", function () {
   this.timeout(30_000);
   const serving = useServer({}, [], (repository) => {
     for (const [name, config, file] of [
       ["mlp_joined", MLP_JOINED, repository.path("mlp_onnx", "1", "model.onnx")],
-      ["ragged_joined", RAGGED_JOINED, join(REPO_ROOT, "dataplane", "test", "onnx-models", "ragged_sum.onnx")],
+      ["ragged_joined", RAGGED_JOINED, join(ONNX_TEST_MODELS, "ragged_sum.onnx")],
     ] as const) {
       mkdirSync(repository.path(name, "1"), { recursive: true });
       copyFileSync(file, repository.path(name, "1", "model.onnx"));

@@ -12,25 +12,13 @@ import { batchInputValues } from "../../src/engines/onnx/batch.js";
 import { OnnxEngine } from "../../src/engines/onnx/onnx.js";
 import { SessionHost } from "../../src/engines/onnx/session-host.js";
 import type { Tensor } from "../../src/tensors/tensor.js";
-import { EXAMPLES, REPO_ROOT } from "../fixtures/paths.js";
+import { ONNX_TEST_MODELS, oneInOneOut, raggedSumConfig } from "../fixtures/onnx-models.js";
+import { EXAMPLES } from "../fixtures/paths.js";
 
 /**
  * The onnx engine under the scheduler's contract: called with Execution objects as the
  * scheduler (dataplane/src/scheduling/) calls it, once per request of an execution.
  */
-
-const TEST_MODELS = join(REPO_ROOT, "dataplane", "test", "onnx-models");
-
-/** A batching model of one FP32 input and one FP32 output, each of one dimension. */
-const oneInOneOut = (name: string, input: number, output: number): string =>
-  [
-    `name: "${name}"`,
-    `platform: "onnxruntime_onnx"`,
-    `max_batch_size: 64`,
-    `input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ ${input} ] } ]`,
-    `output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ ${output} ] } ]`,
-    "",
-  ].join("\n");
 
 const MLP = oneInOneOut("mlp", 64, 16);
 
@@ -42,18 +30,7 @@ input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT1" da
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
 `;
 
-/** Ragged INPUT; the model reads where each request's elements end, and how many, from batch inputs. */
-const RAGGED = `
-name: "ragged"
-platform: "onnxruntime_onnx"
-max_batch_size: 16
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
-output [ { name: "SUM" data_type: TYPE_FP32 dims: [ 1 ] }, { name: "COUNT" data_type: TYPE_FP32 dims: [ 1 ] } ]
-batch_input [
-  { kind: BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO target_name: "OFFSETS" data_type: TYPE_INT32 source_input: "INPUT" },
-  { kind: BATCH_ELEMENT_COUNT target_name: "COUNTS" data_type: TYPE_FP32 source_input: "INPUT" }
-]
-`;
+const RAGGED = raggedSumConfig("ragged");
 
 const WRONG_BATCH = oneInOneOut("wrong", 4, 4);
 
@@ -198,7 +175,7 @@ describe("onnx engine: an execution's requests as one run", function () {
   });
 
   it("flattens a ragged input and makes the config's batch inputs from the requests", async () => {
-    const engine = await engineFor(RAGGED, join(TEST_MODELS, "ragged_sum.onnx"));
+    const engine = await engineFor(RAGGED, join(ONNX_TEST_MODELS, "ragged_sum.onnx"));
     try {
       const requests = [3, 4, 5].map((length) =>
         request([
@@ -236,7 +213,7 @@ describe("onnx engine: an execution's requests as one run", function () {
   });
 
   it("fails every request of an execution whose output is not one row per batch item, naming the output", async () => {
-    const engine = await engineFor(WRONG_BATCH, join(TEST_MODELS, "wrong_batch.onnx"));
+    const engine = await engineFor(WRONG_BATCH, join(ONNX_TEST_MODELS, "wrong_batch.onnx"));
     try {
       const input = () => fp32("INPUT", [1, 4], [1, 2, 3, 4]);
       const outcomes = await Promise.allSettled(runExecution(engine, [request([input()]), request([input()])]));
