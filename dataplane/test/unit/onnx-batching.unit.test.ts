@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Tensor as OrtTensor } from "onnxruntime-node";
 import { onnxEngine, type BatchInputSpec } from "../../../lib/engines/onnx.js";
 import { parseText } from "../../../lib/model-repository/config.js";
 import { toModelSpec } from "../../../lib/model-repository/spec.js";
@@ -301,6 +302,39 @@ describe("onnx engine: instances", function () {
       });
     } finally {
       await engine.close();
+    }
+  });
+});
+
+describe("onnx engine: a session's thread", function () {
+  this.timeout(20_000);
+
+  it("fails a run in progress when its session is released, and refuses runs after", async () => {
+    const host = await SessionHost.create(join(EXAMPLES, "mlp_onnx", "1", "model.onnx"), { intraOpNumThreads: 1 });
+    const rows = 4096;
+    const input = fp32("INPUT", [rows, 64], seeded(rows * 64, 5));
+    const feeds = { INPUT: new OrtTensor("float32", new Float32Array(input.data.buffer), [rows, 64]) };
+    const running = host.run(feeds, ["OUTPUT"], new Set());
+    await host.release();
+    await assert.rejects(running, /the onnxruntime session's thread stopped/);
+    await assert.rejects(host.run(feeds, ["OUTPUT"], new Set()), /the onnxruntime session was released/);
+  });
+
+  it("moves a buffer it owns to the thread, and copies one it does not", async () => {
+    const host = await SessionHost.create(join(EXAMPLES, "mlp_onnx", "1", "model.onnx"), { intraOpNumThreads: 1 });
+    try {
+      const tensor = () => new OrtTensor("float32", new Float32Array(seeded(64, 6)), [1, 64]);
+      const kept = tensor();
+      const given = tensor();
+      const [fromKept, fromGiven] = [
+        await host.run({ INPUT: kept }, ["OUTPUT"], new Set()),
+        await host.run({ INPUT: given }, ["OUTPUT"], new Set(["INPUT"])),
+      ];
+      assert.equal((kept.data as Float32Array).length, 64, "still the caller's");
+      assert.equal((given.data as Float32Array).length, 0, "moved (detached)");
+      assert.deepEqual(fromKept["OUTPUT"]?.data, fromGiven["OUTPUT"]?.data);
+    } finally {
+      await host.release();
     }
   });
 });
