@@ -1,11 +1,11 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
-import { mkdirSync, writeFileSync } from "node:fs";
 import type { InferParameter, ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { scrape, seriesValue, valueOf } from "../../../e2e/support/prometheus.js";
 import { MODELS_PYTHON, requireTritonPeers } from "../fixtures/peers.js";
 import { identityRequest } from "../fixtures/requests.js";
-import { call, callError, eventually, infer, inferRequest, type ServerProcess } from "../fixtures/server.js";
+import { sleepRequest, writeSleeper } from "../fixtures/sleeper.js";
+import { call, callError, eventually, infer, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
 
 /**
@@ -114,57 +114,14 @@ describe("scheduling: dynamic batching, queue policies and priorities of local e
   });
 });
 
-/** A Python-backend model that sleeps SECONDS in execute, one request at a time. */
-const SLEEPER_PY = `
-import time
-
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            seconds = float(pb_utils.get_input_tensor_by_name(request, "SECONDS").as_numpy().reshape(-1)[0])
-            time.sleep(seconds)
-            responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("SLEPT", np.array([seconds], dtype=np.float32))]))
-        return responses
-`;
-
-const sleeperConfig = (name: string, batching: string): string =>
-  [
-    `name: "${name}"`,
-    'backend: "python"',
-    'input [ { name: "SECONDS" data_type: TYPE_FP32 dims: [ 1 ] } ]',
-    'output [ { name: "SLEPT" data_type: TYPE_FP32 dims: [ 1 ] } ]',
-    "instance_group [ { kind: KIND_CPU count: 1 } ]",
-    batching,
-  ].join("\n");
-
-function sleep(model: string, seconds: number, parameters: Record<string, InferParameter> = {}): ModelInferRequest {
-  return inferRequest({
-    modelName: model,
-    parameters,
-    inputs: [{ name: "SECONDS", datatype: "FP32", shape: [1n], parameters: {}, contents: undefined }],
-    rawInputContents: [new Uint8Array(new Float32Array([seconds]).buffer)],
-  });
-}
-
 describe("scheduling a slow Python-backend model: a bounded queue, priorities under saturation", function () {
   this.timeout(60_000);
   before(function () {
     requireTritonPeers(this);
   });
   const serving = useServer({}, ["--python", MODELS_PYTHON], (repository) => {
-    for (const [name, batching] of [
-      ["bounded", "dynamic_batching { default_queue_policy { max_queue_size: 1 } }"],
-      ["ranked", "dynamic_batching { priority_levels: 2 default_priority_level: 2 }"],
-    ] as const) {
-      repository.writeModel(name, sleeperConfig(name, batching));
-      mkdirSync(repository.path(name, "1"), { recursive: true });
-      writeFileSync(repository.path(name, "1", "model.py"), SLEEPER_PY);
-    }
+    writeSleeper(repository.dir, "bounded", "dynamic_batching { default_queue_policy { max_queue_size: 1 } }");
+    writeSleeper(repository.dir, "ranked", "dynamic_batching { priority_levels: 2 default_priority_level: 2 }");
   });
   let server: ServerProcess;
   before(() => ({ server } = serving));
@@ -174,12 +131,12 @@ describe("scheduling a slow Python-backend model: a bounded queue, priorities un
   const pending = (model: string) => gauge("nv_inference_pending_request_count", { model, version: "1" });
 
   it("refuses the request past max_queue_size UNAVAILABLE (Triton's words) while the others succeed", async () => {
-    const running = infer(server.client, sleep("bounded", 1.5));
+    const running = infer(server.client, sleepRequest("bounded", 1.5));
     // The first runs (the instance is busy); the second takes the queue's one place.
     await eventually(async () => assert.equal(await gauge("dynamo_kserve_requests_running", { model: "bounded" }), 1));
-    const queued = infer(server.client, sleep("bounded", 0.01));
+    const queued = infer(server.client, sleepRequest("bounded", 0.01));
     await eventually(async () => assert.equal(await pending("bounded"), 1));
-    const extra = await callError(server.client, "modelInfer", sleep("bounded", 0.01));
+    const extra = await callError(server.client, "modelInfer", sleepRequest("bounded", 0.01));
     assert.equal(extra.code, status.UNAVAILABLE);
     assert.match(extra.details, /Exceeds maximum queue size: model 'bounded' version 1 queues at most 1 request/);
     const [first, second] = await Promise.all([running, queued]);
@@ -190,7 +147,9 @@ describe("scheduling a slow Python-backend model: a bounded queue, priorities un
   it("runs the higher priority first when the model is saturated", async () => {
     const finished: string[] = [];
     const send = (label: string, seconds: number, priority: number) =>
-      infer(server.client, sleep("ranked", seconds, { priority: int(priority) })).then(() => finished.push(label));
+      infer(server.client, sleepRequest("ranked", seconds, { priority: int(priority) })).then(() =>
+        finished.push(label),
+      );
     const busy = send("busy", 2, 0);
     await eventually(async () => assert.equal(await gauge("dynamo_kserve_requests_running", { model: "ranked" }), 1));
     const low = send("low", 0.01, 2);

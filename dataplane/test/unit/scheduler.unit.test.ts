@@ -1,10 +1,15 @@
 import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { pino } from "pino";
 import { DataPlaneError, type ErrorKind } from "../../../lib/errors.js";
 import { parseText } from "../../../lib/model-repository/config.js";
 import { toModelSpec } from "../../../lib/model-repository/spec.js";
 import type { Scheduling } from "../../../lib/model-repository/scheduling.js";
 import type { Engine, EngineRequest, EngineResponse, Execution, InferOptions } from "../../src/engines/engine.js";
+import { ModelRegistry } from "../../src/models/registry.js";
 import type { ComputeTimings } from "../../src/models/statistics.js";
 import { queuePlaceOf, queueTimeoutUs, type QueuePlace } from "../../src/scheduling/parameters.js";
 import { Scheduler } from "../../src/scheduling/scheduler.js";
@@ -37,6 +42,7 @@ interface SeenExecution {
 class FakeEngine implements Engine {
   readonly executions: SeenExecution[] = [];
   holding = true;
+  closed = false;
   private readonly gates = new Map<Execution, Promise<void>>();
 
   async *infer(request: EngineRequest, options: InferOptions): AsyncIterable<EngineResponse> {
@@ -64,7 +70,9 @@ class FakeEngine implements Engine {
     for (const execution of this.executions) execution.finish();
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.closed = true;
+  }
 }
 
 interface Sent {
@@ -472,5 +480,99 @@ describe("the priority and timeout parameters", () => {
     assert.equal(queueTimeoutUs(policy, 0), 1000);
     assert.equal(queueTimeoutUs({ ...policy, defaultTimeoutUs: 0 }, 500), 0);
     assert.equal(queueTimeoutUs({ ...policy, allowTimeoutOverride: false }, 500), 1000);
+  });
+});
+
+describe("a scheduled model reloaded or unloaded with requests queued", () => {
+  let repository: string;
+  let engines: FakeEngine[];
+  let registry: ModelRegistry;
+  const config = (revision: number): string =>
+    `# revision ${revision}\nname: "m"\nbackend: "identity"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ -1 ] } ]\noutput [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] } ]\ninstance_group [ { count: 1 } ]\n`;
+  beforeEach(async () => {
+    repository = mkdtempSync(join(tmpdir(), "dynamo-kserve-scheduled-"));
+    mkdirSync(join(repository, "m", "1"), { recursive: true });
+    writeFileSync(join(repository, "m", "config.pbtxt"), config(0));
+    engines = [];
+    registry = new ModelRegistry({
+      repositories: [repository],
+      configFiles: [],
+      controlMode: "poll",
+      startupModels: [],
+      createEngine: () => {
+        const engine = new FakeEngine();
+        engines.push(engine);
+        return engine;
+      },
+      schedules: () => true,
+      retireGraceMs: 60_000,
+      logger: pino({ level: "silent" }),
+    });
+    await registry.start();
+  });
+  afterEach(async () => {
+    for (const engine of engines) engine.finishAll();
+    await registry.close();
+    rmSync(repository, { recursive: true, force: true });
+  });
+
+  /** A request as the pipeline runs it: the engine held by a lease, through the version's scheduler. */
+  const request = (id: string): Sent & { engine: FakeEngine } => {
+    const lease = registry.hold(registry.resolve("m", ""));
+    const scheduler = lease.model.schedulers?.get(lease.version);
+    assert.ok(scheduler !== undefined, "an instance_group gives the model a scheduler");
+    const sent = send(scheduler, id);
+    void sent.outcome.finally(() => lease.release()).catch(() => undefined);
+    return { ...sent, engine: lease.model.engine as FakeEngine };
+  };
+
+  it("runs the queued requests on the engine they were admitted to, then closes it; new ones go to the new engine", async () => {
+    const old = [request("a"), request("b"), request("c")];
+    await settle();
+    assert.deepEqual(engines[0]!.batches, [["a"]]);
+    writeFileSync(join(repository, "m", "config.pbtxt"), config(1));
+    await registry.sync();
+    const fresh = request("d");
+    await settle();
+    assert.equal(fresh.engine, engines[1]);
+    assert.deepEqual(engines[1]!.batches, [["d"]], "the new engine's instance is its own");
+    for (let index = 0; index < 3; index++) {
+      engines[0]!.finishAll();
+      await settle();
+    }
+    assert.deepEqual(await Promise.all(old.map((one) => one.outcome)), [["a"], ["b"], ["c"]]);
+    assert.deepEqual(engines[0]!.batches, [["a"], ["b"], ["c"]]);
+    await settle();
+    assert.equal(engines[0]!.closed, true, "closed once its queue and executions are done");
+    assert.equal(engines[1]!.closed, false);
+    engines[1]!.finishAll();
+    await fresh.outcome;
+  });
+
+  it("refuses what is still queued UNAVAILABLE when the engine closes at shutdown, and clears its timers", async () => {
+    const running = request("a");
+    const queued = request("b");
+    await settle();
+    await registry.close();
+    await rejectsWith(queued.outcome, "Unavailable", /model 'm' version 1 is unloading/);
+    engines[0]!.finishAll();
+    assert.deepEqual(await running.outcome, ["a"]);
+  });
+});
+
+describe("the scheduling spec: configs Triton refuses with preserve_ordering", () => {
+  it("refuses priority levels, and DELAY past a timeout, naming dynamic_batching.preserve_ordering", () => {
+    assert.throws(
+      () => schedulingOf("dynamic_batching { preserve_ordering: true priority_levels: 2 default_priority_level: 1 }"),
+      /dynamic_batching\.preserve_ordering.*one priority level at most/,
+    );
+    assert.throws(
+      () =>
+        schedulingOf(
+          "dynamic_batching { preserve_ordering: true default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 10 } }",
+        ),
+      /dynamic_batching\.preserve_ordering.*cannot DELAY/,
+    );
+    assert.equal(schedulingOf("dynamic_batching { preserve_ordering: true }").dynamicBatching?.preserveOrdering, true);
   });
 });
