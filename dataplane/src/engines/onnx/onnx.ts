@@ -13,8 +13,9 @@ import { SessionHost } from "./session-host.js";
 import { ARRAY_OF, DATATYPE_OF_ORT, ORT_TYPE, type NumericArray, type NumericArrayConstructor } from "./types.js";
 
 /**
- * Triton's `onnxruntime` backend / `onnxruntime_onnx` platform, run in-process with
- * onnxruntime-node. The model file is `<model folder>/<version>/model.onnx` (or the config's
+ * Triton's `onnxruntime` backend / `onnxruntime_onnx` platform, run in the data plane's
+ * process with onnxruntime-node, each instance's session on a thread of its own
+ * (session-host.ts). The model file is `<model folder>/<version>/model.onnx` (or the config's
  * `default_model_filename`). Each served version has one onnxruntime session per instance
  * (instance_group), made at start (a config without its model file, or whose KIND_GPU
  * instance cannot have a GPU, never reports READY); a version the start did not know (a model
@@ -127,7 +128,11 @@ export class OnnxEngine implements Engine {
       const wanted = this.outputsWanted(requests);
       const { feeds, owned } = this.feedsOf(requests);
       const results = await runSession(session, feeds, wanted, owned);
-      const split = wanted.map((name) => this.splitOutput(name, results[name] as OrtTensor, layout));
+      const split = wanted.map((name) => {
+        const value = results[name];
+        if (value === undefined) throw internal(`onnxruntime gave no output '${name}'`);
+        return this.splitOutput(name, value, layout);
+      });
       return requests.map((request, index) => ({
         response: {
           outputs: split.filter((_, output) => wants(request, wanted[output]!)).map((parts) => parts[index]!),
