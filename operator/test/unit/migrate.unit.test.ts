@@ -88,6 +88,30 @@ describe("migrate helpers", () => {
     }
   });
 
+  it("runs an ensemble here when its steps run here, and forwards it with a step that must be", async () => {
+    const repository = tritonRepositoryCorpus();
+    try {
+      const plan = async (forwardPython: boolean) =>
+        (
+          await planMigration(repository, {
+            modelFiles: { kind: "configMap" },
+            tritonEndpoint: "triton:8001",
+            forwardPython,
+          })
+        ).find((candidate) => candidate.model === "ensemble_add_sub");
+      const local = await plan(false);
+      assert.ok(local?.ok);
+      assert.equal(local.engine, "ensemble");
+      assert.equal(local.config.parameters["engine"], undefined);
+      const forwarded = await plan(true);
+      assert.ok(forwarded?.ok);
+      assert.equal(forwarded.engine, "kserve-grpc");
+      assert.ok(forwarded.notes.includes("ensemble forwarded: its step model 'add_sub_python' runs on Triton only"));
+    } finally {
+      rmSync(repository, { recursive: true, force: true });
+    }
+  });
+
   it("aligns the summary table and shows failures in place of the engine", () => {
     const table = summaryTable([
       { ok: false, model: "broken", platform: "", error: "config.pbtxt:3: unknown field" },
