@@ -9,6 +9,7 @@ import { call, infer, startServer, type ServerProcess } from "../../dataplane/te
 import { eventually } from "../../e2e/support/eventually.js";
 import { ghzBinary, TOOLS_PYTHON } from "../../e2e/support/prerequisites.js";
 import { positiveInteger } from "../harness/options.js";
+import { publishSection } from "../harness/published.js";
 import { median, runLoad, type LoadRun } from "../harness/ghz.js";
 import { BENCH_CACHE } from "../harness/servers.js";
 
@@ -272,5 +273,6 @@ writeFileSync(
 );
 const table = markdown(results, date);
 writeFileSync(`${stem}.md`, `# ${TITLE}\n\n${table}\n`);
+if (options.publish) publishSection(REPO_ROOT, "scheduling-onnx", TITLE, table);
 console.log(table);
 log(`wrote ${stem}.{json,md}`);
