@@ -11,6 +11,7 @@ import { PYTHON_MODELS } from "../../dataplane/test/fixtures/python-models.js";
 import { startServer, type ServerProcess } from "../../dataplane/test/fixtures/server.js";
 import { ghzBinary } from "../../e2e/support/prerequisites.js";
 import { median, runLoad, type LoadRun } from "../harness/ghz.js";
+import { publishSection } from "../harness/published.js";
 
 /**
  * `npm run bench:scheduling:ensemble`: what an ensemble of two steps costs against its two
@@ -218,7 +219,9 @@ writeFileSync(
   `${JSON.stringify({ date, cores: cpus().length, goal: GOAL, ratios, measured }, null, 2)}\n`,
 );
 const table = markdown(measured, ratios, date);
-writeFileSync(`${stem}.md`, `# An ensemble of two steps against its steps called directly\n\n${table}\n`);
+const TITLE = "An ensemble of two steps against its steps called directly";
+writeFileSync(`${stem}.md`, `# ${TITLE}\n\n${table}\n`);
+if (options.publish) publishSection(REPO_ROOT, "scheduling-ensemble", TITLE, table);
 console.log(table);
 log(`wrote ${stem}.{json,md}`);
 for (const ratio of ratios) {

@@ -139,9 +139,10 @@ async function planModel(
     }
     const engine = config.parameters["engine"]?.stringValue ?? spec.backend;
     if (engine === "ensemble") notes.push(...ensembleNotes(candidate.config, config));
-    const local = { ok: true as const, model: candidate.name, versions, platform, notes, config };
     // Engines that run the model's own files here: ONNX models, Python models (model.py).
     const filesEngine = ONNX_BACKENDS.has(engine) ? "onnx" : engine === PYTHON_BACKEND ? "python" : undefined;
+    const shipped = filesEngine === "onnx" ? onnxOnCpu(config) : config;
+    const local = { ok: true as const, model: candidate.name, versions, platform, notes, config: shipped };
     if (filesEngine === undefined) return { ...local, engine };
     notes.push(...(filesEngine === "onnx" ? onnxNotes(config) : pythonNotes(config)));
     const folder = relative(repository, source.folder ?? source.path);
@@ -295,16 +296,36 @@ function ensembleNotes(original: ModelConfig, shipped: ModelConfig): string[] {
 /** What Triton did for an ONNX model that the in-process engine does not. */
 function onnxNotes(config: ModelConfig): string[] {
   const notes: string[] = [];
-  if (config.schedulingChoice?.$case === "dynamicBatching") {
-    notes.push("dynamic_batching not applied: requests run one by one");
-  }
   if (config.instanceGroup.some((group) => group.kind === ModelInstanceGroup_Kind.KIND_GPU)) {
-    notes.push("instance_group KIND_GPU ignored: onnxruntime runs on the CPU");
+    notes.push("instance_group KIND_GPU set to KIND_CPU: the image's onnxruntime has no GPU provider");
   }
   if (config.output.some((output) => output.labelFilename !== "")) {
     notes.push("label_filename not applied: outputs are raw tensors");
   }
   return notes;
+}
+
+/**
+ * The config an ONNX model is shipped with: its KIND_GPU instance groups as as many KIND_CPU
+ * instances (the data plane's onnxruntime runs on the CPU, and refuses KIND_GPU where it has
+ * no GPU provider: the migrated model would never load). Everything else, dynamic batching
+ * and instance counts included, runs as Triton ran it.
+ */
+function onnxOnCpu(config: ModelConfig): ModelConfig {
+  if (!config.instanceGroup.some((group) => group.kind === ModelInstanceGroup_Kind.KIND_GPU)) return config;
+  return {
+    ...config,
+    instanceGroup: config.instanceGroup.map((group) =>
+      group.kind === ModelInstanceGroup_Kind.KIND_GPU
+        ? {
+            ...group,
+            kind: ModelInstanceGroup_Kind.KIND_CPU,
+            count: Math.max(1, group.count) * Math.max(1, group.gpus.length),
+            gpus: [],
+          }
+        : group,
+    ),
+  };
 }
 
 /** What Triton did for a Python model that the python engine does differently. */

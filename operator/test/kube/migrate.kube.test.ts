@@ -155,7 +155,7 @@ describe("migrate: a Triton model repository becomes DynamoKserveModels (real AP
     );
     assert.match(
       tableRows(stderr).get("densenet_onnx")![3]!,
-      /instance_group KIND_GPU ignored.*label_filename not applied.*files from PVC triton-repo, densenet_onnx\//,
+      /instance_group KIND_GPU set to KIND_CPU.*label_filename not applied.*files from PVC triton-repo, densenet_onnx\//,
     );
     const densenet = parseAllDocuments(stdout)
       .map((document) => document.toJS() as MigratedObject)
