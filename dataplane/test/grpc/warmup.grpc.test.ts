@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { status, type ServiceError } from "@grpc/grpc-js";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { REPO_ROOT } from "../fixtures/paths.js";
+import { EXAMPLES, REPO_ROOT } from "../fixtures/paths.js";
 import { MODELS_PYTHON, requireTritonPeers } from "../fixtures/peers.js";
 import { call, callError, startServer, type ServerProcess } from "../fixtures/server.js";
 
@@ -154,5 +154,39 @@ describe("model warmup (gRPC): the samples run on every instance before the mode
       /model_warmup 'from file': input 'INPUT0': input_data_file 'value.bin': .*raw data is 12 bytes, but shape \[1,1\] of FP32 needs 4/,
     );
     assert.deepEqual(calls("misfit"), []);
+  });
+});
+
+describe("model warmup (gRPC): an ONNX model warms each of its sessions with batched runs", function () {
+  this.timeout(120_000);
+  let root: string;
+  let server: ServerProcess | undefined;
+  after(async () => {
+    await server?.stop();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it("runs a batch of batch_size requests on each instance as one execution, before READY", async () => {
+    root = mkdtempSync(join(tmpdir(), "dynamo-kserve-warmup-onnx-"));
+    const folder = join(root, "mlp_onnx");
+    cpSync(join(EXAMPLES, "mlp_onnx"), folder, { recursive: true });
+    const config = readFileSync(join(folder, "config.pbtxt"), "utf8").replace(
+      /instance_group \[[^\]]*\]/,
+      "instance_group [ { count: 2 kind: KIND_CPU } ]",
+    );
+    writeFileSync(
+      join(folder, "config.pbtxt"),
+      `${config}\nmodel_warmup [ { name: "random" batch_size: 4 count: 2 inputs { key: "INPUT" value: { data_type: TYPE_FP32 dims: [ 64 ] random_data: true } } } ]\n`,
+    );
+    server = await startServer(["--model-repository", root, "--model-control-mode", "none"]);
+    const { ready } = await call(server.client, "modelReady", { name: "mlp_onnx", version: "" });
+    assert.equal(ready, true);
+    // 2 sessions x 2 runs, each one execution of 4 requests of batch 1.
+    const stats = (await call(server.client, "modelStatistics", { name: "mlp_onnx", version: "" })).modelStats[0]!;
+    assert.deepEqual([stats.inferenceCount, stats.executionCount], [16n, 4n]);
+    assert.deepEqual(
+      stats.batchStats.map((batch) => [batch.batchSize, batch.computeInfer?.count]),
+      [[4n, 4n]],
+    );
   });
 });
