@@ -185,8 +185,11 @@ export class Scheduler {
     entry.onAbort = () => this.leaveQueue(entry, abortedError(signal));
     signal.addEventListener("abort", entry.onAbort, { once: true });
     if (this.options.scheduling.dynamicBatching?.preserveOrdering === true) {
-      entry.previous = this.lastDone;
-      this.lastDone = entry.done;
+      // Its turn ends once it and every request before it are done: one that ends early
+      // (cancelled while it waits its turn) must not let the next overtake those before it.
+      const previous = this.lastDone;
+      entry.previous = previous;
+      this.lastDone = previous === undefined ? entry.done : Promise.all([previous, entry.done]).then(() => undefined);
     }
     this.pump();
     return entry;

@@ -449,6 +449,33 @@ describe("Scheduler: Triton's scheduling of a model's requests, with a fake engi
       assert.deepEqual(done, ["first", "second"]);
     });
 
+    it("with preserve_ordering, a request cancelled between two does not let the later one overtake the earlier", async () => {
+      const scheduler = start(
+        schedulingOf("dynamic_batching { preserve_ordering: true } instance_group [ { count: 2 } ]", {
+          maxBatchSize: 1,
+        }),
+      );
+      const done: string[] = [];
+      const first = send(scheduler, "first", { done });
+      const cancelled = send(scheduler, "cancelled", { done });
+      const last = send(scheduler, "last", { done });
+      await settle();
+      assert.deepEqual(engine.batches, [["first"], ["cancelled"]]);
+      // Answered by the engine, it waits for the first; its caller gives up meanwhile.
+      engine.executions[1]!.finish();
+      await settle();
+      cancelled.controller.abort();
+      await rejectsWith(cancelled.outcome, "Cancelled", /cancelled/);
+      await settle();
+      assert.deepEqual(engine.batches, [["first"], ["cancelled"], ["last"]]);
+      engine.executions[2]!.finish();
+      await settle();
+      assert.deepEqual(done, [], "the last still waits for the first");
+      engine.executions[0]!.finish();
+      await Promise.all([first.outcome, last.outcome]);
+      assert.deepEqual(done, ["first", "last"]);
+    });
+
     it("answers in completion order without preserve_ordering", async () => {
       const scheduler = start(schedulingOf("instance_group [ { count: 2 } ]"));
       const done: string[] = [];
