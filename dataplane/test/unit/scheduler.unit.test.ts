@@ -431,6 +431,50 @@ describe("Scheduler: Triton's scheduling of a model's requests, with a fake engi
       await answered.return(undefined);
     });
 
+    it("frees the instance once a decoupled model has made its responses, however slowly its caller reads them", async () => {
+      const decoupled: Engine = {
+        async *infer(request: EngineRequest) {
+          for (let index = 0; index < 3; index++) {
+            await sleep(1);
+            yield { outputs: [], parameters: { id: { parameterChoice: { $case: "stringParam", value: request.id } } } };
+          }
+        },
+        close: async () => undefined,
+      };
+      const scheduler = new Scheduler({
+        model: "m",
+        version: "1",
+        scheduling: schedulingOf("instance_group [ { count: 1 } ]"),
+        engine: decoupled,
+      });
+      const signal = new AbortController().signal;
+      const stalled = scheduler.infer({
+        request: requestOf("stalled"),
+        batchSize: 1,
+        place: { level: 0, timeoutUs: 0 },
+        options: { signal, deadline: Infinity, traceHeaders: {} },
+      });
+      // Its caller takes the first response, then reads no more (a client that stopped reading its stream).
+      assert.equal((await stalled.next()).done, false);
+      const next = scheduler.infer({
+        request: requestOf("next"),
+        batchSize: 1,
+        place: { level: 0, timeoutUs: 0 },
+        options: { signal, deadline: Infinity, traceHeaders: {} },
+      });
+      const answered: unknown[] = [];
+      const reading = (async () => {
+        for await (const response of next) answered.push(response);
+      })();
+      await Promise.race([reading, sleep(500)]);
+      assert.equal(answered.length, 3, "the next request ran while the first one's caller read nothing");
+      // The first one's responses were kept for its caller.
+      assert.equal((await stalled.next()).done, false);
+      assert.equal((await stalled.next()).done, false);
+      assert.equal((await stalled.next()).done, true);
+      scheduler.close();
+    });
+
     it("releases responses in arrival order with preserve_ordering, whichever execution ends first", async () => {
       const scheduler = start(
         schedulingOf("dynamic_batching { preserve_ordering: true } instance_group [ { count: 2 } ]", {
