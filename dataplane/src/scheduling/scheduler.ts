@@ -155,7 +155,7 @@ export class Scheduler {
   private async *executing(entry: Entry, results: AsyncIterable<EngineResponse>): AsyncGenerator<EngineResponse> {
     try {
       if (entry.scheduled.oneResponse !== true) {
-        yield* readAhead(results, () => this.executed(entry));
+        yield* readAhead(results, entry.signal, () => this.executed(entry));
         return;
       }
       for await (const response of results) {
@@ -397,10 +397,12 @@ async function* inOrder(
  * until the caller reads them: its execution is over, and its instance free, when the
  * engine is done, however slowly the caller reads (as a Triton instance sends a decoupled
  * model's responses without waiting for its client). Read lazily, a caller that stopped
- * reading would hold the instance, and every other caller of the model, for good.
+ * reading would hold the instance, and every other caller of the model, for good. Once the
+ * caller is gone (cancelled, past its deadline) what is kept is dropped.
  */
 async function* readAhead(
   results: AsyncIterable<EngineResponse>,
+  signal: AbortSignal,
   engineDone: () => void,
 ): AsyncGenerator<EngineResponse> {
   const iterator = results[Symbol.asyncIterator]();
@@ -429,6 +431,8 @@ async function* readAhead(
   })();
   try {
     for (;;) {
+      // A caller whose lifetime is over takes none of what is kept.
+      if (signal.aborted) throw abortedError(signal);
       const response = kept.shift();
       if (response !== undefined) {
         yield response;
