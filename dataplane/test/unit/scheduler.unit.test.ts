@@ -690,6 +690,25 @@ describe("the scheduling spec: configs Triton refuses with preserve_ordering", (
   });
 });
 
+describe("the scheduling spec: priority fields Triton loads without priority levels", () => {
+  it("takes default_priority_level and priority_queue_policy without priority_levels, as one level", () => {
+    const batching = schedulingOf(
+      "dynamic_batching { default_priority_level: 3 priority_queue_policy { key: 2 value { max_queue_size: 1 } } }",
+    ).dynamicBatching;
+    assert.equal(batching?.priorityLevels, 0);
+    assert.equal(batching?.defaultPriorityLevel, 0);
+    assert.equal(batching?.queuePolicies.size, 0);
+    // With levels, Triton's checks hold.
+    assert.throws(
+      () =>
+        schedulingOf(
+          "dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 3 value { } } }",
+        ),
+      /dynamic_batching\.priority_queue_policy.*level 3 is not one of 1\.\.2/,
+    );
+  });
+});
+
 describe("nextBatch: Triton's batch formation, at a given time", () => {
   const rules = batchRulesOf(
     schedulingOf("dynamic_batching { preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 1000 }"),
