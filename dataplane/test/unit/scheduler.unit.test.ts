@@ -13,6 +13,7 @@ import { ModelRegistry } from "../../src/models/registry.js";
 import type { ComputeTimings } from "../../src/models/statistics.js";
 import { batchRulesOf, nextBatch, type BatchChoice } from "../../src/scheduling/batch.js";
 import { queuePlaceOf, queueTimeoutUs, type QueuePlace } from "../../src/scheduling/parameters.js";
+import { PriorityQueue } from "../../src/scheduling/queue.js";
 import { Scheduler } from "../../src/scheduling/scheduler.js";
 
 /** A model's scheduling from the config lines after its name and tensors. */
@@ -706,6 +707,30 @@ describe("the scheduling spec: priority fields Triton loads without priority lev
         ),
       /dynamic_batching\.priority_queue_policy.*level 3 is not one of 1\.\.2/,
     );
+  });
+});
+
+describe("PriorityQueue: the levels requests use", () => {
+  it("keeps only the levels that hold requests, so a client cycling through a million levels leaves none behind", () => {
+    const batching = schedulingOf(
+      "dynamic_batching { priority_levels: 1000000 default_priority_level: 1 }",
+    ).dynamicBatching;
+    const queue = new PriorityQueue<{ level: number }>(batching, "model 'm' version 1");
+    for (let level = 1000; level >= 1; level--) {
+      const entry = { level };
+      queue.add(entry);
+      assert.ok(queue.remove(entry));
+    }
+    assert.equal(queue.levelCount, 0);
+    const low = { level: 7 };
+    const high = { level: 3 };
+    queue.add(low);
+    queue.add(high);
+    assert.equal(queue.levelCount, 2);
+    assert.deepEqual([...queue.ordered()], [high, low]);
+    queue.remove(high);
+    assert.deepEqual([...queue.ordered()], [low]);
+    assert.equal(queue.levelCount, 1);
   });
 });
 
