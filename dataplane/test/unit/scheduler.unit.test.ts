@@ -14,7 +14,7 @@ import type { ComputeTimings } from "../../src/models/statistics.js";
 import { batchRulesOf, nextBatch, type BatchChoice } from "../../src/scheduling/batch.js";
 import { queuePlaceOf, queueTimeoutUs, type QueuePlace } from "../../src/scheduling/parameters.js";
 import { PriorityQueue } from "../../src/scheduling/queue.js";
-import { Scheduler } from "../../src/scheduling/scheduler.js";
+import { Scheduler, type ScheduledRequest } from "../../src/scheduling/scheduler.js";
 
 /** A model's scheduling from the config lines after its name and tensors. */
 function schedulingOf(lines: string, { maxBatchSize = 8, dims = "[ 2 ]" } = {}): Scheduling {
@@ -84,6 +84,15 @@ const requestOf = (id: string, batch = 1, width = 2): EngineRequest => ({
   parameters: {},
   inputs: [{ name: "IN", datatype: "FP32", shape: [batch, width], data: new Uint8Array(batch * width * 4) }],
   requestedOutputs: new Set(),
+});
+
+/** A one-item request as the pipeline gives it to the scheduler, at the default level. */
+const scheduledOf = (id: string, signal: AbortSignal, oneResponse = false): ScheduledRequest => ({
+  request: requestOf(id),
+  batchSize: 1,
+  place: { level: 0, timeoutUs: 0 },
+  options: { signal, deadline: Infinity, traceHeaders: {} },
+  oneResponse,
 });
 
 interface Sent {
@@ -418,13 +427,7 @@ describe("Scheduler: Triton's scheduling of a model's requests, with a fake engi
       const scheduler = start(schedulingOf("instance_group [ { count: 1 } ]"));
       engine.holding = false;
       const signal = new AbortController().signal;
-      const answered = scheduler.infer({
-        request: requestOf("answered"),
-        batchSize: 1,
-        place: { level: 0, timeoutUs: 0 },
-        options: { signal, deadline: Infinity, traceHeaders: {} },
-        oneResponse: true,
-      });
+      const answered = scheduler.infer(scheduledOf("answered", signal, true));
       // Its response is taken, and nothing more read (as while the pipeline encodes and sends it).
       assert.equal((await answered.next()).done, false);
       assert.equal(scheduler.running, 0);
@@ -449,20 +452,10 @@ describe("Scheduler: Triton's scheduling of a model's requests, with a fake engi
         engine: decoupled,
       });
       const signal = new AbortController().signal;
-      const stalled = scheduler.infer({
-        request: requestOf("stalled"),
-        batchSize: 1,
-        place: { level: 0, timeoutUs: 0 },
-        options: { signal, deadline: Infinity, traceHeaders: {} },
-      });
+      const stalled = scheduler.infer(scheduledOf("stalled", signal));
       // Its caller takes the first response, then reads no more (a client that stopped reading its stream).
       assert.equal((await stalled.next()).done, false);
-      const next = scheduler.infer({
-        request: requestOf("next"),
-        batchSize: 1,
-        place: { level: 0, timeoutUs: 0 },
-        options: { signal, deadline: Infinity, traceHeaders: {} },
-      });
+      const next = scheduler.infer(scheduledOf("next", signal));
       const answered: unknown[] = [];
       const reading = (async () => {
         for await (const response of next) answered.push(response);
