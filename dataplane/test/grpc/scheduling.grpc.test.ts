@@ -217,7 +217,7 @@ describe("scheduling a decoupled model: a client that stops reading holds up no 
         resolve();
       }),
     );
-    stalled.write(repeat(200_000));
+    stalled.write(repeat(50_000));
     await first;
     try {
       const replies = await Promise.race([
