@@ -4,7 +4,7 @@ import type { Server as GrpcServer } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { ModelFilesLocation } from "../../lib/contract/layout.js";
 import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
-import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../lib/engines/catalog.js";
+import { autoCompleteConfig, ENGINES, engineOf, forwardedConfig, runsLocally } from "../../lib/engines/catalog.js";
 import type { ModelFiles } from "../../lib/model-repository/sources.js";
 import type { PythonEngineArguments } from "../../lib/contract/dataplane.js";
 import { createEngine } from "./engines/runtimes.js";
@@ -143,6 +143,8 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
         logger,
         inference: () => modelCallsTo.inference,
       }),
+    // Asked once its engine is built, so the config names one of the catalog's engines.
+    schedules: (spec, source) => ENGINES[engineOf(spec, source)].scheduled,
     completeConfig: options.autoCompleteConfig ? completeConfig : undefined,
     ...(options.forwardUnsupportedTo !== undefined
       ? {

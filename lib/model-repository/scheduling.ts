@@ -168,6 +168,7 @@ function dynamicBatchingOf(batching: ModelDynamicBatching, maxBatchSize: number,
     }
     queuePolicies.set(level, queuePolicyOf(policy, `${field}.priority_queue_policy[${key}]`, fail));
   }
+  if (batching.preserveOrdering) checkPreservedOrder(priorityLevels, defaultQueuePolicy, queuePolicies, fail);
   return {
     preferredBatchSizes: preferred,
     maxQueueDelayUs: Number(batching.maxQueueDelayMicroseconds),
@@ -177,6 +178,28 @@ function dynamicBatchingOf(batching: ModelDynamicBatching, maxBatchSize: number,
     defaultQueuePolicy,
     queuePolicies,
   };
+}
+
+/**
+ * As Triton refuses them (model_config_utils.cc): responses in arrival order cannot be kept
+ * by requests that overtake one another, through priority levels or DELAY past a timeout.
+ */
+function checkPreservedOrder(
+  levels: number,
+  defaultPolicy: QueuePolicy,
+  policies: ReadonlyMap<number, QueuePolicy>,
+  fail: Fail,
+): void {
+  const field = "dynamic_batching.preserve_ordering";
+  if (levels > 1) fail(field, `allows one priority level at most (priority_levels is ${levels})`);
+  for (const policy of [defaultPolicy, ...policies.values()]) {
+    if (policy.timeoutAction === "DELAY" && policy.defaultTimeoutUs !== 0) {
+      fail(
+        field,
+        "a queue policy cannot DELAY requests past a timeout (timeout_action) when responses keep their order",
+      );
+    }
+  }
 }
 
 function queuePolicyOf(policy: ModelQueuePolicy | undefined, field: string, fail: Fail): QueuePolicy {

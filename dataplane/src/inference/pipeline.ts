@@ -10,6 +10,7 @@ import { tensorBytes } from "../tensors/tensor.js";
 import type { RequestLifetime } from "./lifetime.js";
 import { RequestScope, type Entry, type InferenceContext } from "./request-scope.js";
 import { withModel, type InferResponseOrEncoded } from "../tensors/wire.js";
+import { withoutQueueParameters } from "../scheduling/parameters.js";
 
 export type { Entry, InferenceContext } from "./request-scope.js";
 
@@ -17,7 +18,8 @@ export type { Entry, InferenceContext } from "./request-scope.js";
  * The one inference pipeline behind every way in (ModelInfer, ModelStreamInfer,
  * ModelInferStream, and the HTTP front door's infer, generate and OpenAI routes):
  * admit (resolve the model and version, refuse what cannot be served), decode and check
- * the inputs against its config, run its engine, encode each response. What the request
+ * the inputs against its config, run its engine (through the version's scheduler for a
+ * model the data plane schedules: queued, batched, on a free instance), encode each response. What the request
  * holds and reports (metrics, in-flight count, span, statistics, log line) is its
  * RequestScope's.
  */
@@ -53,7 +55,7 @@ export async function* runInference(
 ): AsyncGenerator<InferResponseOrEncoded> {
   const scope = new RequestScope(context, received, entry, lifetime);
   try {
-    const { spec, engine, version } = scope.admit();
+    const { spec, engine, version, scheduling, namedQueuePlace } = scope.admit();
     // MAX's clients' prompt form: read as text_input, answered in character codes.
     const rewritten = fromCharacterCodes(received, spec);
     const request = rewritten ?? received;
@@ -71,16 +73,23 @@ export async function* runInference(
     const engineRequest = {
       id: request.id,
       version,
-      parameters: request.parameters,
+      parameters: namedQueuePlace ? withoutQueueParameters(request.parameters) : request.parameters,
       inputs: inputs.tensors,
       requestedOutputs: new Set(request.outputs.map((output) => output.name)),
       encoded: passThrough ? encoded : undefined,
     };
-    const results = engine.infer(engineRequest, {
-      signal: lifetime.signal,
-      deadline: lifetime.deadline,
-      traceHeaders: scope.traceHeaders,
-    });
+    const options = { signal: lifetime.signal, deadline: lifetime.deadline, traceHeaders: scope.traceHeaders };
+    // A scheduled model's request queues for an execution (dataplane/src/scheduling/).
+    const results =
+      scheduling === undefined
+        ? engine.infer(engineRequest, options)
+        : scheduling.scheduler.infer({
+            request: engineRequest,
+            batchSize: Math.max(1, inputs.batchSize),
+            place: scheduling.place,
+            options,
+            started: scope.executing,
+          });
     // A decoupled model on a unary entry that does not gather them itself (ModelInfer on a
     // model that opts in): its responses leave as one reply, after the last.
     const gatherer =

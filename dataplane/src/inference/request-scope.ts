@@ -8,7 +8,9 @@ import type { FrontendMetrics, InferenceEndpoint, RequestObservation, RequestTyp
 import type { InFlight } from "../models/in-flight.js";
 import type { ModelLease, ModelRegistry } from "../models/registry.js";
 import { GATHERS_UNARY_RESPONSES, type ModelSpec } from "../../../lib/model-repository/spec.js";
-import { nowNs } from "../models/statistics.js";
+import { nowNs, type RequestTimings } from "../models/statistics.js";
+import { defaultPlace, namesQueuePlace, queuePlaceOf, type QueuePlace } from "../scheduling/parameters.js";
+import type { ExecutionReport, Scheduler } from "../scheduling/scheduler.js";
 import type { RequestSpan, RequestTracing } from "../tracing/tracing.js";
 import type { RequestLifetime } from "./lifetime.js";
 
@@ -47,6 +49,13 @@ export interface Admitted {
   readonly engine: Engine;
   /** The version the request resolved to (the latest served when it named none). */
   readonly version: string;
+  /**
+   * For a model the data plane schedules (dataplane/src/scheduling/): the version's
+   * scheduler and where the request queues in it.
+   */
+  readonly scheduling: { readonly scheduler: Scheduler; readonly place: QueuePlace } | undefined;
+  /** It named `priority` or `timeout`, which are the scheduler's: the engine does not see them. */
+  readonly namedQueuePlace: boolean;
 }
 
 /** Failures the caller caused (logged at debug); the others are the data plane's or an upstream's (warn). */
@@ -88,6 +97,10 @@ export class RequestScope {
   private inferNs = 0n;
   private outputNs = 0n;
   private mark = 0n;
+  /** Scheduled: from its arrival in the scheduler's queue to its execution's start. */
+  private queueNs: bigint | undefined;
+  /** Scheduled: the execution it ran in, told its compute times at the end. */
+  private execution: ExecutionReport | undefined;
 
   constructor(
     private readonly context: InferenceContext,
@@ -121,7 +134,20 @@ export class RequestScope {
   admit(): Admitted {
     const { registry, active, metrics } = this.context;
     const resolved = registry.resolve(this.request.modelName, this.request.modelVersion);
-    const { spec, engine } = resolved.model;
+    const { spec, engine, schedulers, scheduled } = resolved.model;
+    const namedQueuePlace = scheduled && namesQueuePlace(this.request.parameters);
+    let place: QueuePlace | undefined;
+    if (namedQueuePlace) {
+      try {
+        place = queuePlaceOf(spec.name, spec.scheduling, this.request.parameters);
+      } catch (error) {
+        this.refusedFor = spec;
+        throw error;
+      }
+    }
+    const scheduler = schedulers?.get(resolved.version);
+    const scheduling =
+      scheduler === undefined ? undefined : { scheduler, place: place ?? defaultPlace(spec.scheduling) };
     if (this.isUnary && spec.decoupled && !this.gathers(spec)) {
       this.refusedFor = spec;
       const optIn =
@@ -136,7 +162,7 @@ export class RequestScope {
     active.begin();
     this.observation = metrics.start(spec, this.entry.endpoint, this.entry.requestType);
     this.admittedAt = nowNs();
-    return { spec, engine, version: resolved.version };
+    return { spec, engine, version: resolved.version, scheduling, namedQueuePlace };
   }
 
   /** Whether this entry gathers the model's responses into one reply (a decoupled model on a unary entry). */
@@ -151,6 +177,16 @@ export class RequestScope {
     this.observation?.received(bytes);
     this.decodedAt = this.mark = nowNs();
   }
+
+  /**
+   * The scheduler started the request's execution: it waited in the queue from `enqueuedNs`,
+   * and its time in the engine counts from `startedNs`.
+   */
+  readonly executing = (enqueuedNs: bigint, startedNs: bigint, execution: ExecutionReport): void => {
+    this.queueNs = startedNs - enqueuedNs;
+    this.mark = startedNs;
+    this.execution = execution;
+  };
 
   /** The engine has produced a response (or finished). */
   produced(): void {
@@ -197,16 +233,18 @@ export class RequestScope {
     this.span.end(this.succeeded ? undefined : this.failure);
     if (this.lease !== undefined) {
       const totalNs = nowNs() - this.received;
-      if (this.succeeded) {
-        this.lease.statistics.recordSuccess(totalNs, this.batchSize, {
-          queueNs: this.admittedAt - this.received,
-          computeInputNs: this.decodedAt - this.admittedAt,
-          computeInferNs: this.inferNs,
-          computeOutputNs: this.outputNs,
-        });
-      } else {
-        this.lease.statistics.recordFailure(totalNs);
-      }
+      const timings: RequestTimings = {
+        queueNs: this.queueNs ?? this.admittedAt - this.received,
+        computeInputNs: this.decodedAt - this.admittedAt,
+        computeInferNs: this.inferNs,
+        computeOutputNs: this.outputNs,
+      };
+      // A scheduled request's execution is recorded once, with its other requests; any
+      // other request is an execution of its own.
+      if (this.execution !== undefined) this.execution.report(timings);
+      else if (this.succeeded) this.lease.statistics.recordExecution(this.batchSize, timings);
+      if (this.succeeded) this.lease.statistics.recordSuccess(totalNs, this.batchSize, timings);
+      else this.lease.statistics.recordFailure(totalNs);
       this.observation?.end(this.succeeded ? undefined : this.failure);
       active.end();
       this.lease.release();

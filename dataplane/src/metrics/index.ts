@@ -22,8 +22,10 @@ export interface DataPlaneMetrics {
 export function createMetrics(models: ModelRegistry, serverName: string): DataPlaneMetrics {
   const register = new Registry();
   collectDefaultMetrics({ register });
-  tritonMetrics(register, () =>
-    models.statistics("", "").map(({ name, version, statistics }) => statistics.toProto(name, version)),
+  tritonMetrics(
+    register,
+    () => models.statistics("", "").map(({ name, version, statistics }) => statistics.toProto(name, version)),
+    () => models.pendingRequests(),
   );
   loadSignals(register, () => models.loads());
   return {

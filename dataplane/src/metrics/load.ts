@@ -7,7 +7,8 @@ import type { EngineLoad } from "../engines/engine.js";
  * theirs. An endpoint picker scrapes them from every pod of an InferencePool and sends the
  * next request to the least loaded one (its EndpointPickerConfig names them:
  * docs/guides/gateways.md, "Load signals"). Tensor models publish them too: a request is running once its engine
- * has it.
+ * has it; for a model the data plane schedules (dataplane/src/scheduling/), waiting is what
+ * its scheduler queues and running what its executions hold (ModelRegistry.loads).
  */
 const LOAD_SIGNAL_NAMES = {
   waiting: "dynamo_kserve_requests_waiting",

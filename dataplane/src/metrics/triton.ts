@@ -1,4 +1,4 @@
-import { Counter, type Registry } from "prom-client";
+import { Counter, Gauge, type Registry } from "prom-client";
 import type { ModelStatistics } from "../../../proto/gen/ts/grpc_service.js";
 
 /**
@@ -8,6 +8,9 @@ import type { ModelStatistics } from "../../../proto/gen/ts/grpc_service.js";
  */
 
 type Source = () => readonly ModelStatistics[];
+
+/** Requests queued and not yet executing, per served (model, version). */
+type PendingSource = () => readonly { readonly name: string; readonly version: string; readonly pending: number }[];
 
 type Reading = (statistics: ModelStatistics) => bigint;
 
@@ -61,7 +64,17 @@ const FAMILIES: readonly { name: string; help: string; read: Reading }[] = [
   },
 ];
 
-export function tritonMetrics(register: Registry, source: Source): void {
+export function tritonMetrics(register: Registry, source: Source, pending: PendingSource): void {
+  new Gauge({
+    name: "nv_inference_pending_request_count",
+    help: "Instantaneous number of pending requests awaiting execution per-model.",
+    labelNames: ["model", "version"],
+    registers: [register],
+    collect() {
+      this.reset();
+      for (const row of pending()) this.set({ model: row.name, version: row.version }, row.pending);
+    },
+  });
   for (const family of FAMILIES) {
     new Counter({
       name: family.name,

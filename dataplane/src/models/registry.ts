@@ -20,6 +20,7 @@ import { readModelFolder, scanModelSources, type ModelSource } from "../../../li
 import { parseCandidate, type Candidate, type CandidateOptions } from "../../../lib/model-repository/candidates.js";
 import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import { VersionStatistics } from "./statistics.js";
+import { Scheduler } from "../scheduling/scheduler.js";
 import { servedVersions } from "../../../lib/model-repository/versions.js";
 
 /**
@@ -43,6 +44,14 @@ export interface LiveModel {
   readonly loadedAt: number;
   /** The model folder its engine reads (a snapshot in the model cache for object storage's models). */
   readonly folder?: string;
+  /** Its engine is one the data plane schedules (EngineDescription.scheduled): `priority` and `timeout` are the scheduler's. */
+  readonly scheduled: boolean;
+  /**
+   * One scheduler per served version, for a scheduled model whose config asks for
+   * scheduling (dynamic_batching, instance_group or model_warmup); absent, requests go
+   * straight to the engine.
+   */
+  readonly schedulers?: ReadonlyMap<string, Scheduler>;
 }
 
 /** The (model, version) a request names, with the statistics of that version. */
@@ -108,6 +117,8 @@ export interface RegistryOptions extends CandidateOptions {
   /** With explicit control: the models to load at start ("*" for all). */
   readonly startupModels: readonly string[];
   readonly createEngine: (spec: ModelSpec, source: string, files?: ModelFiles) => Engine;
+  /** Whether the data plane schedules the engine of a model (EngineDescription.scheduled); absent: none. */
+  readonly schedules?: (spec: ModelSpec, source: string) => boolean;
   /** How long a replaced or unloaded engine's running requests may take before it is closed anyway. */
   readonly retireGraceMs: number;
   /** How long an engine's start (a Python model's initialize) may take; 0 or undefined: no bound. */
@@ -359,12 +370,7 @@ export class ModelRegistry {
         `Request for unknown model: '${name}' version ${version} is not found (serving: ${model.versions.join(", ")})`,
       );
     }
-    let statistics = record.statistics.get(chosen);
-    if (statistics === undefined) {
-      statistics = new VersionStatistics();
-      record.statistics.set(chosen, statistics);
-    }
-    return { model, version: chosen, statistics };
+    return { model, version: chosen, statistics: statisticsOf(record, chosen) };
   }
 
   /**
@@ -396,12 +402,39 @@ export class ModelRegistry {
     return ready;
   }
 
-  /** Each loaded model's engine load; an engine that says nothing is running what the model has in flight. */
+  /**
+   * Each loaded model's load: its schedulers' queued and executing requests for a model
+   * the data plane schedules, else its engine's; an engine that says nothing is running
+   * what the model has in flight.
+   */
   loads(): { name: string; load: EngineLoad }[] {
     const rows: { name: string; load: EngineLoad }[] = [];
     for (const { name, live } of this.records.values()) {
-      if (live !== undefined)
-        rows.push({ name, load: live.engine.load?.() ?? { waiting: 0, running: live.inFlight.size } });
+      if (live === undefined) continue;
+      const load = live.engine.load?.() ?? { waiting: 0, running: live.inFlight.size };
+      if (live.schedulers === undefined) {
+        rows.push({ name, load });
+        continue;
+      }
+      let waiting = 0;
+      let running = 0;
+      for (const scheduler of live.schedulers.values()) {
+        waiting += scheduler.queued;
+        running += scheduler.running;
+      }
+      rows.push({ name, load: { ...load, waiting, running } });
+    }
+    return rows;
+  }
+
+  /** Requests queued and not yet executing, per served (model, version): 0 for a model without a scheduler. */
+  pendingRequests(): { name: string; version: string; pending: number }[] {
+    const rows: { name: string; version: string; pending: number }[] = [];
+    for (const { name, live } of this.records.values()) {
+      if (live === undefined) continue;
+      for (const version of live.versions) {
+        rows.push({ name, version, pending: live.schedulers?.get(version)?.queued ?? 0 });
+      }
     }
     return rows;
   }
@@ -576,7 +609,7 @@ export class ModelRegistry {
     record.fingerprint = candidate.source.fingerprint;
     const release = this.holdFolder(candidate.source.folder);
     try {
-      const live = this.build(candidate);
+      const live = this.build(candidate, record);
       // As Triton: a model is READY once its engine has loaded it (e.g. a Python model's
       // initialize ran); one that fails to load leaves the last good one serving.
       await this.startEngine(candidate.name, live.engine);
@@ -613,7 +646,7 @@ export class ModelRegistry {
     return folder === undefined ? () => undefined : this.pendingFolders.hold(folder);
   }
 
-  private build(candidate: Candidate): LiveModel {
+  private build(candidate: Candidate, record: ModelRecord): LiveModel {
     const { source, config } = candidate;
     if (config instanceof ConfigError) throw config;
     // The candidate's name: the folder's, or a single file's config name, else its file name
@@ -624,6 +657,22 @@ export class ModelRegistry {
     const files =
       source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions, served: versions };
     const engine = this.options.createEngine(spec, source.path, files);
+    const scheduled = this.options.schedules?.(spec, source.path) ?? false;
+    const schedulers =
+      scheduled && asksForScheduling(spec)
+        ? new Map(
+            versions.map((version) => [
+              version,
+              new Scheduler({
+                model: spec.name,
+                version,
+                scheduling: spec.scheduling,
+                engine,
+                statistics: statisticsOf(record, version),
+              }),
+            ]),
+          )
+        : undefined;
     return {
       spec,
       engine,
@@ -632,6 +681,8 @@ export class ModelRegistry {
       inFlight: new InFlight(),
       loadedAt: Date.now(),
       ...(source.folder !== undefined ? { folder: source.folder } : {}),
+      scheduled,
+      ...(schedulers !== undefined ? { schedulers } : {}),
     };
   }
 
@@ -668,6 +719,8 @@ export class ModelRegistry {
             "closing a retired engine with requests still running",
           );
         }
+        // What is still queued is refused (and its timers cleared) before the engine goes.
+        for (const scheduler of live.schedulers?.values() ?? []) scheduler.close();
         return live.engine.close();
       })
       .catch((error: unknown) =>
@@ -692,6 +745,29 @@ class LoadStopped extends DataPlaneError {
 }
 
 const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? true;
+
+/**
+ * Whether a model's config asks the data plane to schedule its requests: one without
+ * dynamic_batching, instance_group or model_warmup goes straight to its engine, with no
+ * scheduling work per request.
+ */
+function asksForScheduling(spec: ModelSpec): boolean {
+  return (
+    spec.scheduling.dynamicBatching !== undefined ||
+    spec.config.instanceGroup.length > 0 ||
+    spec.scheduling.warmup.length > 0
+  );
+}
+
+/** The statistics of one version of a model, kept across its reloads. */
+function statisticsOf(record: ModelRecord, version: string): VersionStatistics {
+  let statistics = record.statistics.get(version);
+  if (statistics === undefined) {
+    statistics = new VersionStatistics();
+    record.statistics.set(version, statistics);
+  }
+  return statistics;
+}
 
 function newRecord(name: string): ModelRecord {
   return { name, state: "UNAVAILABLE", reason: "", live: undefined, fingerprint: undefined, statistics: new Map() };

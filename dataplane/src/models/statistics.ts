@@ -1,4 +1,4 @@
-import type { ModelStatistics, StatisticDuration } from "../../../proto/gen/ts/grpc_service.js";
+import type { InferBatchStatistics, ModelStatistics, StatisticDuration } from "../../../proto/gen/ts/grpc_service.js";
 
 /** Nanoseconds from a monotonic clock. */
 export const nowNs = (): bigint => process.hrtime.bigint();
@@ -17,18 +17,39 @@ class Duration {
   }
 }
 
-/** How long each phase of one request took, in nanoseconds. */
-export interface RequestTimings {
-  readonly queueNs: bigint;
+/** How long an execution's (or one request's) compute phases took, in nanoseconds. */
+export interface ComputeTimings {
   readonly computeInputNs: bigint;
   readonly computeInferNs: bigint;
   readonly computeOutputNs: bigint;
 }
 
+/** How long each phase of one request took, in nanoseconds. */
+export interface RequestTimings extends ComputeTimings {
+  readonly queueNs: bigint;
+}
+
+/** The executions of one batch size (Triton's InferBatchStatistics). */
+class BatchStatistics {
+  readonly computeInput = new Duration();
+  readonly computeInfer = new Duration();
+  readonly computeOutput = new Duration();
+
+  toProto(batchSize: number): InferBatchStatistics {
+    return {
+      batchSize: BigInt(batchSize),
+      computeInput: this.computeInput.toProto(),
+      computeInfer: this.computeInfer.toProto(),
+      computeOutput: this.computeOutput.toProto(),
+    };
+  }
+}
+
 /**
  * Cumulative statistics of one model version, in the shape of Triton's ModelStatistics:
  * successes and failures with their total time, and the time spent in each phase
- * (decoding inputs, running the engine, encoding outputs).
+ * (queued, decoding inputs, running the engine, encoding outputs), by request; and the
+ * model's executions (a batch of requests run together counts once), by batch size.
  */
 export class VersionStatistics {
   private readonly success = new Duration();
@@ -40,7 +61,9 @@ export class VersionStatistics {
   private inferenceCount = 0n;
   private executionCount = 0n;
   private lastInferenceMs = 0n;
+  private readonly batches = new Map<number, BatchStatistics>();
 
+  /** A request answered: `batchSize` inferences. Its execution is recorded on its own (recordExecution). */
   recordSuccess(totalNs: bigint, batchSize: number, timings: RequestTimings): void {
     this.success.add(totalNs);
     this.queue.add(timings.queueNs);
@@ -48,8 +71,20 @@ export class VersionStatistics {
     this.computeInfer.add(timings.computeInferNs);
     this.computeOutput.add(timings.computeOutputNs);
     this.inferenceCount += BigInt(batchSize);
-    this.executionCount += 1n;
     this.lastInferenceMs = BigInt(Date.now());
+  }
+
+  /** One execution of the model, of `batchSize` batch items (every request's added up). */
+  recordExecution(batchSize: number, timings: ComputeTimings): void {
+    this.executionCount += 1n;
+    let batch = this.batches.get(batchSize);
+    if (batch === undefined) {
+      batch = new BatchStatistics();
+      this.batches.set(batchSize, batch);
+    }
+    batch.computeInput.add(timings.computeInputNs);
+    batch.computeInfer.add(timings.computeInferNs);
+    batch.computeOutput.add(timings.computeOutputNs);
   }
 
   recordFailure(totalNs: bigint): void {
@@ -74,7 +109,7 @@ export class VersionStatistics {
         cacheHit: { count: 0n, ns: 0n },
         cacheMiss: { count: 0n, ns: 0n },
       },
-      batchStats: [],
+      batchStats: [...this.batches].sort(([a], [b]) => a - b).map(([batchSize, batch]) => batch.toProto(batchSize)),
       memoryUsage: [],
       responseStats: {},
     };

@@ -206,7 +206,7 @@ describe("data plane RPCs (real server over loopback)", function () {
         inferRequest({
           modelName: "identity_fp32",
           id: "req-42",
-          parameters: { priority: { parameterChoice: { $case: "int64Param", value: 3n } } },
+          parameters: { note: { parameterChoice: { $case: "stringParam", value: "not echoed" } } },
           inputs: [rawInput("INPUT0", "FP32", [1n, 2n])],
           rawInputContents: [fp32(1, 2)],
         }),
