@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { ServiceError } from "@grpc/grpc-js";
+import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { pino } from "pino";
 import { DEFAULT_PYTHON_SHM_BYTE_SIZE } from "../../../lib/contract/dataplane.js";
 import { DataPlaneError } from "../../../lib/errors.js";
@@ -13,13 +16,15 @@ import { PythonEngine } from "../../src/engines/python/python.js";
 import type { Tensor } from "../../src/tensors/tensor.js";
 import { eventually } from "../../../e2e/support/eventually.js";
 import { MODELS_PYTHON, requireTritonPeers } from "../fixtures/peers.js";
-import { PYTHON_BATCHING_MODELS } from "../fixtures/python-models.js";
+import { PYTHON_BATCHING_MODELS, PYTHON_MODELS } from "../fixtures/python-models.js";
+import { call, infer, inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
 
 /**
  * The python engine given the scheduler's executions directly (as dataplane/src/scheduling/
- * gives them): an execution's requests reach one execute call of its instance's process, in
- * their order, whatever their batch sizes; a decoupled model's instance is released when its
- * execute returns; an instance that dies fails only its execution's requests.
+ * gives them), then through a data plane's scheduler: an execution's requests reach one
+ * execute call of its instance's process, in their order, whatever their batch sizes; a
+ * decoupled model's instance is released when its execute returns; an instance that dies
+ * fails only its execution's requests; a batched model's BLS calls are answered.
  */
 
 const int32 = (name: string, values: readonly number[]): Tensor => ({
@@ -299,5 +304,149 @@ describe("the python engine runs the scheduler's executions", function () {
       assert.deepEqual(column(second![0], "OUTPUT1"), [9, 18, 27, 36]);
       assert.deepEqual(calls, ["add_sub", "add_sub", "add_sub"]);
     });
+  });
+});
+
+/** A request of `rows` batch items of one INT32 input, each `value`. */
+const rowsRequest = (model: string, input: string, rows: readonly number[], id = ""): ModelInferRequest =>
+  inferRequest({
+    modelName: model,
+    id,
+    inputs: [{ name: input, datatype: "INT32", shape: [BigInt(rows.length), 1n], parameters: {}, contents: undefined }],
+    rawInputContents: [new Uint8Array(new Int32Array(rows).buffer)],
+  });
+
+/** An output of a gRPC reply as numbers. */
+function replyColumn(reply: ModelInferResponse, name: string): number[] {
+  const index = reply.outputs.findIndex((output) => output.name === name);
+  assert.ok(index >= 0, `output ${name}`);
+  const raw = new Uint8Array(reply.rawOutputContents[index]!);
+  const datatype = reply.outputs[index]!.datatype;
+  return datatype === "INT64"
+    ? [...new BigInt64Array(raw.buffer)].map(Number)
+    : datatype === "FP32"
+      ? [...new Float32Array(raw.buffer)]
+      : [...new Int32Array(raw.buffer)];
+}
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("the python engine behind the data plane's scheduler (dynamic_batching)", function () {
+  this.timeout(120_000);
+  let server: ServerProcess;
+  let repository: string;
+  before(async function () {
+    requireTritonPeers(this);
+    // The batching models and add_sub (bls_batched's callee), in one repository.
+    repository = mkdtempSync(join(tmpdir(), "python-batching-"));
+    cpSync(PYTHON_BATCHING_MODELS, repository, { recursive: true });
+    cpSync(join(PYTHON_MODELS, "add_sub"), join(repository, "add_sub"), { recursive: true });
+    server = await startServer(["--model-repository", repository, "--python", MODELS_PYTHON]);
+  });
+  after(async () => {
+    await server?.stop();
+    if (repository !== undefined) rmSync(repository, { recursive: true, force: true });
+  });
+
+  it("gives one execute call the requests of a batch in the order they queued, each its own rows", async () => {
+    const rows = [1, 2, 1, 3, 1];
+    const answers: Promise<ModelInferResponse>[] = [];
+    // Apart enough to queue in this order, within the model's 0.5 s queue delay: one batch of 8 items.
+    for (const [position, count] of rows.entries()) {
+      answers.push(infer(server.client, rowsRequest("execution_probe", "INPUT0", Array(count).fill(position + 1))));
+      await pause(20);
+    }
+    const replies = await Promise.all(answers);
+    replies.forEach((reply, position) => {
+      const count = rows[position]!;
+      assert.deepEqual(replyColumn(reply, "INDEX"), Array(count).fill(position), `request ${position}`);
+      assert.deepEqual(replyColumn(reply, "REQUESTS"), Array(count).fill(rows.length));
+      assert.deepEqual(replyColumn(reply, "ITEMS"), Array(count).fill(8));
+    });
+    assert.equal(new Set(replies.map((reply) => replyColumn(reply, "PID")[0])).size, 1);
+  });
+
+  it("fails the requests of a batch whose process dies mid-call UNAVAILABLE, and serves the next ones", async () => {
+    const results = await Promise.allSettled(
+      [[1], [-1], [2]].map(async (values, index) => {
+        await pause(index * 20);
+        return infer(server.client, rowsRequest("execution_probe", "INPUT0", values));
+      }),
+    );
+    for (const result of results) {
+      assert.equal(result.status, "rejected");
+      const error = (result as PromiseRejectedResult).reason as ServiceError;
+      assert.equal(error.code, 14, error.message); // UNAVAILABLE
+    }
+    const after = await infer(server.client, rowsRequest("execution_probe", "INPUT0", [5]));
+    assert.deepEqual(replyColumn(after, "REQUESTS"), [1]);
+  });
+
+  it("lets a decoupled model's instance take the next batch once execute has returned, while the first batch still streams", async () => {
+    // Each request is answered twice (decoupled_batch): its second response is its last.
+    const finals: string[] = [];
+    const answered = new Map<string, number>();
+    const finalOf = (name: string, stream: ReturnType<typeof server.client.modelStreamInfer>) =>
+      new Promise<void>((resolve, reject) => {
+        stream.on("data", (reply: { inferResponse?: ModelInferResponse; errorMessage: string }) => {
+          if (reply.errorMessage) reject(new Error(reply.errorMessage));
+          const id = reply.inferResponse?.id ?? "";
+          answered.set(id, (answered.get(id) ?? 0) + 1);
+          if (answered.get(id) === 2) finals.push(`${name} ${id}`);
+        });
+        stream.on("end", resolve);
+        stream.on("error", reject);
+      });
+    const slow = server.client.modelStreamInfer();
+    const quick = server.client.modelStreamInfer();
+    let quickStarted = false;
+    const firstResponse = new Promise<void>((resolve) => slow.once("data", () => resolve()));
+    const slowDone = finalOf("slow", slow);
+    for (const id of ["a", "b", "c"]) slow.write(rowsRequest("decoupled_batch", "DELAY_MS", [3000], id));
+    slow.end();
+    // The slow batch's first responses come from its threads after execute returned.
+    await firstResponse;
+    quickStarted = true;
+    const quickDone = finalOf("quick", quick);
+    for (const id of ["d", "e"]) quick.write(rowsRequest("decoupled_batch", "DELAY_MS", [0], id));
+    quick.end();
+    await Promise.all([slowDone, quickDone]);
+    assert.ok(quickStarted);
+    assert.deepEqual(finals.slice(0, 2).sort(), ["quick d", "quick e"], finals.join(", "));
+    assert.deepEqual(finals.slice(2).sort(), ["slow a", "slow b", "slow c"]);
+  });
+
+  it("answers a batched model's BLS calls, its requests joined into executions", async () => {
+    const request = (offset: number): ModelInferRequest =>
+      inferRequest({
+        modelName: "bls_batched",
+        inputs: ["INPUT0", "INPUT1"].map((name) => ({
+          name,
+          datatype: "FP32",
+          shape: [2n, 4n],
+          parameters: {},
+          contents: undefined,
+        })),
+        rawInputContents: [
+          new Uint8Array(new Float32Array([0, 1, 2, 3, 4, 5, 6, 7].map((value) => value + offset)).buffer),
+          new Uint8Array(new Float32Array(8).fill(1).buffer),
+        ],
+      });
+    const replies = await Promise.all([0, 10, 20, 30].map((offset) => infer(server.client, request(offset))));
+    replies.forEach((reply, index) => {
+      const base = index * 10;
+      assert.deepEqual(
+        replyColumn(reply, "OUTPUT0"),
+        [1, 2, 3, 4, 5, 6, 7, 8].map((value) => value + base),
+      );
+      assert.deepEqual(
+        replyColumn(reply, "OUTPUT1"),
+        [-1, 0, 1, 2, 3, 4, 5, 6].map((value) => value + base),
+      );
+    });
+    const statistics = await call(server.client, "modelStatistics", { name: "bls_batched", version: "" });
+    const [stats] = statistics.modelStats;
+    assert.equal(stats?.inferenceCount, 8n);
+    assert.ok(stats!.executionCount < 4n, `${stats?.executionCount} executions of 4 requests`);
   });
 });

@@ -201,10 +201,7 @@ describe("engine settings bounds", () => {
       "instance_group [ { count: 60 }, { count: 60 } ]",
     ]) {
       const error = configError(() => checkEngine(pythonSpec(groups), "config.pbtxt"));
-      assert.match(
-        error.message,
-        /instance_group: \d+ instances; a model runs at most 64/,
-      );
+      assert.match(error.message, /instance_group: \d+ instances; a model runs at most 64/);
     }
     checkEngine(pythonSpec("instance_group [ { count: 64 } ]"), "config.pbtxt");
   });

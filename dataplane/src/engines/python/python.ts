@@ -18,7 +18,15 @@ import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { parameterChoiceOf, parametersToJson } from "../../tensors/parameters.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import { checkReturnedOutputs } from "../../tensors/reply.js";
-import type { Engine, EngineRequest, EngineResponse, Execution, InferOptions, ModelInference } from "../engine.js";
+import type {
+  Engine,
+  EngineLoad,
+  EngineRequest,
+  EngineResponse,
+  Execution,
+  InferOptions,
+  ModelInference,
+} from "../engine.js";
 import type { Frame } from "./frames.js";
 import { noInstance, PythonInstance, type RequestFields, type RequestSink, type SubmittedRequest } from "./instance.js";
 import type { ErrorReply, FromStub, OutputTensorPart } from "./protocol.js";
@@ -31,10 +39,6 @@ import type { ErrorReply, FromStub, OutputTensorPart } from "./protocol.js";
  * priorities, instances): the requests of one go to the process of its instance and run in
  * one execute call, in their order. A request outside any execution runs alone, on the
  * instance with the fewest outstanding requests.
- *
- * The engine reports no load of its own: the scheduler counts what waits for an instance
- * and what runs, and every request given to a process is part of an execution that runs
- * (or, decoupled, still streams).
  */
 
 /** What the engine takes of the process-wide runtime (EngineRuntime). */
@@ -133,6 +137,25 @@ export class PythonEngine implements Engine {
       await this.close();
       throw failed.reason;
     }
+  }
+
+  /**
+   * What the processes hold: each executes one request at a time (or, decoupled, hands every
+   * request it was given to its senders), the rest wait in its queue. This is the load of a
+   * model the data plane does not schedule (no dynamic_batching, no instance_group): for a
+   * scheduled one the scheduler's counts stand instead (the registry's loads), and a process
+   * holds one execution at a time.
+   */
+  load(): EngineLoad {
+    const perExecute = this.settings.decoupled ? Infinity : 1;
+    let waiting = 0;
+    let running = 0;
+    for (const instance of [...this.versions.values()].flat()) {
+      const executing = Math.min(instance.outstanding, perExecute);
+      running += executing;
+      waiting += instance.outstanding - executing;
+    }
+    return { waiting, running };
   }
 
   ready(): boolean {
