@@ -3,13 +3,14 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { credentials } from "@grpc/grpc-js";
-import { Command, InvalidArgumentError } from "commander";
+import { Command } from "commander";
 import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
 import { REPO_ROOT } from "../../dataplane/test/fixtures/paths.js";
 import { MODELS_PYTHON, startTritonServer } from "../../dataplane/test/fixtures/peers.js";
 import { call, startServer } from "../../dataplane/test/fixtures/server.js";
 import { eventually } from "../../e2e/support/eventually.js";
 import { perfAnalyzerBinary } from "../../e2e/support/prerequisites.js";
+import { positiveInteger } from "../harness/arguments.js";
 import { medianRun, type LoadRun } from "../harness/ghz.js";
 import { runPerfAnalyzer } from "../harness/perf-analyzer.js";
 
@@ -26,14 +27,9 @@ import { runPerfAnalyzer } from "../harness/perf-analyzer.js";
  * execution_count) over the measured runs. Writes bench/results/scheduling-python-<date>.{json,md}.
  */
 
-const positive = (value: string): number => {
-  const parsed = Number(value);
-  if (!(parsed > 0 && Number.isInteger(parsed))) throw new InvalidArgumentError("must be a positive integer");
-  return parsed;
-};
 const options = new Command("bench:scheduling:python")
-  .option("--seconds <n>", "length of each measured run", positive, 15)
-  .option("--rounds <n>", "times each server is started and measured (the median is kept)", positive, 3)
+  .option("--seconds <n>", "length of each measured run", positiveInteger, 15)
+  .option("--rounds <n>", "times each server is started and measured (the median is kept)", positiveInteger, 3)
   .option("--no-publish", "a trial: write bench/results/tmp/, not bench/results/")
   .parse()
   .opts<{ seconds: number; rounds: number; publish: boolean }>();
@@ -41,12 +37,20 @@ const options = new Command("bench:scheduling:python")
 const CONCURRENCY = 64;
 const MODEL = "numpy_mlp";
 const UNBATCHED = "numpy_mlp_unbatched";
-const MODELS = [MODEL, UNBATCHED] as const;
+/** The same tensors answered by the data plane's identity engine: what its gRPC front does at most here. */
+const CEILING = "identity_64";
+const MODELS = [MODEL, UNBATCHED, CEILING] as const;
+/** Triton's PyPI build has no identity backend: the ceiling is the data plane's only. */
+const modelsOf = (server: ServerName) => MODELS.filter((model) => server === "data plane" || model !== CEILING);
+/** A repository of the data plane's only (the ceiling's model). */
+const DATAPLANE_MODELS = join(REPO_ROOT, "bench", "scheduling", "models-dataplane");
 const SHAPE = "INPUT0:64";
 const WARMUP_SECONDS = 3;
 const LOAD_AT_START = loadavg()[0]!.toFixed(1);
 /** The goal (issue 37): the batched model here at least as fast as on Triton's Python backend. */
 const GOAL = 1.0;
+/** The thread counts of numpy's BLAS (OpenBLAS, or another through OpenMP), set for the servers' Python. */
+const BLAS_THREADS = ["OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"] as const;
 
 type ServerName = "data plane" | "Triton";
 interface Served {
@@ -80,11 +84,14 @@ function repository(): string {
 /**
  * The cores for the servers and for the load: with two or more, this process (and so every
  * server it starts, with their Python processes) keeps core 0 and perf_analyzer the others.
+ * On one core numpy's BLAS threads only contend (a 20-row matmul took milliseconds, on both
+ * servers alike): the model processes get one each.
  */
 function pinServers(): string | undefined {
   const count = cpus().length;
   if (count < 2) return undefined;
   execFileSync("taskset", ["-a", "-p", "-c", "0", String(process.pid)], { stdio: "ignore" });
+  for (const variable of BLAS_THREADS) process.env[variable] = "1";
   return `1-${count - 1}`;
 }
 
@@ -93,7 +100,7 @@ async function start(server: ServerName, folder: string): Promise<Served> {
   let served: Served;
   if (server === "data plane") {
     const started = await startServer([
-      ...["--model-repository", folder, "--model-control-mode", "none"],
+      ...["--model-repository", folder, "--model-repository", DATAPLANE_MODELS, "--model-control-mode", "none"],
       ...["--python", MODELS_PYTHON],
     ]);
     served = { address: `127.0.0.1:${started.grpcPort}`, stop: async () => void (await started.stop()) };
@@ -103,7 +110,7 @@ async function start(server: ServerName, folder: string): Promise<Served> {
   }
   const client = new GRPCInferenceServiceClient(served.address, credentials.createInsecure());
   try {
-    for (const model of MODELS) {
+    for (const model of modelsOf(server)) {
       await eventually(async () => {
         if (!(await call(client, "modelReady", { name: model, version: "" })).ready)
           throw new Error(`${model} not ready`);
@@ -146,7 +153,7 @@ async function measure(folder: string, loadCpus: string | undefined): Promise<Me
       log(`round ${round + 1}: starting ${server}`);
       const served = await start(server, folder);
       try {
-        for (const model of MODELS) {
+        for (const model of modelsOf(server)) {
           await load(served.address, model, WARMUP_SECONDS);
           const before = await counts(served.address, model);
           const run = await load(served.address, model, options.seconds);
@@ -187,11 +194,14 @@ function markdown(results: readonly Measured[], date: string): string {
     `perf_analyzer, batch size 1, concurrency ${CONCURRENCY}, ${options.seconds} s per run, median of ${options.rounds} rounds`,
     "(`npm run bench:scheduling:python`). The model: bench/scheduling/models/numpy_mlp (a numpy",
     "perceptron that joins its requests into one matrix), `dynamic_batching { }`, max_batch_size 64,",
-    "one instance; numpy_mlp_unbatched is the same without dynamic_batching.",
+    "one instance; numpy_mlp_unbatched is the same without dynamic_batching. The servers and their",
+    "Python processes share core 0 (perf_analyzer has the others), with one BLAS thread each",
+    `(${BLAS_THREADS.join(", ")}: 1).`,
     "",
     `**Batched, data plane / Triton: ${ratio.toFixed(2)}×** (goal ≥ ${GOAL.toFixed(1)}×: ${ratio >= GOAL ? "met" : "not met"});`,
     `batched / unbatched here: ${(rps("data plane", MODEL) / rps("data plane", UNBATCHED)).toFixed(2)}×,`,
-    `on Triton: ${(rps("Triton", MODEL) / rps("Triton", UNBATCHED)).toFixed(2)}×.`,
+    `on Triton: ${(rps("Triton", MODEL) / rps("Triton", UNBATCHED)).toFixed(2)}×. ${CEILING}: the same tensors answered by the`,
+    "data plane's built-in identity engine (no Python, no scheduler), the most its gRPC front does here.",
     "",
     "| server | model | req/s (median) | each round | p50 ms | p99 ms | requests per execution |",
     "| --- | --- | --- | --- | --- | --- | --- |",

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { Command, InvalidArgumentError } from "commander";
+import { Command } from "commander";
 import { REPO_ROOT } from "../../dataplane/test/fixtures/paths.js";
 import {
   MODELS_PYTHON,
@@ -15,6 +15,7 @@ import { startServer } from "../../dataplane/test/fixtures/server.js";
 import { eventually } from "../../e2e/support/eventually.js";
 import { TOOLS_PYTHON } from "../../e2e/support/prerequisites.js";
 import { startSeaweedFs, type ObjectStoreServer } from "../../lib/test/object-stores.js";
+import { positiveInteger } from "../harness/arguments.js";
 import { median } from "../harness/ghz.js";
 import { replaceSection } from "../harness/published.js";
 import { BENCH_CACHE } from "../harness/servers.js";
@@ -32,13 +33,8 @@ import { BENCH_CACHE } from "../harness/servers.js";
  * Writes bench/results/storage-load-<date>.{json,md} and its section of BENCHMARKS.md.
  */
 
-const positive = (value: string): number => {
-  const parsed = Number(value);
-  if (!(parsed > 0 && Number.isInteger(parsed))) throw new InvalidArgumentError("must be a positive integer");
-  return parsed;
-};
 const options = new Command("bench:storage")
-  .option("--repetitions <n>", "starts per case (the median is kept)", positive, 3)
+  .option("--repetitions <n>", "starts per case (the median is kept)", positiveInteger, 3)
   .option("--no-publish", "a trial: write bench/results/tmp/ only, not bench/results/ nor BENCHMARKS.md")
   .parse()
   .opts<{ repetitions: number; publish: boolean }>();

@@ -74,6 +74,17 @@ function engineFor(model: string, inference?: ModelInference): PythonEngine {
   });
 }
 
+/** The engine of `model`, started before the tests of the block that calls this and closed after them. */
+function startedEngine(model: string, inference?: ModelInference): () => PythonEngine {
+  let engine: PythonEngine | undefined;
+  before(async () => {
+    engine = engineFor(model, inference);
+    await engine.start();
+  });
+  after(() => engine?.close());
+  return () => engine!;
+}
+
 /** Every response of a request, run as the scheduler runs it (its execution, or none). */
 async function run(engine: PythonEngine, request: EngineRequest, execution?: Execution): Promise<EngineResponse[]> {
   const responses: EngineResponse[] = [];
@@ -82,17 +93,18 @@ async function run(engine: PythonEngine, request: EngineRequest, execution?: Exe
   return responses;
 }
 
+/** A tensor's bytes as numbers (the test models' outputs: INT32, INT64 or FP32). */
+function numbersOf(datatype: string, data: Uint8Array): number[] {
+  const copy = new Uint8Array(data).buffer;
+  if (datatype === "INT64") return [...new BigInt64Array(copy)].map(Number);
+  return datatype === "FP32" ? [...new Float32Array(copy)] : [...new Int32Array(copy)];
+}
+
 /** An output as numbers (one per batch item: the probes' outputs are [rows, 1]). */
 function column(response: EngineResponse | undefined, name: string): number[] {
   const output = response?.outputs.find((tensor) => tensor.name === name);
   assert.ok(output, `output ${name}`);
-  const { buffer, byteOffset, byteLength } = output.data;
-  const copy = buffer.slice(byteOffset, byteOffset + byteLength);
-  return output.datatype === "INT64"
-    ? [...new BigInt64Array(copy)].map(Number)
-    : output.datatype === "FP32"
-      ? [...new Float32Array(copy)]
-      : [...new Int32Array(copy)];
+  return numbersOf(output.datatype, output.data);
 }
 
 /** What the probe says of one request: [index in its execute call, requests of the call, items of the call, process]. */
@@ -106,18 +118,13 @@ describe("the python engine runs the scheduler's executions", function () {
   });
 
   describe("of a batched model with two instances", () => {
-    let engine: PythonEngine;
-    before(async () => {
-      engine = engineFor("execution_probe");
-      await engine.start();
-    });
-    after(() => engine?.close());
+    const engine = startedEngine("execution_probe");
 
     it("runs an execution's requests in one execute call, in the execution's order, whichever request's call comes first", async () => {
       const requests = [1, 2, 3, 4, 5].map((value) => requestOf(int32("INPUT0", [value])));
       const execution = executionOf(1, requests);
       // The scheduler's calls may come in any order: the execution's order is what execute sees.
-      const answers = await Promise.all([...requests].reverse().map((request) => run(engine, request, execution)));
+      const answers = await Promise.all([...requests].reverse().map((request) => run(engine(), request, execution)));
       const seen = answers.reverse().map(probed);
       assert.deepEqual(
         seen.map(([index, count, items]) => [index, count, items]),
@@ -130,7 +137,7 @@ describe("the python engine runs the scheduler's executions", function () {
       const pids = await Promise.all(
         [0, 1, 0, 1].map(async (instance) => {
           const request = requestOf(int32("INPUT0", [instance]));
-          return probed(await run(engine, request, executionOf(instance, [request])))[3];
+          return probed(await run(engine(), request, executionOf(instance, [request])))[3];
         }),
       );
       assert.equal(pids[0], pids[2]);
@@ -149,7 +156,7 @@ describe("the python engine runs the scheduler's executions", function () {
         ),
       );
       const execution = executionOf(0, requests);
-      const answers = await Promise.all(requests.map((request) => run(engine, request, execution)));
+      const answers = await Promise.all(requests.map((request) => run(engine(), request, execution)));
       answers.forEach((responses, index) => {
         const rows = sizes[index]!;
         assert.equal(responses.length, 1);
@@ -161,7 +168,7 @@ describe("the python engine runs the scheduler's executions", function () {
 
     it("runs a request given outside any execution alone (one request per execute call)", async () => {
       const requests = [1, 2, 3].map((value) => requestOf(int32("INPUT0", [value])));
-      const answers = await Promise.all(requests.map((request) => run(engine, request)));
+      const answers = await Promise.all(requests.map((request) => run(engine(), request)));
       assert.deepEqual(
         answers.map((responses) => probed(responses).slice(0, 3)),
         [
@@ -175,7 +182,7 @@ describe("the python engine runs the scheduler's executions", function () {
     it("fails only the execution's requests when its instance dies mid-call, and restarts that instance", async () => {
       const pidOn = async (instance: number): Promise<number> => {
         const request = requestOf(int32("INPUT0", [7]));
-        return probed(await run(engine, request, executionOf(instance, [request])))[3]!;
+        return probed(await run(engine(), request, executionOf(instance, [request])))[3]!;
       };
       const [dying, other] = [await pidOn(0), await pidOn(1)];
       const doomed = [1, -1, 2].map((value) => requestOf(int32("INPUT0", [value])));
@@ -183,8 +190,8 @@ describe("the python engine runs the scheduler's executions", function () {
       const spared = [3, 4].map((value) => requestOf(int32("INPUT0", [value])));
       const sparedExecution = executionOf(1, spared);
       const [failures, answers] = await Promise.all([
-        Promise.allSettled(doomed.map((request) => run(engine, request, doomedExecution))),
-        Promise.all(spared.map((request) => run(engine, request, sparedExecution))),
+        Promise.allSettled(doomed.map((request) => run(engine(), request, doomedExecution))),
+        Promise.all(spared.map((request) => run(engine(), request, sparedExecution))),
       ]);
       for (const failure of failures) {
         assert.equal(failure.status, "rejected");
@@ -208,17 +215,12 @@ describe("the python engine runs the scheduler's executions", function () {
   });
 
   describe("of a decoupled batched model", () => {
-    let engine: PythonEngine;
-    before(async () => {
-      engine = engineFor("decoupled_batch");
-      await engine.start();
-    });
-    after(() => engine?.close());
+    const engine = startedEngine("decoupled_batch");
 
     it("releases the instance when execute returns, while the execution's responses still stream, so the next execution runs meanwhile", async () => {
       const events: string[] = [];
       const stream = async (name: string, request: EngineRequest, execution: Execution) => {
-        const responses = await run(engine, request, execution);
+        const responses = await run(engine(), request, execution);
         events.push(`${name} done`);
         return responses;
       };
@@ -253,7 +255,6 @@ describe("the python engine runs the scheduler's executions", function () {
   });
 
   describe("of a batched model calling another (BLS)", () => {
-    let engine: PythonEngine;
     const calls: string[] = [];
     /** add_sub, as another model of the data plane would answer it. */
     const addSub: ModelInference = async function* (request) {
@@ -276,11 +277,7 @@ describe("the python engine runs the scheduler's executions", function () {
         rawOutputContents: [new Uint8Array(sum.buffer), new Uint8Array(difference.buffer)],
       };
     };
-    before(async () => {
-      engine = engineFor("bls_batched", addSub);
-      await engine.start();
-    });
-    after(() => engine?.close());
+    const engine = startedEngine("bls_batched", addSub);
 
     it("answers each request of a batch with what its calls to another model returned", async () => {
       const requests = [
@@ -297,7 +294,7 @@ describe("the python engine runs the scheduler's executions", function () {
         requestOf(fp32("INPUT0", [[10, 20, 30, 40]]), fp32("INPUT1", [[1, 2, 3, 4]])),
       ];
       const execution = executionOf(0, requests);
-      const [first, second] = await Promise.all(requests.map((request) => run(engine, request, execution)));
+      const [first, second] = await Promise.all(requests.map((request) => run(engine(), request, execution)));
       assert.deepEqual(column(first![0], "OUTPUT0"), [2, 3, 4, 5, 7, 8, 9, 10]);
       assert.deepEqual(column(first![0], "OUTPUT1"), [0, 1, 2, 3, 3, 4, 5, 6]);
       assert.deepEqual(column(second![0], "OUTPUT0"), [11, 22, 33, 44]);
@@ -320,13 +317,7 @@ const rowsRequest = (model: string, input: string, rows: readonly number[], id =
 function replyColumn(reply: ModelInferResponse, name: string): number[] {
   const index = reply.outputs.findIndex((output) => output.name === name);
   assert.ok(index >= 0, `output ${name}`);
-  const raw = new Uint8Array(reply.rawOutputContents[index]!);
-  const datatype = reply.outputs[index]!.datatype;
-  return datatype === "INT64"
-    ? [...new BigInt64Array(raw.buffer)].map(Number)
-    : datatype === "FP32"
-      ? [...new Float32Array(raw.buffer)]
-      : [...new Int32Array(raw.buffer)];
+  return numbersOf(reply.outputs[index]!.datatype, reply.rawOutputContents[index]!);
 }
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
