@@ -208,31 +208,18 @@ export class PythonEngine implements Engine {
   }
 
   /**
-   * An execution's requests given to the process of its instance (per version, should the
-   * scheduler join versions), each version's part one execute call; a decoupled model's
-   * instance is released once every part's execute has returned.
+   * An execution's requests given to the process of its instance (the scheduler runs one
+   * version of a model: its executions are of that version); a decoupled model's instance
+   * is released once its execute has returned.
    */
   private submitExecution(execution: Execution): readonly Submitted[] | DataPlaneError {
+    const { requests, instance } = execution;
+    const version = requests[0]?.version;
+    if (requests.some((request) => request.version !== version)) {
+      return internal(`python model '${this.settings.modelName}': an execution of several versions`);
+    }
     try {
-      const parts = new Map<string, EngineRequest[]>();
-      for (const request of execution.requests) {
-        const part = parts.get(request.version);
-        if (part === undefined) parts.set(request.version, [request]);
-        else part.push(request);
-      }
-      let executing = parts.size;
-      const executed = this.settings.decoupled
-        ? () => {
-            if (--executing === 0) execution.release();
-          }
-        : undefined;
-      const submitted = new Map<EngineRequest, Submitted>();
-      for (const requests of parts.values()) {
-        this.submit(requests, execution.instance, executed).forEach((given, index) =>
-          submitted.set(requests[index]!, given),
-        );
-      }
-      return execution.requests.map((request) => submitted.get(request)!);
+      return this.submit(requests, instance, this.settings.decoupled ? () => execution.release() : undefined);
     } catch (error) {
       return error instanceof DataPlaneError ? error : internal(errorMessage(error));
     }
