@@ -1,3 +1,6 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
 /**
  * BENCHMARKS.md is rewritten by `npm run bench`; other benches (bench:storage) publish a
  * section of their own, between markers, that the main bench carries over when it rewrites
@@ -19,4 +22,10 @@ export function replaceSection(doc: string, id: string, title: string, body: str
 /** Every marked section of `doc`, as written, to carry over into its replacement. */
 export function markedSections(doc: string): string[] {
   return [...doc.matchAll(SECTION)].map((match) => match[0].trimEnd());
+}
+
+/** Writes section `id` of the repository's BENCHMARKS.md (a bench that publishes its results). */
+export function publishSection(repositoryRoot: string, id: string, title: string, body: string): void {
+  const benchmarks = join(repositoryRoot, "BENCHMARKS.md");
+  writeFileSync(benchmarks, replaceSection(readFileSync(benchmarks, "utf8"), id, title, body));
 }

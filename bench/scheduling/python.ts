@@ -10,7 +10,7 @@ import { MODELS_PYTHON, startTritonServer } from "../../dataplane/test/fixtures/
 import { call, startServer } from "../../dataplane/test/fixtures/server.js";
 import { eventually } from "../../e2e/support/eventually.js";
 import { perfAnalyzerBinary } from "../../e2e/support/prerequisites.js";
-import { positiveInteger } from "../harness/arguments.js";
+import { positiveInteger } from "../harness/options.js";
 import { medianRun, type LoadRun } from "../harness/ghz.js";
 import { runPerfAnalyzer } from "../harness/perf-analyzer.js";
 

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -15,9 +15,9 @@ import { startServer } from "../../dataplane/test/fixtures/server.js";
 import { eventually } from "../../e2e/support/eventually.js";
 import { TOOLS_PYTHON } from "../../e2e/support/prerequisites.js";
 import { startSeaweedFs, type ObjectStoreServer } from "../../lib/test/object-stores.js";
-import { positiveInteger } from "../harness/arguments.js";
+import { positiveInteger } from "../harness/options.js";
 import { median } from "../harness/ghz.js";
-import { replaceSection } from "../harness/published.js";
+import { publishSection } from "../harness/published.js";
 import { BENCH_CACHE } from "../harness/servers.js";
 
 /**
@@ -238,9 +238,6 @@ const stem = join(resultsDir, `storage-load-${date}`);
 writeFileSync(`${stem}.json`, `${JSON.stringify({ date, cores: cpus().length, results }, null, 2)}\n`);
 const table = markdown(results, date);
 writeFileSync(`${stem}.md`, `# ${TITLE}\n\n${table}\n`);
-if (options.publish) {
-  const benchmarks = join(REPO_ROOT, "BENCHMARKS.md");
-  writeFileSync(benchmarks, replaceSection(readFileSync(benchmarks, "utf8"), "storage-load", TITLE, table));
-}
+if (options.publish) publishSection(REPO_ROOT, "storage-load", TITLE, table);
 console.log(table);
 log(`wrote ${stem}.{json,md}${options.publish ? " and BENCHMARKS.md" : ""}`);

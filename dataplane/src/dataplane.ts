@@ -9,7 +9,7 @@ import type { ModelFiles } from "../../lib/model-repository/sources.js";
 import type { PythonEngineArguments } from "../../lib/contract/dataplane.js";
 import { createEngine } from "./engines/runtimes.js";
 import { completePythonConfig } from "./engines/python/auto-complete.js";
-import type { ModelInference } from "./engines/engine.js";
+import type { Engine, ModelInference } from "./engines/engine.js";
 import { modelCalls } from "./inference/model-calls.js";
 import { errorMessage } from "../../lib/errors.js";
 import { createMetrics, type DataPlaneMetrics } from "./metrics/index.js";
@@ -128,30 +128,31 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     stores: options.modelStorage.stores,
     logger,
   });
-  const registry = new ModelRegistry({
+  const registry: ModelRegistry = new ModelRegistry({
     repositories: storage.folders,
     storage,
     configFiles: options.modelConfigFiles,
     ...(options.modelFilesRoot !== undefined ? { modelFilesRoot: options.modelFilesRoot } : {}),
     controlMode: options.modelControlMode,
     startupModels: options.loadModels,
-    createEngine: (spec, source, files) =>
+    createEngine: (spec, source, files): Engine =>
       createEngine(spec, source, files, {
         maxMessageSize: options.maxMessageSize,
         upstreamFlowControlWindow: options.upstreamFlowControlWindow,
         pythonEngine: options.pythonEngine,
         logger,
         inference: () => modelCallsTo.inference,
+        models: registry,
       }),
     // Asked once its engine is built, so the config names one of the catalog's engines.
     schedules: (spec, source) => ENGINES[engineOf(spec, source)].scheduled,
     completeConfig: options.autoCompleteConfig ? completeConfig : undefined,
     ...(options.forwardUnsupportedTo !== undefined
       ? {
-          forwardUnsupported: (config: ModelConfig) =>
-            runsLocally(config, { forwardPython: options.forwardPython })
-              ? config
-              : forwardedConfig(config, options.forwardUnsupportedTo!),
+          forwardUnsupported: {
+            runsHere: (config: ModelConfig) => runsLocally(config, { forwardPython: options.forwardPython }),
+            forward: (config: ModelConfig) => forwardedConfig(config, options.forwardUnsupportedTo!),
+          },
         }
       : {}),
     retireGraceMs: options.shutdownGraceSeconds * 1000,

@@ -140,7 +140,7 @@ export const DATAPLANE_OPTIONS = {
   }),
   forwardUnsupported: text("--forward-unsupported <host:port>", {
     env: "DYNAMO_FORWARD_UNSUPPORTED",
-    help: "forward models this data plane cannot run (pytorch, tensorflow, tensorrt, ensembles, ...) to this Triton gRPC endpoint, as migrate does",
+    help: "forward models this data plane cannot run (pytorch, tensorflow, tensorrt, ..., and ensembles with such a step) to this Triton gRPC endpoint, as migrate does",
   }),
   forwardPython: flag("--forward-python", {
     env: "DYNAMO_FORWARD_PYTHON",

@@ -5,6 +5,7 @@ import { ConfigError } from "../model-repository/config.js";
 import type { ModelFiles } from "../model-repository/sources.js";
 import type { ModelSpec } from "../model-repository/spec.js";
 import type { EngineDescription } from "./description.js";
+import { ensembleEngine, ensembleStepModels } from "./ensemble.js";
 import { identityEngine } from "./identity.js";
 import { kserveGrpcEngine } from "./kserve-grpc.js";
 import { mockerEngine } from "./mocker.js";
@@ -26,6 +27,7 @@ export const ENGINES = {
   openai: openAiEngine,
   onnxruntime: onnxEngine,
   python: pythonEngine,
+  ensemble: ensembleEngine,
 } as const;
 
 export type EngineName = keyof typeof ENGINES;
@@ -71,14 +73,89 @@ export function checkEngine(spec: ModelSpec, source: string): void {
 /**
  * Whether this data plane runs a Triton config itself: its `engine` parameter, or its
  * backend or platform, names one of our engines. Others (pytorch_libtorch, tensorflow,
- * tensorrt, ensembles, ...) are forwarded to a Triton (forwardedConfig); the data plane's
+ * tensorrt, ...) are forwarded to a Triton (forwardedConfig); the data plane's
  * --forward-unsupported and `migrate` apply the same rule. `forwardPython` forwards
  * Python-backend models too (--forward-python), as before the python engine existed.
+ * An ensemble runs here by this rule; whether its steps do is the repository's question
+ * (ensemblesToForward).
  */
 export function runsLocally(config: ModelConfig, { forwardPython = false }: { forwardPython?: boolean } = {}): boolean {
   if (config.parameters["engine"] !== undefined) return true;
   const name = BY_SELECTOR.get(config.backend) ?? BY_SELECTOR.get(config.platform);
   return name !== undefined && !(forwardPython && name === "python");
+}
+
+/**
+ * The ensembles of a repository that are forwarded with their steps: those with a step
+ * model that is (`forwarded`, or an ensemble forwarded for that reason), by name, each with
+ * the step model that decides it. A step the repository lacks leaves the ensemble here
+ * (its load then says the step is missing).
+ */
+export function ensemblesToForward(
+  configs: ReadonlyMap<string, ModelConfig>,
+  forwarded: (name: string) => boolean,
+): Map<string, string> {
+  const decided = new Map<string, string>();
+  const isForwarded = (name: string): boolean => decided.has(name) || forwarded(name);
+  // Until nothing changes: an ensemble of ensembles follows its inner ones.
+  for (let changed = true; changed;) {
+    changed = false;
+    for (const [name, config] of configs) {
+      if (decided.has(name) || forwarded(name)) continue;
+      const step = ensembleStepModels(config).find((model) => configs.has(model) && isForwarded(model));
+      if (step === undefined) continue;
+      decided.set(name, step);
+      changed = true;
+    }
+  }
+  return decided;
+}
+
+/**
+ * Ensembles that run each other in a cycle (a step of `a` is `b`, a step of `b` is `a`), by
+ * name, each with the cycle from it: none of them can load (each waits for the other).
+ */
+export function ensembleCycles(configs: ReadonlyMap<string, ModelConfig>): Map<string, string[]> {
+  const cycles = new Map<string, string[]>();
+  const stepsOf = (name: string): string[] => {
+    const config = configs.get(name);
+    return config === undefined ? [] : ensembleStepModels(config).filter((step) => configs.has(step));
+  };
+  for (const start of configs.keys()) {
+    // Depth-first from `start`, along paths of ensembles, until it comes back to `start`.
+    const search = (path: string[]): string[] | undefined => {
+      for (const next of stepsOf(path[path.length - 1]!)) {
+        if (next === start) return [...path, next];
+        if (path.includes(next)) continue;
+        const found = search([...path, next]);
+        if (found !== undefined) return found;
+      }
+      return undefined;
+    };
+    const cycle = search([start]);
+    if (cycle !== undefined) cycles.set(start, cycle);
+  }
+  return cycles;
+}
+
+/**
+ * Ensembles with a decoupled step are decoupled (Triton marks them so when it loads them):
+ * their configs with model_transaction_policy { decoupled: true }, by name, where a step
+ * model's config (or an inner ensemble's, so marked) is decoupled.
+ */
+export function decoupledEnsembles(configs: ReadonlyMap<string, ModelConfig>): Map<string, ModelConfig> {
+  const marked = new Map<string, ModelConfig>();
+  const isDecoupled = (name: string): boolean =>
+    marked.has(name) || configs.get(name)?.modelTransactionPolicy?.decoupled === true;
+  for (let changed = true; changed;) {
+    changed = false;
+    for (const [name, config] of configs) {
+      if (isDecoupled(name) || !ensembleStepModels(config).some(isDecoupled)) continue;
+      marked.set(name, { ...config, modelTransactionPolicy: { decoupled: true } });
+      changed = true;
+    }
+  }
+  return marked;
 }
 
 /**

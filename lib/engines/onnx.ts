@@ -1,9 +1,18 @@
 import { dirname, join } from "node:path";
-import { ModelDynamicBatching, ModelInput, ModelOutput, type ModelConfig } from "../../proto/gen/ts/model_config.js";
+import {
+  BatchInput_Kind,
+  DataType,
+  ModelDynamicBatching,
+  ModelInput,
+  ModelInstanceGroup_Kind,
+  ModelOutput,
+  type ModelConfig,
+} from "../../proto/gen/ts/model_config.js";
 import { ConfigError } from "../model-repository/config.js";
 import { DATATYPES } from "../model-repository/datatypes.js";
 import { readOnnxTensors, type OnnxTensor } from "../model-repository/onnx-model.js";
 import type { ModelFiles } from "../model-repository/sources.js";
+import type { ModelSpec } from "../model-repository/spec.js";
 import type { EngineDescription } from "./description.js";
 
 /**
@@ -36,6 +45,39 @@ export interface OnnxSettings {
   readonly reshapes: ReadonlyMap<string, Reshape>;
   /** Where the version folders are when the model has no files folder: next to its config. */
   readonly configFolder: string;
+  /** One entry per instance (instance_group's counts, spec.scheduling.instanceCount of them), in config order. */
+  readonly instances: readonly OnnxInstance[];
+  /** Inputs that allow a ragged batch: given to the model flattened, every request's elements joined. */
+  readonly raggedInputs: ReadonlySet<string>;
+  /** The config's `batch_input`: tensors the engine makes from a batch for the model. */
+  readonly batchInputs: readonly BatchInputSpec[];
+}
+
+/** Where one instance runs: the CPU (KIND_CPU, KIND_AUTO, KIND_MODEL) or a GPU (KIND_GPU). */
+export interface OnnxInstance {
+  readonly device: { readonly kind: "cpu" } | { readonly kind: "gpu"; readonly id: number };
+  /** The config field that asked for it (`instance_group[1]`), for errors at load. */
+  readonly field: string;
+}
+
+/** Triton's batch input kinds (model_config.proto BatchInput.Kind), as the config spells them. */
+export type BatchInputKind = keyof typeof BATCH_INPUT_KINDS;
+
+const BATCH_INPUT_KINDS = {
+  BATCH_ELEMENT_COUNT: BatchInput_Kind.BATCH_ELEMENT_COUNT,
+  BATCH_ACCUMULATED_ELEMENT_COUNT: BatchInput_Kind.BATCH_ACCUMULATED_ELEMENT_COUNT,
+  BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO: BatchInput_Kind.BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO,
+  BATCH_MAX_ELEMENT_COUNT_AS_SHAPE: BatchInput_Kind.BATCH_MAX_ELEMENT_COUNT_AS_SHAPE,
+  BATCH_ITEM_SHAPE: BatchInput_Kind.BATCH_ITEM_SHAPE,
+  BATCH_ITEM_SHAPE_FLATTEN: BatchInput_Kind.BATCH_ITEM_SHAPE_FLATTEN,
+} as const;
+
+/** One `batch_input`: the model inputs `targetNames` all get the tensor `kind` derives from `sourceInput`. */
+export interface BatchInputSpec {
+  readonly kind: BatchInputKind;
+  readonly targetNames: readonly string[];
+  readonly datatype: "INT32" | "FP32";
+  readonly sourceInput: string;
 }
 
 export const onnxEngine: EngineDescription<OnnxSettings> = {
@@ -55,10 +97,101 @@ export const onnxEngine: EngineDescription<OnnxSettings> = {
       batched: spec.maxBatchSize > 0,
       reshapes,
       configFolder: dirname(source),
+      instances: instancesOf(spec, source),
+      raggedInputs: spec.scheduling.raggedInputs,
+      batchInputs: batchInputsOf(spec, source),
     };
   },
   completeConfig: completeOnnxConfig,
 };
+
+/**
+ * Every instance the config's instance groups ask for. KIND_AUTO is the CPU (Triton picks a GPU
+ * when it has one; onnxruntime-node bundles no GPU provider), and KIND_MODEL too (the model
+ * places itself: an ONNX graph has no say, so the CPU). A KIND_GPU group gets a GPU instance
+ * per listed GPU (device 0 when it lists none); whether one can be used is known only when the
+ * session is made (at start).
+ */
+function instancesOf(spec: ModelSpec, source: string): OnnxInstance[] {
+  const groups = spec.config.instanceGroup;
+  if (groups.length === 0) return [{ device: { kind: "cpu" }, field: "instance_group" }];
+  const instances: OnnxInstance[] = [];
+  groups.forEach((group, index) => {
+    const field = `instance_group[${index}]`;
+    const count = Math.max(1, group.count);
+    if (group.kind === ModelInstanceGroup_Kind.KIND_GPU) {
+      const gpus = group.gpus.length > 0 ? group.gpus : [0];
+      for (const id of gpus)
+        for (let copy = 0; copy < count; copy++) instances.push({ device: { kind: "gpu", id }, field });
+      return;
+    }
+    if (!CPU_KINDS.has(group.kind)) throw new ConfigError(source, `${field}.kind: not a known kind`);
+    if (group.gpus.length > 0 && group.kind === ModelInstanceGroup_Kind.KIND_CPU) {
+      throw new ConfigError(
+        source,
+        `${field}.gpus: a KIND_CPU group lists no GPUs (set kind: KIND_GPU, or remove gpus)`,
+      );
+    }
+    for (let copy = 0; copy < count * Math.max(1, group.gpus.length); copy++) {
+      instances.push({ device: { kind: "cpu" }, field });
+    }
+  });
+  return instances;
+}
+
+const CPU_KINDS: ReadonlySet<ModelInstanceGroup_Kind> = new Set([
+  ModelInstanceGroup_Kind.KIND_AUTO,
+  ModelInstanceGroup_Kind.KIND_CPU,
+  ModelInstanceGroup_Kind.KIND_MODEL,
+]);
+
+/**
+ * The config's `batch_input`, checked as Triton checks it (one source input, a declared one;
+ * TYPE_INT32 or TYPE_FP32), and its `batch_output`, which this engine does not make: refused,
+ * naming the field, rather than served with outputs the model does not expect.
+ */
+function batchInputsOf(spec: ModelSpec, source: string): BatchInputSpec[] {
+  const fail = (field: string, detail: string): never => {
+    throw new ConfigError(source, `${field}: ${detail}`);
+  };
+  if (spec.config.batchOutput.length > 0) {
+    fail(
+      "batch_output[0].kind",
+      "BATCH_SCATTER_WITH_INPUT_SHAPE is not supported by the onnxruntime engine; remove batch_output (the model's output is then split by each request's batch size)",
+    );
+  }
+  const declared = new Set(spec.inputs.map((input) => input.name));
+  return spec.config.batchInput.map((batchInput, index) => {
+    const field = `batch_input[${index}]`;
+    const kind = (Object.keys(BATCH_INPUT_KINDS) as BatchInputKind[]).find(
+      (name) => BATCH_INPUT_KINDS[name] === batchInput.kind,
+    );
+    if (kind === undefined)
+      fail(
+        `${field}.kind`,
+        `kind ${batchInput.kind} is not one this engine makes (${Object.keys(BATCH_INPUT_KINDS).join(", ")})`,
+      );
+    if (batchInput.targetName.length === 0 || batchInput.targetName.some((name) => name === "")) {
+      fail(`${field}.target_name`, "name the model input(s) it makes");
+    }
+    const clash = batchInput.targetName.find((name) => declared.has(name));
+    if (clash !== undefined)
+      fail(`${field}.target_name`, `'${clash}' is a request input; a batch input is made by the engine`);
+    if (batchInput.sourceInput.length !== 1) {
+      fail(`${field}.source_input`, `${kind} derives from 1 source input, got ${batchInput.sourceInput.length}`);
+    }
+    const sourceInput = batchInput.sourceInput[0]!;
+    if (!declared.has(sourceInput)) fail(`${field}.source_input`, `the model has no input '${sourceInput}'`);
+    const datatype =
+      batchInput.dataType === DataType.TYPE_INT32
+        ? "INT32"
+        : batchInput.dataType === DataType.TYPE_FP32
+          ? "FP32"
+          : undefined;
+    if (datatype === undefined) fail(`${field}.data_type`, "a batch input is TYPE_INT32 or TYPE_FP32");
+    return { kind: kind!, targetNames: batchInput.targetName, datatype: datatype!, sourceInput };
+  });
+}
 
 /**
  * Triton's auto-complete for ONNX models: what config.pbtxt leaves out (inputs, outputs,

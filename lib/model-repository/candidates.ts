@@ -1,4 +1,5 @@
 import { ModelConfig } from "../../proto/gen/ts/model_config.js";
+import { decoupledEnsembles, ensembleCycles, ensemblesToForward } from "../engines/catalog.js";
 import { errorMessage } from "../errors.js";
 import { ConfigError, parseModelConfig } from "./config.js";
 import type { ModelFiles, ModelSource } from "./sources.js";
@@ -13,14 +14,22 @@ export interface Candidate {
    * request's override): the source keeps its path, where engines find the model's files.
    */
   readonly origin?: string;
+  /** Its config was rewritten to forward it (--forward-unsupported): no engine here runs it. */
+  readonly forwarded?: boolean;
+}
+
+/** --forward-unsupported: which configs this data plane cannot run, and the config that forwards one. */
+export interface Forwarding {
+  readonly runsHere: (config: ModelConfig) => boolean;
+  readonly forward: (config: ModelConfig) => ModelConfig;
 }
 
 /** How a source's config is completed and rewritten before it becomes a candidate. */
 export interface CandidateOptions {
   /** Triton's auto-complete (config filled in from model files); undefined turns it off. */
   readonly completeConfig?: (config: ModelConfig, files: ModelFiles) => Promise<ModelConfig>;
-  /** --forward-unsupported: rewrites the config of a model this data plane cannot run so it is forwarded. */
-  readonly forwardUnsupported?: (config: ModelConfig) => ModelConfig;
+  /** --forward-unsupported: the config of a model this data plane cannot run is rewritten so it is forwarded. */
+  readonly forwardUnsupported?: Forwarding;
 }
 
 /**
@@ -57,11 +66,43 @@ export async function parseCandidate(
         return { name: source.nameHint, source, config: new ConfigError(source.path, detail) };
       }
     }
-    if (forwardUnsupported !== undefined) config = forwardUnsupported(config);
+    const forwarded = forwardUnsupported !== undefined && !forwardUnsupported.runsHere(config);
+    if (forwarded) config = forwardUnsupported.forward(config);
     const name = source.nameFixed ? source.nameHint : config.name || source.nameHint;
-    return { name, source, config };
+    return { name, source, config, ...(forwarded ? { forwarded } : {}) };
   } catch (error) {
     const config = error instanceof ConfigError ? error : new ConfigError(source.path, errorMessage(error));
     return { name: source.nameHint, source, config };
   }
+}
+
+/**
+ * What a repository's ensembles take from their steps, once every candidate is read:
+ * an ensemble with a forwarded step is forwarded too (--forward-unsupported: the Triton
+ * runs the whole of it), one with a decoupled step is decoupled, as Triton marks it, and
+ * ensembles that run each other in a cycle are refused (each would wait for the other).
+ */
+export function completeEnsembles(candidates: readonly Candidate[], forwarding: Forwarding | undefined): Candidate[] {
+  const configs = new Map<string, ModelConfig>();
+  for (const candidate of candidates)
+    if (!(candidate.config instanceof ConfigError)) configs.set(candidate.name, candidate.config);
+  const forwardedNames = new Set(candidates.filter((candidate) => candidate.forwarded).map(({ name }) => name));
+  const forwarded =
+    forwarding === undefined
+      ? new Map<string, string>()
+      : ensemblesToForward(configs, (name) => forwardedNames.has(name));
+  const decoupled = decoupledEnsembles(configs);
+  const cycles = ensembleCycles(configs);
+  return candidates.map((candidate) => {
+    const cycle = cycles.get(candidate.name);
+    if (cycle !== undefined) {
+      const detail = `ensemble_scheduling.step: ensembles run each other in a cycle: ${cycle.join(" -> ")}`;
+      return { ...candidate, config: new ConfigError(candidate.origin ?? candidate.source.path, detail) };
+    }
+    if (forwarding !== undefined && forwarded.has(candidate.name) && !(candidate.config instanceof ConfigError)) {
+      return { ...candidate, config: forwarding.forward(candidate.config), forwarded: true };
+    }
+    const marked = decoupled.get(candidate.name);
+    return marked === undefined ? candidate : { ...candidate, config: marked };
+  });
 }

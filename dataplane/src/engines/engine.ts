@@ -7,6 +7,7 @@ import type {
   ModelMetadataResponse,
 } from "../../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
+import type { ModelSpec } from "../../../lib/model-repository/spec.js";
 
 import type { Tensor } from "../tensors/tensor.js";
 
@@ -122,6 +123,19 @@ export type ModelInference = (
   lifetime: { readonly signal: AbortSignal; readonly deadline: number },
 ) => AsyncIterable<ModelInferResponse>;
 
+/**
+ * Other models of this data plane as a model that depends on them sees them (an ensemble's
+ * steps): read-only, never a request.
+ */
+export interface ModelDependencies {
+  /**
+   * The model once the changes queued for it are done (its load in the same scan): its spec
+   * if it is loaded, else why it is not. With explicit model control a model that is not
+   * loaded is loaded first, as Triton loads an ensemble's steps with it.
+   */
+  dependency(name: string): Promise<{ readonly spec: ModelSpec } | { readonly reason: string }>;
+}
+
 /** Process-wide settings of the engines. */
 export interface EngineRuntime {
   /** Largest message sent to or accepted from an upstream (the data plane's own limit). */
@@ -133,4 +147,6 @@ export interface EngineRuntime {
   readonly logger: Logger;
   /** Other models of this data plane, for models that call them (set once the data plane serves). */
   readonly inference: () => ModelInference | undefined;
+  /** Other models, for models built on them (ensembles); absent where there is no registry. */
+  readonly models?: ModelDependencies;
 }

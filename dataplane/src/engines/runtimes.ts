@@ -2,6 +2,7 @@ import { ENGINES, engineOf, type EngineName, type SettingsOf } from "../../../li
 import type { ModelFiles } from "../../../lib/model-repository/sources.js";
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
 import type { Engine, EngineRuntime } from "./engine.js";
+import { EnsembleEngine } from "./ensemble/ensemble.js";
 import { IdentityEngine } from "./identity/identity.js";
 import { KserveGrpcEngine } from "./kserve-grpc/kserve-grpc.js";
 import { MockerEngine } from "./mocker/mocker.js";
@@ -26,6 +27,7 @@ const RUNTIMES: { readonly [Name in EngineName]: RuntimeOf<Name> } = {
   openai: (settings) => new OpenAiEngine(settings),
   onnxruntime: (settings, files) => new OnnxEngine(settings, files),
   python: (settings, files, runtime) => new PythonEngine(settings, files, runtime),
+  ensemble: (settings, _files, runtime) => new EnsembleEngine(settings, runtime),
 };
 
 /**

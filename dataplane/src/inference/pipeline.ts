@@ -88,6 +88,7 @@ export async function* runInference(
             batchSize: Math.max(1, inputs.batchSize),
             place: scheduling.place,
             options,
+            oneResponse: !spec.decoupled,
             started: scope.executing,
           });
     // A decoupled model on a unary entry that does not gather them itself (ModelInfer on a

@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import type { Engine, EngineLoad } from "../engines/engine.js";
+import type { Engine, EngineLoad, ModelDependencies } from "../engines/engine.js";
 import type { ModelFiles } from "../../../lib/model-repository/sources.js";
 import {
   DataPlaneError,
@@ -17,7 +17,12 @@ import { ConfigError, configText } from "../../../lib/model-repository/config.js
 import { InFlight } from "./in-flight.js";
 import { Holds } from "../../../lib/holds.js";
 import { readModelFolder, scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
-import { parseCandidate, type Candidate, type CandidateOptions } from "../../../lib/model-repository/candidates.js";
+import {
+  completeEnsembles,
+  parseCandidate,
+  type Candidate,
+  type CandidateOptions,
+} from "../../../lib/model-repository/candidates.js";
 import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import { VersionStatistics } from "./statistics.js";
 import { Scheduler } from "../scheduling/scheduler.js";
@@ -134,7 +139,7 @@ export interface RegistryOptions extends CandidateOptions {
  * never returns) holds up no other model's; a load is bounded by the load timeout, and
  * close() stops those in progress.
  */
-export class ModelRegistry {
+export class ModelRegistry implements ModelDependencies {
   private readonly records = new Map<string, ModelRecord>();
   /** Parsed sources by path, reused while the source's fingerprint is unchanged (polls reparse nothing). */
   private readonly parsed = new Map<string, Candidate>();
@@ -339,6 +344,17 @@ export class ModelRegistry {
     return folders;
   }
 
+  async dependency(name: string): Promise<{ readonly spec: ModelSpec } | { readonly reason: string }> {
+    await this.queues.get(name);
+    let loadFailure: string | undefined;
+    if (this.records.get(name)?.live === undefined && this.options.controlMode === "explicit") {
+      await this.load(name).catch((error: unknown) => (loadFailure = errorMessage(error)));
+    }
+    const record = this.records.get(name);
+    if (record?.live !== undefined) return { spec: record.live.spec };
+    return { reason: loadFailure ?? (record === undefined ? "" : reasonOf(record)) };
+  }
+
   /** Checks that explicit load/unload requests are allowed in this control mode. */
   assertExplicitControl(action: string): void {
     if (this.options.controlMode !== "explicit") {
@@ -404,8 +420,8 @@ export class ModelRegistry {
 
   /**
    * Each loaded model's load: its schedulers' queued and executing requests for a model
-   * the data plane schedules, else its engine's; an engine that says nothing is running
-   * what the model has in flight.
+   * the data plane schedules (a replaced engine's still finishing its queue included), else
+   * its engine's; an engine that says nothing is running what the model has in flight.
    */
   loads(): { name: string; load: EngineLoad }[] {
     const rows: { name: string; load: EngineLoad }[] = [];
@@ -418,7 +434,7 @@ export class ModelRegistry {
       }
       let waiting = 0;
       let running = 0;
-      for (const scheduler of live.schedulers.values()) {
+      for (const { scheduler } of this.schedulersOf(name, live)) {
         waiting += scheduler.queued;
         running += scheduler.running;
       }
@@ -427,16 +443,31 @@ export class ModelRegistry {
     return rows;
   }
 
-  /** Requests queued and not yet executing, per served (model, version): 0 for a model without a scheduler. */
+  /**
+   * Requests queued and not yet executing, per served (model, version), a replaced engine's
+   * queue included: 0 for a model without a scheduler.
+   */
   pendingRequests(): { name: string; version: string; pending: number }[] {
     const rows: { name: string; version: string; pending: number }[] = [];
     for (const { name, live } of this.records.values()) {
       if (live === undefined) continue;
-      for (const version of live.versions) {
-        rows.push({ name, version, pending: live.schedulers?.get(version)?.queued ?? 0 });
+      const pending = new Map(live.versions.map((version) => [version, 0]));
+      for (const { version, scheduler } of this.schedulersOf(name, live)) {
+        if (pending.has(version)) pending.set(version, pending.get(version)! + scheduler.queued);
       }
+      for (const [version, count] of pending) rows.push({ name, version, pending: count });
     }
     return rows;
+  }
+
+  /** The schedulers of a model's live engine, and of its engines replaced and not yet closed. */
+  private schedulersOf(name: string, live: LiveModel): { version: string; scheduler: Scheduler }[] {
+    const found: { version: string; scheduler: Scheduler }[] = [];
+    for (const model of [live, ...this.retiringModels]) {
+      if (model !== live && model.spec.name !== name) continue;
+      for (const [version, scheduler] of model.schedulers ?? []) found.push({ version, scheduler });
+    }
+    return found;
   }
 
   readyCount(): number {
@@ -595,7 +626,7 @@ export class ModelRegistry {
     }
     const present = new Set(sources.map((source) => source.path));
     for (const path of this.parsed.keys()) if (!present.has(path)) this.parsed.delete(path);
-    return [...byName.values()];
+    return completeEnsembles([...byName.values()], this.options.forwardUnsupported);
   }
 
   /** Loads a candidate; on failure keeps the last good model (if any) and rethrows. */

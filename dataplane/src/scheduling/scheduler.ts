@@ -24,6 +24,11 @@ export interface ScheduledRequest {
   readonly place: QueuePlace;
   readonly options: Omit<InferOptions, "execution">;
   /**
+   * The model answers each request once (it is not decoupled): its part of the execution is
+   * over with its response, and the instance need not wait while the response is encoded and sent.
+   */
+  readonly oneResponse?: boolean;
+  /**
    * Told when its execution starts: it waited from `enqueuedNs` to `startedNs`; it reports
    * its compute times to `execution` when it is done (the execution's batch statistics).
    */
@@ -38,7 +43,8 @@ export interface SchedulerOptions {
   readonly statistics?: ExecutionStatistics;
 }
 
-type EntryState = "queued" | "running" | "ended";
+/** Queued; running (its execution started); executed (the engine is done with it, its responses may still be leaving); ended. */
+type EntryState = "queued" | "running" | "executed" | "ended";
 
 /** A request in the scheduler, from its arrival until it is done. */
 class Entry {
@@ -119,7 +125,7 @@ export class Scheduler {
     return this.queue.size;
   }
 
-  /** Requests whose execution has started and that are not done. */
+  /** Requests whose execution has started and that the engine is not done with. */
   get running(): number {
     return this.runningCount;
   }
@@ -133,11 +139,27 @@ export class Scheduler {
   async *infer(scheduled: ScheduledRequest): AsyncGenerator<EngineResponse> {
     const entry = this.enqueue(scheduled);
     try {
-      const results = await entry.admitted;
+      const results = this.executing(entry, await entry.admitted);
       if (entry.previous === undefined) yield* results;
       else yield* inOrder(results, entry.previous, entry.signal);
     } finally {
       this.finish(entry);
+    }
+  }
+
+  /**
+   * The engine's responses to a request whose execution started; the request's part of the
+   * execution is over once the engine has given them all (or its one response), as a Triton
+   * instance is free once execute returns, while the responses are still on their way.
+   */
+  private async *executing(entry: Entry, results: AsyncIterable<EngineResponse>): AsyncGenerator<EngineResponse> {
+    try {
+      for await (const response of results) {
+        if (entry.scheduled.oneResponse === true) this.executed(entry);
+        yield response;
+      }
+    } finally {
+      this.executed(entry);
     }
   }
 
@@ -202,6 +224,8 @@ export class Scheduler {
 
   /** Starts executions while an instance is free and requests wait (re-entered calls run once more after). */
   private pump(): void {
+    // Closed: its engine is closing, nothing more starts on it.
+    if (this.closed) return;
     if (this.pumping) {
       this.pumpAgain = true;
       return;
@@ -262,14 +286,21 @@ export class Scheduler {
     }
   }
 
+  /** The engine is done with the request: it no longer holds its execution's instance. */
+  private executed(entry: Entry): void {
+    if (entry.state !== "running") return;
+    entry.state = "executed";
+    this.runningCount--;
+    entry.execution?.requestDone();
+  }
+
   /** The request is done (answered, failed, or stopped by its caller). */
   private finish(entry: Entry): void {
     if (entry.state === "queued") this.leaveQueue(entry, abortedError(entry.signal));
-    if (entry.state === "running") {
+    this.executed(entry);
+    if (entry.state === "executed") {
       entry.state = "ended";
-      this.runningCount--;
       entry.end();
-      entry.execution?.requestDone();
     }
   }
 }

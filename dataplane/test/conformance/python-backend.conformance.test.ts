@@ -1,13 +1,12 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import { requireProgram, TOOLS_PYTHON } from "../../../e2e/support/prerequisites.js";
 import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { PRINTED_BYTES_PER_SECOND, PRINTED_LINE_COST } from "../../src/engines/python/printed.js";
+import { clientChecks } from "../fixtures/client-checks.js";
 import { REPO_ROOT } from "../fixtures/paths.js";
 import {
   bytesRequest,
@@ -37,15 +36,9 @@ import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
  * tritonclient must see the same.
  */
 
-const run = promisify(execFile);
 /** The bench's Python identity models (identity_fp32: any [n, m] FP32), served beside them. */
 const IDENTITY_MODELS = join(REPO_ROOT, "bench", "peers", "triton");
-const CHECKS = join(REPO_ROOT, "dataplane", "test", "conformance", "python_backend_checks.py");
-
-async function checks(grpc: string, http: string): Promise<unknown> {
-  const { stdout } = await run(TOOLS_PYTHON, [CHECKS, grpc, http], { timeout: 120_000 });
-  return JSON.parse(stdout) as unknown;
-}
+const checks = (grpc: string, http: string): Promise<unknown> => clientChecks("python_backend_checks.py", grpc, http);
 
 /** add_sub (the Python model) of [4] elements. */
 const ADD_SUB = addSubRequest("add_sub", [4n]);

@@ -18,9 +18,11 @@ const SECOND_RESPONSE_DELAY_MS = 1500;
 /** `infer` arguments that call each bundled example model (the README's and docs' commands). */
 const EXAMPLE_CALLS: Record<string, string[]> = {
   add_sub_onnx: ["--input", "INPUT0:FP32:1x4=1,2,3,4", "--input", "INPUT1:FP32:1x4=1,1,1,1"],
+  ensemble_add_sub: ["--input", "INPUT0:FP32:1x4=1,2,3,4", "--input", "INPUT1:FP32:1x4=1,1,1,1"],
   identity_bytes: ["--input", "INPUT0:BYTES:1x2=hello,world"],
   identity_fp32: ["--input", "INPUT0:FP32:1x3=1,2,3"],
   identity_int32: ["--input", "INPUT0:INT32:4=1,2,3,4"],
+  mlp_onnx: ["--input", `INPUT:FP32:1x64=${new Array(64).fill(1).join(",")}`],
   mock_llm: ["--stream", "--input", "text_input:BYTES:1=hello"],
   mock_llm_dynamo: ["--stream", "--input", "text_input:BYTES:1=hello"],
   mock_llm_trtllm: [

@@ -3,7 +3,8 @@ import assert from "node:assert/strict";
 import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DataType } from "../../../proto/gen/ts/model_config.js";
-import type { ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { ModelInferRequest, type ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { ONNX_TEST_MODELS, oneInOneOut, raggedSumConfig } from "../fixtures/onnx-models.js";
 import { addSubRequest } from "../fixtures/requests.js";
 import { TestRepository } from "../fixtures/repository.js";
 import { call, callError, infer, startServer, type ServerProcess } from "../fixtures/server.js";
@@ -69,6 +70,18 @@ input [
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 8 ] reshape { shape: [ 2, 4 ] } } ]
 `;
 
+/** add_sub on a GPU instance: refused at load where onnxruntime has no GPU provider. */
+const GPU_INSTANCE = `${PARTIAL_BATCHED}
+instance_group [ { count: 2 kind: KIND_CPU }, { count: 1 kind: KIND_GPU } ]
+`;
+
+/** A batch_output the engine does not make: refused, naming the field. */
+const BATCH_OUTPUT = `${PARTIAL_BATCHED}
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+batch_output [ { target_name: "OUTPUT0" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "INPUT0" } ]
+`;
+
 const AUTO_COMPLETE_MODELS = {
   onnx_no_config: undefined,
   onnx_partial_batched: PARTIAL_BATCHED,
@@ -84,6 +97,8 @@ describe("onnx engine (onnxruntime-node, in-process)", function () {
       ...AUTO_COMPLETE_MODELS,
       onnx_reshaped: RESHAPED_BATCHED,
       onnx_reshaped_unbatched: RESHAPED_UNBATCHED,
+      onnx_gpu: GPU_INSTANCE,
+      onnx_batch_output: BATCH_OUTPUT,
     }),
   );
   let server: ServerProcess;
@@ -116,6 +131,33 @@ describe("onnx engine (onnxruntime-node, in-process)", function () {
     const unbatched = await infer(server.client, addSubRequest("onnx_reshaped_unbatched", [8n]));
     assert.deepEqual(unbatched.outputs[0]?.shape, [8n]);
     assert.deepEqual(valuesOf(unbatched, "OUTPUT0"), [1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
+  it("serves the bundled mlp_onnx example (dynamic_batching, an instance group)", async () => {
+    const reply = await infer(
+      server.client,
+      ModelInferRequest.fromPartial({
+        modelName: "mlp_onnx",
+        inputs: [{ name: "INPUT", datatype: "FP32", shape: [3n, 64n] }],
+        rawInputContents: [new Uint8Array(new Float32Array(3 * 64).fill(0.5).buffer)],
+      }),
+    );
+    assert.deepEqual(reply.outputs[0]?.shape, [3n, 16n]);
+    const rows = valuesOf(reply, "OUTPUT");
+    assert.deepEqual(rows.slice(16, 32), rows.slice(0, 16), "equal rows, equal answers");
+  });
+
+  it("keeps a KIND_GPU model unavailable where onnxruntime has no GPU, saying which field and what to set", async () => {
+    const { models } = await call(server.client, "repositoryIndex", { repositoryName: "", ready: false });
+    const gpu = models.find((model) => model.name === "onnx_gpu");
+    assert.equal(gpu?.state, "UNAVAILABLE");
+    assert.match(
+      gpu?.reason ?? "",
+      /instance_group\[1\]\.kind: KIND_GPU needs onnxruntime's CUDA execution provider on GPU 0, which this data plane cannot use .*; set kind: KIND_CPU \(or KIND_AUTO\)/,
+    );
+    const refused = models.find((model) => model.name === "onnx_batch_output");
+    assert.equal(refused?.state, "UNAVAILABLE");
+    assert.match(refused?.reason ?? "", /batch_output\[0\]\.kind: BATCH_SCATTER_WITH_INPUT_SHAPE is not supported/);
   });
 
   it("never reports a model READY whose model file is missing (as Triton's load), and answers UNAVAILABLE naming the file", async () => {
@@ -256,5 +298,88 @@ describe("a ConfigMap of configs beside a volume of model files (--model-files-r
     const missing = models.find((model) => model.name === "no-files");
     assert.equal(missing?.state, "UNAVAILABLE");
     assert.match(missing?.reason ?? "", /no-files/);
+  });
+});
+
+const BATCHED_LONG = "max_queue_delay_microseconds: 5000000";
+/** The example MLP, batched by the scheduler: one execution once 10 rows wait (or after a long delay). */
+const MLP_JOINED = `${oneInOneOut("mlp_joined", 64, 16)}dynamic_batching { preferred_batch_size: [ 10 ] ${BATCHED_LONG} }\n`;
+/** Ragged requests joined three at a time. */
+const RAGGED_JOINED = `${raggedSumConfig("ragged_joined")}dynamic_batching { preferred_batch_size: [ 3 ] ${BATCHED_LONG} }\n`;
+
+describe("onnx under the scheduler (dynamic batching over gRPC)", function () {
+  this.timeout(30_000);
+  const serving = useServer({}, [], (repository) => {
+    for (const [name, config, file] of [
+      ["mlp_joined", MLP_JOINED, repository.path("mlp_onnx", "1", "model.onnx")],
+      ["ragged_joined", RAGGED_JOINED, join(ONNX_TEST_MODELS, "ragged_sum.onnx")],
+    ] as const) {
+      mkdirSync(repository.path(name, "1"), { recursive: true });
+      copyFileSync(file, repository.path(name, "1", "model.onnx"));
+      writeFileSync(repository.path(name, "config.pbtxt"), config);
+    }
+  });
+
+  const fp32Request = (model: string, shape: bigint[], values: number[]): ModelInferRequest =>
+    ModelInferRequest.fromPartial({
+      modelName: model,
+      inputs: [{ name: "INPUT", datatype: "FP32", shape }],
+      rawInputContents: [new Uint8Array(Float32Array.from(values).buffer)],
+    });
+  const executions = async (model: string) => {
+    const { modelStats } = await call(serving.server.client, "modelStatistics", { name: model, version: "" });
+    return modelStats[0]!;
+  };
+
+  it("joins requests of batch sizes 1, 3, 2 and 4 into one run; each answer equals the request run alone", async () => {
+    const { client } = serving.server;
+    const sizes = [1, 3, 2, 4];
+    const requests = sizes.map((size, index) =>
+      fp32Request(
+        "mlp_joined",
+        [BigInt(size), 64n],
+        Array.from({ length: size * 64 }, (_, at) => Math.cos(index * 100 + at)),
+      ),
+    );
+    const before = await executions("mlp_joined");
+    const joined = await Promise.all(requests.map((request) => infer(client, request)));
+    const after = await executions("mlp_joined");
+    assert.equal(after.executionCount - before.executionCount, 1n, "one execution");
+    assert.deepEqual(
+      after.batchStats.map(({ batchSize }) => batchSize),
+      [10n],
+    );
+    for (const [index, request] of requests.entries()) {
+      const alone = await infer(client, { ...request, modelName: "mlp_onnx" });
+      assert.deepEqual(joined[index]!.outputs[0]?.shape, [BigInt(sizes[index]!), 16n]);
+      const expected = valuesOf(alone, "OUTPUT");
+      valuesOf(joined[index]!, "OUTPUT").forEach((value, at) => assert.ok(Math.abs(value - expected[at]!) < 1e-4));
+    }
+  });
+
+  it("joins ragged requests whatever their lengths, the model told where each one's elements are", async () => {
+    const { client } = serving.server;
+    const replies = await Promise.all(
+      [2, 5, 3].map((length) =>
+        infer(
+          client,
+          fp32Request(
+            "ragged_joined",
+            [1n, BigInt(length)],
+            Array.from({ length }, () => 2),
+          ),
+        ),
+      ),
+    );
+    assert.deepEqual(
+      replies.map((reply) => [valuesOf(reply, "SUM"), valuesOf(reply, "COUNT")]),
+      [
+        [[4], [2]],
+        [[10], [5]],
+        [[6], [3]],
+      ],
+    );
+    const stats = await executions("ragged_joined");
+    assert.equal(stats.executionCount, 1n);
   });
 });

@@ -114,6 +114,28 @@ describe("scheduling: dynamic batching, queue policies and priorities of local e
   });
 });
 
+describe("scheduling at shutdown: the drain waits for queued requests", function () {
+  this.timeout(30_000);
+  const serving = useServer(
+    { waits: identity("waits", "dynamic_batching { max_queue_delay_microseconds: 1500000 }") },
+    ["--drain-delay-secs", "0"],
+  );
+
+  it("answers a request still queued for its batch when SIGTERM comes, then exits 0", async () => {
+    const { server } = serving;
+    const exited = new Promise<number | null>((resolve) => server.process.once("exit", (code) => resolve(code)));
+    const queued = infer(server.client, identityFor("waits", {}, 7));
+    await eventually(async () => {
+      const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
+      assert.equal(seriesValue(samples, "nv_inference_pending_request_count", { model: "waits", version: "1" }), 1);
+    });
+    server.process.kill("SIGTERM");
+    const reply = await queued;
+    assert.deepEqual([...new Float32Array(new Uint8Array(reply.rawOutputContents[0]!).buffer)], [7, -7]);
+    assert.equal(await exited, 0, server.stderr);
+  });
+});
+
 describe("scheduling a slow Python-backend model: a bounded queue, priorities under saturation", function () {
   this.timeout(60_000);
   before(function () {

@@ -11,6 +11,7 @@ import type { Scheduling } from "../../../lib/model-repository/scheduling.js";
 import type { Engine, EngineRequest, EngineResponse, Execution, InferOptions } from "../../src/engines/engine.js";
 import { ModelRegistry } from "../../src/models/registry.js";
 import type { ComputeTimings } from "../../src/models/statistics.js";
+import { batchRulesOf, nextBatch, type BatchChoice } from "../../src/scheduling/batch.js";
 import { queuePlaceOf, queueTimeoutUs, type QueuePlace } from "../../src/scheduling/parameters.js";
 import { Scheduler } from "../../src/scheduling/scheduler.js";
 
@@ -75,6 +76,15 @@ class FakeEngine implements Engine {
   }
 }
 
+/** A request of `batch` items of `width` FP32 each. */
+const requestOf = (id: string, batch = 1, width = 2): EngineRequest => ({
+  id,
+  version: "1",
+  parameters: {},
+  inputs: [{ name: "IN", datatype: "FP32", shape: [batch, width], data: new Uint8Array(batch * width * 4) }],
+  requestedOutputs: new Set(),
+});
+
 interface Sent {
   readonly id: string;
   readonly controller: AbortController;
@@ -95,13 +105,7 @@ function send(
   } = {},
 ): Sent {
   const controller = new AbortController();
-  const request: EngineRequest = {
-    id,
-    version: "1",
-    parameters: {},
-    inputs: [{ name: "IN", datatype: "FP32", shape: [batch, width], data: new Uint8Array(batch * width * 4) }],
-    requestedOutputs: new Set(),
-  };
+  const request = requestOf(id, batch, width);
   const outcome = (async () => {
     const ids: string[] = [];
     const results = scheduler.infer({
@@ -187,6 +191,19 @@ describe("Scheduler: Triton's scheduling of a model's requests, with a fake engi
       assert.equal(scheduler.queued, 1);
       scheduler.close();
       await rejectsWith(sent[4]!.outcome, "Unavailable", /model 'm' version 1 is unloading/);
+    });
+
+    it("refuses what waits for its batch when closed, and starts nothing after (its timers cleared)", async () => {
+      const scheduler = start(
+        schedulingOf("dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 60000000 }"),
+      );
+      const sent = ["a", "b", "c"].map((id) => send(scheduler, id));
+      await settle();
+      assert.equal(scheduler.queued, 3, "the instance is free: they wait for a batch of 4");
+      scheduler.close();
+      for (const one of sent) await rejectsWith(one.outcome, "Unavailable", /is unloading/);
+      await rejectsWith(send(scheduler, "d").outcome, "Unavailable", /takes no more requests/);
+      assert.deepEqual(engine.batches, []);
     });
 
     it("with no delay, runs what is queued when the instance frees, up to max_batch_size", async () => {
@@ -396,6 +413,24 @@ describe("Scheduler: Triton's scheduling of a model's requests, with a fake engi
       await Promise.all(sent.map((one) => one.outcome));
     });
 
+    it("frees the instance once a one-response model has answered, while that answer is still on its way", async () => {
+      const scheduler = start(schedulingOf("instance_group [ { count: 1 } ]"));
+      engine.holding = false;
+      const signal = new AbortController().signal;
+      const answered = scheduler.infer({
+        request: requestOf("answered"),
+        batchSize: 1,
+        place: { level: 0, timeoutUs: 0 },
+        options: { signal, deadline: Infinity, traceHeaders: {} },
+        oneResponse: true,
+      });
+      // Its response is taken, and nothing more read (as while the pipeline encodes and sends it).
+      assert.equal((await answered.next()).done, false);
+      assert.equal(scheduler.running, 0);
+      assert.deepEqual(await send(scheduler, "next").outcome, ["next"]);
+      await answered.return(undefined);
+    });
+
     it("releases responses in arrival order with preserve_ordering, whichever execution ends first", async () => {
       const scheduler = start(
         schedulingOf("dynamic_batching { preserve_ordering: true } instance_group [ { count: 2 } ]", {
@@ -536,6 +571,13 @@ describe("a scheduled model reloaded or unloaded with requests queued", () => {
     await settle();
     assert.equal(fresh.engine, engines[1]);
     assert.deepEqual(engines[1]!.batches, [["d"]], "the new engine's instance is its own");
+    // What the replaced engine still queues is pending for the model's version, and its load.
+    assert.deepEqual(registry.pendingRequests(), [{ name: "m", version: "1", pending: 2 }]);
+    assert.deepEqual(
+      registry.loads().map(({ load }) => [load.waiting, load.running]),
+      [[2, 2]],
+      "b and c wait; a (old engine) and d (new) run",
+    );
     for (let index = 0; index < 3; index++) {
       engines[0]!.finishAll();
       await settle();
@@ -574,5 +616,42 @@ describe("the scheduling spec: configs Triton refuses with preserve_ordering", (
       /dynamic_batching\.preserve_ordering.*cannot DELAY/,
     );
     assert.equal(schedulingOf("dynamic_batching { preserve_ordering: true }").dynamicBatching?.preserveOrdering, true);
+  });
+});
+
+describe("nextBatch: Triton's batch formation, at a given time", () => {
+  const rules = batchRulesOf(
+    schedulingOf("dynamic_batching { preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 1000 }"),
+  );
+  /** Queued requests of these batch sizes, queued at `at` ns. */
+  const queued = (sizes: readonly number[], at = 0n) =>
+    sizes.map((batchSize, index) => ({
+      id: index,
+      batchSize,
+      enqueuedNs: at,
+      inputs: requestOf("", batchSize).inputs,
+    }));
+  const ids = (choice: BatchChoice<{ id: number }>) => ("run" in choice ? choice.run.map(({ id }) => id) : choice);
+
+  it("runs the largest preferred size reached while the oldest request is within its delay", () => {
+    assert.deepEqual(ids(nextBatch(queued([1, 1, 1]), rules, 500_000n)), [0, 1]);
+    assert.deepEqual(ids(nextBatch(queued([1, 1, 1, 1, 1]), rules, 500_000n)), [0, 1, 2, 3]);
+  });
+
+  it("waits for the rest of the delay when no preferred size is reached, then runs what is there", () => {
+    assert.deepEqual(ids(nextBatch(queued([1]), rules, 400_000n)), { waitNs: 600_000n });
+    assert.deepEqual(ids(nextBatch(queued([1]), rules, 1_000_000n)), [0]);
+    // Past the delay, everything that fits goes, preferred size or not.
+    assert.deepEqual(ids(nextBatch(queued([1, 1, 1]), rules, 2_000_000n)), [0, 1, 2]);
+  });
+
+  it("runs at once a batch that cannot grow past the largest preferred size", () => {
+    assert.deepEqual(ids(nextBatch(queued([3, 3]), rules, 0n)), [0]);
+    assert.deepEqual(ids(nextBatch(queued([5]), rules, 0n)), [0]);
+  });
+
+  it("without dynamic_batching, one request per execution", () => {
+    const single = batchRulesOf(schedulingOf("instance_group [ { count: 2 } ]"));
+    assert.deepEqual(ids(nextBatch(queued([1, 1, 1]), single, 0n)), [0]);
   });
 });

@@ -1,11 +1,18 @@
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { ModelInstanceGroup_Kind, type ModelConfig } from "../../../proto/gen/ts/model_config.js";
-import { autoCompleteConfig, forwardedConfig, runsLocally } from "../../../lib/engines/catalog.js";
+import {
+  autoCompleteConfig,
+  decoupledEnsembles,
+  ensemblesToForward,
+  forwardedConfig,
+  runsLocally,
+} from "../../../lib/engines/catalog.js";
+import { ensembleStepModels } from "../../../lib/engines/ensemble.js";
 import { openAiServedConfig } from "../../../lib/engines/openai.js";
 import { errorMessage } from "../../../lib/errors.js";
 import { ConfigError, configText } from "../../../lib/model-repository/config.js";
-import { parseCandidate } from "../../../lib/model-repository/candidates.js";
+import { parseCandidate, type Candidate } from "../../../lib/model-repository/candidates.js";
 import { scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
 import { toModelSpec } from "../../../lib/model-repository/spec.js";
 import { servedVersions } from "../../../lib/model-repository/versions.js";
@@ -69,13 +76,42 @@ export const CONFIGMAP_FILES_LIMIT = 900 * 1024;
 
 export async function planMigration(repository: string, options: MigrationOptions): Promise<ModelPlan[]> {
   const sources = await scanModelSources([repository], []);
+  const candidates: Candidate[] = [];
+  for (const source of sources) candidates.push(await parseCandidate(source, { completeConfig: autoCompleteConfig }));
+  const ensembles = ensemblesOf(candidates, options);
   const plans: ModelPlan[] = [];
-  for (const source of sources) plans.push(await planModel(repository, source, options));
+  for (const candidate of candidates) plans.push(await planModel(repository, candidate, options, ensembles));
   return plans;
 }
 
-async function planModel(repository: string, source: ModelSource, options: MigrationOptions): Promise<ModelPlan> {
-  const candidate = await parseCandidate(source, { completeConfig: autoCompleteConfig });
+/**
+ * The repository's ensembles, by name: forwarded with the step that must be (a model this
+ * data plane cannot run), or run here with their steps, and what a migrated config marks.
+ */
+interface Ensembles {
+  readonly forwardedFor: ReadonlyMap<string, string>;
+  /** Ensembles with a decoupled step, their configs marked decoupled (as Triton marks them). */
+  readonly decoupled: ReadonlyMap<string, ModelConfig>;
+}
+
+function ensemblesOf(candidates: readonly Candidate[], options: MigrationOptions): Ensembles {
+  const configs = new Map<string, ModelConfig>();
+  for (const { name, config } of candidates) if (!(config instanceof ConfigError)) configs.set(name, config);
+  const forwardPython = options.forwardPython === true;
+  const forwardedFor = ensemblesToForward(configs, (name) => {
+    const config = configs.get(name);
+    return config !== undefined && !runsLocally(config, { forwardPython });
+  });
+  return { forwardedFor, decoupled: decoupledEnsembles(configs) };
+}
+
+async function planModel(
+  repository: string,
+  candidate: Candidate,
+  options: MigrationOptions,
+  ensembles: Ensembles,
+): Promise<ModelPlan> {
+  const { source } = candidate;
   const failed = (error: unknown, platform = ""): ModelPlan => ({
     ok: false,
     model: candidate.name,
@@ -83,7 +119,9 @@ async function planModel(repository: string, source: ModelSource, options: Migra
     error: error instanceof ConfigError ? error.message : errorMessage(error),
   });
   if (candidate.config instanceof ConfigError) return failed(candidate.config);
-  const config = candidate.config;
+  const forwardedStep = ensembles.forwardedFor.get(candidate.name);
+  const config =
+    forwardedStep === undefined ? (ensembles.decoupled.get(candidate.name) ?? candidate.config) : candidate.config;
   const platform = platformOf(config);
   try {
     const spec = toModelSpec(config, source.path, candidate.name, configText(source.format, source.content));
@@ -92,13 +130,19 @@ async function planModel(repository: string, source: ModelSource, options: Migra
     if (config.backend === VLLM_BACKEND && options.vllmUrl !== undefined) {
       return await toVllmServer(candidate.name, versions, source, config, notes, options.vllmUrl);
     }
+    if (forwardedStep !== undefined) {
+      notes.push(`ensemble forwarded: its step model '${forwardedStep}' runs on Triton only`);
+      return forwarded(candidate.name, versions, platform, config, notes, options);
+    }
     if (!runsLocally(config, { forwardPython: options.forwardPython === true })) {
       return forwarded(candidate.name, versions, platform, config, notes, options);
     }
     const engine = config.parameters["engine"]?.stringValue ?? spec.backend;
-    const local = { ok: true as const, model: candidate.name, versions, platform, notes, config };
+    if (engine === "ensemble") notes.push(...ensembleNotes(candidate.config, config));
     // Engines that run the model's own files here: ONNX models, Python models (model.py).
     const filesEngine = ONNX_BACKENDS.has(engine) ? "onnx" : engine === PYTHON_BACKEND ? "python" : undefined;
+    const shipped = filesEngine === "onnx" ? onnxOnCpu(config) : config;
+    const local = { ok: true as const, model: candidate.name, versions, platform, notes, config: shipped };
     if (filesEngine === undefined) return { ...local, engine };
     notes.push(...(filesEngine === "onnx" ? onnxNotes(config) : pythonNotes(config)));
     const folder = relative(repository, source.folder ?? source.path);
@@ -211,26 +255,56 @@ function commonNotes(config: ModelConfig, source: ModelSource): string[] {
 /** What Triton keeps doing for a forwarded model. */
 function forwardedNotes(config: ModelConfig): string[] {
   const notes: string[] = [];
-  if (config.platform === "ensemble") notes.push("ensemble steps run on Triton");
   const scheduling = config.schedulingChoice?.$case;
   if (scheduling === "sequenceBatching") notes.push("sequences stay on one upstream (sequence_id)");
   if (scheduling === "dynamicBatching") notes.push("Triton batches");
   return notes;
 }
 
+/** A local ensemble: where its steps run, and the decoupling Triton would have inferred. */
+function ensembleNotes(original: ModelConfig, shipped: ModelConfig): string[] {
+  const steps = [...new Set(ensembleStepModels(original))].map((name) => `'${name}'`).join(", ");
+  // Each DynamoKserveModel is a data plane of its own: the steps must be served beside it.
+  const notes = [
+    `ensemble run here, not by Triton: its steps (${steps}) must be models of the same data plane (a DynamoKserveRepository serving this repository)`,
+  ];
+  if (shipped !== original) notes.push("decoupled (a step is): model_transaction_policy { decoupled: true } added");
+  return notes;
+}
+
 /** What Triton did for an ONNX model that the in-process engine does not. */
 function onnxNotes(config: ModelConfig): string[] {
   const notes: string[] = [];
-  if (config.schedulingChoice?.$case === "dynamicBatching") {
-    notes.push("dynamic_batching not applied: requests run one by one");
-  }
   if (config.instanceGroup.some((group) => group.kind === ModelInstanceGroup_Kind.KIND_GPU)) {
-    notes.push("instance_group KIND_GPU ignored: onnxruntime runs on the CPU");
+    notes.push("instance_group KIND_GPU set to KIND_CPU: the image's onnxruntime has no GPU provider");
   }
   if (config.output.some((output) => output.labelFilename !== "")) {
     notes.push("label_filename not applied: outputs are raw tensors");
   }
   return notes;
+}
+
+/**
+ * The config an ONNX model is shipped with: its KIND_GPU instance groups as as many KIND_CPU
+ * instances (the data plane's onnxruntime runs on the CPU, and refuses KIND_GPU where it has
+ * no GPU provider: the migrated model would never load). Everything else, dynamic batching
+ * and instance counts included, runs as Triton ran it.
+ */
+function onnxOnCpu(config: ModelConfig): ModelConfig {
+  if (!config.instanceGroup.some((group) => group.kind === ModelInstanceGroup_Kind.KIND_GPU)) return config;
+  return {
+    ...config,
+    instanceGroup: config.instanceGroup.map((group) =>
+      group.kind === ModelInstanceGroup_Kind.KIND_GPU
+        ? {
+            ...group,
+            kind: ModelInstanceGroup_Kind.KIND_CPU,
+            count: Math.max(1, group.count) * Math.max(1, group.gpus.length),
+            gpus: [],
+          }
+        : group,
+    ),
+  };
 }
 
 /** What Triton did for a Python model that the python engine does differently. */

@@ -70,7 +70,9 @@ describe("migrate: a Triton model repository becomes DynamoKserveModels (real AP
     assert.equal(engineOf("simple"), "kserve-grpc");
     assert.equal(engineOf("simple_string"), "kserve-grpc");
     assert.match(rows.get("simple_sequence")![3]!, /sequences stay on one upstream/);
-    assert.match(rows.get("ensemble_add_sub")![3]!, /ensemble steps run on Triton/);
+    // Its one step (add_sub_python) runs here, so it does too.
+    assert.equal(engineOf("ensemble_add_sub"), "ensemble");
+    assert.match(rows.get("ensemble_add_sub")![3]!, /ensemble run here, not by Triton: its steps \('add_sub_python'\)/);
     assert.equal(rows.get("add_sub_python")?.[1], "python");
     assert.equal(engineOf("add_sub_python"), "python");
     assert.match(rows.get("add_sub_python")![3]!, /model\.py run by the python engine/);
@@ -91,6 +93,12 @@ describe("migrate: a Triton model repository becomes DynamoKserveModels (real AP
       (await migrate(repository, "--triton-endpoint", TRITON, "--forward-python", "--dry-run")).stderr,
     );
     assert.equal(rows.get("add_sub_python")?.[2], "kserve-grpc");
+    // Its step is forwarded, so it is.
+    assert.equal(rows.get("ensemble_add_sub")?.[2], "kserve-grpc");
+    assert.match(
+      rows.get("ensemble_add_sub")![3]!,
+      /ensemble forwarded: its step model 'add_sub_python' runs on Triton only/,
+    );
   });
 
   it("without --triton-endpoint, says which models need it", async () => {
@@ -147,7 +155,7 @@ describe("migrate: a Triton model repository becomes DynamoKserveModels (real AP
     );
     assert.match(
       tableRows(stderr).get("densenet_onnx")![3]!,
-      /instance_group KIND_GPU ignored.*label_filename not applied.*files from PVC triton-repo, densenet_onnx\//,
+      /instance_group KIND_GPU set to KIND_CPU.*label_filename not applied.*files from PVC triton-repo, densenet_onnx\//,
     );
     const densenet = parseAllDocuments(stdout)
       .map((document) => document.toJS() as MigratedObject)

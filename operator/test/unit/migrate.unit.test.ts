@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { kubernetesName, migratedObjects } from "../../src/migrate/manifests.js";
 import { tritonRepositoryCorpus } from "../fixtures/triton-repository.js";
 import { planMigration } from "../../src/migrate/plan.js";
+import { ModelInstanceGroup_Kind } from "../../../proto/gen/ts/model_config.js";
 
 describe("migrate helpers", () => {
   it("makes Triton model names DNS labels", () => {
@@ -59,6 +60,53 @@ describe("migrate helpers", () => {
       const forwarded = migratedObjects(byName("simple"), "ml", source)[1] as typeof model;
       assert.equal(forwarded.spec.modelFiles, undefined);
       assert.equal(forwarded.spec.storage, undefined);
+    } finally {
+      rmSync(repository, { recursive: true, force: true });
+    }
+  });
+
+  it("ships an ONNX model's dynamic batching as it is, and its KIND_GPU instances as KIND_CPU ones, saying so", async () => {
+    const repository = tritonRepositoryCorpus();
+    try {
+      const plans = await planMigration(repository, {
+        modelFiles: { kind: "persistentVolumeClaim", claimName: "triton-repo" },
+        tritonEndpoint: "triton:8001",
+      });
+      const densenet = plans.find((plan) => plan.model === "densenet_onnx");
+      assert.ok(densenet?.ok);
+      assert.deepEqual(densenet.notes.slice(0, 2), [
+        "instance_group KIND_GPU set to KIND_CPU: the image's onnxruntime has no GPU provider",
+        "label_filename not applied: outputs are raw tensors",
+      ]);
+      assert.equal(densenet.config.schedulingChoice?.$case, "dynamicBatching");
+      assert.deepEqual(
+        densenet.config.instanceGroup.map(({ kind, count, gpus }) => ({ kind, count, gpus })),
+        [{ kind: ModelInstanceGroup_Kind.KIND_CPU, count: 1, gpus: [] }],
+      );
+    } finally {
+      rmSync(repository, { recursive: true, force: true });
+    }
+  });
+
+  it("runs an ensemble here when its steps run here, and forwards it with a step that must be", async () => {
+    const repository = tritonRepositoryCorpus();
+    try {
+      const plan = async (forwardPython: boolean) =>
+        (
+          await planMigration(repository, {
+            modelFiles: { kind: "configMap" },
+            tritonEndpoint: "triton:8001",
+            forwardPython,
+          })
+        ).find((candidate) => candidate.model === "ensemble_add_sub");
+      const local = await plan(false);
+      assert.ok(local?.ok);
+      assert.equal(local.engine, "ensemble");
+      assert.equal(local.config.parameters["engine"], undefined);
+      const forwarded = await plan(true);
+      assert.ok(forwarded?.ok);
+      assert.equal(forwarded.engine, "kserve-grpc");
+      assert.ok(forwarded.notes.includes("ensemble forwarded: its step model 'add_sub_python' runs on Triton only"));
     } finally {
       rmSync(repository, { recursive: true, force: true });
     }

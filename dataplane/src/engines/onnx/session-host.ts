@@ -1,0 +1,159 @@
+import { Worker } from "node:worker_threads";
+import { Tensor as OrtTensor, type InferenceSession } from "onnxruntime-node";
+import { internal } from "../../../../lib/errors.js";
+import type { NumericArray, OrtType } from "./types.js";
+
+/**
+ * An onnxruntime session on a thread of its own (session-worker.ts). onnxruntime-node runs a
+ * session synchronously on the calling thread: on the event loop, a run holds every other
+ * request, probe and stream for its whole length, instances cannot run at once, and requests
+ * arriving meanwhile are not even read (so a dynamic batch cannot fill while one runs, as it
+ * does in Triton). On its own thread, each instance runs while the event loop reads and
+ * queues the next requests. Tensors cross by message: a buffer the engine owns (a joined
+ * batch) is moved, a view into a request is copied once, the outputs are moved back.
+ * A thread that dies fails its runs and is started again (its session made again) by the next.
+ */
+
+/** A tensor as it crosses to and from the thread. */
+export interface WireTensor {
+  readonly type: OrtType;
+  readonly dims: readonly number[];
+  readonly data: NumericArray | readonly string[];
+}
+
+export type HostRequest =
+  | { readonly kind: "create"; readonly path: string; readonly options: InferenceSession.SessionOptions }
+  | {
+      readonly kind: "run";
+      readonly id: number;
+      readonly feeds: Readonly<Record<string, WireTensor>>;
+      readonly fetches: readonly string[];
+    };
+
+export type HostReply =
+  | { readonly kind: "created" }
+  | { readonly kind: "ran"; readonly id: number; readonly outputs: Readonly<Record<string, WireTensor>> }
+  /** `id` 0: the session could not be made. */
+  | { readonly kind: "failed"; readonly id: number; readonly message: string };
+
+interface Pending {
+  resolve(outputs: Record<string, OrtTensor>): void;
+  reject(error: Error): void;
+}
+
+export class SessionHost {
+  private worker: Worker | undefined;
+  /** Settled once the thread's session is made (rejected with onnxruntime's reason). */
+  private ready: Promise<void> | undefined;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private closed = false;
+
+  private constructor(
+    private readonly path: string,
+    private readonly options: InferenceSession.SessionOptions,
+  ) {}
+
+  /** A session on its own thread; rejects with onnxruntime's reason when it cannot be made. */
+  static async create(path: string, options: InferenceSession.SessionOptions): Promise<SessionHost> {
+    const host = new SessionHost(path, options);
+    try {
+      await host.start();
+    } catch (error) {
+      await host.release();
+      throw error;
+    }
+    return host;
+  }
+
+  /**
+   * Runs the session. `owned`: the feeds whose buffers the caller gives up (moved to the
+   * thread, not copied); the others are copied, as they view memory the caller keeps.
+   */
+  async run(
+    feeds: Readonly<Record<string, OrtTensor>>,
+    fetches: readonly string[],
+    owned: ReadonlySet<string>,
+  ): Promise<Record<string, OrtTensor>> {
+    await this.start();
+    const transfer: ArrayBuffer[] = [];
+    const wire: Record<string, WireTensor> = {};
+    for (const [name, tensor] of Object.entries(feeds)) {
+      let data = tensor.data as WireTensor["data"];
+      if (!Array.isArray(data)) {
+        const numbers = data as NumericArray;
+        const whole = numbers.byteOffset === 0 && numbers.byteLength === numbers.buffer.byteLength;
+        data = owned.has(name) && whole ? numbers : numbers.slice();
+        transfer.push((data as NumericArray).buffer as ArrayBuffer);
+      }
+      wire[name] = { type: tensor.type, dims: tensor.dims.map(Number), data };
+    }
+    const id = this.nextId++;
+    const worker = this.worker;
+    if (worker === undefined) throw internal("the onnxruntime session's thread stopped before the run");
+    const outputs = new Promise<Record<string, OrtTensor>>((resolve, reject) =>
+      this.pending.set(id, { resolve, reject }),
+    );
+    if (this.pending.size === 1) worker.ref();
+    worker.postMessage({ kind: "run", id, feeds: wire, fetches } satisfies HostRequest, transfer);
+    return outputs;
+  }
+
+  /** Ends the thread (a run in progress fails). */
+  async release(): Promise<void> {
+    this.closed = true;
+    const worker = this.worker;
+    this.worker = undefined;
+    await worker?.terminate();
+  }
+
+  /** The thread and its session, started when there is none (at first, or after one died). */
+  private start(): Promise<void> {
+    if (this.closed) return Promise.reject(internal("the onnxruntime session was released"));
+    if (this.ready !== undefined) return this.ready;
+    const worker = new Worker(new URL("./session-worker.js", import.meta.url));
+    this.worker = worker;
+    this.ready = new Promise<void>((resolve, reject) => {
+      worker.on("message", (reply: HostReply) => {
+        if (reply.kind === "created") {
+          // Idle threads never keep the process alive (a run holds it while it runs).
+          worker.unref();
+          return resolve();
+        }
+        if (reply.kind === "failed" && reply.id === 0) return reject(new Error(reply.message));
+        this.settle(reply);
+      });
+      // A thread that dies before its session is made fails the start; after, its runs.
+      worker.on("error", (error) => this.lost(worker, error, reject));
+      worker.on("exit", (code) => this.lost(worker, new Error(`the thread exited (${code})`), reject));
+    });
+    this.ready.catch(() => undefined);
+    worker.postMessage({ kind: "create", path: this.path, options: this.options } satisfies HostRequest);
+    return this.ready;
+  }
+
+  private settle(reply: Extract<HostReply, { id: number }>): void {
+    const pending = this.pending.get(reply.id);
+    this.pending.delete(reply.id);
+    if (this.pending.size === 0) this.worker?.unref();
+    if (reply.kind === "failed") {
+      pending?.reject(new Error(reply.message));
+      return;
+    }
+    const outputs: Record<string, OrtTensor> = {};
+    for (const [name, tensor] of Object.entries(reply.outputs)) {
+      outputs[name] = new OrtTensor(tensor.type, tensor.data as never, tensor.dims);
+    }
+    pending?.resolve(outputs);
+  }
+
+  private lost(worker: Worker, error: Error, failStart: (error: Error) => void): void {
+    if (this.worker !== worker && !this.closed) return;
+    this.worker = undefined;
+    this.ready = undefined;
+    const reason = internal(`the onnxruntime session's thread stopped: ${error.message}`);
+    failStart(reason);
+    for (const pending of this.pending.values()) pending.reject(reason);
+    this.pending.clear();
+  }
+}
