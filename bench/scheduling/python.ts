@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { credentials } from "@grpc/grpc-js";
@@ -13,6 +13,7 @@ import { perfAnalyzerBinary } from "../../e2e/support/prerequisites.js";
 import { positiveInteger } from "../harness/options.js";
 import { medianRun, type LoadRun } from "../harness/ghz.js";
 import { runPerfAnalyzer } from "../harness/perf-analyzer.js";
+import { writeResults } from "../harness/published.js";
 
 /**
  * `npm run bench:scheduling:python`: the python engine's dynamic batching (the data plane's
@@ -34,6 +35,7 @@ const options = new Command("bench:scheduling:python")
   .parse()
   .opts<{ seconds: number; rounds: number; publish: boolean }>();
 
+const TITLE = "The python engine's dynamic batching against Triton's Python backend";
 const CONCURRENCY = 64;
 const MODEL = "numpy_mlp";
 const UNBATCHED = "numpy_mlp_unbatched";
@@ -218,14 +220,8 @@ try {
   rmSync(folder, { recursive: true, force: true });
 }
 const date = new Date().toISOString().slice(0, 10);
-const resultsDir = join(REPO_ROOT, "bench", "results", ...(options.publish ? [] : ["tmp"]));
-mkdirSync(resultsDir, { recursive: true });
-const stem = join(resultsDir, `scheduling-python-${date}`);
-writeFileSync(
-  `${stem}.json`,
-  `${JSON.stringify({ date, cores: cpus().length, concurrency: CONCURRENCY, results }, null, 2)}\n`,
-);
 const table = markdown(results, date);
-writeFileSync(`${stem}.md`, `# The python engine's dynamic batching against Triton's Python backend\n\n${table}\n`);
+const numbers = { date, cores: cpus().length, concurrency: CONCURRENCY, results };
+const stem = writeResults(REPO_ROOT, { name: "scheduling-python", trial: !options.publish }, numbers, TITLE, table);
 console.log(table);
 log(`wrote ${stem}.{json,md}`);
