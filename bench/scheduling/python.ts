@@ -13,7 +13,7 @@ import { perfAnalyzerBinary } from "../../e2e/support/prerequisites.js";
 import { positiveInteger } from "../harness/options.js";
 import { medianRun, type LoadRun } from "../harness/ghz.js";
 import { runPerfAnalyzer } from "../harness/perf-analyzer.js";
-import { writeResults } from "../harness/published.js";
+import { publishSection, writeResults } from "../harness/published.js";
 
 /**
  * `npm run bench:scheduling:python`: the python engine's dynamic batching (the data plane's
@@ -223,5 +223,6 @@ const date = new Date().toISOString().slice(0, 10);
 const table = markdown(results, date);
 const numbers = { date, cores: cpus().length, concurrency: CONCURRENCY, results };
 const stem = writeResults(REPO_ROOT, { name: "scheduling-python", trial: !options.publish }, numbers, TITLE, table);
+if (options.publish) publishSection(REPO_ROOT, "scheduling-python", TITLE, table);
 console.log(table);
 log(`wrote ${stem}.{json,md}`);
