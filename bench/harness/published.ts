@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /**
@@ -28,4 +28,23 @@ export function markedSections(doc: string): string[] {
 export function publishSection(repositoryRoot: string, id: string, title: string, body: string): void {
   const benchmarks = join(repositoryRoot, "BENCHMARKS.md");
   writeFileSync(benchmarks, replaceSection(readFileSync(benchmarks, "utf8"), id, title, body));
+}
+
+/**
+ * Writes a bench's results as bench/results/<name>-<date>.json (every number) and .md (`# title`
+ * and the table), in bench/results/tmp/ for a trial run; returns their path without extension.
+ */
+export function writeResults(
+  repositoryRoot: string,
+  run: { readonly name: string; readonly trial: boolean },
+  numbers: unknown,
+  title: string,
+  table: string,
+): string {
+  const folder = join(repositoryRoot, "bench", "results", ...(run.trial ? ["tmp"] : []));
+  mkdirSync(folder, { recursive: true });
+  const stem = join(folder, `${run.name}-${new Date().toISOString().slice(0, 10)}`);
+  writeFileSync(`${stem}.json`, `${JSON.stringify(numbers, null, 2)}\n`);
+  writeFileSync(`${stem}.md`, `# ${title}\n\n${table}\n`);
+  return stem;
 }

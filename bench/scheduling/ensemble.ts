@@ -1,4 +1,4 @@
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
@@ -11,7 +11,7 @@ import { PYTHON_MODELS } from "../../dataplane/test/fixtures/python-models.js";
 import { startServer, type ServerProcess } from "../../dataplane/test/fixtures/server.js";
 import { ghzBinary } from "../../e2e/support/prerequisites.js";
 import { median, runLoad, type LoadRun } from "../harness/ghz.js";
-import { publishSection } from "../harness/published.js";
+import { publishSection, writeResults } from "../harness/published.js";
 
 /**
  * `npm run bench:scheduling:ensemble`: what an ensemble of two steps costs against its two
@@ -211,16 +211,10 @@ try {
   rmSync(repository, { recursive: true, force: true });
 }
 const date = new Date().toISOString().slice(0, 10);
-const resultsDir = join(REPO_ROOT, "bench", "results", ...(options.publish ? [] : ["tmp"]));
-mkdirSync(resultsDir, { recursive: true });
-const stem = join(resultsDir, `scheduling-ensemble-${date}`);
-writeFileSync(
-  `${stem}.json`,
-  `${JSON.stringify({ date, cores: cpus().length, goal: GOAL, ratios, measured }, null, 2)}\n`,
-);
 const table = markdown(measured, ratios, date);
 const TITLE = "An ensemble of two steps against its steps called directly";
-writeFileSync(`${stem}.md`, `# ${TITLE}\n\n${table}\n`);
+const numbers = { date, cores: cpus().length, goal: GOAL, ratios, measured };
+const stem = writeResults(REPO_ROOT, { name: "scheduling-ensemble", trial: !options.publish }, numbers, TITLE, table);
 if (options.publish) publishSection(REPO_ROOT, "scheduling-ensemble", TITLE, table);
 console.log(table);
 log(`wrote ${stem}.{json,md}`);

@@ -9,7 +9,7 @@ import { call, infer, startServer, type ServerProcess } from "../../dataplane/te
 import { eventually } from "../../e2e/support/eventually.js";
 import { ghzBinary, TOOLS_PYTHON } from "../../e2e/support/prerequisites.js";
 import { positiveInteger } from "../harness/options.js";
-import { publishSection } from "../harness/published.js";
+import { publishSection, writeResults } from "../harness/published.js";
 import { median, runLoad, type LoadRun } from "../harness/ghz.js";
 import { BENCH_CACHE } from "../harness/servers.js";
 
@@ -264,15 +264,9 @@ try {
 }
 
 const date = new Date().toISOString().slice(0, 10);
-const resultsDir = join(REPO_ROOT, "bench", "results", ...(options.publish ? [] : ["tmp"]));
-mkdirSync(resultsDir, { recursive: true });
-const stem = join(resultsDir, `scheduling-onnx-${date}`);
-writeFileSync(
-  `${stem}.json`,
-  `${JSON.stringify({ date, cores: cpus().length, options, ratios: ratios(results), results }, null, 2)}\n`,
-);
 const table = markdown(results, date);
-writeFileSync(`${stem}.md`, `# ${TITLE}\n\n${table}\n`);
+const numbers = { date, cores: cpus().length, options, ratios: ratios(results), results };
+const stem = writeResults(REPO_ROOT, { name: "scheduling-onnx", trial: !options.publish }, numbers, TITLE, table);
 if (options.publish) publishSection(REPO_ROOT, "scheduling-onnx", TITLE, table);
 console.log(table);
 log(`wrote ${stem}.{json,md}`);

@@ -84,7 +84,6 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
     from stub_protocol import (
-        Batching,
         CallMessage,
         CallResponseMessage,
         CancelMessage,
@@ -382,14 +381,13 @@ def error_of(error: BaseException) -> ErrorReply:
 class RequestHandle:
     """What the data plane knows of one request given to execute."""
 
-    __slots__ = ("batch_size", "cancelled", "decoupled", "finished", "id")
+    __slots__ = ("cancelled", "decoupled", "finished", "id")
 
-    def __init__(self, request_id: int, decoupled: bool, batch_size: int) -> None:
+    def __init__(self, request_id: int, decoupled: bool) -> None:
         self.id = request_id
         self.decoupled = decoupled
         self.cancelled = False
         self.finished = False
-        self.batch_size = batch_size
 
 
 class Host:
@@ -523,53 +521,6 @@ def load_model_module(path: str) -> type[Model]:
     return model_class
 
 
-class Batcher:
-    """Triton's dynamic batcher for one instance: a call to execute takes the requests
-    waiting, up to max_batch_size batch items, waiting up to the queue delay for a
-    preferred size."""
-
-    def __init__(self, work: queue.Queue[WorkItem | None], batching: Batching | None) -> None:
-        self.work = work
-        self.max_items = batching["max_batch_size"] if batching else 0
-        self.preferred = set(batching.get("preferred_batch_size", [])) if batching else set()
-        self.delay = batching.get("max_queue_delay_microseconds", 0) / 1e6 if batching else 0
-        self.carried: WorkItem | None = None
-
-    def next(self) -> list[WorkItem] | None:
-        """The requests of the next execute call, or None when the instance is to finish."""
-        first = self.carried if self.carried is not None else self.work.get()
-        self.carried = None
-        if first is None:
-            return None
-        batch = [first]
-        if not self.max_items:
-            return batch
-        items = first[0].batch_size
-        deadline = time.monotonic() + self.delay
-        while items < self.max_items:
-            item = self._next_waiting(deadline, items)
-            if item is None:
-                break
-            batch.append(item)
-            items += item[0].batch_size
-        return batch
-
-    def _next_waiting(self, deadline: float, items: int) -> WorkItem | None:
-        """The next request that fits a batch of `items` so far, waiting for one until the
-        deadline unless the batch has a preferred size; one that does not fit is carried to
-        the next batch."""
-        wait = deadline - time.monotonic()
-        try:
-            waits = wait > 0 and items not in self.preferred
-            item = self.work.get(timeout=wait) if waits else self.work.get_nowait()
-        except queue.Empty:
-            return None
-        if item is None or items + item[0].batch_size > self.max_items:
-            self.carried = item
-            return None
-        return item
-
-
 def yield_to_the_dataplane() -> None:
     """Runs this process (and the threads it starts) as batch work (Linux SCHED_BATCH, no
     privilege needed): woken by a request, it does not preempt the data plane's event loop
@@ -612,7 +563,7 @@ def initialized_model(settings: SettingsMessage, channel: Channel) -> Model | No
 class Dispatcher:
     """Reads the data plane's messages (a thread of its own, so that a busy execute still
     learns of cancellations, answers to its calls and health checks) and acts on each: a
-    request for execute is queued for the batcher."""
+    request for execute is queued for the executor."""
 
     def __init__(
         self, channel: Channel, host: Host, work: queue.Queue[WorkItem | None], settings: SettingsMessage
@@ -621,7 +572,6 @@ class Dispatcher:
         self.host = host
         self.work = work
         self.decoupled = settings["decoupled"]
-        self.batched = settings["maxBatchSize"] > 0
         self.finished = False
         self.actions: dict[str, Callable[[Any, bytearray], None]] = {
             "execute": self.execute,
@@ -644,10 +594,7 @@ class Dispatcher:
                 action(message, payload)
 
     def execute(self, message: ExecuteMessage, payload: bytearray) -> None:
-        inputs = message["inputs"]
-        shape = inputs[0]["shape"] if inputs else []
-        size = shape[0] if self.batched and shape else 1
-        handle = RequestHandle(message["id"], self.decoupled, size)
+        handle = RequestHandle(message["id"], self.decoupled)
         self.host.running[handle.id] = handle
         self.work.put((handle, message, payload))
 
@@ -676,7 +623,10 @@ def described_exception(error: BaseException) -> str:
 
 
 class Executor:
-    """Runs the model's execute on each batch and answers its requests as Triton does."""
+    """Runs the model's execute on each execution the data plane's scheduler formed (a batch
+    of requests, or one) and answers its requests as Triton does. Batches are formed by the
+    data plane (dataplane/src/scheduling/): this process runs exactly the requests it is
+    given as one execution, in their order, one execution at a time."""
 
     def __init__(self, model: Model, host: Host, shared: mmap.mmap | None, settings: SettingsMessage) -> None:
         self.model = model
@@ -689,19 +639,22 @@ class Executor:
         # For error messages: the instance this process hosts.
         self.instance_name = args["model_instance_name"]
 
-    def run(self, batcher: Batcher) -> None:
-        """Executes batches until the data plane says finish (or is gone)."""
+    def run(self, work: queue.Queue[WorkItem | None]) -> None:
+        """Executes executions until the data plane says finish (or is gone)."""
         while True:
-            # Answers held back leave before the loop waits: at once when no request is queued,
-            # and always before a batcher that may wait for its queue delay.
-            if batcher.delay or batcher.work.empty():
+            # Answers held back leave before the loop waits: at once when no request is queued.
+            if work.empty():
                 self.host.channel.flush()
-            batch = batcher.next()
-            if batch is None:
+            execution = next_execution(work)
+            if execution is None:
                 break
-            requests = [request for request in map(self.request_of, batch) if request is not None]
+            requests = [request for request in map(self.request_of, execution) if request is not None]
             if requests:
                 self.execute(requests)
+            if self.decoupled:
+                # Its responses may still come from the model's threads: the data plane may
+                # give this instance its next execution meanwhile, as Triton does.
+                self.host.channel.write({"kind": "executed", "id": execution[-1][0].id})
         self.host.channel.flush()
 
     def request_of(self, item: WorkItem) -> pb_utils.InferenceRequest | None:
@@ -782,6 +735,18 @@ class Executor:
         self.host.send_response(handle, failure, True, hold=hold)
 
 
+def next_execution(work: queue.Queue[WorkItem | None]) -> list[WorkItem] | None:
+    """The requests of the next execution: those up to one that ends it (the data plane writes
+    them together); None when the instance is to finish."""
+    execution: list[WorkItem] = []
+    while not execution or not execution[-1][1]["endsExecution"]:
+        item = work.get()
+        if item is None:
+            return None
+        execution.append(item)
+    return execution
+
+
 def handle_of(request: pb_utils.InferenceRequest) -> RequestHandle:
     """The handle the stub gave a request for execute."""
     return cast("RequestHandle", request._handle)
@@ -809,7 +774,7 @@ def serve(channel: Channel, settings: SettingsMessage) -> int:
     dispatcher = Dispatcher(channel, host, work, settings)
     threading.Thread(target=dispatcher.run, name="dataplane-reader", daemon=True).start()
     channel.write({"kind": "ready"})
-    Executor(model, host, shared, settings).run(Batcher(work, settings["batching"]))
+    Executor(model, host, shared, settings).run(work)
     finalize(model)
     channel.write({"kind": "bye"})
     return 0

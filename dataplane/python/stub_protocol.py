@@ -47,14 +47,6 @@ class ErrorReply(TypedDict):
     message: str
 
 
-class Batching(TypedDict):
-    """Triton's dynamic batcher, as the config gives it (lib/engines/python.ts PythonBatching)."""
-
-    max_batch_size: int
-    preferred_batch_size: list[int]
-    max_queue_delay_microseconds: int
-
-
 # From the data plane to the stub.
 
 
@@ -65,8 +57,6 @@ class SettingsMessage(TypedDict):
     kind: Literal["settings"]
     file: str
     decoupled: bool
-    maxBatchSize: int
-    batching: Batching | None
     # Triton's initialize(args): every value a string.
     args: dict[str, str]
     sharedInputsFd: int
@@ -75,10 +65,13 @@ class SettingsMessage(TypedDict):
 
 
 class ExecuteMessage(TypedDict):
-    """A request for the model's execute."""
+    """A request for the model's execute. The requests of one execution (a batch the data
+    plane's scheduler formed) come one after the other, the last with `endsExecution`: they
+    run in one execute call, in the order they came."""
 
     kind: Literal["execute"]
     id: int
+    endsExecution: bool
     inputs: list[InputTensor]
     requestedOutputs: list[str]
     parameters: JsonObject
@@ -149,6 +142,14 @@ class ResponseMessage(TypedDict):
     error: NotRequired[ErrorReply]
 
 
+class ExecutedMessage(TypedDict):
+    """A decoupled model's execute call returned (its responses may still come): `id` is the
+    request that ended the execution. The instance may take its next execution."""
+
+    kind: Literal["executed"]
+    id: int
+
+
 class CallMessage(TypedDict):
     """The model calls another model of the data plane (BLS); inputs in the payload."""
 
@@ -183,7 +184,16 @@ class ByeMessage(TypedDict):
 
 
 # What the stub may send.
-FromStubMessage = ReadyMessage | FatalMessage | ResponseMessage | CallMessage | LogMessage | PongMessage | ByeMessage
+FromStubMessage = (
+    ReadyMessage
+    | FatalMessage
+    | ResponseMessage
+    | ExecutedMessage
+    | CallMessage
+    | LogMessage
+    | PongMessage
+    | ByeMessage
+)
 
 TO_STUB = (
     SettingsMessage,
@@ -194,5 +204,14 @@ TO_STUB = (
     PingMessage,
     FinishMessage,
 )
-FROM_STUB = (ReadyMessage, FatalMessage, ResponseMessage, CallMessage, LogMessage, PongMessage, ByeMessage)
-PARTS = (InputTensor, OutputTensor, ErrorReply, Batching)
+FROM_STUB = (
+    ReadyMessage,
+    FatalMessage,
+    ResponseMessage,
+    ExecutedMessage,
+    CallMessage,
+    LogMessage,
+    PongMessage,
+    ByeMessage,
+)
+PARTS = (InputTensor, OutputTensor, ErrorReply)

@@ -17,24 +17,19 @@ const MODEL_FILE = "model.py";
 /** The model's Python file in each version folder: `default_model_filename`, else model.py (as Triton). */
 export const pythonModelFileName = (config: ModelConfig): string => config.defaultModelFilename || MODEL_FILE;
 
-/** Triton's dynamic batcher, as the Python process applies it to the requests it receives. */
-export interface PythonBatching {
-  readonly max_batch_size: number;
-  readonly preferred_batch_size: readonly number[];
-  readonly max_queue_delay_microseconds: number;
-}
-
 export interface PythonSettings {
   readonly modelName: string;
   readonly fileName: string;
   /** Where the version folders are when the model has no files folder: next to its config. */
   readonly configFolder: string;
-  /** Python processes per served version: the instance groups' counts added up. */
+  /**
+   * Python processes per served version, in the order of the scheduler's instance numbers:
+   * the instance groups' counts added up (bounded by spec.scheduling's check).
+   */
   readonly instances: readonly { readonly name: string; readonly kind: "CPU" | "GPU" | "MODEL" }[];
   readonly decoupled: boolean;
+  /** Returned outputs are checked with the batch dimension when it is above 0. */
   readonly maxBatchSize: number;
-  /** Set when the config has `dynamic_batching`: several requests per execute call. */
-  readonly batching: PythonBatching | undefined;
   readonly versionPolicy: ModelVersionPolicy | undefined;
   /** The config as Triton gives it to initialize (`args["model_config"]`): JSON text. */
   readonly modelConfig: string;
@@ -50,12 +45,6 @@ const KIND_NAME: Partial<Record<ModelInstanceGroup_Kind, "CPU" | "GPU" | "MODEL"
   [ModelInstanceGroup_Kind.KIND_MODEL]: "MODEL",
 };
 
-/** More Python processes than this per version is a mistake in the config, not a plan. */
-const MAX_INSTANCES = 64;
-
-/** A day: longer is a mistake, and past Python's timer range (the process overflowed on every batch). */
-const MAX_QUEUE_DELAY_MICROSECONDS = 86_400_000_000n;
-
 export const pythonEngine: EngineDescription<PythonSettings> = {
   name: PYTHON_BACKEND,
   scheduled: true,
@@ -63,15 +52,8 @@ export const pythonEngine: EngineDescription<PythonSettings> = {
   settings(spec, source) {
     const { config } = spec;
     const groups = config.instanceGroup.length > 0 ? config.instanceGroup : [undefined];
+    // Bounded already: spec.scheduling refused a total past MAX_INSTANCES before anything is built.
     const counts = groups.map((group) => Math.max(1, group?.count ?? 1) * Math.max(1, group?.gpus.length ?? 1));
-    // Added up before any is built: a count of 2^31-1 must be refused, not allocated.
-    const total = counts.reduce((sum, count) => sum + count, 0);
-    if (total > MAX_INSTANCES) {
-      throw new ConfigError(
-        source,
-        `instance_group: ${total} instances; the python engine starts one process each, at most ${MAX_INSTANCES}`,
-      );
-    }
     const instances: { name: string; kind: "CPU" | "GPU" | "MODEL" }[] = [];
     groups.forEach((group, index) => {
       const kind = KIND_NAME[group?.kind ?? ModelInstanceGroup_Kind.KIND_AUTO];
@@ -90,13 +72,6 @@ export const pythonEngine: EngineDescription<PythonSettings> = {
       const field = config.schedulingChoice.$case === "sequenceBatching" ? "sequence_batching" : "ensemble_scheduling";
       throw new ConfigError(source, `${field}: not supported by the python engine`);
     }
-    const dynamic = config.schedulingChoice?.$case === "dynamicBatching" ? config.schedulingChoice.value : undefined;
-    if (dynamic !== undefined && dynamic.maxQueueDelayMicroseconds > MAX_QUEUE_DELAY_MICROSECONDS) {
-      throw new ConfigError(
-        source,
-        `dynamic_batching.max_queue_delay_microseconds: ${dynamic.maxQueueDelayMicroseconds} is past what a batch may wait, at most ${MAX_QUEUE_DELAY_MICROSECONDS} (a day)`,
-      );
-    }
     return {
       modelName: spec.name,
       fileName: pythonModelFileName(config),
@@ -104,14 +79,6 @@ export const pythonEngine: EngineDescription<PythonSettings> = {
       instances,
       decoupled: spec.decoupled,
       maxBatchSize: spec.maxBatchSize,
-      batching:
-        dynamic !== undefined && spec.maxBatchSize > 0
-          ? {
-              max_batch_size: spec.maxBatchSize,
-              preferred_batch_size: dynamic.preferredBatchSize,
-              max_queue_delay_microseconds: Number(dynamic.maxQueueDelayMicroseconds),
-            }
-          : undefined,
       versionPolicy: config.versionPolicy,
       modelConfig: JSON.stringify(tritonConfigJson({ ...config, name: spec.name })),
       outputs: spec.outputs.map((output, index) => {

@@ -156,12 +156,11 @@ function dynamicBatchingOf(batching: ModelDynamicBatching, maxBatchSize: number,
       `${defaultLevel} is not a level: set one in 1..${priorityLevels} (priority_levels)`,
     );
   }
-  if (priorityLevels === 0 && defaultLevel !== 0) {
-    fail(`${field}.default_priority_level`, "set priority_levels first");
-  }
   const defaultQueuePolicy = queuePolicyOf(batching.defaultQueuePolicy, `${field}.default_queue_policy`, fail);
   const queuePolicies = new Map<number, QueuePolicy>();
-  for (const [key, policy] of batching.priorityQueuePolicy) {
+  // Without priority levels there is one queue, the default policy's: Triton loads such a
+  // config and ignores default_priority_level and priority_queue_policy, and so do we.
+  for (const [key, policy] of priorityLevels === 0 ? [] : batching.priorityQueuePolicy) {
     const level = Number(key);
     if (level < 1 || level > priorityLevels) {
       fail(`${field}.priority_queue_policy`, `level ${key} is not one of 1..${priorityLevels} (priority_levels)`);

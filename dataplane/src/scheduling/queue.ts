@@ -29,7 +29,7 @@ const UNBOUNDED: QueuePolicy = {
  * each with its policy (a bound on its size, a timeout and what happens past it); requests
  * are taken by level (1 first), then in arrival order, those delayed past their timeout
  * last in their level. Levels are made as requests use them (a config may declare a
- * million).
+ * million) and dropped once empty.
  */
 export class PriorityQueue<E extends QueueEntry> {
   private readonly levels = new Map<number, Level<E>>();
@@ -44,6 +44,11 @@ export class PriorityQueue<E extends QueueEntry> {
 
   get size(): number {
     return this.count;
+  }
+
+  /** The levels that hold requests (an empty level is forgotten: it costs neither memory nor a visit). */
+  get levelCount(): number {
+    return this.levels.size;
   }
 
   policy(level: number): QueuePolicy {
@@ -74,9 +79,20 @@ export class PriorityQueue<E extends QueueEntry> {
     if (level === undefined) return false;
     if (takeOut(level.waiting, entry) || takeOut(level.delayed, entry)) {
       this.count--;
+      if (level.waiting.length === 0 && level.delayed.length === 0) this.forget(entry.level);
       return true;
     }
     return false;
+  }
+
+  /**
+   * Drops an empty level: batches walk the levels in use only, and a client sending each
+   * request at another level of a config's million leaves nothing behind (levels kept
+   * would cost every later request a walk over all of them).
+   */
+  private forget(number: number): void {
+    this.levels.delete(number);
+    this.order.splice(this.order.indexOf(number), 1);
   }
 
   /** Moves a waiting entry behind every other of its level (timeout_action DELAY). */

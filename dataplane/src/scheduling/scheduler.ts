@@ -154,8 +154,12 @@ export class Scheduler {
    */
   private async *executing(entry: Entry, results: AsyncIterable<EngineResponse>): AsyncGenerator<EngineResponse> {
     try {
+      if (entry.scheduled.oneResponse !== true) {
+        yield* readAhead(results, entry.signal, () => this.executed(entry));
+        return;
+      }
       for await (const response of results) {
-        if (entry.scheduled.oneResponse === true) this.executed(entry);
+        this.executed(entry);
         yield response;
       }
     } finally {
@@ -185,8 +189,11 @@ export class Scheduler {
     entry.onAbort = () => this.leaveQueue(entry, abortedError(signal));
     signal.addEventListener("abort", entry.onAbort, { once: true });
     if (this.options.scheduling.dynamicBatching?.preserveOrdering === true) {
-      entry.previous = this.lastDone;
-      this.lastDone = entry.done;
+      // Its turn ends once it and every request before it are done: one that ends early
+      // (cancelled while it waits its turn) must not let the next overtake those before it.
+      const previous = this.lastDone;
+      entry.previous = previous;
+      this.lastDone = previous === undefined ? entry.done : Promise.all([previous, entry.done]).then(() => undefined);
     }
     this.pump();
     return entry;
@@ -382,6 +389,65 @@ async function* inOrder(
     }
   } finally {
     if (!finished) await iterator.return?.();
+  }
+}
+
+/**
+ * A decoupled model's responses, taken from the engine as fast as it makes them and kept
+ * until the caller reads them: its execution is over, and its instance free, when the
+ * engine is done, however slowly the caller reads (as a Triton instance sends a decoupled
+ * model's responses without waiting for its client). Read lazily, a caller that stopped
+ * reading would hold the instance, and every other caller of the model, for good. Once the
+ * caller is gone (cancelled, past its deadline) what is kept is dropped.
+ */
+async function* readAhead(
+  results: AsyncIterable<EngineResponse>,
+  signal: AbortSignal,
+  engineDone: () => void,
+): AsyncGenerator<EngineResponse> {
+  const iterator = results[Symbol.asyncIterator]();
+  const kept: EngineResponse[] = [];
+  let failure: { readonly error: unknown } | undefined;
+  let ended = false;
+  let callerLeft = false;
+  let wake: (() => void) | undefined;
+  const reading = (async () => {
+    try {
+      while (!callerLeft) {
+        const step = await iterator.next();
+        if (step.done === true) break;
+        kept.push(step.value);
+        wake?.();
+      }
+      // The caller left before the end: the engine stops at the response it made last.
+      if (callerLeft) await iterator.return?.();
+    } catch (error) {
+      failure = { error };
+    } finally {
+      ended = true;
+      engineDone();
+      wake?.();
+    }
+  })();
+  try {
+    for (;;) {
+      // A caller whose lifetime is over takes none of what is kept.
+      if (signal.aborted) throw abortedError(signal);
+      const response = kept.shift();
+      if (response !== undefined) {
+        yield response;
+        continue;
+      }
+      if (ended) {
+        if (failure !== undefined) throw failure.error;
+        return;
+      }
+      await new Promise<void>((resolve) => (wake = resolve));
+      wake = undefined;
+    }
+  } finally {
+    callerLeft = true;
+    await reading;
   }
 }
 

@@ -1,11 +1,15 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { InferParameter, ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { scrape, seriesValue, valueOf } from "../../../e2e/support/prometheus.js";
 import { MODELS_PYTHON, requireTritonPeers } from "../fixtures/peers.js";
 import { identityRequest } from "../fixtures/requests.js";
 import { sleepRequest, writeSleeper } from "../fixtures/sleeper.js";
-import { call, callError, eventually, infer, type ServerProcess } from "../fixtures/server.js";
+import { call, callError, eventually, infer, inferRequest, streamAll, type ServerProcess } from "../fixtures/server.js";
+import { EXAMPLES } from "../fixtures/paths.js";
 import { useServer } from "../fixtures/serving.js";
 
 /**
@@ -180,5 +184,52 @@ describe("scheduling a slow Python-backend model: a bounded queue, priorities un
     await eventually(async () => assert.equal(await pending("ranked"), 3));
     await Promise.all([busy, low, lower, high]);
     assert.deepEqual(finished, ["busy", "high", "low", "lower"]);
+  });
+});
+
+describe("scheduling a decoupled model: a client that stops reading holds up no other", function () {
+  this.timeout(30_000);
+  const serving = useServer({}, [], (repository) => {
+    const config = readFileSync(join(EXAMPLES, "repeat_int32", "config.pbtxt"), "utf8").replace(
+      'name: "repeat_int32"',
+      'name: "one_instance"',
+    );
+    mkdirSync(join(repository.dir, "one_instance", "1"), { recursive: true });
+    writeFileSync(join(repository.dir, "one_instance", "config.pbtxt"), `${config}\ninstance_group [ { count: 1 } ]\n`);
+  });
+
+  /** A stream request for `count` responses of the one-instance repeat model. */
+  const repeat = (count: number): ModelInferRequest =>
+    inferRequest({
+      modelName: "one_instance",
+      inputs: [{ name: "IN", datatype: "INT32", shape: [BigInt(count)], parameters: {}, contents: undefined }],
+      rawInputContents: [new Uint8Array(new Int32Array(count).fill(7).buffer)],
+    });
+
+  it("answers another client while the only instance's last request waits for its caller to read", async () => {
+    const { server } = serving;
+    const stalled = server.client.modelStreamInfer();
+    stalled.on("error", () => undefined);
+    // Many responses; the client takes the first and reads no more (HTTP/2 flow control fills up).
+    const first = new Promise<void>((resolve) =>
+      stalled.once("data", () => {
+        stalled.pause();
+        resolve();
+      }),
+    );
+    stalled.write(repeat(50_000));
+    await first;
+    try {
+      const replies = await Promise.race([
+        streamAll(server.client, [repeat(3)]),
+        sleep(10_000, undefined, { ref: false }).then(() =>
+          assert.fail("the other client's request never ran: the instance is held"),
+        ),
+      ]);
+      assert.equal(replies.length, 3);
+      assert.ok(replies.every((reply) => reply.errorMessage === ""));
+    } finally {
+      stalled.cancel();
+    }
   });
 });

@@ -13,7 +13,8 @@ import { ModelRegistry } from "../../src/models/registry.js";
 import type { ComputeTimings } from "../../src/models/statistics.js";
 import { batchRulesOf, nextBatch, type BatchChoice } from "../../src/scheduling/batch.js";
 import { queuePlaceOf, queueTimeoutUs, type QueuePlace } from "../../src/scheduling/parameters.js";
-import { Scheduler } from "../../src/scheduling/scheduler.js";
+import { PriorityQueue } from "../../src/scheduling/queue.js";
+import { Scheduler, type ScheduledRequest } from "../../src/scheduling/scheduler.js";
 
 /** A model's scheduling from the config lines after its name and tensors. */
 function schedulingOf(lines: string, { maxBatchSize = 8, dims = "[ 2 ]" } = {}): Scheduling {
@@ -83,6 +84,15 @@ const requestOf = (id: string, batch = 1, width = 2): EngineRequest => ({
   parameters: {},
   inputs: [{ name: "IN", datatype: "FP32", shape: [batch, width], data: new Uint8Array(batch * width * 4) }],
   requestedOutputs: new Set(),
+});
+
+/** A one-item request as the pipeline gives it to the scheduler, at the default level. */
+const scheduledOf = (id: string, signal: AbortSignal, oneResponse = false): ScheduledRequest => ({
+  request: requestOf(id),
+  batchSize: 1,
+  place: { level: 0, timeoutUs: 0 },
+  options: { signal, deadline: Infinity, traceHeaders: {} },
+  oneResponse,
 });
 
 interface Sent {
@@ -417,18 +427,46 @@ describe("Scheduler: Triton's scheduling of a model's requests, with a fake engi
       const scheduler = start(schedulingOf("instance_group [ { count: 1 } ]"));
       engine.holding = false;
       const signal = new AbortController().signal;
-      const answered = scheduler.infer({
-        request: requestOf("answered"),
-        batchSize: 1,
-        place: { level: 0, timeoutUs: 0 },
-        options: { signal, deadline: Infinity, traceHeaders: {} },
-        oneResponse: true,
-      });
+      const answered = scheduler.infer(scheduledOf("answered", signal, true));
       // Its response is taken, and nothing more read (as while the pipeline encodes and sends it).
       assert.equal((await answered.next()).done, false);
       assert.equal(scheduler.running, 0);
       assert.deepEqual(await send(scheduler, "next").outcome, ["next"]);
       await answered.return(undefined);
+    });
+
+    it("frees the instance once a decoupled model has made its responses, however slowly its caller reads them", async () => {
+      const decoupled: Engine = {
+        async *infer(request: EngineRequest) {
+          for (let index = 0; index < 3; index++) {
+            await sleep(1);
+            yield { outputs: [], parameters: { id: { parameterChoice: { $case: "stringParam", value: request.id } } } };
+          }
+        },
+        close: async () => undefined,
+      };
+      const scheduler = new Scheduler({
+        model: "m",
+        version: "1",
+        scheduling: schedulingOf("instance_group [ { count: 1 } ]"),
+        engine: decoupled,
+      });
+      const signal = new AbortController().signal;
+      const stalled = scheduler.infer(scheduledOf("stalled", signal));
+      // Its caller takes the first response, then reads no more (a client that stopped reading its stream).
+      assert.equal((await stalled.next()).done, false);
+      const next = scheduler.infer(scheduledOf("next", signal));
+      const answered: unknown[] = [];
+      const reading = (async () => {
+        for await (const response of next) answered.push(response);
+      })();
+      await Promise.race([reading, sleep(500)]);
+      assert.equal(answered.length, 3, "the next request ran while the first one's caller read nothing");
+      // The first one's responses were kept for its caller.
+      assert.equal((await stalled.next()).done, false);
+      assert.equal((await stalled.next()).done, false);
+      assert.equal((await stalled.next()).done, true);
+      scheduler.close();
     });
 
     it("releases responses in arrival order with preserve_ordering, whichever execution ends first", async () => {
@@ -447,6 +485,33 @@ describe("Scheduler: Triton's scheduling of a model's requests, with a fake engi
       engine.executions[0]!.finish();
       await Promise.all(sent.map((one) => one.outcome));
       assert.deepEqual(done, ["first", "second"]);
+    });
+
+    it("with preserve_ordering, a request cancelled between two does not let the later one overtake the earlier", async () => {
+      const scheduler = start(
+        schedulingOf("dynamic_batching { preserve_ordering: true } instance_group [ { count: 2 } ]", {
+          maxBatchSize: 1,
+        }),
+      );
+      const done: string[] = [];
+      const first = send(scheduler, "first", { done });
+      const cancelled = send(scheduler, "cancelled", { done });
+      const last = send(scheduler, "last", { done });
+      await settle();
+      assert.deepEqual(engine.batches, [["first"], ["cancelled"]]);
+      // Answered by the engine, it waits for the first; its caller gives up meanwhile.
+      engine.executions[1]!.finish();
+      await settle();
+      cancelled.controller.abort();
+      await rejectsWith(cancelled.outcome, "Cancelled", /cancelled/);
+      await settle();
+      assert.deepEqual(engine.batches, [["first"], ["cancelled"], ["last"]]);
+      engine.executions[2]!.finish();
+      await settle();
+      assert.deepEqual(done, [], "the last still waits for the first");
+      engine.executions[0]!.finish();
+      await Promise.all([first.outcome, last.outcome]);
+      assert.deepEqual(done, ["first", "last"]);
     });
 
     it("answers in completion order without preserve_ordering", async () => {
@@ -616,6 +681,49 @@ describe("the scheduling spec: configs Triton refuses with preserve_ordering", (
       /dynamic_batching\.preserve_ordering.*cannot DELAY/,
     );
     assert.equal(schedulingOf("dynamic_batching { preserve_ordering: true }").dynamicBatching?.preserveOrdering, true);
+  });
+});
+
+describe("the scheduling spec: priority fields Triton loads without priority levels", () => {
+  it("takes default_priority_level and priority_queue_policy without priority_levels, as one level", () => {
+    const batching = schedulingOf(
+      "dynamic_batching { default_priority_level: 3 priority_queue_policy { key: 2 value { max_queue_size: 1 } } }",
+    ).dynamicBatching;
+    assert.equal(batching?.priorityLevels, 0);
+    assert.equal(batching?.defaultPriorityLevel, 0);
+    assert.equal(batching?.queuePolicies.size, 0);
+    // With levels, Triton's checks hold.
+    assert.throws(
+      () =>
+        schedulingOf(
+          "dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 3 value { } } }",
+        ),
+      /dynamic_batching\.priority_queue_policy.*level 3 is not one of 1\.\.2/,
+    );
+  });
+});
+
+describe("PriorityQueue: the levels requests use", () => {
+  it("keeps only the levels that hold requests, so a client cycling through a million levels leaves none behind", () => {
+    const batching = schedulingOf(
+      "dynamic_batching { priority_levels: 1000000 default_priority_level: 1 }",
+    ).dynamicBatching;
+    const queue = new PriorityQueue<{ level: number }>(batching, "model 'm' version 1");
+    for (let level = 1000; level >= 1; level--) {
+      const entry = { level };
+      queue.add(entry);
+      assert.ok(queue.remove(entry));
+    }
+    assert.equal(queue.levelCount, 0);
+    const low = { level: 7 };
+    const high = { level: 3 };
+    queue.add(low);
+    queue.add(high);
+    assert.equal(queue.levelCount, 2);
+    assert.deepEqual([...queue.ordered()], [high, low]);
+    queue.remove(high);
+    assert.deepEqual([...queue.ordered()], [low]);
+    assert.equal(queue.levelCount, 1);
   });
 });
 

@@ -49,8 +49,15 @@ export type InstanceSettings = Omit<
   "sharedInputsFd" | "sharedOutputsFd" | "pythonShmByteSize"
 >;
 
-/** What the data plane says of a request besides its id and its inputs. */
-export type RequestFields = Omit<FieldsOfToStub<"execute">, "id" | "inputs">;
+/** What the data plane says of a request besides its id, its inputs and its place in an execution. */
+export type RequestFields = Omit<FieldsOfToStub<"execute">, "id" | "inputs" | "endsExecution">;
+
+/** One request of an execution, as the engine gives it to the instance. */
+export interface SubmittedRequest {
+  readonly fields: RequestFields;
+  readonly inputs: readonly InputTensor[];
+  readonly sink: RequestSink;
+}
 
 export interface InstanceOptions {
   /** The interpreter, the shared memory each way and the stub timeout: the python engine's options. */
@@ -83,6 +90,8 @@ export class PythonInstance {
   private readonly sinks = new Map<number, { sink: RequestSink; regions: number[] }>();
   /** The input regions of abandoned requests whose final frame has not come yet. */
   private readonly abandoned = new Map<number, number[]>();
+  /** What to do when a decoupled model's execute returns, by the id of the request that ended the execution. */
+  private readonly executing = new Map<number, () => void>();
   private nextId = 0;
   private restartDelay = FIRST_RESTART_DELAY_MS;
   private restartTimer: NodeJS.Timeout | undefined;
@@ -185,11 +194,26 @@ export class PythonInstance {
   }
 
   /**
-   * Gives the process a request: its inputs go in the frame, or the large ones in shared
-   * memory. Returns the id to cancel it with.
+   * Gives the process the requests of one execution, which it runs in one execute call in
+   * this order: their frames leave together, the last marked as ending the execution.
+   * `executed` is called when a decoupled model's execute has returned (or the process is
+   * gone). Returns each request's id, to cancel it with.
    */
-  submit(request: RequestFields, inputs: readonly InputTensor[], sink: RequestSink): number {
+  submitExecution(requests: readonly SubmittedRequest[], executed?: () => void): number[] {
     if (this.state !== "ready") throw unavailable(`python model ${this.options.label} is not running`);
+    const ids = requests.map(({ fields, inputs, sink }, index) =>
+      this.submit({ ...fields, endsExecution: index === requests.length - 1 }, inputs, sink),
+    );
+    if (executed !== undefined && ids.length > 0) this.executing.set(ids[ids.length - 1]!, executed);
+    return ids;
+  }
+
+  /** Gives the process a request: its inputs go in the frame, or the large ones in shared memory. */
+  private submit(
+    request: Omit<FieldsOfToStub<"execute">, "id" | "inputs">,
+    inputs: readonly InputTensor[],
+    sink: RequestSink,
+  ): number {
     const id = ++this.nextId;
     const described: InputTensorPart[] = [];
     const payload: Uint8Array[] = [];
@@ -264,6 +288,10 @@ export class PythonInstance {
       const answered = this.withSharedOutputs(frame, header, entry !== undefined);
       if (header.final) this.finish(header.id);
       entry?.sink.frame(answered);
+    } else if (header.kind === "executed") {
+      const executed = this.executing.get(header.id);
+      this.executing.delete(header.id);
+      executed?.();
     } else if (header.kind === "call") this.options.onModelCall(frame, header, this);
     else if (header.kind === "log") {
       const level = LOG_LEVELS[header.level] ?? "info";
@@ -299,8 +327,12 @@ export class PythonInstance {
 
   private failAll(error: DataPlaneError): void {
     const sinks = [...this.sinks.values()];
+    const executing = [...this.executing.values()];
     this.sinks.clear();
+    this.executing.clear();
     for (const { sink } of sinks) sink.fail(error);
+    // No execute of this process runs any more.
+    for (const executed of executing) executed();
   }
 
   /** The process died while serving: its requests fail now, and it is started again after a pause. */

@@ -31,28 +31,25 @@ export const STUB_PROTOCOL = {
     },
     /** An error with Triton's code name (pb_utils.TritonError: "INVALID_ARG", ...). */
     ErrorReply: { code: "string", message: "string" },
-    /** Triton's dynamic batcher (lib/engines/python.ts PythonBatching). */
-    Batching: {
-      max_batch_size: "number",
-      preferred_batch_size: "number[]",
-      max_queue_delay_microseconds: "number",
-    },
   },
   toStub: {
     /** The first frame: what to load and how; the shared-memory files are inherited descriptors (0: none). */
     settings: {
       file: "string",
       decoupled: "boolean",
-      maxBatchSize: "number",
-      batching: "Batching|null",
       args: "object",
       sharedInputsFd: "number",
       sharedOutputsFd: "number",
       pythonShmByteSize: "number",
     },
-    /** A request for the model's execute. */
+    /**
+     * A request for the model's execute. The requests of one execution (a batch the data
+     * plane's scheduler formed) come one after the other, the last with `endsExecution`: the
+     * stub runs them in one execute call, in the order they came.
+     */
     execute: {
       id: "number",
+      endsExecution: "boolean",
       inputs: "InputTensor[]",
       requestedOutputs: "string[]",
       parameters: "object",
@@ -89,6 +86,11 @@ export const STUB_PROTOCOL = {
       parameters: "object?",
       error: "ErrorReply?",
     },
+    /**
+     * A decoupled model's execute call returned (its responses may still come): `id` is the
+     * request that ended the execution. The instance may take its next execution.
+     */
+    executed: { id: "number" },
     /** The model calls another model of this data plane (BLS); inputs in the payload. */
     call: {
       id: "number",

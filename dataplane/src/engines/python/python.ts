@@ -18,17 +18,27 @@ import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { parameterChoiceOf, parametersToJson } from "../../tensors/parameters.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import { checkReturnedOutputs } from "../../tensors/reply.js";
-import type { Engine, EngineLoad, EngineRequest, EngineResponse, InferOptions, ModelInference } from "../engine.js";
+import type {
+  Engine,
+  EngineLoad,
+  EngineRequest,
+  EngineResponse,
+  Execution,
+  InferOptions,
+  ModelInference,
+} from "../engine.js";
 import type { Frame } from "./frames.js";
-import { noInstance, PythonInstance, type RequestFields, type RequestSink } from "./instance.js";
+import { noInstance, PythonInstance, type RequestFields, type RequestSink, type SubmittedRequest } from "./instance.js";
 import type { ErrorReply, FromStub, OutputTensorPart } from "./protocol.js";
 
 /**
  * Triton's Python backend, run here: each served version of the model gets its
  * instance_group's count of Python processes, each hosting the model's `model.py` with a
- * triton_python_backend_utils of the same API (dataplane/python/). A request goes to the
- * instance with the fewest outstanding requests; that process batches what it has
- * received into execute calls as the config's dynamic batcher asks.
+ * triton_python_backend_utils of the same API (dataplane/python/). The data plane's
+ * scheduler (dataplane/src/scheduling/) forms the executions (dynamic batches, queues,
+ * priorities, instances): the requests of one go to the process of its instance and run in
+ * one execute call, in their order. A request outside any execution runs alone, on the
+ * instance with the fewest outstanding requests.
  */
 
 /** What the engine takes of the process-wide runtime (EngineRuntime). */
@@ -65,8 +75,21 @@ const TRITON_CODE_OF_KIND: Partial<Record<ErrorKind, string>> = {
   FailedPrecondition: "INVALID_ARG",
 };
 
+/** A request given to a process: its id there, and its frames as they come. */
+interface Submitted {
+  readonly instance: PythonInstance;
+  readonly id: number;
+  readonly responses: Responses;
+}
+
 export class PythonEngine implements Engine {
   private readonly versions = new Map<string, PythonInstance[]>();
+  /**
+   * Each execution's requests as given to a process, in the order of `execution.requests`
+   * (or why they could not be): its first request's infer call gives them all, the others'
+   * calls take theirs.
+   */
+  private readonly executions = new WeakMap<Execution, readonly Submitted[] | DataPlaneError>();
 
   constructor(
     private readonly settings: PythonSettings,
@@ -88,8 +111,6 @@ export class PythonEngine implements Engine {
               settings: {
                 file: join(folder, version, settings.fileName),
                 decoupled: settings.decoupled,
-                maxBatchSize: settings.maxBatchSize,
-                batching: settings.batching ?? null,
                 // Triton's initialize(args): every value a string.
                 args: {
                   model_config: settings.modelConfig,
@@ -119,18 +140,18 @@ export class PythonEngine implements Engine {
   }
 
   /**
-   * Each process executes one batch at a time: one request, up to max_batch_size requests
-   * with the dynamic batcher (a bound: a batch stops at max_batch_size items, not
-   * requests), or every request it was given for a decoupled model (whose execute hands
-   * its requests to senders and returns). The rest of what it was given waits.
+   * What the processes hold: each executes one request at a time (or, decoupled, hands every
+   * request it was given to its senders), the rest wait in its queue. This is the load of a
+   * model the data plane does not schedule (no dynamic_batching, no instance_group): for a
+   * scheduled one the scheduler's counts stand instead (the registry's loads), and a process
+   * holds one execution at a time.
    */
   load(): EngineLoad {
-    const { decoupled, batching, maxBatchSize } = this.settings;
-    const perBatch = decoupled ? Infinity : batching !== undefined ? Math.max(1, maxBatchSize) : 1;
+    const perExecute = this.settings.decoupled ? Infinity : 1;
     let waiting = 0;
     let running = 0;
     for (const instance of [...this.versions.values()].flat()) {
-      const executing = Math.min(instance.outstanding, perBatch);
+      const executing = Math.min(instance.outstanding, perExecute);
       running += executing;
       waiting += instance.outstanding - executing;
     }
@@ -141,15 +162,16 @@ export class PythonEngine implements Engine {
     return [...this.versions.values()].every((instances) => instances.some((instance) => instance.state === "ready"));
   }
 
-  async *infer(request: EngineRequest, { signal }: InferOptions): AsyncIterable<EngineResponse> {
-    const instance = this.instanceFor(request.version);
-    const responses = new Responses();
-    const id = instance.submit(requestFields(request), request.inputs, responses);
+  async *infer(request: EngineRequest, { signal, execution }: InferOptions): AsyncIterable<EngineResponse> {
+    const { instance, id, responses } =
+      execution === undefined ? this.submit([request])[0]! : this.submittedOf(request, execution);
     const cancel = (): void => {
       instance.abandon(id);
       responses.fail(abortedError(signal));
     };
-    signal.addEventListener("abort", cancel, { once: true });
+    // Given to the process with its execution before its own call came: it may be cancelled already.
+    if (signal.aborted) cancel();
+    else signal.addEventListener("abort", cancel, { once: true });
     let finished = false;
     try {
       for (;;) {
@@ -172,10 +194,55 @@ export class PythonEngine implements Engine {
     await Promise.all([...this.versions.values()].flat().map((instance) => instance.close()));
   }
 
-  private instanceFor(version: string): PythonInstance {
+  /** The request as its execution gave it to a process: the execution's first call gives them all. */
+  private submittedOf(request: EngineRequest, execution: Execution): Submitted {
+    let submitted = this.executions.get(execution);
+    if (submitted === undefined) {
+      submitted = this.submitExecution(execution);
+      this.executions.set(execution, submitted);
+    }
+    if (submitted instanceof DataPlaneError) throw submitted;
+    const index = execution.requests.indexOf(request);
+    if (index < 0) throw internal(`python model '${this.settings.modelName}': a request outside its execution`);
+    return submitted[index]!;
+  }
+
+  /**
+   * An execution's requests given to the process of its instance (the scheduler runs one
+   * version of a model: its executions are of that version); a decoupled model's instance
+   * is released once its execute has returned.
+   */
+  private submitExecution(execution: Execution): readonly Submitted[] | DataPlaneError {
+    const { requests, instance } = execution;
+    const version = requests[0]?.version;
+    if (requests.some((request) => request.version !== version)) {
+      return internal(`python model '${this.settings.modelName}': an execution of several versions`);
+    }
+    try {
+      return this.submit(requests, instance, this.settings.decoupled ? () => execution.release() : undefined);
+    } catch (error) {
+      return error instanceof DataPlaneError ? error : internal(errorMessage(error));
+    }
+  }
+
+  /** Requests of one version given to one process as one execution: the `preferred` instance's if it is ready. */
+  private submit(requests: readonly EngineRequest[], preferred?: number, executed?: () => void): Submitted[] {
+    const instance = this.instanceFor(requests[0]!.version, preferred);
+    const given = requests.map((request): SubmittedRequest & { responses: Responses } => {
+      const responses = new Responses();
+      return { fields: requestFields(request), inputs: request.inputs, sink: responses, responses };
+    });
+    const ids = instance.submitExecution(given, executed);
+    return given.map(({ responses }, index) => ({ instance, id: ids[index]!, responses }));
+  }
+
+  /** The process of instance `preferred` when it is ready, else the ready one with the fewest outstanding requests. */
+  private instanceFor(version: string, preferred?: number): PythonInstance {
     const instances = this.versions.get(version);
     const label = `'${this.settings.modelName}' version ${version}`;
     if (instances === undefined) throw internal(`python model ${label} is not served`);
+    const named = preferred === undefined ? undefined : instances[preferred];
+    if (named?.state === "ready") return named;
     let chosen: PythonInstance | undefined;
     for (const instance of instances) {
       if (instance.state !== "ready") continue;
