@@ -53,13 +53,12 @@ describe("model warmup (gRPC): the samples run on every instance before the mode
   this.timeout(120_000);
   let root: string;
   let server: ServerProcess;
+  /** The execute calls the model has written down so far (a line being written is not one yet). */
   const calls = (model: string): Call[] => {
     const log = join(root, `${model}.jsonl`);
     if (!existsSync(log)) return [];
-    return readFileSync(log, "utf8")
-      .trim()
-      .split("\n")
-      .map((line) => JSON.parse(line) as Call);
+    const lines = readFileSync(log, "utf8").split("\n");
+    return lines.slice(0, -1).map((line) => JSON.parse(line) as Call);
   };
   /** Loads a model whose load must fail INVALID_ARGUMENT (as Triton's); the error. */
   const refusedLoad = async (modelName: string): Promise<ServiceError> => {
