@@ -67,7 +67,33 @@ export function engineOf(spec: ModelSpec, source: string): EngineName {
  * configs this way; no runtime is loaded). Throws a ConfigError naming the field.
  */
 export function checkEngine(spec: ModelSpec, source: string): void {
-  ENGINES[engineOf(spec, source)].settings(spec, source);
+  engineSettings(engineOf(spec, source), spec, source);
+}
+
+/**
+ * A model's checked settings for engine `name` (what its runtime is built from): the
+ * engine's own checks, after the ones every engine the data plane schedules shares.
+ */
+export function engineSettings<Name extends EngineName>(name: Name, spec: ModelSpec, source: string): SettingsOf<Name> {
+  const description: EngineDescription<unknown> = ENGINES[name];
+  // batch_input/batch_output are made by the engine that batches (or by the upstream of a
+  // forwarded model): a scheduled engine that cannot would run the model without them.
+  if (description.scheduled && description.makesBatchInputs !== true) {
+    const field =
+      spec.config.batchInput.length > 0
+        ? "batch_input"
+        : spec.config.batchOutput.length > 0
+          ? "batch_output"
+          : undefined;
+    if (field !== undefined) {
+      throw new ConfigError(
+        source,
+        `${field}: the ${description.name} engine does not make batch tensors (the onnxruntime engine does); remove it`,
+      );
+    }
+  }
+  // The settings ENGINES[name] returns are SettingsOf<Name>; TypeScript cannot see it through the index.
+  return description.settings(spec, source) as SettingsOf<Name>;
 }
 
 /**

@@ -20,6 +20,11 @@ export interface EngineDescription<Settings> {
    * schedules them itself) and for ensembles (whose steps are scheduled by their models).
    */
   readonly scheduled: boolean;
+  /**
+   * Whether it makes the config's `batch_input` tensors for a batch (Triton's ragged
+   * batching); a scheduled engine that does not has a config naming them refused.
+   */
+  readonly makesBatchInputs?: boolean;
   /** The model file it runs (e.g. model.onnx): a config without backend gets this engine when the file is there. */
   readonly modelFileName?: string;
   /**

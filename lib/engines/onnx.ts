@@ -83,6 +83,7 @@ export interface BatchInputSpec {
 export const onnxEngine: EngineDescription<OnnxSettings> = {
   name: ONNX_BACKEND,
   scheduled: true,
+  makesBatchInputs: true,
   aliases: [ONNX_PLATFORM],
   modelFileName: ONNX_FILE,
   settings(spec, source) {

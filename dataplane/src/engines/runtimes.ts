@@ -1,4 +1,4 @@
-import { ENGINES, engineOf, type EngineName, type SettingsOf } from "../../../lib/engines/catalog.js";
+import { engineOf, engineSettings, type EngineName, type SettingsOf } from "../../../lib/engines/catalog.js";
 import type { ModelFiles } from "../../../lib/model-repository/sources.js";
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
 import type { Engine, EngineRuntime } from "./engine.js";
@@ -50,7 +50,5 @@ function build<Name extends EngineName>(
   files: ModelFiles | undefined,
   runtime: EngineRuntime,
 ): Engine {
-  // The settings ENGINES[name] returns are SettingsOf<Name>; TypeScript cannot see it through the index.
-  const settings = ENGINES[name].settings(spec, source) as SettingsOf<Name>;
-  return RUNTIMES[name](settings, files, runtime);
+  return RUNTIMES[name](engineSettings(name, spec, source), files, runtime);
 }

@@ -215,4 +215,22 @@ describe("engine settings bounds", () => {
     );
     assert.match(error.message, /dynamic_batching\.max_queue_delay_microseconds: .* at most 86400000000/);
   });
+
+  it("refuses batch_input and batch_output on a scheduled engine that does not make them, and forwards them", () => {
+    const batchInput =
+      'input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]\n' +
+      'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_FP32 source_input: "X" } ]';
+    const batchOutput = 'batch_output [ { target_name: "Y" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "X" } ]';
+    for (const [extra, field] of [
+      [batchInput, "batch_input"],
+      [batchOutput, "batch_output"],
+    ] as const) {
+      const error = configError(() => checkEngine(pythonSpec(extra), "config.pbtxt"));
+      assert.match(error.message, new RegExp(`${field}: the python engine does not make batch tensors`));
+      const forwarded = pythonSpec(
+        `${extra}\nparameters { key: "engine" value: { string_value: "kserve-grpc" } }\nparameters { key: "upstream" value: { string_value: "triton:8001" } }`,
+      );
+      checkEngine(forwarded, "config.pbtxt");
+    }
+  });
 });
