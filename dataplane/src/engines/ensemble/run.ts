@@ -68,6 +68,8 @@ export class EnsembleRun {
     if (options.signal.aborted) abort();
     options.signal.addEventListener("abort", abort, { once: true });
     this.unlink = () => options.signal.removeEventListener("abort", abort);
+    // A step waiting for room to read on sees the run end (its caller gone, or a failure).
+    this.controller.signal.addEventListener("abort", () => this.wake(), { once: true });
   }
 
   async *responses(): AsyncGenerator<EngineResponse> {
@@ -150,7 +152,7 @@ export class EnsembleRun {
     const decoupled = this.plan.decoupled[step.index]!;
     const lifetime = { signal: this.controller.signal, deadline: this.options.deadline };
     for await (const response of this.inference(this.stepRequest(flow, step), decoupled, lifetime)) {
-      if (this.failure !== undefined) return;
+      if (this.controller.signal.aborted) return;
       const outputs = stepOutputs(response, step);
       if (!decoupled) {
         for (const tensor of outputs) flow.tensors.set(tensor.name, tensor);
@@ -166,7 +168,7 @@ export class EnsembleRun {
       // As Triton: with max_inflight_requests, the next response waits for room downstream.
       await this.advance(branch);
       // A client that reads slower than the step streams holds the step, not the data plane's memory.
-      while (this.untaken.length >= MAX_UNTAKEN_RESPONSES && this.failure === undefined) await this.changed();
+      while (this.untaken.length >= MAX_UNTAKEN_RESPONSES && !this.controller.signal.aborted) await this.changed();
     }
   }
 
