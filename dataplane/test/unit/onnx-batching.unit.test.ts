@@ -320,6 +320,28 @@ describe("onnx engine: a session's thread", function () {
     await assert.rejects(host.run(feeds, ["OUTPUT"], new Set()), /the onnxruntime session was released/);
   });
 
+  it("lets a run onnxruntime has begun end before its thread does, when released mid-run (the process lives on)", async () => {
+    // Ending the thread inside onnxruntime's run aborted the whole process (a reload or
+    // shutdown with a run in flight took every other model down).
+    const host = await SessionHost.create(join(EXAMPLES, "mlp_onnx", "1", "model.onnx"), { intraOpNumThreads: 1 });
+    const rows = 16384;
+    const input = fp32("INPUT", [rows, 64], seeded(rows * 64, 7));
+    const feeds = { INPUT: new OrtTensor("float32", new Float32Array(input.data.buffer), [rows, 64]) };
+    const failed = [host.run(feeds, ["OUTPUT"], new Set()), host.run(feeds, ["OUTPUT"], new Set())].map((run) =>
+      assert.rejects(run, /the onnxruntime session's thread stopped/),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50)); // the first run is inside onnxruntime
+    await host.release();
+    await Promise.all(failed);
+    const again = await SessionHost.create(join(EXAMPLES, "mlp_onnx", "1", "model.onnx"), { intraOpNumThreads: 1 });
+    try {
+      const one = new OrtTensor("float32", new Float32Array(seeded(64, 8)), [1, 64]);
+      assert.equal((await again.run({ INPUT: one }, ["OUTPUT"], new Set()))["OUTPUT"]?.dims[1], 16);
+    } finally {
+      await again.release();
+    }
+  });
+
   it("moves a buffer it owns to the thread, and copies one it does not", async () => {
     const host = await SessionHost.create(join(EXAMPLES, "mlp_onnx", "1", "model.onnx"), { intraOpNumThreads: 1 });
     try {

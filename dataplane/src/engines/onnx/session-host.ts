@@ -22,7 +22,15 @@ export interface WireTensor {
 }
 
 export type HostRequest =
-  | { readonly kind: "create"; readonly path: string; readonly options: InferenceSession.SessionOptions }
+  | {
+      readonly kind: "create";
+      readonly path: string;
+      readonly options: InferenceSession.SessionOptions;
+      /** Set to 1 by the host once released: runs not yet begun fail at once. */
+      readonly released: Int32Array;
+    }
+  /** Ends the thread between runs (ending it during one aborts the process: onnxruntime-node cannot be interrupted). */
+  | { readonly kind: "exit" }
   | {
       readonly kind: "run";
       readonly id: number;
@@ -48,6 +56,8 @@ export class SessionHost {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closed = false;
+  /** Shared with the thread: 1 once released. */
+  private readonly released = new Int32Array(new SharedArrayBuffer(4));
 
   private constructor(
     private readonly path: string,
@@ -99,12 +109,20 @@ export class SessionHost {
     return outputs;
   }
 
-  /** Ends the thread (a run in progress fails). */
+  /**
+   * Ends the thread: the runs not done fail now; the thread ends once the run onnxruntime
+   * may be inside returns (terminating it there aborts the whole process), the others not begun.
+   */
   async release(): Promise<void> {
     this.closed = true;
+    Atomics.store(this.released, 0, 1);
     const worker = this.worker;
     this.worker = undefined;
-    await worker?.terminate();
+    this.failPending(internal("the onnxruntime session's thread stopped: the session was released"));
+    if (worker === undefined) return;
+    const exited = new Promise((resolve) => worker.once("exit", resolve));
+    worker.postMessage({ kind: "exit" } satisfies HostRequest);
+    await exited;
   }
 
   /** The thread and its session, started when there is none (at first, or after one died). */
@@ -128,7 +146,8 @@ export class SessionHost {
       worker.on("exit", (code) => this.lost(worker, new Error(`the thread exited (${code})`), reject));
     });
     this.ready.catch(() => undefined);
-    worker.postMessage({ kind: "create", path: this.path, options: this.options } satisfies HostRequest);
+    const create: HostRequest = { kind: "create", path: this.path, options: this.options, released: this.released };
+    worker.postMessage(create);
     return this.ready;
   }
 
@@ -153,6 +172,10 @@ export class SessionHost {
     this.ready = undefined;
     const reason = internal(`the onnxruntime session's thread stopped: ${error.message}`);
     failStart(reason);
+    this.failPending(reason);
+  }
+
+  private failPending(reason: Error): void {
     for (const pending of this.pending.values()) pending.reject(reason);
     this.pending.clear();
   }
