@@ -1,6 +1,6 @@
 import { Worker } from "node:worker_threads";
 import { Tensor as OrtTensor, type InferenceSession } from "onnxruntime-node";
-import { internal } from "../../../../lib/errors.js";
+import { abortedError, internal } from "../../../../lib/errors.js";
 import type { NumericArray, OrtType } from "./types.js";
 
 /**
@@ -49,11 +49,24 @@ interface Pending {
   reject(error: Error): void;
 }
 
+/** A run not yet given to the thread. */
+interface Queued {
+  readonly message: Extract<HostRequest, { kind: "run" }>;
+  readonly transfer: ArrayBuffer[];
+}
+
 export class SessionHost {
   private worker: Worker | undefined;
   /** Settled once the thread's session is made (rejected with onnxruntime's reason). */
   private ready: Promise<void> | undefined;
   private readonly pending = new Map<number, Pending>();
+  /**
+   * Runs wait here, not in the thread's queue, until the one before has returned: a run
+   * whose caller has gone meanwhile (cancelled, past its deadline) leaves without running.
+   */
+  private readonly queued = new Map<number, Queued>();
+  /** The run the thread has, if any. */
+  private posted: number | undefined;
   private nextId = 1;
   private closed = false;
   /** Shared with the thread: 1 once released. */
@@ -79,13 +92,16 @@ export class SessionHost {
   /**
    * Runs the session. `owned`: the feeds whose buffers the caller gives up (moved to the
    * thread, not copied); the others are copied, as they view memory the caller keeps.
+   * `signal`: the run's caller; aborted before the thread takes the run, it is not run.
    */
   async run(
     feeds: Readonly<Record<string, OrtTensor>>,
     fetches: readonly string[],
     owned: ReadonlySet<string>,
+    signal?: AbortSignal,
   ): Promise<Record<string, OrtTensor>> {
     await this.start();
+    if (signal?.aborted) throw abortedError(signal);
     const transfer: ArrayBuffer[] = [];
     const wire: Record<string, WireTensor> = {};
     for (const [name, tensor] of Object.entries(feeds)) {
@@ -105,8 +121,30 @@ export class SessionHost {
       this.pending.set(id, { resolve, reject }),
     );
     if (this.pending.size === 1) worker.ref();
-    worker.postMessage({ kind: "run", id, feeds: wire, fetches } satisfies HostRequest, transfer);
-    return outputs;
+    this.queued.set(id, { message: { kind: "run", id, feeds: wire, fetches }, transfer });
+    const leave = (): void => this.leaveQueue(id, abortedError(signal!));
+    signal?.addEventListener("abort", leave, { once: true });
+    this.postNext();
+    return outputs.finally(() => signal?.removeEventListener("abort", leave));
+  }
+
+  /** Gives the thread the next run once it has none (it runs one at a time). */
+  private postNext(): void {
+    const worker = this.worker;
+    if (this.posted !== undefined || worker === undefined) return;
+    const [next] = this.queued.values();
+    if (next === undefined) return;
+    this.queued.delete(next.message.id);
+    this.posted = next.message.id;
+    worker.postMessage(next.message satisfies HostRequest, next.transfer);
+  }
+
+  /** A run whose caller has gone before the thread took it. */
+  private leaveQueue(id: number, error: Error): void {
+    if (!this.queued.delete(id)) return;
+    this.pending.get(id)?.reject(error);
+    this.pending.delete(id);
+    if (this.pending.size === 0) this.worker?.unref();
   }
 
   /**
@@ -155,6 +193,8 @@ export class SessionHost {
     const pending = this.pending.get(reply.id);
     this.pending.delete(reply.id);
     if (this.pending.size === 0) this.worker?.unref();
+    if (this.posted === reply.id) this.posted = undefined;
+    this.postNext();
     if (reply.kind === "failed") {
       pending?.reject(new Error(reply.message));
       return;
@@ -178,5 +218,7 @@ export class SessionHost {
   private failPending(reason: Error): void {
     for (const pending of this.pending.values()) pending.reject(reason);
     this.pending.clear();
+    this.queued.clear();
+    this.posted = undefined;
   }
 }
