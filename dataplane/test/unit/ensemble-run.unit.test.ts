@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import type { EnsembleSettings, EnsembleStep } from "../../../lib/engines/ensemble.js";
+import { DataPlaneError } from "../../../lib/errors.js";
 import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import type { EngineRequest, ModelInference } from "../../src/engines/engine.js";
 import { Limiter } from "../../src/engines/ensemble/limiter.js";
@@ -85,5 +86,27 @@ describe("an ensemble request's run", () => {
     const first = await Promise.race([next.next(), settle().then(() => "stalled" as const)]);
     assert.notEqual(first, "stalled", "a later request gets the step's place");
     await next.return(undefined);
+  });
+
+  it("starts no step of a request whose caller left before its run began", async () => {
+    // Behind under load, the data plane reads requests whose clients already gave up: each
+    // started every step (200 pipeline calls for a wide fan-out), all doomed.
+    let calls = 0;
+    const inference: ModelInference = async function* (request) {
+      calls++;
+      yield response(request, 0);
+    };
+    const plan = {
+      settings: { ...SETTINGS, maxInflightRequests: 0 },
+      decoupled: [false, false],
+      downstream: [new Set([1]), new Set<number>()],
+      limiters: [undefined, undefined],
+    };
+    const cancel = new AbortController();
+    cancel.abort();
+    const options = { signal: cancel.signal, deadline: Infinity, traceHeaders: {} };
+    const responses = new EnsembleRun(plan, inference, REQUEST, options).responses();
+    await assert.rejects(responses.next(), (error: Error) => error instanceof DataPlaneError);
+    assert.equal(calls, 0);
   });
 });

@@ -1,6 +1,6 @@
 import type { EnsembleSettings, EnsembleStep } from "../../../../lib/engines/ensemble.js";
 import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
-import { DataPlaneError, errorMessage, internal, UpstreamStatusError } from "../../../../lib/errors.js";
+import { abortedError, DataPlaneError, errorMessage, internal, UpstreamStatusError } from "../../../../lib/errors.js";
 import type { ModelInferRequest, ModelInferResponse } from "../../../../proto/gen/ts/grpc_service.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import type { EngineRequest, EngineResponse, InferOptions, ModelInference } from "../engine.js";
@@ -88,7 +88,11 @@ export class EnsembleRun {
           yield next;
           continue;
         }
-        if (this.running === 0) return;
+        if (this.running === 0) {
+          // Cancelled (or past its deadline) with its steps stopped: no step is left to answer.
+          if (this.controller.signal.aborted) throw abortedError(this.controller.signal);
+          return;
+        }
         await this.changed();
       }
     } finally {
@@ -116,6 +120,9 @@ export class EnsembleRun {
    * its place under max_inflight_requests (at once without it).
    */
   private advance(flow: Flow): Promise<void> {
+    // Its caller gone (or a step failed): no step starts (a request read after its client
+    // left would otherwise start each of its steps, all doomed).
+    if (this.controller.signal.aborted) return Promise.resolve();
     const started: Promise<void>[] = [];
     for (const index of this.settings.order) {
       if (!flow.pending.has(index)) continue;
@@ -140,7 +147,10 @@ export class EnsembleRun {
           limiter?.release();
         }
       })
-      .catch((error: unknown) => this.fail(stepError(error, this.settings.name, step)))
+      .catch((error: unknown) => {
+        // The first failure is the request's; the steps it cancelled fail after it.
+        if (this.failure === undefined) this.fail(stepError(error, this.settings.name, step));
+      })
       .finally(() => {
         this.running--;
         this.wake();
