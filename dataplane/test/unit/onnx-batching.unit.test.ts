@@ -320,6 +320,56 @@ describe("onnx engine: a session's thread", function () {
     await assert.rejects(host.run(feeds, ["OUTPUT"], new Set()), /the onnxruntime session was released/);
   });
 
+  it("lets a run onnxruntime has begun end before its thread does, when released mid-run (the process lives on)", async () => {
+    // Ending the thread inside onnxruntime's run aborted the whole process (a reload or
+    // shutdown with a run in flight took every other model down).
+    const host = await SessionHost.create(join(EXAMPLES, "mlp_onnx", "1", "model.onnx"), { intraOpNumThreads: 1 });
+    const rows = 16384;
+    const input = fp32("INPUT", [rows, 64], seeded(rows * 64, 7));
+    const feeds = { INPUT: new OrtTensor("float32", new Float32Array(input.data.buffer), [rows, 64]) };
+    const failed = [host.run(feeds, ["OUTPUT"], new Set()), host.run(feeds, ["OUTPUT"], new Set())].map((run) =>
+      assert.rejects(run, /the onnxruntime session's thread stopped/),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50)); // the first run is inside onnxruntime
+    await host.release();
+    await Promise.all(failed);
+    const again = await SessionHost.create(join(EXAMPLES, "mlp_onnx", "1", "model.onnx"), { intraOpNumThreads: 1 });
+    try {
+      const one = new OrtTensor("float32", new Float32Array(seeded(64, 8)), [1, 64]);
+      assert.equal((await again.run({ INPUT: one }, ["OUTPUT"], new Set()))["OUTPUT"]?.dims[1], 16);
+    } finally {
+      await again.release();
+    }
+  });
+
+  it("drops a request cancelled while its run waits for the session's thread, without running it", async () => {
+    // Each run was posted to the thread at once and run there even when its caller had
+    // gone: clients sending with short deadlines (or an ensemble's cancelled fan-out) piled
+    // up runs nobody waited for, and every other client of the process waited behind them.
+    const engine = await engineFor(MLP, join(EXAMPLES, "mlp_onnx", "1", "model.onnx"));
+    try {
+      const rows = 16384;
+      const settled: string[] = [];
+      const long = alone(engine, request([fp32("INPUT", [rows, 64], seeded(rows * 64, 9))])).then(() =>
+        settled.push("long"),
+      );
+      const cancel = new AbortController();
+      const options = { signal: cancel.signal, deadline: Infinity, traceHeaders: {} };
+      const waiting = Array.from({ length: 20 }, (_, index) =>
+        only(engine.infer(request([fp32("INPUT", [64, 64], seeded(64 * 64, index))]), options)).then(
+          () => settled.push("ran"),
+          (error: unknown) => settled.push(error instanceof DataPlaneError ? error.kind : "other"),
+        ),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      cancel.abort();
+      await Promise.all([long, ...waiting]);
+      assert.deepEqual(settled, [...new Array<string>(20).fill("Cancelled"), "long"]);
+    } finally {
+      await engine.close();
+    }
+  });
+
   it("moves a buffer it owns to the thread, and copies one it does not", async () => {
     const host = await SessionHost.create(join(EXAMPLES, "mlp_onnx", "1", "model.onnx"), { intraOpNumThreads: 1 });
     try {

@@ -1,6 +1,6 @@
 import type { EnsembleSettings, EnsembleStep } from "../../../../lib/engines/ensemble.js";
 import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
-import { DataPlaneError, errorMessage, internal, UpstreamStatusError } from "../../../../lib/errors.js";
+import { abortedError, DataPlaneError, errorMessage, internal, UpstreamStatusError } from "../../../../lib/errors.js";
 import type { ModelInferRequest, ModelInferResponse } from "../../../../proto/gen/ts/grpc_service.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import type { EngineRequest, EngineResponse, InferOptions, ModelInference } from "../engine.js";
@@ -68,6 +68,8 @@ export class EnsembleRun {
     if (options.signal.aborted) abort();
     options.signal.addEventListener("abort", abort, { once: true });
     this.unlink = () => options.signal.removeEventListener("abort", abort);
+    // A step waiting for room to read on sees the run end (its caller gone, or a failure).
+    this.controller.signal.addEventListener("abort", () => this.wake(), { once: true });
   }
 
   async *responses(): AsyncGenerator<EngineResponse> {
@@ -86,7 +88,11 @@ export class EnsembleRun {
           yield next;
           continue;
         }
-        if (this.running === 0) return;
+        if (this.running === 0) {
+          // Cancelled (or past its deadline) with its steps stopped: no step is left to answer.
+          if (this.controller.signal.aborted) throw abortedError(this.controller.signal);
+          return;
+        }
         await this.changed();
       }
     } finally {
@@ -114,6 +120,9 @@ export class EnsembleRun {
    * its place under max_inflight_requests (at once without it).
    */
   private advance(flow: Flow): Promise<void> {
+    // Its caller gone (or a step failed): no step starts (a request read after its client
+    // left would otherwise start each of its steps, all doomed).
+    if (this.controller.signal.aborted) return Promise.resolve();
     const started: Promise<void>[] = [];
     for (const index of this.settings.order) {
       if (!flow.pending.has(index)) continue;
@@ -138,7 +147,10 @@ export class EnsembleRun {
           limiter?.release();
         }
       })
-      .catch((error: unknown) => this.fail(stepError(error, this.settings.name, step)))
+      .catch((error: unknown) => {
+        // The first failure is the request's; the steps it cancelled fail after it.
+        if (this.failure === undefined) this.fail(stepError(error, this.settings.name, step));
+      })
       .finally(() => {
         this.running--;
         this.wake();
@@ -150,7 +162,7 @@ export class EnsembleRun {
     const decoupled = this.plan.decoupled[step.index]!;
     const lifetime = { signal: this.controller.signal, deadline: this.options.deadline };
     for await (const response of this.inference(this.stepRequest(flow, step), decoupled, lifetime)) {
-      if (this.failure !== undefined) return;
+      if (this.controller.signal.aborted) return;
       const outputs = stepOutputs(response, step);
       if (!decoupled) {
         for (const tensor of outputs) flow.tensors.set(tensor.name, tensor);
@@ -166,7 +178,7 @@ export class EnsembleRun {
       // As Triton: with max_inflight_requests, the next response waits for room downstream.
       await this.advance(branch);
       // A client that reads slower than the step streams holds the step, not the data plane's memory.
-      while (this.untaken.length >= MAX_UNTAKEN_RESPONSES && this.failure === undefined) await this.changed();
+      while (this.untaken.length >= MAX_UNTAKEN_RESPONSES && !this.controller.signal.aborted) await this.changed();
     }
   }
 

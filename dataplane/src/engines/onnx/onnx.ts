@@ -65,7 +65,7 @@ export class OnnxEngine implements Engine {
     const response =
       execution !== undefined && execution.requests.length > 1 && this.settings.batched
         ? await this.answerFrom(execution, request)
-        : await this.runOne(request, execution?.instance);
+        : await this.runOne(request, signal, execution?.instance);
     if (signal.aborted) throw abortedError(signal);
     yield response;
   }
@@ -79,8 +79,12 @@ export class OnnxEngine implements Engine {
   }
 
   /** A request run alone (no batch to join): on the execution's instance, else the least busy. */
-  private async runOne(request: EngineRequest, instance = this.leastBusy()): Promise<EngineResponse> {
-    const [outcome] = await this.run([request], instance);
+  private async runOne(
+    request: EngineRequest,
+    signal: AbortSignal,
+    instance = this.leastBusy(),
+  ): Promise<EngineResponse> {
+    const [outcome] = await this.run([request], instance, signal);
     if ("error" in outcome!) throw outcome.error;
     return outcome!.response;
   }
@@ -114,9 +118,9 @@ export class OnnxEngine implements Engine {
 
   /**
    * One `session.run` for the requests (of one version) on one instance: each gets its
-   * outputs, or the run's error. Never rejects.
+   * outputs, or the run's error. Never rejects. `signal`: the one caller of a run alone.
    */
-  private async run(requests: readonly EngineRequest[], instance: number): Promise<Outcome[]> {
+  private async run(requests: readonly EngineRequest[], instance: number, signal?: AbortSignal): Promise<Outcome[]> {
     if (!(instance >= 0 && instance < this.busy.length)) {
       const error = internal(`instance ${instance} is not one of the model's ${this.busy.length}`);
       return requests.map(() => ({ error }));
@@ -127,7 +131,7 @@ export class OnnxEngine implements Engine {
       const layout = layoutOf(requests, this.settings.batched);
       const wanted = this.outputsWanted(requests);
       const { feeds, owned } = this.feedsOf(requests);
-      const results = await runSession(session, feeds, wanted, owned);
+      const results = await runSession(session, feeds, wanted, owned, signal);
       const split = wanted.map((name) => {
         const value = results[name];
         if (value === undefined) throw internal(`onnxruntime gave no output '${name}'`);
@@ -232,10 +236,12 @@ async function runSession(
   feeds: Readonly<Record<string, OrtTensor>>,
   wanted: readonly string[],
   owned: ReadonlySet<string>,
+  signal: AbortSignal | undefined,
 ): Promise<Record<string, OrtTensor>> {
   try {
-    return await host.run(feeds, wanted, owned);
+    return await host.run(feeds, wanted, owned, signal);
   } catch (error) {
+    if (signal?.aborted) throw abortedError(signal);
     throw internal(`onnxruntime failed: ${errorMessage(error)}`);
   }
 }

@@ -1,6 +1,6 @@
 import { Worker } from "node:worker_threads";
 import { Tensor as OrtTensor, type InferenceSession } from "onnxruntime-node";
-import { internal } from "../../../../lib/errors.js";
+import { abortedError, internal } from "../../../../lib/errors.js";
 import type { NumericArray, OrtType } from "./types.js";
 
 /**
@@ -22,7 +22,15 @@ export interface WireTensor {
 }
 
 export type HostRequest =
-  | { readonly kind: "create"; readonly path: string; readonly options: InferenceSession.SessionOptions }
+  | {
+      readonly kind: "create";
+      readonly path: string;
+      readonly options: InferenceSession.SessionOptions;
+      /** Set to 1 by the host once released: runs not yet begun fail at once. */
+      readonly released: Int32Array;
+    }
+  /** Ends the thread between runs (ending it during one aborts the process: onnxruntime-node cannot be interrupted). */
+  | { readonly kind: "exit" }
   | {
       readonly kind: "run";
       readonly id: number;
@@ -41,13 +49,28 @@ interface Pending {
   reject(error: Error): void;
 }
 
+/** A run not yet given to the thread. */
+interface Queued {
+  readonly message: Extract<HostRequest, { kind: "run" }>;
+  readonly transfer: ArrayBuffer[];
+}
+
 export class SessionHost {
   private worker: Worker | undefined;
   /** Settled once the thread's session is made (rejected with onnxruntime's reason). */
   private ready: Promise<void> | undefined;
   private readonly pending = new Map<number, Pending>();
+  /**
+   * Runs wait here, not in the thread's queue, until the one before has returned: a run
+   * whose caller has gone meanwhile (cancelled, past its deadline) leaves without running.
+   */
+  private readonly queued = new Map<number, Queued>();
+  /** The run the thread has, if any. */
+  private posted: number | undefined;
   private nextId = 1;
   private closed = false;
+  /** Shared with the thread: 1 once released. */
+  private readonly released = new Int32Array(new SharedArrayBuffer(4));
 
   private constructor(
     private readonly path: string,
@@ -69,13 +92,16 @@ export class SessionHost {
   /**
    * Runs the session. `owned`: the feeds whose buffers the caller gives up (moved to the
    * thread, not copied); the others are copied, as they view memory the caller keeps.
+   * `signal`: the run's caller; aborted before the thread takes the run, it is not run.
    */
   async run(
     feeds: Readonly<Record<string, OrtTensor>>,
     fetches: readonly string[],
     owned: ReadonlySet<string>,
+    signal?: AbortSignal,
   ): Promise<Record<string, OrtTensor>> {
     await this.start();
+    if (signal?.aborted) throw abortedError(signal);
     const transfer: ArrayBuffer[] = [];
     const wire: Record<string, WireTensor> = {};
     for (const [name, tensor] of Object.entries(feeds)) {
@@ -95,16 +121,46 @@ export class SessionHost {
       this.pending.set(id, { resolve, reject }),
     );
     if (this.pending.size === 1) worker.ref();
-    worker.postMessage({ kind: "run", id, feeds: wire, fetches } satisfies HostRequest, transfer);
-    return outputs;
+    this.queued.set(id, { message: { kind: "run", id, feeds: wire, fetches }, transfer });
+    const leave = (): void => this.leaveQueue(id, abortedError(signal!));
+    signal?.addEventListener("abort", leave, { once: true });
+    this.postNext();
+    return outputs.finally(() => signal?.removeEventListener("abort", leave));
   }
 
-  /** Ends the thread (a run in progress fails). */
+  /** Gives the thread the next run once it has none (it runs one at a time). */
+  private postNext(): void {
+    const worker = this.worker;
+    if (this.posted !== undefined || worker === undefined) return;
+    const [next] = this.queued.values();
+    if (next === undefined) return;
+    this.queued.delete(next.message.id);
+    this.posted = next.message.id;
+    worker.postMessage(next.message satisfies HostRequest, next.transfer);
+  }
+
+  /** A run whose caller has gone before the thread took it. */
+  private leaveQueue(id: number, error: Error): void {
+    if (!this.queued.delete(id)) return;
+    this.pending.get(id)?.reject(error);
+    this.pending.delete(id);
+    if (this.pending.size === 0) this.worker?.unref();
+  }
+
+  /**
+   * Ends the thread: the runs not done fail now; the thread ends once the run onnxruntime
+   * may be inside returns (terminating it there aborts the whole process), the others not begun.
+   */
   async release(): Promise<void> {
     this.closed = true;
+    Atomics.store(this.released, 0, 1);
     const worker = this.worker;
     this.worker = undefined;
-    await worker?.terminate();
+    this.failPending(internal("the onnxruntime session's thread stopped: the session was released"));
+    if (worker === undefined) return;
+    const exited = new Promise((resolve) => worker.once("exit", resolve));
+    worker.postMessage({ kind: "exit" } satisfies HostRequest);
+    await exited;
   }
 
   /** The thread and its session, started when there is none (at first, or after one died). */
@@ -128,7 +184,8 @@ export class SessionHost {
       worker.on("exit", (code) => this.lost(worker, new Error(`the thread exited (${code})`), reject));
     });
     this.ready.catch(() => undefined);
-    worker.postMessage({ kind: "create", path: this.path, options: this.options } satisfies HostRequest);
+    const create: HostRequest = { kind: "create", path: this.path, options: this.options, released: this.released };
+    worker.postMessage(create);
     return this.ready;
   }
 
@@ -136,6 +193,8 @@ export class SessionHost {
     const pending = this.pending.get(reply.id);
     this.pending.delete(reply.id);
     if (this.pending.size === 0) this.worker?.unref();
+    if (this.posted === reply.id) this.posted = undefined;
+    this.postNext();
     if (reply.kind === "failed") {
       pending?.reject(new Error(reply.message));
       return;
@@ -153,7 +212,13 @@ export class SessionHost {
     this.ready = undefined;
     const reason = internal(`the onnxruntime session's thread stopped: ${error.message}`);
     failStart(reason);
+    this.failPending(reason);
+  }
+
+  private failPending(reason: Error): void {
     for (const pending of this.pending.values()) pending.reject(reason);
     this.pending.clear();
+    this.queued.clear();
+    this.posted = undefined;
   }
 }

@@ -10,8 +10,12 @@ import type { HostReply, HostRequest, WireTensor } from "./session-host.js";
  */
 
 let session: InferenceSession | undefined;
+/** The host's flag: 1 once it released the session. */
+let released: Int32Array | undefined;
 
 parentPort!.on("message", (request: HostRequest) => {
+  // Between runs (onnxruntime runs synchronously on this thread), so no run is cut short.
+  if (request.kind === "exit") process.exit(0);
   void handle(request).then(
     ({ reply, transfer }) => parentPort!.postMessage(reply, transfer),
     (error: unknown) =>
@@ -23,11 +27,15 @@ parentPort!.on("message", (request: HostRequest) => {
   );
 });
 
-async function handle(request: HostRequest): Promise<{ reply: HostReply; transfer: ArrayBuffer[] }> {
+async function handle(
+  request: Exclude<HostRequest, { kind: "exit" }>,
+): Promise<{ reply: HostReply; transfer: ArrayBuffer[] }> {
   if (request.kind === "create") {
+    released = request.released;
     session = await InferenceSession.create(request.path, request.options);
     return { reply: { kind: "created" }, transfer: [] };
   }
+  if (released !== undefined && Atomics.load(released, 0) === 1) throw new Error("the session was released");
   const feeds = Object.fromEntries(
     Object.entries(request.feeds).map(([name, wire]) => [
       name,
