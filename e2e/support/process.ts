@@ -15,6 +15,9 @@ export interface CliProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
+/** How long, after a process exits, its last stdout lines are waited for. */
+const LAST_LINES_MS = 2000;
+
 /**
  * Runs `node <cli> ...args` and waits for the JSON log line whose msg is `readyMessage`;
  * rejects with stderr if the process exits first.
@@ -35,9 +38,21 @@ export async function startCli(
   const logs: Record<string, unknown>[] = [];
   let stderr = "";
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const lines = createInterface({ input: child.stdout! });
+  const allRead = new Promise<void>((resolve) => lines.once("close", () => resolve()));
+  // "exit" can come before the process's last lines are read (its final log line lost to the
+  // test): wait for them too, bounded, since a child of its own may still hold the pipe open.
+  const exited = new Promise<number | null>((resolve) =>
+    child.once("exit", (code) => {
+      const bound = setTimeout(() => resolve(code), LAST_LINES_MS);
+      void allRead.then(() => {
+        clearTimeout(bound);
+        resolve(code);
+      });
+    }),
+  );
   const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on("line", (line) => {
+    lines.on("line", (line) => {
       try {
         const entry = JSON.parse(line) as Record<string, unknown>;
         logs.push(entry);

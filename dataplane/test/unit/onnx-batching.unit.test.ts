@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Tensor as OrtTensor } from "onnxruntime-node";
@@ -318,6 +319,24 @@ describe("onnx engine: a session's thread", function () {
     await host.release();
     await assert.rejects(running, /the onnxruntime session's thread stopped/);
     await assert.rejects(host.run(feeds, ["OUTPUT"], new Set()), /the onnxruntime session was released/);
+  });
+
+  it("keeps the process alive until a released session's thread has exited (a shutdown ended with its stop unfinished)", () => {
+    // The idle thread is unref'd: a process whose other handles were closed (a data plane at
+    // the end of its drain) exited, code 0, while release() still waited for the thread.
+    const script = [
+      `import { SessionHost } from ${JSON.stringify(new URL("../../src/engines/onnx/session-host.js", import.meta.url).href)};`,
+      `const host = await SessionHost.create(${JSON.stringify(join(EXAMPLES, "mlp_onnx", "1", "model.onnx"))}, { intraOpNumThreads: 1 });`,
+      `host.release().then(() => console.log("released"));`,
+    ].join("\n");
+    const folder = mkdtempSync(join(tmpdir(), "session-release-"));
+    try {
+      writeFileSync(join(folder, "release.mjs"), script);
+      const output = execFileSync(process.execPath, [join(folder, "release.mjs")], { encoding: "utf8" });
+      assert.match(output, /released/);
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
   });
 
   it("lets a run onnxruntime has begun end before its thread does, when released mid-run (the process lives on)", async () => {

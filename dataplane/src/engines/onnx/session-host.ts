@@ -159,6 +159,9 @@ export class SessionHost {
     this.failPending(internal("the onnxruntime session's thread stopped: the session was released"));
     if (worker === undefined) return;
     const exited = new Promise((resolve) => worker.once("exit", resolve));
+    // An idle thread is unref'd: held again until it has exited, or a process whose other
+    // handles are closed (the end of a drain) would exit with this release unfinished.
+    worker.ref();
     worker.postMessage({ kind: "exit" } satisfies HostRequest);
     await exited;
   }
