@@ -62,7 +62,7 @@ export interface WarmupInput {
   readonly data: WarmupData;
 }
 
-/** One `model_warmup` sample: run `count` times on every instance before the model is READY. */
+/** One `model_warmup` sample: run `count` times on every instance before the model is READY (none of batch_size 0). */
 export interface WarmupSample {
   readonly name: string;
   /** The batch size of the request (1 when the model does not batch). */
@@ -84,6 +84,7 @@ export interface Scheduling {
   readonly equalShapeInputs: ReadonlySet<string>;
   /** Inputs that allow a ragged batch (allow_ragged_batch): joined whatever their shapes. */
   readonly raggedInputs: ReadonlySet<string>;
+  /** The samples that run, in the config's order (those of batch_size 0 are checked and skipped, as Triton skips them). */
   readonly warmup: readonly WarmupSample[];
 }
 
@@ -125,7 +126,11 @@ export function schedulingOf(config: ModelConfig, fail: Fail): Scheduling {
     instanceCount: instanceCountOf(config, fail),
     equalShapeInputs,
     raggedInputs,
-    warmup: config.modelWarmup.map((sample, index) => warmupSampleOf(sample, index, config, fail)),
+    // As Triton: a sample of batch_size 0 (the field left out) is checked, then skipped.
+    warmup: config.modelWarmup.flatMap((sample, index) => {
+      const checked = warmupSampleOf(sample, index, config, fail);
+      return sample.batchSize === 0 ? [] : [checked];
+    }),
   };
 }
 

@@ -819,7 +819,7 @@ function asksForScheduling(spec: ModelSpec): boolean {
   return (
     spec.scheduling.dynamicBatching !== undefined ||
     spec.config.instanceGroup.length > 0 ||
-    spec.scheduling.warmup.length > 0
+    spec.config.modelWarmup.length > 0
   );
 }
 

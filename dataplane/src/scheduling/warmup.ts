@@ -52,9 +52,7 @@ export const WARMUP_FOLDER = "warmup";
  */
 export async function warmUp(target: WarmupTarget, signal: AbortSignal): Promise<void> {
   const { spec } = target;
-  // As Triton, a sample of batch_size 0 (the field left out) is skipped; the checked
-  // samples keep the config's order.
-  const samples = spec.scheduling.warmup.filter((_, index) => spec.config.modelWarmup[index]?.batchSize !== 0);
+  const samples = spec.scheduling.warmup;
   if (samples.length === 0 || !target.scheduled) return;
   const prepared: PreparedSample[] = [];
   for (const sample of samples) prepared.push(await prepareSample(sample, spec, target.folder));
