@@ -121,20 +121,32 @@ export function ensemblesToForward(
   configs: ReadonlyMap<string, ModelConfig>,
   forwarded: (name: string) => boolean,
 ): Map<string, string> {
-  const decided = new Map<string, string>();
-  const isForwarded = (name: string): boolean => decided.has(name) || forwarded(name);
+  return ensemblesTakingFromSteps(configs, forwarded);
+}
+
+/**
+ * The ensembles that take something from a step model that has it of its own (`has`), or
+ * from an inner ensemble that took it, by name, each with the step model it takes it from.
+ * Only steps the repository holds count.
+ */
+function ensemblesTakingFromSteps(
+  configs: ReadonlyMap<string, ModelConfig>,
+  has: (name: string) => boolean,
+): Map<string, string> {
+  const taken = new Map<string, string>();
+  const holds = (name: string): boolean => taken.has(name) || has(name);
   // Until nothing changes: an ensemble of ensembles follows its inner ones.
   for (let changed = true; changed;) {
     changed = false;
     for (const [name, config] of configs) {
-      if (decided.has(name) || forwarded(name)) continue;
-      const step = ensembleStepModels(config).find((model) => configs.has(model) && isForwarded(model));
+      if (holds(name)) continue;
+      const step = ensembleStepModels(config).find((model) => configs.has(model) && holds(model));
       if (step === undefined) continue;
-      decided.set(name, step);
+      taken.set(name, step);
       changed = true;
     }
   }
-  return decided;
+  return taken;
 }
 
 /**
@@ -170,18 +182,13 @@ export function ensembleCycles(configs: ReadonlyMap<string, ModelConfig>): Map<s
  * model's config (or an inner ensemble's, so marked) is decoupled.
  */
 export function decoupledEnsembles(configs: ReadonlyMap<string, ModelConfig>): Map<string, ModelConfig> {
-  const marked = new Map<string, ModelConfig>();
-  const isDecoupled = (name: string): boolean =>
-    marked.has(name) || configs.get(name)?.modelTransactionPolicy?.decoupled === true;
-  for (let changed = true; changed;) {
-    changed = false;
-    for (const [name, config] of configs) {
-      if (isDecoupled(name) || !ensembleStepModels(config).some(isDecoupled)) continue;
-      marked.set(name, { ...config, modelTransactionPolicy: { decoupled: true } });
-      changed = true;
-    }
-  }
-  return marked;
+  const decoupled = ensemblesTakingFromSteps(
+    configs,
+    (name) => configs.get(name)?.modelTransactionPolicy?.decoupled === true,
+  );
+  return new Map(
+    [...decoupled.keys()].map((name) => [name, { ...configs.get(name)!, modelTransactionPolicy: { decoupled: true } }]),
+  );
 }
 
 /**
