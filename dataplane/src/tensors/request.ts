@@ -4,7 +4,7 @@ import type {
   ModelInferRequest_InferInputTensor,
   ModelInferResponse_InferOutputTensor,
 } from "../../../proto/gen/ts/grpc_service.js";
-import { invalidArgument } from "../../../lib/errors.js";
+import { internal, invalidArgument } from "../../../lib/errors.js";
 import { countBytesElements } from "./bytes.js";
 import { DATATYPES, isDatatype, type Datatype } from "../../../lib/model-repository/datatypes.js";
 import type { TensorSpec } from "../../../lib/model-repository/spec.js";
@@ -183,4 +183,18 @@ export function encodeOutputs(tensors: readonly Tensor[]): EncodedOutputs {
     contents: undefined,
   }));
   return { outputs, rawOutputContents: tensors.map((tensor) => tensor.data) };
+}
+
+/**
+ * A response's output as a tensor (encodeOutputs' inverse): its raw contents, else its typed
+ * ones made raw, checked against its datatype and shape. What an upstream or another model
+ * of this data plane (an ensemble's step) answered.
+ */
+export function outputTensor(output: ModelInferResponse_InferOutputTensor, raw: Uint8Array | undefined): Tensor {
+  if (!isDatatype(output.datatype)) throw internal(`output '${output.name}' has unknown datatype '${output.datatype}'`);
+  const shape = output.shape.map(Number);
+  const data = raw ?? typedToRaw(output.name, output.datatype, output.contents ?? emptyContents(), elementCount(shape));
+  const mismatch = rawSizeMismatch(output.name, output.datatype, shape, data);
+  if (mismatch !== undefined) throw internal(mismatch);
+  return { name: output.name, datatype: output.datatype, shape, data, parameters: output.parameters };
 }

@@ -1,7 +1,7 @@
 import type { EnsembleSettings, EnsembleStep } from "../../../../lib/engines/ensemble.js";
-import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { abortedError, DataPlaneError, errorMessage, internal, UpstreamStatusError } from "../../../../lib/errors.js";
 import type { ModelInferRequest, ModelInferResponse } from "../../../../proto/gen/ts/grpc_service.js";
+import { outputTensor } from "../../tensors/request.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import type { EngineRequest, EngineResponse, InferOptions, ModelInference } from "../engine.js";
 import type { Limiter } from "./limiter.js";
@@ -241,13 +241,10 @@ function stepOutputs(response: ModelInferResponse, step: EnsembleStep): Tensor[]
   const tensors: Tensor[] = [];
   for (const [output, name] of step.outputMap) {
     const index = response.outputs.findIndex((tensor) => tensor.name === output);
-    const described = response.outputs[index];
-    const data = response.rawOutputContents[index];
-    if (described === undefined || data === undefined) throw internal(`the response has no output '${output}'`);
-    if (!isDatatype(described.datatype)) {
-      throw internal(`output '${output}' has datatype ${described.datatype}, which KServe does not know`);
-    }
-    tensors.push({ name, datatype: described.datatype, shape: described.shape.map(Number), data });
+    if (index < 0) throw internal(`the response has no output '${output}'`);
+    // The ensemble's response carries no parameters of its steps' outputs.
+    const { datatype, shape, data } = outputTensor(response.outputs[index]!, response.rawOutputContents[index]);
+    tensors.push({ name, datatype, shape, data });
   }
   return tensors;
 }

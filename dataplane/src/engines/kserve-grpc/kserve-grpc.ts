@@ -4,7 +4,6 @@ import {
   GRPCInferenceServiceService,
   ModelInferResponse,
   type GRPCInferenceServiceClient,
-  type ModelInferResponse_InferOutputTensor,
   type InferParameter,
   type ModelConfigResponse,
   type ModelMetadataResponse,
@@ -15,11 +14,9 @@ import type { ModelConfig } from "../../../../proto/gen/ts/model_config.js";
 import { abortedError, DataPlaneError, internal, UpstreamStatusError } from "../../../../lib/errors.js";
 import { kindOfGrpcCode } from "../../../../lib/grpc/status-codes.js";
 import { unaryCall } from "../../../../lib/grpc/unary-call.js";
-import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
 import { isTrue } from "../../tensors/parameters.js";
-import { elementCount, type Tensor } from "../../tensors/tensor.js";
-import { emptyContents, typedToRaw } from "../../tensors/typed.js";
-import { rawSizeMismatch } from "../../tensors/request.js";
+import type { Tensor } from "../../tensors/tensor.js";
+import { outputTensor } from "../../tensors/request.js";
 import { checkReturnedOutputs } from "../../tensors/reply.js";
 import { asBuffer, encodeInferRequest, streamReplyParts, withModel } from "../../tensors/wire.js";
 import type { Engine, EngineRequest, EngineResponse, EngineRuntime, InferOptions } from "../engine.js";
@@ -242,7 +239,7 @@ export class KserveGrpcEngine implements Engine {
   private fromUpstream(endpoint: Endpoint, response: ModelInferResponse): EngineResponse {
     let outputs: Tensor[];
     try {
-      outputs = response.outputs.map((output, index) => upstreamTensor(output, response.rawOutputContents[index]));
+      outputs = response.outputs.map((output, index) => outputTensor(output, response.rawOutputContents[index]));
       const { model: modelName, outputs: declared, maxBatchSize } = this.settings;
       checkReturnedOutputs(outputs, { modelName, outputs: declared, maxBatchSize });
     } catch (error) {
@@ -281,14 +278,6 @@ const isRefused = (error: unknown): boolean =>
   error instanceof UpstreamStatusError && error.grpcCode === status.UNAVAILABLE;
 
 /** An upstream's output as a tensor: raw as it came, typed converted; held to its own datatype and shape. */
-function upstreamTensor(output: ModelInferResponse_InferOutputTensor, raw: Uint8Array | undefined): Tensor {
-  if (!isDatatype(output.datatype)) throw internal(`output '${output.name}' has unknown datatype '${output.datatype}'`);
-  const shape = output.shape.map(Number);
-  const data = raw ?? typedToRaw(output.name, output.datatype, output.contents ?? emptyContents(), elementCount(shape));
-  const mismatch = rawSizeMismatch(output.name, output.datatype, shape, data);
-  if (mismatch !== undefined) throw internal(mismatch);
-  return { name: output.name, datatype: output.datatype, shape, data, parameters: output.parameters };
-}
 
 /** A request for the upstream, serialized: the client's bytes as they came (passed through), or built here. */
 interface UpstreamRequest {
