@@ -65,7 +65,7 @@ export interface InferOptions {
 export interface Execution {
   /** The instance (0 to the model's instance count - 1) it runs on. */
   readonly instance: number;
-  /** Every request of the execution, in queue order. */
+  /** Every request of the execution, in queue order; all of one version (a scheduler runs one version). */
   readonly requests: readonly EngineRequest[];
   /** The instance is free for the next execution (idempotent). */
   release(): void;

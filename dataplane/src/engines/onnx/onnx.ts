@@ -102,18 +102,10 @@ export class OnnxEngine implements Engine {
     return outcome.response;
   }
 
-  /** The execution's requests, one run per version they ask for (a batch runs one model file). */
+  /** The execution's requests as one run (an execution is of one version: the scheduler runs each version's own). */
   private async runExecution(execution: Execution): Promise<Map<EngineRequest, Outcome>> {
-    const byVersion = new Map<string, EngineRequest[]>();
-    for (const request of execution.requests) {
-      byVersion.set(request.version, [...(byVersion.get(request.version) ?? []), request]);
-    }
-    const outcomes = new Map<EngineRequest, Outcome>();
-    for (const requests of byVersion.values()) {
-      const answers = await this.run(requests, execution.instance);
-      requests.forEach((request, index) => outcomes.set(request, answers[index]!));
-    }
-    return outcomes;
+    const answers = await this.run(execution.requests, execution.instance);
+    return new Map(execution.requests.map((request, index) => [request, answers[index]!]));
   }
 
   /**
