@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { Tensor as OrtTensor, type InferenceSession } from "onnxruntime-node";
 import type { BatchInputSpec, OnnxInstance, OnnxSettings, Reshape } from "../../../../lib/engines/onnx.js";
 import { abortedError, errorMessage, internal, unavailable } from "../../../../lib/errors.js";
+import type { Datatype } from "../../../../lib/model-repository/datatypes.js";
 import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
 import { usableCores } from "../../cpu-budget.js";
 import { joinBytesElements, splitBytesElements } from "../../tensors/bytes.js";
@@ -170,17 +171,23 @@ export class OnnxEngine implements Engine {
 
   /** An output of the run as each request's tensor (its rows of the batch, as the client sees them). */
   private splitOutput(name: string, value: OrtTensor, layout: BatchLayout): Tensor[] {
-    const tensor = fromOrt(name, value);
-    if (!this.settings.batched) return [{ ...tensor, shape: this.shapeFor(tensor, "client") }];
-    const offsets = rowOffsets({ name, shape: tensor.shape }, layout);
-    if (offsets.length === 1) return [{ ...tensor, shape: this.shapeFor(tensor, "client") }];
-    const item = tensor.shape.slice(1);
+    const whole = (): Tensor[] => {
+      const tensor = fromOrt(name, value);
+      return [{ ...tensor, shape: this.shapeFor(tensor, "client") }];
+    };
+    if (!this.settings.batched) return whole();
+    const shape = value.dims.map(Number);
+    const offsets = rowOffsets({ name, shape }, layout);
+    if (offsets.length === 1) return whole();
+    // Each request's rows taken from onnxruntime's output (strings encoded once, by row).
+    const datatype = datatypeOfOrt(name, value);
+    const item = shape.slice(1);
     const rowElements = elementCount(item);
     return offsets.map((row, index) => {
       const rows = layout.batchSizes[index]!;
       const part: Tensor = {
         name,
-        datatype: tensor.datatype,
+        datatype,
         shape: [rows, ...item],
         data: rowsOf(value, row * rowElements, rows * rowElements),
       };
@@ -337,9 +344,14 @@ function toOrt(tensor: Tensor, shape: readonly number[]): OrtTensor {
 const bytesPerElement = (constructor: NumericArrayConstructor): number =>
   (constructor as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT;
 
-function fromOrt(name: string, value: OrtTensor): Tensor {
+function datatypeOfOrt(name: string, value: OrtTensor): Datatype {
   const datatype = DATATYPE_OF_ORT[value.type];
   if (datatype === undefined) throw internal(`onnxruntime output '${name}' has unsupported type ${value.type}`);
+  return datatype;
+}
+
+function fromOrt(name: string, value: OrtTensor): Tensor {
+  const datatype = datatypeOfOrt(name, value);
   const data =
     value.type === "string"
       ? joinBytesElements((value.data as string[]).map((text) => new TextEncoder().encode(text)))
