@@ -6,6 +6,7 @@
 export type ErrorKind =
   | "InvalidArgument"
   | "NotFound"
+  | "AlreadyExists"
   | "Unavailable"
   | "DeadlineExceeded"
   | "Cancelled"
@@ -40,6 +41,7 @@ export class UpstreamStatusError extends DataPlaneError {
 
 export const invalidArgument = (message: string): DataPlaneError => new DataPlaneError("InvalidArgument", message);
 export const notFound = (message: string): DataPlaneError => new DataPlaneError("NotFound", message);
+export const alreadyExists = (message: string): DataPlaneError => new DataPlaneError("AlreadyExists", message);
 export const unavailable = (message: string): DataPlaneError => new DataPlaneError("Unavailable", message);
 export const unimplemented = (message: string): DataPlaneError => new DataPlaneError("Unimplemented", message);
 export const failedPrecondition = (message: string): DataPlaneError =>

@@ -44,3 +44,16 @@ export function boundedDetail(text: string, maxBytes = MAX_ERROR_DETAIL_BYTES): 
 export function errorDetail(error: unknown): string {
   return boundedDetail(errorMessage(error));
 }
+
+/**
+ * System shared-memory regions registered at once: each holds an open file (and keeps its
+ * segment alive after the client unlinks it), so the count is bounded; past it a register
+ * is refused RESOURCE_EXHAUSTED.
+ */
+export const MAX_SHM_REGIONS = 1024;
+
+/**
+ * Requests of sequences waiting for a sequence slot, per model version (Triton's backlog is
+ * unbounded): past it a request is refused UNAVAILABLE (a full sequence batcher).
+ */
+export const MAX_SEQUENCE_BACKLOG = 10_000;

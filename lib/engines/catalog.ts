@@ -111,6 +111,31 @@ export function runsLocally(config: ModelConfig, { forwardPython = false }: { fo
   return name !== undefined && !(forwardPython && name === "python");
 }
 
+/** Whether this data plane runs a model itself, and if not, why (what --forward-unsupported logs and `migrate` notes). */
+export type LocalSupport = { readonly runsHere: true } | { readonly runsHere: false; readonly reason: string };
+
+export interface LocalSupportOptions {
+  /** --forward-python: Python-backend models are forwarded whatever they ask for. */
+  readonly forwardPython?: boolean;
+  /** --grpc-workers: features that need one process (sequences) do not run with more. */
+  readonly grpcWorkers?: number;
+}
+
+/**
+ * Whether this data plane runs a config itself: not when no engine of ours is named, nor
+ * when its engine refuses a feature the config asks for (UnsupportedFeature), which Triton
+ * would serve. PLACEHOLDER (issue 38 contract): today's rule, with reasons; the engines'
+ * UnsupportedFeature checks land with the forwarding-rule task.
+ */
+export function localSupport(config: ModelConfig, source: string, options: LocalSupportOptions = {}): LocalSupport {
+  void source;
+  if (runsLocally(config, { forwardPython: options.forwardPython === true })) return { runsHere: true };
+  const selector = config.platform || config.backend;
+  return options.forwardPython === true && BY_SELECTOR.get(selector) === "python"
+    ? { runsHere: false, reason: "--forward-python forwards every Python-backend model" }
+    : { runsHere: false, reason: `'${selector}' does not run in this data plane` };
+}
+
 /**
  * The ensembles of a repository that are forwarded with their steps: those with a step
  * model that is (`forwarded`, or an ensemble forwarded for that reason), by name, each with

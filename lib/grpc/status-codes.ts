@@ -9,6 +9,7 @@ import type { ErrorKind } from "../errors.js";
 export const GRPC_CODE_OF: Readonly<Record<ErrorKind, status>> = {
   InvalidArgument: status.INVALID_ARGUMENT,
   NotFound: status.NOT_FOUND,
+  AlreadyExists: status.ALREADY_EXISTS,
   Unavailable: status.UNAVAILABLE,
   DeadlineExceeded: status.DEADLINE_EXCEEDED,
   Cancelled: status.CANCELLED,

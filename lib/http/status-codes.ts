@@ -8,6 +8,8 @@ import type { ErrorKind } from "../errors.js";
 export const HTTP_STATUS_OF: Readonly<Record<ErrorKind, number>> = {
   InvalidArgument: 400,
   FailedPrecondition: 400,
+  // As Triton's HTTP frontend: a shared-memory region name already registered is a bad request.
+  AlreadyExists: 400,
   NotFound: 404,
   Cancelled: 499,
   ResourceExhausted: 429,

@@ -32,6 +32,13 @@ export class ConfigError extends DataPlaneError {
   }
 }
 
+/**
+ * A configuration this data plane reads but whose engine cannot run a feature it asks for
+ * (implicit sequence state, request rescheduling, ...): a config Triton would serve, so
+ * --forward-unsupported forwards the model, giving `detail` as the reason.
+ */
+export class UnsupportedFeature extends ConfigError {}
+
 const TEXT_EXTENSIONS = [".pbtxt", ".txtpb", ".textproto", ".prototxt"];
 const BINARY_EXTENSIONS = [".pb", ".binpb"];
 

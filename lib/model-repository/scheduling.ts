@@ -5,6 +5,7 @@ import {
   type ModelQueuePolicy,
   type ModelWarmup,
 } from "../../proto/gen/ts/model_config.js";
+import { sequenceBatchingOf, type SequenceBatching } from "./sequence-batching.js";
 import { DATATYPES, datatypeFromConfig, type Datatype } from "./datatypes.js";
 
 /**
@@ -75,6 +76,8 @@ export interface Scheduling {
   readonly maxBatchSize: number;
   /** Set when the config has `dynamic_batching`: requests queue (with its policies) and join batches. */
   readonly dynamicBatching: DynamicBatching | undefined;
+  /** Set when the config has `sequence_batching`: each correlation ID's requests run in order on one slot of one instance. */
+  readonly sequenceBatching: SequenceBatching | undefined;
   /** Executions that may run at once: the instance groups' counts added up (1 with no group). */
   readonly instanceCount: number;
   /**
@@ -123,6 +126,7 @@ export function schedulingOf(config: ModelConfig, fail: Fail): Scheduling {
   return {
     maxBatchSize,
     dynamicBatching,
+    sequenceBatching: choice?.$case === "sequenceBatching" ? sequenceBatchingOf(config, fail) : undefined,
     instanceCount: instanceCountOf(config, fail),
     equalShapeInputs,
     raggedInputs,

@@ -10,6 +10,7 @@ const EVERY_OPTION: Required<DataPlaneArguments> = {
   modelFilesRoot: "/model-files",
   forwardUnsupported: "triton.ml.svc:8001",
   forwardPython: true,
+  allowClientShm: true,
   python: "/opt/venv/bin/python",
   pythonStubTimeoutSecs: 12,
   pythonShmByteSize: 1_048_576,

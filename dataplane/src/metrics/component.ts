@@ -45,6 +45,7 @@ const ERROR_TYPES: Readonly<Record<ErrorKind, ErrorType>> = {
   InvalidArgument: "validation",
   FailedPrecondition: "validation",
   NotFound: "not_found",
+  AlreadyExists: "validation",
   Unavailable: "overload",
   ResourceExhausted: "overload",
   Cancelled: "cancelled",

@@ -47,3 +47,64 @@ export function parametersToJson(parameters: Readonly<Record<string, InferParame
   }
   return json;
 }
+
+/**
+ * A request's correlation ID (Triton's SequenceId): an unsigned 64-bit integer or a string.
+ * The integer 5 and the string "5" are different sequences.
+ */
+export type SequenceId =
+  { readonly kind: "uint"; readonly value: bigint } | { readonly kind: "string"; readonly value: string };
+
+/** A request's place in a sequence: its correlation ID and flags. */
+export interface SequenceRequest {
+  readonly id: SequenceId;
+  readonly start: boolean;
+  readonly end: boolean;
+}
+
+function sequenceFlag(parameters: Readonly<Record<string, InferParameter>>, name: string): boolean {
+  const choice = parameters[name]?.parameterChoice;
+  if (choice === undefined) return false;
+  if (choice.$case !== "boolParam") {
+    throw invalidArgument(`invalid value type for '${name}' parameter, expected bool_param.`);
+  }
+  return choice.value;
+}
+
+/**
+ * The request's `sequence_id`, `sequence_start` and `sequence_end` parameters, with Triton's
+ * errors for values of the wrong type; undefined when it names no sequence (no ID, 0 or ""),
+ * in which case its flags are still checked. An int64 ID is read as Triton reads it, as
+ * unsigned (-1 is 2^64 - 1).
+ */
+export function sequenceOf(parameters: Readonly<Record<string, InferParameter>>): SequenceRequest | undefined {
+  const start = sequenceFlag(parameters, "sequence_start");
+  const end = sequenceFlag(parameters, "sequence_end");
+  const choice = parameters["sequence_id"]?.parameterChoice;
+  if (choice === undefined) return undefined;
+  let id: SequenceId;
+  switch (choice.$case) {
+    case "int64Param":
+    case "uint64Param":
+      id = { kind: "uint", value: BigInt.asUintN(64, choice.value) };
+      if (id.value === 0n) return undefined;
+      break;
+    case "stringParam":
+      id = { kind: "string", value: choice.value };
+      if (id.value === "") return undefined;
+      break;
+    default:
+      throw invalidArgument("invalid value type for 'sequence_id' parameter, expected int64_param or string_param.");
+  }
+  return { id, start, end };
+}
+
+/** A sequence's key in maps: `u:<n>` or `s:<text>` (typed, so 5 and "5" differ). */
+export function sequenceKey(id: SequenceId): string {
+  return id.kind === "uint" ? `u:${id.value}` : `s:${id.value}`;
+}
+
+/** A correlation ID as Triton writes it in messages: the number, or the string as it is. */
+export function sequenceIdText(id: SequenceId): string {
+  return String(id.value);
+}
