@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
+import { credentials, status, type ServiceError } from "@grpc/grpc-js";
 import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import {
+  GRPCInferenceServiceClient,
+  type InferParameter,
+  type ModelInferRequest,
+} from "../../../proto/gen/ts/grpc_service.js";
 import { perfAnalyzerBinary, requireProgram, TOOLS_PYTHON } from "../../../e2e/support/prerequisites.js";
 import { MODELS_PYTHON, requireTritonPeers, requireTritonServer, startTritonServer } from "../fixtures/peers.js";
 import { runProgram } from "../fixtures/programs.js";
@@ -11,7 +17,8 @@ import {
   TRITON_EXAMPLES,
   type SequenceRun,
 } from "../fixtures/sequence-clients.js";
-import { startServer } from "../fixtures/server.js";
+import { EXAMPLES } from "../fixtures/paths.js";
+import { infer, inferRequest, startServer } from "../fixtures/server.js";
 
 /**
  * Stateful models, checked against the real thing: Triton's example models (as Python-backend
@@ -38,11 +45,43 @@ interface Served {
   stop(): Promise<void>;
 }
 
-/** A copy of the example repository (each server writes its __pycache__ beside model.py). */
+/** The bundled stateful example, served beside Triton's. */
+const ACCUMULATE = "accumulate_sequence";
+
+/** A copy of the example repositories (each server writes its __pycache__ beside model.py). */
 function repositoryCopy(label: string): string {
   const root = mkdtempSync(join(tmpdir(), `dynamo-kserve-sequences-${label}-`));
   cpSync(TRITON_EXAMPLES, root, { recursive: true });
+  cpSync(join(EXAMPLES, ACCUMULATE), join(root, ACCUMULATE), { recursive: true });
   return root;
+}
+
+/** One request of a sequence to accumulate_sequence: INPUT [1, 1] FP32. */
+function accumulateRequest(sequence: bigint | string, value: number, flags: { start?: boolean; end?: boolean }) {
+  const id: InferParameter["parameterChoice"] =
+    typeof sequence === "string" ? { $case: "stringParam", value: sequence } : { $case: "int64Param", value: sequence };
+  const bool = (value: boolean): InferParameter => ({ parameterChoice: { $case: "boolParam", value } });
+  return inferRequest({
+    modelName: ACCUMULATE,
+    parameters: {
+      sequence_id: { parameterChoice: id },
+      sequence_start: bool(flags.start === true),
+      sequence_end: bool(flags.end === true),
+    },
+    inputs: [{ name: "INPUT", datatype: "FP32", shape: [1n, 1n], parameters: {}, contents: undefined }],
+    rawInputContents: [new Uint8Array(new Float32Array([value]).buffer)],
+  });
+}
+
+/** What accumulate_sequence answered (its OUTPUT), or the error it was refused with. */
+async function accumulate(client: GRPCInferenceServiceClient, request: ModelInferRequest): Promise<string> {
+  try {
+    const response = await infer(client, request);
+    return String(Buffer.from(response.rawOutputContents[0]!).readFloatLE(0));
+  } catch (error) {
+    const failed = error as ServiceError;
+    return `${status[failed.code]}: ${failed.details}`;
+  }
 }
 
 /** How many of its runs a program passed, as its last line says (one run: its exit code). */
@@ -122,6 +161,36 @@ describe("Triton's sequence client programs on Triton's example models: the real
       });
     }
   }
+
+  it("accumulate_sequence (the bundled example): two sequences interleaved, a running total each, as on Triton", async () => {
+    const steps: [bigint, number, { start?: boolean; end?: boolean }][] = [
+      [7n, 1.5, { start: true }],
+      [8n, 10, { start: true }],
+      [7n, 2, {}],
+      [8n, 1, {}],
+      [7n, 3, { end: true }],
+      [8n, 1, { end: true }],
+      [7n, 1, {}], // ended: refused for want of START
+    ];
+    const answers = new Map<string, string[]>();
+    for (const server of servers) {
+      const client = new GRPCInferenceServiceClient(server.grpc, credentials.createInsecure());
+      try {
+        const answered: string[] = [];
+        for (const [sequence, value, flags] of steps) {
+          answered.push(await accumulate(client, accumulateRequest(sequence, value, flags)));
+        }
+        answers.set(server.label, answered);
+      } finally {
+        client.close();
+      }
+    }
+    const expected = ["1.5", "10", "3.5", "11", "6.5", "12"];
+    const refused =
+      "INVALID_ARGUMENT: inference request for sequence 7 to model 'accumulate_sequence' must specify the START flag on the first request of the sequence";
+    assert.deepEqual(answers.get("Triton"), [...expected, refused]);
+    assert.deepEqual(answers.get("dynamo-kserve"), answers.get("Triton"));
+  });
 
   it("perf_analyzer --sequence-length 8 on simple_dyna_sequence: no errors on either", async function () {
     requireProgram(this, perfAnalyzerBinary(), "perf_analyzer", "run bash e2e/tools/build.sh");
