@@ -1,13 +1,11 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { requireProgram, TOOLS_PYTHON } from "../../../e2e/support/prerequisites.js";
+import { TOOLS_PYTHON } from "../../../e2e/support/prerequisites.js";
+import { useParityServers, type ParityServer } from "../fixtures/parity.js";
 import { REPO_ROOT } from "../fixtures/paths.js";
-import { MODELS_PYTHON, requireTritonPeers, requireTritonServer, startTritonServer } from "../fixtures/peers.js";
-import { startServer } from "../fixtures/server.js";
 
 /**
  * Triton's scheduling, checked against the real thing: the same config.pbtxt files (Python
@@ -85,17 +83,7 @@ function layRepository(root: string): string {
   return repository;
 }
 
-/** One server under test: where tritonclient reaches it, and its HTTP API for the rest. */
-interface Served {
-  readonly label: string;
-  readonly grpc: string;
-  readonly http: string;
-  /** The folder its repository is in (the calls log of model `warmed` is there). */
-  readonly root: string;
-  stop(): Promise<void>;
-}
-
-async function scenario<T>(server: Served, name: string, model: string): Promise<T> {
+async function scenario<T>(server: ParityServer, name: string, model: string): Promise<T> {
   const { stdout } = await run(TOOLS_PYTHON, [CLIENT, server.grpc, name, model], { timeout: 180_000 });
   return JSON.parse(stdout) as T;
 }
@@ -113,51 +101,11 @@ const LOADED_AT_START = ["batched", "small_queue", "prioritized", "warmed"];
 
 describe("scheduling parity with the real Triton: the same configs, the same load, the same shape", function () {
   this.timeout(600_000);
-  const servers: Served[] = [];
-
-  before(async function () {
-    requireProgram(this, TOOLS_PYTHON, "the tritonclient venv", "run scripts/setup-python.sh");
-    requireTritonPeers(this);
-    requireTritonServer(this);
-    const explicit = ["--model-control-mode", "explicit", ...LOADED_AT_START.flatMap((name) => ["--load-model", name])];
-    // One at a time: two servers starting Python processes at once on a small machine time out.
-    const tritonRoot = mkdtempSync(join(tmpdir(), "dynamo-kserve-parity-triton-"));
-    const triton = await startTritonServer([layRepository(tritonRoot)], {}, explicit);
-    servers.push({
-      label: "Triton",
-      grpc: triton.address,
-      http: triton.httpAddress,
-      root: tritonRoot,
-      stop: async () => {
-        await triton.kill();
-        rmSync(tritonRoot, { recursive: true, force: true });
-      },
-    });
-    const oursRoot = mkdtempSync(join(tmpdir(), "dynamo-kserve-parity-ours-"));
-    const ours = await startServer([
-      "--model-repository",
-      layRepository(oursRoot),
-      "--python",
-      MODELS_PYTHON,
-      ...explicit,
-    ]);
-    servers.push({
-      label: "dynamo-kserve",
-      grpc: `127.0.0.1:${ours.grpcPort}`,
-      http: `127.0.0.1:${ours.httpPort}`,
-      root: oursRoot,
-      stop: async () => {
-        await ours.stop();
-        rmSync(oursRoot, { recursive: true, force: true });
-      },
-    });
-  });
-  after(async () => {
-    for (const server of servers) await server.stop();
-  });
+  const explicit = ["--model-control-mode", "explicit", ...LOADED_AT_START.flatMap((name) => ["--load-model", name])];
+  const servers = useParityServers(layRepository, explicit);
 
   /** Runs `check` on each server in turn (never both at once: the load would be shared). */
-  const onEach = async <T>(measure: (server: Served) => Promise<T>): Promise<Map<string, T>> => {
+  const onEach = async <T>(measure: (server: ParityServer) => Promise<T>): Promise<Map<string, T>> => {
     const results = new Map<string, T>();
     for (const server of servers) results.set(server.label, await measure(server));
     return results;

@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
 import { credentials, status, type ServiceError } from "@grpc/grpc-js";
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpSync } from "node:fs";
 import { join } from "node:path";
 import {
   GRPCInferenceServiceClient,
   type InferParameter,
   type ModelInferRequest,
 } from "../../../proto/gen/ts/grpc_service.js";
-import { perfAnalyzerBinary, requireProgram, TOOLS_PYTHON } from "../../../e2e/support/prerequisites.js";
-import { MODELS_PYTHON, requireTritonPeers, requireTritonServer, startTritonServer } from "../fixtures/peers.js";
+import { perfAnalyzerBinary, requireProgram } from "../../../e2e/support/prerequisites.js";
+import { useParityServers } from "../fixtures/parity.js";
+import { EXAMPLES } from "../fixtures/paths.js";
 import { runProgram } from "../fixtures/programs.js";
 import {
   runSequenceClient,
@@ -17,8 +17,7 @@ import {
   TRITON_EXAMPLES,
   type SequenceRun,
 } from "../fixtures/sequence-clients.js";
-import { EXAMPLES } from "../fixtures/paths.js";
-import { infer, inferRequest, startServer } from "../fixtures/server.js";
+import { infer, inferRequest } from "../fixtures/server.js";
 
 /**
  * Stateful models, checked against the real thing: Triton's example models (as Python-backend
@@ -26,7 +25,8 @@ import { infer, inferRequest, startServer } from "../fixtures/server.js";
  * scenarios of Triton's four Python sequence client programs (gRPC sync, gRPC stream, gRPC aio
  * stream, HTTP sync; Direct and, with -d, Oldest) run against each: the same pass or fail and
  * the same printed values. The streaming programs run 20 times in a row (responses of one
- * sequence must come back in order every time); perf_analyzer drives sequences too.
+ * sequence must come back in order every time); perf_analyzer drives sequences too; and the
+ * bundled stateful example, accumulate_sequence, answers as on Triton.
  */
 
 /**
@@ -38,22 +38,15 @@ import { infer, inferRequest, startServer } from "../fixtures/server.js";
  */
 const TRITON_STRING_CORRID_PADDING = /unexpected number of string elements 2 for inference input 'CORRID'/;
 
-interface Served {
-  readonly label: string;
-  readonly grpc: string;
-  readonly http: string;
-  stop(): Promise<void>;
-}
-
 /** The bundled stateful example, served beside Triton's. */
 const ACCUMULATE = "accumulate_sequence";
 
-/** A copy of the example repositories (each server writes its __pycache__ beside model.py). */
-function repositoryCopy(label: string): string {
-  const root = mkdtempSync(join(tmpdir(), `dynamo-kserve-sequences-${label}-`));
-  cpSync(TRITON_EXAMPLES, root, { recursive: true });
-  cpSync(join(EXAMPLES, ACCUMULATE), join(root, ACCUMULATE), { recursive: true });
-  return root;
+/** A copy of the example repositories in `root` (each server writes __pycache__ beside model.py). */
+function repositoryCopy(root: string): string {
+  const repository = join(root, "repository");
+  cpSync(TRITON_EXAMPLES, repository, { recursive: true });
+  cpSync(join(EXAMPLES, ACCUMULATE), join(repository, ACCUMULATE), { recursive: true });
+  return repository;
 }
 
 /** One request of a sequence to accumulate_sequence: INPUT [1, 1] FP32. */
@@ -92,39 +85,7 @@ function passes(result: { code: number; output: string }): string {
 
 describe("Triton's sequence client programs on Triton's example models: the real Triton and this data plane", function () {
   this.timeout(600_000);
-  const servers: Served[] = [];
-
-  before(async function () {
-    requireProgram(this, TOOLS_PYTHON, "the tritonclient venv", "run scripts/setup-python.sh");
-    requireTritonPeers(this);
-    requireTritonServer(this);
-    // One at a time: two servers starting Python processes at once on a small machine time out.
-    const tritonRoot = repositoryCopy("triton");
-    const triton = await startTritonServer([tritonRoot]);
-    servers.push({
-      label: "Triton",
-      grpc: triton.address,
-      http: triton.httpAddress,
-      stop: async () => {
-        await triton.kill();
-        rmSync(tritonRoot, { recursive: true, force: true });
-      },
-    });
-    const oursRoot = repositoryCopy("ours");
-    const ours = await startServer(["--model-repository", oursRoot, "--python", MODELS_PYTHON]);
-    servers.push({
-      label: "dynamo-kserve",
-      grpc: `127.0.0.1:${ours.grpcPort}`,
-      http: `127.0.0.1:${ours.httpPort}`,
-      stop: async () => {
-        await ours.stop();
-        rmSync(oursRoot, { recursive: true, force: true });
-      },
-    });
-  });
-  after(async () => {
-    for (const server of servers) await server.stop();
-  });
+  const servers = useParityServers(repositoryCopy);
 
   /** The run on each server in turn (never both at once), by server label. */
   async function onEach(run: SequenceRun): Promise<Map<string, { code: number; output: string }>> {

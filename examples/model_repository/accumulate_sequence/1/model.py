@@ -7,22 +7,12 @@ the same START/END bits). The state lives here, keyed by that ID."""
 
 from __future__ import annotations  # Triton's pb_utils has no InferenceRequest to annotate with
 
-from typing import Any
-
 import numpy as np
-import numpy.typing as npt
 import triton_python_backend_utils as pb_utils
 
 # A sequence that goes idle past max_sequence_idle_microseconds is dropped by the batcher
 # without telling the model: its total would stay here forever, so only this many are kept.
 MAX_TOTALS = 4096
-
-
-def tensor(request: pb_utils.InferenceRequest, name: str) -> npt.NDArray[Any]:
-    found = pb_utils.get_input_tensor_by_name(request, name)
-    if found is None:
-        raise pb_utils.TritonModelException(f"the request has no '{name}' input")
-    return found.as_numpy()
 
 
 class TritonPythonModel:
@@ -34,12 +24,12 @@ class TritonPythonModel:
         return [self.add(request) for request in requests]
 
     def add(self, request: pb_utils.InferenceRequest) -> pb_utils.InferenceResponse:
-        sequence = int(tensor(request, "CORRID").flat[0])
-        values = tensor(request, "INPUT")
-        starts = bool(tensor(request, "START").flat[0])
+        sequence = int(pb_utils.get_input_tensor_by_name(request, "CORRID").as_numpy().flat[0])
+        values = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
+        starts = bool(pb_utils.get_input_tensor_by_name(request, "START").as_numpy().flat[0])
         previous = self.totals.pop(sequence, 0.0)
         total = (0.0 if starts else previous) + float(values.sum())
-        if not tensor(request, "END").flat[0]:
+        if not pb_utils.get_input_tensor_by_name(request, "END").as_numpy().flat[0]:
             self.totals[sequence] = total  # re-inserted: the dict's order is least recent first
             if len(self.totals) > MAX_TOTALS:
                 del self.totals[next(iter(self.totals))]

@@ -7,18 +7,9 @@ from __future__ import annotations  # Triton's pb_utils has no InferenceRequest 
 
 import json
 import time
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import triton_python_backend_utils as pb_utils
-
-
-def tensor(request: pb_utils.InferenceRequest, name: str) -> npt.NDArray[Any]:
-    found = pb_utils.get_input_tensor_by_name(request, name)
-    if found is None:
-        raise pb_utils.TritonModelException(f"the request has no '{name}' input")
-    return found.as_numpy()
 
 
 class TritonPythonModel:
@@ -30,8 +21,11 @@ class TritonPythonModel:
         time.sleep(self.delay_s)
         responses = []
         for request in requests:
-            corrid = tensor(request, "CORRID").astype(np.int32)
-            value = tensor(request, "INPUT") + tensor(request, "START") + tensor(request, "END") * corrid
-            output = pb_utils.Tensor("OUTPUT", (tensor(request, "READY") * value).astype(np.int32))
+            start, end, ready, corrid, value = (
+                pb_utils.get_input_tensor_by_name(request, name).as_numpy()
+                for name in ("START", "END", "READY", "CORRID", "INPUT")
+            )
+            value = ready * (value + start + end * corrid.astype(np.int32))
+            output = pb_utils.Tensor("OUTPUT", value.astype(np.int32))
             responses.append(pb_utils.InferenceResponse(output_tensors=[output]))
         return responses

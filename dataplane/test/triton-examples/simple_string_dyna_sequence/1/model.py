@@ -9,18 +9,9 @@ from __future__ import annotations  # Triton's pb_utils has no InferenceRequest 
 
 import json
 import time
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import triton_python_backend_utils as pb_utils
-
-
-def tensor(request: pb_utils.InferenceRequest, name: str) -> npt.NDArray[Any]:
-    found = pb_utils.get_input_tensor_by_name(request, name)
-    if found is None:
-        raise pb_utils.TritonModelException(f"the request has no '{name}' input")
-    return found.as_numpy()
 
 
 def int32(number: int) -> int:
@@ -29,7 +20,7 @@ def int32(number: int) -> int:
 
 
 def flag(request: pb_utils.InferenceRequest, name: str) -> bool:
-    return bool(tensor(request, name).flat[0])
+    return bool(pb_utils.get_input_tensor_by_name(request, name).as_numpy().flat[0])
 
 
 class TritonPythonModel:
@@ -43,10 +34,10 @@ class TritonPythonModel:
         return [self.answer(request) for request in requests]
 
     def answer(self, request: pb_utils.InferenceRequest) -> pb_utils.InferenceResponse:
-        values = tensor(request, "INPUT")
+        values = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
         if not flag(request, "READY"):
             return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", np.zeros_like(values))])
-        text = tensor(request, "CORRID").flat[0]
+        text = pb_utils.get_input_tensor_by_name(request, "CORRID").as_numpy().flat[0]
         try:
             corrid = int(text)
         except ValueError:
