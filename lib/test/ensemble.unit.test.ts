@@ -84,6 +84,11 @@ describe("ensemble configs: the step graph checked at load (as Triton's Validate
       /ensemble_scheduling: an ensemble lists its steps/,
     ],
     [
+      "sequence_batching (Triton refuses it too: the steps schedule)",
+      'name: "e"\nplatform: "ensemble"\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "Z" data_type: TYPE_FP32 dims: [ 4 ] } ]\nsequence_batching { }',
+      /sequence_batching: an ensemble is scheduled by its step models: set sequence_batching in their configs/,
+    ],
+    [
       "a step without model_name",
       ensembleConfig(["X"], ["Z"], [`{ input_map { key: "IN" value: "X" } output_map { key: "OUT" value: "Z" } }`]),
       /ensemble_scheduling\.step\[0\]\.model_name: name the model/,
