@@ -44,8 +44,12 @@ export class SequenceLanes {
    * Runs `serve` once every earlier request of `lane` has finished (at once without a lane);
    * settles when it has run, or when it was dropped because the stream ended.
    */
-  async run(lane: string | undefined, serve: () => Promise<void>): Promise<void> {
-    if (lane === undefined) return serve();
+  run(lane: string | undefined, serve: () => Promise<void>): Promise<void> {
+    // Without a lane no promise of its own: most requests of most streams have none.
+    return lane === undefined ? serve() : this.inLane(lane, serve);
+  }
+
+  private async inLane(lane: string, serve: () => Promise<void>): Promise<void> {
     if (this.signal.aborted) return;
     let waiting = this.lanes.get(lane);
     if (waiting === undefined) {
