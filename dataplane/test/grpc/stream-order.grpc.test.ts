@@ -160,6 +160,23 @@ describe("sequence order on a ModelStreamInfer stream", function () {
     it("keeps each of 3 sequences x 50 requests in order, reaching the model and answered, while they overlap", async () => {
       for (let run = 0; run < 3; run++) await checkOrder(server, "order_probe", run, false);
     });
+
+    it("answers a request with malformed sequence parameters with Triton's error, and serves the next", async () => {
+      const [good] = interleavedSequences("order_probe", 99).requests;
+      const malformed = {
+        ...good!,
+        id: "malformed",
+        parameters: { sequence_start: { parameterChoice: { $case: "int64Param" as const, value: 1n } } },
+      };
+      const replies = await streamTimed(server.client, [malformed, good!]);
+      assert.deepEqual(
+        replies.map(({ reply }) => [reply.inferResponse?.id, reply.errorMessage]),
+        [
+          ["malformed", "invalid value type for 'sequence_start' parameter, expected bool_param."],
+          [good!.id, ""],
+        ],
+      );
+    });
   });
 
   describe("forwarded (kserve-grpc) to Triton's sequence batcher", () => {
