@@ -228,7 +228,8 @@ class Lease implements RegionLease {
   ) {}
 
   async read(): Promise<Buffer> {
-    const buffer = Buffer.allocUnsafe(this.byteSize);
+    // A memory of its own (not Node's shared pool): the tensor may be handed to a thread.
+    const buffer = Buffer.allocUnsafeSlow(this.byteSize);
     let done = 0;
     // One read, unless the kernel returns less than asked (a huge part); 0: the file ended.
     while (done < this.byteSize) {

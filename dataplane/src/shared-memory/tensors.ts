@@ -188,14 +188,14 @@ function inputSources(
           `unexpected 'content' provided when using shared memory for input tensor '${input.name}' for model '${modelName}'`,
         );
       }
+      const lease = regions.lease(place.region, place.offset, place.byteSize);
+      leases.push(lease);
       regionBytes += place.byteSize;
       if (regionBytes > maxMessageSize) {
         throw invalidArgument(
           `model '${modelName}': the request's inputs in shared memory take more than ${maxMessageSize} bytes, the largest message this server takes (--max-message-size)`,
         );
       }
-      const lease = regions.lease(place.region, place.offset, place.byteSize);
-      leases.push(lease);
       return { kind: "region", lease };
     }
     if (typed) {
