@@ -22,6 +22,26 @@ export interface FuzzedMethod {
 
 const encoder = new TextEncoder();
 const int64 = (value: number): InferParameter => ({ parameterChoice: { $case: "int64Param", value: BigInt(value) } });
+const inRegion = (region: string, byteSize: number): Record<string, InferParameter> => ({
+  shared_memory_region: { parameterChoice: { $case: "stringParam", value: region } },
+  shared_memory_offset: int64(0),
+  shared_memory_byte_size: int64(byteSize),
+});
+
+/**
+ * The system shared-memory regions the seeds name, and their segments: keys under this run's
+ * test prefix (dataplane/test/fixtures/shm-segments.ts), which the suite creates and removes.
+ */
+export const FUZZ_REGIONS = {
+  input: { name: "fuzz-in", key: `/dk-test-${process.pid}-fuzz-in`, byteSize: 64 },
+  output: { name: "fuzz-out", key: `/dk-test-${process.pid}-fuzz-out`, byteSize: 64 },
+} as const;
+const REGISTER_SEEDS = Object.values(FUZZ_REGIONS).map(({ name, key, byteSize }) => ({
+  name,
+  key,
+  offset: 0n,
+  byteSize: BigInt(byteSize),
+}));
 
 /** ModelInfer requests of every bundled example model: raw, typed, BYTES, decoupled, LLM, ONNX. */
 const INFER_SEEDS = [
@@ -56,6 +76,20 @@ const INFER_SEEDS = [
   }),
   { ...promptRequest({ maxTokens: 3 }), parameters: { max_tokens: int64(3), seed: int64(7) } },
   addSubRequest(),
+  // Tensors in system shared memory: input and output in the suite's regions (found only with --allow-client-shm).
+  inferRequest({
+    modelName: "identity_fp32",
+    inputs: [
+      {
+        name: "INPUT0",
+        datatype: "FP32",
+        shape: [1n, 4n],
+        parameters: inRegion(FUZZ_REGIONS.input.name, 16),
+        contents: undefined,
+      },
+    ],
+    outputs: [{ name: "OUTPUT0", parameters: inRegion(FUZZ_REGIONS.output.name, 16) }],
+  }),
 ];
 
 const MODEL = { name: "identity_fp32", version: "" };
@@ -76,10 +110,10 @@ const SEEDS: Record<keyof typeof GRPCInferenceServiceService, readonly object[]>
   ],
   repositoryModelLoad: [{ repositoryName: "", modelName: "identity_fp32", parameters: {} }],
   repositoryModelUnload: [{ repositoryName: "", modelName: "identity_fp32", parameters: {} }],
-  systemSharedMemoryStatus: [{ name: "" }],
-  systemSharedMemoryRegister: [{ name: "region", key: "/shm", offset: 0n, byteSize: 64n }],
+  systemSharedMemoryStatus: [{ name: "" }, { name: FUZZ_REGIONS.input.name }],
+  systemSharedMemoryRegister: REGISTER_SEEDS,
   systemSharedMemoryUnregister: [{ name: "region" }],
-  cudaSharedMemoryStatus: [{ name: "" }],
+  cudaSharedMemoryStatus: [{ name: "" }, { name: FUZZ_REGIONS.input.name }],
   cudaSharedMemoryRegister: [{ name: "region", rawHandle: new Uint8Array(64), deviceId: 0n, byteSize: 64n }],
   cudaSharedMemoryUnregister: [{ name: "region" }],
   traceSetting: [{ settings: { trace_level: { value: ["TIMESTAMPS"] } }, modelName: "" }],
