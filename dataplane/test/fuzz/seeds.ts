@@ -6,6 +6,7 @@ import { joinBytesElements } from "../../src/tensors/bytes.js";
 import { emptyContents } from "../../src/tensors/typed.js";
 import { addSubRequest, identityRequest, promptRequest } from "../fixtures/requests.js";
 import { inferRequest } from "../fixtures/server.js";
+import { inRegion } from "../fixtures/shm-segments.js";
 
 /**
  * Valid requests for every RPC the fuzz tier mutates: each service method with the
@@ -22,11 +23,6 @@ export interface FuzzedMethod {
 
 const encoder = new TextEncoder();
 const int64 = (value: number): InferParameter => ({ parameterChoice: { $case: "int64Param", value: BigInt(value) } });
-const inRegion = (region: string, byteSize: number): Record<string, InferParameter> => ({
-  shared_memory_region: { parameterChoice: { $case: "stringParam", value: region } },
-  shared_memory_offset: int64(0),
-  shared_memory_byte_size: int64(byteSize),
-});
 
 /**
  * The system shared-memory regions the seeds name, and their segments: keys under this run's
@@ -84,11 +80,11 @@ const INFER_SEEDS = [
         name: "INPUT0",
         datatype: "FP32",
         shape: [1n, 4n],
-        parameters: inRegion(FUZZ_REGIONS.input.name, 16),
+        parameters: inRegion(FUZZ_REGIONS.input.name, 16, 0),
         contents: undefined,
       },
     ],
-    outputs: [{ name: "OUTPUT0", parameters: inRegion(FUZZ_REGIONS.output.name, 16) }],
+    outputs: [{ name: "OUTPUT0", parameters: inRegion(FUZZ_REGIONS.output.name, 16, 0) }],
   }),
 ];
 

@@ -1,12 +1,7 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
-import type {
-  InferParameter,
-  ModelInferRequest,
-  ModelInferRequest_InferInputTensor,
-  ModelInferResponse,
-} from "../../../proto/gen/ts/grpc_service.js";
+import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { MAX_SHM_REGIONS } from "../../src/limits.js";
 import { joinBytesElements, splitBytesElements } from "../../src/tensors/bytes.js";
 import {
@@ -27,7 +22,17 @@ import {
   streamAll,
   type ServerProcess,
 } from "../fixtures/server.js";
-import { assertNoSegmentsLeft, removeSegment, shmName, shmSegment, type ShmSegment } from "../fixtures/shm-segments.js";
+import {
+  assertNoSegmentsLeft,
+  inRegion,
+  int64Parameter as int64,
+  removeSegment,
+  shmName,
+  shmSegment,
+  stringParameter as string,
+  tensorInput as input,
+  type ShmSegment,
+} from "../fixtures/shm-segments.js";
 
 /**
  * System shared memory over gRPC, as Triton's extension (design/issue-38.md §1.4): regions
@@ -38,25 +43,6 @@ import { assertNoSegmentsLeft, removeSegment, shmName, shmSegment, type ShmSegme
 const DISABLED = "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.";
 const MAX_MESSAGE_SIZE = 4 * 1024 * 1024;
 
-const string = (value: string): InferParameter => ({ parameterChoice: { $case: "stringParam", value } });
-const int64 = (value: number): InferParameter => ({ parameterChoice: { $case: "int64Param", value: BigInt(value) } });
-const inRegion = (region: string, byteSize: number, offset?: number): Record<string, InferParameter> => ({
-  shared_memory_region: string(region),
-  shared_memory_byte_size: int64(byteSize),
-  ...(offset === undefined ? {} : { shared_memory_offset: int64(offset) }),
-});
-const input = (
-  name: string,
-  datatype: string,
-  shape: number[],
-  parameters: Record<string, InferParameter> = {},
-): ModelInferRequest_InferInputTensor => ({
-  name,
-  datatype,
-  shape: shape.map(BigInt),
-  parameters,
-  contents: undefined,
-});
 const fp32 = (...values: number[]): Buffer => Buffer.from(Float32Array.from(values).buffer);
 const floats = (bytes: Uint8Array): number[] => Array.from(new Float32Array(Uint8Array.from(bytes).buffer));
 const output = (response: ModelInferResponse, name: string) => {
@@ -108,20 +94,16 @@ describe("system shared memory over gRPC (real server over loopback)", function 
     afterEach(async () => {
       if (server !== undefined) await call(server.client, "systemSharedMemoryUnregister", { name: "" });
     });
-    const register = (name: string, key: string, offset: number, byteSize: number) =>
-      call(server.client, "systemSharedMemoryRegister", {
-        name,
-        key,
-        offset: BigInt(offset),
-        byteSize: BigInt(byteSize),
-      });
-    const registerError = (name: string, key: string, offset: number, byteSize: number) =>
-      callError(server.client, "systemSharedMemoryRegister", {
-        name,
-        key,
-        offset: BigInt(offset),
-        byteSize: BigInt(byteSize),
-      });
+    const registration = (name: string, key: string, offset: number, byteSize: number) => ({
+      name,
+      key,
+      offset: BigInt(offset),
+      byteSize: BigInt(byteSize),
+    });
+    const register = (...region: Parameters<typeof registration>) =>
+      call(server.client, "systemSharedMemoryRegister", registration(...region));
+    const registerError = (...region: Parameters<typeof registration>) =>
+      callError(server.client, "systemSharedMemoryRegister", registration(...region));
     const statusNames = async (): Promise<string[]> =>
       Object.keys((await call(server.client, "systemSharedMemoryStatus", { name: "" })).regions).sort();
 
