@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -21,21 +21,39 @@ export interface PerfAnalyzerLoad {
   readonly durationSeconds: number;
   /** Cores the load generator may use (taskset), e.g. "1". */
   readonly cpus?: string;
+  /**
+   * Tensors in system shared memory instead of in the messages (--shared-memory system): the
+   * output regions' size, and the model's output names (perf_analyzer names its regions
+   * after the tensors).
+   */
+  readonly sharedMemory?: { readonly outputBytes: number; readonly outputs: readonly string[] };
 }
 
 const US_PER_MS = 1000;
-/** perf_analyzer measures until three windows in a row are "stable"; with -s 1000 any three are. */
+/** perf_analyzer measures until three windows in a row are "stable"; the run is split into three windows. */
 const WINDOWS = 3;
+/**
+ * -s 1000 makes almost any three windows stable, but not always: at 1 MiB against Triton,
+ * "Failed to obtain stable measurement within 3 measurement windows" ended some runs (the
+ * report showed stdout's last line, "Request concurrency: 16"). Up to this many windows, then.
+ */
+const MAX_WINDOWS = 10;
+const SHM_DIR = "/dev/shm";
 
 export async function runPerfAnalyzer(options: PerfAnalyzerLoad): Promise<LoadRun> {
   const dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-perf-analyzer-"));
   const csv = join(dir, "run.csv");
+  const input = options.shape.split(":")[0]!;
   const args = [
     ...["-m", options.model, "-u", options.address, "-i", "grpc", "--shape", options.shape],
     ...["--concurrency-range", String(options.concurrency)],
     ...["--measurement-interval", String(Math.max(100, Math.round((options.durationSeconds * 1000) / WINDOWS)))],
-    ...["-s", "1000", "--max-trials", String(WINDOWS), "-f", csv],
+    ...["-s", "1000", "--max-trials", String(MAX_WINDOWS), "-f", csv],
+    ...(options.sharedMemory === undefined
+      ? []
+      : ["--shared-memory", "system", "--output-shared-memory-size", String(options.sharedMemory.outputBytes)]),
   ];
+  const regionsBefore = new Set(readdirSync(SHM_DIR));
   const [program, programArgs] =
     options.cpus === undefined ? [options.binary, args] : ["taskset", ["-c", options.cpus, options.binary, ...args]];
   try {
@@ -53,9 +71,34 @@ export async function runPerfAnalyzer(options: PerfAnalyzerLoad): Promise<LoadRu
     };
   } catch (error) {
     const failed = error as { stdout?: string; stderr?: string; message?: string };
-    const said = `${failed.stderr ?? ""}\n${failed.stdout ?? ""}`.trim().split("\n").filter(Boolean);
-    return { ok: 0, errors: 1, rps: 0, p50Ms: NaN, p99Ms: NaN, firstError: said.at(-1) ?? failed.message ?? "failed" };
+    return { ok: 0, errors: 1, rps: 0, p50Ms: NaN, p99Ms: NaN, firstError: whyFailed(failed) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
+    if (options.sharedMemory !== undefined) removeRegionsLeft(regionsBefore, [input, ...options.sharedMemory.outputs]);
+  }
+}
+
+/** perf_analyzer says why on stderr; its stdout ends with whatever it was doing ("Request concurrency: 16"). */
+function whyFailed(failed: { stdout?: string; stderr?: string; message?: string }): string {
+  const lines = (text: string | undefined) => (text ?? "").trim().split("\n").filter(Boolean);
+  const stderr = lines(failed.stderr);
+  return (
+    stderr.find((line) => /error|failed|unable|cannot/i.test(line)) ??
+    stderr.at(-1) ??
+    lines(failed.stdout).at(-1) ??
+    failed.message ??
+    "failed"
+  );
+}
+
+/**
+ * The regions perf_analyzer made and left (it unlinks them when it ends well, not when it is
+ * killed or fails): what appeared in /dev/shm named after one of the tensors (INPUT0_0_0,
+ * OUTPUT0). Other processes' segments, which appear too, are left alone.
+ */
+function removeRegionsLeft(before: ReadonlySet<string>, tensors: readonly string[]): void {
+  const ours = new RegExp(`^(${tensors.map((name) => name.replace(/\W/g, "\\$&")).join("|")})(_\\d+)*$`);
+  for (const name of readdirSync(SHM_DIR)) {
+    if (!before.has(name) && ours.test(name)) rmSync(`${SHM_DIR}/${name}`, { force: true });
   }
 }

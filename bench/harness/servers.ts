@@ -60,6 +60,8 @@ export interface StartOptions {
   readonly ceilingSizes: readonly number[];
   /** For the forwarding data planes: the Triton to forward to. */
   readonly upstream?: string;
+  /** More options for a data plane (e.g. --allow-client-shm); other servers ignore them. */
+  readonly dataplaneOptions?: readonly string[];
 }
 
 /** Where bench/setup.sh puts what the peers need (venvs, the Go ceiling, Triton's files). */
@@ -175,7 +177,7 @@ function commandFor(id: ServerId, ports: readonly number[], options: StartOption
     ready: "model",
   });
   const dataplane = (repository: string, extra: string[] = []): Command => ({
-    ...node(CLI, [...dataplaneArgs(repository, port, httpPort), ...extra]),
+    ...node(CLI, [...dataplaneArgs(repository, port, httpPort), ...extra, ...(options.dataplaneOptions ?? [])]),
     httpPort,
   });
   const sizes = options.ceilingSizes.join(",");

@@ -22,7 +22,14 @@ const here = join(REPO_ROOT, "dataplane", "test", "conformance");
 const MODELS = join(here, "shm-models");
 
 /** The keys Triton's example programs use (and shm_checks.py with them): left behind only by a failed run. */
-const PROGRAM_KEYS = ["input_simple", "output_simple", "input0_simple", "input1_simple", "output0_simple", "output1_simple"];
+const PROGRAM_KEYS = [
+  "input_simple",
+  "output_simple",
+  "input0_simple",
+  "input1_simple",
+  "output0_simple",
+  "output1_simple",
+];
 const removeProgramKeys = (): void => PROGRAM_KEYS.forEach((key) => rmSync(join(SHM_DIR, key), { force: true }));
 
 /** shm_checks.py against one server: what tritonclient saw, as the JSON it printed. */

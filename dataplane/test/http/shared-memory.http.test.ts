@@ -55,7 +55,8 @@ describe("system shared memory on the HTTP front door", function () {
 
     it("refuses register and unregister with 501 and how to enable them; status answers; an infer finds no region", async () => {
       const made = shmObject(Buffer.alloc(64));
-      const disabled = /^Client shared memory is disabled\. Start the server with '--allow-client-shm=true' to enable\.$/;
+      const disabled =
+        /^Client shared memory is disabled\. Start the server with '--allow-client-shm=true' to enable\.$/;
       await assertError(
         await post("/v2/systemsharedmemory/region/r/register", { key: made.key, byte_size: 64 }),
         501,
@@ -119,12 +120,24 @@ describe("system shared memory on the HTTP front door", function () {
     it("refuses bad register requests with Triton's statuses and words, naming the field", async () => {
       const made = shmObject(Buffer.alloc(64));
       const register = (name: string, body?: unknown) => post(`/v2/systemsharedmemory/region/${name}/register`, body);
-      await assertError(await register("r", { byte_size: 8 }), 400, /Shared memory register request has no 'key' field/);
+      await assertError(
+        await register("r", { byte_size: 8 }),
+        400,
+        /Shared memory register request has no 'key' field/,
+      );
       await assertError(await register("r"), 400, /has no 'key' field/);
       await assertError(await register("r", { key: made.key }), 400, /has no 'byte_size' field/);
       await assertError(await register("r", { key: 7, byte_size: 8 }), 400, /'key' must be a string/);
-      await assertError(await register("r", { key: made.key, offset: -1, byte_size: 8 }), 400, /'offset' must be a whole number >= 0/);
-      await assertError(await register("r", { key: made.key, byte_size: 1.5 }), 400, /'byte_size' must be a whole number >= 0/);
+      await assertError(
+        await register("r", { key: made.key, offset: -1, byte_size: 8 }),
+        400,
+        /'offset' must be a whole number >= 0/,
+      );
+      await assertError(
+        await register("r", { key: made.key, byte_size: 1.5 }),
+        400,
+        /'byte_size' must be a whole number >= 0/,
+      );
       await assertError(
         await post("/v2/systemsharedmemory/register", { key: made.key, byte_size: 8 }),
         400,
@@ -140,9 +153,17 @@ describe("system shared memory on the HTTP front door", function () {
         400,
         /cannot register shared memory region 'r' - invalid shm key '\/\/\/'/,
       );
-      await assertError(await register("r", { key: "/dk-test-no-such-object", byte_size: 8 }), 500, /Unable to open shared memory region: '\/dk-test-no-such-object'/);
+      await assertError(
+        await register("r", { key: "/dk-test-no-such-object", byte_size: 8 }),
+        500,
+        /Unable to open shared memory region: '\/dk-test-no-such-object'/,
+      );
       assert.equal((await register("r", { key: made.key, byte_size: 8 })).status, 200);
-      await assertError(await register("r", { key: made.key, byte_size: 8 }), 400, /shared memory region 'r' already in manager/);
+      await assertError(
+        await register("r", { key: made.key, byte_size: 8 }),
+        400,
+        /shared memory region 'r' already in manager/,
+      );
     });
 
     it("reads inputs from regions and writes outputs into them; the reply says what each output is, without data", async () => {
@@ -233,14 +254,39 @@ describe("system shared memory on the HTTP front door", function () {
         /inputs\[0\] 'INPUT0': Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'\. But set 'data' 'shared_memory_region'/,
       );
       await assertError(await infer({}), 400, /But no field is set/);
-      await assertError(await infer(inRegion({ shared_memory_region: 3 })), 400, /'inputs\[0\]\.parameters\.shared_memory_region' must be a string/);
-      await assertError(await infer(inRegion({ shared_memory_offset: -4 })), 400, /'inputs\[0\]\.parameters\.shared_memory_offset' must be a whole number >= 0/);
-      await assertError(await infer(inRegion({ shared_memory_region: "nope" })), 404, /Unable to find shared memory region: 'nope'/);
-      await assertError(await infer(inRegion({ shared_memory_offset: 16 })), 400, /Invalid offset for shared memory region: 'r'/);
-      await assertError(await infer(inRegion({ shared_memory_byte_size: 32 })), 400, /Invalid offset \+ byte size for shared memory region: 'r'/);
+      await assertError(
+        await infer(inRegion({ shared_memory_region: 3 })),
+        400,
+        /'inputs\[0\]\.parameters\.shared_memory_region' must be a string/,
+      );
+      await assertError(
+        await infer(inRegion({ shared_memory_offset: -4 })),
+        400,
+        /'inputs\[0\]\.parameters\.shared_memory_offset' must be a whole number >= 0/,
+      );
+      await assertError(
+        await infer(inRegion({ shared_memory_region: "nope" })),
+        404,
+        /Unable to find shared memory region: 'nope'/,
+      );
+      await assertError(
+        await infer(inRegion({ shared_memory_offset: 16 })),
+        400,
+        /Invalid offset for shared memory region: 'r'/,
+      );
+      await assertError(
+        await infer(inRegion({ shared_memory_byte_size: 32 })),
+        400,
+        /Invalid offset \+ byte size for shared memory region: 'r'/,
+      );
       const data = { data: [1, 2, 3, 4] };
       await assertError(
-        await infer(data, [{ name: "OUTPUT0", parameters: { shared_memory_region: "r", shared_memory_byte_size: 16, binary_data: true } }]),
+        await infer(data, [
+          {
+            name: "OUTPUT0",
+            parameters: { shared_memory_region: "r", shared_memory_byte_size: 16, binary_data: true },
+          },
+        ]),
         400,
         /Output can't set both 'shared_memory_region' and 'binary_data'/,
       );
@@ -260,7 +306,11 @@ describe("system shared memory on the HTTP front door", function () {
         /failed to register CUDA shared memory region: 'gpu', GPUs not supported/,
       );
       assert.deepEqual(await (await get("/v2/cudasharedmemory/status")).json(), []);
-      await assertError(await get("/v2/cudasharedmemory/region/gpu/status"), 404, /Unable to find cuda shared memory region: 'gpu'/);
+      await assertError(
+        await get("/v2/cudasharedmemory/region/gpu/status"),
+        404,
+        /Unable to find cuda shared memory region: 'gpu'/,
+      );
       assert.equal((await post("/v2/cudasharedmemory/unregister")).status, 200);
       assert.equal((await post("/v2/cudasharedmemory/region/gpu/unregister")).status, 200);
     });

@@ -140,7 +140,12 @@ function sharedMemoryRoutes(app: FastifyInstance, operations: FrontDoor["operati
   });
   app.post("/v2/cudasharedmemory/region/:region/register", async (request: RegionRequest, reply) => {
     // A server without GPUs reads no body (Triton's non-GPU build refuses before it does).
-    await operations.cudaSharedMemoryRegister({ name: regionOf(request), rawHandle: new Uint8Array(), deviceId: 0n, byteSize: 0n });
+    await operations.cudaSharedMemoryRegister({
+      name: regionOf(request),
+      rawHandle: new Uint8Array(),
+      deviceId: 0n,
+      byteSize: 0n,
+    });
     return reply.code(200).send();
   });
   for (const url of ["/v2/systemsharedmemory/unregister", "/v2/systemsharedmemory/region/:region/unregister"]) {
