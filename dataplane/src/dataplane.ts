@@ -38,6 +38,7 @@ import { startFrontDoor, type RunningFrontDoor } from "./http/server.js";
 import { modelStreamInferHandler } from "./services/model-stream-infer.js";
 import { ModelStorage } from "./storage/model-storage.js";
 import type { ObjectStoreOptions } from "../../lib/storage/store.js";
+import { SystemSharedMemoryRegistry, type SharedMemoryOptions } from "./shared-memory/regions.js";
 
 /** Where models from object storage are cached and how the stores are reached (MODEL_STORAGE_OPTIONS). */
 export interface ModelStorageSettings {
@@ -80,6 +81,8 @@ export interface DataPlaneOptions {
   /** The HTTP port for probes and /metrics; undefined in a --grpc-workers worker (the primary serves it). */
   readonly metricsPort: number | undefined;
   readonly maxMessageSize: number;
+  /** Clients' system shared-memory regions: --allow-client-shm, and the --grpc-workers that refuse them. */
+  readonly sharedMemory: SharedMemoryOptions;
   /** ModelStreamInfer requests of one stream running at once (the stream is not read past it). */
   readonly streamMaxPending: number;
   readonly security: SecurityOptions;
@@ -171,6 +174,8 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const active = new InFlight();
   const tracing = options.tracing === undefined ? NO_TRACING : startTracing(options.tracing);
   startUp.opened(() => tracing.shutdown());
+  const sharedMemory = new SystemSharedMemoryRegistry(options.sharedMemory);
+  startUp.opened(() => sharedMemory.close());
   const inference = {
     registry,
     metrics: metrics.frontend,
@@ -178,6 +183,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     active,
     tracing,
     maxMessageSize: options.maxMessageSize,
+    sharedMemory,
   };
   modelCallsTo.inference = modelCalls(inference);
   // One implementation of every unary RPC, for the gRPC server and the HTTP front door.
@@ -185,7 +191,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     ...healthOperations(registry, () => stopping),
     ...metadataOperations(registry, options.serverName),
     ...repositoryOperations(registry),
-    ...sharedMemoryAndTraceOperations(),
+    ...sharedMemoryAndTraceOperations(sharedMemory),
     logSettings: logSettingsOperation(logger, options.onLogLevelChange),
   };
   const implementation: InferenceServiceImplementation = {
@@ -275,6 +281,8 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
         active,
         options.shutdownGraceSeconds * 1000,
       );
+      // After the requests: a region's file closes when its last lease ends.
+      sharedMemory.close();
       security.stop();
       await tracing.shutdown();
       health.stop();

@@ -48,6 +48,10 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
     httpPort: args.httpPort,
     metricsPort: args.metricsPort,
     maxMessageSize: args.maxMessageSize,
+    sharedMemory: {
+      allowClientShm: args.allowClientShm === true,
+      grpcWorkers: args.grpcWorkers === 0 ? usableCores() : args.grpcWorkers,
+    },
     streamMaxPending: args.streamMaxPending,
     shutdownGraceSeconds: args.shutdownGraceSecs,
     security: securityOptions(args),

@@ -23,6 +23,7 @@ export const EXTENSIONS = [
   "logging",
   "binary_tensor_data",
   "generate",
+  "system_shared_memory",
 ];
 
 /** ServerMetadata (under `serverName`, --server-name), ModelMetadata and ModelConfig. */
