@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { SHM_DIRECTORY } from "../../dataplane/src/shared-memory/keys.js";
 import type { LoadRun } from "./ghz.js";
 
 /**
@@ -38,7 +39,6 @@ const WINDOWS = 3;
  * report showed stdout's last line, "Request concurrency: 16"). Up to this many windows, then.
  */
 const MAX_WINDOWS = 10;
-const SHM_DIR = "/dev/shm";
 
 export async function runPerfAnalyzer(options: PerfAnalyzerLoad): Promise<LoadRun> {
   const dir = mkdtempSync(join(tmpdir(), "dynamo-kserve-perf-analyzer-"));
@@ -53,7 +53,7 @@ export async function runPerfAnalyzer(options: PerfAnalyzerLoad): Promise<LoadRu
       ? []
       : ["--shared-memory", "system", "--output-shared-memory-size", String(options.sharedMemory.outputBytes)]),
   ];
-  const regionsBefore = new Set(readdirSync(SHM_DIR));
+  const regionsBefore = new Set(readdirSync(SHM_DIRECTORY));
   const [program, programArgs] =
     options.cpus === undefined ? [options.binary, args] : ["taskset", ["-c", options.cpus, options.binary, ...args]];
   try {
@@ -98,7 +98,7 @@ function whyFailed(failed: { stdout?: string; stderr?: string; message?: string 
  */
 function removeRegionsLeft(before: ReadonlySet<string>, tensors: readonly string[]): void {
   const ours = new RegExp(`^(${tensors.map((name) => name.replace(/\W/g, "\\$&")).join("|")})(_\\d+)*$`);
-  for (const name of readdirSync(SHM_DIR)) {
-    if (!before.has(name) && ours.test(name)) rmSync(`${SHM_DIR}/${name}`, { force: true });
+  for (const name of readdirSync(SHM_DIRECTORY)) {
+    if (!before.has(name) && ours.test(name)) rmSync(`${SHM_DIRECTORY}/${name}`, { force: true });
   }
 }

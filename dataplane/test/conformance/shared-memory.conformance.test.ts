@@ -7,7 +7,8 @@ import { perfAnalyzerBinary, requireProgram, TOOLS_PYTHON } from "../../../e2e/s
 import { REPO_ROOT } from "../fixtures/paths.js";
 import { MODELS_PYTHON, requireTritonPeers, requireTritonServer, startTritonServer } from "../fixtures/peers.js";
 import { startServer } from "../fixtures/server.js";
-import { assertNoShmObjectsLeft, SHM_DIR } from "../fixtures/shm-regions.js";
+import { SHM_DIRECTORY } from "../../src/shared-memory/keys.js";
+import { assertNoSegmentsLeft } from "../fixtures/shm-segments.js";
 
 /**
  * System shared memory as tritonclient users and perf_analyzer see it, on this data plane
@@ -30,7 +31,7 @@ const PROGRAM_KEYS = [
   "output0_simple",
   "output1_simple",
 ];
-const removeProgramKeys = (): void => PROGRAM_KEYS.forEach((key) => rmSync(join(SHM_DIR, key), { force: true }));
+const removeProgramKeys = (): void => PROGRAM_KEYS.forEach((key) => rmSync(join(SHM_DIRECTORY, key), { force: true }));
 
 /** shm_checks.py against one server: what tritonclient saw, as the JSON it printed. */
 async function shmChecks(grpc: string, http: string): Promise<Record<string, unknown>> {
@@ -56,7 +57,8 @@ async function perfAnalyzerShm(grpc: string): Promise<{ code: number; said: stri
 }
 
 /** perf_analyzer names its regions after the tensors (INPUT0_0_0, OUTPUT0): a killed one leaves them. */
-const perfAnalyzerRegions = (): string[] => readdirSync(SHM_DIR).filter((name) => /^(INPUT|OUTPUT)[01]/.test(name));
+const perfAnalyzerRegions = (): string[] =>
+  readdirSync(SHM_DIRECTORY).filter((name) => /^(INPUT|OUTPUT)[01]/.test(name));
 
 describe("system shared memory: tritonclient.utils.shared_memory users and perf_analyzer, against Triton", function () {
   this.timeout(240_000);
@@ -71,7 +73,7 @@ describe("system shared memory: tritonclient.utils.shared_memory users and perf_
     removeProgramKeys();
   });
   after(removeProgramKeys);
-  after(assertNoShmObjectsLeft);
+  after(assertNoSegmentsLeft);
 
   it("gives the example programs' scenarios and the shared errors the same results on both servers", async () => {
     // One server at a time: the programs' fixed keys would collide.

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { scrape, valueOf } from "../../../e2e/support/prometheus.js";
 import { IDENTITY_ALL_TYPES } from "../fixtures/repository.js";
 import { useServer } from "../fixtures/serving.js";
-import { assertNoShmObjectsLeft, createShmObject, type ShmObject } from "../fixtures/shm-regions.js";
+import { assertNoSegmentsLeft, removeSegment, shmSegment, type ShmSegment } from "../fixtures/shm-segments.js";
 
 /**
  * Triton's shared-memory extension on the HTTP front door, as a raw client sees it: the
@@ -40,14 +40,14 @@ async function assertError(response: Response, status: number, message: RegExp):
 
 describe("system shared memory on the HTTP front door", function () {
   this.timeout(30_000);
-  const objects: ShmObject[] = [];
-  const shmObject = (contents: Uint8Array): ShmObject => {
-    const made = createShmObject(contents);
-    objects.push(made);
+  const segments: ShmSegment[] = [];
+  const shmObject = (contents: Uint8Array): ShmSegment => {
+    const made = shmSegment(contents);
+    segments.push(made);
     return made;
   };
-  afterEach(() => objects.splice(0).forEach((made) => made.remove()));
-  after(assertNoShmObjectsLeft);
+  afterEach(() => segments.splice(0).forEach(removeSegment));
+  after(assertNoSegmentsLeft);
 
   describe("without --allow-client-shm (the default, as current Triton)", () => {
     const serving = useServer();

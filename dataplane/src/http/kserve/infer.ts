@@ -19,6 +19,7 @@ import {
   shapeFromJson,
 } from "./json-tensors.js";
 import { jsonText, MAX_JSON_VALUES, parseJsonText } from "../../tensors/json-text.js";
+import { SHM_BYTE_SIZE, SHM_OFFSET, SHM_REGION } from "../../shared-memory/tensors.js";
 
 /**
  * The KServe v2 infer body, JSON or with Triton's binary tensor data extension: the JSON
@@ -194,11 +195,11 @@ export function inferRequestOf(
  * size checked as JSON gives them (the pipeline reads them as gRPC's parameters).
  */
 function namesSharedMemory(parameters: Readonly<Record<string, InferParameter>>, field: string): boolean {
-  const region = parameters["shared_memory_region"]?.parameterChoice;
+  const region = parameters[SHM_REGION]?.parameterChoice;
   if (region !== undefined && region.$case !== "stringParam") {
-    throw invalidArgument(`'${field}.shared_memory_region' must be a string`);
+    throw invalidArgument(`'${field}.${SHM_REGION}' must be a string`);
   }
-  for (const name of ["shared_memory_offset", "shared_memory_byte_size"]) {
+  for (const name of [SHM_OFFSET, SHM_BYTE_SIZE]) {
     const value = parameters[name]?.parameterChoice;
     if (value !== undefined && (value.$case !== "int64Param" || value.value < 0n)) {
       throw invalidArgument(`'${field}.${name}' must be a whole number >= 0`);
