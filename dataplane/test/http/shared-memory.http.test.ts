@@ -63,6 +63,10 @@ describe("system shared memory on the HTTP front door", function () {
         disabled,
       );
       await assertError(await post("/v2/systemsharedmemory/unregister"), 501, disabled);
+      // Before the body is read, as Triton: a body it would refuse still gets the 501.
+      await assertError(await post("/v2/systemsharedmemory/region/r/register", { byte_size: "x" }), 501, disabled);
+      await assertError(await post("/v2/systemsharedmemory/register"), 501, disabled);
+      await assertError(await post("/v2/cudasharedmemory/region/r/register"), 501, disabled);
       await assertError(await post("/v2/cudasharedmemory/region/r/unregister"), 501, disabled);
       const status = await get("/v2/systemsharedmemory/status");
       assert.equal(status.status, 200);

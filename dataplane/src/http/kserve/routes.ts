@@ -104,7 +104,7 @@ export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
       handler: async () => operations.traceSetting({ modelName: "", settings: {} }),
     });
   }
-  sharedMemoryRoutes(app, operations);
+  sharedMemoryRoutes(app, door);
 }
 
 type RegionRequest = FastifyRequest<{ Params: { region?: string } }>;
@@ -116,7 +116,9 @@ const regionOf = (request: RegionRequest): string => request.params.region ?? ""
  * one region or all; each the same operation as its gRPC RPC, which owns the rules
  * (--allow-client-shm, keys, bounds) and Triton's errors.
  */
-function sharedMemoryRoutes(app: FastifyInstance, operations: FrontDoor["operations"]): void {
+function sharedMemoryRoutes(app: FastifyInstance, { operations, inference }: FrontDoor): void {
+  // Triton says client shared memory is off before it looks at the request.
+  const allowed = (): void => inference.sharedMemory.checkClientAccess();
   for (const url of ["/v2/systemsharedmemory/status", "/v2/systemsharedmemory/region/:region/status"]) {
     app.get(url, async (request: RegionRequest) =>
       protoJson(Object.values((await operations.systemSharedMemoryStatus({ name: regionOf(request) })).regions)),
@@ -130,15 +132,18 @@ function sharedMemoryRoutes(app: FastifyInstance, operations: FrontDoor["operati
   for (const kind of ["system", "cuda"] as const) {
     // Triton's route pattern also matches register without a region, to say that it needs one.
     app.post(`/v2/${kind}sharedmemory/register`, async () => {
+      allowed();
       throw invalidArgument(`'region name' is necessary to register ${kind} shared memory region`);
     });
   }
   app.post("/v2/systemsharedmemory/region/:region/register", async (request: RegionRequest, reply) => {
+    allowed();
     const body = await optionalJson(request, "the shared memory register request");
     await operations.systemSharedMemoryRegister({ name: regionOf(request), ...systemRegistration(body) });
     return reply.code(200).send();
   });
   app.post("/v2/cudasharedmemory/region/:region/register", async (request: RegionRequest, reply) => {
+    allowed();
     // A server without GPUs reads no body (Triton's non-GPU build refuses before it does).
     await operations.cudaSharedMemoryRegister({
       name: regionOf(request),
