@@ -146,6 +146,8 @@ export async function runBenchmarks(scenarios: readonly Scenario[], settings: Ru
               shape: `INPUT0:1,${scenario.payload.elements}`,
               concurrency: scenario.concurrency,
               durationSeconds: settings.durationSeconds,
+              // The identity models answer with what they were sent.
+              responseBytes: payloadBytes(scenario.payload),
               ...clientCpus,
             });
             settings.log(

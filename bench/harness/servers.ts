@@ -50,6 +50,8 @@ export interface BenchServer {
   readonly address: string;
   /** host:port of its KServe v2 REST endpoint, when it has one. */
   readonly httpAddress?: string;
+  /** Its process group (the server and every process it started), for what it costs in CPU. */
+  readonly processGroup: number;
   stop(): Promise<void>;
 }
 
@@ -117,7 +119,13 @@ export async function startBenchServer(id: ServerId, options: StartOptions): Pro
     if (await probe().catch(() => false)) break;
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  return { id, address, ...(httpPort !== undefined ? { httpAddress: `127.0.0.1:${httpPort}` } : {}), stop };
+  return {
+    id,
+    address,
+    ...(httpPort !== undefined ? { httpAddress: `127.0.0.1:${httpPort}` } : {}),
+    processGroup: child.pid!,
+    stop,
+  };
 }
 
 /**

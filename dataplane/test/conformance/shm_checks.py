@@ -15,9 +15,11 @@ region destroyed before the script ends.
 Usage: shm_checks.py GRPC_URL HTTP_URL
 """
 
+import itertools
 import json
 import os
 import sys
+from typing import Any
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -28,15 +30,13 @@ from tritonclient.utils import InferenceServerException
 
 GRPC_URL, HTTP_URL = sys.argv[1], sys.argv[2]
 PROTOCOLS = {"grpc": (grpcclient, GRPC_URL), "http": (httpclient, HTTP_URL)}
-results = {}
+results: dict[str, Any] = {}
 PREFIX = os.environ.get("DK_TEST_SHM_PREFIX", f"/dk-test-{os.getpid()}")
-made = 0
+KEY_NUMBERS = itertools.count(1)
 
 
 def own_key():
-    global made
-    made += 1
-    return f"{PREFIX}-{made}"
+    return f"{PREFIX}-{next(KEY_NUMBERS)}"
 
 
 def outcome(call, says=None):
@@ -44,7 +44,7 @@ def outcome(call, says=None):
     try:
         return {"ok": call()}
     except InferenceServerException as error:
-        failed = {"status": str(error.status())}
+        failed: dict[str, Any] = {"status": str(error.status())}
         if says is not None:
             failed["says"] = says in (error.message() or "")
             if not failed["says"]:
@@ -85,7 +85,11 @@ def reply_of(result, name):
 
 
 def requested(module, name, region, byte_size, offset=0):
-    output = module.InferRequestedOutput(name, binary_data=True) if module is httpclient else module.InferRequestedOutput(name)
+    output = (
+        module.InferRequestedOutput(name, binary_data=True)
+        if module is httpclient
+        else module.InferRequestedOutput(name)
+    )
     output.set_shared_memory(region, byte_size, offset=offset)
     return output
 
@@ -96,7 +100,7 @@ def simple_shm_program(module, url):
     try:
         client.unregister_system_shared_memory()
         client.unregister_cuda_shared_memory()
-        input0 = np.arange(start=0, stop=16, dtype=np.int32)
+        input0 = np.arange(0, 16, dtype=np.int32)
         input1 = np.ones(shape=16, dtype=np.int32)
         size = input0.size * input0.itemsize
         out_handle = shm.create_shared_memory_region("output_data", "/output_simple", size * 2)
@@ -118,7 +122,9 @@ def simple_shm_program(module, url):
             for name, offset in (("OUTPUT0", 0), ("OUTPUT1", size)):
                 datatype, shape = datatype_and_shape(result.get_output(name))
                 values = shm.get_contents_as_numpy(out_handle, utils.triton_to_np_dtype(datatype), shape, offset=offset)
-                printed.append({"datatype": datatype, "shape": shape, "values": values.tolist(), "reply": reply_of(result, name)})
+                printed.append(
+                    {"datatype": datatype, "shape": shape, "values": values.tolist(), "reply": reply_of(result, name)}
+                )
             assert printed[0]["values"] == [(input0 + input1).tolist()], printed
             assert printed[1]["values"] == [(input0 - input1).tolist()], printed
             status = status_of(client)
@@ -137,7 +143,7 @@ def simple_string_shm_program(module, url):
     try:
         client.unregister_system_shared_memory()
         client.unregister_cuda_shared_memory()
-        in0 = np.arange(start=0, stop=16, dtype=np.int32)
+        in0 = np.arange(0, 16, dtype=np.int32)
         in1 = np.ones(shape=16, dtype=np.int32)
         strings = lambda values: np.array([str(x).encode("utf-8") for x in values.flatten()], dtype=object)  # noqa: E731
         expected = [strings(in0 + in1), strings(in0 - in1)]
@@ -166,7 +172,9 @@ def simple_string_shm_program(module, url):
             printed = []
             for i in (0, 1):
                 datatype, shape = datatype_and_shape(result.get_output(f"OUTPUT{i}"))
-                values = shm.get_contents_as_numpy(handles[f"output{i}_data"], utils.triton_to_np_dtype(datatype), shape)
+                values = shm.get_contents_as_numpy(
+                    handles[f"output{i}_data"], utils.triton_to_np_dtype(datatype), shape
+                )
                 assert list(values[0]) == list(expected[i]), (values, expected[i])
                 printed.append(
                     {
@@ -209,7 +217,8 @@ def error_checks(protocol, module, url):
                 lambda: status_of(client, "nope"), "Unable to find system shared memory region: 'nope'"
             ),
             "register a name taken": outcome(
-                lambda: client.register_system_shared_memory("a", key, 64), "shared memory region 'a' already in manager"
+                lambda: client.register_system_shared_memory("a", key, 64),
+                "shared memory region 'a' already in manager",
             ),
             "register a key that is not there": outcome(
                 lambda: client.register_system_shared_memory("d", own_key(), 8),
@@ -260,8 +269,8 @@ def error_checks(protocol, module, url):
 
 
 for protocol, (module, url) in PROTOCOLS.items():
-    results[f"{protocol} simple shm program"] = outcome(lambda: simple_shm_program(module, url))
-    results[f"{protocol} simple_string shm program"] = outcome(lambda: simple_string_shm_program(module, url))
+    results[f"{protocol} simple shm program"] = outcome(lambda m=module, u=url: simple_shm_program(m, u))
+    results[f"{protocol} simple_string shm program"] = outcome(lambda m=module, u=url: simple_string_shm_program(m, u))
 for protocol, (module, url) in PROTOCOLS.items():
     error_checks(protocol, module, url)
 assert len(shm.mapped_shared_memory_regions()) == 0, shm.mapped_shared_memory_regions()
