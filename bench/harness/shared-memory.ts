@@ -1,6 +1,10 @@
 import { cpus, loadavg } from "node:os";
-import { perfAnalyzerBinary } from "../../e2e/support/prerequisites.js";
-import { median, medianRun, type LoadRun } from "./ghz.js";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ghzBinary, perfAnalyzerBinary } from "../../e2e/support/prerequisites.js";
+import { median, medianRun, runLoad, type LoadRun } from "./ghz.js";
+import { writeRequest } from "./requests.js";
 import { runPerfAnalyzer } from "./perf-analyzer.js";
 import { modelCounts, processGroupCpuSeconds } from "./server-cost.js";
 import { pinning } from "./run.js";
@@ -20,7 +24,7 @@ import { startBenchServer, type BenchServer, type ServerId } from "./servers.js"
 
 export const SHARED_MEMORY_SCENARIO = {
   id: "shm-1MiB-c8",
-  title: "System shared memory against the wire: perf_analyzer, FP32 1 MiB, concurrency 8",
+  title: "System shared memory against the wire: perf_analyzer (and ghz), FP32 1 MiB, concurrency 8",
 } as const;
 
 const CONCURRENCY = 8;
@@ -32,7 +36,13 @@ const SERVERS: readonly { readonly id: ServerId; readonly label: string }[] = [
   { id: "dataplane-python", label: "dynamo-kserve python engine (same model.py)" },
   { id: "dataplane", label: "dynamo-kserve identity engine" },
 ];
-const TRANSPORTS = ["wire", "shared memory"] as const;
+/**
+ * "wire (ghz)" is the same load from ghz (the same encoded 1 MiB request for every server):
+ * perf_analyzer 2.60 cannot hold a 1 MiB run against Triton over the wire (it keeps every
+ * response, falls behind, and passes 4 GiB; harness/perf-analyzer.ts), so the wire's ratios
+ * to Triton are also given from ghz.
+ */
+const TRANSPORTS = ["wire", "wire (ghz)", "shared memory"] as const;
 type Transport = (typeof TRANSPORTS)[number];
 
 export interface SharedMemoryResult {
@@ -63,6 +73,7 @@ export async function runSharedMemoryBench(settings: SharedMemorySettings): Prom
   const refused = new Map<ServerId, string>();
   const runs = new Map<string, LoadRun[]>();
   const cpu = new Map<string, number[]>();
+  let cleanUp = (): void => undefined;
   try {
     // All up at once (idle ones cost nothing), then the runs take turns, round by round: a
     // change in the machine's load (other work on a shared runner) falls on every server alike.
@@ -77,19 +88,32 @@ export async function runSharedMemoryBench(settings: SharedMemorySettings): Prom
         settings.log(`${SHARED_MEMORY_SCENARIO.id} ${id}: cannot run here: ${refused.get(id)}`);
       }
     }
+    const requestDir = mkdtempSync(join(tmpdir(), "dynamo-kserve-shm-bench-"));
+    const requestFile = writeRequest(requestDir, SHARED_MEMORY_SCENARIO.id, { kind: "fp32", elements: ELEMENTS });
+    cleanUp = () => rmSync(requestDir, { recursive: true, force: true });
     const load = (server: BenchServer, transport: Transport, durationSeconds: number) =>
-      runPerfAnalyzer({
-        binary: perfAnalyzerBinary(),
-        address: server.address,
-        model: MODEL,
-        shape: `INPUT0:1,${ELEMENTS}`,
-        concurrency: CONCURRENCY,
-        durationSeconds,
-        ...(pins.client !== undefined ? { cpus: pins.client } : {}),
-        ...(transport === "shared memory"
-          ? { sharedMemory: { outputBytes: BYTES, outputs: ["OUTPUT0"] }, responseBytes: 0 }
-          : { responseBytes: BYTES }),
-      });
+      transport === "wire (ghz)"
+        ? runLoad({
+            ghz: ghzBinary(),
+            address: server.address,
+            requestFile,
+            concurrency: CONCURRENCY,
+            connections: 4,
+            durationSeconds,
+            ...(pins.client !== undefined ? { cpus: pins.client } : {}),
+          })
+        : runPerfAnalyzer({
+            binary: perfAnalyzerBinary(),
+            address: server.address,
+            model: MODEL,
+            shape: `INPUT0:1,${ELEMENTS}`,
+            concurrency: CONCURRENCY,
+            durationSeconds,
+            ...(pins.client !== undefined ? { cpus: pins.client } : {}),
+            ...(transport === "shared memory"
+              ? { sharedMemory: { outputBytes: BYTES, outputs: ["OUTPUT0"] }, responseBytes: 0 }
+              : { responseBytes: BYTES }),
+          });
     for (let round = -1; round < settings.repetitions; round++) {
       for (const [id, server] of started) {
         for (const transport of TRANSPORTS) {
@@ -115,6 +139,7 @@ export async function runSharedMemoryBench(settings: SharedMemorySettings): Prom
     }
   } finally {
     for (const server of started.values()) await server.stop();
+    cleanUp();
   }
   return chosen.flatMap(({ id, label }) =>
     TRANSPORTS.map((transport): SharedMemoryResult => {
@@ -152,21 +177,25 @@ export function sharedMemoryMarkdown(results: readonly SharedMemoryResult[], set
     results.find((result) => result.server === "triton" && result.transport === transport && result.error === undefined)
       ?.median;
   const wire = (server: ServerId) =>
-    results.find((result) => result.server === server && result.transport === "wire")?.median;
+    results.find((result) => result.server === server && result.transport === "wire (ghz)")?.median;
   const ratio = (value: number, base: number | undefined) =>
     base === undefined || !Number.isFinite(value) || !(base > 0) ? "—" : `${(value / base).toFixed(2)}×`;
   const cpuOf = (result: SharedMemoryResult | undefined) => median(result?.cpuMsPerRequest ?? []);
   const rows = results.map((result) => {
     const { server, label, transport, median: middle, runs, error } = result;
-    if (error !== undefined)
-      return `| ${label} | ${transport} | — | — | — | — | — | — | — | — | ${error.replace(/\|/g, "\\|").slice(0, 200)} |`;
+    // A failed client run still loaded the server: its CPU per request is kept, and compared.
     const tritonCpu = cpuOf(results.find((other) => other.server === "triton" && other.transport === transport));
+    if (error !== undefined) {
+      const cpu = cpuOf(result);
+      const shownCpu = Number.isFinite(cpu) ? `${cpu.toFixed(2)} | ${ratio(cpu, tritonCpu)}` : "— | —";
+      return `| ${label} | ${transport} | — | — | — | — | — | — | ${shownCpu} | ${error.replace(/\|/g, "\\|").slice(0, 200)} |`;
+    }
     const base = triton(transport);
     return (
       `| ${label} | ${transport} | ${Math.round(middle.rps)} (${runs.map((run) => Math.round(run.rps)).join(", ")}) | ` +
       `${middle.p50Ms.toFixed(1)} | ${middle.p99Ms.toFixed(1)} | ${ratio(middle.rps, base?.rps)} | ` +
       `${ratio(middle.p50Ms, base?.p50Ms)} / ${ratio(middle.p99Ms, base?.p99Ms)} | ` +
-      `${transport === "wire" ? "" : ratio(middle.rps, wire(server)?.rps)} | ` +
+      `${transport === "shared memory" ? ratio(middle.rps, wire(server)?.rps) : ""} | ` +
       `${cpuOf(result).toFixed(2)} | ${ratio(cpuOf(result), tritonCpu)} | |`
     );
   });
@@ -176,8 +205,10 @@ export function sharedMemoryMarkdown(results: readonly SharedMemoryResult[], set
     `median of ${settings.repetitions} rounds in which the servers take turns (\`npm run bench -- --scenarios ${SHARED_MEMORY_SCENARIO.id}\`). "shared memory": perf_analyzer's`,
     "`--shared-memory system --output-shared-memory-size 1048576` (inputs and outputs in /dev/shm regions it",
     "registers; the data plane started with `--allow-client-shm`). The servers on core 0, perf_analyzer on the others.",
+    '"wire (ghz)": the same load from ghz, the same encoded request for every server (perf_analyzer 2.60 keeps every',
+    "response until it ends and cannot hold a 1 MiB run against Triton over the wire: bench/README.md).",
     "Ratios: req/s and latency over Triton's with the same transport in this run; shm / wire: the same server's",
-    "req/s with shared memory over its req/s over the wire. CPU: the server's process group's CPU time (its Python",
+    "req/s with shared memory over its req/s over the wire (ghz). CPU: the server's process group's CPU time (its Python",
     "processes included) over the inferences it counted (ModelStatistics) in each run, median: it holds where req/s",
     "moves with what else the machine runs.",
     "",
