@@ -15,6 +15,7 @@ region destroyed before the script ends.
 Usage: shm_checks.py GRPC_URL HTTP_URL
 """
 
+import contextlib
 import itertools
 import json
 import os
@@ -94,14 +95,33 @@ def requested(module, name, region, byte_size, offset=0):
     return output
 
 
-def simple_shm_program(module, url):
-    """simple_{grpc,http}_shm_client.py: INT32 inputs in one region, outputs in another."""
+@contextlib.contextmanager
+def program_client(module, url):
+    """A client as the example programs start one: every system and CUDA region unregistered first."""
     client = module.InferenceServerClient(url)
     try:
         client.unregister_system_shared_memory()
         client.unregister_cuda_shared_memory()
-        input0 = np.arange(0, 16, dtype=np.int32)
-        input1 = np.ones(shape=16, dtype=np.int32)
+        yield client
+    finally:
+        client.close()
+
+
+def program_end(client, printed):
+    """What a program prints at its end: the status of its regions, then none once it unregistered them all."""
+    status = status_of(client)
+    client.unregister_system_shared_memory()
+    return {"outputs": printed, "status": status, "after": status_of(client)}
+
+
+# The programs' inputs: 0..15 and sixteen ones.
+EXAMPLE_INPUTS = (np.arange(0, 16, dtype=np.int32), np.ones(shape=16, dtype=np.int32))
+
+
+def simple_shm_program(module, url):
+    """simple_{grpc,http}_shm_client.py: INT32 inputs in one region, outputs in another."""
+    with program_client(module, url) as client:
+        input0, input1 = EXAMPLE_INPUTS
         size = input0.size * input0.itemsize
         out_handle = shm.create_shared_memory_region("output_data", "/output_simple", size * 2)
         in_handle = shm.create_shared_memory_region("input_data", "/input_simple", size * 2)
@@ -127,24 +147,16 @@ def simple_shm_program(module, url):
                 )
             assert printed[0]["values"] == [(input0 + input1).tolist()], printed
             assert printed[1]["values"] == [(input0 - input1).tolist()], printed
-            status = status_of(client)
-            client.unregister_system_shared_memory()
-            return {"outputs": printed, "status": status, "after": status_of(client)}
+            return program_end(client, printed)
         finally:
             shm.destroy_shared_memory_region(in_handle)
             shm.destroy_shared_memory_region(out_handle)
-    finally:
-        client.close()
 
 
 def simple_string_shm_program(module, url):
     """simple_{grpc,http}_shm_string_client.py: BYTES in four regions, outputs sized exactly."""
-    client = module.InferenceServerClient(url)
-    try:
-        client.unregister_system_shared_memory()
-        client.unregister_cuda_shared_memory()
-        in0 = np.arange(0, 16, dtype=np.int32)
-        in1 = np.ones(shape=16, dtype=np.int32)
+    with program_client(module, url) as client:
+        in0, in1 = EXAMPLE_INPUTS
         strings = lambda values: np.array([str(x).encode("utf-8") for x in values.flatten()], dtype=object)  # noqa: E731
         expected = [strings(in0 + in1), strings(in0 - in1)]
         serialized_in = [utils.serialize_byte_tensor(strings(in0)), utils.serialize_byte_tensor(strings(in1))]
@@ -184,14 +196,10 @@ def simple_string_shm_program(module, url):
                         "reply": reply_of(result, f"OUTPUT{i}"),
                     }
                 )
-            status = status_of(client)
-            client.unregister_system_shared_memory()
-            return {"outputs": printed, "status": status, "after": status_of(client)}
+            return program_end(client, printed)
         finally:
             for handle in handles.values():
                 shm.destroy_shared_memory_region(handle)
-    finally:
-        client.close()
 
 
 def error_checks(protocol, module, url):
