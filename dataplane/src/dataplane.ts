@@ -4,7 +4,7 @@ import type { Server as GrpcServer } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { ModelFilesLocation } from "../../lib/contract/layout.js";
 import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
-import { autoCompleteConfig, ENGINES, engineOf, forwardedConfig, runsLocally } from "../../lib/engines/catalog.js";
+import { autoCompleteConfig, ENGINES, engineOf, forwardedConfig, localSupport } from "../../lib/engines/catalog.js";
 import type { ModelFiles } from "../../lib/model-repository/sources.js";
 import type { PythonEngineArguments } from "../../lib/contract/dataplane.js";
 import { createEngine } from "./engines/runtimes.js";
@@ -153,7 +153,8 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     ...(options.forwardUnsupportedTo !== undefined
       ? {
           forwardUnsupported: {
-            runsHere: (config: ModelConfig) => runsLocally(config, { forwardPython: options.forwardPython }),
+            runsHere: (config: ModelConfig, source: string) =>
+              localSupport(config, source, { forwardPython: options.forwardPython }),
             forward: (config: ModelConfig) => forwardedConfig(config, options.forwardUnsupportedTo!),
           },
         }

@@ -1,9 +1,9 @@
 import { access } from "node:fs/promises";
 import { join } from "node:path";
 import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
-import { ConfigError } from "../model-repository/config.js";
+import { ConfigError, UnsupportedFeature } from "../model-repository/config.js";
 import type { ModelFiles } from "../model-repository/sources.js";
-import type { ModelSpec } from "../model-repository/spec.js";
+import { toModelSpec, type ModelSpec } from "../model-repository/spec.js";
 import type { EngineDescription } from "./description.js";
 import { ensembleEngine, ensembleStepModels } from "./ensemble.js";
 import { identityEngine } from "./identity.js";
@@ -76,15 +76,24 @@ export function checkEngine(spec: ModelSpec, source: string): void {
  */
 export function engineSettings<Name extends EngineName>(name: Name, spec: ModelSpec, source: string): SettingsOf<Name> {
   const description: EngineDescription<unknown> = ENGINES[name];
+  if (description.scheduled) checkScheduledModel(description, spec, source);
+  // The settings ENGINES[name] returns are SettingsOf<Name>; TypeScript cannot see it through the index.
+  return description.settings(spec, source) as SettingsOf<Name>;
+}
+
+/**
+ * What no engine that runs models here does, refused before its own checks: the config's
+ * batch tensors unless it makes them, steps (only an ensemble has them), and the sequence
+ * features Triton serves and this data plane does not (UnsupportedFeature: forwarded by
+ * --forward-unsupported).
+ */
+function checkScheduledModel(description: EngineDescription<unknown>, spec: ModelSpec, source: string): void {
+  const { config } = spec;
   // batch_input/batch_output are made by the engine that batches (or by the upstream of a
   // forwarded model): a scheduled engine that cannot would run the model without them.
-  if (description.scheduled && description.makesBatchInputs !== true) {
+  if (description.makesBatchInputs !== true) {
     const field =
-      spec.config.batchInput.length > 0
-        ? "batch_input"
-        : spec.config.batchOutput.length > 0
-          ? "batch_output"
-          : undefined;
+      config.batchInput.length > 0 ? "batch_input" : config.batchOutput.length > 0 ? "batch_output" : undefined;
     if (field !== undefined) {
       throw new ConfigError(
         source,
@@ -92,23 +101,26 @@ export function engineSettings<Name extends EngineName>(name: Name, spec: ModelS
       );
     }
   }
-  // The settings ENGINES[name] returns are SettingsOf<Name>; TypeScript cannot see it through the index.
-  return description.settings(spec, source) as SettingsOf<Name>;
-}
-
-/**
- * Whether this data plane runs a Triton config itself: its `engine` parameter, or its
- * backend or platform, names one of our engines. Others (pytorch_libtorch, tensorflow,
- * tensorrt, ...) are forwarded to a Triton (forwardedConfig); the data plane's
- * --forward-unsupported and `migrate` apply the same rule. `forwardPython` forwards
- * Python-backend models too (--forward-python), as before the python engine existed.
- * An ensemble runs here by this rule; whether its steps do is the repository's question
- * (ensemblesToForward).
- */
-export function runsLocally(config: ModelConfig, { forwardPython = false }: { forwardPython?: boolean } = {}): boolean {
-  if (config.parameters["engine"] !== undefined) return true;
-  const name = BY_SELECTOR.get(config.backend) ?? BY_SELECTOR.get(config.platform);
-  return name !== undefined && !(forwardPython && name === "python");
+  if (config.schedulingChoice?.$case === "ensembleScheduling") {
+    // Triton's words (ValidateEnsembleSchedulingConfig).
+    throw new ConfigError(
+      source,
+      `ensemble_scheduling: ensemble scheduling cannot be set for model '${spec.name}' whose platform is not ensemble`,
+    );
+  }
+  const sequences = spec.scheduling.sequenceBatching;
+  if (sequences?.iterative === true) {
+    throw new UnsupportedFeature(
+      source,
+      "sequence_batching.iterative_sequence: request rescheduling is not supported by this data plane",
+    );
+  }
+  if (sequences?.hasState === true) {
+    const reason =
+      description.implicitState ??
+      `implicit state is not implemented by this data plane's ${description.name} engine yet; forward the model (--forward-unsupported)`;
+    throw new UnsupportedFeature(source, `sequence_batching.state: ${reason}`);
+  }
 }
 
 /** Whether this data plane runs a model itself, and if not, why (what --forward-unsupported logs and `migrate` notes). */
@@ -117,36 +129,69 @@ export type LocalSupport = { readonly runsHere: true } | { readonly runsHere: fa
 export interface LocalSupportOptions {
   /** --forward-python: Python-backend models are forwarded whatever they ask for. */
   readonly forwardPython?: boolean;
-  /** --grpc-workers: features that need one process (sequences) do not run with more. */
+  /**
+   * --grpc-workers. Not read: a sequence model under several workers is refused by the
+   * registry (a sequence must stay in one process), not forwarded, as for any config this
+   * data plane could run but not as it is started (the reason is the process layout, which
+   * `migrate` and the repository CR do not know).
+   */
   readonly grpcWorkers?: number;
 }
 
+const notInCatalog = (selector: string): string =>
+  selector === ""
+    ? "its config names no backend or platform, and no model file of this data plane's engines is there (Triton may complete it from its model files)"
+    : `'${selector}' does not run in this data plane`;
+
+/** What a config's spec is built under when it has no name yet (its folder gives it one later): the checks do not depend on it. */
+const UNNAMED = "model";
+
 /**
- * Whether this data plane runs a config itself: not when no engine of ours is named, nor
- * when its engine refuses a feature the config asks for (UnsupportedFeature), which Triton
- * would serve. PLACEHOLDER (issue 38 contract): today's rule, with reasons; the engines'
- * UnsupportedFeature checks land with the forwarding-rule task.
+ * Whether this data plane runs a Triton config itself — the one rule of --forward-unsupported,
+ * `migrate` and the repository CR. Not when no engine of ours is named (its backend or
+ * platform, e.g. pytorch_libtorch, tensorflow, tensorrt, is not in the catalog), nor when
+ * `forwardPython` forwards Python-backend models (--forward-python, as before the python
+ * engine existed), nor when its engine refuses a feature the config asks for that Triton
+ * serves (UnsupportedFeature: its detail is the reason). Any other ConfigError runs here,
+ * so the model's load reports it (Triton would refuse the config too). A config that names
+ * its engine (`parameters["engine"]`) runs here whatever it names. An ensemble runs here by
+ * this rule; whether its steps do is the repository's question (ensemblesToForward).
  */
 export function localSupport(config: ModelConfig, source: string, options: LocalSupportOptions = {}): LocalSupport {
-  void source;
-  if (runsLocally(config, { forwardPython: options.forwardPython === true })) return { runsHere: true };
-  const selector = config.platform || config.backend;
-  return options.forwardPython === true && BY_SELECTOR.get(selector) === "python"
-    ? { runsHere: false, reason: "--forward-python forwards every Python-backend model" }
-    : { runsHere: false, reason: `'${selector}' does not run in this data plane` };
+  const explicit = config.parameters["engine"] !== undefined;
+  const name = selectedEngine(config);
+  if (name === undefined) {
+    return explicit ? { runsHere: true } : { runsHere: false, reason: notInCatalog(config.platform || config.backend) };
+  }
+  if (!explicit && options.forwardPython === true && name === "python") {
+    return { runsHere: false, reason: "--forward-python forwards every Python-backend model" };
+  }
+  try {
+    engineSettings(name, toModelSpec(config, source, config.name || UNNAMED), source);
+  } catch (error) {
+    if (error instanceof UnsupportedFeature) return { runsHere: false, reason: error.detail };
+  }
+  return { runsHere: true };
 }
 
 /**
  * The ensembles of a repository that are forwarded with their steps: those with a step
- * model that is (`forwarded`, or an ensemble forwarded for that reason), by name, each with
- * the step model that decides it. A step the repository lacks leaves the ensemble here
- * (its load then says the step is missing).
+ * model that is (`forwardedBecause` gives its reason, undefined for a model that runs here),
+ * or an inner ensemble forwarded for that reason, by name, each with its reason: the step
+ * that decides it, and why that step is forwarded. A step the repository lacks leaves the
+ * ensemble here (its load then says the step is missing).
  */
 export function ensemblesToForward(
   configs: ReadonlyMap<string, ModelConfig>,
-  forwarded: (name: string) => boolean,
+  forwardedBecause: (name: string) => string | undefined,
 ): Map<string, string> {
-  return ensemblesTakingFromSteps(configs, forwarded);
+  const steps = ensemblesTakingFromSteps(configs, (name) => forwardedBecause(name) !== undefined);
+  const reasons = new Map<string, string>();
+  // An inner ensemble was taken before the ensembles that take from it: its reason is known first.
+  for (const [ensemble, step] of steps) {
+    reasons.set(ensemble, `its step model '${step}' is forwarded: ${reasons.get(step) ?? forwardedBecause(step)}`);
+  }
+  return reasons;
 }
 
 /**

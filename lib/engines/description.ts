@@ -25,6 +25,13 @@ export interface EngineDescription<Settings> {
    * batching); a scheduled engine that does not has a config naming them refused.
    */
   readonly makesBatchInputs?: boolean;
+  /**
+   * Why its models cannot have implicit sequence state (`sequence_batching.state`), where the
+   * reason is the engine's own; else the catalog's (this data plane does not hold it yet).
+   * A scheduled engine refuses such a model as UnsupportedFeature (--forward-unsupported
+   * forwards it).
+   */
+  readonly implicitState?: string;
   /** The model file it runs (e.g. model.onnx): a config without backend gets this engine when the file is there. */
   readonly modelFileName?: string;
   /**

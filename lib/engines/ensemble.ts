@@ -64,6 +64,14 @@ function ensembleSettings(spec: ModelSpec, source: string): EnsembleSettings {
   };
   const { config } = spec;
   const choice = config.schedulingChoice;
+  if (choice?.$case === "sequenceBatching" || choice?.$case === "dynamicBatching") {
+    // Triton refuses it too: an ensemble's scheduling is its steps'.
+    const field = choice.$case === "sequenceBatching" ? "sequence_batching" : "dynamic_batching";
+    fail(
+      field,
+      `an ensemble is scheduled by its step models: set ${field} in their configs, and list the steps in ensemble_scheduling { step [...] }`,
+    );
+  }
   if (choice?.$case !== "ensembleScheduling") {
     fail("ensemble_scheduling", `an ensemble lists its steps in ensemble_scheduling { step [...] }`);
   }

@@ -48,6 +48,10 @@ const KIND_NAME: Partial<Record<ModelInstanceGroup_Kind, "CPU" | "GPU" | "MODEL"
 export const pythonEngine: EngineDescription<PythonSettings> = {
   name: PYTHON_BACKEND,
   scheduled: true,
+  // Triton's own Python backend gives a model no state either (its docs name the onnxruntime,
+  // TensorRT and PyTorch backends); a model keeps its own, by sequence.
+  implicitState:
+    "Triton's Python backend does not support implicit state (Triton's docs: the onnxruntime, TensorRT and PyTorch backends only); keep the state in the model, keyed by request.correlation_id()",
   modelFileName: MODEL_FILE,
   settings(spec, source) {
     const { config } = spec;
@@ -65,13 +69,6 @@ export const pythonEngine: EngineDescription<PythonSettings> = {
         instances.push({ name: count > 1 ? `${groupName}_${instance}` : groupName, kind });
       }
     });
-    if (
-      config.schedulingChoice?.$case === "sequenceBatching" ||
-      config.schedulingChoice?.$case === "ensembleScheduling"
-    ) {
-      const field = config.schedulingChoice.$case === "sequenceBatching" ? "sequence_batching" : "ensemble_scheduling";
-      throw new ConfigError(source, `${field}: not supported by the python engine`);
-    }
     return {
       modelName: spec.name,
       fileName: pythonModelFileName(config),

@@ -1,5 +1,5 @@
 import { ModelConfig } from "../../proto/gen/ts/model_config.js";
-import { decoupledEnsembles, ensembleCycles, ensemblesToForward } from "../engines/catalog.js";
+import { decoupledEnsembles, ensembleCycles, ensemblesToForward, type LocalSupport } from "../engines/catalog.js";
 import { errorMessage } from "../errors.js";
 import { ConfigError, parseModelConfig } from "./config.js";
 import type { ModelFiles, ModelSource } from "./sources.js";
@@ -14,13 +14,17 @@ export interface Candidate {
    * request's override): the source keeps its path, where engines find the model's files.
    */
   readonly origin?: string;
-  /** Its config was rewritten to forward it (--forward-unsupported): no engine here runs it. */
-  readonly forwarded?: boolean;
+  /**
+   * Set when its config was rewritten to forward it (--forward-unsupported): why no engine
+   * here runs it (an ensemble: which step is forwarded, and why).
+   */
+  readonly forwardedBecause?: string;
 }
 
 /** --forward-unsupported: which configs this data plane cannot run, and the config that forwards one. */
 export interface Forwarding {
-  readonly runsHere: (config: ModelConfig) => boolean;
+  /** Whether this data plane runs the config (read from `source`), else why not (catalog.ts localSupport). */
+  readonly runsHere: (config: ModelConfig, source: string) => LocalSupport;
   readonly forward: (config: ModelConfig) => ModelConfig;
 }
 
@@ -66,10 +70,10 @@ export async function parseCandidate(
         return { name: source.nameHint, source, config: new ConfigError(source.path, detail) };
       }
     }
-    const forwarded = forwardUnsupported !== undefined && !forwardUnsupported.runsHere(config);
-    if (forwarded) config = forwardUnsupported.forward(config);
+    const support = forwardUnsupported?.runsHere(config, source.path) ?? { runsHere: true };
+    if (!support.runsHere) config = forwardUnsupported!.forward(config);
     const name = source.nameFixed ? source.nameHint : config.name || source.nameHint;
-    return { name, source, config, ...(forwarded ? { forwarded } : {}) };
+    return { name, source, config, ...(support.runsHere ? {} : { forwardedBecause: support.reason }) };
   } catch (error) {
     const config = error instanceof ConfigError ? error : new ConfigError(source.path, errorMessage(error));
     return { name: source.nameHint, source, config };
@@ -86,11 +90,9 @@ export function completeEnsembles(candidates: readonly Candidate[], forwarding: 
   const configs = new Map<string, ModelConfig>();
   for (const candidate of candidates)
     if (!(candidate.config instanceof ConfigError)) configs.set(candidate.name, candidate.config);
-  const forwardedNames = new Set(candidates.filter((candidate) => candidate.forwarded).map(({ name }) => name));
+  const reasons = new Map(candidates.map(({ name, forwardedBecause }) => [name, forwardedBecause]));
   const forwarded =
-    forwarding === undefined
-      ? new Map<string, string>()
-      : ensemblesToForward(configs, (name) => forwardedNames.has(name));
+    forwarding === undefined ? new Map<string, string>() : ensemblesToForward(configs, (name) => reasons.get(name));
   const decoupled = decoupledEnsembles(configs);
   const cycles = ensembleCycles(configs);
   return candidates.map((candidate) => {
@@ -99,8 +101,9 @@ export function completeEnsembles(candidates: readonly Candidate[], forwarding: 
       const detail = `ensemble_scheduling.step: ensembles run each other in a cycle: ${cycle.join(" -> ")}`;
       return { ...candidate, config: new ConfigError(candidate.origin ?? candidate.source.path, detail) };
     }
-    if (forwarding !== undefined && forwarded.has(candidate.name) && !(candidate.config instanceof ConfigError)) {
-      return { ...candidate, config: forwarding.forward(candidate.config), forwarded: true };
+    const reason = forwarded.get(candidate.name);
+    if (forwarding !== undefined && reason !== undefined && !(candidate.config instanceof ConfigError)) {
+      return { ...candidate, config: forwarding.forward(candidate.config), forwardedBecause: reason };
     }
     const marked = decoupled.get(candidate.name);
     return marked === undefined ? candidate : { ...candidate, config: marked };

@@ -5,7 +5,7 @@ import {
   type ModelQueuePolicy,
   type ModelWarmup,
 } from "../../proto/gen/ts/model_config.js";
-import { sequenceBatchingOf, type SequenceBatching } from "./sequence-batching.js";
+import { MAX_QUEUE_DELAY_US, sequenceBatchingOf, type SequenceBatching } from "./sequence-batching.js";
 import { DATATYPES, datatypeFromConfig, type Datatype } from "./datatypes.js";
 
 /**
@@ -93,8 +93,6 @@ export interface Scheduling {
 
 /** More executions at once than this per model is a mistake in the config, not a plan. */
 export const MAX_INSTANCES = 64;
-/** A day: a batch that waits longer is a mistake (and past some runtimes' timer range). */
-const MAX_QUEUE_DELAY_US = 86_400_000_000n;
 /** A warmup sample's runs: more is a mistake that would keep the model from ever being READY. */
 const MAX_WARMUP_COUNT = 1000;
 /** A warmup input's data: bounded, so a config cannot make the data plane allocate without end. */
@@ -115,6 +113,7 @@ export function schedulingOf(config: ModelConfig, fail: Fail): Scheduling {
     choice?.$case === "dynamicBatching" ? dynamicBatchingOf(choice.value, maxBatchSize, fail) : undefined;
   const equalShapeInputs = new Set<string>();
   const raggedInputs = new Set<string>();
+  const instanceCount = instanceCountOf(config, fail);
   for (const input of config.input) {
     if (input.allowRaggedBatch) {
       if (maxBatchSize === 0) fail(`input '${input.name}'.allow_ragged_batch`, "needs max_batch_size > 0");
@@ -126,8 +125,8 @@ export function schedulingOf(config: ModelConfig, fail: Fail): Scheduling {
   return {
     maxBatchSize,
     dynamicBatching,
-    sequenceBatching: choice?.$case === "sequenceBatching" ? sequenceBatchingOf(config, fail) : undefined,
-    instanceCount: instanceCountOf(config, fail),
+    sequenceBatching: sequenceBatchingOf(config, fail, instanceCount),
+    instanceCount,
     equalShapeInputs,
     raggedInputs,
     // As Triton: a sample of batch_size 0 (the field left out) is checked, then skipped.

@@ -93,7 +93,8 @@ export function toModelSpec(config: ModelConfig, source: string, expectedName?: 
     decoupled,
     gathersUnaryResponses: gathers === "true",
     parameters,
-    scheduling: schedulingOf(config, fail),
+    // Named: Triton's sequence_batching errors name the model.
+    scheduling: schedulingOf({ ...config, name }, fail),
     config: { ...config, name },
   };
 }
@@ -125,7 +126,7 @@ function tensorSpecs(
 /**
  * The line of config.pbtxt a checked field is on, when the text shows it: a tensor's
  * field (`input[0] 'INPUT0'.dims`) at the line naming the tensor, a top-level field
- * (`max_batch_size`) at the line that sets it.
+ * (`max_batch_size`, `sequence_batching.direct...`) at the line that sets or opens it.
  */
 export function lineOfField(text: string, field: string): number | undefined {
   const lines = text.split("\n");
@@ -133,7 +134,7 @@ export function lineOfField(text: string, field: string): number | undefined {
   const pattern =
     tensor !== undefined
       ? new RegExp(`name\\s*:\\s*"${escapeRegExp(tensor)}"`)
-      : new RegExp(`^\\s*${escapeRegExp(field.split(/[.[]/)[0]!)}\\s*:`);
+      : new RegExp(`^\\s*${escapeRegExp(field.split(/[ .[]/)[0]!)}\\s*[:{[]`);
   const index = lines.findIndex((line) => pattern.test(line));
   return index === -1 ? undefined : index + 1;
 }

@@ -1,13 +1,7 @@
 import assert from "node:assert/strict";
-import {
-  decoupledEnsembles,
-  ensembleCycles,
-  ensemblesToForward,
-  forwardedConfig,
-  runsLocally,
-} from "../engines/catalog.js";
+import { decoupledEnsembles, ensembleCycles } from "../engines/catalog.js";
 import { checkEnsembleSteps, ensembleEngine, type EnsembleSettings, type StepModel } from "../engines/ensemble.js";
-import { completeEnsembles, type Candidate } from "../model-repository/candidates.js";
+import { completeEnsembles } from "../model-repository/candidates.js";
 import { ConfigError, parseText } from "../model-repository/config.js";
 import type { ModelSource } from "../model-repository/sources.js";
 import { toModelSpec, type TensorSpec } from "../model-repository/spec.js";
@@ -88,6 +82,11 @@ describe("ensemble configs: the step graph checked at load (as Triton's Validate
       "no ensemble_scheduling",
       'name: "e"\nplatform: "ensemble"\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "Z" data_type: TYPE_FP32 dims: [ 4 ] } ]',
       /ensemble_scheduling: an ensemble lists its steps/,
+    ],
+    [
+      "sequence_batching (Triton refuses it too: the steps schedule)",
+      'name: "e"\nplatform: "ensemble"\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "Z" data_type: TYPE_FP32 dims: [ 4 ] } ]\nsequence_batching { }',
+      /sequence_batching: an ensemble is scheduled by its step models: set sequence_batching in their configs/,
     ],
     [
       "a step without model_name",
@@ -336,10 +335,9 @@ describe("ensemble steps checked against their models when the ensemble starts",
   });
 });
 
-describe("a repository's ensembles: forwarded with their steps, decoupled with them", () => {
+describe("a repository's ensembles: decoupled with their steps, refused in cycles", () => {
   const config = (text: string): ModelConfig => parseText(text, "config.pbtxt");
   const onnx = config('name: "m"\nplatform: "onnxruntime_onnx"');
-  const tensorflow = config('name: "tf"\nplatform: "tensorflow_graphdef"');
   const streaming = config('name: "s"\nbackend: "python"\nmodel_transaction_policy { decoupled: true }');
   const ensembleOf = (...models: string[]): ModelConfig =>
     config(
@@ -349,26 +347,6 @@ describe("a repository's ensembles: forwarded with their steps, decoupled with t
         models.map((name, index) => step(name, [["IN", "X"]], [["OUT", index === 0 ? "Z" : `T${index}`]])),
       ),
     );
-
-  it("runs an ensemble here when every step does, and forwards it when one cannot run here", () => {
-    assert.equal(runsLocally(ensembleOf("m")), true);
-    const configs = new Map([
-      ["m", onnx],
-      ["tf", tensorflow],
-      ["local", ensembleOf("m")],
-      ["mixed", ensembleOf("m", "tf")],
-      ["outer", ensembleOf("mixed")],
-      ["missing", ensembleOf("nowhere")],
-    ]);
-    const forwarded = ensemblesToForward(configs, (name) => !runsLocally(configs.get(name)!));
-    assert.deepEqual(
-      [...forwarded],
-      [
-        ["mixed", "tf"],
-        ["outer", "mixed"],
-      ],
-    );
-  });
 
   it("marks an ensemble with a decoupled step decoupled, as Triton does", () => {
     const marked = decoupledEnsembles(
@@ -414,29 +392,6 @@ describe("a repository's ensembles: forwarded with their steps, decoupled with t
     assert.match(
       refused!.config.message,
       /^a\/config\.pbtxt: ensemble_scheduling\.step: ensembles run each other in a cycle: a -> b -> a$/,
-    );
-  });
-
-  it("rewrites the candidates: --forward-unsupported forwards the ensemble of a forwarded step", () => {
-    const source = {} as ModelSource;
-    const forwarding = {
-      runsHere: (c: ModelConfig) => runsLocally(c),
-      forward: (c: ModelConfig) => forwardedConfig(c, "triton:8001"),
-    };
-    const candidates: Candidate[] = [
-      { name: "tf", source, config: forwarding.forward(tensorflow), forwarded: true },
-      { name: "m", source, config: onnx },
-      { name: "mixed", source, config: ensembleOf("m", "tf") },
-      { name: "local", source, config: ensembleOf("m") },
-    ];
-    const completed = completeEnsembles(candidates, forwarding);
-    const engine = (name: string): string | undefined =>
-      (completed.find((candidate) => candidate.name === name)!.config as ModelConfig).parameters["engine"]?.stringValue;
-    assert.equal(engine("mixed"), "kserve-grpc");
-    assert.equal(engine("local"), undefined);
-    assert.deepEqual(
-      completeEnsembles(candidates, undefined).map((candidate) => candidate.config),
-      candidates.map((c) => c.config),
     );
   });
 });

@@ -664,6 +664,14 @@ export class ModelRegistry implements ModelDependencies {
     const release = this.holdFolder(candidate.source.folder);
     try {
       const live = this.build(candidate, record);
+      if (candidate.forwardedBecause !== undefined) {
+        // Once per load: which models --forward-unsupported sends away, and why.
+        const upstream = live.spec.parameters["upstream"];
+        logger.info(
+          { model: candidate.name, upstream, reason: candidate.forwardedBecause },
+          `model '${candidate.name}' forwarded to ${upstream}: ${candidate.forwardedBecause}`,
+        );
+      }
       const loadStarted = Date.now();
       // As Triton: a model is READY once its engine has loaded it (e.g. a Python model's
       // initialize ran); one that fails to load leaves the last good one serving.

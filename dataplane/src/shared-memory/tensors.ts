@@ -146,9 +146,7 @@ export async function resolveSharedMemory(
       leases.push(lease);
       outputs.set(output.name, lease);
     }
-    const raw = await Promise.all(
-      request.inputs.map((input, index) => inputBytes(input, sources[index] as InputSource)),
-    );
+    const raw = await allDone(request.inputs.map((input, index) => inputBytes(input, sources[index] as InputSource)));
     return {
       request: {
         ...request,
@@ -250,6 +248,18 @@ function typedAsRaw(input: ModelInferRequest_InferInputTensor): Uint8Array {
 const EMPTY = new Uint8Array(0);
 
 /**
+ * Every value, once every promise has settled; else the first failure. Not Promise.all: a
+ * lease must not be released (its file perhaps closed, its number reused) while a read or
+ * write on the thread pool still uses it.
+ */
+async function allDone<T>(promises: readonly Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((outcome) => outcome.status === "rejected");
+  if (failed !== undefined) throw failed.reason;
+  return settled.map((outcome) => (outcome as PromiseFulfilledResult<T>).value);
+}
+
+/**
  * `response` with each output that has a region written into it, then emptied (see the note
  * at the top); the same response when none has.
  */
@@ -258,7 +268,7 @@ export async function writeOutputs<Response extends { readonly outputs: readonly
   outputs: ReadonlyMap<string, RegionLease>,
 ): Promise<Response> {
   if (outputs.size === 0 || !response.outputs.some((tensor) => outputs.has(tensor.name))) return response;
-  const written = await Promise.all(
+  const written = await allDone(
     response.outputs.map(async (tensor) => {
       const lease = outputs.get(tensor.name);
       if (lease === undefined) return tensor;

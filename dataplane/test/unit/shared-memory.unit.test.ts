@@ -1,11 +1,7 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, symlinkSync, truncateSync } from "node:fs";
-import type {
-  InferParameter,
-  ModelInferRequest,
-  ModelInferRequest_InferInputTensor,
-} from "../../../proto/gen/ts/grpc_service.js";
+import type { InferParameter, ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { DataPlaneError, type ErrorKind } from "../../../lib/errors.js";
 import { MAX_SHM_REGIONS } from "../../src/limits.js";
 import { shmKeyPath } from "../../src/shared-memory/keys.js";
@@ -25,6 +21,10 @@ import {
   removeSegment,
   shmName,
   shmSegment,
+  inRegion,
+  int64Parameter as int64,
+  stringParameter as string,
+  tensorInput as input,
   type ShmSegment,
 } from "../fixtures/shm-segments.js";
 
@@ -39,27 +39,6 @@ const fails = (kind: ErrorKind, message: string | RegExp) => (error: unknown) =>
   return true;
 };
 
-const string = (value: string): InferParameter => ({ parameterChoice: { $case: "stringParam", value } });
-const int64 = (value: number | bigint): InferParameter => ({
-  parameterChoice: { $case: "int64Param", value: BigInt(value) },
-});
-const inRegion = (region: string, byteSize: number, offset?: number): Record<string, InferParameter> => ({
-  shared_memory_region: string(region),
-  shared_memory_byte_size: int64(byteSize),
-  ...(offset === undefined ? {} : { shared_memory_offset: int64(offset) }),
-});
-const input = (
-  name: string,
-  datatype: string,
-  shape: number[],
-  parameters: Record<string, InferParameter> = {},
-): ModelInferRequest_InferInputTensor => ({
-  name,
-  datatype,
-  shape: shape.map(BigInt),
-  parameters,
-  contents: undefined,
-});
 const request = (fields: Partial<ModelInferRequest>): ModelInferRequest => ({
   modelName: "m",
   modelVersion: "",

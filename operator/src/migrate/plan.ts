@@ -6,7 +6,8 @@ import {
   decoupledEnsembles,
   ensemblesToForward,
   forwardedConfig,
-  runsLocally,
+  localSupport,
+  type LocalSupport,
 } from "../../../lib/engines/catalog.js";
 import { ensembleStepModels } from "../../../lib/engines/ensemble.js";
 import { openAiServedConfig } from "../../../lib/engines/openai.js";
@@ -89,6 +90,7 @@ export async function planMigration(repository: string, options: MigrationOption
  * data plane cannot run), or run here with their steps, and what a migrated config marks.
  */
 interface Ensembles {
+  /** Each forwarded ensemble's reason: the step that is forwarded, and why. */
   readonly forwardedFor: ReadonlyMap<string, string>;
   /** Ensembles with a decoupled step, their configs marked decoupled (as Triton marks them). */
   readonly decoupled: ReadonlyMap<string, ModelConfig>;
@@ -96,14 +98,22 @@ interface Ensembles {
 
 function ensemblesOf(candidates: readonly Candidate[], options: MigrationOptions): Ensembles {
   const configs = new Map<string, ModelConfig>();
-  for (const { name, config } of candidates) if (!(config instanceof ConfigError)) configs.set(name, config);
-  const forwardPython = options.forwardPython === true;
+  const support = new Map<string, LocalSupport>();
+  for (const { name, source, config } of candidates) {
+    if (config instanceof ConfigError) continue;
+    configs.set(name, config);
+    support.set(name, supportOf(config, source.path, options));
+  }
   const forwardedFor = ensemblesToForward(configs, (name) => {
-    const config = configs.get(name);
-    return config !== undefined && !runsLocally(config, { forwardPython });
+    const decision = support.get(name);
+    return decision?.runsHere === false ? decision.reason : undefined;
   });
   return { forwardedFor, decoupled: decoupledEnsembles(configs) };
 }
+
+/** The data plane's rule (--forward-unsupported's): whether the model runs there, else why not. */
+const supportOf = (config: ModelConfig, source: string, options: MigrationOptions): LocalSupport =>
+  localSupport(config, source, { forwardPython: options.forwardPython === true });
 
 async function planModel(
   repository: string,
@@ -119,9 +129,9 @@ async function planModel(
     error: error instanceof ConfigError ? error.message : errorMessage(error),
   });
   if (candidate.config instanceof ConfigError) return failed(candidate.config);
-  const forwardedStep = ensembles.forwardedFor.get(candidate.name);
+  const ensembleReason = ensembles.forwardedFor.get(candidate.name);
   const config =
-    forwardedStep === undefined ? (ensembles.decoupled.get(candidate.name) ?? candidate.config) : candidate.config;
+    ensembleReason === undefined ? (ensembles.decoupled.get(candidate.name) ?? candidate.config) : candidate.config;
   const platform = platformOf(config);
   try {
     const spec = toModelSpec(config, source.path, candidate.name, configText(source.format, source.content));
@@ -130,13 +140,9 @@ async function planModel(
     if (config.backend === VLLM_BACKEND && options.vllmUrl !== undefined) {
       return await toVllmServer(candidate.name, versions, source, config, notes, options.vllmUrl);
     }
-    if (forwardedStep !== undefined) {
-      notes.push(`ensemble forwarded: its step model '${forwardedStep}' runs on Triton only`);
-      return forwarded(candidate.name, versions, platform, config, notes, options);
-    }
-    if (!runsLocally(config, { forwardPython: options.forwardPython === true })) {
-      return forwarded(candidate.name, versions, platform, config, notes, options);
-    }
+    const support = supportOf(config, source.path, options);
+    const reason = ensembleReason ?? (support.runsHere ? undefined : support.reason);
+    if (reason !== undefined) return forwarded(candidate.name, versions, platform, config, reason, notes, options);
     const engine = config.parameters["engine"]?.stringValue ?? spec.backend;
     if (engine === "ensemble") notes.push(...ensembleNotes(candidate.config, config));
     // Engines that run the model's own files here: ONNX models, Python models (model.py).
@@ -171,11 +177,13 @@ async function planModel(
   }
 }
 
+/** A model the data plane does not run, forwarded to the Triton that serves it now; `reason` says why, first in its notes. */
 function forwarded(
   model: string,
   versions: readonly string[],
   platform: string,
   config: ModelConfig,
+  reason: string,
   notes: string[],
   options: MigrationOptions,
 ): ModelPlan {
@@ -186,8 +194,8 @@ function forwarded(
       platform,
       error:
         platform === VLLM_BACKEND
-          ? `'vllm' does not run in this data plane; pass --vllm-url http://<vllm>:8000/v1 to serve it from a vLLM OpenAI server, or --triton-endpoint host:port to forward it to the Triton that serves it now`
-          : `'${platform}' does not run in this data plane; pass --triton-endpoint host:port to forward it to the Triton that serves it now`,
+          ? `${reason}; pass --vllm-url http://<vllm>:8000/v1 to serve it from a vLLM OpenAI server, or --triton-endpoint host:port to forward it to the Triton that serves it now`
+          : `${reason}; pass --triton-endpoint host:port to forward it to the Triton that serves it now`,
     };
   }
   return {
@@ -196,7 +204,7 @@ function forwarded(
     versions,
     platform,
     engine: "kserve-grpc",
-    notes: [`forwarded to ${options.tritonEndpoint}`, ...notes, ...forwardedNotes(config)],
+    notes: [reason, `forwarded to ${options.tritonEndpoint}`, ...notes, ...forwardedNotes(config)],
     config: forwardedConfig(config, options.tritonEndpoint),
   };
 }

@@ -97,7 +97,7 @@ describe("migrate: a Triton model repository becomes DynamoKserveModels (real AP
     assert.equal(rows.get("ensemble_add_sub")?.[2], "kserve-grpc");
     assert.match(
       rows.get("ensemble_add_sub")![3]!,
-      /ensemble forwarded: its step model 'add_sub_python' runs on Triton only/,
+      /its step model 'add_sub_python' is forwarded: --forward-python forwards every Python-backend model; forwarded to /,
     );
   });
 

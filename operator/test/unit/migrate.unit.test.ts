@@ -106,7 +106,70 @@ describe("migrate helpers", () => {
       const forwarded = await plan(true);
       assert.ok(forwarded?.ok);
       assert.equal(forwarded.engine, "kserve-grpc");
-      assert.ok(forwarded.notes.includes("ensemble forwarded: its step model 'add_sub_python' runs on Triton only"));
+      assert.deepEqual(forwarded.notes.slice(0, 2), [
+        "its step model 'add_sub_python' is forwarded: --forward-python forwards every Python-backend model",
+        "forwarded to triton:8001",
+      ]);
+    } finally {
+      rmSync(repository, { recursive: true, force: true });
+    }
+  });
+
+  it("puts why a model is forwarded first in its notes: the platform, or the feature the engine lacks", async () => {
+    const repository = mkdtempSync(join(tmpdir(), "dynamo-kserve-reasons-"));
+    try {
+      const sequence = (state: string) => `backend: "python"
+max_batch_size: 2
+sequence_batching {
+  control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]
+  ${state}
+}
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+`;
+      const models: Record<string, string> = {
+        stateful: sequence('state [ { input_name: "S_IN" output_name: "S_OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]'),
+        sequences: sequence(""),
+        graphdef: 'platform: "tensorflow_graphdef"\n',
+      };
+      for (const [model, config] of Object.entries(models)) {
+        mkdirSync(join(repository, model, "1"), { recursive: true });
+        writeFileSync(join(repository, model, "1", "model.py"), "# the model\n");
+        writeFileSync(join(repository, model, "config.pbtxt"), config);
+      }
+      const plans = async (tritonEndpoint?: string) =>
+        new Map(
+          (
+            await planMigration(repository, {
+              modelFiles: { kind: "configMap" },
+              ...(tritonEndpoint !== undefined ? { tritonEndpoint } : {}),
+            })
+          ).map((plan) => [plan.model, plan]),
+        );
+      const planned = await plans("triton:8001");
+      const stateful = planned.get("stateful");
+      assert.ok(stateful?.ok);
+      assert.equal(stateful.engine, "kserve-grpc");
+      assert.deepEqual(stateful.notes.slice(0, 2), [
+        "sequence_batching.state: Triton's Python backend does not support implicit state (Triton's docs: the onnxruntime, TensorRT and PyTorch backends only); keep the state in the model, keyed by request.correlation_id()",
+        "forwarded to triton:8001",
+      ]);
+      assert.ok(stateful.notes.includes("sequences stay on one upstream (sequence_id)"));
+      const sequences = planned.get("sequences");
+      assert.ok(sequences?.ok);
+      assert.equal(sequences.engine, "python", "a sequence model without state runs in the python engine");
+      const graphdef = planned.get("graphdef");
+      assert.ok(graphdef?.ok);
+      assert.deepEqual(graphdef.notes.slice(0, 2), [
+        "'tensorflow_graphdef' does not run in this data plane",
+        "forwarded to triton:8001",
+      ]);
+      const unplanned = (await plans()).get("stateful");
+      assert.equal(unplanned?.ok, false);
+      assert.match(
+        unplanned.ok ? "" : unplanned.error,
+        /^sequence_batching\.state: Triton's Python backend does not support implicit state .*; pass --triton-endpoint host:port/,
+      );
     } finally {
       rmSync(repository, { recursive: true, force: true });
     }
