@@ -25,7 +25,7 @@ import {
 } from "../../../lib/model-repository/candidates.js";
 import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import { VersionStatistics } from "./statistics.js";
-import { Scheduler } from "../scheduling/scheduler.js";
+import { Scheduler, type RequestScheduler } from "../scheduling/scheduler.js";
 import { servedVersions } from "../../../lib/model-repository/versions.js";
 import { warmUp } from "../scheduling/warmup.js";
 
@@ -57,7 +57,7 @@ export interface LiveModel {
    * scheduling (dynamic_batching, instance_group or model_warmup); absent, requests go
    * straight to the engine.
    */
-  readonly schedulers?: ReadonlyMap<string, Scheduler>;
+  readonly schedulers?: ReadonlyMap<string, RequestScheduler>;
 }
 
 /** The (model, version) a request names, with the statistics of that version. */
@@ -462,8 +462,8 @@ export class ModelRegistry implements ModelDependencies {
   }
 
   /** The schedulers of a model's live engine, and of its engines replaced and not yet closed. */
-  private schedulersOf(name: string, live: LiveModel): { version: string; scheduler: Scheduler }[] {
-    const found: { version: string; scheduler: Scheduler }[] = [];
+  private schedulersOf(name: string, live: LiveModel): { version: string; scheduler: RequestScheduler }[] {
+    const found: { version: string; scheduler: RequestScheduler }[] = [];
     for (const model of [live, ...this.retiringModels]) {
       if (model !== live && model.spec.name !== name) continue;
       for (const [version, scheduler] of model.schedulers ?? []) found.push({ version, scheduler });
