@@ -23,6 +23,8 @@ export const EXTENSIONS = [
   "logging",
   "binary_tensor_data",
   "generate",
+  // sequence_batching (as Triton's server metadata names it).
+  "sequence",
 ];
 
 /** ServerMetadata (under `serverName`, --server-name), ModelMetadata and ModelConfig. */

@@ -105,6 +105,7 @@ describe("data plane RPCs (real server over loopback)", function () {
         "logging",
         "binary_tensor_data",
         "generate",
+        "sequence",
       ]);
     });
 
