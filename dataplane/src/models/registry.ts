@@ -745,7 +745,13 @@ export class ModelRegistry implements ModelDependencies {
 
   /** One version's scheduler: the sequence batcher for a model with sequence_batching, else the queue of dynamic_batching. */
   private scheduler(spec: ModelSpec, version: string, engine: Engine, record: ModelRecord): RequestScheduler {
-    const common = { model: spec.name, version, scheduling: spec.scheduling, engine, statistics: statisticsOf(record, version) };
+    const common = {
+      model: spec.name,
+      version,
+      scheduling: spec.scheduling,
+      engine,
+      statistics: statisticsOf(record, version),
+    };
     if (spec.scheduling.sequenceBatching === undefined) return new Scheduler(common);
     const { logger } = this.options;
     return new SequenceScheduler({ ...common, warn: (message) => logger.warn({ model: spec.name }, message) });

@@ -213,7 +213,9 @@ export class SequenceScheduler implements RequestScheduler {
       );
     }
     if (sequence === undefined) {
-      throw invalidArgument(`inference request to model '${model}' must specify a non-zero or non-empty correlation ID`);
+      throw invalidArgument(
+        `inference request to model '${model}' must specify a non-zero or non-empty correlation ID`,
+      );
     }
     if (this.closed) {
       throw unavailable(
@@ -300,6 +302,9 @@ export class SequenceScheduler implements RequestScheduler {
   }
 
   private occupy(slot: Slot, sequence: Sequence): void {
+    // Its idle time counts from here: waiting in the backlog is not its client's silence (Triton
+    // counts from its last request, so a sequence that waited longer is ended once it gets a slot).
+    sequence.lastMs = nowMs();
     slot.sequence = sequence;
     slot.forceEnd = false;
     sequence.slot = slot;
@@ -497,11 +502,13 @@ export class SequenceScheduler implements RequestScheduler {
     } catch {
       // A null request's failure is its batch's: the real requests report it.
     }
-    this.reports.get(entry)?.()?.report({
-      computeInputNs: 0n,
-      computeInferNs: nowNs() - startedNs,
-      computeOutputNs: 0n,
-    });
+    this.reports
+      .get(entry)?.()
+      ?.report({
+        computeInputNs: 0n,
+        computeInferNs: nowNs() - startedNs,
+        computeOutputNs: 0n,
+      });
   }
 
   /**

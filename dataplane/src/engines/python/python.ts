@@ -15,12 +15,7 @@ import {
 import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
 import { servedVersions } from "../../../../lib/model-repository/versions.js";
 import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
-import {
-  parameterChoiceOf,
-  parametersToJson,
-  sequenceOf,
-  type SequenceRequest,
-} from "../../tensors/parameters.js";
+import { parameterChoiceOf, parametersToJson, sequenceOf, type SequenceRequest } from "../../tensors/parameters.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import { checkReturnedOutputs } from "../../tensors/reply.js";
 import type {
