@@ -31,7 +31,8 @@ interface Seen {
   readonly start: number | boolean | null;
   readonly end: number | boolean | null;
   readonly ready: number | boolean | null;
-  readonly corrid: number | string | null;
+  /** The CORRID tensor's value, as text. */
+  readonly corrid: string;
   readonly correlation_id: string;
   readonly id_type: string;
   readonly flags: number;
@@ -120,9 +121,9 @@ describe("sequence batching: the probe models over gRPC and HTTP", function () {
         input,
       })),
       [
-        { start: 1, end: 0, ready: 1, corrid: 1001, correlation_id: "1001", id_type: "int", flags: 1, input: 1 },
-        { start: 0, end: 0, ready: 1, corrid: 1001, correlation_id: "1001", id_type: "int", flags: 0, input: 2 },
-        { start: 0, end: 1, ready: 1, corrid: 1001, correlation_id: "1001", id_type: "int", flags: 2, input: 3 },
+        { start: 1, end: 0, ready: 1, corrid: "1001", correlation_id: "1001", id_type: "int", flags: 1, input: 1 },
+        { start: 0, end: 0, ready: 1, corrid: "1001", correlation_id: "1001", id_type: "int", flags: 0, input: 2 },
+        { start: 0, end: 1, ready: 1, corrid: "1001", correlation_id: "1001", id_type: "int", flags: 2, input: 3 },
       ],
     );
     // Its END freed the ID: the same ID without START is refused.
@@ -138,7 +139,7 @@ describe("sequence batching: the probe models over gRPC and HTTP", function () {
     const seen = await send("seq_direct", -1, { start: true, end: true });
     assert.equal(seen.correlation_id, "18446744073709551615");
     assert.equal(seen.id_type, "int");
-    assert.equal(BigInt(seen.call[seen.position]!), 2n ** 64n - 1n);
+    assert.equal(seen.corrid, "18446744073709551615");
   });
 
   it("keeps each sequence on one instance; a new one takes slot 0 of the other instance before slot 1 of the first", async () => {
@@ -226,11 +227,12 @@ describe("sequence batching: the probe models over gRPC and HTTP", function () {
   });
 
   it("runs sequences over HTTP: a JSON whole number or string as sequence_id", async () => {
-    const post = async (parameters: Record<string, unknown>): Promise<Seen> => {
-      const reply = await fetch(`http://127.0.0.1:${server.httpPort}/v2/models/seq_direct/infer`, {
+    const post = async (parameters: Record<string, unknown>, model = "seq_direct"): Promise<Seen> => {
+      const shape = model === "seq_string" ? [1] : [1, 1];
+      const reply = await fetch(`http://127.0.0.1:${server.httpPort}/v2/models/${model}/infer`, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify({ inputs: [{ name: "INPUT", datatype: "INT32", shape: [1, 1], data: [4] }], parameters }),
+        body: JSON.stringify({ inputs: [{ name: "INPUT", datatype: "INT32", shape, data: [4] }], parameters }),
       });
       const body = (await reply.json()) as { outputs?: { data: string[] }[]; error?: string };
       assert.equal(reply.status, 200, body.error);
@@ -239,6 +241,8 @@ describe("sequence batching: the probe models over gRPC and HTTP", function () {
     const seen = await post({ sequence_id: 4001, sequence_start: true });
     assert.deepEqual([seen.start, seen.correlation_id, seen.flags], [1, "4001", 1]);
     assert.equal((await post({ sequence_id: 4001, sequence_end: true })).end, 1);
+    const text = await post({ sequence_id: "4001", sequence_start: true, sequence_end: true }, "seq_string");
+    assert.deepEqual([text.corrid, text.id_type], ["4001", "str"]);
     const reply = await fetch(`http://127.0.0.1:${server.httpPort}/v2/models/seq_direct/infer`, {
       method: "POST",
       body: JSON.stringify({
@@ -313,5 +317,20 @@ describe("sequence batching: the probe models over gRPC and HTTP", function () {
       Number(after.executionCount),
     );
     for (const id of [7001, 7002, 7003]) await send("seq_direct", id, { end: true });
+  });
+});
+
+describe("sequence batching under --grpc-workers 2", function () {
+  this.timeout(60_000);
+  let server: ServerProcess | undefined;
+  after(() => server?.stop());
+
+  it("does not load a sequence model, saying why (a sequence's requests could reach any worker)", async function () {
+    requireTritonPeers(this);
+    server = await startServer(["--grpc-workers", "2", "--model-repository", PROBES, "--python", MODELS_PYTHON]);
+    const { models } = await call(server.client, "repositoryIndex", { repositoryName: "", ready: false });
+    const direct = models.find((model) => model.name === "seq_direct");
+    assert.equal(direct?.state, "UNAVAILABLE");
+    assert.match(direct.reason, /sequence_batching keeps a sequence in one process.*serve it with --grpc-workers 1/);
   });
 });

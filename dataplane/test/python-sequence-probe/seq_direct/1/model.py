@@ -36,7 +36,8 @@ class TritonPythonModel:
                 "start": control(request, "START"),
                 "end": control(request, "END"),
                 "ready": control(request, "READY"),
-                "corrid": control(request, "CORRID"),
+                # As text: a JSON reader may not keep a 64-bit integer exact.
+                "corrid": str(control(request, "CORRID")),
                 "correlation_id": str(request.correlation_id()),
                 "id_type": type(request.correlation_id()).__name__,
                 "flags": request.flags(),
@@ -45,6 +46,8 @@ class TritonPythonModel:
                 "instance": self.instance,
                 "input": control(request, "INPUT"),
             }
-            text = np.array([json.dumps(seen).encode()], dtype=np.object_)
+            # Shaped as INPUT: [1, 1] on a batching model, [1] on one that does not batch.
+            shape = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy().shape
+            text = np.array([json.dumps(seen).encode()], dtype=np.object_).reshape(shape)
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("SEEN", text)]))
         return responses
