@@ -61,6 +61,8 @@ interface Backlogged {
   readonly entries: Entry[];
   /** The earliest `timeout` its requests asked for (performance.now ms); Infinity: none. */
   expiresMs: number;
+  /** Left the backlog (cancelled, expired): skipped when a slot comes free, compacted away in bulk. */
+  dropped: boolean;
 }
 
 /** Where a queued request is. */
@@ -105,7 +107,9 @@ export class SequenceScheduler implements RequestScheduler {
   private readonly free: Slot[] = [];
   /** Open sequences by key (sequenceKey); a sequence whose END came is no longer here. */
   private readonly sequences = new Map<string, Sequence>();
-  private readonly backlog: Backlogged[] = [];
+  /** Oldest first; may hold dropped sequences (taken out lazily: thousands cancelled at once cost one pass). */
+  private backlog: Backlogged[] = [];
+  private droppedInBacklog = 0;
   private backlogRequests = 0;
   private queuedCount = 0;
   private readonly placements = new WeakMap<Entry, Placement>();
@@ -200,6 +204,7 @@ export class SequenceScheduler implements RequestScheduler {
     }
     for (const waiting of this.backlog.splice(0)) for (const entry of waiting.entries) this.refuse(entry, reason);
     this.backlogRequests = 0;
+    this.droppedInBacklog = 0;
     this.sequences.clear();
   }
 
@@ -283,7 +288,7 @@ export class SequenceScheduler implements RequestScheduler {
   private toBacklog(sequence: Sequence, entry: Entry, placement: Placement, timeoutUs: number, now: number): void {
     let waiting = sequence.backlog;
     if (waiting === undefined) {
-      waiting = { sequence, entries: [], expiresMs: Infinity };
+      waiting = { sequence, entries: [], expiresMs: Infinity, dropped: false };
       sequence.backlog = waiting;
       this.backlog.push(waiting);
     }
@@ -320,7 +325,11 @@ export class SequenceScheduler implements RequestScheduler {
     if (ended !== undefined) ended.slot = undefined;
     slot.sequence = undefined;
     slot.forceEnd = false;
-    const next = this.backlog.shift();
+    let next = this.backlog.shift();
+    while (next?.dropped === true) {
+      this.droppedInBacklog--;
+      next = this.backlog.shift();
+    }
     if (next === undefined) {
       this.freeSlot(slot);
       return;
@@ -526,9 +535,7 @@ export class SequenceScheduler implements RequestScheduler {
     );
     const waiting = placement.backlog;
     if (waiting !== undefined) {
-      this.backlog.splice(this.backlog.indexOf(waiting), 1);
-      this.backlogRequests -= waiting.entries.length;
-      sequence.backlog = undefined;
+      this.dropFromBacklog(waiting);
       for (const other of waiting.entries) this.refuse(other, other === entry ? error : cancelled);
       return;
     }
@@ -546,6 +553,18 @@ export class SequenceScheduler implements RequestScheduler {
       this.release(slot);
     }
     this.slotChanged(slot);
+  }
+
+  /** Takes a sequence out of the backlog (its requests are the caller's to refuse). */
+  private dropFromBacklog(waiting: Backlogged): void {
+    waiting.dropped = true;
+    waiting.sequence.backlog = undefined;
+    this.backlogRequests -= waiting.entries.length;
+    // Compacted once half of it is dropped: each removal costs O(1) amortized.
+    if (++this.droppedInBacklog * 2 > this.backlog.length) {
+      this.backlog = this.backlog.filter((one) => !one.dropped);
+      this.droppedInBacklog = 0;
+    }
   }
 
   /** A queued request fails without running. */
@@ -591,14 +610,13 @@ export class SequenceScheduler implements RequestScheduler {
       } else next = Math.min(next, now + BACKLOG_IDLE_RECHECK_MS);
     }
     const expired = new DataPlaneError("Unavailable", "timeout of the corresponding sequence has been expired");
-    for (const waiting of [...this.backlog]) {
+    for (const waiting of this.backlog) {
+      if (waiting.dropped) continue;
       if (waiting.expiresMs > now) {
         next = Math.min(next, waiting.expiresMs);
         continue;
       }
-      this.backlog.splice(this.backlog.indexOf(waiting), 1);
-      this.backlogRequests -= waiting.entries.length;
-      waiting.sequence.backlog = undefined;
+      this.dropFromBacklog(waiting);
       this.forget(waiting.sequence);
       for (const entry of waiting.entries) this.refuse(entry, expired);
     }
