@@ -529,14 +529,16 @@ export class SequenceScheduler implements RequestScheduler {
     if (entry.state !== "queued" || placement === undefined) return;
     const { sequence } = placement;
     this.forget(sequence);
-    const cancelled = new DataPlaneError(
-      "Cancelled",
-      `sequence ${sequenceIdText(sequence.id)} of ${this.describe} ended: one of its requests was cancelled`,
-    );
+    // Made only for the sequence's other requests (an error costs its stack): a flood of cancels stays cheap.
+    const cancelled = (): DataPlaneError =>
+      new DataPlaneError(
+        "Cancelled",
+        `sequence ${sequenceIdText(sequence.id)} of ${this.describe} ended: one of its requests was cancelled`,
+      );
     const waiting = placement.backlog;
     if (waiting !== undefined) {
       this.dropFromBacklog(waiting);
-      for (const other of waiting.entries) this.refuse(other, other === entry ? error : cancelled);
+      for (const other of waiting.entries) this.refuse(other, other === entry ? error : cancelled());
       return;
     }
     const slot = placement.slot!;
@@ -549,7 +551,7 @@ export class SequenceScheduler implements RequestScheduler {
       slot.queue.splice(slot.queue.indexOf(entry), 1);
     }
     if (slot.sequence === sequence) {
-      for (const other of slot.queue.splice(0)) this.refuse(other, cancelled);
+      for (const other of slot.queue.splice(0)) this.refuse(other, cancelled());
       this.release(slot);
     }
     this.slotChanged(slot);

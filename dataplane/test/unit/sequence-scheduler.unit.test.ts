@@ -439,6 +439,25 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
     assert.equal(scheduler.queued, 0);
   });
 
+  it("forgets thousands of backlogged sequences cancelled at once; the slot then goes to the next START", async function () {
+    this.timeout(20_000);
+    const scheduler = start(sequenceBatching());
+    engine.holding = true;
+    const held = send(scheduler, "held", uint(1), { start: true, end: true });
+    const waiting = Array.from({ length: 5000 }, (_, n) => send(scheduler, `w${n}`, uint(100 + n), { start: true }));
+    assert.equal(scheduler.queued, 5000);
+    for (const one of waiting) one.controller.abort();
+    await Promise.all(waiting.map((one) => rejectsWith(one.outcome, "Cancelled", /./)));
+    assert.equal(scheduler.queued, 0);
+    const next = send(scheduler, "next", uint(2), { start: true, end: true });
+    engine.finishAll();
+    await held.outcome;
+    await settle();
+    engine.finishAll();
+    assert.deepEqual(await next.outcome, ["next"]);
+    assert.deepEqual(engine.ids, [["held"], ["next"]], "no cancelled sequence ran");
+  });
+
   it("Direct: pads a batch with null requests (zeroed inputs, controls not ready) where a slot has none; they count in the batch, their responses are dropped", async () => {
     const recorded: number[] = [];
     const scheduler = start(
