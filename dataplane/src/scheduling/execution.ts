@@ -1,4 +1,4 @@
-import { abortedError } from "../../../lib/errors.js";
+import { abortedError, unavailable, type DataPlaneError } from "../../../lib/errors.js";
 import type { Engine, EngineRequest, EngineResponse, Execution, InferOptions } from "../engines/engine.js";
 import { nowNs, type ComputeTimings } from "../models/statistics.js";
 import type { SequenceRequest } from "../tensors/parameters.js";
@@ -205,6 +205,54 @@ export class Executions {
     }
   }
 }
+
+/**
+ * What a scheduler of the data plane is on top of its queue: `infer` queues a request
+ * (`enqueue`, which throws to refuse it) and yields its responses once its execution starts;
+ * the executions and their running count are shared (Executions). A queued request whose
+ * caller is gone leaves through `leaveQueue`; `onExecuted` hears when the engine is done with one.
+ */
+export abstract class QueueingScheduler implements RequestScheduler {
+  protected readonly executions: Executions;
+
+  constructor(engine: Engine, statistics: ExecutionStatistics | undefined) {
+    this.executions = new Executions(
+      engine,
+      statistics,
+      (entry, error) => this.leaveQueue(entry, error),
+      (entry) => this.onExecuted(entry),
+    );
+  }
+
+  abstract get queued(): number;
+
+  get running(): number {
+    return this.executions.running;
+  }
+
+  /**
+   * Queues the request and, once its execution starts, yields the engine's responses;
+   * refused (thrown on the first step) as `enqueue` says; CANCELLED or DEADLINE_EXCEEDED
+   * when its lifetime ends while it waits.
+   */
+  async *infer(scheduled: ScheduledRequest): AsyncGenerator<EngineResponse> {
+    yield* this.executions.respond(this.enqueue(scheduled));
+  }
+
+  abstract close(): void;
+
+  protected abstract enqueue(scheduled: ScheduledRequest): Entry;
+
+  protected abstract leaveQueue(entry: Entry, error: unknown): void;
+
+  protected onExecuted(entry: Entry): void {
+    void entry;
+  }
+}
+
+/** Why a request still queued when its model's engine closes did not run. */
+export const unloadedWhileQueued = (describe: string): DataPlaneError =>
+  unavailable(`${describe} is unloading: the request was queued and did not run`);
 
 /** Stops watching a queued entry's timer and its caller's signal (it leaves the queue). */
 export function unwatch(entry: Entry): void {

@@ -1,11 +1,12 @@
 import { abortedError, unavailable } from "../../../lib/errors.js";
 import type { Scheduling } from "../../../lib/model-repository/scheduling.js";
-import type { Engine, EngineResponse } from "../engines/engine.js";
+import type { Engine } from "../engines/engine.js";
 import { nowNs } from "../models/statistics.js";
 import { batchRulesOf, nextBatch, type BatchRules } from "./batch.js";
 import {
   Entry,
-  Executions,
+  QueueingScheduler,
+  unloadedWhileQueued,
   unwatch,
   type ExecutionStatistics,
   type RequestScheduler,
@@ -33,12 +34,11 @@ export interface SchedulerOptions {
  * request cancelled or past its deadline while it waits leaves the queue at once and never
  * runs; with preserve_ordering, responses leave in the order the requests came.
  */
-export class Scheduler implements RequestScheduler {
+export class Scheduler extends QueueingScheduler implements RequestScheduler {
   private readonly queue: PriorityQueue<Entry>;
   private readonly rules: BatchRules;
   /** Free instances, the lowest index last (taken first). */
   private readonly free: number[];
-  private readonly executions: Executions;
   /** When the batch being formed waits for more requests (max_queue_delay_microseconds). */
   private batchTimer: NodeJS.Timeout | undefined;
   private pumping = false;
@@ -49,14 +49,12 @@ export class Scheduler implements RequestScheduler {
   private readonly describe: string;
 
   constructor(private readonly options: SchedulerOptions) {
+    super(options.engine, options.statistics);
     const { scheduling, model, version } = options;
     this.describe = `model '${model}' version ${version}`;
     this.queue = new PriorityQueue(scheduling.dynamicBatching, this.describe);
     this.rules = batchRulesOf(scheduling);
     this.free = Array.from({ length: scheduling.instanceCount }, (_, index) => scheduling.instanceCount - 1 - index);
-    this.executions = new Executions(options.engine, options.statistics, (entry, error) =>
-      this.leaveQueue(entry, error),
-    );
   }
 
   /** Requests waiting for an execution. */
@@ -64,30 +62,16 @@ export class Scheduler implements RequestScheduler {
     return this.queue.size;
   }
 
-  /** Requests whose execution has started and that the engine is not done with. */
-  get running(): number {
-    return this.executions.running;
-  }
-
-  /**
-   * Queues the request and, once its execution starts, yields the engine's responses.
-   * Refused (thrown on the first step) when its level's queue is full or the scheduler is
-   * closed; rejected UNAVAILABLE past its queue timeout (timeout_action REJECT); CANCELLED
-   * or DEADLINE_EXCEEDED when its lifetime ends while it waits.
-   */
-  async *infer(scheduled: ScheduledRequest): AsyncGenerator<EngineResponse> {
-    yield* this.executions.respond(this.enqueue(scheduled));
-  }
-
   /** Refuses every request still queued (the model's engine is closing); nothing is queued after. */
   close(): void {
     this.closed = true;
     clearTimeout(this.batchTimer);
-    const reason = unavailable(`${this.describe} is unloading: the request was queued and did not run`);
+    const reason = unloadedWhileQueued(this.describe);
     for (const entry of [...this.queue.ordered()]) this.leaveQueue(entry, reason);
   }
 
-  private enqueue(scheduled: ScheduledRequest): Entry {
+  /** Refused when its level's queue is full or the scheduler is closed; rejected UNAVAILABLE past its queue timeout (REJECT). */
+  protected enqueue(scheduled: ScheduledRequest): Entry {
     if (this.closed) throw unavailable(`${this.describe} is unloading: its scheduler takes no more requests`);
     const { signal } = scheduled.options;
     if (signal.aborted) throw abortedError(signal);
@@ -125,7 +109,7 @@ export class Scheduler implements RequestScheduler {
   }
 
   /** A queued request leaves without running. */
-  private leaveQueue(entry: Entry, error: unknown): void {
+  protected leaveQueue(entry: Entry, error: unknown): void {
     if (entry.state !== "queued" || !this.queue.remove(entry)) return;
     unwatch(entry);
     entry.state = "ended";

@@ -1,14 +1,15 @@
 import { DataPlaneError, abortedError, invalidArgument, unavailable } from "../../../lib/errors.js";
 import type { Scheduling } from "../../../lib/model-repository/scheduling.js";
 import type { SequenceBatching } from "../../../lib/model-repository/sequence-batching.js";
-import type { Engine, EngineResponse } from "../engines/engine.js";
+import type { Engine } from "../engines/engine.js";
 import { MAX_SEQUENCE_BACKLOG } from "../limits.js";
 import { nowNs } from "../models/statistics.js";
 import { sequenceIdText, sequenceKey, type SequenceId } from "../tensors/parameters.js";
 import { joins, nextBatch, type BatchRules } from "./batch.js";
 import {
   Entry,
-  Executions,
+  QueueingScheduler,
+  unloadedWhileQueued,
   unwatch,
   type ExecutionReport,
   type ExecutionStatistics,
@@ -99,9 +100,8 @@ const nowMs = (): number => performance.now();
  * told of each request's place by the control tensors (sequence-controls.ts).
  * Queued requests, executions and statistics are the shared machinery's (execution.ts).
  */
-export class SequenceScheduler implements RequestScheduler {
+export class SequenceScheduler extends QueueingScheduler implements RequestScheduler {
   private readonly batching: SequenceBatching;
-  private readonly executions: Executions;
   private readonly instances: Instance[];
   /** Free slots, ordered to take the lowest slot index first, then the lowest instance: taken from the end. */
   private readonly free: Slot[] = [];
@@ -127,6 +127,7 @@ export class SequenceScheduler implements RequestScheduler {
   private readonly padding = new AbortController().signal;
 
   constructor(private readonly options: SequenceSchedulerOptions) {
+    super(options.engine, options.statistics);
     const { scheduling, model, version } = options;
     const batching = scheduling.sequenceBatching;
     if (batching === undefined) throw new Error(`model '${model}' has no sequence_batching`);
@@ -164,12 +165,6 @@ export class SequenceScheduler implements RequestScheduler {
         this.free.push(this.instances[instance]!.slots[index]!);
       }
     }
-    this.executions = new Executions(
-      options.engine,
-      options.statistics,
-      (entry, error) => this.leaveQueue(entry, error),
-      (entry) => this.executed(entry),
-    );
   }
 
   /** Requests waiting: in the backlog and in the slots' queues. */
@@ -177,26 +172,12 @@ export class SequenceScheduler implements RequestScheduler {
     return this.queuedCount;
   }
 
-  get running(): number {
-    return this.executions.running;
-  }
-
-  /**
-   * Queues the request on its sequence's slot (or in the backlog) and, once its execution
-   * starts, yields the engine's responses. Refused, before anything is queued, in Triton's
-   * words: a request without a correlation ID, of batch size > 1, whose ID type the CORRID
-   * control does not take, or that continues a sequence this scheduler does not know.
-   */
-  async *infer(scheduled: ScheduledRequest): AsyncGenerator<EngineResponse> {
-    yield* this.executions.respond(this.enqueue(scheduled));
-  }
-
   /** Refuses every queued request (the model's engine is closing) and forgets every sequence; START is refused after. */
   close(): void {
     this.closed = true;
     clearTimeout(this.reaper);
     this.reaper = undefined;
-    const reason = unavailable(`${this.describe} is unloading: the request was queued and did not run`);
+    const reason = unloadedWhileQueued(this.describe);
     for (const instance of this.instances) {
       clearTimeout(instance.timer);
       for (const entry of instance.offered.splice(0)) this.refuse(entry, reason);
@@ -208,7 +189,13 @@ export class SequenceScheduler implements RequestScheduler {
     this.sequences.clear();
   }
 
-  private enqueue(scheduled: ScheduledRequest): Entry {
+  /**
+   * Queues the request on its sequence's slot (or in the backlog). Refused, before anything
+   * is queued, in Triton's words: a request without a correlation ID, of batch size > 1, whose
+   * ID type the CORRID control does not take, or that continues a sequence this scheduler does
+   * not know; UNAVAILABLE past the backlog's bound.
+   */
+  protected enqueue(scheduled: ScheduledRequest): Entry {
     const { model } = this.options;
     const sequence = scheduled.sequence;
     if (sequence !== undefined) checkCorrelationIdType(this.batching, model, scheduled.request.id, sequence.id);
@@ -479,7 +466,7 @@ export class SequenceScheduler implements RequestScheduler {
   }
 
   /** Oldest: a request done frees its slot for the sequence's next one. */
-  private executed(entry: Entry): void {
+  protected override onExecuted(entry: Entry): void {
     const slot = this.slotOfRunning.get(entry);
     if (slot === undefined || this.batching.strategy.kind !== "oldest") return;
     this.slotOfRunning.delete(entry);
@@ -524,7 +511,7 @@ export class SequenceScheduler implements RequestScheduler {
    * A queued request leaves without running (cancelled, past its deadline, its caller gone):
    * as Triton, its sequence ends — its slot is freed and its other queued requests fail.
    */
-  private leaveQueue(entry: Entry, error: unknown): void {
+  protected leaveQueue(entry: Entry, error: unknown): void {
     const placement = this.placements.get(entry);
     if (entry.state !== "queued" || placement === undefined) return;
     const { sequence } = placement;

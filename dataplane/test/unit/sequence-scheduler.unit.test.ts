@@ -251,22 +251,15 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
     const scheduler = start(sequenceBatching());
     assert.deepEqual(await send(scheduler, "a1", uint(2n ** 64n - 1n), { start: true }).outcome, ["a1"]);
     await send(scheduler, "a2", uint(2n ** 64n - 1n), { end: true }).outcome;
-    assert.deepEqual(engine.batches[0]!.requests[0], {
-      id: "a1",
-      start: 1,
-      end: 0,
-      ready: 1,
-      corrid: 2n ** 64n - 1n,
-      zeroed: false,
-    });
-    assert.deepEqual(engine.batches[1]!.requests[0], {
-      id: "a2",
-      start: 0,
-      end: 1,
-      ready: 1,
-      corrid: 2n ** 64n - 1n,
-      zeroed: false,
-    });
+    const id = 2n ** 64n - 1n;
+    const expected = [
+      { id: "a1", start: 1, end: 0, ready: 1, corrid: id, zeroed: false },
+      { id: "a2", start: 0, end: 1, ready: 1, corrid: id, zeroed: false },
+    ];
+    assert.deepEqual(
+      engine.batches.map((batch) => batch.requests[0]),
+      expected,
+    );
     const strings = start(sequenceBatching({ controls: { corrid: { name: "CORRID", datatype: "BYTES" } } }));
     await send(strings, "s1", { kind: "string", value: "session-7" }, { start: true, end: true }).outcome;
     assert.equal(engine.batches[2]!.requests[0]!.corrid, "session-7");
