@@ -9,6 +9,7 @@ import type { ComputeTimings } from "../../src/models/statistics.js";
 import { splitBytesElements } from "../../src/tensors/bytes.js";
 import type { SequenceId, SequenceRequest } from "../../src/tensors/parameters.js";
 import type { Tensor } from "../../src/tensors/tensor.js";
+import { queuePlaceOf } from "../../src/scheduling/parameters.js";
 import { SequenceScheduler } from "../../src/scheduling/sequence.js";
 
 /** What the model saw of one request of an execution: its id ("" for a null request) and control values. */
@@ -557,5 +558,25 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
     assert.equal(scheduler.queued, 0);
     engine.finishAll();
     await a1.outcome;
+  });
+});
+
+describe("a sequence model's queue parameters", () => {
+  const scheduling = schedulingOf(sequenceBatching());
+  const whole = (value: bigint) => ({ parameterChoice: { $case: "int64Param" as const, value } });
+
+  it("reads `timeout` (it bounds the backlog) and ignores `priority`, as Triton's sequence batcher", () => {
+    assert.deepEqual(queuePlaceOf("m", scheduling, { priority: whole(7n), timeout: whole(2500n) }), {
+      level: 0,
+      timeoutUs: 2500,
+    });
+    assert.deepEqual(queuePlaceOf("m", scheduling, { priority: whole(3n) }), { level: 0, timeoutUs: 0 });
+  });
+
+  it("refuses a `timeout` that is not a whole number, naming it", () => {
+    assert.throws(
+      () => queuePlaceOf("m", scheduling, { timeout: { parameterChoice: { $case: "stringParam", value: "soon" } } }),
+      /parameters\["timeout"\] must be a whole number/,
+    );
   });
 });
