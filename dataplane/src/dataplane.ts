@@ -61,6 +61,8 @@ export interface DataPlaneOptions {
   readonly forwardUnsupportedTo?: string;
   /** With forwardUnsupportedTo: Python-backend models are forwarded too (--forward-python). */
   readonly forwardPython: boolean;
+  /** --grpc-workers, resolved (1: one process): a local sequence model needs 1. */
+  readonly grpcWorkers?: number;
   /** How Python-backend models are hosted: the python engine's options (lib/contract/dataplane.ts). */
   readonly pythonEngine: PythonEngineArguments;
   /** Version folders of single-file configs: `<root>/<model>/<version>/` (undefined: none). */
@@ -149,6 +151,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       }),
     // Asked once its engine is built, so the config names one of the catalog's engines.
     schedules: (spec, source) => ENGINES[engineOf(spec, source)].scheduled,
+    grpcWorkers: options.grpcWorkers ?? 1,
     completeConfig: options.autoCompleteConfig ? completeConfig : undefined,
     ...(options.forwardUnsupportedTo !== undefined
       ? {

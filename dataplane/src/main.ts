@@ -36,6 +36,7 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
     ...(args.modelFilesRoot !== undefined ? { modelFilesRoot: args.modelFilesRoot } : {}),
     ...(args.forwardUnsupported !== undefined ? { forwardUnsupportedTo: args.forwardUnsupported } : {}),
     forwardPython: args.forwardPython === true,
+    grpcWorkers: args.grpcWorkers === 0 ? usableCores() : args.grpcWorkers,
     pythonEngine: pythonEngineArguments(args),
     modelControlMode: args.modelControlMode,
     loadModels: args.loadModel ?? [],

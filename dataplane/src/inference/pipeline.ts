@@ -2,7 +2,7 @@ import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../.
 import type { EngineResponse } from "../engines/engine.js";
 import { internal, invalidArgument } from "../../../lib/errors.js";
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
-import { boolParameter, isTrue } from "../tensors/parameters.js";
+import { boolParameter, isTrue, sequenceOf } from "../tensors/parameters.js";
 import { fromCharacterCodes, toCharacterCodes } from "./character-codes.js";
 import { ResponseGatherer } from "./gather.js";
 import { decodeInputs, encodeOutputs, type DecodedInputs } from "../tensors/request.js";
@@ -99,6 +99,8 @@ export async function* runInference(
             place: scheduling.place,
             options,
             oneResponse: !spec.decoupled,
+            // A sequence model's correlation ID and flags (INVALID_ARGUMENT for values of the wrong type).
+            sequence: spec.scheduling.sequenceBatching === undefined ? undefined : sequenceOf(request.parameters),
             started: scope.executing,
           });
     // A decoupled model on a unary entry that does not gather them itself (ModelInfer on a

@@ -10,7 +10,7 @@ import type { ModelLease, ModelRegistry } from "../models/registry.js";
 import { GATHERS_UNARY_RESPONSES, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import { nowNs, type RequestTimings } from "../models/statistics.js";
 import { defaultPlace, namesQueuePlace, queuePlaceOf, type QueuePlace } from "../scheduling/parameters.js";
-import type { ExecutionReport, Scheduler } from "../scheduling/scheduler.js";
+import type { ExecutionReport, RequestScheduler } from "../scheduling/scheduler.js";
 import type { RequestSpan, RequestTracing } from "../tracing/tracing.js";
 import type { RequestLifetime } from "./lifetime.js";
 import type { SystemSharedMemory } from "../shared-memory/regions.js";
@@ -56,7 +56,7 @@ export interface Admitted {
    * For a model the data plane schedules (dataplane/src/scheduling/): the version's
    * scheduler and where the request queues in it.
    */
-  readonly scheduling: { readonly scheduler: Scheduler; readonly place: QueuePlace } | undefined;
+  readonly scheduling: { readonly scheduler: RequestScheduler; readonly place: QueuePlace } | undefined;
   /** It named `priority` or `timeout`, which are the scheduler's: the engine does not see them. */
   readonly namedQueuePlace: boolean;
 }

@@ -24,6 +24,8 @@ export const EXTENSIONS = [
   "binary_tensor_data",
   "generate",
   "system_shared_memory",
+  // sequence_batching (as Triton's server metadata names it).
+  "sequence",
 ];
 
 /** ServerMetadata (under `serverName`, --server-name), ModelMetadata and ModelConfig. */

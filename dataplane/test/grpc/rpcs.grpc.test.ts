@@ -106,6 +106,7 @@ describe("data plane RPCs (real server over loopback)", function () {
         "binary_tensor_data",
         "generate",
         "system_shared_memory",
+        "sequence",
       ]);
     });
 
