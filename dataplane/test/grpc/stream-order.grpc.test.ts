@@ -143,22 +143,26 @@ async function checkOrder(server: ServerProcess, model: string, run: number, cou
 describe("sequence order on a ModelStreamInfer stream", function () {
   this.timeout(300_000);
 
-  describe("a local Python model without sequence batching (three instances)", () => {
+  describe("local Python models (three instances each)", () => {
     let server: ServerProcess;
 
     before(async function () {
       requireTritonPeers(this); // the interpreter with numpy that runs Python models
       server = await startServer([
         ...["--model-repository", PYTHON_ORDER, "--python", MODELS_PYTHON],
-        ...["--model-control-mode", "explicit", "--load-model", "order_probe"],
+        ...["--model-control-mode", "explicit", "--load-model", "order_probe", "--load-model", "order_sequence"],
       ]);
     });
     after(async () => {
       await server?.stop();
     });
 
-    it("keeps each of 3 sequences x 50 requests in order, reaching the model and answered, while they overlap", async () => {
+    it("without sequence batching: 3 sequences x 50 requests each in order, reaching the model and answered, while they overlap", async () => {
       for (let run = 0; run < 3; run++) await checkOrder(server, "order_probe", run, false);
+    });
+
+    it("with sequence batching: the same, each sequence counted in order on its slot's instance, never refused for a missing START", async () => {
+      for (let run = 0; run < 5; run++) await checkOrder(server, "order_sequence", run, true);
     });
 
     it("answers a request with malformed sequence parameters with Triton's error, and serves the next", async () => {
