@@ -16,6 +16,7 @@ import { applyConfigOverride } from "../../../lib/model-repository/override.js";
 import { ConfigError, UnsupportedFeature, configText } from "../../../lib/model-repository/config.js";
 import { InFlight } from "./in-flight.js";
 import { Holds } from "../../../lib/holds.js";
+import { SEQUENCES_NEED_ONE_PROCESS } from "../../../lib/engines/catalog.js";
 import { readModelFolder, scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
 import {
   completeEnsembles,
@@ -769,10 +770,7 @@ export class ModelRegistry implements ModelDependencies {
   private checkSequences(origin: string, engine: Engine): void {
     if ((this.options.grpcWorkers ?? 1) <= 1) return;
     void engine.close().catch(() => undefined);
-    throw new UnsupportedFeature(
-      origin,
-      "sequence_batching keeps a sequence in one process; a sequence's requests may reach any of the --grpc-workers processes: serve it with --grpc-workers 1",
-    );
+    throw new UnsupportedFeature(origin, SEQUENCES_NEED_ONE_PROCESS);
   }
 
   /** Takes the model out of service at once; its engine closes once its requests are done. */
