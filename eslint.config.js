@@ -63,6 +63,18 @@ export default tseslint.config(
     ),
   },
   {
+    // Shared memory sits below the pipeline, beside tensors: it reads and writes tensors'
+    // bytes and knows nothing of engines, models, the pipeline or the servers above.
+    files: ["dataplane/src/shared-memory/**/*.ts"],
+    rules: forbidden(
+      "shared-memory imports tensors and lib only: the pipeline, the services and the HTTP routes import it",
+      "**/operator/**",
+      "**/cli/**",
+      "**/tools/**",
+      ...["http", "services", "server", "inference", "engines", "models", "scheduling"].map((room) => `../${room}/**`),
+    ),
+  },
+  {
     files: ["cli/**/*.ts"],
     ignores: ["cli/test/**"],
     rules: forbidden(

@@ -54,7 +54,7 @@ export interface BenchReport {
  * The cores: on two or more, the server gets core 0 and ghz the others, so they do not
  * fight; "all cores" servers (--grpc-workers 0) are left unpinned and share with ghz.
  */
-function pinning(): { server: string | undefined; client: string | undefined; describe: string } {
+export function pinning(): { server: string | undefined; client: string | undefined; describe: string } {
   const count = cpus().length;
   if (count < 2) return { server: undefined, client: undefined, describe: "none (1 core)" };
   const client = Array.from({ length: count - 1 }, (_, i) => String(i + 1)).join(",");
@@ -146,6 +146,8 @@ export async function runBenchmarks(scenarios: readonly Scenario[], settings: Ru
               shape: `INPUT0:1,${scenario.payload.elements}`,
               concurrency: scenario.concurrency,
               durationSeconds: settings.durationSeconds,
+              // The identity models answer with what they were sent.
+              responseBytes: payloadBytes(scenario.payload),
               ...clientCpus,
             });
             settings.log(

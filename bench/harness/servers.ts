@@ -50,6 +50,8 @@ export interface BenchServer {
   readonly address: string;
   /** host:port of its KServe v2 REST endpoint, when it has one. */
   readonly httpAddress?: string;
+  /** Its process group (the server and every process it started), for what it costs in CPU. */
+  readonly processGroup: number;
   stop(): Promise<void>;
 }
 
@@ -60,6 +62,8 @@ export interface StartOptions {
   readonly ceilingSizes: readonly number[];
   /** For the forwarding data planes: the Triton to forward to. */
   readonly upstream?: string;
+  /** More options for a data plane (e.g. --allow-client-shm); other servers ignore them. */
+  readonly dataplaneOptions?: readonly string[];
 }
 
 /** Where bench/setup.sh puts what the peers need (venvs, the Go ceiling, Triton's files). */
@@ -115,7 +119,13 @@ export async function startBenchServer(id: ServerId, options: StartOptions): Pro
     if (await probe().catch(() => false)) break;
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  return { id, address, ...(httpPort !== undefined ? { httpAddress: `127.0.0.1:${httpPort}` } : {}), stop };
+  return {
+    id,
+    address,
+    ...(httpPort !== undefined ? { httpAddress: `127.0.0.1:${httpPort}` } : {}),
+    processGroup: child.pid!,
+    stop,
+  };
 }
 
 /**
@@ -175,7 +185,7 @@ function commandFor(id: ServerId, ports: readonly number[], options: StartOption
     ready: "model",
   });
   const dataplane = (repository: string, extra: string[] = []): Command => ({
-    ...node(CLI, [...dataplaneArgs(repository, port, httpPort), ...extra]),
+    ...node(CLI, [...dataplaneArgs(repository, port, httpPort), ...extra, ...(options.dataplaneOptions ?? [])]),
     httpPort,
   });
   const sizes = options.ceilingSizes.join(",");

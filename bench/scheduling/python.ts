@@ -14,6 +14,7 @@ import { positiveInteger } from "../harness/options.js";
 import { medianRun, type LoadRun } from "../harness/ghz.js";
 import { runPerfAnalyzer } from "../harness/perf-analyzer.js";
 import { publishSection, writeResults } from "../harness/published.js";
+import { modelCounts } from "../harness/server-cost.js";
 
 /**
  * `npm run bench:scheduling:python`: the python engine's dynamic batching (the data plane's
@@ -124,18 +125,6 @@ async function start(server: ServerName, folder: string): Promise<Served> {
   return served;
 }
 
-/** The model's inference and execution counts (ModelStatistics), as both servers report them. */
-async function counts(address: string, model: string): Promise<{ inferences: number; executions: number }> {
-  const client = new GRPCInferenceServiceClient(address, credentials.createInsecure());
-  try {
-    const reply = await call(client, "modelStatistics", { name: model, version: "" });
-    const stats = reply.modelStats[0];
-    return { inferences: Number(stats?.inferenceCount ?? 0n), executions: Number(stats?.executionCount ?? 0n) };
-  } finally {
-    client.close();
-  }
-}
-
 async function measure(folder: string, loadCpus: string | undefined): Promise<Measured[]> {
   const runs = new Map<string, { runs: LoadRun[]; perExecution: number[] }>();
   const load = (address: string, model: string, seconds: number) =>
@@ -146,6 +135,8 @@ async function measure(folder: string, loadCpus: string | undefined): Promise<Me
       shape: SHAPE,
       concurrency: CONCURRENCY,
       durationSeconds: seconds,
+      // OUTPUT0: 64 FP32.
+      responseBytes: 64 * 4,
       ...(loadCpus !== undefined ? { cpus: loadCpus } : {}),
     });
   for (let round = 0; round < options.rounds; round++) {
@@ -157,9 +148,9 @@ async function measure(folder: string, loadCpus: string | undefined): Promise<Me
       try {
         for (const model of modelsOf(server)) {
           await load(served.address, model, WARMUP_SECONDS);
-          const before = await counts(served.address, model);
+          const before = await modelCounts(served.address, model);
           const run = await load(served.address, model, options.seconds);
-          const after = await counts(served.address, model);
+          const after = await modelCounts(served.address, model);
           const perExecution =
             (after.inferences - before.inferences) / Math.max(1, after.executions - before.executions);
           const key = `${server}|${model}`;

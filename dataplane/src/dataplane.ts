@@ -38,6 +38,7 @@ import { startFrontDoor, type RunningFrontDoor } from "./http/server.js";
 import { modelStreamInferHandler } from "./services/model-stream-infer.js";
 import { ModelStorage } from "./storage/model-storage.js";
 import type { ObjectStoreOptions } from "../../lib/storage/store.js";
+import { SystemSharedMemoryRegistry, type SharedMemoryOptions } from "./shared-memory/regions.js";
 
 /** Where models from object storage are cached and how the stores are reached (MODEL_STORAGE_OPTIONS). */
 export interface ModelStorageSettings {
@@ -60,6 +61,8 @@ export interface DataPlaneOptions {
   readonly forwardUnsupportedTo?: string;
   /** With forwardUnsupportedTo: Python-backend models are forwarded too (--forward-python). */
   readonly forwardPython: boolean;
+  /** --grpc-workers, resolved (1: one process): a local sequence model needs 1. */
+  readonly grpcWorkers?: number;
   /** How Python-backend models are hosted: the python engine's options (lib/contract/dataplane.ts). */
   readonly pythonEngine: PythonEngineArguments;
   /** Version folders of single-file configs: `<root>/<model>/<version>/` (undefined: none). */
@@ -80,6 +83,8 @@ export interface DataPlaneOptions {
   /** The HTTP port for probes and /metrics; undefined in a --grpc-workers worker (the primary serves it). */
   readonly metricsPort: number | undefined;
   readonly maxMessageSize: number;
+  /** Clients' system shared-memory regions: --allow-client-shm, and the --grpc-workers that refuse them. */
+  readonly sharedMemory: SharedMemoryOptions;
   /** ModelStreamInfer requests of one stream running at once (the stream is not read past it). */
   readonly streamMaxPending: number;
   readonly security: SecurityOptions;
@@ -146,12 +151,16 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       }),
     // Asked once its engine is built, so the config names one of the catalog's engines.
     schedules: (spec, source) => ENGINES[engineOf(spec, source)].scheduled,
+    grpcWorkers: options.grpcWorkers ?? 1,
     completeConfig: options.autoCompleteConfig ? completeConfig : undefined,
     ...(options.forwardUnsupportedTo !== undefined
       ? {
           forwardUnsupported: {
             runsHere: (config: ModelConfig, source: string) =>
-              localSupport(config, source, { forwardPython: options.forwardPython }),
+              localSupport(config, source, {
+                forwardPython: options.forwardPython,
+                grpcWorkers: options.grpcWorkers ?? 1,
+              }),
             forward: (config: ModelConfig) => forwardedConfig(config, options.forwardUnsupportedTo!),
           },
         }
@@ -172,6 +181,8 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   const active = new InFlight();
   const tracing = options.tracing === undefined ? NO_TRACING : startTracing(options.tracing);
   startUp.opened(() => tracing.shutdown());
+  const sharedMemory = new SystemSharedMemoryRegistry(options.sharedMemory);
+  startUp.opened(() => sharedMemory.close());
   const inference = {
     registry,
     metrics: metrics.frontend,
@@ -179,6 +190,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     active,
     tracing,
     maxMessageSize: options.maxMessageSize,
+    sharedMemory,
   };
   modelCallsTo.inference = modelCalls(inference);
   // One implementation of every unary RPC, for the gRPC server and the HTTP front door.
@@ -186,7 +198,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
     ...healthOperations(registry, () => stopping),
     ...metadataOperations(registry, options.serverName),
     ...repositoryOperations(registry),
-    ...sharedMemoryAndTraceOperations(),
+    ...sharedMemoryAndTraceOperations(sharedMemory),
     logSettings: logSettingsOperation(logger, options.onLogLevelChange),
   };
   const implementation: InferenceServiceImplementation = {
@@ -276,6 +288,8 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
         active,
         options.shutdownGraceSeconds * 1000,
       );
+      // After the requests: a region's file closes when its last lease ends.
+      sharedMemory.close();
       security.stop();
       await tracing.shutdown();
       health.stop();

@@ -36,6 +36,7 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
     ...(args.modelFilesRoot !== undefined ? { modelFilesRoot: args.modelFilesRoot } : {}),
     ...(args.forwardUnsupported !== undefined ? { forwardUnsupportedTo: args.forwardUnsupported } : {}),
     forwardPython: args.forwardPython === true,
+    grpcWorkers: args.grpcWorkers === 0 ? usableCores() : args.grpcWorkers,
     pythonEngine: pythonEngineArguments(args),
     modelControlMode: args.modelControlMode,
     loadModels: args.loadModel ?? [],
@@ -48,6 +49,10 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
     httpPort: args.httpPort,
     metricsPort: args.metricsPort,
     maxMessageSize: args.maxMessageSize,
+    sharedMemory: {
+      allowClientShm: args.allowClientShm === true,
+      grpcWorkers: args.grpcWorkers === 0 ? usableCores() : args.grpcWorkers,
+    },
     streamMaxPending: args.streamMaxPending,
     shutdownGraceSeconds: args.shutdownGraceSecs,
     security: securityOptions(args),

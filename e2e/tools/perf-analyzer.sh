@@ -14,7 +14,8 @@ cache="${DYNAMO_KSERVE_CACHE:-$HOME/.cache/dynamo-kserve}"
 out="$cache/tools/perf_analyzer-$PERF_ANALYZER_VERSION"
 debian="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
-if [[ -x "$out/bin/perf_analyzer" ]] && "$out/bin/perf_analyzer" --version >/dev/null 2>&1; then
+if [[ -x "$out/bin/perf_analyzer" && -e "$out/runtime/libcudart.so" ]] &&
+  "$out/bin/perf_analyzer" --version >/dev/null 2>&1; then
   echo "tools: reusing $out/bin/perf_analyzer" >&2
   exit 0
 fi
@@ -27,6 +28,13 @@ python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-bin
   --platform manylinux_2_38_x86_64 "perf-analyzer==$PERF_ANALYZER_VERSION" -d .
 python3 -m zipfile -e perf_analyzer-"$PERF_ANALYZER_VERSION"-*.whl wheel
 install -m 0755 wheel/perf_analyzer/bin/perf_analyzer "$out/runtime/perf_analyzer"
+# --shared-memory system aborts without libcudart.so ("Cannot open CUDA runtime library").
+echo "nvidia-cuda-runtime-cu12==$CUDA_RUNTIME_VERSION --hash=sha256:$CUDA_RUNTIME_SHA256" > cuda-runtime.txt
+python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+  --platform manylinux2014_x86_64 --require-hashes -r cuda-runtime.txt -d .
+python3 -m zipfile -e nvidia_cuda_runtime_cu12-"$CUDA_RUNTIME_VERSION"-*.whl cuda
+install -m 0644 cuda/nvidia/cuda_runtime/lib/libcudart.so.12 "$out/runtime/libcudart.so.12"
+ln -sf libcudart.so.12 "$out/runtime/libcudart.so"
 
 curl -fsSL "$debian/dists/trixie/main/binary-amd64/Packages.xz" | xz -dc > Packages
 for package in libc6 libstdc++6 libgcc-s1; do

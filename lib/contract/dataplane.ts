@@ -7,6 +7,7 @@ import {
   logLevel,
   repeatable,
   text,
+  toggle,
   wholeNumber,
   type ValuesOf,
 } from "./options.js";
@@ -146,9 +147,9 @@ export const DATAPLANE_OPTIONS = {
     env: "DYNAMO_FORWARD_PYTHON",
     help: "with --forward-unsupported: forward Python-backend models too, instead of running them with the python engine",
   }),
-  allowClientShm: flag("--allow-client-shm", {
+  allowClientShm: toggle("--allow-client-shm", {
     env: "DYNAMO_ALLOW_CLIENT_SHM",
-    help: "let clients register system shared-memory regions (as Triton's --allow-client-shm=true; off by default, as Triton since 26.04): only when clients share the pod's /dev/shm and the port is not reachable from outside",
+    help: "let clients register system shared-memory regions (also --allow-client-shm=true, as Triton writes it; off by default, as Triton since 26.04): only when clients share the pod's /dev/shm and the port is not reachable from outside",
   }),
   ...PYTHON_ENGINE_OPTIONS,
   ...MODEL_STORAGE_OPTIONS,

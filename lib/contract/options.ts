@@ -115,6 +115,15 @@ export function flag(flags: string, common: Common): OptionDeclaration<boolean, 
   return { flags, ...common, hasDefault: false };
 }
 
+/**
+ * A switch that also takes a value, as Triton's boolean options do: `--x`, `--x=true`,
+ * `--x false`; its environment variable set to "false" (or 0, off, no) is off. (A plain
+ * `flag` refuses `--x=true` and is on for any value of its variable.)
+ */
+export function toggle(flags: string, common: Common): OptionDeclaration<boolean, false> {
+  return { flags: `${flags} [enabled]`, ...common, parse: onOrOff, hasDefault: false };
+}
+
 function withDefault<Value>(
   declaration: Omit<OptionDeclaration<Value>, "hasDefault">,
   fallback: Value | undefined,
@@ -196,6 +205,17 @@ export function ratio(value: string): number {
     throw new InvalidArgumentError(`expected a number from 0 to 1, got '${value}'`);
   }
   return parsed;
+}
+
+const ON = new Set(["true", "1", "on", "yes"]);
+const OFF = new Set(["false", "0", "off", "no"]);
+
+/** A toggle's value: true, false, 1, 0, on, off, yes or no. */
+export function onOrOff(value: string): boolean {
+  const word = value.trim().toLowerCase();
+  if (ON.has(word)) return true;
+  if (OFF.has(word)) return false;
+  throw new InvalidArgumentError(`expected true or false, got '${value}'`);
 }
 
 /** A list option: repeated flags accumulate; an environment variable holds a comma-separated list. */

@@ -166,13 +166,23 @@ export function localSupport(config: ModelConfig, source: string, options: Local
   if (!explicit && options.forwardPython === true && name === "python") {
     return { runsHere: false, reason: "--forward-python forwards every Python-backend model" };
   }
+  let spec: ModelSpec;
   try {
-    engineSettings(name, toModelSpec(config, source, config.name || UNNAMED), source);
+    spec = toModelSpec(config, source, config.name || UNNAMED);
+    engineSettings(name, spec, source);
   } catch (error) {
-    if (error instanceof UnsupportedFeature) return { runsHere: false, reason: error.detail };
+    // Any other error is the config's: it loads here, and its load says what is wrong.
+    return error instanceof UnsupportedFeature ? { runsHere: false, reason: error.detail } : { runsHere: true };
+  }
+  if ((options.grpcWorkers ?? 1) > 1 && spec.scheduling.sequenceBatching !== undefined && ENGINES[name].scheduled) {
+    return { runsHere: false, reason: SEQUENCES_NEED_ONE_PROCESS };
   }
   return { runsHere: true };
 }
+
+/** Why a sequence model is not served here with several --grpc-workers (the registry refuses it with it too). */
+export const SEQUENCES_NEED_ONE_PROCESS =
+  "sequence_batching keeps a sequence in one process; a sequence's requests may reach any of the --grpc-workers processes: serve it with --grpc-workers 1";
 
 /**
  * The ensembles of a repository that are forwarded with their steps: those with a step

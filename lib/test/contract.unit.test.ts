@@ -83,6 +83,26 @@ describe("the data plane's contract (lib/contract)", () => {
     assert.equal(options.useTls, undefined);
   });
 
+  it("reads --allow-client-shm as Triton's users write it (=true, =false), and its variable set to false as off", async () => {
+    const allowed = async (args: string[]): Promise<boolean | undefined> =>
+      (await parsedDataPlaneArguments(args)).allowClientShm;
+    assert.equal(await allowed(["--allow-client-shm"]), true);
+    assert.equal(await allowed(["--allow-client-shm=true"]), true);
+    assert.equal(await allowed(["--allow-client-shm=false"]), false);
+    assert.equal(await allowed(["--allow-client-shm", "--grpc-port", "9001"]), true);
+    await assert.rejects(parsedDataPlaneArguments(["--allow-client-shm=maybe"]), /expected true or false, got 'maybe'/);
+    const saved = process.env["DYNAMO_ALLOW_CLIENT_SHM"];
+    try {
+      process.env["DYNAMO_ALLOW_CLIENT_SHM"] = "false";
+      assert.equal(await allowed([]), false);
+      process.env["DYNAMO_ALLOW_CLIENT_SHM"] = "true";
+      assert.equal(await allowed([]), true);
+    } finally {
+      if (saved === undefined) delete process.env["DYNAMO_ALLOW_CLIENT_SHM"];
+      else process.env["DYNAMO_ALLOW_CLIENT_SHM"] = saved;
+    }
+  });
+
   it("reads a token file as the data plane and the operator both do: one per line, no blanks or comments", () => {
     assert.deepEqual(parseTokenFile("# rotated 2026-11\n\n  alpha  \r\nbeta\n#gamma\n"), ["alpha", "beta"]);
   });

@@ -59,6 +59,13 @@ describe("the forwarding rule: what runs here, and why the rest is forwarded", (
     assert.deepEqual(supportOf(pythonSequence("m", "")), { runsHere: true });
   });
 
+  it("forwards a sequence model under several --grpc-workers, saying why; one worker runs it here", () => {
+    assert.deepEqual(supportOf(pythonSequence("m", ""), { grpcWorkers: 1 }), { runsHere: true });
+    const forwarded = supportOf(pythonSequence("m", ""), { grpcWorkers: 2 });
+    assert.equal(forwarded.runsHere, false);
+    assert.match(forwarded.runsHere ? "" : forwarded.reason, /keeps a sequence in one process.*--grpc-workers 1/);
+  });
+
   it("forwards every model the catalog lacks, and with --forward-python every Python model, saying which", () => {
     assert.deepEqual(supportOf('name: "m"\nplatform: "tensorflow_graphdef"'), {
       runsHere: false,

@@ -65,7 +65,12 @@ export interface InferOptions {
 export interface Execution {
   /** The instance (0 to the model's instance count - 1) it runs on. */
   readonly instance: number;
-  /** Every request of the execution, in queue order; all of one version (a scheduler runs one version). */
+  /**
+   * Every request of the execution, in queue order; all of one version (a scheduler runs one
+   * version). For a model with sequence_batching they are in slot order and may include null
+   * requests (id "", inputs zeroed, the READY control false, no parameters): every engine runs
+   * them like the others, and the scheduler reads and drops their responses.
+   */
   readonly requests: readonly EngineRequest[];
   /** The instance is free for the next execution (idempotent). */
   release(): void;

@@ -2,7 +2,7 @@ import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../.
 import type { EngineResponse } from "../engines/engine.js";
 import { internal, invalidArgument } from "../../../lib/errors.js";
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
-import { boolParameter, isTrue } from "../tensors/parameters.js";
+import { boolParameter, isTrue, sequenceOf } from "../tensors/parameters.js";
 import { fromCharacterCodes, toCharacterCodes } from "./character-codes.js";
 import { ResponseGatherer } from "./gather.js";
 import { decodeInputs, encodeOutputs, type DecodedInputs } from "../tensors/request.js";
@@ -11,6 +11,7 @@ import type { RequestLifetime } from "./lifetime.js";
 import { RequestScope, type Entry, type InferenceContext } from "./request-scope.js";
 import { withModel, type InferResponseOrEncoded } from "../tensors/wire.js";
 import { withoutQueueParameters } from "../scheduling/parameters.js";
+import { resolveSharedMemory, writeOutputs } from "../shared-memory/tensors.js";
 
 export type { Entry, InferenceContext } from "./request-scope.js";
 
@@ -56,9 +57,13 @@ export async function* runInference(
   const scope = new RequestScope(context, received, entry, lifetime);
   try {
     const { spec, engine, version, scheduling, namedQueuePlace } = scope.admit();
+    // Inputs in system shared memory read, outputs' regions leased until the scope closes.
+    const resolved = await resolveSharedMemory(received, context.sharedMemory, context);
+    scope.holds(resolved.release);
+    const inRegions = resolved.outputs;
     // MAX's clients' prompt form: read as text_input, answered in character codes.
-    const rewritten = fromCharacterCodes(received, spec);
-    const request = rewritten ?? received;
+    const rewritten = fromCharacterCodes(resolved.request, spec);
+    const request = rewritten ?? resolved.request;
     const answer = rewritten === undefined ? (response: ModelInferResponse) => response : toCharacterCodes;
     const inputs = decode(request, spec);
     scope.decoded(inputs.batchSize, tensorBytes(inputs.tensors));
@@ -68,8 +73,13 @@ export async function* runInference(
       scope.isUnary ? {} : { [FINAL_RESPONSE]: boolParameter(final) };
     // Passed through, the upstream's replies keep their own final flags: only where the
     // stream's flags are the upstream's (a decoupled model on a stream) or absent (unary).
+    // Never with shared memory: the upstream gets the regions' bytes.
     const passThrough =
-      encoded !== undefined && rewritten === undefined && !spec.declaresTensors && spec.decoupled !== scope.isUnary;
+      encoded !== undefined &&
+      rewritten === undefined &&
+      resolved.request === received &&
+      !spec.declaresTensors &&
+      spec.decoupled !== scope.isUnary;
     const engineRequest = {
       id: request.id,
       version,
@@ -89,6 +99,8 @@ export async function* runInference(
             place: scheduling.place,
             options,
             oneResponse: !spec.decoupled,
+            // A sequence model's correlation ID and flags (INVALID_ARGUMENT for values of the wrong type).
+            sequence: spec.scheduling.sequenceBatching === undefined ? undefined : sequenceOf(request.parameters),
             started: scope.executing,
           });
     // A decoupled model on a unary entry that does not gather them itself (ModelInfer on a
@@ -98,8 +110,10 @@ export async function* runInference(
         ? new ResponseGatherer(context.maxMessageSize, spec.name)
         : undefined;
     let passedThrough = false;
-    for await (const result of results) {
+    for await (const produced of results) {
       scope.produced();
+      // Outputs named for regions are written there before the response leaves.
+      const result = inRegions.size === 0 ? produced : await writeOutputs(produced, inRegions);
       passedThrough ||= result.encoded !== undefined;
       if (single && scope.responseCount > 0) {
         throw internal(`model '${spec.name}' produced more than one response for a unary request`);

@@ -10,9 +10,10 @@ import type { ModelLease, ModelRegistry } from "../models/registry.js";
 import { GATHERS_UNARY_RESPONSES, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import { nowNs, type RequestTimings } from "../models/statistics.js";
 import { defaultPlace, namesQueuePlace, queuePlaceOf, type QueuePlace } from "../scheduling/parameters.js";
-import type { ExecutionReport, Scheduler } from "../scheduling/scheduler.js";
+import type { ExecutionReport, RequestScheduler } from "../scheduling/scheduler.js";
 import type { RequestSpan, RequestTracing } from "../tracing/tracing.js";
 import type { RequestLifetime } from "./lifetime.js";
+import type { SystemSharedMemory } from "../shared-memory/regions.js";
 
 /** What every inference request reports to: the models, the metrics, the logs, the traces. */
 export interface InferenceContext {
@@ -24,6 +25,8 @@ export interface InferenceContext {
   readonly tracing: RequestTracing;
   /** The largest message (--max-message-size): also what a reply gathered from many responses may hold. */
   readonly maxMessageSize: number;
+  /** The data plane's system shared-memory regions, which requests' tensors may name. */
+  readonly sharedMemory: SystemSharedMemory;
 }
 
 /** How a request came in. */
@@ -53,7 +56,7 @@ export interface Admitted {
    * For a model the data plane schedules (dataplane/src/scheduling/): the version's
    * scheduler and where the request queues in it.
    */
-  readonly scheduling: { readonly scheduler: Scheduler; readonly place: QueuePlace } | undefined;
+  readonly scheduling: { readonly scheduler: RequestScheduler; readonly place: QueuePlace } | undefined;
   /** It named `priority` or `timeout`, which are the scheduler's: the engine does not see them. */
   readonly namedQueuePlace: boolean;
 }
@@ -101,6 +104,8 @@ export class RequestScope {
   private queueNs: bigint | undefined;
   /** Scheduled: the execution it ran in, told its compute times at the end. */
   private execution: ExecutionReport | undefined;
+  /** Gives back what the request holds besides its model (its shared-memory regions' leases). */
+  private releaseHeld: (() => void) | undefined;
 
   constructor(
     private readonly context: InferenceContext,
@@ -171,6 +176,11 @@ export class RequestScope {
     return gathersResponses === true || (gathersResponses === "if-the-model-opts-in" && spec.gathersUnaryResponses);
   }
 
+  /** `release` runs once when the request ends, however it ends (shared-memory leases). */
+  holds(release: () => void): void {
+    this.releaseHeld = release;
+  }
+
   /** The inputs are decoded and checked: `bytes` of tensor data. */
   decoded(batchSize: number, bytes: number): void {
     this.batchSize = batchSize;
@@ -230,6 +240,7 @@ export class RequestScope {
     // A request its caller stopped reading (the generator closed early) ended as cancelled.
     if (!this.succeeded && this.failure === undefined) this.failure = abortedError(this.lifetime.signal);
     const { metrics, active } = this.context;
+    this.releaseHeld?.();
     this.span.end(this.succeeded ? undefined : this.failure);
     if (this.lease !== undefined) {
       const totalNs = nowNs() - this.received;

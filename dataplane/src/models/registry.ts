@@ -13,9 +13,10 @@ import {
   type ErrorKind,
 } from "../../../lib/errors.js";
 import { applyConfigOverride } from "../../../lib/model-repository/override.js";
-import { ConfigError, configText } from "../../../lib/model-repository/config.js";
+import { ConfigError, UnsupportedFeature, configText } from "../../../lib/model-repository/config.js";
 import { InFlight } from "./in-flight.js";
 import { Holds } from "../../../lib/holds.js";
+import { SEQUENCES_NEED_ONE_PROCESS } from "../../../lib/engines/catalog.js";
 import { readModelFolder, scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
 import {
   completeEnsembles,
@@ -25,7 +26,8 @@ import {
 } from "../../../lib/model-repository/candidates.js";
 import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.js";
 import { VersionStatistics } from "./statistics.js";
-import { Scheduler } from "../scheduling/scheduler.js";
+import { Scheduler, type RequestScheduler } from "../scheduling/scheduler.js";
+import { SequenceScheduler } from "../scheduling/sequence.js";
 import { servedVersions } from "../../../lib/model-repository/versions.js";
 import { warmUp } from "../scheduling/warmup.js";
 
@@ -57,7 +59,7 @@ export interface LiveModel {
    * scheduling (dynamic_batching, instance_group or model_warmup); absent, requests go
    * straight to the engine.
    */
-  readonly schedulers?: ReadonlyMap<string, Scheduler>;
+  readonly schedulers?: ReadonlyMap<string, RequestScheduler>;
 }
 
 /** The (model, version) a request names, with the statistics of that version. */
@@ -125,6 +127,8 @@ export interface RegistryOptions extends CandidateOptions {
   readonly createEngine: (spec: ModelSpec, source: string, files?: ModelFiles) => Engine;
   /** Whether the data plane schedules the engine of a model (EngineDescription.scheduled); absent: none. */
   readonly schedules?: (spec: ModelSpec, source: string) => boolean;
+  /** --grpc-workers: above 1, a sequence model is refused (a sequence's requests could reach any worker). */
+  readonly grpcWorkers?: number;
   /** How long a replaced or unloaded engine's running requests may take before it is closed anyway. */
   readonly retireGraceMs: number;
   /** How long an engine's start (a Python model's initialize) may take; 0 or undefined: no bound. */
@@ -462,8 +466,8 @@ export class ModelRegistry implements ModelDependencies {
   }
 
   /** The schedulers of a model's live engine, and of its engines replaced and not yet closed. */
-  private schedulersOf(name: string, live: LiveModel): { version: string; scheduler: Scheduler }[] {
-    const found: { version: string; scheduler: Scheduler }[] = [];
+  private schedulersOf(name: string, live: LiveModel): { version: string; scheduler: RequestScheduler }[] {
+    const found: { version: string; scheduler: RequestScheduler }[] = [];
     for (const model of [live, ...this.retiringModels]) {
       if (model !== live && model.spec.name !== name) continue;
       for (const [version, scheduler] of model.schedulers ?? []) found.push({ version, scheduler });
@@ -730,20 +734,10 @@ export class ModelRegistry implements ModelDependencies {
       source.folder === undefined ? undefined : { folder: source.folder, versions: source.versions, served: versions };
     const engine = this.options.createEngine(spec, source.path, files);
     const scheduled = this.options.schedules?.(spec, source.path) ?? false;
+    if (scheduled && spec.scheduling.sequenceBatching !== undefined) this.checkSequences(origin, engine);
     const schedulers =
       scheduled && asksForScheduling(spec)
-        ? new Map(
-            versions.map((version) => [
-              version,
-              new Scheduler({
-                model: spec.name,
-                version,
-                scheduling: spec.scheduling,
-                engine,
-                statistics: statisticsOf(record, version),
-              }),
-            ]),
-          )
+        ? new Map(versions.map((version) => [version, this.scheduler(spec, version, engine, record)]))
         : undefined;
     return {
       spec,
@@ -756,6 +750,27 @@ export class ModelRegistry implements ModelDependencies {
       scheduled,
       ...(schedulers !== undefined ? { schedulers } : {}),
     };
+  }
+
+  /** One version's scheduler: the sequence batcher for a model with sequence_batching, else the queue of dynamic_batching. */
+  private scheduler(spec: ModelSpec, version: string, engine: Engine, record: ModelRecord): RequestScheduler {
+    const common = {
+      model: spec.name,
+      version,
+      scheduling: spec.scheduling,
+      engine,
+      statistics: statisticsOf(record, version),
+    };
+    if (spec.scheduling.sequenceBatching === undefined) return new Scheduler(common);
+    const { logger } = this.options;
+    return new SequenceScheduler({ ...common, warn: (message) => logger.warn({ model: spec.name }, message) });
+  }
+
+  /** A sequence lives in one process: with several --grpc-workers its requests could reach any of them. */
+  private checkSequences(origin: string, engine: Engine): void {
+    if ((this.options.grpcWorkers ?? 1) <= 1) return;
+    void engine.close().catch(() => undefined);
+    throw new UnsupportedFeature(origin, SEQUENCES_NEED_ONE_PROCESS);
   }
 
   /** Takes the model out of service at once; its engine closes once its requests are done. */
@@ -820,12 +835,13 @@ const engineReady = (model: LiveModel): boolean => model.engine.ready?.() ?? tru
 
 /**
  * Whether a model's config asks the data plane to schedule its requests: one without
- * dynamic_batching, instance_group or model_warmup goes straight to its engine, with no
+ * dynamic_batching, sequence_batching, instance_group or model_warmup goes straight to its engine, with no
  * scheduling work per request.
  */
 function asksForScheduling(spec: ModelSpec): boolean {
   return (
     spec.scheduling.dynamicBatching !== undefined ||
+    spec.scheduling.sequenceBatching !== undefined ||
     spec.config.instanceGroup.length > 0 ||
     spec.config.modelWarmup.length > 0
   );

@@ -86,7 +86,7 @@ export function nextBatch<E extends Batchable>(ordered: Iterable<E>, rules: Batc
  * Whether `candidate` may share a batch that `first` started: the same inputs, and equal
  * shapes for the inputs whose shapes must match (Triton's RequiredEqualInputs).
  */
-function joins(first: Batchable, candidate: Batchable, equalShapeInputs: ReadonlySet<string>): boolean {
+export function joins(first: Batchable, candidate: Batchable, equalShapeInputs: ReadonlySet<string>): boolean {
   if (first.inputs.length !== candidate.inputs.length) return false;
   for (const input of candidate.inputs) {
     const other = first.inputs.find((tensor) => tensor.name === input.name);

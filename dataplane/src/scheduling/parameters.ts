@@ -50,6 +50,7 @@ export function queuePlaceOf(
   scheduling: Scheduling,
   parameters: Readonly<Record<string, InferParameter>>,
 ): QueuePlace {
+  if (scheduling.sequenceBatching !== undefined) return sequencePlaceOf(model, parameters);
   const batching = scheduling.dynamicBatching;
   const levels = batching?.priorityLevels ?? 0;
   const priority = parameters[PRIORITY];
@@ -86,6 +87,18 @@ export function queuePlaceOf(
     timeoutUs = asked > BigInt(Number.MAX_SAFE_INTEGER) ? 0 : Number(asked);
   }
   return { level, timeoutUs };
+}
+
+/**
+ * A sequence model's place, as Triton's sequence batcher reads it: one level (`priority` is
+ * ignored: the batcher has no levels) and the request's `timeout`, which bounds how long
+ * its sequence may wait in the backlog for a slot (no queue policy to allow it).
+ */
+function sequencePlaceOf(model: string, parameters: Readonly<Record<string, InferParameter>>): QueuePlace {
+  const timeout = parameters[TIMEOUT];
+  if (timeout === undefined) return { level: 0, timeoutUs: 0 };
+  const asked = wholeNumber(model, TIMEOUT, timeout);
+  return { level: 0, timeoutUs: asked > BigInt(Number.MAX_SAFE_INTEGER) ? 0 : Number(asked) };
 }
 
 /** The queue policy of a level: its own (priority_queue_policy), else the default one. */

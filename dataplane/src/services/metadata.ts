@@ -23,6 +23,9 @@ export const EXTENSIONS = [
   "logging",
   "binary_tensor_data",
   "generate",
+  "system_shared_memory",
+  // sequence_batching (as Triton's server metadata names it).
+  "sequence",
 ];
 
 /** ServerMetadata (under `serverName`, --server-name), ModelMetadata and ModelConfig. */

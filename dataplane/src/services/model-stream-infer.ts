@@ -8,53 +8,92 @@ import { StreamRequests, type RequestLifetime } from "../inference/lifetime.js";
 import { runInference, type InferenceContext } from "../inference/pipeline.js";
 import { StreamWriter } from "./stream-writer.js";
 import { callLifetime } from "./call-lifetime.js";
+import { laneOf, SequenceLanes } from "./sequence-lanes.js";
 
 /**
  * ModelStreamInfer: requests on one stream run concurrently and their responses
- * interleave as they are produced. A failing request is answered with `error_message`
- * (and its id) while the stream stays open; the stream ends after the client has
- * half-closed and every request has finished. At most `maxPending` requests of a stream
- * run at once: at the cap the stream is not read further, so HTTP/2 flow control holds
- * the client back until one finishes.
+ * interleave as they are produced, except that the requests of one sequence run one at a
+ * time in arrival order (SequenceLanes). A failing request is answered with
+ * `error_message` (and its id) while the stream stays open; the stream ends after the
+ * client has half-closed and every request has finished. At most `maxPending` requests of a
+ * stream are in hand at once, running or waiting for their sequence's turn: at the cap the
+ * stream is not read further, so HTTP/2 flow control holds the client back until one
+ * finishes.
  */
 export function modelStreamInferHandler(
   context: InferenceContext,
   maxPending = DEFAULT_STREAM_MAX_PENDING,
 ): handleBidiStreamingCall<ModelInferRequest, StreamInferReply> {
-  return (call) => {
-    const lifetime = callLifetime(call);
-    const { signal } = lifetime;
-    const requests = new StreamRequests(lifetime);
-    const writer = new StreamWriter(call, signal);
-    let clientDone = false;
-    let paused = false;
-    const requestDone = (): void => {
-      if (paused && requests.size < maxPending) {
-        paused = false;
-        call.resume();
-      }
-      if (clientDone && requests.size === 0 && !signal.aborted) {
-        lifetime.finished();
-        call.end();
-      }
-    };
-    call.on("error", lifetime.cancel);
-    call.on("data", (request: ModelInferRequest) => {
-      const scope = requests.begin();
-      void serveRequest(context, writer, request, scope).finally(() => {
-        scope.end();
-        requestDone();
-      });
-      if (requests.size >= maxPending && !paused) {
-        paused = true;
-        call.pause();
-      }
-    });
-    call.on("end", () => {
-      clientDone = true;
+  return (call) =>
+    serveStream(call, maxPending, (request, writer, lifetime) => serveRequest(context, writer, request, lifetime));
+}
+
+/** Serves one request of a stream: its responses, or its error, written to the stream. */
+export type ServeStreamRequest = (
+  request: ModelInferRequest,
+  writer: StreamWriter<StreamInferReply>,
+  lifetime: RequestLifetime,
+) => Promise<void>;
+
+/** What every gRPC call offers its lifetime: deadline, metadata, "cancelled". */
+type CallSurface = Parameters<typeof callLifetime>[0];
+
+/** What serving a stream uses of a grpc-js bidirectional call. */
+export interface StreamCall extends CallSurface {
+  on(event: "data", listener: (request: ModelInferRequest) => void): unknown;
+  on(event: "end" | "drain", listener: () => void): unknown;
+  on(event: "error", listener: (error: Error) => void): unknown;
+  write(reply: StreamInferReply): boolean;
+  pause(): unknown;
+  resume(): unknown;
+  end(): unknown;
+}
+
+/** A stream's requests read, ordered by sequence, served and answered (see modelStreamInferHandler). */
+export function serveStream(call: StreamCall, maxPending: number, serve: ServeStreamRequest): void {
+  const lifetime = callLifetime(call);
+  const { signal } = lifetime;
+  const requests = new StreamRequests(lifetime);
+  const lanes = new SequenceLanes(signal);
+  const writer = new StreamWriter(call, signal);
+  let clientDone = false;
+  let paused = false;
+  const requestDone = (): void => {
+    if (paused && requests.size < maxPending) {
+      paused = false;
+      call.resume();
+    }
+    if (clientDone && requests.size === 0 && !signal.aborted) {
+      lifetime.finished();
+      call.end();
+    }
+  };
+  const inTurn = (request: ModelInferRequest, scope: RequestLifetime): Promise<void> => {
+    let lane: string | undefined;
+    try {
+      lane = laneOf(request);
+    } catch (error) {
+      return writeFailure(writer, request, error);
+    }
+    return lanes.run(lane, () => serve(request, writer, scope));
+  };
+  call.on("error", lifetime.cancel);
+  call.on("data", (request: ModelInferRequest) => {
+    // Begun before its turn: a request waiting behind its sequence counts toward maxPending.
+    const scope = requests.begin();
+    void inTurn(request, scope).finally(() => {
+      scope.end();
       requestDone();
     });
-  };
+    if (requests.size >= maxPending && !paused) {
+      paused = true;
+      call.pause();
+    }
+  });
+  call.on("end", () => {
+    clientDone = true;
+    requestDone();
+  });
 }
 
 async function serveRequest(
@@ -75,8 +114,17 @@ async function serveRequest(
     }
   } catch (error) {
     if (lifetime.signal.aborted) return;
-    await writer.write({ errorMessage: errorDetail(error), inferResponse: errorReply(request) });
+    await writeFailure(writer, request, error);
   }
+}
+
+/** A failed request's error_message, with its identity, on the stream (which stays open). */
+function writeFailure(
+  writer: StreamWriter<StreamInferReply>,
+  request: ModelInferRequest,
+  error: unknown,
+): Promise<void> {
+  return writer.write({ errorMessage: errorDetail(error), inferResponse: errorReply(request) });
 }
 
 /** The reply that carries a failed request's identity next to its error_message. */

@@ -209,12 +209,26 @@ def log_settings():
 
 
 @check
-def trace_and_shared_memory_answer_as_grpc_does():
+def trace_settings_answer_as_grpc_does():
     message = expect_error("501", client.get_trace_settings)
     assert "not implemented" in message, message
+
+
+@check
+def shared_memory_off_by_default_as_current_triton():
+    # This server runs without --allow-client-shm: status answers, changes say how to allow them.
+    # (shared-memory.conformance.test.ts drives it allowed, beside a real Triton.)
     assert client.get_system_shared_memory_status() == []
-    expect_error("501", lambda: client.register_system_shared_memory("region", "/key", 64))
-    expect_error("501", client.unregister_cuda_shared_memory)
+    assert client.get_cuda_shared_memory_status() == []
+    disabled = "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
+    for call in (
+        lambda: client.register_system_shared_memory("region", "/key", 64),
+        client.unregister_system_shared_memory,
+        client.unregister_cuda_shared_memory,
+    ):
+        assert expect_error("501", call) == disabled
+    message = expect_error("404", lambda: client.get_system_shared_memory_status("region"))
+    assert message == "Unable to find system shared memory region: 'region'", message
 
 
 @check

@@ -1,15 +1,17 @@
 import { status } from "@grpc/grpc-js";
 import fc from "fast-check";
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
 import { ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { MAX_ERROR_DETAIL_BYTES } from "../../src/limits.js";
 import { HealthTestClient } from "../fixtures/health.js";
 import { scrape } from "../../../e2e/support/prometheus.js";
-import { eventually, infer, inferRequest, type ServerProcess } from "../fixtures/server.js";
+import { call, eventually, infer, inferRequest, type ServerProcess } from "../fixtures/server.js";
+import { assertNoSegmentsLeft, removeSegment, type ShmSegment } from "../fixtures/shm-segments.js";
 import { useServer } from "../fixtures/serving.js";
 import { mutateBytes, mutateStructure, mutationPlan, type MutationPlan } from "./mutations.js";
 import { RawClient, type RawOutcome } from "./raw-client.js";
-import { FUZZED_METHODS, pickMethod, type FuzzedMethod } from "./seeds.js";
+import { FUZZED_METHODS, FUZZ_REGIONS, pickMethod, type FuzzedMethod } from "./seeds.js";
 
 /**
  * The fuzz tier: valid requests of every RPC, mutated (fields made huge, negative or
@@ -17,7 +19,8 @@ import { FUZZED_METHODS, pickMethod, type FuzzedMethod } from "./seeds.js";
  * plane in batches. Each reply must carry a documented code with a detail a stock client
  * can read; after each batch the server must be alive and answer a correct request
  * correctly. Seeded and reproducible: FUZZ_SEED (default 15) and FUZZ_RUNS (batches,
- * default 600) set the run; `npm run fuzz` runs many more.
+ * default 600) set the run; `npm run fuzz` runs many more. Twice: with client shared memory
+ * off (the default), and on (a quarter of the batches), its regions on this run's segments.
  */
 
 const SEED = Number(process.env["FUZZ_SEED"] ?? 15);
@@ -38,14 +41,28 @@ const DOCUMENTED = new Set<status>([
   status.RESOURCE_EXHAUSTED,
 ]);
 
+/**
+ * With client shared memory on, what Triton answers INTERNAL: a key that names no segment
+ * (register), an output larger than the part of the region a request gave it (infer).
+ */
+const SHARED_MEMORY_INTERNAL = [
+  /^Unable to open shared memory region: /,
+  /^shared memory size specified with the request for output .* to hold the results$/,
+];
+
 /** Why an outcome breaks the contract, or undefined if it keeps it. */
-function violation(method: FuzzedMethod, outcome: RawOutcome): string | undefined {
+function violation(method: FuzzedMethod, outcome: RawOutcome, sharedMemory: boolean): string | undefined {
   const streaming = method.definition.responseStream;
   const detailBytes = Buffer.byteLength(outcome.details, "utf8");
   if (detailBytes > MAX_ERROR_DETAIL_BYTES) return `a ${detailBytes}-byte status detail`;
   if (outcome.code === status.INTERNAL) {
+    if (sharedMemory && SHARED_MEMORY_INTERNAL.some((pattern) => pattern.test(outcome.details))) return undefined;
     // gRPC's status table: a request the server cannot parse is INTERNAL. Nothing else is.
     return outcome.details === "Error deserializing request" ? undefined : `INTERNAL: ${outcome.details}`;
+  }
+  // A region's name registered twice (Triton's code).
+  if (outcome.code === status.ALREADY_EXISTS && sharedMemory && method.name === "systemSharedMemoryRegister") {
+    return undefined;
   }
   if (outcome.code === status.DEADLINE_EXCEEDED && streaming) return undefined;
   if (!DOCUMENTED.has(outcome.code)) return `${status[outcome.code]}: ${outcome.details}`;
@@ -84,7 +101,7 @@ const tally = {
 };
 const count = (map: Map<string, number>, key: string): void => void map.set(key, (map.get(key) ?? 0) + 1);
 
-async function send(client: RawClient, plan: MutationPlan): Promise<void> {
+async function send(client: RawClient, plan: MutationPlan, sharedMemory: boolean): Promise<void> {
   const method = pickMethod(plan.method);
   const { path, requestStream, responseStream } = method.definition;
   const messages = [
@@ -99,7 +116,7 @@ async function send(client: RawClient, plan: MutationPlan): Promise<void> {
   tally.calls++;
   count(tally.byCode, status[outcome.code] ?? String(outcome.code));
   count(tally.byMethod, method.name);
-  const problem = violation(method, outcome);
+  const problem = violation(method, outcome, sharedMemory);
   if (problem !== undefined) throw new Error(`${method.name}: ${problem} (plan ${JSON.stringify(plan, bigints)})`);
 }
 
@@ -141,34 +158,75 @@ async function assertServing(server: ServerProcess, health: HealthTestClient): P
   }, 3000);
 }
 
-describe(`fuzz: mutated requests for every RPC (seed ${SEED}, ${RUNS} batches of ${BATCH})`, function () {
-  this.timeout(Math.max(120_000, RUNS * 10_000));
-  const serving = useServer();
-  let server: ServerProcess;
-  let client: RawClient;
-  let health: HealthTestClient;
-  before(() => {
-    ({ server } = serving);
-    client = new RawClient(`127.0.0.1:${server.grpcPort}`);
-    health = new HealthTestClient(`127.0.0.1:${server.grpcPort}`);
-  });
-  after(() => {
-    client?.close();
-    health?.close();
-    const codes = [...tally.byCode].sort((a, b) => b[1] - a[1]).map(([code, n]) => `${code} ${n}`);
-    console.log(
-      `      fuzz: seed ${SEED}: ${tally.messages} messages in ${tally.calls} calls over ${tally.byMethod.size} RPCs; codes: ${codes.join(", ")}`,
-    );
-  });
+/**
+ * Runs the batches against a data plane started with `args`. With client shared memory on,
+ * the seeds' regions are registered (again) before each batch, on segments of this run's
+ * test prefix, removed after.
+ */
+function fuzzSuite(title: string, args: readonly string[], runs: number, sharedMemory: boolean): void {
+  describe(`fuzz: mutated requests for every RPC, ${title} (seed ${SEED}, ${runs} batches of ${BATCH})`, function () {
+    this.timeout(Math.max(120_000, runs * 10_000));
+    const serving = useServer({}, args);
+    let server: ServerProcess;
+    let client: RawClient;
+    let health: HealthTestClient;
+    const segments: ShmSegment[] = [];
+    before(() => {
+      ({ server } = serving);
+      client = new RawClient(`127.0.0.1:${server.grpcPort}`);
+      health = new HealthTestClient(`127.0.0.1:${server.grpcPort}`);
+      if (sharedMemory) {
+        for (const { key, byteSize } of Object.values(FUZZ_REGIONS)) {
+          const path = `/dev/shm${key}`;
+          writeFileSync(path, Buffer.from(Float32Array.from({ length: byteSize / 4 }, (_, i) => i).buffer));
+          segments.push({ key, path });
+        }
+      }
+    });
+    after(() => {
+      client?.close();
+      health?.close();
+      // (The server has stopped by now, its regions' files closed: useServer's hook ran first.)
+      for (const segment of segments.splice(0)) removeSegment(segment);
+      assertNoSegmentsLeft();
+      const codes = [...tally.byCode].sort((a, b) => b[1] - a[1]).map(([code, n]) => `${code} ${n}`);
+      console.log(
+        `      fuzz: seed ${SEED}: ${tally.messages} messages in ${tally.calls} calls over ${tally.byMethod.size} RPCs; codes: ${codes.join(", ")}`,
+      );
+      tally.messages = tally.calls = 0;
+      tally.byCode.clear();
+      tally.byMethod.clear();
+    });
 
-  it("answers only documented codes with readable details, and keeps serving after every batch", async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.array(mutationPlan, { minLength: BATCH, maxLength: BATCH }), async (plans) => {
-        await Promise.all(plans.map((plan) => send(client, plan)));
-        await assertServing(server, health);
-      }),
-      { seed: SEED, numRuns: RUNS, endOnFailure: true },
-    );
-    assert.equal(tally.byMethod.size, FUZZED_METHODS.length, "every RPC was fuzzed");
+    /** The seeds' regions, registered unless a batch left them so (or unregistered them). */
+    const registerRegions = async (): Promise<void> => {
+      for (const { name, key, byteSize } of Object.values(FUZZ_REGIONS)) {
+        const registered = Object.keys((await call(server.client, "systemSharedMemoryStatus", { name: "" })).regions);
+        if (!registered.includes(name)) {
+          await call(server.client, "systemSharedMemoryRegister", {
+            name,
+            key,
+            offset: 0n,
+            byteSize: BigInt(byteSize),
+          });
+        }
+      }
+    };
+
+    it("answers only documented codes with readable details, and keeps serving after every batch", async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.array(mutationPlan, { minLength: BATCH, maxLength: BATCH }), async (plans) => {
+          if (sharedMemory) await registerRegions();
+          await Promise.all(plans.map((plan) => send(client, plan, sharedMemory)));
+          await assertServing(server, health);
+        }),
+        { seed: SEED, numRuns: runs, endOnFailure: true },
+      );
+      assert.equal(tally.byMethod.size, FUZZED_METHODS.length, "every RPC was fuzzed");
+    });
   });
-});
+}
+
+fuzzSuite("client shared memory off (the default)", [], RUNS, false);
+// Shared memory's RPCs and tensors with regions to find: a quarter of the batches.
+fuzzSuite("with --allow-client-shm", ["--allow-client-shm"], Math.ceil(RUNS / 4), true);

@@ -6,6 +6,7 @@ import { joinBytesElements } from "../../src/tensors/bytes.js";
 import { emptyContents } from "../../src/tensors/typed.js";
 import { addSubRequest, identityRequest, promptRequest } from "../fixtures/requests.js";
 import { inferRequest } from "../fixtures/server.js";
+import { inRegion } from "../fixtures/shm-segments.js";
 
 /**
  * Valid requests for every RPC the fuzz tier mutates: each service method with the
@@ -22,6 +23,21 @@ export interface FuzzedMethod {
 
 const encoder = new TextEncoder();
 const int64 = (value: number): InferParameter => ({ parameterChoice: { $case: "int64Param", value: BigInt(value) } });
+
+/**
+ * The system shared-memory regions the seeds name, and their segments: keys under this run's
+ * test prefix (dataplane/test/fixtures/shm-segments.ts), which the suite creates and removes.
+ */
+export const FUZZ_REGIONS = {
+  input: { name: "fuzz-in", key: `/dk-test-${process.pid}-fuzz-in`, byteSize: 64 },
+  output: { name: "fuzz-out", key: `/dk-test-${process.pid}-fuzz-out`, byteSize: 64 },
+} as const;
+const REGISTER_SEEDS = Object.values(FUZZ_REGIONS).map(({ name, key, byteSize }) => ({
+  name,
+  key,
+  offset: 0n,
+  byteSize: BigInt(byteSize),
+}));
 
 /** ModelInfer requests of every bundled example model: raw, typed, BYTES, decoupled, LLM, ONNX. */
 const INFER_SEEDS = [
@@ -56,6 +72,20 @@ const INFER_SEEDS = [
   }),
   { ...promptRequest({ maxTokens: 3 }), parameters: { max_tokens: int64(3), seed: int64(7) } },
   addSubRequest(),
+  // Tensors in system shared memory: input and output in the suite's regions (found only with --allow-client-shm).
+  inferRequest({
+    modelName: "identity_fp32",
+    inputs: [
+      {
+        name: "INPUT0",
+        datatype: "FP32",
+        shape: [1n, 4n],
+        parameters: inRegion(FUZZ_REGIONS.input.name, 16, 0),
+        contents: undefined,
+      },
+    ],
+    outputs: [{ name: "OUTPUT0", parameters: inRegion(FUZZ_REGIONS.output.name, 16, 0) }],
+  }),
 ];
 
 const MODEL = { name: "identity_fp32", version: "" };
@@ -76,10 +106,10 @@ const SEEDS: Record<keyof typeof GRPCInferenceServiceService, readonly object[]>
   ],
   repositoryModelLoad: [{ repositoryName: "", modelName: "identity_fp32", parameters: {} }],
   repositoryModelUnload: [{ repositoryName: "", modelName: "identity_fp32", parameters: {} }],
-  systemSharedMemoryStatus: [{ name: "" }],
-  systemSharedMemoryRegister: [{ name: "region", key: "/shm", offset: 0n, byteSize: 64n }],
+  systemSharedMemoryStatus: [{ name: "" }, { name: FUZZ_REGIONS.input.name }],
+  systemSharedMemoryRegister: REGISTER_SEEDS,
   systemSharedMemoryUnregister: [{ name: "region" }],
-  cudaSharedMemoryStatus: [{ name: "" }],
+  cudaSharedMemoryStatus: [{ name: "" }, { name: FUZZ_REGIONS.input.name }],
   cudaSharedMemoryRegister: [{ name: "region", rawHandle: new Uint8Array(64), deviceId: 0n, byteSize: 64n }],
   cudaSharedMemoryUnregister: [{ name: "region" }],
   traceSetting: [{ settings: { trace_level: { value: ["TIMESTAMPS"] } }, modelName: "" }],

@@ -105,6 +105,8 @@ describe("data plane RPCs (real server over loopback)", function () {
         "logging",
         "binary_tensor_data",
         "generate",
+        "system_shared_memory",
+        "sequence",
       ]);
     });
 
@@ -434,30 +436,33 @@ describe("data plane RPCs (real server over loopback)", function () {
     });
   });
 
-  describe("RPCs this data plane does not implement", () => {
+  describe("RPCs this data plane does not implement, and shared memory when --allow-client-shm is off", () => {
     it("answers UNIMPLEMENTED with a reason, and reports no shared-memory regions", async () => {
       const { client } = server;
-      const register = await callError(client, "systemSharedMemoryRegister", {
+      const disabled = [
+        callError(client, "systemSharedMemoryRegister", { name: "r", key: "/k", offset: 0n, byteSize: 8n }),
+        callError(client, "systemSharedMemoryUnregister", { name: "" }),
+        callError(client, "cudaSharedMemoryUnregister", { name: "" }),
+      ];
+      for (const error of await Promise.all(disabled)) {
+        assert.equal(error.code, status.UNIMPLEMENTED);
+        assert.equal(
+          error.details,
+          "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.",
+        );
+      }
+      // As Triton built without GPUs, whatever --allow-client-shm says.
+      const cuda = await callError(client, "cudaSharedMemoryRegister", {
         name: "r",
-        key: "/k",
-        offset: 0n,
+        rawHandle: new Uint8Array(0),
+        deviceId: 0n,
         byteSize: 8n,
       });
-      assert.equal(register.code, status.UNIMPLEMENTED);
-      assert.match(register.details, /SystemSharedMemoryRegister is not implemented.*shared-memory/);
-      const others = [
-        callError(client, "cudaSharedMemoryRegister", {
-          name: "r",
-          rawHandle: new Uint8Array(0),
-          deviceId: 0n,
-          byteSize: 8n,
-        }),
-        callError(client, "traceSetting", { settings: {}, modelName: "" }),
-      ];
-      for (const error of await Promise.all(others)) {
-        assert.equal(error.code, status.UNIMPLEMENTED);
-        assert.match(error.details, /is not implemented by this data plane/);
-      }
+      assert.equal(cuda.code, status.INVALID_ARGUMENT);
+      assert.equal(cuda.details, "failed to register CUDA shared memory region: 'r', GPUs not supported");
+      const trace = await callError(client, "traceSetting", { settings: {}, modelName: "" });
+      assert.equal(trace.code, status.UNIMPLEMENTED);
+      assert.match(trace.details, /is not implemented by this data plane/);
       assert.deepEqual((await call(client, "systemSharedMemoryStatus", { name: "" })).regions, {});
       assert.deepEqual((await call(client, "cudaSharedMemoryStatus", { name: "" })).regions, {});
     });

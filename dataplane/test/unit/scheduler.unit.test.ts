@@ -14,7 +14,7 @@ import type { ComputeTimings } from "../../src/models/statistics.js";
 import { batchRulesOf, nextBatch, type BatchChoice } from "../../src/scheduling/batch.js";
 import { queuePlaceOf, queueTimeoutUs, type QueuePlace } from "../../src/scheduling/parameters.js";
 import { PriorityQueue } from "../../src/scheduling/queue.js";
-import { Scheduler, type ScheduledRequest } from "../../src/scheduling/scheduler.js";
+import { Scheduler, type RequestScheduler, type ScheduledRequest } from "../../src/scheduling/scheduler.js";
 
 /** A model's scheduling from the config lines after its name and tensors. */
 function schedulingOf(lines: string, { maxBatchSize = 8, dims = "[ 2 ]" } = {}): Scheduling {
@@ -104,7 +104,7 @@ interface Sent {
 
 /** Sends one request of `batch` items (`width` FP32 each) through the scheduler and reads it to the end. */
 function send(
-  scheduler: Scheduler,
+  scheduler: RequestScheduler,
   id: string,
   {
     batch = 1,

@@ -39,7 +39,7 @@ describe("the protocol reference, read from a data plane started to be asked (to
     assert.match(page, /^\| POST \| <code>\/v2\/models\/:model\/infer<\/code> \| KServe v2 \| served \| {3}\|$/m);
     assert.match(
       page,
-      /^\| POST \| <code>\/v2\/systemsharedmemory\/region\/:region\/register<\/code> \| KServe v2 \| 501 Not Implemented \| SystemSharedMemoryRegister is not implemented .+ \|$/m,
+      /^\| POST \| <code>\/v2\/systemsharedmemory\/region\/:region\/register<\/code> \| KServe v2 \| 501 Not Implemented \| Client shared memory is disabled\. .+ \|$/m,
     );
   });
 });

@@ -4,7 +4,6 @@ import {
   GRPCInferenceServiceService,
   ModelInferResponse,
   type GRPCInferenceServiceClient,
-  type InferParameter,
   type ModelConfigResponse,
   type ModelMetadataResponse,
   type ModelReadyResponse,
@@ -14,7 +13,7 @@ import type { ModelConfig } from "../../../../proto/gen/ts/model_config.js";
 import { abortedError, DataPlaneError, internal, UpstreamStatusError } from "../../../../lib/errors.js";
 import { kindOfGrpcCode } from "../../../../lib/grpc/status-codes.js";
 import { unaryCall } from "../../../../lib/grpc/unary-call.js";
-import { isTrue } from "../../tensors/parameters.js";
+import { isTrue, sequenceOf } from "../../tensors/parameters.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import { outputTensor } from "../../tensors/request.js";
 import { checkReturnedOutputs } from "../../tensors/reply.js";
@@ -66,7 +65,9 @@ export class KserveGrpcEngine implements Engine {
   ): AsyncIterable<EngineResponse> {
     const call: UpstreamCall = { signal, deadline, metadata: metadataOf(traceHeaders) };
     await this.pool.refresh();
-    const sequence = sequenceKey(request.parameters);
+    // The typed correlation ID (5 and "5" are different sequences); malformed sequence
+    // parameters are refused here with Triton's INVALID_ARGUMENT, as the upstream would.
+    const sequence = sequenceOf(request.parameters);
     // Serialized once, whichever endpoint takes it: the client's own bytes when passed
     // through, else the checked request with its tensors' bytes copied once.
     const upstreamRequest: UpstreamRequest =
@@ -80,7 +81,7 @@ export class KserveGrpcEngine implements Engine {
     // Streams and sequences stay where they started.
     const attempts = sequence === undefined && !this.settings.decoupled ? this.pool.size : 1;
     for (let attempt = 1; ; attempt++) {
-      const endpoint = this.pool.pick(sequence);
+      const endpoint = this.pool.pick(sequence?.id);
       endpoint.outstanding++;
       try {
         if (this.settings.decoupled) {
@@ -88,7 +89,7 @@ export class KserveGrpcEngine implements Engine {
         } else {
           yield await this.unary(endpoint, upstreamRequest, call);
         }
-        if (sequence !== undefined && isTrue(request.parameters["sequence_end"])) this.pool.endSequence(sequence);
+        if (sequence?.end === true) this.pool.endSequence(sequence.id);
         return;
       } catch (error) {
         if (!isRefused(error) || attempt >= attempts || !this.pool.hasHealthy()) throw error;
@@ -303,11 +304,4 @@ function metadataOf(headers: Readonly<Record<string, string>>): Metadata {
   const metadata = new Metadata();
   for (const [key, value] of Object.entries(headers)) metadata.set(key, value);
   return metadata;
-}
-
-function sequenceKey(parameters: Readonly<Record<string, InferParameter>>): string | undefined {
-  const choice = parameters["sequence_id"]?.parameterChoice;
-  if (choice === undefined) return undefined;
-  const key = String(choice.value);
-  return key === "0" || key === "" ? undefined : key;
 }

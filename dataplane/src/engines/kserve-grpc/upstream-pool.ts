@@ -1,6 +1,7 @@
 import type { ServiceError } from "@grpc/grpc-js";
 import type { Routing } from "../../../../lib/engines/kserve-grpc.js";
 import { unavailable } from "../../../../lib/errors.js";
+import { sequenceIdText, type SequenceId } from "../../tensors/parameters.js";
 import type { EngineRuntime } from "../engine.js";
 import { Endpoint, isTransportFailure, probeLive, resolveAddresses } from "./endpoints.js";
 import { SequenceAffinity } from "./sequences.js";
@@ -52,13 +53,13 @@ export class UpstreamPool {
   }
 
   /** The endpoint for a request: the sequence's own, else one chosen by the routing policy (which the sequence then keeps). */
-  pick(sequence: string | undefined): Endpoint {
+  pick(sequence: SequenceId | undefined): Endpoint {
     if (sequence !== undefined) {
       const bound = this.sequences.get(sequence);
       if (bound !== undefined) {
         if (!bound.available) {
           throw unavailable(
-            `model '${this.settings.model}': sequence ${sequence} is bound to upstream ${bound.address}, which is unavailable (${bound.lastError})`,
+            `model '${this.settings.model}': sequence ${sequenceIdText(sequence)} is bound to upstream ${bound.address}, which is unavailable (${bound.lastError})`,
           );
         }
         return bound;
@@ -84,7 +85,7 @@ export class UpstreamPool {
     return chosen;
   }
 
-  endSequence(sequence: string): void {
+  endSequence(sequence: SequenceId): void {
     this.sequences.end(sequence);
   }
 

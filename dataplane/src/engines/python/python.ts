@@ -15,7 +15,7 @@ import {
 import type { ModelFiles } from "../../../../lib/model-repository/sources.js";
 import { servedVersions } from "../../../../lib/model-repository/versions.js";
 import { isDatatype } from "../../../../lib/model-repository/datatypes.js";
-import { parameterChoiceOf, parametersToJson } from "../../tensors/parameters.js";
+import { parameterChoiceOf, parametersToJson, sequenceOf, type SequenceRequest } from "../../tensors/parameters.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import { checkReturnedOutputs } from "../../tensors/reply.js";
 import type {
@@ -299,7 +299,6 @@ export class PythonEngine implements Engine {
 /** What the stub needs of a request besides its inputs. */
 function requestFields(request: EngineRequest): RequestFields {
   const parameters = parametersToJson(request.parameters);
-  const sequenceId = parameters["sequence_id"];
   const flags =
     (parameters["sequence_start"] === true ? SEQUENCE_START : 0) |
     (parameters["sequence_end"] === true ? SEQUENCE_END : 0);
@@ -307,14 +306,29 @@ function requestFields(request: EngineRequest): RequestFields {
     requestedOutputs: [...request.requestedOutputs],
     parameters: Object.fromEntries(Object.entries(parameters).filter(([name]) => !RESERVED_PARAMETERS.has(name))),
     requestId: request.id,
-    // A sequence ID beyond 2^53 is a bigint: frames.ts writes it as the exact JSON integer,
-    // which the stub reads as the int it is (the protocol's "number").
-    correlationId:
-      typeof sequenceId === "number" || typeof sequenceId === "bigint" || typeof sequenceId === "string"
-        ? (sequenceId as number | string)
-        : 0,
+    correlationId: correlationIdOf(request),
     flags,
   };
+}
+
+/**
+ * The request's correlation ID as Triton's Python backend gives it (request.correlation_id()):
+ * the string, or the integer read as unsigned 64-bit (an int64 -1 is 2^64 - 1); 0 for none.
+ * Beyond 2^53 it stays a bigint: frames.ts writes it as the exact JSON integer, which the
+ * stub reads as the int it is (the protocol's "number").
+ */
+function correlationIdOf(request: EngineRequest): number | string {
+  let sequence: SequenceRequest | undefined;
+  try {
+    sequence = sequenceOf(request.parameters);
+  } catch {
+    // A model without sequence_batching is not refused for a parameter it does not read.
+    return 0;
+  }
+  if (sequence === undefined) return 0;
+  const { id } = sequence;
+  if (id.kind === "string") return id.value;
+  return id.value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(id.value) : (id.value as unknown as number);
 }
 
 /**

@@ -1,4 +1,5 @@
 import type {
+  InferParameter,
   ModelInferRequest,
   ModelInferRequest_InferInputTensor,
   ModelInferResponse,
@@ -18,6 +19,7 @@ import {
   shapeFromJson,
 } from "./json-tensors.js";
 import { jsonText, MAX_JSON_VALUES, parseJsonText } from "../../tensors/json-text.js";
+import { SHM_BYTE_SIZE, SHM_OFFSET, SHM_REGION } from "../../shared-memory/tensors.js";
 
 /**
  * The KServe v2 infer body, JSON or with Triton's binary tensor data extension: the JSON
@@ -33,6 +35,8 @@ export const HEADER_LENGTH = "inference-header-content-length";
 export interface ReplyForm {
   /** Output names whose data go in binary form; `all` for every output. */
   readonly binaryOutputs: ReadonlySet<string> | "all";
+  /** Output names written into a shared-memory region: the reply carries no data for them. */
+  readonly sharedMemoryOutputs: ReadonlySet<string>;
 }
 
 /** model_name / model_version: the KServe SDK repeats the path's model in the body. */
@@ -95,12 +99,18 @@ export function inferRequestOf(
     const datatype = datatypeFromJson(input.datatype, `inputs[${index}].datatype`);
     const shape = shapeFromJson(input.shape, `inputs[${index}].shape`);
     const inputParameters = parametersFromJson(input.parameters, `inputs[${index}].parameters`);
+    const inSharedMemory = namesSharedMemory(inputParameters, `inputs[${index}].parameters`);
     const size = inputParameters["binary_data_size"]?.parameterChoice;
+    checkOneSource(input.data !== undefined, size !== undefined, inSharedMemory, field);
+    // Read from its region by the pipeline; the binary part, like gRPC's raw_input_contents,
+    // holds only the other inputs' data (Triton's index rule).
+    if (inSharedMemory) {
+      return { name: input.name, datatype, shape: shape.map(BigInt), parameters: inputParameters, contents: undefined };
+    }
     if (size !== undefined) {
       if (size.$case !== "int64Param" || size.value < 0n) {
         throw invalidArgument(`'inputs[${index}].parameters.binary_data_size' must be a whole number >= 0`);
       }
-      if (input.data !== undefined) throw invalidArgument(`${field}: both 'data' and binary_data_size are given`);
       const end = offset + Number(size.value);
       if (end > binary.length) {
         throw invalidArgument(
@@ -121,6 +131,7 @@ export function inferRequestOf(
     );
   }
   const binaryOutputs = new Set<string>();
+  const sharedMemoryOutputs = new Set<string>();
   const outputsJson = body.outputs ?? [];
   if (!Array.isArray(outputsJson)) throw invalidArgument("'outputs' must be an array");
   const outputs = outputsJson.map((item: unknown, index) => {
@@ -128,7 +139,22 @@ export function inferRequestOf(
     rejectUnknown(output, OUTPUT_FIELDS, `outputs[${index}].`);
     if (typeof output.name !== "string") throw invalidArgument(`'outputs[${index}].name' must be a string`);
     const outputParameters = parametersFromJson(output.parameters, `outputs[${index}].parameters`);
+    const inSharedMemory = namesSharedMemory(outputParameters, `outputs[${index}].parameters`);
     const binaryData = outputParameters["binary_data"]?.parameterChoice;
+    if (inSharedMemory) {
+      // Triton's checks, in its order (ValidateOutputParameter).
+      if (outputParameters["classification"] !== undefined) {
+        throw invalidArgument(
+          `outputs[${index}] '${output.name}': Output can't set both 'shared_memory_region' and 'classification'`,
+        );
+      }
+      if (binaryData?.$case === "boolParam" && binaryData.value) {
+        throw invalidArgument(
+          `outputs[${index}] '${output.name}': Output can't set both 'shared_memory_region' and 'binary_data'`,
+        );
+      }
+      sharedMemoryOutputs.add(output.name);
+    }
     if (binaryData !== undefined) {
       if (binaryData.$case !== "boolParam") {
         throw invalidArgument(`'outputs[${index}].parameters.binary_data' must be true or false`);
@@ -158,7 +184,41 @@ export function inferRequestOf(
     outputs,
     rawInputContents,
   };
-  return { request, reply: { binaryOutputs: allBinary?.value === true ? "all" : binaryOutputs } };
+  return {
+    request,
+    reply: { binaryOutputs: allBinary?.value === true ? "all" : binaryOutputs, sharedMemoryOutputs },
+  };
+}
+
+/**
+ * True when a tensor's parameters name a shared-memory region; its region, offset and byte
+ * size checked as JSON gives them (the pipeline reads them as gRPC's parameters).
+ */
+function namesSharedMemory(parameters: Readonly<Record<string, InferParameter>>, field: string): boolean {
+  const region = parameters[SHM_REGION]?.parameterChoice;
+  if (region !== undefined && region.$case !== "stringParam") {
+    throw invalidArgument(`'${field}.${SHM_REGION}' must be a string`);
+  }
+  for (const name of [SHM_OFFSET, SHM_BYTE_SIZE]) {
+    const value = parameters[name]?.parameterChoice;
+    if (value !== undefined && (value.$case !== "int64Param" || value.value < 0n)) {
+      throw invalidArgument(`'${field}.${name}' must be a whole number >= 0`);
+    }
+  }
+  return region !== undefined;
+}
+
+/** An input's data comes from exactly one place: JSON `data`, the binary part, or a shared-memory region. */
+function checkOneSource(data: boolean, binary: boolean, sharedMemory: boolean, field: string): void {
+  const set = [data && "'data'", binary && "'binary_data_size'", sharedMemory && "'shared_memory_region'"].filter(
+    (name): name is string => name !== false,
+  );
+  if (set.length === 1) return;
+  // Triton's words (ValidateInputContentType), after the input they are about.
+  throw invalidArgument(
+    `${field}: Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', ` +
+      `'shared_memory_region' in 'parameters'. But ${set.length === 0 ? "no field is set" : `set ${set.join(" ")}`}`,
+  );
 }
 
 function rejectUnknown(object: Record<string, unknown>, known: ReadonlySet<string>, prefix: string): void {
@@ -199,6 +259,12 @@ export function httpInferReplyOf(response: ModelInferResponse, form: ReplyForm):
   const binaries: Uint8Array[] = [];
   const outputs = response.outputs.map((output, index) => {
     const datatype = datatypeFromJson(output.datatype, `outputs[${index}].datatype`);
+    const head = `{"name":${JSON.stringify(output.name)},"datatype":"${datatype}","shape":[${output.shape.join(",")}]`;
+    const parameters = parametersToJson(output.parameters);
+    // Its data is in the client's region already: the reply says only what it is (Triton alike).
+    if (form.sharedMemoryOutputs.has(output.name)) {
+      return Object.keys(parameters).length > 0 ? `${head},"parameters":${jsonText(parameters)}}` : `${head}}`;
+    }
     const raw =
       response.rawOutputContents[index] ??
       typedToRaw(output.name, datatype, output.contents!, elementCount(output.shape.map(Number)));
@@ -207,8 +273,6 @@ export function httpInferReplyOf(response: ModelInferResponse, form: ReplyForm):
       form.binaryOutputs === "all" ||
       form.binaryOutputs.has(output.name) ||
       DATATYPES[datatype].typedField === undefined;
-    const head = `{"name":${JSON.stringify(output.name)},"datatype":"${datatype}","shape":[${output.shape.join(",")}]`;
-    const parameters = parametersToJson(output.parameters);
     if (binary) {
       binaries.push(raw);
       return `${head},"parameters":${jsonText({ ...parameters, binary_data_size: raw.byteLength })}}`;

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { MODEL_CONTROL_CALLS } from "../../../../lib/contract/model-control.js";
 import type {
   LogSettingsRequest_SettingValue,
@@ -96,8 +96,7 @@ export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
     return logSettingsJson((await operations.logSettings({ settings })).settings);
   });
 
-  // Trace settings and shared memory answer as their RPCs do: status truthfully (nothing is
-  // registered), changes 501 with the reason.
+  // Trace settings answer as their RPC does (501 with the reason).
   for (const url of ["/v2/trace/setting", "/v2/models/:model/trace/setting"]) {
     app.route({
       method: ["GET", "POST"],
@@ -105,27 +104,84 @@ export function kserveRoutes(app: FastifyInstance, door: FrontDoor): void {
       handler: async () => operations.traceSetting({ modelName: "", settings: {} }),
     });
   }
-  const sharedMemory = {
-    systemsharedmemory: {
-      status: operations.systemSharedMemoryStatus,
-      register: operations.systemSharedMemoryRegister,
-      unregister: operations.systemSharedMemoryUnregister,
-    },
-    cudasharedmemory: {
-      status: operations.cudaSharedMemoryStatus,
-      register: operations.cudaSharedMemoryRegister,
-      unregister: operations.cudaSharedMemoryUnregister,
-    },
-  };
-  for (const [kind, { status, register, unregister }] of Object.entries(sharedMemory)) {
-    for (const url of [`/v2/${kind}/status`, `/v2/${kind}/region/:region/status`]) {
-      app.get(url, async () => Object.values((await status({ name: "" })).regions));
-    }
-    app.post(`/v2/${kind}/region/:region/register`, async () => register({} as never));
-    for (const url of [`/v2/${kind}/unregister`, `/v2/${kind}/region/:region/unregister`]) {
-      app.post(url, async () => unregister({ name: "" }));
-    }
+  sharedMemoryRoutes(app, door);
+}
+
+type RegionRequest = FastifyRequest<{ Params: { region?: string } }>;
+const regionOf = (request: RegionRequest): string => request.params.region ?? "";
+
+/**
+ * Triton's shared-memory extension over HTTP (its http_server.cc): status is a JSON array of
+ * the regions, register takes {key, offset?, byte_size} (CUDA: the RPC's fields), unregister
+ * one region or all; each the same operation as its gRPC RPC, which owns the rules
+ * (--allow-client-shm, keys, bounds) and Triton's errors.
+ */
+function sharedMemoryRoutes(app: FastifyInstance, { operations, inference }: FrontDoor): void {
+  // Triton says client shared memory is off before it looks at the request.
+  const allowed = (): void => inference.sharedMemory.checkClientAccess();
+  for (const url of ["/v2/systemsharedmemory/status", "/v2/systemsharedmemory/region/:region/status"]) {
+    app.get(url, async (request: RegionRequest) =>
+      protoJson(Object.values((await operations.systemSharedMemoryStatus({ name: regionOf(request) })).regions)),
+    );
   }
+  for (const url of ["/v2/cudasharedmemory/status", "/v2/cudasharedmemory/region/:region/status"]) {
+    app.get(url, async (request: RegionRequest) =>
+      protoJson(Object.values((await operations.cudaSharedMemoryStatus({ name: regionOf(request) })).regions)),
+    );
+  }
+  for (const kind of ["system", "cuda"] as const) {
+    // Triton's route pattern also matches register without a region, to say that it needs one.
+    app.post(`/v2/${kind}sharedmemory/register`, async () => {
+      allowed();
+      throw invalidArgument(`'region name' is necessary to register ${kind} shared memory region`);
+    });
+  }
+  app.post("/v2/systemsharedmemory/region/:region/register", async (request: RegionRequest, reply) => {
+    allowed();
+    const body = await optionalJson(request, "the shared memory register request");
+    await operations.systemSharedMemoryRegister({ name: regionOf(request), ...systemRegistration(body) });
+    return reply.code(200).send();
+  });
+  app.post("/v2/cudasharedmemory/region/:region/register", async (request: RegionRequest, reply) => {
+    allowed();
+    // A server without GPUs reads no body (Triton's non-GPU build refuses before it does).
+    await operations.cudaSharedMemoryRegister({
+      name: regionOf(request),
+      rawHandle: new Uint8Array(),
+      deviceId: 0n,
+      byteSize: 0n,
+    });
+    return reply.code(200).send();
+  });
+  for (const url of ["/v2/systemsharedmemory/unregister", "/v2/systemsharedmemory/region/:region/unregister"]) {
+    app.post(url, async (request: RegionRequest, reply) => {
+      await operations.systemSharedMemoryUnregister({ name: regionOf(request) });
+      return reply.code(200).send();
+    });
+  }
+  for (const url of ["/v2/cudasharedmemory/unregister", "/v2/cudasharedmemory/region/:region/unregister"]) {
+    app.post(url, async (request: RegionRequest, reply) => {
+      await operations.cudaSharedMemoryUnregister({ name: regionOf(request) });
+      return reply.code(200).send();
+    });
+  }
+}
+
+/** A system register body, {key, offset?, byte_size}, checked field by field as Triton's HTTP frontend does. */
+function systemRegistration(body: Record<string, unknown>): { key: string; offset: bigint; byteSize: bigint } {
+  if (body.key === undefined) throw invalidArgument("Shared memory register request has no 'key' field");
+  if (typeof body.key !== "string") throw invalidArgument("Shared memory register request's 'key' must be a string");
+  const offset = body.offset === undefined ? 0n : wholeNumber(body.offset, "offset");
+  if (body.byte_size === undefined) throw invalidArgument("Shared memory register request has no 'byte_size' field");
+  return { key: body.key, offset, byteSize: wholeNumber(body.byte_size, "byte_size") };
+}
+
+function wholeNumber(value: unknown, field: string): bigint {
+  const whole = typeof value === "bigint" ? value : Number.isSafeInteger(value) ? BigInt(value as number) : -1n;
+  if (whole < 0n || whole >= 2n ** 64n) {
+    throw invalidArgument(`Shared memory register request's '${field}' must be a whole number >= 0`);
+  }
+  return whole;
 }
 
 const headerValue = (value: string | string[] | undefined): string | undefined =>

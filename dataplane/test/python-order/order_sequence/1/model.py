@@ -1,0 +1,1 @@
+../../order_probe/1/model.py
