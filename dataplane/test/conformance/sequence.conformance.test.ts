@@ -9,14 +9,9 @@ import {
 } from "../../../proto/gen/ts/grpc_service.js";
 import { perfAnalyzerBinary, requireProgram } from "../../../e2e/support/prerequisites.js";
 import { useParityServers } from "../fixtures/parity.js";
-import { EXAMPLES } from "../fixtures/paths.js";
+import { EXAMPLES, TRITON_EXAMPLES } from "../fixtures/paths.js";
 import { runProgram } from "../fixtures/programs.js";
-import {
-  runSequenceClient,
-  SEQUENCE_PROGRAMS,
-  TRITON_EXAMPLES,
-  type SequenceRun,
-} from "../fixtures/sequence-clients.js";
+import { runSequenceClient, SEQUENCE_PROGRAMS, type SequenceRun } from "../fixtures/sequence-clients.js";
 import { infer, inferRequest } from "../fixtures/server.js";
 
 /**

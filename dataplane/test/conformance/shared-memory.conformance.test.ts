@@ -4,7 +4,7 @@ import { readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { perfAnalyzerBinary, requireProgram, TOOLS_PYTHON } from "../../../e2e/support/prerequisites.js";
-import { REPO_ROOT } from "../fixtures/paths.js";
+import { REPO_ROOT, TRITON_EXAMPLES } from "../fixtures/paths.js";
 import { MODELS_PYTHON, requireTritonPeers, requireTritonServer, startTritonServer } from "../fixtures/peers.js";
 import { startServer } from "../fixtures/server.js";
 import { SHM_DIRECTORY } from "../../src/shared-memory/keys.js";
@@ -20,7 +20,9 @@ import { assertNoSegmentsLeft } from "../fixtures/shm-segments.js";
 
 const run = promisify(execFile);
 const here = join(REPO_ROOT, "dataplane", "test", "conformance");
-const MODELS = join(here, "shm-models");
+const MODELS = TRITON_EXAMPLES;
+/** Of Triton's example models, the two the shared-memory programs call. */
+const SIMPLE_ONLY = ["--model-control-mode", "explicit", "--load-model", "simple", "--load-model", "simple_string"];
 
 /** The keys Triton's example programs use (and shm_checks.py with them): left behind only by a failed run. */
 const PROGRAM_KEYS = [
@@ -77,13 +79,20 @@ describe("system shared memory: tritonclient.utils.shared_memory users and perf_
 
   it("gives the example programs' scenarios and the shared errors the same results on both servers", async () => {
     // One server at a time: the programs' fixed keys would collide.
-    const triton = await startTritonServer([MODELS]);
+    const triton = await startTritonServer([MODELS], {}, SIMPLE_ONLY);
     try {
       theirs = await shmChecks(triton.address, triton.httpAddress);
     } finally {
       await triton.kill();
     }
-    const ours = await startServer(["--model-repository", MODELS, "--python", MODELS_PYTHON, "--allow-client-shm"]);
+    const ours = await startServer([
+      "--model-repository",
+      MODELS,
+      "--python",
+      MODELS_PYTHON,
+      "--allow-client-shm",
+      ...SIMPLE_ONLY,
+    ]);
     try {
       mine = await shmChecks(`127.0.0.1:${ours.grpcPort}`, `127.0.0.1:${ours.httpPort}`);
     } finally {
@@ -114,14 +123,21 @@ describe("system shared memory: tritonclient.utils.shared_memory users and perf_
 
   it("serves perf_analyzer --shared-memory system as Triton does, and perf_analyzer cleans its regions up", async () => {
     const before = perfAnalyzerRegions();
-    const triton = await startTritonServer([MODELS]);
+    const triton = await startTritonServer([MODELS], {}, SIMPLE_ONLY);
     let onTriton: { code: number; said: string };
     try {
       onTriton = await perfAnalyzerShm(triton.address);
     } finally {
       await triton.kill();
     }
-    const ours = await startServer(["--model-repository", MODELS, "--python", MODELS_PYTHON, "--allow-client-shm"]);
+    const ours = await startServer([
+      "--model-repository",
+      MODELS,
+      "--python",
+      MODELS_PYTHON,
+      "--allow-client-shm",
+      ...SIMPLE_ONLY,
+    ]);
     let onOurs: { code: number; said: string };
     try {
       onOurs = await perfAnalyzerShm(`127.0.0.1:${ours.grpcPort}`);
