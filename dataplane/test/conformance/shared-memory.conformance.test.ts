@@ -23,6 +23,8 @@ const here = join(REPO_ROOT, "dataplane", "test", "conformance");
 const MODELS = TRITON_EXAMPLES;
 /** Of Triton's example models, the two the shared-memory programs call. */
 const SIMPLE_ONLY = ["--model-control-mode", "explicit", "--load-model", "simple", "--load-model", "simple_string"];
+/** This data plane's flags: those models, run by the peers' Python, client shared memory allowed. */
+const OURS = ["--model-repository", MODELS, "--python", MODELS_PYTHON, "--allow-client-shm", ...SIMPLE_ONLY];
 
 /** The keys Triton's example programs use (and shm_checks.py with them): left behind only by a failed run. */
 const PROGRAM_KEYS = [
@@ -85,14 +87,7 @@ describe("system shared memory: tritonclient.utils.shared_memory users and perf_
     } finally {
       await triton.kill();
     }
-    const ours = await startServer([
-      "--model-repository",
-      MODELS,
-      "--python",
-      MODELS_PYTHON,
-      "--allow-client-shm",
-      ...SIMPLE_ONLY,
-    ]);
+    const ours = await startServer(OURS);
     try {
       mine = await shmChecks(`127.0.0.1:${ours.grpcPort}`, `127.0.0.1:${ours.httpPort}`);
     } finally {
@@ -130,14 +125,7 @@ describe("system shared memory: tritonclient.utils.shared_memory users and perf_
     } finally {
       await triton.kill();
     }
-    const ours = await startServer([
-      "--model-repository",
-      MODELS,
-      "--python",
-      MODELS_PYTHON,
-      "--allow-client-shm",
-      ...SIMPLE_ONLY,
-    ]);
+    const ours = await startServer(OURS);
     let onOurs: { code: number; said: string };
     try {
       onOurs = await perfAnalyzerShm(`127.0.0.1:${ours.grpcPort}`);
