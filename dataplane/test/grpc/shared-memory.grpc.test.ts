@@ -540,6 +540,13 @@ parameters { key: "upstream_model" value { string_value: "add_sub" } }
           }),
           await callError(server.client, "systemSharedMemoryUnregister", { name: "" }),
           await callError(server.client, "cudaSharedMemoryUnregister", { name: "" }),
+          // As Triton's GPU build and its HTTP route: the option is checked before anything else.
+          await callError(server.client, "cudaSharedMemoryRegister", {
+            name: "r",
+            rawHandle: new Uint8Array(),
+            deviceId: 0n,
+            byteSize: 16n,
+          }),
         ]) {
           assert.deepEqual([error.code, error.details], [status.UNIMPLEMENTED, DISABLED]);
         }
