@@ -284,6 +284,36 @@ describe("system shared memory (dataplane/src/shared-memory)", () => {
       small.release();
     });
 
+    it("bounds the bytes read from regions and held at once (RESOURCE_EXHAUSTED naming the bound); one read alone always goes", async () => {
+      // Each request's inputs are a copy (Node cannot map a region): a client with one large
+      // region and many small requests would otherwise make the data plane hold gigabytes.
+      const file = segment(64);
+      const shm = registry({ ...ENABLED, maxReadBytesInFlight: 40 });
+      shm.register("r", file.key, 0, 64);
+      const first = shm.lease("r", 0, 32);
+      await first.read();
+      const second = shm.lease("r", 32, 16);
+      await assert.rejects(
+        second.read(),
+        fails(
+          "ResourceExhausted",
+          "cannot read 16 bytes from shared memory region 'r': requests in flight hold 32 bytes read from shared memory, and 40 bytes (MAX_SHM_READ_BYTES_IN_FLIGHT) is the most this data plane holds at once; retry when they finish",
+        ),
+      );
+      second.release();
+      const small = shm.lease("r", 32, 8);
+      await small.read();
+      small.release();
+      first.release();
+      // Released, the bytes are free again; a read larger than the bound goes when none is held.
+      const whole = shm.lease("r", 0, 64);
+      assert.equal((await whole.read()).length, 64);
+      whole.release();
+      const again = shm.lease("r", 0, 40);
+      await again.read();
+      again.release();
+    });
+
     it("reads and writes the same on the event loop and on the thread pool (above the threshold)", async () => {
       const bytes = Buffer.from(Array.from({ length: 4096 }, (_, i) => i % 251));
       for (const syncIoMaxBytes of [1 << 20, 0]) {
