@@ -447,6 +447,15 @@ describe("system shared memory (dataplane/src/shared-memory)", () => {
         resolveSharedMemory(request({ inputs: [input("X", "FP32", [1], inRegion("none", 4))] }), shm, LIMITS),
         fails("NotFound", "Unable to find shared memory region: 'none'"),
       );
+      // A classification is computed from the output, not stored in a region (Triton's gRPC check, before the lookup).
+      await assert.rejects(
+        resolveSharedMemory(
+          request({ outputs: [{ name: "X", parameters: { ...inRegion("none", 4), classification: int64(2) } }] }),
+          shm,
+          LIMITS,
+        ),
+        fails("InvalidArgument", "output can't set both 'shared_memory_region' and 'classification'"),
+      );
     });
 
     it("reads negative offsets and sizes as out of bounds, and bounds a request's region bytes by --max-message-size", async () => {
