@@ -8,7 +8,7 @@ import {
   notFound,
   unimplemented,
 } from "../../../lib/errors.js";
-import { MAX_SHM_READ_BYTES_IN_FLIGHT, MAX_SHM_REGIONS } from "../limits.js";
+import { MAX_SHM_READ_BYTES_IN_FLIGHT, MAX_SHM_REGION_NAME_BYTES, MAX_SHM_REGIONS } from "../limits.js";
 import { shmKeyPath } from "./keys.js";
 
 /**
@@ -149,6 +149,12 @@ export class SystemSharedMemoryRegistry implements SystemSharedMemory {
   register(name: string, key: string, offset: number, byteSize: number): void {
     this.checkClientAccess();
     if (this.stopped) throw new DataPlaneError("Unavailable", "the server is stopping");
+    const nameBytes = Buffer.byteLength(name, "utf8");
+    if (nameBytes > MAX_SHM_REGION_NAME_BYTES) {
+      throw invalidArgument(
+        `cannot register a shared memory region named by ${nameBytes} bytes: a name may take at most ${MAX_SHM_REGION_NAME_BYTES} (UTF-8)`,
+      );
+    }
     const path = shmKeyPath(name, key);
     if (this.regions.has(name)) throw alreadyExists(`shared memory region '${name}' already in manager`);
     if (this.regions.size >= MAX_SHM_REGIONS) {

@@ -3,7 +3,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, symlinkSync, truncateSync } from "node:fs";
 import type { InferParameter, ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { DataPlaneError, type ErrorKind } from "../../../lib/errors.js";
-import { MAX_SHM_REGIONS } from "../../src/limits.js";
+import { MAX_SHM_REGION_NAME_BYTES, MAX_SHM_REGIONS } from "../../src/limits.js";
 import { shmKeyPath } from "../../src/shared-memory/keys.js";
 import {
   CLIENT_SHM_DISABLED,
@@ -205,6 +205,24 @@ describe("system shared memory (dataplane/src/shared-memory)", () => {
       shm.register("one-more", file.key, 0, 8);
       shm.close();
       assert.equal(openFdCount(), start, "every region's descriptor is closed");
+    });
+
+    it(`refuses a region name longer than ${MAX_SHM_REGION_NAME_BYTES} bytes: ${MAX_SHM_REGIONS} regions must not hold gigabytes of names`, () => {
+      const file = segment(8);
+      const shm = registry();
+      const longest = "n".repeat(MAX_SHM_REGION_NAME_BYTES);
+      shm.register(longest, file.key, 0, 8);
+      assert.throws(
+        () => shm.register(`${longest}é`, file.key, 0, 8),
+        fails(
+          "InvalidArgument",
+          `cannot register a shared memory region named by ${MAX_SHM_REGION_NAME_BYTES + 2} bytes: a name may take at most ${MAX_SHM_REGION_NAME_BYTES} (UTF-8)`,
+        ),
+      );
+      assert.deepEqual(
+        shm.status().map((region) => region.name),
+        [longest],
+      );
     });
 
     it("leases parts within a region, with Triton's errors for an unknown region and out-of-bounds parts", async () => {
