@@ -53,6 +53,23 @@ export function errorDetail(error: unknown): string {
 export const MAX_SHM_REGIONS = 1024;
 
 /**
+ * The longest name a system shared-memory region may have, in UTF-8 bytes (Triton sets none):
+ * registered regions live until unregistered, so 1024 names of a message's size each would
+ * hold gigabytes; past it a register is refused INVALID_ARGUMENT.
+ */
+export const MAX_SHM_REGION_NAME_BYTES = 1024;
+
+/**
+ * Bytes read from system shared-memory regions into requests' tensors and held at once (each
+ * request holds its copy until it ends). Node cannot map a region, so every request's inputs
+ * are copied: without a bound, a client with one 60 MiB region and 32 small requests made the
+ * data plane hold 2.2 GiB it never had to receive (over the wire, the same memory takes the
+ * bytes sent). Past it a request is refused RESOURCE_EXHAUSTED; a read when none is held
+ * always goes (--max-message-size bounds one request).
+ */
+export const MAX_SHM_READ_BYTES_IN_FLIGHT = 1024 * 1024 * 1024;
+
+/**
  * Requests of sequences waiting for a sequence slot, per model version (Triton's backlog is
  * unbounded): past it a request is refused UNAVAILABLE (a full sequence batcher).
  */

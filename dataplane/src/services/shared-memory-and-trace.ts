@@ -57,7 +57,10 @@ export function sharedMemoryAndTraceOperations(regions: SystemSharedMemory): Sha
       }
       throw notFound(`Unable to find cuda shared memory region: '${name}'`);
     },
+    // Off, the option is said first (Triton's GPU build and its HTTP route alike; its gRPC
+    // route without GPUs alone skips it): a client learns why before what.
     cudaSharedMemoryRegister: ({ name }) => {
+      regions.checkClientAccess();
       throw invalidArgument(`failed to register CUDA shared memory region: '${name}', GPUs not supported`);
     },
     cudaSharedMemoryUnregister: () => {

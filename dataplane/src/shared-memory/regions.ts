@@ -8,7 +8,7 @@ import {
   notFound,
   unimplemented,
 } from "../../../lib/errors.js";
-import { MAX_SHM_REGIONS } from "../limits.js";
+import { MAX_SHM_READ_BYTES_IN_FLIGHT, MAX_SHM_REGION_NAME_BYTES, MAX_SHM_REGIONS } from "../limits.js";
 import { shmKeyPath } from "./keys.js";
 
 /**
@@ -80,6 +80,8 @@ export interface SharedMemoryOptions {
    * hold up every other client. Default SYNC_IO_MAX_BYTES.
    */
   readonly syncIoMaxBytes?: number;
+  /** Bytes read from regions and held by requests at once. Default MAX_SHM_READ_BYTES_IN_FLIGHT. */
+  readonly maxReadBytesInFlight?: number;
 }
 
 /**
@@ -105,14 +107,38 @@ interface Region extends RegionStatus {
   awaitingUnregister: boolean;
 }
 
+/** The bytes read from regions that requests hold, bounded (see MAX_SHM_READ_BYTES_IN_FLIGHT). */
+class ReadBudget {
+  private held = 0;
+
+  constructor(private readonly most: number) {}
+
+  /** Takes `bytes` for a read from `region`, or RESOURCE_EXHAUSTED when they would pass the bound (never when none is held). */
+  take(bytes: number, region: string): void {
+    if (this.held > 0 && this.held + bytes > this.most) {
+      throw new DataPlaneError(
+        "ResourceExhausted",
+        `cannot read ${bytes} bytes from shared memory region '${region}': requests in flight hold ${this.held} bytes read from shared memory, and ${this.most} bytes (MAX_SHM_READ_BYTES_IN_FLIGHT) is the most this data plane holds at once; retry when they finish`,
+      );
+    }
+    this.held += bytes;
+  }
+
+  give(bytes: number): void {
+    this.held -= bytes;
+  }
+}
+
 /** The regions of one data plane (one per process: a --grpc-workers worker would need a brokered one). */
 export class SystemSharedMemoryRegistry implements SystemSharedMemory {
   private readonly regions = new Map<string, Region>();
   private readonly syncIoMaxBytes: number;
+  private readonly readBudget: ReadBudget;
   private stopped = false;
 
   constructor(private readonly options: SharedMemoryOptions) {
     this.syncIoMaxBytes = options.syncIoMaxBytes ?? SYNC_IO_MAX_BYTES;
+    this.readBudget = new ReadBudget(options.maxReadBytesInFlight ?? MAX_SHM_READ_BYTES_IN_FLIGHT);
   }
 
   checkClientAccess(): void {
@@ -123,6 +149,12 @@ export class SystemSharedMemoryRegistry implements SystemSharedMemory {
   register(name: string, key: string, offset: number, byteSize: number): void {
     this.checkClientAccess();
     if (this.stopped) throw new DataPlaneError("Unavailable", "the server is stopping");
+    const nameBytes = Buffer.byteLength(name, "utf8");
+    if (nameBytes > MAX_SHM_REGION_NAME_BYTES) {
+      throw invalidArgument(
+        `cannot register a shared memory region named by ${nameBytes} bytes: a name may take at most ${MAX_SHM_REGION_NAME_BYTES} (UTF-8)`,
+      );
+    }
     const path = shmKeyPath(name, key);
     if (this.regions.has(name)) throw alreadyExists(`shared memory region '${name}' already in manager`);
     if (this.regions.size >= MAX_SHM_REGIONS) {
@@ -167,7 +199,9 @@ export class SystemSharedMemoryRegistry implements SystemSharedMemory {
       throw invalidArgument(`Invalid offset + byte size for shared memory region: '${name}'`);
     }
     region.leases++;
-    return new Lease(region, region.offset + offset, byteSize, this.syncIoMaxBytes, () => this.released(region));
+    return new Lease(region, region.offset + offset, byteSize, this.syncIoMaxBytes, this.readBudget, () =>
+      this.released(region),
+    );
   }
 
   close(): void {
@@ -217,6 +251,8 @@ function openRegularFile(path: string, key: string): number {
 
 class Lease implements RegionLease {
   private released = false;
+  /** Bytes of the read budget this lease's read holds, given back on release. */
+  private budgeted = 0;
 
   constructor(
     private readonly region: Region,
@@ -224,10 +260,14 @@ class Lease implements RegionLease {
     private readonly position: number,
     readonly byteSize: number,
     private readonly syncIoMaxBytes: number,
+    private readonly budget: ReadBudget,
     private readonly onRelease: () => void,
   ) {}
 
   async read(): Promise<Buffer> {
+    this.openFd();
+    this.budget.take(this.byteSize, this.region.name);
+    this.budgeted += this.byteSize;
     // A memory of its own (not Node's shared pool): the tensor may be handed to a thread.
     const buffer = Buffer.allocUnsafeSlow(this.byteSize);
     let done = 0;
@@ -265,6 +305,7 @@ class Lease implements RegionLease {
   release(): void {
     if (this.released) return;
     this.released = true;
+    this.budget.give(this.budgeted);
     this.onRelease();
   }
 

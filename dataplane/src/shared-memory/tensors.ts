@@ -142,6 +142,10 @@ export async function resolveSharedMemory(
     for (const output of request.outputs) {
       const place = sharedMemoryParameters(output.parameters, output.name);
       if (place === undefined) continue;
+      // A classification is computed from the output's values, never stored in a region (Triton's check).
+      if (output.parameters["classification"] !== undefined) {
+        throw invalidArgument("output can't set both 'shared_memory_region' and 'classification'");
+      }
       const lease = regions.lease(place.region, place.offset, place.byteSize);
       leases.push(lease);
       outputs.set(output.name, lease);

@@ -1,4 +1,4 @@
-import { status } from "@grpc/grpc-js";
+import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
@@ -16,6 +16,7 @@ import { TestRepository } from "../fixtures/repository.js";
 import {
   call,
   callError,
+  eventually,
   infer,
   inferRequest,
   startServer,
@@ -477,6 +478,31 @@ describe("system shared memory over gRPC (real server over loopback)", function 
       assert.deepEqual([...readFileSync(outFile.path)], [0], "the output was written into the unregistered region");
       assert.deepEqual(await statusNames(), []);
     });
+
+    it("writes nothing into a region once the request's deadline has passed (the client was told it failed)", async () => {
+      const inFile = segment(fp32(1));
+      const outFile = segment(Uint8Array.of(9));
+      await register("seconds", inFile.key, 0, 4);
+      await register("cancelled", outFile.key, 0, 1);
+      // slow_cancellable answers CANCELLED = [true] once it sees the cancel: after the deadline.
+      const error = await new Promise<ServiceError | null>((resolve) =>
+        server.client.modelInfer(
+          inferRequest({
+            modelName: "slow_cancellable",
+            inputs: [input("SECONDS", "FP32", [1], inRegion("seconds", 4))],
+            outputs: [{ name: "CANCELLED", parameters: inRegion("cancelled", 1) }],
+          }),
+          new Metadata(),
+          { deadline: Date.now() + 300 },
+          (failure) => resolve(failure),
+        ),
+      );
+      assert.equal(error?.code, status.DEADLINE_EXCEEDED);
+      // Unregistered, the regions go when the request has ended (its response made or not).
+      await call(server.client, "systemSharedMemoryUnregister", { name: "" });
+      await eventually(async () => assert.deepEqual(await statusNames(), []));
+      assert.deepEqual([...readFileSync(outFile.path)], [9], "the late response was not written into the region");
+    });
   });
 
   describe("a forwarded model (the Triton peer)", () => {
@@ -540,6 +566,13 @@ parameters { key: "upstream_model" value { string_value: "add_sub" } }
           }),
           await callError(server.client, "systemSharedMemoryUnregister", { name: "" }),
           await callError(server.client, "cudaSharedMemoryUnregister", { name: "" }),
+          // As Triton's GPU build and its HTTP route: the option is checked before anything else.
+          await callError(server.client, "cudaSharedMemoryRegister", {
+            name: "r",
+            rawHandle: new Uint8Array(),
+            deviceId: 0n,
+            byteSize: 16n,
+          }),
         ]) {
           assert.deepEqual([error.code, error.details], [status.UNIMPLEMENTED, DISABLED]);
         }

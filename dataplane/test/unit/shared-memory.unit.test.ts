@@ -3,7 +3,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, symlinkSync, truncateSync } from "node:fs";
 import type { InferParameter, ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
 import { DataPlaneError, type ErrorKind } from "../../../lib/errors.js";
-import { MAX_SHM_REGIONS } from "../../src/limits.js";
+import { MAX_SHM_REGION_NAME_BYTES, MAX_SHM_REGIONS } from "../../src/limits.js";
 import { shmKeyPath } from "../../src/shared-memory/keys.js";
 import {
   CLIENT_SHM_DISABLED,
@@ -207,6 +207,24 @@ describe("system shared memory (dataplane/src/shared-memory)", () => {
       assert.equal(openFdCount(), start, "every region's descriptor is closed");
     });
 
+    it(`refuses a region name longer than ${MAX_SHM_REGION_NAME_BYTES} bytes: ${MAX_SHM_REGIONS} regions must not hold gigabytes of names`, () => {
+      const file = segment(8);
+      const shm = registry();
+      const longest = "n".repeat(MAX_SHM_REGION_NAME_BYTES);
+      shm.register(longest, file.key, 0, 8);
+      assert.throws(
+        () => shm.register(`${longest}é`, file.key, 0, 8),
+        fails(
+          "InvalidArgument",
+          `cannot register a shared memory region named by ${MAX_SHM_REGION_NAME_BYTES + 2} bytes: a name may take at most ${MAX_SHM_REGION_NAME_BYTES} (UTF-8)`,
+        ),
+      );
+      assert.deepEqual(
+        shm.status().map((region) => region.name),
+        [longest],
+      );
+    });
+
     it("leases parts within a region, with Triton's errors for an unknown region and out-of-bounds parts", async () => {
       const file = segment(Buffer.from("0123456789abcdef"));
       const shm = registry();
@@ -282,6 +300,36 @@ describe("system shared memory (dataplane/src/shared-memory)", () => {
       );
       lease.release();
       small.release();
+    });
+
+    it("bounds the bytes read from regions and held at once (RESOURCE_EXHAUSTED naming the bound); one read alone always goes", async () => {
+      // Each request's inputs are a copy (Node cannot map a region): a client with one large
+      // region and many small requests would otherwise make the data plane hold gigabytes.
+      const file = segment(64);
+      const shm = registry({ ...ENABLED, maxReadBytesInFlight: 40 });
+      shm.register("r", file.key, 0, 64);
+      const first = shm.lease("r", 0, 32);
+      await first.read();
+      const second = shm.lease("r", 32, 16);
+      await assert.rejects(
+        second.read(),
+        fails(
+          "ResourceExhausted",
+          "cannot read 16 bytes from shared memory region 'r': requests in flight hold 32 bytes read from shared memory, and 40 bytes (MAX_SHM_READ_BYTES_IN_FLIGHT) is the most this data plane holds at once; retry when they finish",
+        ),
+      );
+      second.release();
+      const small = shm.lease("r", 32, 8);
+      await small.read();
+      small.release();
+      first.release();
+      // Released, the bytes are free again; a read larger than the bound goes when none is held.
+      const whole = shm.lease("r", 0, 64);
+      assert.equal((await whole.read()).length, 64);
+      whole.release();
+      const again = shm.lease("r", 0, 40);
+      await again.read();
+      again.release();
     });
 
     it("reads and writes the same on the event loop and on the thread pool (above the threshold)", async () => {
@@ -416,6 +464,15 @@ describe("system shared memory (dataplane/src/shared-memory)", () => {
       await assert.rejects(
         resolveSharedMemory(request({ inputs: [input("X", "FP32", [1], inRegion("none", 4))] }), shm, LIMITS),
         fails("NotFound", "Unable to find shared memory region: 'none'"),
+      );
+      // A classification is computed from the output, not stored in a region (Triton's gRPC check, before the lookup).
+      await assert.rejects(
+        resolveSharedMemory(
+          request({ outputs: [{ name: "X", parameters: { ...inRegion("none", 4), classification: int64(2) } }] }),
+          shm,
+          LIMITS,
+        ),
+        fails("InvalidArgument", "output can't set both 'shared_memory_region' and 'classification'"),
       );
     });
 
