@@ -9,7 +9,7 @@ import {
 } from "../../../proto/gen/ts/grpc_service.js";
 import { perfAnalyzerBinary, requireProgram } from "../../../e2e/support/prerequisites.js";
 import { useParityServers } from "../fixtures/parity.js";
-import { EXAMPLES, TRITON_EXAMPLES } from "../fixtures/paths.js";
+import { PYTHON_EXAMPLES, TRITON_EXAMPLES } from "../fixtures/paths.js";
 import { runProgram } from "../fixtures/programs.js";
 import { runSequenceClient, SEQUENCE_PROGRAMS, type SequenceRun } from "../fixtures/sequence-clients.js";
 import { infer, inferRequest } from "../fixtures/server.js";
@@ -40,7 +40,7 @@ const ACCUMULATE = "accumulate_sequence";
 function repositoryCopy(root: string): string {
   const repository = join(root, "repository");
   cpSync(TRITON_EXAMPLES, repository, { recursive: true });
-  cpSync(join(EXAMPLES, ACCUMULATE), join(repository, ACCUMULATE), { recursive: true });
+  cpSync(join(PYTHON_EXAMPLES, ACCUMULATE), join(repository, ACCUMULATE), { recursive: true });
   return repository;
 }
 

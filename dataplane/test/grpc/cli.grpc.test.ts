@@ -5,7 +5,7 @@ import { readdirSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 import { CLI, EXAMPLES } from "../fixtures/paths.js";
-import { PYTHON_EXAMPLES, TestRepository } from "../fixtures/repository.js";
+import { TestRepository } from "../fixtures/repository.js";
 import { call, dataPlaneFailing, startServer, type ServerProcess } from "../fixtures/server.js";
 import { useServer } from "../fixtures/serving.js";
 import { runFailing } from "../../../e2e/support/process.js";
@@ -136,10 +136,7 @@ describe("the dynamo-kserve CLI (real processes)", function () {
     });
 
     it("calls every bundled example model (--stream for the decoupled ones)", async () => {
-      // The python engine's examples are not in the test repository (see PYTHON_EXAMPLES).
-      const called = readdirSync(EXAMPLES)
-        .filter((name) => !PYTHON_EXAMPLES.includes(name))
-        .sort();
+      const called = readdirSync(EXAMPLES).sort();
       assert.deepEqual(Object.keys(EXAMPLE_CALLS).sort(), called, "a bundled model has no call here");
       for (const [model, args] of Object.entries(EXAMPLE_CALLS)) {
         const { stdout } = await run(process.execPath, inferArgs(model, ...args));
