@@ -47,7 +47,11 @@ export function checkCorrelationIdType(
   );
 }
 
-/** A real request of a sequence, its controls added: START/END as its flags, READY true, CORRID its ID. */
+/**
+ * A real request of a sequence, its controls added: START/END as its flags, READY true, CORRID
+ * its ID. A client input of a control's name (the config declares it in `input` too) is
+ * replaced by the control, as Triton's override inputs replace it: the model sees one tensor.
+ */
 export function withControls(
   request: EngineRequest,
   batching: SequenceBatching,
@@ -55,7 +59,9 @@ export function withControls(
   sequence: SequenceRequest,
 ): EngineRequest {
   const controls = controlTensors(batching, batched, { ...sequence, ready: true });
-  return controls.length === 0 ? request : { ...request, inputs: [...request.inputs, ...controls] };
+  if (controls.length === 0) return request;
+  const names = controlNames(batching);
+  return { ...request, inputs: [...request.inputs.filter((input) => !names.has(input.name)), ...controls] };
 }
 
 /**

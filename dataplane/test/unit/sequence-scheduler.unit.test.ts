@@ -60,11 +60,14 @@ function seen(request: EngineRequest): SeenRequest {
 /** An engine that records each execution as the model sees it, and answers once the test finishes it (or at once). */
 class RecordingEngine implements Engine {
   readonly batches: SeenBatch[] = [];
+  /** Every request the engine was called with, in call order. */
+  readonly requests: EngineRequest[] = [];
   holding = false;
   private readonly gates = new Map<Execution, Promise<void>>();
 
   async *infer(request: EngineRequest, options: InferOptions): AsyncIterable<EngineResponse> {
     const execution = options.execution!;
+    this.requests.push(request);
     let gate = this.gates.get(execution);
     if (gate === undefined) {
       let finish: () => void = () => undefined;
@@ -134,6 +137,8 @@ interface SendOptions {
 }
 
 const uint = (value: number | bigint): SequenceId => ({ kind: "uint", value: BigInt(value) });
+
+const IN: Tensor = { name: "IN", datatype: "FP32", shape: [1, 2], data: new Uint8Array(8) };
 
 function send(
   scheduler: SequenceScheduler,
@@ -538,6 +543,70 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
       engine.ids.flat().every((id) => id !== "-"),
       "Oldest never pads",
     );
+  });
+
+  it("gives the model the control's value in place of a client input of the control's name (Triton's override inputs)", async () => {
+    // The config may also declare a control in `input` (the client sends it, checked as any input).
+    const scheduler = start(sequenceBatching());
+    const clientStart: Tensor = { name: "START", datatype: "INT32", shape: [1], data: new Uint8Array([5, 0, 0, 0]) };
+    const request: EngineRequest = {
+      id: "a1",
+      version: "1",
+      parameters: {},
+      inputs: [IN, clientStart],
+      requestedOutputs: new Set(),
+    };
+    const controller = new AbortController();
+    for await (const response of scheduler.infer({
+      request,
+      batchSize: 1,
+      place: { level: 0, timeoutUs: 0 },
+      options: { signal: controller.signal, deadline: Infinity, traceHeaders: {} },
+      oneResponse: true,
+      sequence: { id: uint(1), start: true, end: true },
+    }))
+      void response;
+    const given = engine.requests[0]!.inputs;
+    assert.deepEqual(
+      given.map((input) => input.name),
+      ["IN", "START", "END", "READY", "CORRID"],
+      "one tensor of each name",
+    );
+    assert.equal(controlValue(given.find((input) => input.name === "START")), 1, "START is the control's true value");
+  });
+
+  it("Oldest with preserve_ordering: a request's responses wait until the one offered before it is done", async () => {
+    const batching = sequenceBatching({
+      slotsPerInstance: 2,
+      strategy: {
+        kind: "oldest",
+        maxCandidateSequences: 2,
+        preferredBatchSizes: [1],
+        maxQueueDelayUs: 0,
+        preserveOrdering: true,
+      },
+    });
+    const scheduler = start(batching, { maxBatchSize: 1 });
+    const controller = new AbortController();
+    // a's caller reads its one response and has not finished reading (a decoupled model's stream).
+    const a = scheduler.infer({
+      request: { id: "a1", version: "1", parameters: {}, inputs: [IN], requestedOutputs: new Set() },
+      batchSize: 1,
+      place: { level: 0, timeoutUs: 0 },
+      options: { signal: controller.signal, deadline: Infinity, traceHeaders: {} },
+      sequence: { id: uint(1), start: true, end: true },
+    });
+    assert.equal((await a.next()).done, false);
+    let bDone = false;
+    const b = send(scheduler, "b1", uint(2), { start: true, end: true });
+    void b.outcome.then(() => (bDone = true));
+    await settle();
+    assert.deepEqual(engine.ids, [["a1"], ["b1"]], "b ran once a's execution was over");
+    assert.equal(bDone, false, "b's response waits for a to be done");
+    assert.equal((await a.next()).done, true);
+    assert.deepEqual(await b.outcome, ["b1"]);
+    assert.equal(scheduler.running, 0);
+    assert.equal(scheduler.queued, 0);
   });
 
   it("refuses queued requests when closed, and refuses START after (Triton's words)", async () => {
