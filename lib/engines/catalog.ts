@@ -158,12 +158,11 @@ const UNNAMED = "model";
  * this rule; whether its steps do is the repository's question (ensemblesToForward).
  */
 export function localSupport(config: ModelConfig, source: string, options: LocalSupportOptions = {}): LocalSupport {
-  const explicit = config.parameters["engine"] !== undefined;
+  // Its engine is the config's choice: it loads there, or its load says why not.
+  if (config.parameters["engine"] !== undefined) return { runsHere: true };
   const name = selectedEngine(config);
-  if (name === undefined) {
-    return explicit ? { runsHere: true } : { runsHere: false, reason: notInCatalog(config.platform || config.backend) };
-  }
-  if (!explicit && options.forwardPython === true && name === "python") {
+  if (name === undefined) return { runsHere: false, reason: notInCatalog(config.platform || config.backend) };
+  if (options.forwardPython === true && name === "python") {
     return { runsHere: false, reason: "--forward-python forwards every Python-backend model" };
   }
   try {

@@ -73,6 +73,9 @@ describe("the forwarding rule: what runs here, and why the rest is forwarded", (
       `${pythonSequence("m", "")}\nparameters { key: "engine" value { string_value: "${engine}" } }`;
     assert.deepEqual(supportOf(named("python"), { forwardPython: true }), { runsHere: true });
     assert.deepEqual(supportOf(named("no-such-engine")), { runsHere: true });
+    // Even with a feature its engine lacks: its load then says why (the engine was chosen, not guessed).
+    const namedWithState = `${pythonSequence("m", STATE)}\nparameters { key: "engine" value { string_value: "python" } }`;
+    assert.deepEqual(supportOf(namedWithState), { runsHere: true });
   });
 
   it("forwards implicit state of the other engines that run models here, naming the engine", () => {
