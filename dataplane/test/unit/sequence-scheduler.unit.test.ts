@@ -647,5 +647,10 @@ describe("a sequence model's queue parameters", () => {
       () => queuePlaceOf("m", scheduling, { timeout: { parameterChoice: { $case: "stringParam", value: "soon" } } }),
       /parameters\["timeout"\] must be a whole number/,
     );
+    // Ignored, but still checked (Triton's front ends refuse a priority that is not an integer for every model).
+    assert.throws(
+      () => queuePlaceOf("m", scheduling, { priority: { parameterChoice: { $case: "stringParam", value: "high" } } }),
+      /parameters\["priority"\] must be a whole number/,
+    );
   });
 });
