@@ -60,6 +60,12 @@ export interface SequenceBatching {
   readonly iterative: boolean;
 }
 
+/** The names of the control tensors a config declares (a client's input of one of these names is not the client's). */
+export function controlNames(batching: SequenceBatching): ReadonlySet<string> {
+  const { start, end, ready, corrid } = batching.controls;
+  return new Set([start?.name, end?.name, ready?.name, corrid?.name].filter((name) => name !== undefined));
+}
+
 /** Sequence slots of all of a model's instances: more is a mistake in the config, not a plan. */
 export const MAX_SEQUENCE_SLOTS = 65_536;
 

@@ -1,6 +1,10 @@
 import { invalidArgument } from "../../../lib/errors.js";
 import { DATATYPES } from "../../../lib/model-repository/datatypes.js";
-import type { BoolControl, SequenceBatching } from "../../../lib/model-repository/sequence-batching.js";
+import {
+  controlNames,
+  type BoolControl,
+  type SequenceBatching,
+} from "../../../lib/model-repository/sequence-batching.js";
 import type { EngineRequest } from "../engines/engine.js";
 import { joinBytesElements } from "../tensors/bytes.js";
 import type { SequenceId, SequenceRequest } from "../tensors/parameters.js";
@@ -20,12 +24,6 @@ interface ControlValues {
   readonly ready: boolean;
   /** Undefined for a null request (CORRID 0, or "" for a BYTES one). */
   readonly id: SequenceId | undefined;
-}
-
-/** The names of the control tensors a config declares (a client's input of one of these names is not the client's). */
-export function controlNames(batching: SequenceBatching): ReadonlySet<string> {
-  const { start, end, ready, corrid } = batching.controls;
-  return new Set([start?.name, end?.name, ready?.name, corrid?.name].filter((name) => name !== undefined));
 }
 
 /**

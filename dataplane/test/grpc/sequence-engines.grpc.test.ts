@@ -36,6 +36,19 @@ const ONNX_DECLARED_CONTROL = ONNX_SEQUENCE.replace('"onnx_sequence"', '"onnx_de
   'input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 1 ] }, { name: "START" data_type: TYPE_INT32 dims: [ 1 ] } ]',
 );
 
+/** With a warmup sample that feeds the controls, as the graph needs them (Triton takes them as override inputs). */
+const ONNX_WARMED = ONNX_SEQUENCE.replace('"onnx_sequence"', '"onnx_warmed"').concat(`
+model_warmup [ {
+  name: "controls"
+  batch_size: 1
+  inputs { key: "INPUT" value: { data_type: TYPE_FP32 dims: [ 1 ] zero_data: true } }
+  inputs { key: "START" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } }
+  inputs { key: "END" value: { data_type: TYPE_FP32 dims: [ 1 ] zero_data: true } }
+  inputs { key: "READY" value: { data_type: TYPE_BOOL dims: [ 1 ] zero_data: true } }
+  inputs { key: "CORRID" value: { data_type: TYPE_UINT64 dims: [ 1 ] zero_data: true } }
+} ]
+`);
+
 const IDENTITY_SEQUENCE = `
 name: "identity_sequence"
 backend: "identity"
@@ -80,11 +93,12 @@ describe("sequence batching on the onnxruntime and identity engines", function (
     {
       onnx_sequence: ONNX_SEQUENCE,
       onnx_declared_control: ONNX_DECLARED_CONTROL,
+      onnx_warmed: ONNX_WARMED,
       identity_sequence: IDENTITY_SEQUENCE,
     },
     [],
     (repository) => {
-      for (const name of ["onnx_sequence", "onnx_declared_control"]) {
+      for (const name of ["onnx_sequence", "onnx_declared_control", "onnx_warmed"]) {
         mkdirSync(repository.path(name, "1"), { recursive: true });
         copyFileSync(join(ONNX_TEST_MODELS, "sequence_controls.onnx"), repository.path(name, "1", "model.onnx"));
       }
@@ -123,6 +137,10 @@ describe("sequence batching on the onnxruntime and identity engines", function (
       floats(await send("onnx_declared_control", 55, 3, { end: true, clientStart: 7 })),
       [3, 0, 1, 1, 55],
     );
+  });
+
+  it("onnxruntime: a model_warmup sample that feeds the control inputs warms the model, which then serves", async () => {
+    assert.deepEqual(floats(await send("onnx_warmed", 66, 1, { start: true, end: true })), [1, 1, 1, 1, 66]);
   });
 
   it("identity: answers each request of a sequence, a null request's answer dropped", async () => {
