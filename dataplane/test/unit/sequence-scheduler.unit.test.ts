@@ -271,6 +271,23 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
     assert.equal(engine.batches[2]!.requests[0]!.corrid, "session-7");
   });
 
+  it("shapes each control [1] on a model that does not batch (Direct, max_batch_size 0), [1, 1] on one that does", async () => {
+    const controlShapes = () =>
+      engine.requests
+        .at(-1)!
+        .inputs.filter((input) => input.name !== "IN")
+        .map((input) => input.shape);
+    await send(start(sequenceBatching()), "a", uint(1), { start: true, end: true }).outcome;
+    assert.deepEqual(controlShapes(), [[1], [1], [1], [1]]);
+    await send(start(sequenceBatching(), { maxBatchSize: 4 }), "b", uint(1), { start: true, end: true }).outcome;
+    assert.deepEqual(controlShapes(), [
+      [1, 1],
+      [1, 1],
+      [1, 1],
+      [1, 1],
+    ]);
+  });
+
   it("keeps a sequence's requests in arrival order, one at a time, on its slot", async () => {
     const scheduler = start(sequenceBatching());
     engine.holding = true;
