@@ -21,14 +21,17 @@ const CONTROLS = `
     { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }
   ]`;
 
-const ONNX_SEQUENCE = `
-name: "onnx_sequence"
-platform: "onnxruntime_onnx"
+/** A Direct sequence model of two slots on `engine` (its config line) that answers OUTPUT of `outputDims`. */
+const sequenceModel = (name: string, engine: string, outputDims: number): string => `
+name: "${name}"
+${engine}
 max_batch_size: 2
 input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 5 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ ${outputDims} ] } ]
 sequence_batching { max_sequence_idle_microseconds: 60000000 ${CONTROLS} }
 `;
+
+const ONNX_SEQUENCE = sequenceModel("onnx_sequence", 'platform: "onnxruntime_onnx"', 5);
 
 /** The same model with START also declared as an input: the client sends it, the model sees the control's value. */
 const ONNX_DECLARED_CONTROL = ONNX_SEQUENCE.replace('"onnx_sequence"', '"onnx_declared_control"').replace(
@@ -49,14 +52,7 @@ model_warmup [ {
 } ]
 `);
 
-const IDENTITY_SEQUENCE = `
-name: "identity_sequence"
-backend: "identity"
-max_batch_size: 2
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
-sequence_batching { max_sequence_idle_microseconds: 60000000 ${CONTROLS} }
-`;
+const IDENTITY_SEQUENCE = sequenceModel("identity_sequence", 'backend: "identity"', 1);
 
 const flag = (value: boolean): InferParameter => ({ parameterChoice: { $case: "boolParam", value } });
 

@@ -110,6 +110,26 @@ function sequenceBatching(overrides: Partial<SequenceBatching> = {}): SequenceBa
   };
 }
 
+/** The Oldest strategy on `slots` slots per instance (max_candidate_sequences), one preferred batch size. */
+function oldestBatching(options: {
+  slots: number;
+  preferred: number;
+  delayUs: number;
+  preserveOrdering: boolean;
+}): SequenceBatching {
+  const { slots, preferred, delayUs, preserveOrdering } = options;
+  return sequenceBatching({
+    slotsPerInstance: slots,
+    strategy: {
+      kind: "oldest",
+      maxCandidateSequences: slots,
+      preferredBatchSizes: [preferred],
+      maxQueueDelayUs: delayUs,
+      preserveOrdering,
+    },
+  });
+}
+
 function schedulingOf(batching: SequenceBatching, { maxBatchSize = 0, instances = 1 } = {}): Scheduling {
   return {
     maxBatchSize,
@@ -528,16 +548,7 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
   });
 
   it("Oldest: one request of each sequence in flight, heads batched together, a preferred size runs at once", async () => {
-    const batching = sequenceBatching({
-      slotsPerInstance: 4,
-      strategy: {
-        kind: "oldest",
-        maxCandidateSequences: 4,
-        preferredBatchSizes: [2],
-        maxQueueDelayUs: 5_000_000,
-        preserveOrdering: false,
-      },
-    });
+    const batching = oldestBatching({ slots: 4, preferred: 2, delayUs: 5_000_000, preserveOrdering: false });
     const scheduler = start(batching, { maxBatchSize: 4 });
     engine.holding = true;
     const sent = [
@@ -593,16 +604,7 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
   });
 
   it("Oldest with preserve_ordering: a request's responses wait until the one offered before it is done", async () => {
-    const batching = sequenceBatching({
-      slotsPerInstance: 2,
-      strategy: {
-        kind: "oldest",
-        maxCandidateSequences: 2,
-        preferredBatchSizes: [1],
-        maxQueueDelayUs: 0,
-        preserveOrdering: true,
-      },
-    });
+    const batching = oldestBatching({ slots: 2, preferred: 1, delayUs: 0, preserveOrdering: true });
     const scheduler = start(batching, { maxBatchSize: 1 });
     const controller = new AbortController();
     // a's caller reads its one response and has not finished reading (a decoupled model's stream).
