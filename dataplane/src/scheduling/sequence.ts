@@ -347,14 +347,18 @@ export class SequenceScheduler extends QueueingScheduler implements RequestSched
 
   /** Something changed in the slot (a request came, its sequence changed): the instance may run. */
   private slotChanged(slot: Slot): void {
-    if (this.batching.strategy.kind === "oldest") this.offer(slot);
-    this.releaseIfForced(slot);
+    const oldest = this.batching.strategy.kind === "oldest";
+    if (oldest) this.offer(slot);
+    // A slot freed here may have taken a backlogged sequence: its first request is offered too.
+    if (this.releaseIfForced(slot) && oldest) this.offer(slot);
     this.pump(slot.instance);
   }
 
   /** An idle sequence's slot is free once the requests it still had are gone (Triton's force-end marker). */
-  private releaseIfForced(slot: Slot): void {
-    if (slot.forceEnd && slot.queue.length === 0) this.release(slot);
+  private releaseIfForced(slot: Slot): boolean {
+    if (!slot.forceEnd || slot.queue.length > 0) return false;
+    this.release(slot);
+    return true;
   }
 
   /** Starts the instance's next execution if it is free and has something to run. */

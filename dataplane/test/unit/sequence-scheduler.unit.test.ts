@@ -411,6 +411,17 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
     await rejectsWith(send(scheduler, "b2", uint(2)).outcome, "InvalidArgument", /sequence 2 .* START flag/);
   });
 
+  it("Oldest: frees an idle sequence's slot for the backlog, whose sequence then runs", async () => {
+    const batching = { ...oldestBatching({ slots: 1, preferred: 1, delayUs: 0, preserveOrdering: false }) };
+    const scheduler = start({ ...batching, maxSequenceIdleUs: 50_000 });
+    await send(scheduler, "a1", uint(1), { start: true }).outcome;
+    const b = send(scheduler, "b1", uint(2), { start: true });
+    assert.deepEqual(await b.outcome, ["b1"], "b got a's slot once a was idle");
+    // b ran when it got the slot, not when it was idle in turn: it is still open.
+    assert.deepEqual(await send(scheduler, "b2", uint(2), { end: true }).outcome, ["b2"]);
+    assert.deepEqual(engine.ids, [["a1"], ["b1"], ["b2"]]);
+  });
+
   it("does not forget a sequence for the time it waited in the backlog", async () => {
     const scheduler = start(sequenceBatching({ maxSequenceIdleUs: 200_000 }));
     await send(scheduler, "a0", uint(1), { start: true }).outcome;
