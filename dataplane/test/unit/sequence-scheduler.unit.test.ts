@@ -474,6 +474,35 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
     await rejectsWith(send(scheduler, "a4", uint(1)).outcome, "InvalidArgument", /START flag/);
   });
 
+  it("runs the requests queued before a cancelled one (Triton sees a cancel at the head of the slot); those after it fail", async () => {
+    const scheduler = start(sequenceBatching());
+    engine.holding = true;
+    const a1 = send(scheduler, "a1", uint(1), { start: true });
+    const a2 = send(scheduler, "a2", uint(1));
+    const a3 = send(scheduler, "a3", uint(1));
+    const a4 = send(scheduler, "a4", uint(1));
+    const b = send(scheduler, "b1", uint(2), { start: true, end: true });
+    await settle();
+    a3.controller.abort();
+    await rejectsWith(a3.outcome, "Cancelled", /./);
+    await rejectsWith(
+      a4.outcome,
+      "Cancelled",
+      "sequence 1 of model 'm' version 1 ended: one of its requests was cancelled",
+    );
+    await rejectsWith(send(scheduler, "a5", uint(1)).outcome, "InvalidArgument", /START flag/);
+    engine.finishAll();
+    assert.deepEqual(await a1.outcome, ["a1"]);
+    await settle();
+    engine.finishAll();
+    assert.deepEqual(await a2.outcome, ["a2"], "a2 came before the cancelled request: it runs");
+    await settle();
+    engine.finishAll();
+    assert.deepEqual(await b.outcome, ["b1"], "the slot goes to the backlog once a2 is done");
+    assert.deepEqual(engine.ids, [["a1"], ["a2"], ["b1"]]);
+    assert.equal(scheduler.queued, 0);
+  });
+
   it("drops a backlogged sequence whose request is cancelled", async () => {
     const scheduler = start(sequenceBatching());
     engine.holding = true;
