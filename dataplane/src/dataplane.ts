@@ -157,7 +157,10 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       ? {
           forwardUnsupported: {
             runsHere: (config: ModelConfig, source: string) =>
-              localSupport(config, source, { forwardPython: options.forwardPython }),
+              localSupport(config, source, {
+                forwardPython: options.forwardPython,
+                grpcWorkers: options.grpcWorkers ?? 1,
+              }),
             forward: (config: ModelConfig) => forwardedConfig(config, options.forwardUnsupportedTo!),
           },
         }

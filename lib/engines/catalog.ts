@@ -4,6 +4,7 @@ import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
 import { ConfigError, UnsupportedFeature } from "../model-repository/config.js";
 import type { ModelFiles } from "../model-repository/sources.js";
 import { toModelSpec, type ModelSpec } from "../model-repository/spec.js";
+import { SEQUENCE_WORKERS_REASON } from "../model-repository/sequence-batching.js";
 import type { EngineDescription } from "./description.js";
 import { ensembleEngine, ensembleStepModels } from "./ensemble.js";
 import { identityEngine } from "./identity.js";
@@ -130,10 +131,9 @@ export interface LocalSupportOptions {
   /** --forward-python: Python-backend models are forwarded whatever they ask for. */
   readonly forwardPython?: boolean;
   /**
-   * --grpc-workers. Not read: a sequence model under several workers is refused by the
-   * registry (a sequence must stay in one process), not forwarded, as for any config this
-   * data plane could run but not as it is started (the reason is the process layout, which
-   * `migrate` and the repository CR do not know).
+   * --grpc-workers: above 1, a model with sequence_batching on an engine that runs here is
+   * forwarded (a sequence must stay in one process, and its requests may reach any worker).
+   * `migrate` and the repository CR do not know the process layout: the data plane decides.
    */
   readonly grpcWorkers?: number;
 }
@@ -152,7 +152,8 @@ const UNNAMED = "model";
  * platform, e.g. pytorch_libtorch, tensorflow, tensorrt, is not in the catalog), nor when
  * `forwardPython` forwards Python-backend models (--forward-python, as before the python
  * engine existed), nor when its engine refuses a feature the config asks for that Triton
- * serves (UnsupportedFeature: its detail is the reason). Any other ConfigError runs here,
+ * serves (UnsupportedFeature: its detail is the reason), nor a sequence model under several
+ * --grpc-workers (`grpcWorkers`). Any other ConfigError runs here,
  * so the model's load reports it (Triton would refuse the config too). A config that names
  * its engine (`parameters["engine"]`) runs here whatever it names. An ensemble runs here by
  * this rule; whether its steps do is the repository's question (ensemblesToForward).
@@ -169,6 +170,10 @@ export function localSupport(config: ModelConfig, source: string, options: Local
     engineSettings(name, toModelSpec(config, source, config.name || UNNAMED), source);
   } catch (error) {
     if (error instanceof UnsupportedFeature) return { runsHere: false, reason: error.detail };
+  }
+  const sequences = config.schedulingChoice?.$case === "sequenceBatching";
+  if (sequences && ENGINES[name].scheduled && (options.grpcWorkers ?? 1) > 1) {
+    return { runsHere: false, reason: SEQUENCE_WORKERS_REASON };
   }
   return { runsHere: true };
 }

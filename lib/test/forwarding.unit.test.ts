@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { forwardedConfig, localSupport, type LocalSupportOptions } from "../engines/catalog.js";
 import { completeEnsembles, parseCandidate, type Candidate } from "../model-repository/candidates.js";
 import { ConfigError, parseText } from "../model-repository/config.js";
+import { SEQUENCE_WORKERS_REASON } from "../model-repository/sequence-batching.js";
 import { scanModelSources } from "../model-repository/sources.js";
 
 /**
@@ -52,6 +53,14 @@ describe("the forwarding rule: what runs here, and why the rest is forwarded", (
       runsHere: false,
       reason: "sequence_batching.iterative_sequence: request rescheduling is not supported by this data plane",
     });
+  });
+
+  it("forwards a sequence model under several --grpc-workers (a sequence stays in one process), saying why", () => {
+    const model = pythonSequence("m", "");
+    assert.deepEqual(supportOf(model, { grpcWorkers: 2 }), { runsHere: false, reason: SEQUENCE_WORKERS_REASON });
+    assert.deepEqual(supportOf(model, { grpcWorkers: 1 }), { runsHere: true });
+    const plain = model.replace(/sequence_batching \{[^]*?\n\}\n/, "");
+    assert.deepEqual(supportOf(plain, { grpcWorkers: 2 }), { runsHere: true }, "no sequence_batching: runs here");
   });
 
   it("runs a Python sequence model without state here", () => {

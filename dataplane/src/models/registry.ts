@@ -27,6 +27,7 @@ import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.
 import { VersionStatistics } from "./statistics.js";
 import { Scheduler, type RequestScheduler } from "../scheduling/scheduler.js";
 import { SequenceScheduler } from "../scheduling/sequence.js";
+import { SEQUENCE_WORKERS_REASON } from "../../../lib/model-repository/sequence-batching.js";
 import { servedVersions } from "../../../lib/model-repository/versions.js";
 import { warmUp } from "../scheduling/warmup.js";
 
@@ -769,10 +770,7 @@ export class ModelRegistry implements ModelDependencies {
   private checkSequences(origin: string, engine: Engine): void {
     if ((this.options.grpcWorkers ?? 1) <= 1) return;
     void engine.close().catch(() => undefined);
-    throw new UnsupportedFeature(
-      origin,
-      "sequence_batching keeps a sequence in one process; a sequence's requests may reach any of the --grpc-workers processes: serve it with --grpc-workers 1",
-    );
+    throw new UnsupportedFeature(origin, SEQUENCE_WORKERS_REASON);
   }
 
   /** Takes the model out of service at once; its engine closes once its requests are done. */

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { SEQUENCE_WORKERS_REASON } from "../../../lib/model-repository/sequence-batching.js";
 import { splitBytesElements } from "../../src/tensors/bytes.js";
 import {
   MODELS_PYTHON,
@@ -134,5 +135,44 @@ describe("--forward-unsupported: what is forwarded to Triton, and why", function
       assert.ok(ready, "sequences is ready");
     });
     assert.ok(!forwardingLines().some((message) => message.includes("'sequences'")), forwardingLines().join("\n"));
+  });
+});
+
+describe("--forward-unsupported with --grpc-workers 2: a sequence model is forwarded, saying why", function () {
+  this.timeout(120_000);
+  let tritonRepository: string | undefined;
+  let repository: string | undefined;
+  let triton: Peer | undefined;
+  let server: ServerProcess | undefined;
+
+  before(async function () {
+    requireTritonServer(this);
+    requireTritonPeers(this);
+    tritonRepository = repositoryOf({ sequences: sequenceModel("sequences", "") });
+    repository = repositoryOf({ sequences: sequenceModel("sequences", "") });
+    triton = await startTritonServer([tritonRepository]);
+    server = await startServer([
+      ...["--grpc-workers", "2", "--model-repository", repository, "--python", MODELS_PYTHON],
+      ...["--forward-unsupported", triton.address],
+    ]);
+  });
+
+  after(async () => {
+    await server?.stop();
+    await triton?.kill();
+    for (const root of [repository, tritonRepository])
+      if (root !== undefined) rmSync(root, { recursive: true, force: true });
+  });
+
+  it("sends it to the Triton, which keeps each sequence in one place, and logs the reason", async () => {
+    await eventually(async () => {
+      const { ready } = await call(server!.client, "modelReady", { name: "sequences", version: "" });
+      assert.ok(ready, "sequences is ready");
+    });
+    const reply = await infer(server!.client, startRequest("sequences"));
+    const inputs = reply.outputs.findIndex((output) => output.name === "INPUTS");
+    assert.equal(Buffer.from(splitBytesElements(reply.rawOutputContents[inputs]!)[0]!).toString(), "INPUT,START");
+    const line = server!.logs.find((entry) => String(entry["msg"]).startsWith("model 'sequences' forwarded"));
+    assert.equal(line?.["reason"], SEQUENCE_WORKERS_REASON);
   });
 });
