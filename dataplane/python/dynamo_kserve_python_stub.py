@@ -305,6 +305,22 @@ class SharedOutputs:
                 self.head = 0
 
 
+def sequence_parameters(request: pb_utils.InferenceRequest) -> dict[str, Any]:
+    """A BLS request's correlation_id and flags as the request parameters that carry them
+    (sequence_id, sequence_start, sequence_end): Triton's Python backend gives them to the
+    called model, whose sequence batcher needs them; none for correlation ID 0 or ""."""
+    correlation_id = request.correlation_id()
+    if correlation_id in (0, ""):
+        return {}
+    flags = request.flags()
+    parameters: dict[str, Any] = {"sequence_id": correlation_id}
+    if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START:
+        parameters["sequence_start"] = True
+    if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END:
+        parameters["sequence_end"] = True
+    return parameters
+
+
 def described_outputs(
     tensors: Sequence[pb_utils.Tensor], shared: SharedOutputs | None = None
 ) -> tuple[list[OutputTensor], list[memoryview]]:
@@ -465,7 +481,10 @@ class Host:
             "version": "" if version in (-1, "", None) else str(version),
             "inputs": in_payload(described),
             "requestedOutputs": request.requested_output_names(),
-            "parameters": pb_utils.checked_parameters(request._parameters, "BLS request"),
+            "parameters": {
+                **pb_utils.checked_parameters(request._parameters, "BLS request"),
+                **sequence_parameters(request),
+            },
             "requestId": request.request_id(),
             "stream": stream,
             "timeoutUs": request.timeout(),

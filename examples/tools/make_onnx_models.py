@@ -19,6 +19,10 @@ and the models the onnx engine's tests run (dataplane/test/onnx-models/):
   wrong_batch.onnx
       INPUT: float32 [batch, 4] -> OUTPUT: float32 [1, 4], the rows added up (an output that
       is not one row per batch item)
+  sequence_controls.onnx
+      INPUT: float32 [batch, 1], and sequence_batching's control inputs START: int32, END:
+      float32, READY: bool, CORRID: uint64, each [batch, 1] -> OUTPUT: float32 [batch, 5], each
+      row INPUT, START, END, READY, CORRID as floats (what the model was given, per request)
 
 Run with the tooling venv: ~/.cache/dynamo-kserve/venv/bin/python examples/tools/make_onnx_models.py
 With `--mlp PATH --hidden 1024,1024,1024` it writes only an MLP of those hidden layers (same
@@ -144,6 +148,25 @@ def wrong_batch() -> onnx.ModelProto:
     return finished(graph)
 
 
+def sequence_controls() -> onnx.ModelProto:
+    controls = (
+        ("START", TensorProto.INT32),
+        ("END", TensorProto.FLOAT),
+        ("READY", TensorProto.BOOL),
+        ("CORRID", TensorProto.UINT64),
+    )
+    nodes = [helper.make_node("Cast", [name], [f"{name}_f"], to=TensorProto.FLOAT) for name, _ in controls]
+    nodes.append(helper.make_node("Concat", ["INPUT", *(f"{name}_f" for name, _ in controls)], ["OUTPUT"], axis=1))
+    graph = helper.make_graph(
+        nodes,
+        "sequence_controls",
+        [helper.make_tensor_value_info("INPUT", TensorProto.FLOAT, ["batch", 1])]
+        + [helper.make_tensor_value_info(name, datatype, ["batch", 1]) for name, datatype in controls],
+        [helper.make_tensor_value_info("OUTPUT", TensorProto.FLOAT, ["batch", 5])],
+    )
+    return finished(graph)
+
+
 def save(model: onnx.ModelProto, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
@@ -161,7 +184,11 @@ def main() -> None:
         return
     for name, model in (("add_sub_onnx", add_sub()), ("mlp_onnx", mlp())):
         save(model, ROOT / name / "1" / "model.onnx")
-    for name, model in (("ragged_sum", ragged_sum()), ("wrong_batch", wrong_batch())):
+    for name, model in (
+        ("ragged_sum", ragged_sum()),
+        ("wrong_batch", wrong_batch()),
+        ("sequence_controls", sequence_controls()),
+    ):
         save(model, TEST_MODELS / f"{name}.onnx")
 
 

@@ -4,6 +4,7 @@ import type { ModelConfig } from "../../proto/gen/ts/model_config.js";
 import { ConfigError, UnsupportedFeature } from "../model-repository/config.js";
 import type { ModelFiles } from "../model-repository/sources.js";
 import { toModelSpec, type ModelSpec } from "../model-repository/spec.js";
+import { SEQUENCE_WORKERS_REASON } from "../model-repository/sequence-batching.js";
 import type { EngineDescription } from "./description.js";
 import { ensembleEngine, ensembleStepModels } from "./ensemble.js";
 import { identityEngine } from "./identity.js";
@@ -130,10 +131,9 @@ export interface LocalSupportOptions {
   /** --forward-python: Python-backend models are forwarded whatever they ask for. */
   readonly forwardPython?: boolean;
   /**
-   * --grpc-workers. Not read: a sequence model under several workers is refused by the
-   * registry (a sequence must stay in one process), not forwarded, as for any config this
-   * data plane could run but not as it is started (the reason is the process layout, which
-   * `migrate` and the repository CR do not know).
+   * --grpc-workers: above 1, a model with sequence_batching on an engine that runs here is
+   * forwarded (a sequence must stay in one process, and its requests may reach any worker).
+   * `migrate` and the repository CR do not know the process layout: the data plane decides.
    */
   readonly grpcWorkers?: number;
 }
@@ -152,37 +152,32 @@ const UNNAMED = "model";
  * platform, e.g. pytorch_libtorch, tensorflow, tensorrt, is not in the catalog), nor when
  * `forwardPython` forwards Python-backend models (--forward-python, as before the python
  * engine existed), nor when its engine refuses a feature the config asks for that Triton
- * serves (UnsupportedFeature: its detail is the reason). Any other ConfigError runs here,
+ * serves (UnsupportedFeature: its detail is the reason), nor a sequence model under several
+ * --grpc-workers (`grpcWorkers`). Any other ConfigError runs here,
  * so the model's load reports it (Triton would refuse the config too). A config that names
  * its engine (`parameters["engine"]`) runs here whatever it names. An ensemble runs here by
  * this rule; whether its steps do is the repository's question (ensemblesToForward).
  */
 export function localSupport(config: ModelConfig, source: string, options: LocalSupportOptions = {}): LocalSupport {
-  const explicit = config.parameters["engine"] !== undefined;
+  // Its engine is the config's choice: it loads there, or its load says why not.
+  if (config.parameters["engine"] !== undefined) return { runsHere: true };
   const name = selectedEngine(config);
-  if (name === undefined) {
-    return explicit ? { runsHere: true } : { runsHere: false, reason: notInCatalog(config.platform || config.backend) };
-  }
-  if (!explicit && options.forwardPython === true && name === "python") {
+  if (name === undefined) return { runsHere: false, reason: notInCatalog(config.platform || config.backend) };
+  if (options.forwardPython === true && name === "python") {
     return { runsHere: false, reason: "--forward-python forwards every Python-backend model" };
   }
-  let spec: ModelSpec;
   try {
-    spec = toModelSpec(config, source, config.name || UNNAMED);
-    engineSettings(name, spec, source);
+    engineSettings(name, toModelSpec(config, source, config.name || UNNAMED), source);
   } catch (error) {
     // Any other error is the config's: it loads here, and its load says what is wrong.
     return error instanceof UnsupportedFeature ? { runsHere: false, reason: error.detail } : { runsHere: true };
   }
-  if ((options.grpcWorkers ?? 1) > 1 && spec.scheduling.sequenceBatching !== undefined && ENGINES[name].scheduled) {
-    return { runsHere: false, reason: SEQUENCES_NEED_ONE_PROCESS };
+  const sequences = config.schedulingChoice?.$case === "sequenceBatching";
+  if (sequences && ENGINES[name].scheduled && (options.grpcWorkers ?? 1) > 1) {
+    return { runsHere: false, reason: SEQUENCE_WORKERS_REASON };
   }
   return { runsHere: true };
 }
-
-/** Why a sequence model is not served here with several --grpc-workers (the registry refuses it with it too). */
-export const SEQUENCES_NEED_ONE_PROCESS =
-  "sequence_batching keeps a sequence in one process; a sequence's requests may reach any of the --grpc-workers processes: serve it with --grpc-workers 1";
 
 /**
  * The ensembles of a repository that are forwarded with their steps: those with a step

@@ -5,7 +5,7 @@ import {
   type ModelQueuePolicy,
   type ModelWarmup,
 } from "../../proto/gen/ts/model_config.js";
-import { MAX_QUEUE_DELAY_US, sequenceBatchingOf, type SequenceBatching } from "./sequence-batching.js";
+import { MAX_QUEUE_DELAY_US, controlNames, sequenceBatchingOf, type SequenceBatching } from "./sequence-batching.js";
 import { DATATYPES, datatypeFromConfig, type Datatype } from "./datatypes.js";
 
 /**
@@ -122,16 +122,19 @@ export function schedulingOf(config: ModelConfig, fail: Fail): Scheduling {
       equalShapeInputs.add(input.name);
     }
   }
+  const sequenceBatching = sequenceBatchingOf(config, fail, instanceCount);
+  // A warmup sample may feed the sequence controls too (Triton adds them as override inputs).
+  const controls = sequenceBatching === undefined ? new Set<string>() : controlNames(sequenceBatching);
   return {
     maxBatchSize,
     dynamicBatching,
-    sequenceBatching: sequenceBatchingOf(config, fail, instanceCount),
+    sequenceBatching,
     instanceCount,
     equalShapeInputs,
     raggedInputs,
     // As Triton: a sample of batch_size 0 (the field left out) is checked, then skipped.
     warmup: config.modelWarmup.flatMap((sample, index) => {
-      const checked = warmupSampleOf(sample, index, config, fail);
+      const checked = warmupSampleOf(sample, index, config, controls, fail);
       return sample.batchSize === 0 ? [] : [checked];
     }),
   };
@@ -243,7 +246,13 @@ function instanceCountOf(config: ModelConfig, fail: Fail): number {
   return Math.max(1, total);
 }
 
-function warmupSampleOf(sample: ModelWarmup, index: number, config: ModelConfig, fail: Fail): WarmupSample {
+function warmupSampleOf(
+  sample: ModelWarmup,
+  index: number,
+  config: ModelConfig,
+  controls: ReadonlySet<string>,
+  fail: Fail,
+): WarmupSample {
   const field = `model_warmup[${index}]${sample.name ? ` '${sample.name}'` : ""}`;
   if (!sample.name) fail(`${field}.name`, "every warmup sample needs a name");
   const batched = config.maxBatchSize > 0;
@@ -261,7 +270,7 @@ function warmupSampleOf(sample: ModelWarmup, index: number, config: ModelConfig,
   for (const [name, input] of Object.entries(sample.inputs)) {
     const inputField = `${field}.inputs["${name}"]`;
     const declared = config.input.find((candidate) => candidate.name === name);
-    if (config.input.length > 0 && declared === undefined) {
+    if (config.input.length > 0 && declared === undefined && !controls.has(name)) {
       fail(inputField, `the model has no input '${name}'`);
     }
     const datatype = datatypeFromConfig(input.dataType);

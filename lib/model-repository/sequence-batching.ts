@@ -60,6 +60,16 @@ export interface SequenceBatching {
   readonly iterative: boolean;
 }
 
+/** The names of the control tensors a config declares (a client's input of one of these names is not the client's). */
+export function controlNames(batching: SequenceBatching): ReadonlySet<string> {
+  const { start, end, ready, corrid } = batching.controls;
+  return new Set([start?.name, end?.name, ready?.name, corrid?.name].filter((name) => name !== undefined));
+}
+
+/** Why a sequence model does not run here under several --grpc-workers (forwarded, or refused at load). */
+export const SEQUENCE_WORKERS_REASON =
+  "sequence_batching keeps a sequence in one process; a sequence's requests may reach any of the --grpc-workers processes: serve it with --grpc-workers 1";
+
 /** Sequence slots of all of a model's instances: more is a mistake in the config, not a plan. */
 export const MAX_SEQUENCE_SLOTS = 65_536;
 

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { forwardedConfig, localSupport, type LocalSupportOptions } from "../engines/catalog.js";
 import { completeEnsembles, parseCandidate, type Candidate } from "../model-repository/candidates.js";
 import { ConfigError, parseText } from "../model-repository/config.js";
+import { SEQUENCE_WORKERS_REASON } from "../model-repository/sequence-batching.js";
 import { scanModelSources } from "../model-repository/sources.js";
 
 /**
@@ -54,16 +55,17 @@ describe("the forwarding rule: what runs here, and why the rest is forwarded", (
     });
   });
 
+  it("forwards a sequence model under several --grpc-workers (a sequence stays in one process), saying why", () => {
+    const model = pythonSequence("m", "");
+    assert.deepEqual(supportOf(model, { grpcWorkers: 2 }), { runsHere: false, reason: SEQUENCE_WORKERS_REASON });
+    assert.deepEqual(supportOf(model, { grpcWorkers: 1 }), { runsHere: true });
+    const plain = model.replace(/sequence_batching \{[^]*?\n\}\n/, "");
+    assert.deepEqual(supportOf(plain, { grpcWorkers: 2 }), { runsHere: true }, "no sequence_batching: runs here");
+  });
+
   it("runs a Python sequence model without state here", () => {
     assert.deepEqual(supportOf(pythonSequence("m", "oldest { max_candidate_sequences: 4 }")), { runsHere: true });
     assert.deepEqual(supportOf(pythonSequence("m", "")), { runsHere: true });
-  });
-
-  it("forwards a sequence model under several --grpc-workers, saying why; one worker runs it here", () => {
-    assert.deepEqual(supportOf(pythonSequence("m", ""), { grpcWorkers: 1 }), { runsHere: true });
-    const forwarded = supportOf(pythonSequence("m", ""), { grpcWorkers: 2 });
-    assert.equal(forwarded.runsHere, false);
-    assert.match(forwarded.runsHere ? "" : forwarded.reason, /keeps a sequence in one process.*--grpc-workers 1/);
   });
 
   it("forwards every model the catalog lacks, and with --forward-python every Python model, saying which", () => {
@@ -80,6 +82,9 @@ describe("the forwarding rule: what runs here, and why the rest is forwarded", (
       `${pythonSequence("m", "")}\nparameters { key: "engine" value { string_value: "${engine}" } }`;
     assert.deepEqual(supportOf(named("python"), { forwardPython: true }), { runsHere: true });
     assert.deepEqual(supportOf(named("no-such-engine")), { runsHere: true });
+    // Even with a feature its engine lacks: its load then says why (the engine was chosen, not guessed).
+    const namedWithState = `${pythonSequence("m", STATE)}\nparameters { key: "engine" value { string_value: "python" } }`;
+    assert.deepEqual(supportOf(namedWithState), { runsHere: true });
   });
 
   it("forwards implicit state of the other engines that run models here, naming the engine", () => {

@@ -295,6 +295,21 @@ describe("sequence_batching: Triton's checks and defaults", () => {
     );
   });
 
+  it("takes a warmup sample that feeds the control inputs (Triton adds them as override inputs), not other undeclared names", () => {
+    const warmup = (input: string) =>
+      `model_warmup [ { name: "w" batch_size: 1 inputs { key: "INPUT" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } inputs { key: "${input}" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } } ]`;
+    const text = `${configText(control("START", "CONTROL_SEQUENCE_START"))}\n${warmup("START")}`;
+    const [sample] = specOf(text).scheduling.warmup;
+    assert.deepEqual(
+      sample?.inputs.map((input) => input.name),
+      ["INPUT", "START"],
+    );
+    assert.throws(
+      () => specOf(`${configText(control("START", "CONTROL_SEQUENCE_START"))}\n${warmup("OTHER")}`),
+      /model_warmup\[0\] 'w'.inputs\["OTHER"\]: the model has no input 'OTHER'/,
+    );
+  });
+
   it("lets a control tensor also be a declared input, as Triton does (the control's value replaces the client's)", () => {
     const spec = specOf(configText(control("INPUT", "CONTROL_SEQUENCE_START")));
     assert.deepEqual(

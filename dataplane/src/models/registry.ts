@@ -16,7 +16,6 @@ import { applyConfigOverride } from "../../../lib/model-repository/override.js";
 import { ConfigError, UnsupportedFeature, configText } from "../../../lib/model-repository/config.js";
 import { InFlight } from "./in-flight.js";
 import { Holds } from "../../../lib/holds.js";
-import { SEQUENCES_NEED_ONE_PROCESS } from "../../../lib/engines/catalog.js";
 import { readModelFolder, scanModelSources, type ModelSource } from "../../../lib/model-repository/sources.js";
 import {
   completeEnsembles,
@@ -28,6 +27,7 @@ import { toModelSpec, type ModelSpec } from "../../../lib/model-repository/spec.
 import { VersionStatistics } from "./statistics.js";
 import { Scheduler, type RequestScheduler } from "../scheduling/scheduler.js";
 import { SequenceScheduler } from "../scheduling/sequence.js";
+import { SEQUENCE_WORKERS_REASON } from "../../../lib/model-repository/sequence-batching.js";
 import { servedVersions } from "../../../lib/model-repository/versions.js";
 import { warmUp } from "../scheduling/warmup.js";
 
@@ -770,7 +770,7 @@ export class ModelRegistry implements ModelDependencies {
   private checkSequences(origin: string, engine: Engine): void {
     if ((this.options.grpcWorkers ?? 1) <= 1) return;
     void engine.close().catch(() => undefined);
-    throw new UnsupportedFeature(origin, SEQUENCES_NEED_ONE_PROCESS);
+    throw new UnsupportedFeature(origin, SEQUENCE_WORKERS_REASON);
   }
 
   /** Takes the model out of service at once; its engine closes once its requests are done. */

@@ -95,6 +95,9 @@ export function queuePlaceOf(
  * its sequence may wait in the backlog for a slot (no queue policy to allow it).
  */
 function sequencePlaceOf(model: string, parameters: Readonly<Record<string, InferParameter>>): QueuePlace {
+  const priority = parameters[PRIORITY];
+  // Its value is not read, its type is: a priority that is no whole number is refused whatever the model.
+  if (priority !== undefined) wholeNumber(model, PRIORITY, priority);
   const timeout = parameters[TIMEOUT];
   if (timeout === undefined) return { level: 0, timeoutUs: 0 };
   const asked = wholeNumber(model, TIMEOUT, timeout);

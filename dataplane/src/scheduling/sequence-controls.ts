@@ -1,6 +1,10 @@
 import { invalidArgument } from "../../../lib/errors.js";
 import { DATATYPES } from "../../../lib/model-repository/datatypes.js";
-import type { BoolControl, SequenceBatching } from "../../../lib/model-repository/sequence-batching.js";
+import {
+  controlNames,
+  type BoolControl,
+  type SequenceBatching,
+} from "../../../lib/model-repository/sequence-batching.js";
 import type { EngineRequest } from "../engines/engine.js";
 import { joinBytesElements } from "../tensors/bytes.js";
 import type { SequenceId, SequenceRequest } from "../tensors/parameters.js";
@@ -22,12 +26,6 @@ interface ControlValues {
   readonly id: SequenceId | undefined;
 }
 
-/** The names of the control tensors a config declares (a client's input of one of these names is not the client's). */
-export function controlNames(batching: SequenceBatching): ReadonlySet<string> {
-  const { start, end, ready, corrid } = batching.controls;
-  return new Set([start?.name, end?.name, ready?.name, corrid?.name].filter((name) => name !== undefined));
-}
-
 /**
  * The CORRID control's type against the request's correlation ID (Triton's ValidateCorrelationId):
  * a string ID needs TYPE_STRING, an integer one an integer type. INVALID_ARGUMENT in Triton's words.
@@ -47,7 +45,11 @@ export function checkCorrelationIdType(
   );
 }
 
-/** A real request of a sequence, its controls added: START/END as its flags, READY true, CORRID its ID. */
+/**
+ * A real request of a sequence, its controls added: START/END as its flags, READY true, CORRID
+ * its ID. A client input of a control's name (the config declares it in `input` too) is
+ * replaced by the control, as Triton's override inputs replace it: the model sees one tensor.
+ */
 export function withControls(
   request: EngineRequest,
   batching: SequenceBatching,
@@ -55,7 +57,9 @@ export function withControls(
   sequence: SequenceRequest,
 ): EngineRequest {
   const controls = controlTensors(batching, batched, { ...sequence, ready: true });
-  return controls.length === 0 ? request : { ...request, inputs: [...request.inputs, ...controls] };
+  if (controls.length === 0) return request;
+  const names = controlNames(batching);
+  return { ...request, inputs: [...request.inputs.filter((input) => !names.has(input.name)), ...controls] };
 }
 
 /**

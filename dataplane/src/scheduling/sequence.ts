@@ -52,7 +52,7 @@ interface Slot {
   readonly queue: Entry[];
   /** Oldest: a request of this slot is offered to its instance's batch or running (one at a time). */
   busy: boolean;
-  /** Its sequence was forgotten (idle): the slot is free once its queue is empty. */
+  /** Its sequence is over (idle, or one of its requests cancelled): the slot is free once its queue is empty. */
   forceEnd: boolean;
 }
 
@@ -347,14 +347,18 @@ export class SequenceScheduler extends QueueingScheduler implements RequestSched
 
   /** Something changed in the slot (a request came, its sequence changed): the instance may run. */
   private slotChanged(slot: Slot): void {
-    if (this.batching.strategy.kind === "oldest") this.offer(slot);
-    this.releaseIfForced(slot);
+    const oldest = this.batching.strategy.kind === "oldest";
+    if (oldest) this.offer(slot);
+    // A slot freed here may have taken a backlogged sequence: its first request is offered too.
+    if (this.releaseIfForced(slot) && oldest) this.offer(slot);
     this.pump(slot.instance);
   }
 
-  /** An idle sequence's slot is free once the requests it still had are gone (Triton's force-end marker). */
-  private releaseIfForced(slot: Slot): void {
-    if (slot.forceEnd && slot.queue.length === 0) this.release(slot);
+  /** An ended sequence's slot is free once the requests it still had are gone (Triton's force-end marker). */
+  private releaseIfForced(slot: Slot): boolean {
+    if (!slot.forceEnd || slot.queue.length > 0) return false;
+    this.release(slot);
+    return true;
   }
 
   /** Starts the instance's next execution if it is free and has something to run. */
@@ -509,7 +513,8 @@ export class SequenceScheduler extends QueueingScheduler implements RequestSched
 
   /**
    * A queued request leaves without running (cancelled, past its deadline, its caller gone):
-   * as Triton, its sequence ends — its slot is freed and its other queued requests fail.
+   * as Triton, its sequence ends — the requests queued after it fail, those before it still
+   * run, and its slot is freed once they have; a backlogged sequence fails whole.
    */
   protected leaveQueue(entry: Entry, error: unknown): void {
     const placement = this.placements.get(entry);
@@ -530,16 +535,21 @@ export class SequenceScheduler extends QueueingScheduler implements RequestSched
     }
     const slot = placement.slot!;
     this.refuse(entry, error);
+    // Where it was in its slot's queue: the requests before it still run, as in Triton, which
+    // sees a cancel when the request reaches the head of its slot.
+    let position = 0;
     if (placement.offered === true) {
       const offered = this.instances[slot.instance]!.offered;
       offered.splice(offered.indexOf(entry), 1);
       slot.busy = false;
     } else {
-      slot.queue.splice(slot.queue.indexOf(entry), 1);
+      position = slot.queue.indexOf(entry);
+      slot.queue.splice(position, 1);
     }
     if (slot.sequence === sequence) {
-      for (const other of slot.queue.splice(0)) this.refuse(other, cancelled());
-      this.release(slot);
+      for (const other of slot.queue.splice(position)) this.refuse(other, cancelled());
+      // Free once the requests before it are gone (at once if there are none).
+      slot.forceEnd = true;
     }
     this.slotChanged(slot);
   }

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { SEQUENCE_WORKERS_REASON } from "../../../lib/model-repository/sequence-batching.js";
 import { splitBytesElements } from "../../src/tensors/bytes.js";
 import {
   MODELS_PYTHON,
@@ -74,51 +75,67 @@ const startRequest = (model: string) =>
     rawInputContents: [new Uint8Array(Int32Array.of(7).buffer)],
   });
 
-describe("--forward-unsupported: what is forwarded to Triton, and why", function () {
-  this.timeout(120_000);
-  let tritonRepository: string | undefined;
-  let repository: string | undefined;
+/**
+ * Mocha hooks: a Triton serving `tritonModels` (name -> config), and a data plane over `models`
+ * started with `args` that forwards to it (--forward-unsupported); both gone after the suite.
+ */
+function forwardingToTriton(
+  tritonModels: Record<string, string>,
+  models: Record<string, string>,
+  args: readonly string[] = [],
+): { readonly triton: Peer; readonly server: ServerProcess } {
+  const roots: string[] = [];
   let triton: Peer | undefined;
   let server: ServerProcess | undefined;
-
   before(async function () {
     requireTritonServer(this);
     requireTritonPeers(this);
-    // Triton serves only the stateful model: a forwarded `sequences` could not be ready.
-    tritonRepository = repositoryOf({ stateful: sequenceModel("stateful", STATE) });
-    repository = repositoryOf({
-      stateful: sequenceModel("stateful", STATE),
-      sequences: sequenceModel("sequences", ""),
-    });
-    triton = await startTritonServer([tritonRepository]);
+    roots.push(repositoryOf(tritonModels), repositoryOf(models));
+    triton = await startTritonServer([roots[0]!]);
     server = await startServer([
-      ...["--model-repository", repository, "--python", MODELS_PYTHON],
+      ...args,
+      ...["--model-repository", roots[1]!, "--python", MODELS_PYTHON],
       ...["--forward-unsupported", triton.address],
     ]);
   });
-
   after(async () => {
     await server?.stop();
     await triton?.kill();
-    for (const root of [repository, tritonRepository])
-      if (root !== undefined) rmSync(root, { recursive: true, force: true });
+    for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true });
   });
+  return {
+    get triton() {
+      return triton!;
+    },
+    get server() {
+      return server!;
+    },
+  };
+}
+
+describe("--forward-unsupported: what is forwarded to Triton, and why", function () {
+  this.timeout(120_000);
+  // Triton serves only the stateful model: a forwarded `sequences` could not be ready.
+  const serving = forwardingToTriton(
+    { stateful: sequenceModel("stateful", STATE) },
+    { stateful: sequenceModel("stateful", STATE), sequences: sequenceModel("sequences", "") },
+  );
 
   const forwardingLines = (): string[] =>
-    server!.logs.map((line) => String(line["msg"])).filter((message) => / forwarded to /.test(message));
+    serving.server.logs.map((line) => String(line["msg"])).filter((message) => / forwarded to /.test(message));
 
   it("forwards a Python model with implicit state, and logs why once", async () => {
     const ready = async (): Promise<void> => {
-      const { ready } = await call(server!.client, "modelReady", { name: "stateful", version: "" });
+      const { ready } = await call(serving.server.client, "modelReady", { name: "stateful", version: "" });
       assert.ok(ready, "stateful is ready");
     };
     await eventually(ready);
-    assert.deepEqual(forwardingLines(), [`model 'stateful' forwarded to ${triton!.address}: ${STATE_REASON}`]);
-    const line = server!.logs.find((entry) => String(entry["msg"]).startsWith("model 'stateful' forwarded"));
+    assert.deepEqual(forwardingLines(), [`model 'stateful' forwarded to ${serving.triton.address}: ${STATE_REASON}`]);
+    const line = serving.server.logs.find((entry) => String(entry["msg"]).startsWith("model 'stateful' forwarded"));
     assert.equal(line?.["reason"], STATE_REASON);
-    assert.equal(line?.["upstream"], triton!.address);
+    assert.equal(line?.["upstream"], serving.triton.address);
     // Triton ran it: its sequence batcher gave the model the state input as well as the control.
-    const reply = await infer(server!.client, startRequest("stateful"));
+    const reply = await infer(serving.server.client, startRequest("stateful"));
     const inputs = reply.outputs.findIndex((output) => output.name === "INPUTS");
     assert.equal(
       Buffer.from(splitBytesElements(reply.rawOutputContents[inputs]!)[0]!).toString(),
@@ -130,9 +147,30 @@ describe("--forward-unsupported: what is forwarded to Triton, and why", function
     // Only that it is not forwarded: it runs in this data plane's python engine, whose
     // sequence scheduler is another task's (requests are not sent to it here).
     await eventually(async () => {
-      const { ready } = await call(server!.client, "modelReady", { name: "sequences", version: "" });
+      const { ready } = await call(serving.server.client, "modelReady", { name: "sequences", version: "" });
       assert.ok(ready, "sequences is ready");
     });
     assert.ok(!forwardingLines().some((message) => message.includes("'sequences'")), forwardingLines().join("\n"));
+  });
+});
+
+describe("--forward-unsupported with --grpc-workers 2: a sequence model is forwarded, saying why", function () {
+  this.timeout(120_000);
+  const serving = forwardingToTriton(
+    { sequences: sequenceModel("sequences", "") },
+    { sequences: sequenceModel("sequences", "") },
+    ["--grpc-workers", "2"],
+  );
+
+  it("sends it to the Triton, which keeps each sequence in one place, and logs the reason", async () => {
+    await eventually(async () => {
+      const { ready } = await call(serving.server.client, "modelReady", { name: "sequences", version: "" });
+      assert.ok(ready, "sequences is ready");
+    });
+    const reply = await infer(serving.server.client, startRequest("sequences"));
+    const inputs = reply.outputs.findIndex((output) => output.name === "INPUTS");
+    assert.equal(Buffer.from(splitBytesElements(reply.rawOutputContents[inputs]!)[0]!).toString(), "INPUT,START");
+    const line = serving.server.logs.find((entry) => String(entry["msg"]).startsWith("model 'sequences' forwarded"));
+    assert.equal(line?.["reason"], SEQUENCE_WORKERS_REASON);
   });
 });

@@ -69,7 +69,7 @@ function probeRequest(
       {
         name: "INPUT",
         datatype: "INT32",
-        shape: model === "seq_string" ? [1n] : [1n, 1n],
+        shape: model === "seq_string" || model === "seq_bls" ? [1n] : [1n, 1n],
         parameters: {},
         contents: undefined,
       },
@@ -199,6 +199,20 @@ describe("sequence batching: the probe models over gRPC and HTTP", function () {
       error.details,
       "[request id: <id_unknown>] sequence batching control 'CORRID' data-type is 'UINT64', but model 'seq_string' expects 'BYTES'",
     );
+  });
+
+  it("gives a BLS call's correlation_id and flags to the called sequence model (pb_utils.InferenceRequest)", async () => {
+    // seq_bls is no sequence model: it passes its own request's ID and flags on to seq_direct.
+    const started = await send("seq_bls", 8001, { start: true, input: 5 });
+    assert.deepEqual(
+      [started.start, started.end, started.ready, started.corrid, started.correlation_id, started.flags, started.input],
+      [1, 0, 1, "8001", "8001", 1, 5],
+    );
+    const ended = await send("seq_bls", 8001, { end: true, input: 6 });
+    assert.deepEqual([ended.start, ended.end, ended.corrid, ended.flags, ended.input], [0, 1, "8001", 2, 6]);
+    const text = await send("seq_bls", "bls-string", { start: true, end: true }).catch((error: ServiceError) => error);
+    assert.ok(!("start" in text), "a string ID to a UINT64 CORRID is refused, as Triton");
+    assert.match((text as ServiceError).details, /data-type is 'BYTES', but model 'seq_direct' expects 'UINT64'/);
   });
 
   it("refuses what Triton refuses, with its words", async () => {

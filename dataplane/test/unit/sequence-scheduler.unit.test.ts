@@ -60,11 +60,14 @@ function seen(request: EngineRequest): SeenRequest {
 /** An engine that records each execution as the model sees it, and answers once the test finishes it (or at once). */
 class RecordingEngine implements Engine {
   readonly batches: SeenBatch[] = [];
+  /** Every request the engine was called with, in call order. */
+  readonly requests: EngineRequest[] = [];
   holding = false;
   private readonly gates = new Map<Execution, Promise<void>>();
 
   async *infer(request: EngineRequest, options: InferOptions): AsyncIterable<EngineResponse> {
     const execution = options.execution!;
+    this.requests.push(request);
     let gate = this.gates.get(execution);
     if (gate === undefined) {
       let finish: () => void = () => undefined;
@@ -107,6 +110,26 @@ function sequenceBatching(overrides: Partial<SequenceBatching> = {}): SequenceBa
   };
 }
 
+/** The Oldest strategy on `slots` slots per instance (max_candidate_sequences), one preferred batch size. */
+function oldestBatching(options: {
+  slots: number;
+  preferred: number;
+  delayUs: number;
+  preserveOrdering: boolean;
+}): SequenceBatching {
+  const { slots, preferred, delayUs, preserveOrdering } = options;
+  return sequenceBatching({
+    slotsPerInstance: slots,
+    strategy: {
+      kind: "oldest",
+      maxCandidateSequences: slots,
+      preferredBatchSizes: [preferred],
+      maxQueueDelayUs: delayUs,
+      preserveOrdering,
+    },
+  });
+}
+
 function schedulingOf(batching: SequenceBatching, { maxBatchSize = 0, instances = 1 } = {}): Scheduling {
   return {
     maxBatchSize,
@@ -134,6 +157,8 @@ interface SendOptions {
 }
 
 const uint = (value: number | bigint): SequenceId => ({ kind: "uint", value: BigInt(value) });
+
+const IN: Tensor = { name: "IN", datatype: "FP32", shape: [1, 2], data: new Uint8Array(8) };
 
 function send(
   scheduler: SequenceScheduler,
@@ -266,6 +291,23 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
     assert.equal(engine.batches[2]!.requests[0]!.corrid, "session-7");
   });
 
+  it("shapes each control [1] on a model that does not batch (Direct, max_batch_size 0), [1, 1] on one that does", async () => {
+    const controlShapes = () =>
+      engine.requests
+        .at(-1)!
+        .inputs.filter((input) => input.name !== "IN")
+        .map((input) => input.shape);
+    await send(start(sequenceBatching()), "a", uint(1), { start: true, end: true }).outcome;
+    assert.deepEqual(controlShapes(), [[1], [1], [1], [1]]);
+    await send(start(sequenceBatching(), { maxBatchSize: 4 }), "b", uint(1), { start: true, end: true }).outcome;
+    assert.deepEqual(controlShapes(), [
+      [1, 1],
+      [1, 1],
+      [1, 1],
+      [1, 1],
+    ]);
+  });
+
   it("keeps a sequence's requests in arrival order, one at a time, on its slot", async () => {
     const scheduler = start(sequenceBatching());
     engine.holding = true;
@@ -369,6 +411,17 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
     await rejectsWith(send(scheduler, "b2", uint(2)).outcome, "InvalidArgument", /sequence 2 .* START flag/);
   });
 
+  it("Oldest: frees an idle sequence's slot for the backlog, whose sequence then runs", async () => {
+    const batching = { ...oldestBatching({ slots: 1, preferred: 1, delayUs: 0, preserveOrdering: false }) };
+    const scheduler = start({ ...batching, maxSequenceIdleUs: 50_000 });
+    await send(scheduler, "a1", uint(1), { start: true }).outcome;
+    const b = send(scheduler, "b1", uint(2), { start: true });
+    assert.deepEqual(await b.outcome, ["b1"], "b got a's slot once a was idle");
+    // b ran when it got the slot, not when it was idle in turn: it is still open.
+    assert.deepEqual(await send(scheduler, "b2", uint(2), { end: true }).outcome, ["b2"]);
+    assert.deepEqual(engine.ids, [["a1"], ["b1"], ["b2"]]);
+  });
+
   it("does not forget a sequence for the time it waited in the backlog", async () => {
     const scheduler = start(sequenceBatching({ maxSequenceIdleUs: 200_000 }));
     await send(scheduler, "a0", uint(1), { start: true }).outcome;
@@ -419,6 +472,35 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
     await b.outcome;
     assert.deepEqual(engine.ids, [["a1"], ["b1"]]);
     await rejectsWith(send(scheduler, "a4", uint(1)).outcome, "InvalidArgument", /START flag/);
+  });
+
+  it("runs the requests queued before a cancelled one (Triton sees a cancel at the head of the slot); those after it fail", async () => {
+    const scheduler = start(sequenceBatching());
+    engine.holding = true;
+    const a1 = send(scheduler, "a1", uint(1), { start: true });
+    const a2 = send(scheduler, "a2", uint(1));
+    const a3 = send(scheduler, "a3", uint(1));
+    const a4 = send(scheduler, "a4", uint(1));
+    const b = send(scheduler, "b1", uint(2), { start: true, end: true });
+    await settle();
+    a3.controller.abort();
+    await rejectsWith(a3.outcome, "Cancelled", /./);
+    await rejectsWith(
+      a4.outcome,
+      "Cancelled",
+      "sequence 1 of model 'm' version 1 ended: one of its requests was cancelled",
+    );
+    await rejectsWith(send(scheduler, "a5", uint(1)).outcome, "InvalidArgument", /START flag/);
+    engine.finishAll();
+    assert.deepEqual(await a1.outcome, ["a1"]);
+    await settle();
+    engine.finishAll();
+    assert.deepEqual(await a2.outcome, ["a2"], "a2 came before the cancelled request: it runs");
+    await settle();
+    engine.finishAll();
+    assert.deepEqual(await b.outcome, ["b1"], "the slot goes to the backlog once a2 is done");
+    assert.deepEqual(engine.ids, [["a1"], ["a2"], ["b1"]]);
+    assert.equal(scheduler.queued, 0);
   });
 
   it("drops a backlogged sequence whose request is cancelled", async () => {
@@ -506,16 +588,7 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
   });
 
   it("Oldest: one request of each sequence in flight, heads batched together, a preferred size runs at once", async () => {
-    const batching = sequenceBatching({
-      slotsPerInstance: 4,
-      strategy: {
-        kind: "oldest",
-        maxCandidateSequences: 4,
-        preferredBatchSizes: [2],
-        maxQueueDelayUs: 5_000_000,
-        preserveOrdering: false,
-      },
-    });
+    const batching = oldestBatching({ slots: 4, preferred: 2, delayUs: 5_000_000, preserveOrdering: false });
     const scheduler = start(batching, { maxBatchSize: 4 });
     engine.holding = true;
     const sent = [
@@ -538,6 +611,61 @@ describe("SequenceScheduler: Triton's sequence batcher, with a recording engine"
       engine.ids.flat().every((id) => id !== "-"),
       "Oldest never pads",
     );
+  });
+
+  it("gives the model the control's value in place of a client input of the control's name (Triton's override inputs)", async () => {
+    // The config may also declare a control in `input` (the client sends it, checked as any input).
+    const scheduler = start(sequenceBatching());
+    const clientStart: Tensor = { name: "START", datatype: "INT32", shape: [1], data: new Uint8Array([5, 0, 0, 0]) };
+    const request: EngineRequest = {
+      id: "a1",
+      version: "1",
+      parameters: {},
+      inputs: [IN, clientStart],
+      requestedOutputs: new Set(),
+    };
+    const controller = new AbortController();
+    for await (const response of scheduler.infer({
+      request,
+      batchSize: 1,
+      place: { level: 0, timeoutUs: 0 },
+      options: { signal: controller.signal, deadline: Infinity, traceHeaders: {} },
+      oneResponse: true,
+      sequence: { id: uint(1), start: true, end: true },
+    }))
+      void response;
+    const given = engine.requests[0]!.inputs;
+    assert.deepEqual(
+      given.map((input) => input.name),
+      ["IN", "START", "END", "READY", "CORRID"],
+      "one tensor of each name",
+    );
+    assert.equal(controlValue(given.find((input) => input.name === "START")), 1, "START is the control's true value");
+  });
+
+  it("Oldest with preserve_ordering: a request's responses wait until the one offered before it is done", async () => {
+    const batching = oldestBatching({ slots: 2, preferred: 1, delayUs: 0, preserveOrdering: true });
+    const scheduler = start(batching, { maxBatchSize: 1 });
+    const controller = new AbortController();
+    // a's caller reads its one response and has not finished reading (a decoupled model's stream).
+    const a = scheduler.infer({
+      request: { id: "a1", version: "1", parameters: {}, inputs: [IN], requestedOutputs: new Set() },
+      batchSize: 1,
+      place: { level: 0, timeoutUs: 0 },
+      options: { signal: controller.signal, deadline: Infinity, traceHeaders: {} },
+      sequence: { id: uint(1), start: true, end: true },
+    });
+    assert.equal((await a.next()).done, false);
+    let bDone = false;
+    const b = send(scheduler, "b1", uint(2), { start: true, end: true });
+    void b.outcome.then(() => (bDone = true));
+    await settle();
+    assert.deepEqual(engine.ids, [["a1"], ["b1"]], "b ran once a's execution was over");
+    assert.equal(bDone, false, "b's response waits for a to be done");
+    assert.equal((await a.next()).done, true);
+    assert.deepEqual(await b.outcome, ["b1"]);
+    assert.equal(scheduler.running, 0);
+    assert.equal(scheduler.queued, 0);
   });
 
   it("refuses queued requests when closed, and refuses START after (Triton's words)", async () => {
@@ -577,6 +705,11 @@ describe("a sequence model's queue parameters", () => {
     assert.throws(
       () => queuePlaceOf("m", scheduling, { timeout: { parameterChoice: { $case: "stringParam", value: "soon" } } }),
       /parameters\["timeout"\] must be a whole number/,
+    );
+    // Ignored, but still checked (Triton's front ends refuse a priority that is not an integer for every model).
+    assert.throws(
+      () => queuePlaceOf("m", scheduling, { priority: { parameterChoice: { $case: "stringParam", value: "high" } } }),
+      /parameters\["priority"\] must be a whole number/,
     );
   });
 });
