@@ -175,11 +175,15 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     dataplane = await startServer([...args, "--host", podIp, "--python", MODELS_PYTHON]);
 
     // The pod's ports open before its start-up loads end, so the operator may first see models
-    // still loading: wait for the Python model, the slowest to load, to be reported.
+    // still loading: wait for every model that loads here to be reported ready (which of the
+    // Python and ONNX models is slowest depends on the machine's load).
+    const loadedHere = ["identity_fp32:1", "add_sub_versions:2", "repeat_int32:1", "add_sub_python:1", "broken_dims:1"];
     const repository = await eventually(async () => {
       const current = await readRepository("triton-models");
       assert.equal(conditionOf(current, "ModelsReady")?.reason, "ModelsUnavailable", JSON.stringify(current.status));
-      assert.equal(modelsOf(current).get("add_sub_python:1")?.state, "READY", JSON.stringify(current.status));
+      const reported = modelsOf(current);
+      for (const key of loadedHere)
+        assert.equal(reported.get(key)?.state, "READY", `${key}: ${JSON.stringify(current.status)}`);
       return current;
     }, 30_000);
     const models = modelsOf(repository);
