@@ -103,8 +103,68 @@ export interface Engine {
    * flight is running.
    */
   load?(): EngineLoad;
+  /**
+   * Engines in front of another KServe v2 gRPC server may take a request's message bytes and
+   * answer with the upstream's own messages, never decoding either (the lean forwarding path,
+   * dataplane/src/inference/forward.ts): the upstream's headers, messages, status and trailers
+   * reach `sink` as they came, the model name rewritten only where it differs. The engine owns
+   * the upstream call (endpoint choice, retry before the first byte, deadline, cancellation by
+   * `options.signal`, size bounds); every outcome, a transport failure included, ends in exactly
+   * one `sink.end`. Absent: the model's requests are decoded and run through `infer`.
+   */
+  forward?(request: ForwardRequest, options: ForwardOptions, sink: ForwardSink): ForwardCall;
   /** Releases what the engine holds; called when its model is unloaded or replaced. */
   close(): Promise<void>;
+}
+
+/** A request passed through undecoded: the message as the client sent it and what was read from its head. */
+export interface ForwardRequest {
+  /** The client's ModelInferRequest message (no gRPC frame header), as received. */
+  readonly bytes: Uint8Array;
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly id: string;
+  /** The request's parameters (sequence affinity reads them). */
+  readonly parameters: Readonly<Record<string, InferParameter>>;
+  /**
+   * The client's custom metadata to send on, reserved names already removed (`grpc-*`,
+   * `authorization`, HTTP/2 connection headers, ours): `-bin` values as bytes, as grpc-js holds them.
+   */
+  readonly metadata: readonly ForwardMetadataEntry[];
+}
+
+export interface ForwardOptions extends InferOptions {
+  /** Sent as one request on the upstream's ModelStreamInfer (a decoupled model) rather than ModelInfer. */
+  readonly stream: boolean;
+}
+
+/** One metadata entry: a lowercase name and its value (bytes for `-bin` names). */
+export type ForwardMetadataEntry = readonly [name: string, value: string | Uint8Array];
+
+/** The end of a forwarded call: the upstream's gRPC status and trailers, or a failure mapped to a status. */
+export interface ForwardStatus {
+  /** The gRPC status code (0 OK). */
+  readonly code: number;
+  /** `grpc-message`, percent-decoded. */
+  readonly details: string;
+  /** The upstream's custom trailers (empty for a failure of our own). */
+  readonly metadata: readonly ForwardMetadataEntry[];
+}
+
+/** Where a forwarded call's results go, in order: metadata at most once, messages, then end exactly once. */
+export interface ForwardSink {
+  /** The upstream's custom response headers (initial metadata), before any message. */
+  metadata(metadata: readonly ForwardMetadataEntry[]): void;
+  /** One upstream message: a ModelInferResponse, or a ModelStreamInferResponse when `stream`. */
+  message(bytes: Uint8Array): void;
+  end(status: ForwardStatus): void;
+}
+
+/** A forwarded call in progress: flow control for a slow client (cancellation is `options.signal`). */
+export interface ForwardCall {
+  /** Stop reading the upstream's messages until `resume`. */
+  pause(): void;
+  resume(): void;
 }
 
 /** An engine's load now: the model-server protocol's signals, per model. */
