@@ -21,8 +21,10 @@ import {
   stopGrpcServer,
   type GrpcTuning,
   type InferenceServiceImplementation,
+  type InferRequestDecoders,
 } from "./server/grpc.js";
 import { serverSecurity, type SecurityOptions } from "./server/security.js";
+import { inferRequestDecoder } from "./server/request-decoding.js";
 import { closeHttpServer, startMetricsPort } from "./server/metrics-port.js";
 import { InFlight } from "./models/in-flight.js";
 import { sharedMemoryAndTraceOperations } from "./services/shared-memory-and-trace.js";
@@ -214,6 +216,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       credentials: security.credentials,
       interceptors: [boundedStatusInterceptor, metrics.grpcInterceptor, ...security.interceptors],
       tuning: options.tuning,
+      requestDecoders: passThroughDecoders(registry),
     }),
   );
   startUp.opened(() => grpc.server.forceShutdown());
@@ -331,6 +334,19 @@ class StartUp {
       }
     }
   }
+}
+
+/**
+ * Request deserializers that leave a request encoded when its model passes through on the
+ * method (ModelRegistry.passThroughNames): one Set lookup per request.
+ */
+function passThroughDecoders(registry: ModelRegistry): InferRequestDecoders {
+  const unary = registry.passThroughNames("unary");
+  const stream = registry.passThroughNames("stream");
+  return {
+    unary: inferRequestDecoder((model) => unary.has(model)),
+    stream: inferRequestDecoder((model) => stream.has(model)),
+  };
 }
 
 /** `run`, started by the first call; every call gets the same promise. */

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
+import type { InferParameter } from "../../../proto/gen/ts/grpc_service.js";
 import type { Engine } from "../engines/engine.js";
 import { abortedError, DataPlaneError, type ErrorKind, unimplemented } from "../../../lib/errors.js";
 import { errorDetail } from "../limits.js";
@@ -27,6 +27,17 @@ export interface InferenceContext {
   readonly maxMessageSize: number;
   /** The data plane's system shared-memory regions, which requests' tensors may name. */
   readonly sharedMemory: SystemSharedMemory;
+}
+
+/**
+ * What a request's scope reads of it: the fields before its tensors (a ModelInferRequest,
+ * or a request passed through undecoded, server/request-decoding.ts).
+ */
+export interface RequestHead {
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly id: string;
+  readonly parameters: Readonly<Record<string, InferParameter>>;
 }
 
 /** How a request came in. */
@@ -81,6 +92,11 @@ const CLIENT_ERRORS = new Set<ErrorKind>([
  * the server's in-flight count and the metrics observation. `close` gives all of it back,
  * records the statistics, ends the span and writes the log line, exactly once, whatever
  * happened; a refusal is counted as an error for a model this data plane serves.
+ *
+ * A request passed through undecoded (inference/forward.ts) uses the lean calls instead of
+ * `decoded`/`produced`/`encoded`: `receivedMessage` once admitted, `forwarded` per message relayed,
+ * `produced` once at the end; its statistics then show no input or output phase, and its
+ * time in the engine is the upstream's, to its last byte.
  */
 export class RequestScope {
   private readonly received = nowNs();
@@ -109,7 +125,7 @@ export class RequestScope {
 
   constructor(
     private readonly context: InferenceContext,
-    private readonly request: ModelInferRequest,
+    private readonly request: RequestHead,
     private readonly entry: Entry,
     private readonly lifetime: RequestLifetime,
   ) {
@@ -186,6 +202,21 @@ export class RequestScope {
     this.batchSize = batchSize;
     this.observation?.received(bytes);
     this.decodedAt = this.mark = nowNs();
+  }
+
+  /**
+   * Lean: a request passed through undecoded was admitted with its message of `bytes` (counted
+   * as received bytes, where a decoded request counts its tensors'); the engine's clock starts.
+   */
+  receivedMessage(bytes: number): void {
+    this.observation?.received(bytes);
+    this.decodedAt = this.mark = this.admittedAt;
+  }
+
+  /** Lean: an upstream's message of `bytes` was relayed to the client as it came. */
+  forwarded(bytes: number): void {
+    this.responses++;
+    this.observation?.response(bytes);
   }
 
   /**

@@ -169,8 +169,26 @@ export class ModelRegistry implements ModelDependencies {
   /** Resolved by close(): retiring engines stop waiting for their requests. */
   private closing: () => void = () => undefined;
   private readonly closed = new Promise<void>((resolve) => (this.closing = resolve));
+  /** The names of the models served now that pass requests through undecoded, by the entries they do it on. */
+  private readonly passingThrough: Readonly<Record<"unary" | "stream", Set<string>>> = {
+    unary: new Set(),
+    stream: new Set(),
+  };
 
   constructor(private readonly options: RegistryOptions) {}
+
+  /**
+   * The models whose requests on a unary entry (ModelInfer) or a stream (ModelStreamInfer,
+   * ModelInferStream) are passed through undecoded (inference/forward.ts): served by an
+   * engine that forwards (Engine.forward) without declared tensors, so nothing here checks
+   * them, and where the upstream's replies are what the entry sends — on a unary entry a
+   * model that is not decoupled, on a stream a decoupled one (whose final flags are the
+   * upstream's). Updated as models are loaded and unloaded; read by the request
+   * deserializers, one lookup per request.
+   */
+  passThroughNames(requestType: "unary" | "stream"): ReadonlySet<string> {
+    return this.passingThrough[requestType];
+  }
 
   /** Calls `listener` whenever a model becomes ready or stops being ready. */
   onChange(listener: () => void): void {
@@ -691,6 +709,7 @@ export class ModelRegistry implements ModelDependencies {
       );
       const previous = record.live;
       record.live = live;
+      this.notePassThrough(record.name, live);
       record.state = "READY";
       record.reason = "";
       if (previous !== undefined) this.closeWhenIdle(previous);
@@ -715,6 +734,14 @@ export class ModelRegistry implements ModelDependencies {
     } finally {
       release();
     }
+  }
+
+  /** Keeps passThroughNames in step with the model served under `name` (none: unloaded). */
+  private notePassThrough(name: string, live: LiveModel | undefined): void {
+    const forwards = live !== undefined && live.engine.forward !== undefined && !live.spec.declaresTensors;
+    const passes = forwards && live.schedulers === undefined;
+    setMember(this.passingThrough.unary, name, passes && !live.spec.decoupled);
+    setMember(this.passingThrough.stream, name, passes && live.spec.decoupled);
   }
 
   /** Counts a model folder as in use until the returned function is called. */
@@ -777,6 +804,7 @@ export class ModelRegistry implements ModelDependencies {
   private async retire(record: ModelRecord, reason: string): Promise<void> {
     const live = record.live;
     record.live = undefined;
+    this.notePassThrough(record.name, undefined);
     record.state = "UNAVAILABLE";
     record.reason = reason;
     if (live !== undefined) {
@@ -898,4 +926,9 @@ function overriddenCandidate(found: Candidate, overrideJson: string): Candidate 
   } catch (error) {
     return candidate(error instanceof ConfigError ? error : new ConfigError(origin, errorMessage(error)));
   }
+}
+
+function setMember(set: Set<string>, name: string, member: boolean): void {
+  if (member) set.add(name);
+  else set.delete(name);
 }

@@ -12,11 +12,7 @@ import type { HealthImplementation } from "grpc-health-check";
 import { applyPingPolicies, type PingPolicies } from "./http2-pings.js";
 import { addReflection } from "./reflection.js";
 import { InferenceExtensionsService } from "../../../proto/gen/ts/extensions.js";
-import {
-  GRPCInferenceServiceService,
-  type GRPCInferenceServiceServer,
-  type ModelInferRequest,
-} from "../../../proto/gen/ts/grpc_service.js";
+import { GRPCInferenceServiceService, type GRPCInferenceServiceServer } from "../../../proto/gen/ts/grpc_service.js";
 import type { InferResponseOrEncoded } from "../tensors/wire.js";
 import {
   encodeInferResponse,
@@ -24,7 +20,7 @@ import {
   type SerializedMessage,
   type StreamInferReply,
 } from "./reply-encoding.js";
-import { decodeInferRequest } from "./request-decoding.js";
+import { decodeInferRequest, type ReceivedInferRequest } from "./request-decoding.js";
 
 export interface GrpcServerOptions {
   readonly host: string;
@@ -35,6 +31,29 @@ export interface GrpcServerOptions {
   /** Run around every call; the first is the innermost (bounded status, metrics, then authentication). */
   readonly interceptors: readonly ServerInterceptor[];
   readonly tuning: GrpcTuning;
+  /** The inference methods' request deserializers (absent: every request decoded). */
+  readonly requestDecoders?: InferRequestDecoders;
+}
+
+/**
+ * How inference requests are read, per kind of method (request-decoding.ts: a request to a
+ * model that passes through on it stays encoded): ModelInfer's, and the streams'
+ * (ModelStreamInfer, ModelInferStream).
+ */
+export interface InferRequestDecoders {
+  readonly unary: (bytes: Buffer) => ReceivedInferRequest;
+  readonly stream: (bytes: Buffer) => ReceivedInferRequest;
+}
+
+const DECODE_ALL: InferRequestDecoders = { unary: decodeInferRequest, stream: decodeInferRequest };
+
+/** The service with the given methods' request deserializers replaced. */
+function withDecoders(
+  service: ServiceDefinition,
+  decoders: Readonly<Record<string, (bytes: Buffer) => ReceivedInferRequest>>,
+): ServiceDefinition {
+  const methods = Object.entries(decoders).map(([name, decode]) => [name, { ...service[name]!, requestDeserialize: decode }]);
+  return { ...service, ...Object.fromEntries(methods) };
 }
 
 /**
@@ -120,12 +139,12 @@ const maxStreamPath: ServiceDefinition = {
 
 /** The inference service as this server serializes it: replies may be passed on from an upstream as they came. */
 export type InferenceServiceImplementation = Omit<GRPCInferenceServiceServer, "modelInfer" | "modelStreamInfer"> & {
-  readonly modelInfer: handleUnaryCall<ModelInferRequest, InferResponseOrEncoded>;
-  readonly modelStreamInfer: handleBidiStreamingCall<ModelInferRequest, StreamInferReply>;
+  readonly modelInfer: handleUnaryCall<ReceivedInferRequest, InferResponseOrEncoded>;
+  readonly modelStreamInfer: handleBidiStreamingCall<ReceivedInferRequest, StreamInferReply>;
 };
 
 export interface ExtensionsImplementation {
-  readonly modelInferStream: handleServerStreamingCall<ModelInferRequest, InferResponseOrEncoded>;
+  readonly modelInferStream: handleServerStreamingCall<ReceivedInferRequest, InferResponseOrEncoded>;
 }
 
 /**
@@ -159,9 +178,11 @@ export async function startGrpcServer(
     ...Object.fromEntries(tuning),
     interceptors: [...options.interceptors],
   });
-  server.addService(inferenceService, implementation as unknown as UntypedServiceImplementation);
-  server.addService(extensionsService, extensions as unknown as UntypedServiceImplementation);
-  server.addService(maxStreamPath, extensions as unknown as UntypedServiceImplementation);
+  const { unary, stream } = options.requestDecoders ?? DECODE_ALL;
+  const inference = withDecoders(inferenceService, { modelInfer: unary, modelStreamInfer: stream });
+  server.addService(inference, implementation as unknown as UntypedServiceImplementation);
+  server.addService(withDecoders(extensionsService, { modelInferStream: stream }), extensions as unknown as UntypedServiceImplementation);
+  server.addService(withDecoders(maxStreamPath, { modelInferStream: stream }), extensions as unknown as UntypedServiceImplementation);
   health.addToServer(server);
   addReflection(server);
   const port = await new Promise<number>((resolve, reject) => {

@@ -21,11 +21,13 @@ import {
 /** A message as the server's serializers hand it to grpc-js: one buffer, or parts sent as one message. */
 export type SerializedMessage = Buffer | Buffer[];
 
-/** ModelStreamInfer's reply, whose response may be passed on from an upstream. */
-export interface StreamInferReply {
-  readonly errorMessage: string;
-  readonly inferResponse: InferResponseOrEncoded | undefined;
-}
+/**
+ * ModelStreamInfer's reply, whose response may be passed on from an upstream; or an
+ * upstream's whole ModelStreamInferResponse, passed on as it came (inference/forward.ts).
+ */
+export type StreamInferReply =
+  | { readonly errorMessage: string; readonly inferResponse: InferResponseOrEncoded | undefined }
+  | { readonly encodedStreamReply: Uint8Array };
 
 /** ModelInferResponse.raw_output_contents: field 6. */
 const RAW_OUTPUT_FIELD = 6;
@@ -46,6 +48,7 @@ export function encodeInferResponse(response: InferResponseOrEncoded): Serialize
 
 /** ModelStreamInfer's reply: an error message, or a ModelInferResponse. */
 export function encodeStreamInferResponse(reply: StreamInferReply): SerializedMessage {
+  if ("encodedStreamReply" in reply) return asBuffer(reply.encodedStreamReply);
   const head = ModelStreamInferResponse.encode({ errorMessage: reply.errorMessage, inferResponse: undefined }).finish();
   if (reply.inferResponse === undefined) return asBuffer(head);
   const inner = partsOf(reply.inferResponse);

@@ -1,14 +1,23 @@
-import { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import {
+  ModelInferRequest,
+  ModelInferRequest_ParametersEntry,
+  type InferParameter,
+} from "../../../proto/gen/ts/grpc_service.js";
+import { asBuffer } from "../tensors/wire.js";
+import type { RequestHead } from "../inference/request-scope.js";
 
 /**
- * Inference requests as grpc-js hands them to the services: decoded by the generated code
- * (tensor bytes stay views of the received message), with the message's own bytes kept
- * beside it so a forwarded model can send it on as it came. Nothing is copied: the decoded
- * tensors already hold the received buffer.
+ * Inference requests as grpc-js hands them to the services. Most are decoded by the
+ * generated code (tensor bytes stay views of the received message), with the message's own
+ * bytes kept beside it so a forwarded model can send it on as it came. A request to a model
+ * that passes requests through undecoded (a kserve-grpc model that declares no tensors,
+ * inference/forward.ts) is not decoded at all: only its top-level fields are read, and it
+ * reaches the service as a PassThroughRequest holding the bytes. Nothing is copied either way.
  */
 const received = new WeakMap<ModelInferRequest, Uint8Array>();
 
-export function decodeInferRequest(bytes: Buffer): ModelInferRequest {
+export function decodeInferRequest(bytes: Uint8Array): ModelInferRequest {
   const request = ModelInferRequest.decode(bytes);
   received.set(request, bytes);
   return request;
@@ -17,4 +26,98 @@ export function decodeInferRequest(bytes: Buffer): ModelInferRequest {
 /** The bytes a request decoded here came in (undefined for a request built in-process, e.g. from HTTP). */
 export function receivedBytesOf(request: ModelInferRequest): Uint8Array | undefined {
   return received.get(request);
+}
+
+/** A ModelInferRequest left encoded for a model that passes it through: its bytes and its head. */
+export class PassThroughRequest implements RequestHead {
+  constructor(
+    /** The message as received (no gRPC frame header). */
+    readonly bytes: Uint8Array,
+    readonly modelName: string,
+    readonly modelVersion: string,
+    readonly id: string,
+    readonly parameters: Readonly<Record<string, InferParameter>>,
+  ) {}
+
+  /** The request decoded after all (its model stopped passing requests through before admission). */
+  decoded(): ModelInferRequest {
+    return decodeInferRequest(this.bytes);
+  }
+}
+
+/** An inference request as a service receives it. */
+export type ReceivedInferRequest = ModelInferRequest | PassThroughRequest;
+
+export const isPassThrough = (request: ReceivedInferRequest): request is PassThroughRequest =>
+  request instanceof PassThroughRequest;
+
+/** The request decoded (a PassThroughRequest decoded now). */
+export const decodedRequest = (request: ReceivedInferRequest): ModelInferRequest =>
+  isPassThrough(request) ? request.decoded() : request;
+
+/**
+ * A gRPC method's request deserializer: a request naming a model for which `passesThrough`
+ * holds stays encoded, unless one of its tensors names a shared-memory region (those are
+ * resolved here: the upstream cannot read this host's regions); every other request is
+ * decoded. The check is one lookup of the name read from the message's head.
+ */
+export function inferRequestDecoder(
+  passesThrough: (modelName: string) => boolean,
+): (bytes: Uint8Array) => ReceivedInferRequest {
+  return (bytes) => {
+    const head = readHead(bytes);
+    if (head === undefined || !passesThrough(head.modelName) || head.namesSharedMemory) return decodeInferRequest(bytes);
+    return new PassThroughRequest(bytes, head.modelName, head.modelVersion, head.id, head.parameters);
+  };
+}
+
+// ModelInferRequest's top-level fields (proto/grpc_service.proto).
+const MODEL_NAME = 1;
+const MODEL_VERSION = 2;
+const ID = 3;
+const PARAMETERS = 4;
+const INPUTS = 5;
+const OUTPUTS = 6;
+
+/** The parameter key by which a tensor names its system shared-memory region. */
+const SHARED_MEMORY_KEY = Buffer.from("shared_memory_region");
+
+interface ReadHead extends RequestHead {
+  /** An input or output may name a shared-memory region (the key's bytes appear in one). */
+  readonly namesSharedMemory: boolean;
+}
+
+/**
+ * One pass over the message's top-level fields, with the generated decoder's rules (the last
+ * of a repeated scalar wins, a field of an unexpected wire type is skipped); tensors are
+ * skipped, never read. Undefined for a malformed message: the full decode then reports it.
+ */
+function readHead(bytes: Uint8Array): ReadHead | undefined {
+  const reader = new BinaryReader(bytes);
+  let modelName = "";
+  let modelVersion = "";
+  let id = "";
+  let parameters: Record<string, InferParameter> | undefined;
+  let namesSharedMemory = false;
+  try {
+    while (reader.pos < reader.len) {
+      const [number, wireType] = reader.tag();
+      if (wireType !== WireType.LengthDelimited || number > OUTPUTS) {
+        reader.skip(wireType, number);
+        continue;
+      }
+      if (number === MODEL_NAME) modelName = reader.string();
+      else if (number === MODEL_VERSION) modelVersion = reader.string();
+      else if (number === ID) id = reader.string();
+      else if (number === PARAMETERS) {
+        const entry = ModelInferRequest_ParametersEntry.decode(reader, reader.uint32());
+        if (entry.value !== undefined) (parameters ??= {})[entry.key] = entry.value;
+      } else if (number === INPUTS || number === OUTPUTS) {
+        namesSharedMemory ||= asBuffer(reader.bytes()).includes(SHARED_MEMORY_KEY);
+      } else reader.skip(wireType, number);
+    }
+  } catch {
+    return undefined;
+  }
+  return { modelName, modelVersion, id, parameters: parameters ?? {}, namesSharedMemory };
 }

@@ -1,41 +1,89 @@
-import type { handleServerStreamingCall } from "@grpc/grpc-js";
-import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
+import { status as grpcStatus, type handleServerStreamingCall, type ServerWritableStream } from "@grpc/grpc-js";
 import type { ExtensionsImplementation } from "../server/grpc.js";
-import { receivedBytesOf } from "../server/request-decoding.js";
-import type { InferResponseOrEncoded } from "../tensors/wire.js";
+import {
+  decodedRequest,
+  isPassThrough,
+  receivedBytesOf,
+  type PassThroughRequest,
+  type ReceivedInferRequest,
+} from "../server/request-decoding.js";
+import { streamReplyParts, type InferResponseOrEncoded } from "../tensors/wire.js";
 import { toServiceError } from "../server/status.js";
-import { runInference, type InferenceContext } from "../inference/pipeline.js";
+import { forwardInference, passesThrough } from "../inference/forward.js";
+import { runInference, type Entry, type InferenceContext } from "../inference/pipeline.js";
 import { StreamWriter } from "./stream-writer.js";
-import { callLifetime } from "./call-lifetime.js";
+import { callLifetime, type CallLifetime } from "./call-lifetime.js";
+import { toMetadata } from "./model-infer.js";
+
+const MODEL_INFER_STREAM: Entry = { endpoint: "ModelInferStream", requestType: "stream", protocol: "grpc" };
+
+type InferStreamCall = ServerWritableStream<ReceivedInferRequest, InferResponseOrEncoded>;
 
 /**
  * dynamokserve.v1.InferenceExtensions/ModelInferStream: one request, every response the
- * model produces, then OK; a failure ends the stream with its gRPC status.
+ * model produces, then OK; a failure ends the stream with its gRPC status. A request to a
+ * decoupled model that passes through is forwarded as it came (to the upstream's
+ * ModelStreamInfer), each of its responses written as it came.
  */
 export function modelInferStreamHandlers(context: InferenceContext): ExtensionsImplementation {
-  const modelInferStream: handleServerStreamingCall<ModelInferRequest, InferResponseOrEncoded> = (call) => {
+  const modelInferStream: handleServerStreamingCall<ReceivedInferRequest, InferResponseOrEncoded> = (call) => {
     const lifetime = callLifetime(call);
-    const { signal } = lifetime;
-    const writer = new StreamWriter(call, signal);
-    void (async () => {
-      try {
-        for await (const response of runInference(
-          context,
-          call.request,
-          { endpoint: "ModelInferStream", requestType: "stream", protocol: "grpc" },
-          lifetime,
-          receivedBytesOf(call.request),
-        )) {
-          await writer.write(response);
-        }
-        lifetime.finished();
-        if (!signal.aborted) call.end();
-      } catch (error) {
-        lifetime.finished();
-        // grpc-js turns an emitted error into the call's status and ends the stream.
-        if (!signal.aborted) call.emit("error", toServiceError(error));
-      }
-    })();
+    const { request } = call;
+    if (isPassThrough(request) && passesThrough(context, request, MODEL_INFER_STREAM))
+      forwardStream(context, request, call, lifetime);
+    else void serveDecoded(context, call, lifetime);
   };
   return { modelInferStream };
+}
+
+async function serveDecoded(context: InferenceContext, call: InferStreamCall, lifetime: CallLifetime): Promise<void> {
+  const { signal } = lifetime;
+  const request = decodedRequest(call.request);
+  const writer = new StreamWriter(call, signal);
+  try {
+    for await (const response of runInference(context, request, MODEL_INFER_STREAM, lifetime, receivedBytesOf(request)))
+      await writer.write(response);
+    lifetime.finished();
+    if (!signal.aborted) call.end();
+  } catch (error) {
+    lifetime.finished();
+    // grpc-js turns an emitted error into the call's status and ends the stream.
+    if (!signal.aborted) call.emit("error", toServiceError(error));
+  }
+}
+
+/**
+ * The upstream's stream relayed: its initial metadata as the call's, the response of each of
+ * its replies as it came, its status and trailers as the call's. An upstream reply carrying
+ * `error_message` ends the call with it (INTERNAL, the upstream's text), as a failure does
+ * on this RPC; the upstream's later replies are not sent.
+ */
+function forwardStream(
+  context: InferenceContext,
+  request: PassThroughRequest,
+  call: InferStreamCall,
+  lifetime: CallLifetime,
+): void {
+  const { signal } = lifetime;
+  const writer = new StreamWriter(call, signal);
+  let failed: string | undefined;
+  forwardInference(context, request, MODEL_INFER_STREAM, lifetime, call.metadata, {
+    metadata: (entries) => call.sendMetadata(toMetadata(entries)),
+    message: (bytes) => {
+      if (failed !== undefined) return undefined;
+      const { errorMessage, inferResponse } = streamReplyParts(bytes);
+      if (errorMessage !== "") failed = errorMessage;
+      else if (inferResponse !== undefined) return writer.writeNow({ encoded: inferResponse });
+      return undefined;
+    },
+    outcome: (status) =>
+      failed === undefined || status.code !== grpcStatus.OK ? status : { ...status, code: grpcStatus.INTERNAL, details: failed },
+    end: (status) => {
+      lifetime.finished();
+      if (signal.aborted) return;
+      const metadata = toMetadata(status.metadata);
+      if (status.code !== grpcStatus.OK) call.emit("error", { code: status.code, details: status.details, metadata });
+      else call.end(metadata);
+    },
+  });
 }

@@ -1,7 +1,15 @@
-import type { handleBidiStreamingCall } from "@grpc/grpc-js";
-import type { ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { status as grpcStatus, type handleBidiStreamingCall } from "@grpc/grpc-js";
+import type { ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import type { StreamInferReply } from "../server/reply-encoding.js";
-import { receivedBytesOf } from "../server/request-decoding.js";
+import {
+  decodedRequest,
+  isPassThrough,
+  receivedBytesOf,
+  type PassThroughRequest,
+  type ReceivedInferRequest,
+} from "../server/request-decoding.js";
+import { forwardInference, passesThrough, type CallMetadata } from "../inference/forward.js";
+import type { Entry, RequestHead } from "../inference/request-scope.js";
 import { errorDetail } from "../limits.js";
 import { DEFAULT_STREAM_MAX_PENDING } from "../../../lib/contract/dataplane.js";
 import { StreamRequests, type RequestLifetime } from "../inference/lifetime.js";
@@ -18,19 +26,24 @@ import { laneOf, SequenceLanes } from "./sequence-lanes.js";
  * client has half-closed and every request has finished. At most `maxPending` requests of a
  * stream are in hand at once, running or waiting for their sequence's turn: at the cap the
  * stream is not read further, so HTTP/2 flow control holds the client back until one
- * finishes.
+ * finishes. A request to a decoupled model that passes through is forwarded as it came, and
+ * its upstream's stream replies (`error_message` ones too) are written as they came.
  */
 export function modelStreamInferHandler(
   context: InferenceContext,
   maxPending = DEFAULT_STREAM_MAX_PENDING,
-): handleBidiStreamingCall<ModelInferRequest, StreamInferReply> {
+): handleBidiStreamingCall<ReceivedInferRequest, StreamInferReply> {
   return (call) =>
-    serveStream(call, maxPending, (request, writer, lifetime) => serveRequest(context, writer, request, lifetime));
+    serveStream(call, maxPending, (request, writer, lifetime) =>
+      serveRequest(context, writer, request, lifetime, call.metadata),
+    );
 }
+
+const MODEL_STREAM_INFER: Entry = { endpoint: "ModelStreamInfer", requestType: "stream", protocol: "grpc" };
 
 /** Serves one request of a stream: its responses, or its error, written to the stream. */
 export type ServeStreamRequest = (
-  request: ModelInferRequest,
+  request: ReceivedInferRequest,
   writer: StreamWriter<StreamInferReply>,
   lifetime: RequestLifetime,
 ) => Promise<void>;
@@ -40,7 +53,7 @@ type CallSurface = Parameters<typeof callLifetime>[0];
 
 /** What serving a stream uses of a grpc-js bidirectional call. */
 export interface StreamCall extends CallSurface {
-  on(event: "data", listener: (request: ModelInferRequest) => void): unknown;
+  on(event: "data", listener: (request: ReceivedInferRequest) => void): unknown;
   on(event: "end" | "drain", listener: () => void): unknown;
   on(event: "error", listener: (error: Error) => void): unknown;
   write(reply: StreamInferReply): boolean;
@@ -68,7 +81,7 @@ export function serveStream(call: StreamCall, maxPending: number, serve: ServeSt
       call.end();
     }
   };
-  const inTurn = (request: ModelInferRequest, scope: RequestLifetime): Promise<void> => {
+  const inTurn = (request: ReceivedInferRequest, scope: RequestLifetime): Promise<void> => {
     let lane: string | undefined;
     try {
       lane = laneOf(request);
@@ -78,7 +91,7 @@ export function serveStream(call: StreamCall, maxPending: number, serve: ServeSt
     return lanes.run(lane, () => serve(request, writer, scope));
   };
   call.on("error", lifetime.cancel);
-  call.on("data", (request: ModelInferRequest) => {
+  call.on("data", (request: ReceivedInferRequest) => {
     // Begun before its turn: a request waiting behind its sequence counts toward maxPending.
     const scope = requests.begin();
     void inTurn(request, scope).finally(() => {
@@ -99,14 +112,18 @@ export function serveStream(call: StreamCall, maxPending: number, serve: ServeSt
 async function serveRequest(
   context: InferenceContext,
   writer: StreamWriter<StreamInferReply>,
-  request: ModelInferRequest,
+  received: ReceivedInferRequest,
   lifetime: RequestLifetime,
+  metadata: CallMetadata,
 ): Promise<void> {
+  if (isPassThrough(received) && passesThrough(context, received, MODEL_STREAM_INFER))
+    return forwardRequest(context, writer, received, lifetime, metadata);
+  const request = decodedRequest(received);
   try {
     for await (const response of runInference(
       context,
       request,
-      { endpoint: "ModelStreamInfer", requestType: "stream", protocol: "grpc" },
+      MODEL_STREAM_INFER,
       lifetime,
       receivedBytesOf(request),
     )) {
@@ -118,17 +135,42 @@ async function serveRequest(
   }
 }
 
+/**
+ * One request of the stream forwarded: the upstream's replies written as they came (its
+ * initial metadata and trailers have no place on a stream shared by many requests); a
+ * failure (the upstream's status, or a refusal here) answered with error_message, as the
+ * pipeline answers one.
+ */
+function forwardRequest(
+  context: InferenceContext,
+  writer: StreamWriter<StreamInferReply>,
+  request: PassThroughRequest,
+  lifetime: RequestLifetime,
+  metadata: CallMetadata,
+): Promise<void> {
+  return new Promise((resolve) =>
+    forwardInference(context, request, MODEL_STREAM_INFER, lifetime, metadata, {
+      metadata: () => undefined,
+      message: (bytes) => writer.writeNow({ encodedStreamReply: bytes }),
+      end: ({ code, details }) => {
+        if (code === grpcStatus.OK || lifetime.signal.aborted) resolve();
+        else void writeFailure(writer, request, details).then(resolve);
+      },
+    }),
+  );
+}
+
 /** A failed request's error_message, with its identity, on the stream (which stays open). */
 function writeFailure(
   writer: StreamWriter<StreamInferReply>,
-  request: ModelInferRequest,
+  request: RequestHead,
   error: unknown,
 ): Promise<void> {
   return writer.write({ errorMessage: errorDetail(error), inferResponse: errorReply(request) });
 }
 
 /** The reply that carries a failed request's identity next to its error_message. */
-function errorReply(request: ModelInferRequest): ModelInferResponse {
+function errorReply(request: RequestHead): ModelInferResponse {
   return {
     modelName: request.modelName,
     modelVersion: request.modelVersion,

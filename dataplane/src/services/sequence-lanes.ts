@@ -1,4 +1,4 @@
-import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
+import type { RequestHead } from "../inference/request-scope.js";
 import { sequenceKey, sequenceOf } from "../tensors/parameters.js";
 
 /**
@@ -7,7 +7,7 @@ import { sequenceKey, sequenceOf } from "../tensors/parameters.js";
  * outside any sequence. Throws sequenceOf's INVALID_ARGUMENT for malformed sequence
  * parameters.
  */
-export function laneOf(request: ModelInferRequest): string | undefined {
+export function laneOf(request: RequestHead): string | undefined {
   const sequence = sequenceOf(request.parameters);
   if (sequence === undefined) return undefined;
   const { modelName, modelVersion } = request;

@@ -25,7 +25,12 @@ export class StreamWriter<Message> {
 
   /** Resolves once the transport can take more (at once unless its buffer is full); never rejects. */
   write(message: Message): Promise<void> {
-    if (this.signal.aborted || this.call.write(message)) return WRITTEN;
+    return this.writeNow(message) ?? WRITTEN;
+  }
+
+  /** As `write`, but undefined when the transport can take more at once (nothing to wait for). */
+  writeNow(message: Message): Promise<void> | undefined {
+    if (this.signal.aborted || this.call.write(message)) return undefined;
     return new Promise((resolve) => this.waiting.push(resolve));
   }
 

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
 import type { InferParameter, ModelInferRequest, ModelInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import type { StreamInferReply } from "../../src/server/reply-encoding.js";
+import type { RequestHead } from "../../src/inference/request-scope.js";
 import { serveStream, type StreamCall } from "../../src/services/model-stream-infer.js";
 import { laneOf, SequenceLanes } from "../../src/services/sequence-lanes.js";
 
@@ -163,7 +164,7 @@ describe("a stream request's lane", () => {
   });
 });
 
-const responseTo = ({ modelName, modelVersion, id }: ModelInferRequest): ModelInferResponse => ({
+const responseTo = ({ modelName, modelVersion, id }: RequestHead): ModelInferResponse => ({
   modelName,
   modelVersion,
   id,
@@ -172,8 +173,14 @@ const responseTo = ({ modelName, modelVersion, id }: ModelInferRequest): ModelIn
   rawOutputContents: [],
 });
 
+/** A stream reply the pipeline made (never one passed through as it came, in these tests). */
+function made(reply: StreamInferReply | undefined): { errorMessage: string; inferResponse: unknown } {
+  assert(reply !== undefined && "errorMessage" in reply, "a reply made here");
+  return reply;
+}
+
 /** The id of the request a stream reply answers. */
-const repliedTo = ({ inferResponse }: StreamInferReply): string => (inferResponse as ModelInferResponse).id;
+const repliedTo = (reply: StreamInferReply): string => (made(reply).inferResponse as ModelInferResponse).id;
 
 /** A grpc-js bidirectional call as serveStream sees it: the test plays the client. */
 class FakeCall extends EventEmitter implements StreamCall {
@@ -241,7 +248,7 @@ describe("a stream's requests in their sequence's order", () => {
     await tick();
     assert.deepEqual(started, ["good"]);
     assert.equal(
-      call.replies[0]?.errorMessage,
+      made(call.replies[0]).errorMessage,
       "invalid value type for 'sequence_id' parameter, expected int64_param or string_param.",
     );
     assert.equal(repliedTo(call.replies[0]!), "bad");
