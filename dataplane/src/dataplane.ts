@@ -341,11 +341,9 @@ class StartUp {
  * method (ModelRegistry.passThroughNames): one Set lookup per request.
  */
 function passThroughDecoders(registry: ModelRegistry): InferRequestDecoders {
-  const unary = registry.passThroughNames("unary");
-  const stream = registry.passThroughNames("stream");
   return {
-    unary: inferRequestDecoder((model) => unary.has(model)),
-    stream: inferRequestDecoder((model) => stream.has(model)),
+    unary: inferRequestDecoder(registry.passThroughNames("unary")),
+    stream: inferRequestDecoder(registry.passThroughNames("stream")),
   };
 }
 

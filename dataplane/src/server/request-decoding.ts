@@ -56,19 +56,34 @@ export const decodedRequest = (request: ReceivedInferRequest): ModelInferRequest
   isPassThrough(request) ? request.decoded() : request;
 
 /**
- * A gRPC method's request deserializer: a request naming a model for which `passesThrough`
- * holds stays encoded, unless one of its tensors names a shared-memory region (those are
- * resolved here: the upstream cannot read this host's regions); every other request is
- * decoded. The check is one lookup of the name read from the message's head.
+ * A gRPC method's request deserializer: a request naming a model in `passThrough` stays
+ * encoded, unless one of its tensors names a shared-memory region (those are resolved here:
+ * the upstream cannot read this host's regions); every other request is decoded. A request
+ * to any other model pays one Set lookup on the name at the message's head (encoders write
+ * it first; one that does not is decoded, which is right whatever it names).
  */
-export function inferRequestDecoder(
-  passesThrough: (modelName: string) => boolean,
-): (bytes: Uint8Array) => ReceivedInferRequest {
+export function inferRequestDecoder(passThrough: ReadonlySet<string>): (bytes: Uint8Array) => ReceivedInferRequest {
   return (bytes) => {
+    if (passThrough.size === 0 || !passThrough.has(leadingModelName(bytes))) return decodeInferRequest(bytes);
     const head = readHead(bytes);
-    if (head === undefined || !passesThrough(head.modelName) || head.namesSharedMemory) return decodeInferRequest(bytes);
+    if (head === undefined || !passThrough.has(head.modelName) || head.namesSharedMemory) return decodeInferRequest(bytes);
     return new PassThroughRequest(bytes, head.modelName, head.modelVersion, head.id, head.parameters);
   };
+}
+
+/** model_name's tag: field 1, length-delimited. */
+const MODEL_NAME_TAG = 0x0a;
+
+/** The model_name the message begins with ("" when it begins with another field or is malformed). */
+function leadingModelName(bytes: Uint8Array): string {
+  if (bytes[0] !== MODEL_NAME_TAG) return "";
+  try {
+    const reader = new BinaryReader(bytes);
+    reader.tag();
+    return reader.string();
+  } catch {
+    return "";
+  }
 }
 
 // ModelInferRequest's top-level fields (proto/grpc_service.proto).

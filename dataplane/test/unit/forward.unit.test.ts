@@ -5,6 +5,7 @@ import {
   ModelInferRequest,
   ModelInferResponse,
   ModelStreamInferResponse,
+  RepositoryModelLoadRequest,
   type InferParameter,
 } from "../../../proto/gen/ts/grpc_service.js";
 import { parsedDataPlaneArguments } from "../../../cli/dataplane.js";
@@ -373,11 +374,90 @@ describe("the lean forwarding path (against a double of Engine.forward)", functi
     );
   });
 
-  it("a model reloaded to a checked config between reading and admission is decoded and takes the pipeline", async () => {
-    const decode = inferRequestDecoder(() => true);
+  it("a request read as passing through, whose model stopped passing through before admission, is decoded and takes the pipeline", async () => {
+    const decode = inferRequestDecoder(new Set(["checked"]));
     const read = decode(requestBytes("checked", "ok"));
     assert.ok(read instanceof PassThroughRequest);
     assert.equal(read.decoded().inputs[0]?.name, "IN");
+  });
+});
+
+describe("the lean forwarding path while its model is reloaded back and forth (double of Engine.forward)", function () {
+  this.timeout(60_000);
+  const original = Object.getOwnPropertyDescriptor(KserveGrpcEngine.prototype, "forward");
+  const seen: Seen[] = [];
+  let repository: TestRepository;
+  let dataPlane: RunningDataPlane;
+  let client: Client;
+
+  before(async () => {
+    Object.defineProperty(KserveGrpcEngine.prototype, "forward", {
+      value: doubleForward(seen),
+      configurable: true,
+      writable: true,
+    });
+    repository = new TestRepository({ flip: kserveGrpc("flip") });
+    const args = ["--host", "127.0.0.1", "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0"];
+    const control = ["--model-control-mode", "explicit", "--load-model", "flip"];
+    const parsed = await parsedDataPlaneArguments([...args, ...control, "--model-repository", repository.dir]);
+    dataPlane = await startDataPlane({ ...dataPlaneOptions(parsed, pino({ level: "silent" })), drainDelaySeconds: 0 });
+    client = new Client(`127.0.0.1:${dataPlane.grpcPort}`, credentials.createInsecure());
+  });
+
+  after(async () => {
+    client?.close();
+    await dataPlane?.stop();
+    repository?.remove();
+    if (original === undefined) delete (KserveGrpcEngine.prototype as { forward?: unknown }).forward;
+    else Object.defineProperty(KserveGrpcEngine.prototype, "forward", original);
+  });
+
+  /** Writes the model's config in the repository and loads it (a load request may not change the backend). */
+  const load = (config: string): Promise<unknown> =>
+    new Promise((resolve, reject) => {
+      repository.writeModel("flip", config);
+      const request = RepositoryModelLoadRequest.encode({ repositoryName: "", modelName: "flip", parameters: {} }).finish();
+      client.makeUnaryRequest(`${PATH}RepositoryModelLoad`, asIs, asIs, Buffer.from(request), (error) =>
+        error ? reject(error) : resolve(undefined),
+      );
+    });
+
+  const infer = (id: string): Promise<ServiceError | null> =>
+    new Promise((resolve) =>
+      client.makeUnaryRequest(`${PATH}ModelInfer`, asIs, asIs, requestBytes("flip", id), (error) => resolve(error)),
+    );
+
+  it("answers every request, forwarded or run here, while the model flips between a forwarded and a local config", async () => {
+    const forwarded = kserveGrpc("flip");
+    const local = `name: "flip"\nbackend: "identity"\n`;
+    let flipping = true;
+    const flips = (async () => {
+      try {
+        for (let cycle = 0; cycle < 10; cycle++) {
+          await load(cycle % 2 === 0 ? local : forwarded);
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      } finally {
+        flipping = false;
+      }
+    })();
+    const failures: ServiceError[] = [];
+    let served = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (flipping) {
+          const error = await infer("ok");
+          if (error === null) served++;
+          else failures.push(error);
+        }
+      }),
+    );
+    await flips;
+    assert.deepEqual(
+      failures.map((failure) => `${failure.code} ${failure.details}`),
+      [],
+    );
+    assert.ok(seen.length > 0 && served > seen.length, `${served} served, ${seen.length} of them forwarded`);
   });
 });
 
