@@ -2,8 +2,6 @@ import { status as grpcStatus } from "@grpc/grpc-js";
 import { abortedError, UpstreamStatusError } from "../../../lib/errors.js";
 import { kindOfGrpcCode } from "../../../lib/grpc/status-codes.js";
 import type { ForwardCall, ForwardMetadataEntry, ForwardSink, ForwardStatus } from "../engines/engine.js";
-import type { PassThroughRequest } from "../server/request-decoding.js";
-import { toServiceError } from "../server/status.js";
 import type { RequestLifetime } from "./lifetime.js";
 import { RequestScope, type Admitted, type Entry, type InferenceContext, type RequestHead } from "./request-scope.js";
 
@@ -35,8 +33,15 @@ export interface ForwardReplies {
    * ends at a failure). Asked before the request is recorded.
    */
   outcome?(upstream: ForwardStatus): ForwardStatus;
-  /** The request's end: the upstream's status and trailers, or why it was refused or failed here. */
+  /** The request's end: the upstream's status and trailers (or a failure the engine mapped to one). */
   end(status: ForwardStatus): void;
+  /** Or its end here: refused at admission, or the engine could not start the call. */
+  fail(error: unknown): void;
+}
+
+/** A request passed through: the message as the client sent it, and its head read from it. */
+export interface UndecodedRequest extends RequestHead {
+  readonly bytes: Uint8Array;
 }
 
 /** A gRPC call's metadata as grpc-js holds it: every value of every name (`-bin` values as bytes). */
@@ -57,7 +62,7 @@ export function passesThrough(context: InferenceContext, request: RequestHead, e
 /** Forwards a request that passes through (see `passesThrough`); every outcome ends in one `replies.end`. */
 export function forwardInference(
   context: InferenceContext,
-  request: PassThroughRequest,
+  request: UndecodedRequest,
   entry: Entry,
   lifetime: RequestLifetime,
   clientMetadata: CallMetadata,
@@ -70,7 +75,7 @@ export function forwardInference(
   } catch (error) {
     scope.fail(error);
     scope.close();
-    replies.end(statusOf(error));
+    replies.fail(error);
     return;
   }
   scope.receivedMessage(request.bytes.byteLength);
@@ -121,7 +126,11 @@ export function forwardInference(
       sink,
     );
   } catch (error) {
-    sink.end(statusOf(error));
+    if (ended) return;
+    ended = true;
+    scope.fail(error);
+    scope.close();
+    replies.fail(error);
   }
 }
 
@@ -135,12 +144,6 @@ function oneReply(status: ForwardStatus, messages: number, model: string): Forwa
 /** An upstream's non-OK status as the error the metrics, statistics and logs record. */
 const failureOf = (status: ForwardStatus): UpstreamStatusError =>
   new UpstreamStatusError(kindOfGrpcCode(status.code), status.code, status.details);
-
-/** A refusal or failure of ours as a status (no trailers). */
-function statusOf(error: unknown): ForwardStatus {
-  const { code, details } = toServiceError(error);
-  return { code: code ?? grpcStatus.INTERNAL, details: details ?? "", metadata: [] };
-}
 
 /**
  * HTTP/2 connection headers and request headers of the hop, never a client's to choose for

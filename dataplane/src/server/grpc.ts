@@ -52,7 +52,10 @@ function withDecoders(
   service: ServiceDefinition,
   decoders: Readonly<Record<string, (bytes: Buffer) => ReceivedInferRequest>>,
 ): ServiceDefinition {
-  const methods = Object.entries(decoders).map(([name, decode]) => [name, { ...service[name]!, requestDeserialize: decode }]);
+  const methods = Object.entries(decoders).map(([name, decode]) => [
+    name,
+    { ...service[name]!, requestDeserialize: decode },
+  ]);
   return { ...service, ...Object.fromEntries(methods) };
 }
 
@@ -181,8 +184,14 @@ export async function startGrpcServer(
   const { unary, stream } = options.requestDecoders ?? DECODE_ALL;
   const inference = withDecoders(inferenceService, { modelInfer: unary, modelStreamInfer: stream });
   server.addService(inference, implementation as unknown as UntypedServiceImplementation);
-  server.addService(withDecoders(extensionsService, { modelInferStream: stream }), extensions as unknown as UntypedServiceImplementation);
-  server.addService(withDecoders(maxStreamPath, { modelInferStream: stream }), extensions as unknown as UntypedServiceImplementation);
+  server.addService(
+    withDecoders(extensionsService, { modelInferStream: stream }),
+    extensions as unknown as UntypedServiceImplementation,
+  );
+  server.addService(
+    withDecoders(maxStreamPath, { modelInferStream: stream }),
+    extensions as unknown as UntypedServiceImplementation,
+  );
   health.addToServer(server);
   addReflection(server);
   const port = await new Promise<number>((resolve, reject) => {

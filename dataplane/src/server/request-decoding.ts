@@ -66,7 +66,8 @@ export function inferRequestDecoder(passThrough: ReadonlySet<string>): (bytes: U
   return (bytes) => {
     if (passThrough.size === 0 || !passThrough.has(leadingModelName(bytes))) return decodeInferRequest(bytes);
     const head = readHead(bytes);
-    if (head === undefined || !passThrough.has(head.modelName) || head.namesSharedMemory) return decodeInferRequest(bytes);
+    if (head === undefined || !passThrough.has(head.modelName) || head.namesSharedMemory)
+      return decodeInferRequest(bytes);
     return new PassThroughRequest(bytes, head.modelName, head.modelVersion, head.id, head.parameters);
   };
 }

@@ -77,13 +77,19 @@ function forwardStream(
       return undefined;
     },
     outcome: (status) =>
-      failed === undefined || status.code !== grpcStatus.OK ? status : { ...status, code: grpcStatus.INTERNAL, details: failed },
+      failed === undefined || status.code !== grpcStatus.OK
+        ? status
+        : { ...status, code: grpcStatus.INTERNAL, details: failed },
     end: (status) => {
       lifetime.finished();
       if (signal.aborted) return;
       const metadata = toMetadata(status.metadata);
       if (status.code !== grpcStatus.OK) call.emit("error", { code: status.code, details: status.details, metadata });
       else call.end(metadata);
+    },
+    fail: (error) => {
+      lifetime.finished();
+      if (!signal.aborted) call.emit("error", toServiceError(error));
     },
   });
 }

@@ -11,6 +11,7 @@ import {
   type ReceivedInferRequest,
 } from "../server/request-decoding.js";
 import { asBuffer, type InferResponseOrEncoded } from "../tensors/wire.js";
+import { toServiceError } from "../server/status.js";
 import { callLifetime } from "./call-lifetime.js";
 import { unary } from "./unary.js";
 
@@ -79,6 +80,10 @@ function forwardUnary(
       const metadata = toMetadata(status.metadata);
       if (status.code !== 0 || reply === undefined) callback({ code: status.code, details: status.details, metadata });
       else callback(null, { encoded: reply }, metadata);
+    },
+    fail: (error) => {
+      lifetime.finished();
+      callback(toServiceError(error));
     },
   });
 }

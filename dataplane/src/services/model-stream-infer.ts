@@ -156,16 +156,13 @@ function forwardRequest(
         if (code === grpcStatus.OK || lifetime.signal.aborted) resolve();
         else void writeFailure(writer, request, details).then(resolve);
       },
+      fail: (error) => void writeFailure(writer, request, error).then(resolve),
     }),
   );
 }
 
 /** A failed request's error_message, with its identity, on the stream (which stays open). */
-function writeFailure(
-  writer: StreamWriter<StreamInferReply>,
-  request: RequestHead,
-  error: unknown,
-): Promise<void> {
+function writeFailure(writer: StreamWriter<StreamInferReply>, request: RequestHead, error: unknown): Promise<void> {
   return writer.write({ errorMessage: errorDetail(error), inferResponse: errorReply(request) });
 }
 

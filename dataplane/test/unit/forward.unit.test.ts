@@ -167,7 +167,12 @@ describe("the lean forwarding path (against a double of Engine.forward)", functi
     readonly trailers: Metadata | undefined;
   }
 
-  const unary = (bytes: Buffer, metadata = new Metadata(), deadline?: number, cancelAfterMs?: number): Promise<Answer> =>
+  const unary = (
+    bytes: Buffer,
+    metadata = new Metadata(),
+    deadline?: number,
+    cancelAfterMs?: number,
+  ): Promise<Answer> =>
     new Promise((resolve) => {
       let headers: Metadata | undefined;
       let trailers: Metadata | undefined;
@@ -251,7 +256,10 @@ describe("the lean forwarding path (against a double of Engine.forward)", functi
       ],
     );
     const names = entries.map(([name]) => name);
-    assert.ok(names.includes("traceparent") && names.includes("grpc-trace-bin"), "tracing off: the client's trace context as it came");
+    assert.ok(
+      names.includes("traceparent") && names.includes("grpc-trace-bin"),
+      "tracing off: the client's trace context as it came",
+    );
   });
 
   it("with tracing on, the span's trace context replaces the client's", () => {
@@ -305,7 +313,9 @@ describe("the lean forwarding path (against a double of Engine.forward)", functi
   });
 
   it("refuses an unknown version at admission: the engine is not called", async () => {
-    const bytes = Buffer.from(ModelInferRequest.encode(inferRequest({ modelName: "lean", modelVersion: "9" })).finish());
+    const bytes = Buffer.from(
+      ModelInferRequest.encode(inferRequest({ modelName: "lean", modelVersion: "9" })).finish(),
+    );
     const { error } = await unary(bytes);
     assert.equal(error?.code, status.NOT_FOUND);
     assert.equal(seen.length, 0);
@@ -323,7 +333,10 @@ describe("the lean forwarding path (against a double of Engine.forward)", functi
     });
 
   it("ModelStreamInfer: a decoupled model's upstream replies are written as they came, error_message ones too; a failed status becomes an error_message reply", async () => {
-    const { replies, error } = await bidi([requestBytes("lean_stream", "stream"), requestBytes("lean_stream", "stream-fail")]);
+    const { replies, error } = await bidi([
+      requestBytes("lean_stream", "stream"),
+      requestBytes("lean_stream", "stream-fail"),
+    ]);
     assert.equal(error, undefined);
     assert.equal(seen.length, 2);
     assert.equal(seen[0]!.options.stream, true);
@@ -332,8 +345,14 @@ describe("the lean forwarding path (against a double of Engine.forward)", functi
       streamReply("upstream says no", reply("stream", "1")),
       streamReply("", reply("stream", "1")),
     ];
-    for (const bytes of expected) assert.ok(replies.some((got) => got.equals(bytes)), "an upstream reply as it came");
-    const failures = replies.map((bytes) => ModelStreamInferResponse.decode(bytes)).filter((r) => r.errorMessage !== "");
+    for (const bytes of expected)
+      assert.ok(
+        replies.some((got) => got.equals(bytes)),
+        "an upstream reply as it came",
+      );
+    const failures = replies
+      .map((bytes) => ModelStreamInferResponse.decode(bytes))
+      .filter((r) => r.errorMessage !== "");
     assert.deepEqual(
       failures.map((r) => [r.errorMessage, r.inferResponse?.id]),
       [
@@ -347,7 +366,12 @@ describe("the lean forwarding path (against a double of Engine.forward)", functi
   const serverStream = (bytes: Buffer): Promise<{ replies: Buffer[]; error: ServiceError | undefined }> =>
     new Promise((resolve) => {
       const replies: Buffer[] = [];
-      const call = client.makeServerStreamRequest(`/inference.GRPCInferenceService/ModelInferStream`, asIs, asIs, bytes);
+      const call = client.makeServerStreamRequest(
+        `/inference.GRPCInferenceService/ModelInferStream`,
+        asIs,
+        asIs,
+        bytes,
+      );
       call.on("data", (reply: Buffer) => replies.push(reply));
       call.on("error", (error: ServiceError) => resolve({ replies, error }));
       call.on("end", () => resolve({ replies, error: undefined }));
@@ -362,7 +386,8 @@ describe("the lean forwarding path (against a double of Engine.forward)", functi
   });
 
   it("counts forwarded requests in the model's statistics, successes and failures", async () => {
-    const counts = (): ReturnType<typeof countsOf> => countsOf(dataPlane.registry.statistics("lean", "1")[0]!.statistics);
+    const counts = (): ReturnType<typeof countsOf> =>
+      countsOf(dataPlane.registry.statistics("lean", "1")[0]!.statistics);
     const before = counts();
     await unary(requestBytes("lean", "ok"));
     await unary(requestBytes("lean", "fail"));
@@ -416,7 +441,11 @@ describe("the lean forwarding path while its model is reloaded back and forth (d
   const load = (config: string): Promise<unknown> =>
     new Promise((resolve, reject) => {
       repository.writeModel("flip", config);
-      const request = RepositoryModelLoadRequest.encode({ repositoryName: "", modelName: "flip", parameters: {} }).finish();
+      const request = RepositoryModelLoadRequest.encode({
+        repositoryName: "",
+        modelName: "flip",
+        parameters: {},
+      }).finish();
       client.makeUnaryRequest(`${PATH}RepositoryModelLoad`, asIs, asIs, Buffer.from(request), (error) =>
         error ? reject(error) : resolve(undefined),
       );
