@@ -1,6 +1,7 @@
 import { status as grpcStatus } from "@grpc/grpc-js";
 import { abortedError, UpstreamStatusError } from "../../../lib/errors.js";
 import { kindOfGrpcCode } from "../../../lib/grpc/status-codes.js";
+import { isForwardableHeader } from "../engines/kserve-grpc/grpc-frames.js";
 import type { ForwardCall, ForwardMetadataEntry, ForwardSink, ForwardStatus } from "../engines/engine.js";
 import type { RequestLifetime } from "./lifetime.js";
 import { RequestScope, type Admitted, type Entry, type InferenceContext, type RequestHead } from "./request-scope.js";
@@ -145,35 +146,15 @@ function oneReply(status: ForwardStatus, messages: number, model: string): Forwa
 const failureOf = (status: ForwardStatus): UpstreamStatusError =>
   new UpstreamStatusError(kindOfGrpcCode(status.code), status.code, status.details);
 
-/**
- * HTTP/2 connection headers and request headers of the hop, never a client's to choose for
- * the upstream call (the engine sets its own), and `authorization`: a client's credentials
- * are for this server only.
- */
-const HOP_HEADERS = new Set([
-  "authorization",
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "transfer-encoding",
-  "upgrade",
-  "host",
-  "te",
-  "content-type",
-  "content-length",
-  "accept-encoding",
-  "user-agent",
-]);
-
-/** W3C trace context: the span's own replaces the client's when tracing is on. */
-const TRACE_CONTEXT = new Set(["traceparent", "tracestate"]);
-const GRPC_TRACE_BIN = "grpc-trace-bin";
+/** Trace context: the span's own replaces the client's when tracing is on. */
+const TRACE_CONTEXT = new Set(["traceparent", "tracestate", "grpc-trace-bin"]);
 
 /**
  * The client's custom metadata that goes upstream: every entry but the reserved ones
- * (`grpc-*`, pseudo-headers, the hop's headers, `authorization`). Trace context: with tracing
- * on the span's headers go instead of the client's; off, the client's `traceparent`,
- * `tracestate` and `grpc-trace-bin` pass as they came.
+ * (grpc-frames.ts's one deny list: pseudo-headers, connection headers, `grpc-*` but the two
+ * that carry application data, `authorization`). Trace context: with tracing on the span's
+ * headers go instead of the client's; off, the client's `traceparent`, `tracestate` and
+ * `grpc-trace-bin` pass as they came.
  */
 export function forwardedMetadata(metadata: CallMetadata, tracing: boolean): ForwardMetadataEntry[] {
   const entries: ForwardMetadataEntry[] = [];
@@ -185,7 +166,5 @@ export function forwardedMetadata(metadata: CallMetadata, tracing: boolean): For
 }
 
 function isForwarded(name: string, tracing: boolean): boolean {
-  if (name === GRPC_TRACE_BIN) return !tracing;
-  if (name.startsWith("grpc-") || name.startsWith(":") || HOP_HEADERS.has(name)) return false;
-  return !(tracing && TRACE_CONTEXT.has(name));
+  return isForwardableHeader(name) && !(tracing && TRACE_CONTEXT.has(name));
 }
