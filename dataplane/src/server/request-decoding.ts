@@ -60,11 +60,13 @@ export const decodedRequest = (request: ReceivedInferRequest): ModelInferRequest
  * encoded, unless one of its tensors names a shared-memory region (those are resolved here:
  * the upstream cannot read this host's regions); every other request is decoded. A request
  * to any other model pays one Set lookup on the name at the message's head (encoders write
- * it first; one that does not is decoded, which is right whatever it names).
+ * it first; only a message that does not begin with it has its top-level fields read).
  */
 export function inferRequestDecoder(passThrough: ReadonlySet<string>): (bytes: Uint8Array) => ReceivedInferRequest {
   return (bytes) => {
-    if (passThrough.size === 0 || !passThrough.has(leadingModelName(bytes))) return decodeInferRequest(bytes);
+    if (passThrough.size === 0) return decodeInferRequest(bytes);
+    const leading = leadingModelName(bytes);
+    if (leading !== undefined && !passThrough.has(leading)) return decodeInferRequest(bytes);
     const head = readHead(bytes);
     if (head === undefined || !passThrough.has(head.modelName) || head.namesSharedMemory)
       return decodeInferRequest(bytes);
@@ -75,9 +77,13 @@ export function inferRequestDecoder(passThrough: ReadonlySet<string>): (bytes: U
 /** model_name's tag: field 1, length-delimited. */
 const MODEL_NAME_TAG = 0x0a;
 
-/** The model_name the message begins with ("" when it begins with another field or is malformed). */
-function leadingModelName(bytes: Uint8Array): string {
-  if (bytes[0] !== MODEL_NAME_TAG) return "";
+/**
+ * The model_name the message begins with; undefined when it begins with another field. (A
+ * later model_name would win, as protobuf's last value does: such a request is decoded,
+ * which serves it right whatever it names.)
+ */
+function leadingModelName(bytes: Uint8Array): string | undefined {
+  if (bytes[0] !== MODEL_NAME_TAG) return undefined;
   try {
     const reader = new BinaryReader(bytes);
     reader.tag();
