@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
+import { decodeGrpcMessage } from "../../src/engines/kserve-grpc/grpc-frames.js";
 import { cutAt, framed, record, type RecordedCall, type Recording } from "../fixtures/h2-recorder.js";
 import {
   MODELS_PYTHON,
@@ -35,15 +36,27 @@ import { inferRequest, startServer, type ServerProcess } from "../fixtures/serve
  */
 const PER_HOP = ["grpc-encoding", "grpc-accept-encoding", "accept-encoding", "content-type"];
 
+/**
+ * A recording as the comparison sees it: the per-hop headers left out, and `grpc-message` as
+ * the text it carries. Its encoding is the sender's (Triton leaves spaces as they are, grpc-js
+ * percent-encodes them; both are what the spec allows), and with status OK it says nothing
+ * (grpc-js always sends "OK", Triton nothing).
+ */
 function comparable(recording: Recording): unknown {
-  const drop = (headers: Readonly<Record<string, string | string[]>> | undefined) =>
-    headers === undefined
-      ? undefined
-      : Object.fromEntries(Object.entries(headers).filter(([name]) => !PER_HOP.includes(name)));
+  const normal = (headers: Readonly<Record<string, string | string[]>> | undefined) => {
+    if (headers === undefined) return undefined;
+    const kept = Object.entries(headers).filter(([name]) => !PER_HOP.includes(name));
+    const ok = headers["grpc-status"] === "0";
+    return Object.fromEntries(
+      kept
+        .filter(([name]) => !(ok && name === "grpc-message"))
+        .map(([name, value]) => [name, name === "grpc-message" ? decodeGrpcMessage(String(value)) : value]),
+    );
+  };
   return {
-    headers: drop(recording.headers),
+    headers: normal(recording.headers),
     data: recording.data.toString("hex"),
-    trailers: drop(recording.trailers),
+    trailers: normal(recording.trailers),
     rstCode: recording.rstCode,
   };
 }
