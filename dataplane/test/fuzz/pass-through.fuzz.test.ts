@@ -2,9 +2,8 @@ import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import fc from "fast-check";
 import assert from "node:assert/strict";
 import { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
-import { TestRepository } from "../fixtures/repository.js";
-import { scriptedRequest, startScriptedUpstream, type ScriptedUpstream } from "../fixtures/scripted-upstream.js";
-import { startServer, type ServerProcess } from "../fixtures/server.js";
+import { forwardedConfig, useScriptedForwarding } from "../fixtures/forwarding.js";
+import { scriptedRequest } from "../fixtures/scripted-upstream.js";
 import { RawClient, type RawOutcome } from "./raw-client.js";
 
 /**
@@ -125,32 +124,18 @@ const seed = fc.record({
 
 describe("pass-through requests with mutated top-level fields: the outcome through the data plane is the upstream's", function () {
   this.timeout(600_000);
-  let upstream: ScriptedUpstream;
-  let repository: TestRepository;
-  let server: ServerProcess;
+  const forwarding = useScriptedForwarding((upstream) => ({ [MODEL]: forwardedConfig(MODEL, upstream) }));
   let direct: RawClient;
   let through: RawClient;
 
-  before(async () => {
-    upstream = await startScriptedUpstream();
-    repository = new TestRepository({
-      [MODEL]: `
-name: "${MODEL}"
-backend: "kserve-grpc"
-parameters { key: "upstream" value { string_value: "${upstream.address}" } }
-`,
-    });
-    server = await startServer(["--model-repository", repository.dir]);
-    direct = new RawClient(upstream.address);
-    through = new RawClient(`127.0.0.1:${server.grpcPort}`);
+  before(() => {
+    direct = new RawClient(forwarding.upstream.address);
+    through = new RawClient(`127.0.0.1:${forwarding.server.grpcPort}`);
   });
 
-  after(async () => {
+  after(() => {
     direct?.close();
     through?.close();
-    await server?.stop();
-    repository?.remove();
-    await upstream?.close();
   });
 
   const comparable = ({ code, details, responses }: RawOutcome) => ({

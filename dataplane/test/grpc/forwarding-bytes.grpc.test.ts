@@ -13,12 +13,8 @@ import {
   type Peer,
 } from "../fixtures/peers.js";
 import { TestRepository } from "../fixtures/repository.js";
-import {
-  scriptedRequest,
-  startScriptedUpstream,
-  type Script,
-  type ScriptedUpstream,
-} from "../fixtures/scripted-upstream.js";
+import { scriptedRequest, type Script } from "../fixtures/scripted-upstream.js";
+import { forwardedConfig, useScriptedForwarding } from "../fixtures/forwarding.js";
 import { inferRequest, startServer, type ServerProcess } from "../fixtures/server.js";
 
 /**
@@ -73,13 +69,6 @@ const call = (path: string, request: ModelInferRequest, cuts: number[] = [], hea
   chunks: cutAt(framed(encoded(request)), ...cuts),
 });
 
-const forwarded = (name: string, upstream: string, extra = ""): string => `
-name: "${name}"
-backend: "kserve-grpc"
-parameters { key: "upstream" value { string_value: "${upstream}" } }
-${extra}
-`;
-
 const DECOUPLED = "model_transaction_policy { decoupled: true }";
 
 /** Records `recorded` directly against `upstream` and through the data plane, and holds them equal. */
@@ -92,26 +81,13 @@ async function sameBothWays(upstream: string, server: ServerProcess, recorded: R
 
 describe("forwarded byte for byte: a scripted grpc-js peer, directly and through a pass-through model", function () {
   this.timeout(60_000);
-  let upstream: ScriptedUpstream;
-  let repository: TestRepository;
-  let server: ServerProcess;
+  const forwarding = useScriptedForwarding((upstream) => ({
+    scripted: forwardedConfig("scripted", upstream),
+    scripted_stream: forwardedConfig("scripted_stream", upstream, DECOUPLED),
+  }));
 
-  before(async () => {
-    upstream = await startScriptedUpstream();
-    repository = new TestRepository({
-      scripted: forwarded("scripted", upstream.address),
-      scripted_stream: forwarded("scripted_stream", upstream.address, DECOUPLED),
-    });
-    server = await startServer(["--model-repository", repository.dir]);
-  });
-
-  after(async () => {
-    await server?.stop();
-    repository?.remove();
-    await upstream?.close();
-  });
-
-  const same = (recorded: RecordedCall): Promise<Recording> => sameBothWays(upstream.address, server, recorded);
+  const same = (recorded: RecordedCall): Promise<Recording> =>
+    sameBothWays(forwarding.upstream.address, forwarding.server, recorded);
   const unary = (script: Script, cuts: number[] = []): Promise<Recording> =>
     same(call(INFER, scriptedRequest("scripted", script, { id: "r1" }), cuts));
 
@@ -168,54 +144,38 @@ describe("forwarded byte for byte: a scripted grpc-js peer, directly and through
     // stream's own headers reach the client. The messages are still the upstream's, byte for byte.
     const request = scriptedRequest("scripted_stream", { metadata: { "x-upstream": "per request" } }, { id: "s2" });
     const recorded = call(STREAM_INFER, request);
-    const direct = await record(upstream.address, recorded);
-    const through = await record(`127.0.0.1:${server.grpcPort}`, recorded);
+    const direct = await record(forwarding.upstream.address, recorded);
+    const through = await record(`127.0.0.1:${forwarding.server.grpcPort}`, recorded);
     assert.equal(direct.headers["x-upstream"], "per request");
     assert.equal(through.headers["x-upstream"], undefined);
     assert.ok(through.data.equals(direct.data));
   });
 });
 
+const IDENTITY_PY = `import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
+            for r in requests
+        ]
+`;
+
+/** A Python identity model's config: INPUT0 and OUTPUT0 of `type`, batched. */
+const identityConfig = (name: string, type: string): string => `
+name: "${name}"
+backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: ${type} dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: ${type} dims: [ -1 ] } ]
+`;
+
 /** A Python model for Triton: `identity` echoes INPUT0 as OUTPUT0; `repeat` (decoupled) sends it back three times. */
 const PYTHON_MODELS: Record<string, { config: string; code: string }> = {
-  identity_fp32: {
-    config: `
-name: "identity_fp32"
-backend: "python"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-`,
-    code: `import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [
-            pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
-            for r in requests
-        ]
-`,
-  },
-  identity_bytes: {
-    config: `
-name: "identity_bytes"
-backend: "python"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
-`,
-    code: `import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [
-            pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
-            for r in requests
-        ]
-`,
-  },
+  identity_fp32: { config: identityConfig("identity_fp32", "TYPE_FP32"), code: IDENTITY_PY },
+  identity_bytes: { config: identityConfig("identity_bytes", "TYPE_STRING"), code: IDENTITY_PY },
   repeat_fp32: {
     config: `
 name: "repeat_fp32"
@@ -259,11 +219,11 @@ describe("forwarded byte for byte: Triton, directly and through pass-through mod
     }
     triton = await startTritonServer([tritonRoot]);
     repository = new TestRepository({
-      identity_fp32: forwarded("identity_fp32", triton.address),
-      identity_bytes: forwarded("identity_bytes", triton.address),
-      repeat_fp32: forwarded("repeat_fp32", triton.address, DECOUPLED),
+      identity_fp32: forwardedConfig("identity_fp32", triton.address),
+      identity_bytes: forwardedConfig("identity_bytes", triton.address),
+      repeat_fp32: forwardedConfig("repeat_fp32", triton.address, DECOUPLED),
       // Not on the upstream: its NOT_FOUND comes back as Triton words it.
-      absent: forwarded("absent", triton.address),
+      absent: forwardedConfig("absent", triton.address),
     });
     server = await startServer(["--model-repository", repository.dir, "--python", MODELS_PYTHON]);
   });

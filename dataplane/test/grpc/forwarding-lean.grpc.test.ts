@@ -1,4 +1,4 @@
-import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
+import { credentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import {
   ModelInferResponse,
@@ -6,19 +6,17 @@ import {
   type ModelStatistics,
 } from "../../../proto/gen/ts/grpc_service.js";
 import { InferenceExtensionsClient } from "../../../proto/gen/ts/extensions.js";
-import { credentials } from "@grpc/grpc-js";
 import { scrape, type Sample } from "../../../e2e/support/prometheus.js";
 import { H2_CODE } from "../../src/engines/kserve-grpc/grpc-frames.js";
-import { TestRepository } from "../fixtures/repository.js";
+import { forwardedConfig, useScriptedForwarding } from "../fixtures/forwarding.js";
 import {
   scriptedRequest,
-  startScriptedUpstream,
   type ReceivedStream,
   type Script,
   type ScriptedUpstream,
 } from "../fixtures/scripted-upstream.js";
 import { assertNoSegmentsLeft, removeSegment, shmSegment } from "../fixtures/shm-segments.js";
-import { call, eventually, type ServerProcess, startServer } from "../fixtures/server.js";
+import { call, eventually, type ServerProcess } from "../fixtures/server.js";
 
 /**
  * The lean forwarding path's behaviour against a scripted grpc-js upstream (fixtures/
@@ -27,13 +25,6 @@ import { call, eventually, type ServerProcess, startServer } from "../fixtures/s
  * naming shared memory are resolved here, and a forwarded request is counted in the metrics
  * and statistics exactly as a checked one (the pipeline's path) is.
  */
-
-const forwarded = (name: string, upstream: string, extra = ""): string => `
-name: "${name}"
-backend: "kserve-grpc"
-parameters { key: "upstream" value { string_value: "${upstream}" } }
-${extra}
-`;
 
 /** The same upstream model with its tensors declared: the pipeline decodes and checks its requests. */
 const CHECKED_TENSORS = `
@@ -50,28 +41,20 @@ function timeoutMs(header: string): number {
 
 describe("the lean forwarding path against a scripted upstream", function () {
   this.timeout(60_000);
-  let upstream: ScriptedUpstream;
-  let repository: TestRepository;
-  let server: ServerProcess;
-
-  before(async () => {
-    upstream = await startScriptedUpstream();
-    repository = new TestRepository({
-      lean: forwarded("lean", upstream.address),
-      lean_stream: forwarded("lean_stream", upstream.address, "model_transaction_policy { decoupled: true }"),
+  const forwarding = useScriptedForwarding(
+    (upstream) => ({
+      lean: forwardedConfig("lean", upstream),
+      lean_stream: forwardedConfig("lean_stream", upstream, "model_transaction_policy { decoupled: true }"),
       // Served only by the counting test: the same load on each, one forwarded, one checked.
-      counted: forwarded("counted", upstream.address),
-      checked: forwarded("checked", upstream.address, CHECKED_TENSORS),
-    });
-    server = await startServer(["--model-repository", repository.dir, "--allow-client-shm"]);
-  });
-
-  after(async () => {
-    await server?.stop();
-    repository?.remove();
-    await upstream?.close();
-    assertNoSegmentsLeft();
-  });
+      counted: forwardedConfig("counted", upstream),
+      checked: forwardedConfig("checked", upstream, CHECKED_TENSORS),
+    }),
+    ["--allow-client-shm"],
+  );
+  let upstream: ScriptedUpstream;
+  let server: ServerProcess;
+  before(() => ({ upstream, server } = forwarding));
+  after(() => assertNoSegmentsLeft());
 
   const infer = (
     request: ModelInferRequest,

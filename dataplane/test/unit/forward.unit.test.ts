@@ -125,38 +125,52 @@ const requestBytes = (modelName: string, id: string, parameters: Record<string, 
     UNKNOWN_FIELD,
   ]);
 
-describe("the lean forwarding path (against a double of Engine.forward)", function () {
-  this.timeout(30_000);
+/**
+ * Mocha hooks: the kserve-grpc engine's `forward` replaced by the double, and a data plane in
+ * this process serving `models` (name -> config) with `args`; both undone after the suite.
+ */
+function withDoubleForward(models: Record<string, string>, args: readonly string[] = []) {
   const original = Object.getOwnPropertyDescriptor(KserveGrpcEngine.prototype, "forward");
-  const seen: Seen[] = [];
-  let repository: TestRepository;
-  let dataPlane: RunningDataPlane;
-  let client: Client;
-
+  const served = {
+    seen: [] as Seen[],
+    repository: undefined as unknown as TestRepository,
+    dataPlane: undefined as unknown as RunningDataPlane,
+    client: undefined as unknown as Client,
+  };
   before(async () => {
     Object.defineProperty(KserveGrpcEngine.prototype, "forward", {
-      value: doubleForward(seen),
+      value: doubleForward(served.seen),
       configurable: true,
       writable: true,
     });
-    repository = new TestRepository({
-      lean: kserveGrpc("lean"),
-      lean_stream: kserveGrpc("lean_stream", "model_transaction_policy { decoupled: true }"),
-      checked: kserveGrpc("checked", `input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]`),
-    });
-    const args = ["--host", "127.0.0.1", "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0"];
-    const parsed = await parsedDataPlaneArguments([...args, "--model-repository", repository.dir]);
-    dataPlane = await startDataPlane({ ...dataPlaneOptions(parsed, pino({ level: "silent" })), drainDelaySeconds: 0 });
-    client = new Client(`127.0.0.1:${dataPlane.grpcPort}`, credentials.createInsecure());
+    served.repository = new TestRepository(models);
+    const ports = ["--host", "127.0.0.1", "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0"];
+    const parsed = await parsedDataPlaneArguments([...ports, ...args, "--model-repository", served.repository.dir]);
+    const options = { ...dataPlaneOptions(parsed, pino({ level: "silent" })), drainDelaySeconds: 0 };
+    served.dataPlane = await startDataPlane(options);
+    served.client = new Client(`127.0.0.1:${served.dataPlane.grpcPort}`, credentials.createInsecure());
   });
-
   after(async () => {
-    client?.close();
-    await dataPlane?.stop();
-    repository?.remove();
+    served.client?.close();
+    await served.dataPlane?.stop();
+    served.repository?.remove();
     if (original === undefined) delete (KserveGrpcEngine.prototype as { forward?: unknown }).forward;
     else Object.defineProperty(KserveGrpcEngine.prototype, "forward", original);
   });
+  return served;
+}
+
+describe("the lean forwarding path (against a double of Engine.forward)", function () {
+  this.timeout(30_000);
+  const served = withDoubleForward({
+    lean: kserveGrpc("lean"),
+    lean_stream: kserveGrpc("lean_stream", "model_transaction_policy { decoupled: true }"),
+    checked: kserveGrpc("checked", `input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]`),
+  });
+  const { seen } = served;
+  let dataPlane: RunningDataPlane;
+  let client: Client;
+  before(() => ({ dataPlane, client } = served));
 
   beforeEach(() => (seen.length = 0));
 
@@ -409,33 +423,13 @@ describe("the lean forwarding path (against a double of Engine.forward)", functi
 
 describe("the lean forwarding path while its model is reloaded back and forth (double of Engine.forward)", function () {
   this.timeout(60_000);
-  const original = Object.getOwnPropertyDescriptor(KserveGrpcEngine.prototype, "forward");
-  const seen: Seen[] = [];
+  const served = withDoubleForward({ flip: kserveGrpc("flip") }, [
+    ...["--model-control-mode", "explicit", "--load-model", "flip"],
+  ]);
+  const { seen } = served;
   let repository: TestRepository;
-  let dataPlane: RunningDataPlane;
   let client: Client;
-
-  before(async () => {
-    Object.defineProperty(KserveGrpcEngine.prototype, "forward", {
-      value: doubleForward(seen),
-      configurable: true,
-      writable: true,
-    });
-    repository = new TestRepository({ flip: kserveGrpc("flip") });
-    const args = ["--host", "127.0.0.1", "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0"];
-    const control = ["--model-control-mode", "explicit", "--load-model", "flip"];
-    const parsed = await parsedDataPlaneArguments([...args, ...control, "--model-repository", repository.dir]);
-    dataPlane = await startDataPlane({ ...dataPlaneOptions(parsed, pino({ level: "silent" })), drainDelaySeconds: 0 });
-    client = new Client(`127.0.0.1:${dataPlane.grpcPort}`, credentials.createInsecure());
-  });
-
-  after(async () => {
-    client?.close();
-    await dataPlane?.stop();
-    repository?.remove();
-    if (original === undefined) delete (KserveGrpcEngine.prototype as { forward?: unknown }).forward;
-    else Object.defineProperty(KserveGrpcEngine.prototype, "forward", original);
-  });
+  before(() => ({ repository, client } = served));
 
   /** Writes the model's config in the repository and loads it (a load request may not change the backend). */
   const load = (config: string): Promise<unknown> =>
