@@ -77,6 +77,11 @@ export interface UpstreamEnd extends ForwardStatus {
   readonly refused: boolean;
   /** The endpoint itself failed (connection refused or lost): take it out until a probe finds it. */
   readonly transport: boolean;
+  /**
+   * The upstream's connection is going away (REFUSED_STREAM, a GOAWAY below our stream): a
+   * healthy endpoint draining a connection; the request may go again, to it too (on a new one).
+   */
+  readonly drained: boolean;
 }
 
 export interface UpstreamHandlers {
@@ -89,6 +94,7 @@ export interface UpstreamHandlers {
 /** How long a new connection may take before the endpoint counts as unreachable (grpc-js's own bound). */
 const CONNECT_TIMEOUT_MS = 20_000;
 const NO_METADATA: readonly ForwardMetadataEntry[] = [];
+const UNAVAILABLE: number = status.UNAVAILABLE;
 
 /** A session and how many of our streams it carries. */
 interface PooledSession {
@@ -96,11 +102,18 @@ interface PooledSession {
   open: number;
   /** False once it is going away (GOAWAY, error, close): no new streams. */
   usable: boolean;
+  /** Its peer's SETTINGS arrived. */
+  settled: boolean;
 }
 
 export class H2Upstream {
   private readonly sessions: PooledSession[] = [];
   private readonly authority: string;
+  /**
+   * The peer's limit on concurrent streams as its last SETTINGS gave it: a new session
+   * keeps to it before its own SETTINGS arrive (streams sent over the limit are refused).
+   */
+  private peerMaxStreams = Number.POSITIVE_INFINITY;
   private closed = false;
 
   constructor(private readonly options: H2UpstreamOptions) {
@@ -120,7 +133,7 @@ export class H2Upstream {
   /** A stream on a session with room for it (a new session when every one is at its peer's limit). */
   openStream(headers: OutgoingHttpHeaders): { stream: ClientHttp2Stream; pooled: PooledSession } {
     if (this.closed) throw new Error("the engine is closed");
-    const pooled = this.sessions.find((one) => one.usable && one.open < maxStreams(one.session)) ?? this.connect();
+    const pooled = this.sessions.find((one) => one.usable && one.open < this.maxStreams(one)) ?? this.connect();
     if (pooled.open++ === 0) pooled.session.ref();
     const stream = pooled.session.request(headers, { endStream: false });
     stream.once("close", () => {
@@ -158,6 +171,11 @@ export class H2Upstream {
     }
   }
 
+  /** The peer's limit on this session's concurrent streams (until its SETTINGS come: the last one seen). */
+  private maxStreams(pooled: PooledSession): number {
+    return pooled.settled ? (pooled.session.remoteSettings.maxConcurrentStreams ?? Infinity) : this.peerMaxStreams;
+  }
+
   private connect(): PooledSession {
     const tls = this.options.tls?.();
     const window = this.options.flowControlWindow;
@@ -168,7 +186,11 @@ export class H2Upstream {
       if (tls.serverName !== undefined) options.servername = tls.serverName;
     }
     const session = connect(`${tls === undefined ? "http" : "https"}://${this.options.address}`, options);
-    const pooled: PooledSession = { session, open: 0, usable: true };
+    const pooled: PooledSession = { session, open: 0, usable: true, settled: false };
+    session.once("remoteSettings", (settings) => {
+      pooled.settled = true;
+      this.peerMaxStreams = settings.maxConcurrentStreams ?? Number.POSITIVE_INFINITY;
+    });
     this.sessions.push(pooled);
     const retire = (): void => {
       pooled.usable = false;
@@ -196,15 +218,13 @@ export class H2Upstream {
   }
 }
 
-/** The peer's limit on concurrent streams (unlimited until its SETTINGS arrive). */
-const maxStreams = (session: ClientHttp2Session): number =>
-  session.remoteSettings.maxConcurrentStreams ?? Number.POSITIVE_INFINITY;
-
 /** One gRPC call on an HTTP/2 stream, from the request's first byte to the status. */
 class UpstreamStream implements ForwardCall {
   private stream: ClientHttp2Stream | undefined;
   private pooled: PooledSession | undefined;
   private gotHeaders = false;
+  /** The status came in the only header block: the upstream refused the call without running it. */
+  private trailersOnly = false;
   private trailers: IncomingHttpHeaders | undefined;
   private failure: { code: status; details: string } | undefined;
   private streamError: Error | undefined;
@@ -219,7 +239,7 @@ class UpstreamStream implements ForwardCall {
     this.reader = new MessageReader(upstream.maxMessageSize, handlers.message.bind(handlers));
     const { signal } = request;
     if (signal?.aborted === true) {
-      this.finish({ ...this.abortStatus(), metadata: NO_METADATA, refused: false, transport: false });
+      this.finish({ ...this.abortStatus(), metadata: NO_METADATA, refused: false, transport: false, drained: false });
       return;
     }
     try {
@@ -267,6 +287,7 @@ class UpstreamStream implements ForwardCall {
     // Trailers-Only: the status came in the only header block.
     if (headers["grpc-status"] !== undefined) {
       this.trailers = headers;
+      this.trailersOnly = true;
       return;
     }
     if (httpStatus !== 200) {
@@ -298,10 +319,14 @@ class UpstreamStream implements ForwardCall {
 
   /** The call's status from what happened on the stream, in order of precedence. */
   private outcome(): UpstreamEnd {
-    const plain = { refused: false, transport: false };
+    const plain = { refused: false, transport: false, drained: false };
     if (this.failure !== undefined) return { ...this.failure, metadata: NO_METADATA, ...plain };
     const stream = this.stream!;
-    if (this.trailers !== undefined) return { ...this.statusOf(this.trailers), ...plain };
+    if (this.trailers !== undefined) {
+      const status = this.statusOf(this.trailers);
+      // Trailers-Only UNAVAILABLE: the upstream turned it away (draining, overloaded) unrun.
+      return { ...status, refused: this.trailersOnly && status.code === UNAVAILABLE, transport: false, drained: false };
+    }
     const session = this.pooled?.session;
     // The connection went (refused, reset, GOAWAY with an error): the endpoint failed.
     if (
@@ -321,6 +346,7 @@ class UpstreamStream implements ForwardCall {
         // REFUSED_STREAM (a GOAWAY below our stream too): it never ran.
         refused: stream.rstCode === H2_CODE.REFUSED_STREAM && !this.gotHeaders,
         transport: false,
+        drained: stream.rstCode === H2_CODE.REFUSED_STREAM,
       };
     }
     if (this.reader.midMessage) {
@@ -360,6 +386,7 @@ class UpstreamStream implements ForwardCall {
       metadata: NO_METADATA,
       refused,
       transport: true,
+      drained: false,
     };
   }
 

@@ -397,6 +397,9 @@ function statusOfError(error: unknown): ForwardStatus {
   return { code: GRPC_CODE_OF[error.kind], details: error.message, metadata: NO_METADATA };
 }
 
+/** How often one request refused by connections going away (GOAWAY, REFUSED_STREAM) is sent again. */
+const MAX_DRAINED_RETRIES = 2;
+
 /** A call that was over before it started: nothing to pause. */
 const IDLE_CALL: ForwardCall = { pause: () => undefined, resume: () => undefined };
 
@@ -416,16 +419,22 @@ class RoutedCall implements ForwardCall {
   private current: ForwardCall | undefined;
   private paused = false;
   private attempt = 0;
-  private readonly attempts: number;
+  private drainedRetries = 0;
 
   constructor(
     private readonly pool: UpstreamPool,
     private readonly model: string,
     private readonly routing: Routing,
-  ) {
-    // A request refused by an endpoint never reached its model: another may take it.
-    // Streams and sequences stay where they started.
-    this.attempts = routing.sequence === undefined && !routing.options.stream ? Math.max(1, pool.size) : 1;
+  ) {}
+
+  /** Whether a request refused unrun may go again: never a stream's or a sequence's (they stay where they started). */
+  private mayRetry(end: UpstreamEnd): boolean {
+    const { pool, routing } = this;
+    if (!end.refused || routing.sequence !== undefined || routing.options.stream || routing.options.signal.aborted)
+      return false;
+    // A connection going away: again, on a new connection (the same endpoint too), as grpc-js's transparent retry.
+    if (end.drained) return this.drainedRetries++ < MAX_DRAINED_RETRIES;
+    return this.attempt < pool.size && pool.hasHealthy();
   }
 
   pause(): void {
@@ -475,11 +484,17 @@ class RoutedCall implements ForwardCall {
 
   private ended(endpoint: Endpoint, end: UpstreamEnd): void {
     const { pool, routing } = this;
-    const failed = pool.failed(endpoint, end);
-    // It answered, if with an error of its own: it is reachable. A deadline or a cancel may be
-    // our own client's doing (a hung upstream answers nothing), so it proves nothing either way.
-    if (!failed && end.code !== status.DEADLINE_EXCEEDED && end.code !== status.CANCELLED) pool.succeeded(endpoint);
-    if (end.refused && this.attempt < this.attempts && pool.hasHealthy() && !routing.options.signal.aborted) {
+    // A connection drained says nothing of the endpoint. Any other answer, if an error of its
+    // own, shows it reachable; a deadline or a cancel may be our own client's doing (a hung
+    // upstream answers nothing), so it proves nothing either way.
+    if (
+      !end.drained &&
+      !pool.failed(endpoint, end) &&
+      end.code !== status.DEADLINE_EXCEEDED &&
+      end.code !== status.CANCELLED
+    )
+      pool.succeeded(endpoint);
+    if (this.mayRetry(end)) {
       this.start();
       return;
     }
