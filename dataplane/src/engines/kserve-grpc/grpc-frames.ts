@@ -229,7 +229,7 @@ export function statusOfHttp(httpStatus: number): status {
 
 /**
  * Headers that never cross us as a call's custom metadata, either way: HTTP/2 and HTTP/1
- * connection headers, the gRPC protocol's own (each hop writes its own), and
+ * connection headers, the gRPC protocol's own and `date` (each hop writes its own), and
  * `authorization` (a client's token is for us, never for an upstream). Names starting with
  * `:` (pseudo-headers) and `grpc-` are reserved too; see isForwardableHeader.
  */
@@ -247,6 +247,7 @@ const NEVER_FORWARDED: ReadonlySet<string> = new Set([
   "content-length",
   "content-encoding",
   "user-agent",
+  "date",
 ]);
 
 /** gRPC's reserved names that still carry an application's data: passed on. */
