@@ -13,7 +13,7 @@ import { forwardInference, passesThrough } from "../inference/forward.js";
 import { runInference, type Entry, type InferenceContext } from "../inference/pipeline.js";
 import { StreamWriter } from "./stream-writer.js";
 import { callLifetime, type CallLifetime } from "./call-lifetime.js";
-import { toMetadata } from "./model-infer.js";
+import { RelayedHeaders, toMetadata } from "./model-infer.js";
 
 const MODEL_INFER_STREAM: Entry = { endpoint: "ModelInferStream", requestType: "stream", protocol: "grpc" };
 
@@ -66,9 +66,10 @@ function forwardStream(
 ): void {
   const { signal } = lifetime;
   const writer = new StreamWriter(call, signal);
+  const headers = new RelayedHeaders(call);
   let failed: string | undefined;
   forwardInference(context, request, MODEL_INFER_STREAM, lifetime, call.metadata, {
-    metadata: (entries) => call.sendMetadata(toMetadata(entries)),
+    metadata: headers.received,
     message: (bytes) => {
       if (failed !== undefined) return undefined;
       const { errorMessage, inferResponse } = streamReplyParts(bytes);
@@ -84,8 +85,9 @@ function forwardStream(
       lifetime.finished();
       if (signal.aborted) return;
       const metadata = toMetadata(status.metadata);
-      if (status.code !== grpcStatus.OK) call.emit("error", { code: status.code, details: status.details, metadata });
-      else call.end(metadata);
+      if (status.code === grpcStatus.OK) return void call.end(metadata);
+      headers.beforeError();
+      call.emit("error", { code: status.code, details: status.details, metadata });
     },
     fail: (error) => {
       lifetime.finished();

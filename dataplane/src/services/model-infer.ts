@@ -68,9 +68,10 @@ function forwardUnary(
   callback: sendUnaryData<InferResponseOrEncoded>,
 ): void {
   const lifetime = callLifetime(call);
+  const headers = new RelayedHeaders(call);
   let reply: Uint8Array | undefined;
   forwardInference(context, request, MODEL_INFER, lifetime, call.metadata, {
-    metadata: (entries) => call.sendMetadata(toMetadata(entries)),
+    metadata: headers.received,
     message: (bytes) => {
       reply = bytes;
       return undefined;
@@ -78,14 +79,38 @@ function forwardUnary(
     end: (status: ForwardStatus) => {
       lifetime.finished();
       const metadata = toMetadata(status.metadata);
-      if (status.code !== 0 || reply === undefined) callback({ code: status.code, details: status.details, metadata });
-      else callback(null, { encoded: reply }, metadata);
+      if (status.code === 0 && reply !== undefined) return callback(null, { encoded: reply }, metadata);
+      headers.beforeError();
+      callback({ code: status.code, details: status.details, metadata });
     },
     fail: (error) => {
       lifetime.finished();
       callback(toServiceError(error));
     },
   });
+}
+
+/**
+ * An upstream's response headers relayed as the call's. grpc-js sends a call's headers with its
+ * first message anyway, so headers without custom metadata (the usual case) are not sent on
+ * their own, which costs a write; only before an error they are, so that an upstream's
+ * headers-then-trailers answer does not become a Trailers-Only one.
+ */
+export class RelayedHeaders {
+  private pending = false;
+
+  constructor(private readonly call: { sendMetadata(metadata: Metadata): void }) {}
+
+  readonly received = (entries: readonly ForwardMetadataEntry[]): void => {
+    if (entries.length === 0) this.pending = true;
+    else this.call.sendMetadata(toMetadata(entries));
+  };
+
+  /** The call ends in an error: headers the upstream sent go first. */
+  beforeError(): void {
+    if (this.pending) this.call.sendMetadata(new Metadata());
+    this.pending = false;
+  }
 }
 
 /**

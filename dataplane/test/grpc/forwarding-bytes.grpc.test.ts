@@ -116,6 +116,11 @@ describe("forwarded byte for byte: a scripted grpc-js peer, directly and through
     assert.equal(recording.trailers?.["grpc-status"], "5");
   });
 
+  it("ModelInfer: an error after headers that carry no custom metadata stays headers then trailers", async () => {
+    const recording = await unary({ status: 9, details: "not now" });
+    assert.equal(recording.trailers?.["grpc-status"], "9");
+  });
+
   it("ModelInfer: a Trailers-Only error", async () => {
     const recording = await unary({
       status: 8,
