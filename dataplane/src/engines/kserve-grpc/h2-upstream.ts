@@ -133,7 +133,7 @@ export class H2Upstream {
   /** A stream on a session with room for it (a new session when every one is at its peer's limit). */
   openStream(headers: OutgoingHttpHeaders): { stream: ClientHttp2Stream; pooled: PooledSession } {
     if (this.closed) throw new Error("the engine is closed");
-    const pooled = this.sessions.find((one) => one.usable && one.open < this.maxStreams(one)) ?? this.connect();
+    const pooled = this.sessions.find((one) => this.hasRoom(one)) ?? this.connect();
     if (pooled.open++ === 0) pooled.session.ref();
     const stream = pooled.session.request(headers, { endStream: false });
     stream.once("close", () => {
@@ -169,6 +169,12 @@ export class H2Upstream {
       pooled.usable = false;
       if (!pooled.session.closed) pooled.session.close();
     }
+  }
+
+  /** Whether a new stream may go on this session: open, not going away, under its peer's limit. */
+  private hasRoom(pooled: PooledSession): boolean {
+    const { session } = pooled;
+    return pooled.usable && !session.closed && !session.destroyed && pooled.open < this.maxStreams(pooled);
   }
 
   /** The peer's limit on this session's concurrent streams (until its SETTINGS come: the last one seen). */
