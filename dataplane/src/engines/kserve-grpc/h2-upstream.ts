@@ -8,7 +8,7 @@ import {
   type OutgoingHttpHeaders,
   type SecureClientSessionOptions,
 } from "node:http2";
-import { abortedError } from "../../../../lib/errors.js";
+import { abortedError, errorMessage } from "../../../../lib/errors.js";
 import { GRPC_CODE_OF } from "../../../../lib/grpc/status-codes.js";
 import type { ForwardCall, ForwardMetadataEntry, ForwardStatus } from "../engine.js";
 import {
@@ -304,7 +304,11 @@ class UpstreamStream implements ForwardCall {
       this.stream?.close(constants.NGHTTP2_CANCEL);
       return;
     }
-    this.handlers.metadata(metadataOf(headers));
+    try {
+      this.handlers.metadata(metadataOf(headers));
+    } catch (error) {
+      this.fail(error);
+    }
   }
 
   private onData(chunk: Buffer): void {
@@ -312,10 +316,21 @@ class UpstreamStream implements ForwardCall {
     try {
       this.reader.push(chunk);
     } catch (error) {
-      if (!(error instanceof FrameError)) throw error;
-      this.failure = { code: error.code, details: error.message };
-      this.stream?.close(constants.NGHTTP2_CANCEL);
+      this.fail(error);
     }
+  }
+
+  /**
+   * A fault while reading the reply (its framing, or a message the caller cannot take, e.g.
+   * one too malformed to rename): the call ends with it and the upstream stream is reset;
+   * thrown on, inside an HTTP/2 event, it would end the process.
+   */
+  private fail(error: unknown): void {
+    this.failure =
+      error instanceof FrameError
+        ? { code: error.code, details: error.message }
+        : { code: status.INTERNAL, details: `upstream ${this.upstream.address}: ${errorMessage(error)}` };
+    this.stream?.close(constants.NGHTTP2_CANCEL);
   }
 
   private onClose(): void {
