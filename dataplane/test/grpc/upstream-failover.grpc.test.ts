@@ -235,6 +235,49 @@ describe("kserve-grpc upstream transport: one upstream, scripted", function () {
     }
   });
 
+  it("forwards several 16 MiB requests at once, every byte intact", async () => {
+    const unbounded = await startScriptedUpstream({
+      serverOptions: { "grpc.max_receive_message_length": -1, "grpc.max_send_message_length": -1 },
+    });
+    const large = await forwardingEngine("m", { upstream: unbounded.address });
+    try {
+      const tensors = [0, 1, 2, 3].map((seed) =>
+        Uint8Array.from({ length: 16 * 1024 * 1024 + 3 }, (_, i) => (i + seed) & 0xff),
+      );
+      const results = await Promise.all(
+        tensors.map((tensor) =>
+          forwardThrough(
+            large,
+            scriptedRequest(
+              "m",
+              {},
+              {
+                inputs: [
+                  {
+                    name: "INPUT0",
+                    datatype: "UINT8",
+                    shape: [BigInt(tensor.byteLength)],
+                    parameters: {},
+                    contents: undefined,
+                  },
+                ],
+                rawInputContents: [tensor],
+              },
+            ),
+          ),
+        ),
+      );
+      results.forEach((result, i) => {
+        assert.equal(result.status.code, status.OK, result.status.details);
+        const reply = ModelInferResponse.decode(result.messages[0]!);
+        assert.ok(Buffer.from(reply.rawOutputContents[0]!).equals(tensors[i]!), `request ${i} echoed intact`);
+      });
+    } finally {
+      await large.close();
+      await unbounded.close();
+    }
+  });
+
   it("answers a malformed sequence parameter with INVALID_ARGUMENT, sending nothing", async () => {
     const before = upstream.streams.length;
     const result = await forwardThrough(

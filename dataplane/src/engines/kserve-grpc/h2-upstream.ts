@@ -8,6 +8,7 @@ import {
   type OutgoingHttpHeaders,
   type SecureClientSessionOptions,
 } from "node:http2";
+import { DEFAULT_CONNECTION_WINDOW } from "../../../../lib/contract/dataplane.js";
 import { abortedError, errorMessage } from "../../../../lib/errors.js";
 import { GRPC_CODE_OF } from "../../../../lib/grpc/status-codes.js";
 import type { ForwardCall, ForwardMetadataEntry, ForwardStatus } from "../engine.js";
@@ -50,7 +51,7 @@ export interface H2UpstreamOptions {
   readonly address: string;
   /** Largest upstream message accepted; checked on each message's length prefix. */
   readonly maxMessageSize: number;
-  /** HTTP/2 receive window per stream and per session, in bytes (unset: node's 64 KiB). */
+  /** HTTP/2 receive window per stream, in bytes (unset: node's 64 KiB); the session's is at least the server's default. */
   readonly flowControlWindow?: number;
   /** TLS for new sessions, read when one opens (absent: plaintext HTTP/2). */
   readonly tls?: () => UpstreamTlsMaterial;
@@ -186,7 +187,10 @@ export class H2Upstream {
     const tls = this.options.tls?.();
     const window = this.options.flowControlWindow;
     const settings = window === undefined ? {} : { initialWindowSize: window };
-    const options: SecureClientSessionOptions = { settings };
+    // No session memory bound of node's own (10 MB by default, past which it resets streams
+    // with ENHANCE_YOUR_CALM: four 16 MiB requests at once): what a session holds is bounded by
+    // the message size limit and flow control, as with grpc-js's client, which does the same.
+    const options: SecureClientSessionOptions = { settings, maxSessionMemory: Number.MAX_SAFE_INTEGER };
     if (tls !== undefined) {
       Object.assign(options, { ca: tls.ca, cert: tls.cert, key: tls.key, ALPNProtocols: ["h2"] });
       if (tls.serverName !== undefined) options.servername = tls.serverName;
@@ -210,7 +214,9 @@ export class H2Upstream {
     connectTimer.unref();
     session.once("connect", () => {
       clearTimeout(connectTimer);
-      if (window !== undefined) session.setLocalWindowSize(window);
+      // The connection's window as the server's own default (a connection carries many calls;
+      // one window of one call's size would let a large reply hold up the rest), never below a call's.
+      if (window !== undefined) session.setLocalWindowSize(Math.max(window, DEFAULT_CONNECTION_WINDOW));
     });
     session.on("goaway", retire);
     session.on("close", () => {

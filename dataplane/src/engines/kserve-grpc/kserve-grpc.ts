@@ -216,7 +216,11 @@ export class KserveGrpcEngine implements Engine {
     const refreshing = this.pool.refresh();
     // Only the first request waits for the addresses; later ones use those known while they refresh.
     if (this.pool.size > 0) routed.start();
-    else void refreshing.then(() => routed.start());
+    else
+      void refreshing.then(
+        () => routed.start(),
+        () => routed.start(),
+      );
     return routed;
   }
 
