@@ -347,6 +347,24 @@ describe("kserve-grpc upstream transport: several upstreams, retry and recovery"
     }
   });
 
+  it("answers UNAVAILABLE naming the upstream, without a retry, when it dies after answering headers", async () => {
+    const engine = await pair();
+    try {
+      const result = await ask(engine, {
+        onPort: first.port,
+        metadata: { "x-started": "yes" },
+        hang: true,
+        dropConnectionAfterMs: 100,
+      });
+      assert.deepEqual(result.metadata, [[["x-started", "yes"]]]);
+      assert.equal(result.status.code, status.UNAVAILABLE);
+      assert.match(result.status.details, new RegExp(`model 'm': upstream ${first.address} is unavailable`));
+      assert.equal(servedBy(second), 0, "not sent again once the upstream had answered");
+    } finally {
+      await engine.close();
+    }
+  });
+
   it("keeps a sequence on its upstream, and never retries it elsewhere", async () => {
     const engine = await pair();
     try {
