@@ -536,6 +536,8 @@ class RoutedCall implements ForwardCall {
       return;
     }
     if (end.code === status.OK && routing.sequence?.end === true) pool.endSequence(routing.sequence.id);
-    routing.sink.end(end.transport ? { ...end, details: `model '${this.model}': ${end.details}` } : end);
+    // The status alone (what the engine contract gives), a transport failure naming the model too.
+    const details = end.transport ? `model '${this.model}': ${end.details}` : end.details;
+    routing.sink.end({ code: end.code, details, metadata: end.metadata });
   }
 }
