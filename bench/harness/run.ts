@@ -7,8 +7,15 @@ import { medianRun, runLoad, type LoadRun } from "./ghz.js";
 import { runPerfAnalyzer } from "./perf-analyzer.js";
 import { modelFor, payloadBytes, writeHttpRequest, writeRequest } from "./requests.js";
 import { runStreamLoad } from "./streams.js";
-import { CEILING_SIZES, type Scenario } from "./scenarios.js";
-import { SERVER_LABELS, startBenchServer, type BenchServer, type ServerId } from "./servers.js";
+import { CEILING_SIZES, type Layout, type Scenario, type UpstreamId } from "./scenarios.js";
+import {
+  DIRECT_SERVERS,
+  forwards,
+  SERVER_LABELS,
+  startBenchServer,
+  type BenchServer,
+  type ServerId,
+} from "./servers.js";
 import { runHttpLoad } from "./vegeta.js";
 
 export interface RunSettings {
@@ -37,6 +44,9 @@ export interface ScenarioResult {
   readonly id: string;
   readonly title: string;
   readonly unit: Scenario["unit"];
+  /** What its forwarders forwarded to, and where its processes ran (Scenario's). */
+  readonly upstream?: UpstreamId;
+  readonly layout?: Layout;
   readonly payloadBytes: number;
   readonly concurrency: number;
   readonly connections: number;
@@ -50,33 +60,78 @@ export interface BenchReport {
   readonly scenarios: ScenarioResult[];
 }
 
+/** The cores of each role in a run: the server measured, the upstream a forwarder sends to, the load generator. */
+export interface Pins {
+  readonly server: string | undefined;
+  readonly upstream: string | undefined;
+  readonly client: string | undefined;
+  readonly describe: string;
+}
+
 /**
- * The cores: on two or more, the server gets core 0 and ghz the others, so they do not
- * fight; "all cores" servers (--grpc-workers 0) are left unpinned and share with ghz.
+ * The cores per role. On two or more: in the "shared" layout the server gets core 0 (with
+ * the upstream it forwards to, whose loss then shows forwarding's cost) and the load the
+ * others, so they do not fight; in "own-core" a forwarder has core 0 to itself and its
+ * upstream shares the others with the load — a server called directly runs where an upstream
+ * would, so forwarding is measured against the same upstream on the same cores. "All cores"
+ * servers (--grpc-workers 0) are left unpinned and share with the load.
  */
-export function pinning(): { server: string | undefined; client: string | undefined; describe: string } {
+export function pinning(layout: Layout = "shared"): Pins {
   const count = cpus().length;
-  if (count < 2) return { server: undefined, client: undefined, describe: "none (1 core)" };
-  const client = Array.from({ length: count - 1 }, (_, i) => String(i + 1)).join(",");
-  return { server: "0", client, describe: `server on core 0, load on cores ${client}` };
+  if (count < 2) return { server: undefined, upstream: undefined, client: undefined, describe: "none (1 core)" };
+  const rest = Array.from({ length: count - 1 }, (_, i) => String(i + 1)).join(",");
+  return layout === "shared"
+    ? {
+        server: "0",
+        upstream: "0",
+        client: rest,
+        describe: `server (and the upstream it forwards to) on core 0, load on cores ${rest}`,
+      }
+    : {
+        server: "0",
+        upstream: rest,
+        client: rest,
+        describe: `the forwarder alone on core 0, its upstream (or the server called directly) and the load on cores ${rest}`,
+      };
+}
+
+/** One server started once for the scenarios it serves alike: same upstream, same cores. */
+interface Setup {
+  readonly server: ServerId;
+  readonly upstream: UpstreamId | undefined;
+  readonly layout: Layout;
+  readonly scenarios: Scenario[];
+}
+
+/** The servers to start, in order of first appearance, each with the scenarios it runs in. */
+function setupsOf(scenarios: readonly Scenario[], only: readonly ServerId[]): Setup[] {
+  const setups = new Map<string, Setup>();
+  for (const scenario of scenarios) {
+    for (const server of scenario.servers.filter((id) => only.length === 0 || only.includes(id))) {
+      const upstream = forwards(server) ? (scenario.upstream ?? "triton") : undefined;
+      const layout = scenario.layout ?? "shared";
+      const key = `${server} ${upstream ?? "-"} ${layout}`;
+      const setup = setups.get(key) ?? { server, upstream, layout, scenarios: [] };
+      setup.scenarios.push(scenario);
+      setups.set(key, setup);
+    }
+  }
+  return [...setups.values()];
 }
 
 /** Runs the scenarios: each server started once, every scenario it is in driven, then stopped. */
 export async function runBenchmarks(scenarios: readonly Scenario[], settings: RunSettings): Promise<BenchReport> {
-  const pins = pinning();
   const requestDir = mkdtempSync(join(tmpdir(), "dynamo-kserve-bench-"));
   const results = new Map<string, ServerResult[]>(scenarios.map((scenario) => [scenario.id, []]));
-  const order = [...new Set(scenarios.flatMap((scenario) => scenario.servers))].filter(
-    (server) => settings.only.length === 0 || settings.only.includes(server),
-  );
   try {
-    for (const id of order) {
-      const mine = scenarios.filter((scenario) => scenario.servers.includes(id));
+    for (const setup of setupsOf(scenarios, settings.only)) {
+      const { server: id, scenarios: mine } = setup;
+      const pins = pinning(setup.layout);
       const record = (scenario: Scenario, result: Omit<ServerResult, "server" | "label">) =>
         results.get(scenario.id)!.push({ server: id, label: SERVER_LABELS[id], ...result });
       let started: BenchServer[];
       try {
-        started = await startWithUpstream(id, pins.server);
+        started = await startWithUpstream(setup, pins);
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
         settings.log(`${id}: cannot run here: ${message}`);
@@ -178,12 +233,14 @@ export async function runBenchmarks(scenarios: readonly Scenario[], settings: Ru
       durationSeconds: settings.durationSeconds,
       repetitions: settings.repetitions,
       warmupSeconds: settings.warmupSeconds,
-      pinning: pins.describe,
+      pinning: `${pinning("shared").describe}; -own-core scenarios: ${pinning("own-core").describe}`,
     },
     scenarios: scenarios.map((scenario) => ({
       id: scenario.id,
       title: scenario.title,
       unit: scenario.unit,
+      ...(scenario.upstream !== undefined ? { upstream: scenario.upstream } : {}),
+      ...(scenario.layout !== undefined ? { layout: scenario.layout } : {}),
       payloadBytes: payloadBytes(scenario.payload),
       concurrency: scenario.concurrency,
       connections: scenario.connections,
@@ -194,27 +251,37 @@ export async function runBenchmarks(scenarios: readonly Scenario[], settings: Ru
 
 /**
  * perf_analyzer asks a model's metadata and config before it sends a request, which the bare
- * ceilings (ModelInfer only) do not answer; and it sends FP32 tensors by shape alone.
+ * ceilings (ModelInfer only) do not answer, nor a forwarder in front of one; and it sends FP32
+ * tensors by shape alone. The proxies are ceilings too, and the -own-core rows are checked
+ * by their main rows: perf_analyzer measures the real servers where they run as usual.
  */
 function asksPerfAnalyzer(scenario: Scenario, server: ServerId): boolean {
   return (
     scenario.streams === undefined &&
     scenario.http === undefined &&
     scenario.payload.kind === "fp32" &&
-    !server.endsWith("-ceiling")
+    (scenario.upstream ?? "triton") === "triton" &&
+    (scenario.layout ?? "shared") === "shared" &&
+    !server.endsWith("-ceiling") &&
+    !server.endsWith("-proxy") &&
+    server !== "upstream-direct"
   );
 }
 
-/** A server, preceded by the Triton it forwards to when it is the forwarding data plane. */
-async function startWithUpstream(id: ServerId, cpus: string | undefined): Promise<BenchServer[]> {
-  const common = { cpus: id === "dataplane-all-cores" ? undefined : cpus, ceilingSizes: CEILING_SIZES };
-  if (id !== "dataplane-forward" && id !== "dataplane-pass-through") return [await startBenchServer(id, common)];
-  // Both on the server's core: the forwarding hop's cost shows as Triton's loss.
-  const triton = await startBenchServer("triton", common);
+/** A server, preceded by the upstream it forwards to when it is a forwarder; each on its role's cores. */
+async function startWithUpstream(setup: Setup, pins: Pins): Promise<BenchServer[]> {
+  const { server: id, upstream } = setup;
+  const common = { ceilingSizes: CEILING_SIZES };
+  if (upstream === undefined) {
+    // Called directly: where an upstream runs (own-core), else the server's core.
+    const cpus = id === "dataplane-all-cores" ? undefined : DIRECT_SERVERS.includes(id) ? pins.upstream : pins.server;
+    return [await startBenchServer(id, { ...common, cpus })];
+  }
+  const first = await startBenchServer(upstream, { ...common, cpus: pins.upstream });
   try {
-    return [triton, await startBenchServer(id, { ...common, upstream: triton.address })];
+    return [first, await startBenchServer(id, { ...common, cpus: pins.server, upstream: first.address })];
   } catch (error) {
-    await triton.stop();
+    await first.stop();
     throw error;
   }
 }
