@@ -195,8 +195,14 @@ function scenarioTable(scenario: ScenarioResult): string[] {
   const ranked = [...scenario.results].sort((a, b) => (b.rps ?? -1) - (a.rps ?? -1));
   const best = ranked.find((result) => result.error === undefined)?.rps;
   const references = forwardingReferences(scenario);
+  // Ratios for the scenario's own load client only: the references are its rows.
+  const comparable = (
+    result: ServerResult,
+    reference: ServerResult | undefined,
+  ): reference is ServerResult & { rps: number } =>
+    usable(reference) && result !== reference && result.client === undefined;
   const of = (result: ServerResult, reference: ServerResult | undefined) =>
-    usable(reference) && result !== reference ? `${(result.rps! / reference.rps).toFixed(2)}×` : "";
+    comparable(result, reference) ? `${(result.rps! / reference.rps).toFixed(2)}×` : "";
   const rows = ranked.map((result) => {
     const blanks = references === undefined ? 0 : 3;
     if (result.error !== undefined)
@@ -211,7 +217,7 @@ function scenarioTable(scenario: ScenarioResult): string[] {
     if (references === undefined)
       return `| ${result.label} | ${throughput} | ${relative} | ${p50} | ${result.p99Ms!.toFixed(2)} | ${errors} |`;
     const { proxy, direct } = references;
-    const added = usable(direct) && result !== direct ? `${(result.p50Ms! - direct.p50Ms!).toFixed(3)}` : "";
+    const added = comparable(result, direct) ? `${(result.p50Ms! - direct.p50Ms!).toFixed(3)}` : "";
     return `| ${result.label} | ${throughput} | ${relative} | ${of(result, proxy)} | ${of(result, direct)} | ${p50} | ${added} | ${result.p99Ms!.toFixed(2)} | ${errors} |`;
   });
   const header =

@@ -183,6 +183,8 @@ export async function runBenchmarks(scenarios: readonly Scenario[], settings: Ru
           const runs: LoadRun[] = [];
           for (let i = 0; i < settings.repetitions; i++) runs.push(await load(settings.durationSeconds));
           const run = medianRun(runs);
+          // A server (or the upstream behind it) that died mid-run: its exit, not the load's symptom.
+          const lost = started.map((running) => running.exited()).find((why) => why !== undefined);
           const bytesPerSecond = run.rps * payloadBytes(scenario.payload);
           settings.log(
             `${scenario.id} ${id}: ${run.rps.toFixed(0)} ${scenario.streams ? "responses" : "req"}/s, p50 ${run.p50Ms.toFixed(2)} ms, p99 ${run.p99Ms.toFixed(2)} ms` +
@@ -191,7 +193,11 @@ export async function runBenchmarks(scenarios: readonly Scenario[], settings: Ru
           record(scenario, {
             ...run,
             ...(scenario.unit === "bytes/s" ? { bytesPerSecond } : {}),
-            ...(run.ok === 0 ? { error: run.firstError ?? "no request succeeded" } : {}),
+            ...(lost !== undefined
+              ? { error: lost }
+              : run.ok === 0
+                ? { error: run.firstError ?? "no request succeeded" }
+                : {}),
           });
           if (settings.perfAnalyzer === true && asksPerfAnalyzer(scenario, id)) {
             const second = await runPerfAnalyzer({

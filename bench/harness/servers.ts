@@ -73,6 +73,8 @@ export interface BenchServer {
   readonly httpAddress?: string;
   /** Its process group (the server and every process it started), for what it costs in CPU. */
   readonly processGroup: number;
+  /** Why it is gone when it ended before stop() was called (its exit and last output), else undefined. */
+  exited(): string | undefined;
   stop(): Promise<void>;
 }
 
@@ -117,13 +119,17 @@ export async function startBenchServer(id: ServerId, options: StartOptions): Pro
   child.stdout?.on("data", keep);
   child.stderr?.on("data", keep);
   const address = `127.0.0.1:${port}`;
+  const lastWords = () => output.join("").trim().slice(-1500);
+  let stopping = false;
   const stop = async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    killGroup(child, "SIGTERM");
-    const timer = setTimeout(() => killGroup(child, "SIGKILL"), 10_000);
-    await exited;
-    clearTimeout(timer);
+    stopping = true;
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      killGroup(child, "SIGTERM");
+      const timer = setTimeout(() => killGroup(child, "SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(timer);
+    }
     if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
   };
   const probe = () =>
@@ -140,7 +146,7 @@ export async function startBenchServer(id: ServerId, options: StartOptions): Pro
       const why = exited
         ? `exited (${child.exitCode ?? child.signalCode})`
         : `not ready in ${STARTUP_TIMEOUT_MS / 1000} s`;
-      throw new Error(`${id} ${why}: ${output.join("").trim().slice(-1500)}`);
+      throw new Error(`${id} ${why}: ${lastWords()}`);
     }
     if (await probe().catch(() => false)) break;
     await new Promise((resolve) => setTimeout(resolve, 250));
@@ -150,6 +156,10 @@ export async function startBenchServer(id: ServerId, options: StartOptions): Pro
     address,
     ...(httpPort !== undefined ? { httpAddress: `127.0.0.1:${httpPort}` } : {}),
     processGroup: child.pid!,
+    exited: () =>
+      stopping || (child.exitCode === null && child.signalCode === null)
+        ? undefined
+        : `${id} exited (${child.exitCode ?? child.signalCode}) during the run: ${lastWords()}`,
     stop,
   };
 }
