@@ -96,7 +96,7 @@ export function pinning(layout: Layout = "shared"): Pins {
 }
 
 /** One server started once for the scenarios it serves alike: same upstream, same cores. */
-interface Setup {
+export interface Setup {
   readonly server: ServerId;
   readonly upstream: UpstreamId | undefined;
   readonly layout: Layout;
@@ -104,7 +104,7 @@ interface Setup {
 }
 
 /** The servers to start, in order of first appearance, each with the scenarios it runs in. */
-function setupsOf(scenarios: readonly Scenario[], only: readonly ServerId[]): Setup[] {
+export function setupsOf(scenarios: readonly Scenario[], only: readonly ServerId[]): Setup[] {
   const setups = new Map<string, Setup>();
   for (const scenario of scenarios) {
     for (const server of scenario.servers.filter((id) => only.length === 0 || only.includes(id))) {
