@@ -8,7 +8,10 @@ import type { TensorSpec } from "../model-repository/spec.js";
  * KServe ModelServer). Parameters: `upstream` (comma-separated host:port; a DNS name
  * stands for every address it resolves to), `routing` (round_robin | least_outstanding),
  * `upstream_model` (default: the model's name), `upstream_version` (default: the
- * upstream's own choice).
+ * upstream's own choice), and TLS to the upstreams: `upstream_tls` ("true"),
+ * `upstream_ca_file` (default: the system's roots), `upstream_cert_file` and
+ * `upstream_key_file` (a client certificate, mTLS), `upstream_server_name` (the name the
+ * upstream's certificate must carry; also sent as SNI and `:authority`).
  */
 export type Routing = "round_robin" | "least_outstanding";
 
@@ -30,6 +33,19 @@ export interface KserveGrpcSettings {
   readonly sequenceIdleMs: number;
   /** The most open sequences remembered; past it the least recently used one goes. */
   readonly maxSequences: number;
+  /** TLS to the upstreams (absent: plaintext HTTP/2). */
+  readonly tls?: UpstreamTlsFiles;
+}
+
+/** The PEM files of TLS to the upstreams (read by the engine, again whenever they change). */
+export interface UpstreamTlsFiles {
+  /** The CA that signed the upstreams' certificates; absent: the system's roots. */
+  readonly caFile?: string;
+  /** A client certificate and its key (mTLS): both or neither. */
+  readonly certFile?: string;
+  readonly keyFile?: string;
+  /** The name the upstreams' certificates must carry (SNI, `:authority`); absent: the upstream's host. */
+  readonly serverName?: string;
 }
 
 const DEFAULT_SEQUENCE_IDLE_MS = 60_000;
@@ -61,6 +77,7 @@ export const kserveGrpcEngine: EngineDescription<KserveGrpcSettings> = {
         `engine kserve-grpc: parameters["routing"] must be round_robin or least_outstanding, not '${routing}'`,
       );
     }
+    const tls = upstreamTls(spec.parameters, source);
     return {
       model: spec.name,
       targets,
@@ -72,9 +89,51 @@ export const kserveGrpcEngine: EngineDescription<KserveGrpcSettings> = {
       maxBatchSize: spec.maxBatchSize,
       sequenceIdleMs: sequenceIdleMs(spec.config),
       maxSequences: MAX_SEQUENCES,
+      ...(tls === undefined ? {} : { tls }),
     };
   },
 };
+
+const TLS_FILE_PARAMETERS = ["upstream_ca_file", "upstream_cert_file", "upstream_key_file"] as const;
+
+/** The upstream TLS parameters, checked: each error names the parameter. */
+function upstreamTls(parameters: Readonly<Record<string, string>>, source: string): UpstreamTlsFiles | undefined {
+  const flag = parameters["upstream_tls"] ?? "false";
+  if (flag !== "true" && flag !== "false") {
+    throw new ConfigError(
+      source,
+      `engine kserve-grpc: parameters["upstream_tls"] must be true or false, not '${flag}'`,
+    );
+  }
+  const named = [...TLS_FILE_PARAMETERS, "upstream_server_name"].filter((name) => parameters[name] !== undefined);
+  if (flag === "false") {
+    if (named.length > 0) {
+      throw new ConfigError(
+        source,
+        `engine kserve-grpc: parameters["${named[0]}"] is set but parameters["upstream_tls"] is not "true"`,
+      );
+    }
+    return undefined;
+  }
+  for (const name of named) {
+    if (parameters[name]!.trim() === "")
+      throw new ConfigError(source, `engine kserve-grpc: parameters["${name}"] is empty`);
+  }
+  const [caFile, certFile, keyFile] = TLS_FILE_PARAMETERS.map((name) => parameters[name]);
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    const missing = certFile === undefined ? "upstream_cert_file" : "upstream_key_file";
+    throw new ConfigError(
+      source,
+      `engine kserve-grpc: parameters["${missing}"] is missing: a client certificate needs both upstream_cert_file and upstream_key_file`,
+    );
+  }
+  const serverName = parameters["upstream_server_name"];
+  return {
+    ...(caFile === undefined ? {} : { caFile }),
+    ...(certFile === undefined ? {} : { certFile, keyFile: keyFile! }),
+    ...(serverName === undefined ? {} : { serverName }),
+  };
+}
 
 function sequenceIdleMs(config: ModelConfig): number {
   const choice = config.schedulingChoice;

@@ -2,7 +2,7 @@ import { ServerCredentials, type ServerInterceptor } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import { BearerTokens, bearerTokenInterceptor, type AccessTokens } from "./auth.js";
 import { reloadingTlsCredentials, type TlsMaterial, type TlsOptions } from "./tls.js";
-import { WatchedFiles } from "./watched-files.js";
+import { WatchedFiles } from "../../../lib/watched-files.js";
 
 export interface SecurityOptions {
   /** TLS (mTLS with a client CA); undefined serves plaintext HTTP/2 (h2c). */

@@ -3,7 +3,7 @@ import { createPrivateKey, X509Certificate } from "node:crypto";
 import { createSecureContext } from "node:tls";
 import type { Logger } from "pino";
 import { errorMessage } from "../../../lib/errors.js";
-import { WatchedFiles } from "./watched-files.js";
+import { WatchedFiles } from "../../../lib/watched-files.js";
 
 export interface TlsOptions {
   readonly certFile: string;

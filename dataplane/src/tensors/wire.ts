@@ -68,19 +68,22 @@ function stringField(number: number, text: Uint8Array): Uint8Array {
 }
 
 /**
- * A ModelInferRequest or ModelInferResponse naming the given model and version, the rest
- * of it as it came. When it already names them, the very same bytes come back (nothing
- * copied); otherwise the name and version go first and every other field is copied once.
+ * A ModelInferRequest or ModelInferResponse naming the given model and version (version
+ * undefined: whichever it names), the rest of it as it came. When it already names them,
+ * the very same bytes come back (nothing copied); otherwise the name and version go first
+ * and every other field is copied once.
  */
-export function withModel(bytes: Uint8Array, name: string, version: string): Uint8Array {
+export function withModel(bytes: Uint8Array, name: string, version?: string): Uint8Array {
+  const nameBytes = utf8.encode(name);
+  const versionBytes = version === undefined ? undefined : utf8.encode(version);
+  if (namesAtHead(bytes, nameBytes, versionBytes)) return bytes;
   const fields = fieldsOf(bytes);
   const names = fields.filter((field) => field.number === MODEL_NAME);
   const versions = fields.filter((field) => field.number === MODEL_VERSION);
-  const nameBytes = utf8.encode(name);
-  const versionBytes = utf8.encode(version);
-  if (names.length <= 1 && versions.length <= 1 && sameText(names[0], nameBytes) && sameText(versions[0], versionBytes))
+  const keptVersion = versionBytes ?? versions.at(-1)?.value ?? new Uint8Array(0);
+  if (names.length <= 1 && versions.length <= 1 && sameText(names[0], nameBytes) && sameText(versions[0], keptVersion))
     return bytes;
-  const head = [stringField(MODEL_NAME, nameBytes), stringField(MODEL_VERSION, versionBytes)];
+  const head = [stringField(MODEL_NAME, nameBytes), stringField(MODEL_VERSION, keptVersion)];
   const kept = fields.filter((field) => field.number !== MODEL_NAME && field.number !== MODEL_VERSION);
   let size = head[0]!.byteLength + head[1]!.byteLength;
   for (const field of kept) size += field.end - field.start;
@@ -94,6 +97,106 @@ export function withModel(bytes: Uint8Array, name: string, version: string): Uin
     out.set(bytes.subarray(field.start, field.end), offset);
     offset += field.end - field.start;
   }
+  return out;
+}
+
+const NAME_TAG = (MODEL_NAME << 3) | WireType.LengthDelimited;
+const VERSION_TAG = (MODEL_VERSION << 3) | WireType.LengthDelimited;
+
+/**
+ * The common case without decoding anything: the message begins with the name (and the
+ * version, unless it is empty or any will do), as every KServe encoder writes them, and
+ * no later top-level field names them again (the last one would count). The rest is only
+ * stepped over, field by field, allocating nothing. False: look closer (withModel's walk).
+ */
+function namesAtHead(bytes: Uint8Array, name: Uint8Array, version: Uint8Array | undefined): boolean {
+  let at = 0;
+  if (name.byteLength > 0) {
+    at = headString(bytes, 0, NAME_TAG, name);
+    if (at < 0) return false;
+  }
+  if (version !== undefined && version.byteLength > 0) {
+    at = headString(bytes, at, VERSION_TAG, version);
+    if (at < 0) return false;
+  }
+  while (at < bytes.byteLength) {
+    const tag = readVarint(bytes, at);
+    if (tag === undefined) return false;
+    const number = tag.value >>> 3;
+    if (number === MODEL_NAME || (number === MODEL_VERSION && version !== undefined)) return false;
+    const next = skipValue(bytes, tag.next, tag.value & 7);
+    if (next < 0) return false;
+    at = next;
+  }
+  return at === bytes.byteLength;
+}
+
+/** Where the field after a `tag`-tagged string equal to `text` at `at` begins, or -1. */
+function headString(bytes: Uint8Array, at: number, tag: number, text: Uint8Array): number {
+  if (bytes[at] !== tag) return -1;
+  const length = readVarint(bytes, at + 1);
+  if (length === undefined || length.value !== text.byteLength) return -1;
+  const end = length.next + length.value;
+  if (end > bytes.byteLength || Buffer.compare(bytes.subarray(length.next, end), text) !== 0) return -1;
+  return end;
+}
+
+/** A varint (up to 32 bits, enough for tags and lengths here) at `at`, or undefined. */
+function readVarint(bytes: Uint8Array, at: number): { value: number; next: number } | undefined {
+  let value = 0;
+  for (let shift = 0, i = at; i < bytes.byteLength && shift < 35; shift += 7, i++) {
+    const byte = bytes[i]!;
+    value += (byte & 0x7f) * 2 ** shift;
+    if (byte < 0x80) return { value, next: i + 1 };
+  }
+  return undefined;
+}
+
+/** Where a value of wire type `wireType` starting at `at` ends, or -1 (groups and faults: let the full reader judge). */
+function skipValue(bytes: Uint8Array, at: number, wireType: number): number {
+  switch (wireType) {
+    case WireType.Varint: {
+      const end = readVarint(bytes, at);
+      return end === undefined ? -1 : end.next;
+    }
+    case WireType.Bit64:
+      return at + 8 <= bytes.byteLength ? at + 8 : -1;
+    case WireType.Bit32:
+      return at + 4 <= bytes.byteLength ? at + 4 : -1;
+    case WireType.LengthDelimited: {
+      const length = readVarint(bytes, at);
+      if (length === undefined) return -1;
+      const end = length.next + length.value;
+      return end <= bytes.byteLength ? end : -1;
+    }
+    default:
+      return -1;
+  }
+}
+
+/**
+ * A ModelStreamInferResponse whose infer_response names the given model (withModel's
+ * rule); the same bytes when it already does, or when it carries none (an error_message).
+ */
+export function withStreamReplyModel(bytes: Uint8Array, name: string, version?: string): Uint8Array {
+  const fields = fieldsOf(bytes);
+  const inner = fields.findLast((field) => field.number === INFER_RESPONSE && field.value !== undefined);
+  if (inner === undefined) return bytes;
+  const renamed = withModel(inner.value!, name, version);
+  if (renamed === inner.value) return bytes;
+  const kept = fields.filter((field) => field.number !== INFER_RESPONSE);
+  const tag = (INFER_RESPONSE << 3) | WireType.LengthDelimited;
+  let size = 1 + varintSize(renamed.byteLength) + renamed.byteLength;
+  for (const field of kept) size += field.end - field.start;
+  const out = Buffer.allocUnsafe(size);
+  let offset = 0;
+  for (const field of kept) {
+    out.set(bytes.subarray(field.start, field.end), offset);
+    offset += field.end - field.start;
+  }
+  out[offset++] = tag;
+  offset = writeVarint(out, offset, renamed.byteLength);
+  out.set(renamed, offset);
   return out;
 }
 

@@ -1,6 +1,9 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { GRPC_CODE_OF, kindOfGrpcCode } from "../../../lib/grpc/status-codes.js";
+import { kserveGrpcEngine } from "../../../lib/engines/kserve-grpc.js";
+import { parseText } from "../../../lib/model-repository/config.js";
+import { toModelSpec } from "../../../lib/model-repository/spec.js";
 import { SequenceAffinity } from "../../src/engines/kserve-grpc/sequences.js";
 import type { SequenceId } from "../../src/tensors/parameters.js";
 
@@ -62,5 +65,49 @@ describe("one table between error kinds and gRPC codes", () => {
   it("classifies codes without a kind of their own as Internal", () => {
     assert.equal(kindOfGrpcCode(status.UNKNOWN), "Internal");
     assert.equal(kindOfGrpcCode(status.DATA_LOSS), "Internal");
+  });
+});
+
+describe("kserve-grpc TLS parameters", () => {
+  const settingsOf = (parameters: Record<string, string>) => {
+    const lines = Object.entries({ backend: "kserve-grpc", upstream: "127.0.0.1:8001", ...parameters })
+      .filter(([key]) => key !== "backend")
+      .map(([key, value]) => `parameters { key: "${key}" value { string_value: "${value}" } }`);
+    const source = "m/config.pbtxt";
+    return kserveGrpcEngine.settings(
+      toModelSpec(parseText(['name: "m"', 'backend: "kserve-grpc"', ...lines].join("\n"), source), source),
+      source,
+    );
+  };
+
+  it("reads none when upstream_tls is not set, the files and name when it is", () => {
+    assert.equal(settingsOf({}).tls, undefined);
+    assert.deepEqual(settingsOf({ upstream_tls: "true" }).tls, {});
+    assert.deepEqual(
+      settingsOf({
+        upstream_tls: "true",
+        upstream_ca_file: "/tls/ca.crt",
+        upstream_cert_file: "/tls/tls.crt",
+        upstream_key_file: "/tls/tls.key",
+        upstream_server_name: "triton.example",
+      }).tls,
+      { caFile: "/tls/ca.crt", certFile: "/tls/tls.crt", keyFile: "/tls/tls.key", serverName: "triton.example" },
+    );
+  });
+
+  it("refuses a bad combination with an error naming the parameter", () => {
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ upstream_tls: "yes" }, /parameters\["upstream_tls"\] must be true or false, not 'yes'/],
+      [
+        { upstream_ca_file: "/tls/ca.crt" },
+        /parameters\["upstream_ca_file"\] is set but parameters\["upstream_tls"\] is not "true"/,
+      ],
+      [{ upstream_server_name: "x" }, /parameters\["upstream_server_name"\] is set but/],
+      [{ upstream_tls: "true", upstream_cert_file: "/tls/tls.crt" }, /parameters\["upstream_key_file"\] is missing/],
+      [{ upstream_tls: "true", upstream_key_file: "/tls/tls.key" }, /parameters\["upstream_cert_file"\] is missing/],
+      [{ upstream_tls: "true", upstream_ca_file: " " }, /parameters\["upstream_ca_file"\] is empty/],
+    ];
+    for (const [parameters, expected] of cases)
+      assert.throws(() => settingsOf(parameters), expected, JSON.stringify(parameters));
   });
 });

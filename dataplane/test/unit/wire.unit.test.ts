@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ModelInferRequest, ModelInferResponse, ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import { encodeInferResponse, encodeStreamInferResponse } from "../../src/server/reply-encoding.js";
-import { encodeInferRequest, streamReplyParts, withModel } from "../../src/tensors/wire.js";
+import { encodeInferRequest, streamReplyParts, withModel, withStreamReplyModel } from "../../src/tensors/wire.js";
 
 const request = (modelName: string, modelVersion: string): ModelInferRequest => ({
   modelName,
@@ -65,6 +65,38 @@ describe("KServe messages forwarded as bytes", () => {
       { ...reply, modelName: "ours", modelVersion: "1", rawOutputContents: [] },
     );
     assert.equal(renamed.rawOutputContents[0]?.byteLength, 200_000);
+  });
+
+  it("does not take the head's names for the message's when a later field names the model again (the last counts)", () => {
+    const original = encode(request("same", "1"));
+    const renamedLater = Buffer.concat([original, Uint8Array.of(0x0a, 1, 0x7a)]);
+    assert.equal(ModelInferRequest.decode(withModel(renamedLater, "same", "1")).modelName, "same");
+    const versionedLater = Buffer.concat([original, Uint8Array.of(0x12, 1, 0x39)]);
+    assert.equal(ModelInferRequest.decode(withModel(versionedLater, "same", "1")).modelVersion, "1");
+    const fixed64 = Buffer.concat([original, Uint8Array.of((15 << 3) | 1, 1, 2, 3, 4, 5, 6, 7, 8)]);
+    assert.equal(withModel(fixed64, "same", "1"), fixed64, "other wire types are stepped over");
+  });
+
+  it("keeps the message's own version when none is asked for", () => {
+    const original = encode(request("upstream", "7"));
+    const renamed = ModelInferRequest.decode(withModel(original, "ours"));
+    assert.deepEqual([renamed.modelName, renamed.modelVersion], ["ours", "7"]);
+    const named = encode(request("ours", "7"));
+    assert.equal(withModel(named, "ours"), named);
+  });
+
+  it("renames a stream reply inside its infer_response, and leaves an error reply as it is", () => {
+    const inner = ModelInferResponse.fromPartial({ modelName: "upstream", modelVersion: "2", id: "s" });
+    const bytes = ModelStreamInferResponse.encode({ errorMessage: "", inferResponse: inner }).finish();
+    const renamed = ModelStreamInferResponse.decode(withStreamReplyModel(bytes, "ours", "1"));
+    assert.deepEqual(renamed.inferResponse, { ...inner, modelName: "ours", modelVersion: "1" });
+    const same = ModelStreamInferResponse.encode({
+      errorMessage: "",
+      inferResponse: { ...inner, modelName: "ours" },
+    }).finish();
+    assert.equal(withStreamReplyModel(same, "ours"), same);
+    const failed = ModelStreamInferResponse.encode({ errorMessage: "boom", inferResponse: undefined }).finish();
+    assert.equal(withStreamReplyModel(failed, "ours", "1"), failed);
   });
 
   it("reads a stream reply's error message and response without copying the response", () => {

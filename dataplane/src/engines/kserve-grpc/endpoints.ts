@@ -1,14 +1,18 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { connectivityState, credentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
-import { unaryCall } from "../../../../lib/grpc/unary-call.js";
-import { GRPCInferenceServiceClient, type ServerLiveResponse } from "../../../../proto/gen/ts/grpc_service.js";
+import { credentials, status, type ChannelCredentials, type ChannelOptions } from "@grpc/grpc-js";
+import {
+  GRPCInferenceServiceClient,
+  GRPCInferenceServiceService,
+  ServerLiveResponse,
+} from "../../../../proto/gen/ts/grpc_service.js";
 import type { EngineRuntime } from "../engine.js";
+import { H2Upstream, type UpstreamTlsMaterial } from "./h2-upstream.js";
 
 /**
  * How soon an upstream that went down is tried again: probes after 250 ms, 500 ms, then
- * every second, on a channel whose own reconnect back-off is as short. (A 30 s cap on
- * the probes and grpc-js's default back-off, up to 120 s, kept a restarted upstream
+ * every second, on a describe channel whose own reconnect back-off is as short. (A 30 s cap
+ * on the probes and grpc-js's default back-off, up to 120 s, kept a restarted upstream
  * unused for 20-60 s after it was back.)
  */
 const PROBE_FIRST_MS = 250;
@@ -18,37 +22,68 @@ const CHANNEL_BACKOFF = {
   "grpc.max_reconnect_backoff_ms": PROBE_EVERY_MS,
 };
 
-/** One upstream server address with its reused channel and what we know of its health. */
+/** How an endpoint's connections are made: the process-wide limits and, for TLS upstreams, the current material. */
+export interface EndpointSettings {
+  readonly runtime: EngineRuntime;
+  /** Absent: plaintext HTTP/2. */
+  readonly tls?: () => UpstreamTlsMaterial;
+}
+
+/**
+ * One upstream server address: its HTTP/2 sessions for requests (h2-upstream.ts), a grpc-js
+ * client for the rare describe calls (made when first needed), and what we know of its health.
+ */
 export class Endpoint {
-  readonly client: GRPCInferenceServiceClient;
+  readonly upstream: H2Upstream;
   outstanding = 0;
   healthy = true;
   lastError = "";
   private failures = 0;
   private retryTimer: NodeJS.Timeout | undefined;
+  private describeClient: { client: GRPCInferenceServiceClient; tls: UpstreamTlsMaterial | undefined } | undefined;
 
   constructor(
     readonly address: string,
-    runtime: EngineRuntime,
+    private readonly settings: EndpointSettings,
   ) {
-    this.client = new GRPCInferenceServiceClient(address, credentials.createInsecure(), {
-      "grpc.max_receive_message_length": runtime.maxMessageSize,
-      "grpc.max_send_message_length": runtime.maxMessageSize,
-      ...CHANNEL_BACKOFF,
+    const { runtime, tls } = settings;
+    this.upstream = new H2Upstream({
+      address,
+      maxMessageSize: runtime.maxMessageSize,
       ...(runtime.upstreamFlowControlWindow === undefined
         ? {}
-        : { "grpc-node.flow_control_window": runtime.upstreamFlowControlWindow }),
+        : { flowControlWindow: runtime.upstreamFlowControlWindow }),
+      ...(tls === undefined ? {} : { tls }),
     });
   }
 
+  /** The grpc-js client for ModelMetadata, ModelConfig and ModelReady; made again when the TLS files changed. */
+  get client(): GRPCInferenceServiceClient {
+    const tls = this.settings.tls?.();
+    if (this.describeClient !== undefined && this.describeClient.tls === tls) return this.describeClient.client;
+    this.describeClient?.client.close();
+    const { runtime } = this.settings;
+    const options: ChannelOptions = {
+      "grpc.max_receive_message_length": runtime.maxMessageSize,
+      "grpc.max_send_message_length": runtime.maxMessageSize,
+      ...CHANNEL_BACKOFF,
+      ...(tls?.serverName === undefined
+        ? {}
+        : { "grpc.ssl_target_name_override": tls.serverName, "grpc.default_authority": tls.serverName }),
+    };
+    const client = new GRPCInferenceServiceClient(this.address, channelCredentials(tls), options);
+    this.describeClient = { client, tls };
+    return client;
+  }
+
   /**
-   * Whether a request may go here: a healthy endpoint, or one known down whose channel is
-   * not in the middle of a connection attempt — the request then tries it, a probe of its
-   * own, rather than being refused until the next probe. (Mid-attempt, to an address that
-   * never answers, it would wait out gRPC's 20 s connect timeout.)
+   * Whether a request may go here: a healthy endpoint, or one known down that is not in
+   * the middle of a connection attempt — the request then tries it, a probe of its own,
+   * rather than being refused until the next probe. (Mid-attempt, to an address that never
+   * answers, it would wait out the 20 s connect bound.)
    */
   get available(): boolean {
-    return this.healthy || this.client.getChannel().getConnectivityState(false) !== connectivityState.CONNECTING;
+    return this.healthy || !this.upstream.connecting;
   }
 
   /** Takes the endpoint out after a transport failure and probes it back, soon and then every second. */
@@ -76,26 +111,46 @@ export class Endpoint {
 
   close(): void {
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
-    this.client.close();
+    this.upstream.close();
+    this.describeClient?.client.close();
   }
 }
 
-/** Upstream errors that mean the endpoint itself is unreachable (not that a request was bad). */
-export function isTransportFailure(error: ServiceError): boolean {
+function channelCredentials(tls: UpstreamTlsMaterial | undefined): ChannelCredentials {
+  if (tls === undefined) return credentials.createInsecure();
+  return credentials.createSsl(tls.ca ?? null, tls.key ?? null, tls.cert ?? null);
+}
+
+/** Upstream answers that mean the endpoint itself is unreachable (not that a request was bad). */
+export function isTransportFailure(error: { readonly code: number; readonly details: string }): boolean {
   return (
     error.code === status.UNAVAILABLE || (error.code === status.DEADLINE_EXCEEDED && error.details.includes("connect"))
   );
 }
 
-/** ServerLive on an endpoint, with a short deadline: the health probe. */
+const SERVER_LIVE_PATH = GRPCInferenceServiceService.serverLive.path;
+const EMPTY_REQUEST = new Uint8Array(0);
+
+/** ServerLive on an endpoint's own HTTP/2 sessions (the connection requests use), with a short deadline: the health probe. */
 export function probeLive(endpoint: Endpoint, timeoutMs = 1000): Promise<boolean> {
-  return unaryCall<ServerLiveResponse>(
-    (options, done) => endpoint.client.serverLive({}, new Metadata(), options, done),
-    { deadline: Date.now() + timeoutMs },
-  ).then(
-    (reply) => reply.live,
-    () => false,
-  );
+  return new Promise((resolve) => {
+    let live = false;
+    endpoint.upstream.call(
+      {
+        path: SERVER_LIVE_PATH,
+        message: EMPTY_REQUEST,
+        deadline: Date.now() + timeoutMs,
+        signal: AbortSignal.timeout(timeoutMs),
+        metadata: [],
+        traceHeaders: {},
+      },
+      {
+        metadata: () => undefined,
+        message: (bytes) => (live = ServerLiveResponse.decode(bytes).live),
+        end: (end) => resolve(end.code === status.OK && live),
+      },
+    );
+  });
 }
 
 /**

@@ -1,5 +1,6 @@
-import type { KserveGrpcSettings } from "../../../../lib/engines/kserve-grpc.js";
+import type { KserveGrpcSettings, UpstreamTlsFiles } from "../../../../lib/engines/kserve-grpc.js";
 import { Metadata, status, type CallOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
+import { createSecureContext } from "node:tls";
 import {
   GRPCInferenceServiceService,
   ModelInferResponse,
@@ -10,16 +11,30 @@ import {
   type ModelInferRequest,
 } from "../../../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../../../proto/gen/ts/model_config.js";
-import { abortedError, DataPlaneError, internal, UpstreamStatusError } from "../../../../lib/errors.js";
-import { kindOfGrpcCode } from "../../../../lib/grpc/status-codes.js";
+import { abortedError, DataPlaneError, errorMessage, internal, UpstreamStatusError } from "../../../../lib/errors.js";
+import { GRPC_CODE_OF, kindOfGrpcCode } from "../../../../lib/grpc/status-codes.js";
 import { unaryCall } from "../../../../lib/grpc/unary-call.js";
-import { isTrue, sequenceOf } from "../../tensors/parameters.js";
+import { WatchedFiles } from "../../../../lib/watched-files.js";
+import { isTrue, sequenceOf, type SequenceRequest } from "../../tensors/parameters.js";
 import type { Tensor } from "../../tensors/tensor.js";
 import { outputTensor } from "../../tensors/request.js";
 import { checkReturnedOutputs } from "../../tensors/reply.js";
-import { asBuffer, encodeInferRequest, streamReplyParts, withModel } from "../../tensors/wire.js";
-import type { Engine, EngineRequest, EngineResponse, EngineRuntime, InferOptions } from "../engine.js";
+import { encodeInferRequest, streamReplyParts, withModel, withStreamReplyModel } from "../../tensors/wire.js";
+import type {
+  Engine,
+  EngineRequest,
+  EngineResponse,
+  EngineRuntime,
+  ForwardCall,
+  ForwardMetadataEntry,
+  ForwardOptions,
+  ForwardRequest,
+  ForwardSink,
+  ForwardStatus,
+  InferOptions,
+} from "../engine.js";
 import type { Endpoint } from "./endpoints.js";
+import type { UpstreamEnd, UpstreamTlsMaterial } from "./h2-upstream.js";
 import { UpstreamPool } from "./upstream-pool.js";
 
 /**
@@ -29,18 +44,28 @@ import { UpstreamPool } from "./upstream-pool.js";
  * "kserve-grpc" } }`. Parameters: `upstream` (comma-separated host:port; a DNS name stands
  * for every address it resolves to), `routing` (round_robin | least_outstanding),
  * `upstream_model` (default: the model's name), `upstream_version` (default: the
- * upstream's own choice). ModelMetadata, ModelConfig and ModelReady are asked of the
+ * upstream's own choice), and TLS to the upstreams (`upstream_tls`, `upstream_ca_file`,
+ * `upstream_cert_file`, `upstream_key_file`, `upstream_server_name`). Requests go on
+ * `node:http2` streams (h2-upstream.ts); ModelMetadata, ModelConfig and ModelReady are asked of the
  * upstream too: it knows the model; a config here may declare no tensors at all.
  */
 
-/** The checked settings, and the process-wide limits its channels use. */
+/** The checked settings, and the process-wide limits its connections use. */
 interface Settings extends KserveGrpcSettings {
   readonly runtime: EngineRuntime;
 }
 
 /** How long ModelMetadata/ModelConfig/ModelReady wait for the upstream. */
 const DESCRIBE_DEADLINE_MS = 10_000;
+/** How often the upstream TLS files are read again (a rotated Secret is used by the next connection). */
+const TLS_RELOAD_MS = 10_000;
 const STEERING_PARAMETERS = new Set(["triton_final_response"]);
+/** The upstream's ModelInfer and ModelStreamInfer, as gRPC method paths. */
+const INFER_PATH = GRPCInferenceServiceService.modelInfer.path;
+const STREAM_INFER_PATH = GRPCInferenceServiceService.modelStreamInfer.path;
+const NO_METADATA: readonly ForwardMetadataEntry[] = [];
+/** Upstream messages an engine call holds for a slow consumer before it stops reading. */
+const QUEUED_MESSAGES = 16;
 
 /**
  * Translates between our pipeline and an upstream's KServe v2 API: engine requests become
@@ -50,53 +75,100 @@ const STEERING_PARAMETERS = new Set(["triton_final_response"]);
  */
 export class KserveGrpcEngine implements Engine {
   private readonly pool: UpstreamPool;
+  private tlsMaterial: UpstreamTlsMaterial | undefined;
+  private tlsFiles: WatchedFiles | undefined;
 
   constructor(private readonly settings: Settings) {
-    this.pool = new UpstreamPool(settings);
+    const { model, targets, routing, sequenceIdleMs, maxSequences, runtime } = settings;
+    this.pool = new UpstreamPool({
+      ...{ model, targets, routing, sequenceIdleMs, maxSequences, runtime },
+      ...(settings.tls === undefined ? {} : { tls: () => this.currentTls() }),
+    });
+  }
+
+  /** Reads the upstream TLS files (the model does not load if they are unreadable), then follows them. */
+  async start(): Promise<void> {
+    const files = this.settings.tls;
+    if (files === undefined) return;
+    const paths = [files.caFile, files.certFile, files.keyFile].filter((path) => path !== undefined);
+    this.tlsFiles = await WatchedFiles.watch(
+      paths,
+      {
+        intervalMs: TLS_RELOAD_MS,
+        logger: this.settings.runtime.logger,
+        what: `model '${this.settings.model}' upstream TLS files`,
+      },
+      (contents) => (this.tlsMaterial = tlsMaterial(files, paths, contents)),
+    ).catch((error: unknown) => {
+      throw new Error(`model '${this.settings.model}': upstream TLS: ${errorMessage(error)}`);
+    });
   }
 
   ready(): boolean {
     return this.pool.ready();
   }
 
-  async *infer(
-    request: EngineRequest,
-    { signal, deadline, traceHeaders }: InferOptions,
-  ): AsyncIterable<EngineResponse> {
-    const call: UpstreamCall = { signal, deadline, metadata: metadataOf(traceHeaders) };
-    await this.pool.refresh();
+  async *infer(request: EngineRequest, options: InferOptions): AsyncIterable<EngineResponse> {
     // The typed correlation ID (5 and "5" are different sequences); malformed sequence
     // parameters are refused here with Triton's INVALID_ARGUMENT, as the upstream would.
     const sequence = sequenceOf(request.parameters);
     // Serialized once, whichever endpoint takes it: the client's own bytes when passed
     // through, else the checked request with its tensors' bytes copied once.
-    const upstreamRequest: UpstreamRequest =
+    const passThrough = request.encoded !== undefined;
+    const bytes =
       request.encoded === undefined
-        ? { bytes: encodeInferRequest(this.upstreamRequest(request)), passThrough: false }
-        : {
-            bytes: withModel(request.encoded, this.settings.upstreamModel, this.settings.upstreamVersion),
-            passThrough: true,
-          };
-    // A request refused by an endpoint never reached its model: another may take it.
-    // Streams and sequences stay where they started.
-    const attempts = sequence === undefined && !this.settings.decoupled ? this.pool.size : 1;
-    for (let attempt = 1; ; attempt++) {
-      const endpoint = this.pool.pick(sequence?.id);
-      endpoint.outstanding++;
-      try {
-        if (this.settings.decoupled) {
-          yield* this.stream(endpoint, upstreamRequest, call);
-        } else {
-          yield await this.unary(endpoint, upstreamRequest, call);
-        }
-        if (sequence?.end === true) this.pool.endSequence(sequence.id);
-        return;
-      } catch (error) {
-        if (!isRefused(error) || attempt >= attempts || !this.pool.hasHealthy()) throw error;
-      } finally {
-        endpoint.outstanding--;
+        ? encodeInferRequest(this.upstreamRequest(request))
+        : withModel(request.encoded, this.settings.upstreamModel, this.settings.upstreamVersion);
+    const { decoupled } = this.settings;
+    const replies = this.messages(bytes, { ...options, stream: decoupled }, sequence);
+    for await (const { message, endpoint } of replies) {
+      if (!decoupled) {
+        yield passThrough
+          ? { outputs: [], encoded: message }
+          : this.fromUpstream(endpoint, ModelInferResponse.decode(message));
+        continue;
       }
+      const { errorMessage, inferResponse } = streamReplyParts(message);
+      if (errorMessage !== "") {
+        throw new UpstreamStatusError("Internal", status.INTERNAL, `upstream ${endpoint.address}: ${errorMessage}`);
+      }
+      if (inferResponse === undefined) continue;
+      // Passed through, the upstream's responses go on as they are, its final flags too.
+      if (passThrough) {
+        yield { outputs: [], encoded: inferResponse };
+        continue;
+      }
+      const decoded = ModelInferResponse.decode(inferResponse);
+      const response = this.fromUpstream(endpoint, decoded);
+      // An empty final response only closes the request; our pipeline sends its own.
+      if (response.outputs.length === 0 && isTrue(decoded.parameters["triton_final_response"])) continue;
+      yield response;
     }
+  }
+
+  /**
+   * A request passed through: its bytes to an upstream (renamed only when the upstream's
+   * model is named otherwise), the upstream's headers, messages, status and trailers back
+   * to `sink` (each reply renamed back likewise).
+   */
+  forward(request: ForwardRequest, options: ForwardOptions, sink: ForwardSink): ForwardCall {
+    let sequence: SequenceRequest | undefined;
+    let bytes: Uint8Array;
+    try {
+      sequence = sequenceOf(request.parameters);
+      bytes = withModel(request.bytes, this.settings.upstreamModel, this.settings.upstreamVersion);
+    } catch (error) {
+      sink.end(statusOfError(error));
+      return IDLE_CALL;
+    }
+    const renamed = bytes !== request.bytes;
+    if (!renamed) return this.send(bytes, options, sequence, request.metadata, sink);
+    const rename = options.stream ? withStreamReplyModel : withModel;
+    return this.send(bytes, options, sequence, request.metadata, {
+      metadata: (entries) => sink.metadata(entries),
+      message: (reply) => sink.message(rename(reply, request.modelName, request.modelVersion || undefined)),
+      end: (end) => sink.end(end),
+    });
   }
 
   async modelMetadata(): Promise<ModelMetadataResponse> {
@@ -120,7 +192,88 @@ export class KserveGrpcEngine implements Engine {
   }
 
   async close(): Promise<void> {
+    this.tlsFiles?.stop();
     this.pool.close();
+  }
+
+  /** Sends a request upstream on the routing policy's endpoint; a request refused before any answer goes to the next. */
+  private send(
+    bytes: Uint8Array,
+    options: ForwardOptions,
+    sequence: SequenceRequest | undefined,
+    metadata: readonly ForwardMetadataEntry[],
+    sink: ForwardSink,
+    answered?: (endpoint: Endpoint) => void,
+  ): ForwardCall {
+    const routed = new RoutedCall(this.pool, this.settings.model, {
+      bytes,
+      path: options.stream ? STREAM_INFER_PATH : INFER_PATH,
+      options,
+      metadata,
+      sequence,
+      sink,
+      ...(answered === undefined ? {} : { answered }),
+    });
+    const refreshing = this.pool.refresh();
+    // Only the first request waits for the addresses; later ones use those known while they refresh.
+    if (this.pool.size > 0) routed.start();
+    else void refreshing.then(() => routed.start());
+    return routed;
+  }
+
+  /** The upstream's messages for an engine request, as they come (a slow consumer stops the reading); a non-OK end throws. */
+  private async *messages(
+    bytes: Uint8Array,
+    options: ForwardOptions,
+    sequence: SequenceRequest | undefined,
+  ): AsyncIterable<{ message: Uint8Array; endpoint: Endpoint }> {
+    const stop = new AbortController();
+    const signal = AbortSignal.any([options.signal, stop.signal]);
+    const queue: Uint8Array[] = [];
+    let end: ForwardStatus | undefined;
+    let endpoint: Endpoint | undefined;
+    let wake: (() => void) | undefined;
+    const notify = (): void => {
+      wake?.();
+      wake = undefined;
+    };
+    const call = this.send(
+      bytes,
+      { ...options, signal },
+      sequence,
+      NO_METADATA,
+      {
+        metadata: () => undefined,
+        message: (message) => {
+          queue.push(message);
+          if (queue.length >= QUEUED_MESSAGES) call.pause();
+          notify();
+        },
+        end: (status) => {
+          end = status;
+          notify();
+        },
+      },
+      (answering) => (endpoint = answering),
+    );
+    try {
+      for (;;) {
+        const message = queue.shift();
+        if (message !== undefined) {
+          if (queue.length < QUEUED_MESSAGES / 2) call.resume();
+          yield { message, endpoint: endpoint! };
+          continue;
+        }
+        if (end !== undefined) break;
+        await new Promise<void>((resolve) => (wake = resolve));
+      }
+    } finally {
+      // The consumer stopped early (or the call is over): the upstream stream is reset.
+      if (end === undefined) stop.abort();
+    }
+    if (end.code === status.OK) return;
+    if (options.signal.aborted) throw abortedError(options.signal);
+    throw new UpstreamStatusError(kindOfGrpcCode(end.code), end.code, end.details);
   }
 
   /**
@@ -143,7 +296,7 @@ export class KserveGrpcEngine implements Engine {
         const reply = await unaryCall<Reply>((options, done) => send(endpoint.client, request, options, done), {
           deadline: Date.now() + DESCRIBE_DEADLINE_MS,
         }).catch((error: ServiceError) => {
-          throw this.upstreamError(endpoint, error, undefined);
+          throw this.describeError(endpoint, error);
         });
         this.pool.succeeded(endpoint);
         return reply;
@@ -172,66 +325,6 @@ export class KserveGrpcEngine implements Engine {
     };
   }
 
-  private async unary(
-    endpoint: Endpoint,
-    { bytes, passThrough }: UpstreamRequest,
-    { signal, deadline, metadata }: UpstreamCall,
-  ): Promise<EngineResponse> {
-    const reply = await unaryCall<Buffer>(
-      (options, done) =>
-        endpoint.client.makeUnaryRequest(INFER_PATH, asBuffer, asIs, bytes, metadata, options, (error, received) =>
-          done(error, received ?? EMPTY),
-        ),
-      // The client's deadline goes upstream too, so the upstream stops when it passes.
-      { deadline, signal },
-    ).catch((error: ServiceError) => {
-      throw this.upstreamError(endpoint, error, signal);
-    });
-    this.pool.succeeded(endpoint);
-    return passThrough
-      ? { outputs: [], encoded: reply }
-      : this.fromUpstream(endpoint, ModelInferResponse.decode(reply));
-  }
-
-  private async *stream(
-    endpoint: Endpoint,
-    { bytes, passThrough }: UpstreamRequest,
-    { signal, deadline, metadata }: UpstreamCall,
-  ): AsyncIterable<EngineResponse> {
-    const options = Number.isFinite(deadline) ? { deadline } : {};
-    const call = endpoint.client.makeBidiStreamRequest(STREAM_INFER_PATH, asBuffer, asIs, metadata, options);
-    const cancel = (): void => call.cancel();
-    signal.addEventListener("abort", cancel, { once: true });
-    try {
-      call.write(bytes);
-      call.end();
-      for await (const message of call as AsyncIterable<Buffer>) {
-        this.pool.succeeded(endpoint);
-        const { errorMessage, inferResponse } = streamReplyParts(message);
-        if (errorMessage !== "") {
-          throw new UpstreamStatusError("Internal", status.INTERNAL, `upstream ${endpoint.address}: ${errorMessage}`);
-        }
-        if (inferResponse === undefined) continue;
-        // Passed through, the upstream's responses go on as they are, its final flags too.
-        if (passThrough) {
-          yield { outputs: [], encoded: inferResponse };
-          continue;
-        }
-        const decoded = ModelInferResponse.decode(inferResponse);
-        const response = this.fromUpstream(endpoint, decoded);
-        // An empty final response only closes the request; our pipeline sends its own.
-        if (response.outputs.length === 0 && isTrue(decoded.parameters["triton_final_response"])) continue;
-        yield response;
-      }
-    } catch (error) {
-      if (error instanceof DataPlaneError) throw error;
-      throw this.upstreamError(endpoint, error as ServiceError, signal);
-    } finally {
-      signal.removeEventListener("abort", cancel);
-      call.cancel();
-    }
-  }
-
   /**
    * An upstream response as engine tensors, each checked against its own datatype and shape
    * and the declared outputs: a reply that is wrong is the upstream's fault (INTERNAL, naming
@@ -257,9 +350,8 @@ export class KserveGrpcEngine implements Engine {
     return { outputs, parameters };
   }
 
-  /** An upstream's failure as ours: its code passed back unchanged; a transport failure takes the endpoint out, any other answer shows it reachable. */
-  private upstreamError(endpoint: Endpoint, error: ServiceError, signal: AbortSignal | undefined): DataPlaneError {
-    if (signal?.aborted === true) return abortedError(signal);
+  /** A describe call's failure: a transport failure takes the endpoint out, any other answer shows it reachable. */
+  private describeError(endpoint: Endpoint, error: ServiceError): DataPlaneError {
     if (this.pool.failed(endpoint, error)) {
       return new UpstreamStatusError(
         "Unavailable",
@@ -267,41 +359,146 @@ export class KserveGrpcEngine implements Engine {
         `model '${this.settings.model}': upstream ${endpoint.address} is unavailable: ${error.details}`,
       );
     }
-    // It answered, if with an error of its own: it is reachable. A deadline or a cancel may be
-    // our own client's doing (a hung upstream answers nothing), so it proves nothing either way.
     if (error.code !== status.DEADLINE_EXCEEDED && error.code !== status.CANCELLED) this.pool.succeeded(endpoint);
     return new UpstreamStatusError(kindOfGrpcCode(error.code), error.code, error.details);
   }
+
+  /** The TLS material for a new connection (read by start()). */
+  private currentTls(): UpstreamTlsMaterial {
+    if (this.tlsMaterial === undefined) throw new Error("its TLS files are not read yet");
+    return this.tlsMaterial;
+  }
 }
 
-/** A request the upstream refused without running it (UNAVAILABLE): another endpoint may take it. */
+/** The files' contents as TLS material, checked by node's TLS (a broken file keeps the last good material). */
+function tlsMaterial(
+  files: UpstreamTlsFiles,
+  paths: readonly string[],
+  contents: readonly Buffer[],
+): UpstreamTlsMaterial {
+  const of = (path: string | undefined): Buffer | undefined =>
+    path === undefined ? undefined : contents[paths.indexOf(path)];
+  const material = {
+    ...(files.caFile === undefined ? {} : { ca: of(files.caFile)! }),
+    ...(files.certFile === undefined ? {} : { cert: of(files.certFile)!, key: of(files.keyFile)! }),
+    ...(files.serverName === undefined ? {} : { serverName: files.serverName }),
+  };
+  createSecureContext(material);
+  return material;
+}
+
+/** A describe call an upstream refused without answering (UNAVAILABLE): another endpoint may take it. */
 const isRefused = (error: unknown): boolean =>
   error instanceof UpstreamStatusError && error.grpcCode === status.UNAVAILABLE;
 
-/** An upstream's output as a tensor: raw as it came, typed converted; held to its own datatype and shape. */
+/** A failure before any upstream call (a malformed request) as a forwarded call's status. */
+function statusOfError(error: unknown): ForwardStatus {
+  if (!(error instanceof DataPlaneError)) throw error;
+  return { code: GRPC_CODE_OF[error.kind], details: error.message, metadata: NO_METADATA };
+}
 
-/** A request for the upstream, serialized: the client's bytes as they came (passed through), or built here. */
-interface UpstreamRequest {
+/** How often one request refused by connections going away (GOAWAY, REFUSED_STREAM) is sent again. */
+const MAX_DRAINED_RETRIES = 2;
+
+/** A call that was over before it started: nothing to pause. */
+const IDLE_CALL: ForwardCall = { pause: () => undefined, resume: () => undefined };
+
+/** One forwarded request across its attempts: the endpoint chosen, health kept, the sink ended once. */
+interface Routing {
   readonly bytes: Uint8Array;
-  /** Replies then go back undecoded. */
-  readonly passThrough: boolean;
+  readonly path: string;
+  readonly options: ForwardOptions;
+  readonly metadata: readonly ForwardMetadataEntry[];
+  readonly sequence: SequenceRequest | undefined;
+  readonly sink: ForwardSink;
+  /** Told which endpoint answers, before its first message. */
+  readonly answered?: (endpoint: Endpoint) => void;
 }
 
-/** The upstream's ModelInfer and ModelStreamInfer, as gRPC method paths. */
-const INFER_PATH = GRPCInferenceServiceService.modelInfer.path;
-const STREAM_INFER_PATH = GRPCInferenceServiceService.modelStreamInfer.path;
-const asIs = (bytes: Buffer): Buffer => bytes;
-const EMPTY = Buffer.alloc(0);
+class RoutedCall implements ForwardCall {
+  private current: ForwardCall | undefined;
+  private paused = false;
+  private attempt = 0;
+  private drainedRetries = 0;
 
-/** What an upstream call carries of the client's call: cancellation, deadline, trace context. */
-interface UpstreamCall {
-  readonly signal: AbortSignal;
-  readonly deadline: number;
-  readonly metadata: Metadata;
-}
+  constructor(
+    private readonly pool: UpstreamPool,
+    private readonly model: string,
+    private readonly routing: Routing,
+  ) {}
 
-function metadataOf(headers: Readonly<Record<string, string>>): Metadata {
-  const metadata = new Metadata();
-  for (const [key, value] of Object.entries(headers)) metadata.set(key, value);
-  return metadata;
+  /** Whether a request refused unrun may go again: never a stream's or a sequence's (they stay where they started). */
+  private mayRetry(end: UpstreamEnd): boolean {
+    const { pool, routing } = this;
+    if (!end.refused || routing.sequence !== undefined || routing.options.stream || routing.options.signal.aborted)
+      return false;
+    // A connection going away: again, on a new connection (the same endpoint too), as grpc-js's transparent retry.
+    if (end.drained) return this.drainedRetries++ < MAX_DRAINED_RETRIES;
+    return this.attempt < pool.size && pool.hasHealthy();
+  }
+
+  pause(): void {
+    this.paused = true;
+    this.current?.pause();
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.current?.resume();
+  }
+
+  start(): void {
+    const { routing, pool } = this;
+    const { options, sink, sequence } = routing;
+    this.attempt++;
+    let endpoint: Endpoint;
+    try {
+      endpoint = pool.pick(sequence?.id);
+    } catch (error) {
+      sink.end(statusOfError(error));
+      return;
+    }
+    routing.answered?.(endpoint);
+    endpoint.outstanding++;
+    const call = endpoint.upstream.call(
+      {
+        path: routing.path,
+        message: routing.bytes,
+        deadline: options.deadline,
+        signal: options.signal,
+        metadata: routing.metadata,
+        traceHeaders: options.traceHeaders,
+      },
+      {
+        metadata: (entries) => sink.metadata(entries),
+        message: (bytes) => sink.message(bytes),
+        end: (end) => {
+          endpoint.outstanding--;
+          this.ended(endpoint, end);
+        },
+      },
+    );
+    this.current = call;
+    if (this.paused) call.pause();
+  }
+
+  private ended(endpoint: Endpoint, end: UpstreamEnd): void {
+    const { pool, routing } = this;
+    // A connection drained says nothing of the endpoint. Any other answer, if an error of its
+    // own, shows it reachable; a deadline or a cancel may be our own client's doing (a hung
+    // upstream answers nothing), so it proves nothing either way.
+    if (
+      !end.drained &&
+      !pool.failed(endpoint, end) &&
+      end.code !== status.DEADLINE_EXCEEDED &&
+      end.code !== status.CANCELLED
+    )
+      pool.succeeded(endpoint);
+    if (this.mayRetry(end)) {
+      this.start();
+      return;
+    }
+    if (end.code === status.OK && routing.sequence?.end === true) pool.endSequence(routing.sequence.id);
+    routing.sink.end(end.transport ? { ...end, details: `model '${this.model}': ${end.details}` } : end);
+  }
 }

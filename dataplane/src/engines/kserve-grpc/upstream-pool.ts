@@ -1,9 +1,9 @@
-import type { ServiceError } from "@grpc/grpc-js";
 import type { Routing } from "../../../../lib/engines/kserve-grpc.js";
 import { unavailable } from "../../../../lib/errors.js";
 import { sequenceIdText, type SequenceId } from "../../tensors/parameters.js";
 import type { EngineRuntime } from "../engine.js";
 import { Endpoint, isTransportFailure, probeLive, resolveAddresses } from "./endpoints.js";
+import type { UpstreamTlsMaterial } from "./h2-upstream.js";
 import { SequenceAffinity } from "./sequences.js";
 
 const RESOLVE_EVERY_MS = 30_000;
@@ -17,11 +17,13 @@ export interface UpstreamPoolSettings {
   readonly sequenceIdleMs: number;
   readonly maxSequences: number;
   readonly runtime: EngineRuntime;
+  /** TLS material for new connections (absent: plaintext). */
+  readonly tls?: () => UpstreamTlsMaterial;
 }
 
 /**
  * The upstream servers of one forwarded model: their addresses (a DNS name stands for all
- * its addresses, resolved again every 30 s), one reused channel each, their health (an
+ * its addresses, resolved again every 30 s), their reused connections, their health (an
  * endpoint that fails is taken out and probed back within a second; requests try it too
  * while none is healthy), the routing policy, and which endpoint holds each open sequence.
  */
@@ -90,7 +92,7 @@ export class UpstreamPool {
   }
 
   /** A failed call: a transport failure takes the endpoint out until a probe finds it live. Returns whether it was one. */
-  failed(endpoint: Endpoint, error: ServiceError): boolean {
+  failed(endpoint: Endpoint, error: { readonly code: number; readonly details: string }): boolean {
     if (!isTransportFailure(error)) return false;
     endpoint.markFailed(error.details, probeLive);
     return true;
@@ -114,7 +116,7 @@ export class UpstreamPool {
         for (const endpoint of this.endpoints) if (!kept.includes(endpoint)) endpoint.close();
         const known = new Set(kept.map((endpoint) => endpoint.address));
         const added = addresses.filter((address) => !known.has(address));
-        this.endpoints = [...kept, ...added.map((address) => new Endpoint(address, this.settings.runtime))];
+        this.endpoints = [...kept, ...added.map((address) => new Endpoint(address, this.settings))];
         this.resolvedAt = Date.now();
       })
       .finally(() => (this.resolving = undefined));

@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import type { Logger } from "pino";
-import { errorMessage } from "../../../lib/errors.js";
+import { errorMessage } from "./errors.js";
 
 /**
  * Files that are replaced while the data plane runs (a mounted Kubernetes Secret is
