@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { cpus } from "node:os";
 import { measurementArgs } from "../harness/perf-analyzer.js";
 import { markdownReport, targetsOf } from "../harness/report.js";
-import { pinning, setupsOf, type BenchReport, type ServerResult } from "../harness/run.js";
+import { groupsOf, pinning, type BenchReport, type ServerResult } from "../harness/run.js";
 import { SCENARIOS } from "../harness/scenarios.js";
 import { SERVER_LABELS, type ServerId } from "../harness/servers.js";
 
@@ -105,21 +105,37 @@ describe("bench report: forwarding beside its ceilings", () => {
 });
 
 describe("bench run plan: forwarders per upstream and cores", () => {
-  it("starts a server once per upstream and layout, direct servers once per layout", () => {
-    const forwarding = SCENARIOS.filter((candidate) => /^forward-(bare-)?1KiB-c64/.test(candidate.id));
-    const setups = setupsOf(forwarding, []).map(
-      (setup) =>
-        `${setup.server} ${setup.upstream ?? "-"} ${setup.layout}: ${setup.scenarios.map((s) => s.id).join(",")}`,
+  it("puts the upstream called directly and the forwarders in front of it in one group per upstream and layout", () => {
+    const forwarding = SCENARIOS.filter((candidate) => /^forward-(bare-)?1KiB-c(1|64)/.test(candidate.id));
+    const groups = groupsOf(forwarding, []).map(
+      (group) =>
+        `${group.upstream} ${group.layout}: ${group.setups.map((setup) => setup.server).join(",")} for ${group.scenarios.map((s) => s.id).join(",")}`,
     );
-    assert.ok(setups.includes("h2-proxy triton shared: forward-1KiB-c64"), setups.join("\n"));
-    assert.ok(setups.includes("h2-proxy grpc-js-ceiling own-core: forward-bare-1KiB-c64-own-core"), setups.join("\n"));
-    assert.ok(setups.includes("upstream-direct - shared: forward-bare-1KiB-c64"), setups.join("\n"));
-    assert.ok(setups.includes("triton-direct - own-core: forward-1KiB-c64-own-core"), setups.join("\n"));
-    assert.equal(setups.length, 5 + 4 + 5 + 4);
+    assert.deepEqual(groups, [
+      "triton shared: triton-direct,h2-proxy,grpcjs-proxy,dataplane-forward,dataplane-pass-through for forward-1KiB-c1,forward-1KiB-c64",
+      "triton own-core: triton-direct,h2-proxy,grpcjs-proxy,dataplane-forward,dataplane-pass-through for forward-1KiB-c1-own-core,forward-1KiB-c64-own-core",
+      "grpc-js-ceiling shared: upstream-direct,h2-proxy,grpcjs-proxy,dataplane-pass-through for forward-bare-1KiB-c1,forward-bare-1KiB-c64",
+      "grpc-js-ceiling own-core: upstream-direct,h2-proxy,grpcjs-proxy,dataplane-pass-through for forward-bare-1KiB-c1-own-core,forward-bare-1KiB-c64-own-core",
+    ]);
+    const [triton] = groupsOf(forwarding, []);
     assert.deepEqual(
-      setupsOf(forwarding, ["h2-proxy"]).map((setup) => setup.server),
-      ["h2-proxy", "h2-proxy", "h2-proxy", "h2-proxy"],
+      triton!.setups.map((setup) => setup.upstream),
+      [undefined, "triton", "triton", "triton", "triton"],
     );
+  });
+
+  it("keeps every other server a group of its own, and refuses a forwarder without an upstream", () => {
+    const identity = SCENARIOS.filter((candidate) => candidate.id.startsWith("identity-1KiB"));
+    const groups = groupsOf(identity, ["dataplane", "triton"]);
+    assert.deepEqual(
+      groups.map((group) => [group.upstream, group.setups.map((setup) => setup.server), group.scenarios.length]),
+      [
+        [undefined, ["dataplane"], 4],
+        [undefined, ["triton"], 4],
+      ],
+    );
+    const loose = { ...identity[0]!, id: "loose", servers: ["h2-proxy" as const] };
+    assert.throws(() => groupsOf([loose], []), /scenario loose: h2-proxy forwards, and the scenario names no upstream/);
   });
 
   it("gives a forwarder on its own core a core its upstream and the load do not use", () => {
