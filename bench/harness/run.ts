@@ -129,7 +129,7 @@ export function groupsOf(scenarios: readonly Scenario[], only: readonly ServerId
     for (const server of scenario.servers.filter((id) => only.length === 0 || only.includes(id))) {
       if (forwards(server) && upstream === undefined)
         throw new Error(`scenario ${scenario.id}: ${server} forwards, and the scenario names no upstream`);
-      const groupKey = upstream !== undefined ? `${upstream} ${layout}` : `${server} ${layout}`;
+      const groupKey = upstream !== undefined ? `forwarding to ${upstream} ${layout}` : `${server} alone ${layout}`;
       const group = groups.get(groupKey) ?? { upstream, layout, setups: [], scenarios: [] };
       groups.set(groupKey, group);
       if (!group.scenarios.includes(scenario)) group.scenarios.push(scenario);

@@ -134,6 +134,14 @@ describe("bench run plan: forwarders per upstream and cores", () => {
         [undefined, ["triton"], 4],
       ],
     );
+    // Triton and the bare grpc-js server alone are not the forwarding groups' upstreams.
+    const every = groupsOf(SCENARIOS, []);
+    for (const group of every) {
+      const forwarding = group.setups.some((setup) => setup.upstream !== undefined);
+      assert.equal(forwarding, group.upstream !== undefined, group.setups.map((setup) => setup.server).join(","));
+      if (!forwarding) assert.equal(group.setups.length, 1, group.setups.map((setup) => setup.server).join(","));
+    }
+    assert.equal(every.filter((group) => group.upstream !== undefined).length, 4);
     const loose = { ...identity[0]!, id: "loose", servers: ["h2-proxy" as const] };
     assert.throws(() => groupsOf([loose], []), /scenario loose: h2-proxy forwards, and the scenario names no upstream/);
   });
