@@ -1,18 +1,11 @@
-import {
-  ResponderBuilder,
-  ServerInterceptingCall,
-  ServerListenerBuilder,
-  status,
-  type ServerInterceptor,
-  type ServerMethodDefinition,
-} from "@grpc/grpc-js";
+import { status, type ServerMethodDefinition } from "@grpc/grpc-js";
 import type { Registry } from "prom-client";
 import { SlotCounter, SlotHistogram, type HistogramSlot, type ValueSlot } from "./series.js";
 
 /**
  * The standard gRPC server families (the names go-grpc-prometheus and most dashboards
- * use), counted by a grpc-js server interceptor so every service is covered: inference,
- * extensions, health and reflection.
+ * use), counted by the server's call interceptor (server/call-interceptor.ts) so every
+ * service is covered: inference, extensions, health and reflection.
  */
 
 type GrpcType = "unary" | "client_stream" | "server_stream" | "bidi_stream";
@@ -110,53 +103,6 @@ export class GrpcServerMetrics {
     }
     return series;
   }
-}
-
-export function grpcServerMetrics(register: Registry): ServerInterceptor {
-  const metrics = new GrpcServerMetrics(register);
-  return (method, call) => {
-    const series = metrics.method(method);
-    const startedAt = performance.now();
-    series.started.add(1);
-    let ended = false;
-    const end = (code: status): void => {
-      if (ended) return;
-      ended = true;
-      series.handled(code, (performance.now() - startedAt) / 1000);
-    };
-    return new ServerInterceptingCall(
-      call,
-      new ResponderBuilder()
-        .withStart((next) =>
-          next(
-            new ServerListenerBuilder()
-              .withOnReceiveMessage((message, forward) => {
-                series.received.add(1);
-                forward(message);
-              })
-              // A call the client cancelled, or whose deadline grpc-js enforced itself,
-              // ends without a status passing through here; grpc-js also reports every
-              // ended call as cancelled, so only the first ending counts.
-              .withOnCancel(() => end(deadlinePassed(call.getDeadline()) ? status.DEADLINE_EXCEEDED : status.CANCELLED))
-              .build(),
-          ),
-        )
-        .withSendMessage((message, forward) => {
-          series.sent.add(1);
-          forward(message);
-        })
-        .withSendStatus((outcome, forward) => {
-          end(outcome.code);
-          forward(outcome);
-        })
-        .build(),
-    );
-  };
-}
-
-function deadlinePassed(deadline: Date | number): boolean {
-  const at = deadline instanceof Date ? deadline.getTime() : deadline;
-  return Number.isFinite(at) && Date.now() >= at;
 }
 
 function grpcType(requestStream: boolean, responseStream: boolean): GrpcType {

@@ -32,7 +32,7 @@ export interface GrpcServerOptions {
   /** Largest message accepted or sent, in bytes. */
   readonly maxMessageSize: number;
   readonly credentials: ServerCredentials;
-  /** Run around every call; the first is the innermost (bounded status, metrics, then authentication). */
+  /** Run around every call (the data plane's: server/call-interceptor.ts). */
   readonly interceptors: readonly ServerInterceptor[];
   readonly tuning: GrpcTuning;
 }

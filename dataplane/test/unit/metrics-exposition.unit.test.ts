@@ -18,8 +18,8 @@ import { DataPlaneError, invalidArgument, unimplemented } from "../../../lib/err
 import { createMetrics, type DataPlaneMetrics } from "../../src/metrics/index.js";
 import type { ModelRegistry } from "../../src/models/registry.js";
 import { VersionStatistics } from "../../src/models/statistics.js";
-import { BearerTokens, bearerTokenInterceptor } from "../../src/server/auth.js";
-import { boundedStatusInterceptor } from "../../src/server/bounded-status.js";
+import { BearerTokens } from "../../src/server/auth.js";
+import { callInterceptor } from "../../src/server/call-interceptor.js";
 import { REPO_ROOT } from "../fixtures/paths.js";
 
 /**
@@ -158,13 +158,9 @@ const ECHO: ServiceDefinition = {
   chat: { path: "/golden.Echo/Chat", requestStream: true, responseStream: true, ...bytes, ...replies },
 };
 
-/** The gRPC server's interceptors, as the data plane puts them together (tokens outermost, so a refusal is counted). */
+/** The gRPC server's interceptors, as the data plane puts them together (a refusal by tokens is counted). */
 function serverInterceptors(metrics: DataPlaneMetrics, tokens: BearerTokens): ServerInterceptor[] {
-  return [
-    boundedStatusInterceptor,
-    metrics.grpcInterceptor,
-    bearerTokenInterceptor({ inference: tokens, modelControl: undefined }),
-  ];
+  return [callInterceptor(metrics.grpc, { inference: tokens, modelControl: undefined })];
 }
 
 async function grpcLoad(metrics: DataPlaneMetrics, clock: FakeClock): Promise<void> {
