@@ -1,6 +1,6 @@
 import type { Registry } from "prom-client";
 import { DataPlaneError, type ErrorKind } from "../../../lib/errors.js";
-import { SlotCounter, SlotGauge, SlotHistogram, type HistogramSlot, type ValueSlot } from "./series.js";
+import { KeptPerModel, SlotCounter, SlotGauge, SlotHistogram, type HistogramSlot, type ValueSlot } from "./series.js";
 
 /**
  * NVIDIA Dynamo's dynamo_component_* families: what its runtime's work handler counts for
@@ -110,7 +110,9 @@ export class ComponentMetrics {
     readonly cancellations: SlotCounter<Label>;
   };
   /** Each model's series, by endpoint; a model reloaded (a new spec) finds the same series again. */
-  private readonly seriesByModel = new WeakMap<ObservedModel, Map<string, ComponentSeries>>();
+  private readonly seriesByModel = new KeptPerModel((model: ObservedModel, endpoint: string) =>
+    this.newSeries(model, endpoint),
+  );
 
   /**
    * `namespace`: the dynamo_namespace label. (Unlike dynamo_frontend_inflight_requests, which
@@ -170,31 +172,25 @@ export class ComponentMetrics {
 
   /** The series of a model's requests on an endpoint (made at its first request, then kept with the model). */
   series(model: ObservedModel, endpoint: string): ComponentSeries {
-    let byEndpoint = this.seriesByModel.get(model);
-    if (byEndpoint === undefined) {
-      byEndpoint = new Map();
-      this.seriesByModel.set(model, byEndpoint);
-    }
-    let series = byEndpoint.get(endpoint);
-    if (series === undefined) {
-      const labels = {
-        dynamo_namespace: this.namespace,
-        dynamo_component: model.backend,
-        dynamo_endpoint: endpoint,
-        model: model.name,
-      };
-      const { families } = this;
-      series = new ComponentSeries(
-        families,
-        labels,
-        families.requests.series(labels),
-        families.duration.series(labels),
-        families.inflight.series(labels),
-        families.requestBytes.series(labels),
-        families.responseBytes.series(labels),
-      );
-      byEndpoint.set(endpoint, series);
-    }
-    return series;
+    return this.seriesByModel.get(model, endpoint);
+  }
+
+  private newSeries(model: ObservedModel, endpoint: string): ComponentSeries {
+    const labels = {
+      dynamo_namespace: this.namespace,
+      dynamo_component: model.backend,
+      dynamo_endpoint: endpoint,
+      model: model.name,
+    };
+    const { families } = this;
+    return new ComponentSeries(
+      families,
+      labels,
+      families.requests.series(labels),
+      families.duration.series(labels),
+      families.inflight.series(labels),
+      families.requestBytes.series(labels),
+      families.responseBytes.series(labels),
+    );
   }
 }

@@ -6,7 +6,7 @@ import {
   type ErrorType,
   type ObservedModel,
 } from "./component.js";
-import { SlotCounter, SlotGauge, SlotHistogram, type HistogramSlot, type ValueSlot } from "./series.js";
+import { KeptPerModel, SlotCounter, SlotGauge, SlotHistogram, type HistogramSlot, type ValueSlot } from "./series.js";
 
 /**
  * NVIDIA Dynamo's KServe frontend's dynamo_frontend_* families, for the inference RPCs. For a
@@ -136,10 +136,11 @@ export class FrontendMetrics {
     readonly outputTokens: SlotHistogram<"model">;
   };
   /** Each model's series, by endpoint and request type; a model reloaded (a new spec) finds the same series again. */
-  private readonly seriesByModel = new WeakMap<
+  private readonly seriesByModel = new KeptPerModel<
     ObservedModel,
-    Map<InferenceEndpoint, Partial<Record<RequestType, EntrySeries>>>
-  >();
+    InferenceEndpoint,
+    Partial<Record<RequestType, EntrySeries>>
+  >(() => ({}));
 
   /**
    * `servedModels` names the models loaded now: each gets an in-flight series at every scrape,
@@ -209,16 +210,7 @@ export class FrontendMetrics {
   }
 
   private series(model: ObservedModel, endpoint: InferenceEndpoint, requestType: RequestType): EntrySeries {
-    let byEndpoint = this.seriesByModel.get(model);
-    if (byEndpoint === undefined) {
-      byEndpoint = new Map();
-      this.seriesByModel.set(model, byEndpoint);
-    }
-    let byType = byEndpoint.get(endpoint);
-    if (byType === undefined) {
-      byType = {};
-      byEndpoint.set(endpoint, byType);
-    }
+    const byType = this.seriesByModel.get(model, endpoint);
     return (byType[requestType] ??= this.newSeries(model, endpoint, requestType));
   }
 

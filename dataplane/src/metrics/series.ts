@@ -39,6 +39,31 @@ class SeriesTable<L extends string, S extends { readonly labels: Labels<L> }> {
   }
 }
 
+/**
+ * What a family keeps per model and key (an endpoint): made once by `make`, found again
+ * with two lookups and no allocation. Keyed by the model's spec object: a reloaded model
+ * is a new one, whose `make` finds the same series again by their labels.
+ */
+export class KeptPerModel<M extends object, K, V> {
+  private readonly byModel = new WeakMap<M, Map<K, V>>();
+
+  constructor(private readonly make: (model: M, key: K) => V) {}
+
+  get(model: M, key: K): V {
+    let byKey = this.byModel.get(model);
+    if (byKey === undefined) {
+      byKey = new Map();
+      this.byModel.set(model, byKey);
+    }
+    let kept = byKey.get(key);
+    if (kept === undefined) {
+      kept = this.make(model, key);
+      byKey.set(key, kept);
+    }
+    return kept;
+  }
+}
+
 /** One counter or gauge series: `add` moves its value (the first call lists it). */
 export class ValueSlot<L extends string = string> {
   value = 0;
