@@ -199,6 +199,8 @@ export class SlotHistogram<L extends string> {
   readonly aggregator = "sum";
   readonly name: string;
   readonly help: string;
+  /** As prom-client's metrics name them (the generated metrics reference reads them). */
+  readonly labelNames: readonly L[];
   readonly upperBounds: readonly number[];
   readonly listed: HistogramSlot<L>[] = [];
   private readonly table: SeriesTable<L, HistogramSlot<L>>;
@@ -206,6 +208,7 @@ export class SlotHistogram<L extends string> {
   constructor(register: Registry, options: FamilyOptions<L> & { readonly buckets: readonly number[] }) {
     this.name = options.name;
     this.help = options.help;
+    this.labelNames = options.labelNames;
     this.upperBounds = [...options.buckets];
     this.table = new SeriesTable<L, HistogramSlot<L>>(options.labelNames, (labels) => new HistogramSlot(labels, this));
     register.registerMetric(this as unknown as Metric);
