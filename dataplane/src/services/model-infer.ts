@@ -1,7 +1,6 @@
 import type { handleUnaryCall, ServerUnaryCall } from "@grpc/grpc-js";
 import type { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
-import { internal } from "../../../lib/errors.js";
-import { runInference, type Entry, type InferenceContext } from "../inference/pipeline.js";
+import { inferUnary, type Entry, type InferenceContext } from "../inference/pipeline.js";
 import { receivedBytesOf } from "../server/request-decoding.js";
 import type { InferResponseOrEncoded } from "../tensors/wire.js";
 import { callLifetime } from "./call-lifetime.js";
@@ -21,16 +20,10 @@ export function modelInferHandler(
 ): handleUnaryCall<ModelInferRequest, InferResponseOrEncoded> {
   return unary(async (request, call: ServerUnaryCall<ModelInferRequest, InferResponseOrEncoded>) => {
     const lifetime = callLifetime(call);
-    // Run the pipeline to its end (it checks there is exactly one response and records
-    // statistics after it); returning from inside the loop would cut it short.
-    let reply: InferResponseOrEncoded | undefined;
     try {
-      for await (const response of runInference(context, request, MODEL_INFER, lifetime, receivedBytesOf(request)))
-        reply = response;
+      return await inferUnary(context, request, MODEL_INFER, lifetime, receivedBytesOf(request));
     } finally {
       lifetime.finished();
     }
-    if (reply === undefined) throw internal(`model '${request.modelName}' produced no response`);
-    return reply;
   });
 }
