@@ -36,6 +36,10 @@ const options = new Command("bench")
   .option("--only <servers>", "only these servers (comma-separated)", servers, [] as ServerId[])
   .option("--no-publish", "a trial: write bench/results/tmp/ only, not bench/results/ nor BENCHMARKS.md")
   .option("--no-perf-analyzer", "drive the gRPC tensor scenarios with ghz only, not also with perf_analyzer")
+  .option(
+    "--results-dir <dir>",
+    "write the scenarios' json, md and png here (a trial elsewhere than bench/results/tmp)",
+  )
   .parse()
   .opts<{
     duration: number;
@@ -45,6 +49,7 @@ const options = new Command("bench")
     only: ServerId[];
     publish: boolean;
     perfAnalyzer: boolean;
+    resultsDir?: string;
   }>();
 
 const asked = options.scenarios?.split(",");
@@ -90,7 +95,7 @@ async function mainScenarios(): Promise<void> {
   });
 
   // A partial run (--no-publish) goes to the git-ignored tmp/, never over the published results.
-  const resultsDir = join(REPO_ROOT, "bench", "results", ...(options.publish ? [] : ["tmp"]));
+  const resultsDir = options.resultsDir ?? join(REPO_ROOT, "bench", "results", ...(options.publish ? [] : ["tmp"]));
   mkdirSync(resultsDir, { recursive: true });
   const stem = report.date.slice(0, 10);
   const jsonFile = join(resultsDir, `${stem}.json`);

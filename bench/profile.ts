@@ -7,12 +7,14 @@ import { freePort } from "../e2e/support/ports.js";
 import { ghzBinary } from "../e2e/support/prerequisites.js";
 import { runLoad } from "./harness/ghz.js";
 import { writeRequest } from "./harness/requests.js";
+import { pinning } from "./harness/run.js";
 import { CEILING_SIZES, SCENARIOS } from "./harness/scenarios.js";
 import {
   dataplaneArgs,
   passThroughRepository,
   PYTHON_ARGS,
   PYTHON_REPOSITORY,
+  SERVER_LABELS,
   startBenchServer,
 } from "./harness/servers.js";
 
@@ -39,10 +41,16 @@ const scenario = SCENARIOS.find((candidate) => candidate.id === scenarioId);
 if (scenario === undefined) throw new Error(`no scenario ${scenarioId}`);
 const profileDir = mkdtempSync(join(tmpdir(), "dynamo-kserve-profile-"));
 const port = await freePort();
-// A forwarding scenario profiles the pass-through data plane, its Triton on the same core.
-const upstream = scenario.id.startsWith("forward-")
-  ? await startBenchServer("triton", { cpus: "0", ceilingSizes: CEILING_SIZES })
-  : undefined;
+// The scenario's cores per role (the data plane on core 0, ghz on the others).
+const pins = pinning(scenario.layout);
+const pinned = (cpus: string | undefined, command: readonly string[]): string[] =>
+  cpus === undefined ? [...command] : ["taskset", "-c", cpus, ...command];
+// A forwarding scenario profiles the pass-through data plane in front of the scenario's
+// upstream (Triton, or the bare grpc-js server for forward-bare-*), placed as the scenario places it.
+const upstream =
+  scenario.upstream !== undefined
+    ? await startBenchServer(scenario.upstream, { cpus: pins.upstream, ceilingSizes: CEILING_SIZES })
+    : undefined;
 // A python scenario profiles the python engine running the bench's Triton repository (its
 // Python processes share core 0 and are not in the profile).
 const python = scenario.id.startsWith("python-");
@@ -52,15 +60,12 @@ const repository =
     : python
       ? PYTHON_REPOSITORY
       : join(REPO_ROOT, "bench", "models");
-const server = spawn(
-  "taskset",
-  [
-    ...["-c", "0", process.execPath, "--cpu-prof", "--cpu-prof-dir", profileDir, CLI],
-    ...dataplaneArgs(repository, port),
-    ...(python ? PYTHON_ARGS : []),
-  ],
-  { stdio: "inherit" },
-);
+const [program, ...programArgs] = pinned(pins.server, [
+  ...[process.execPath, "--cpu-prof", "--cpu-prof-dir", profileDir, CLI],
+  ...dataplaneArgs(repository, port),
+  ...(python ? PYTHON_ARGS : []),
+]);
+const server = spawn(program!, programArgs, { stdio: "inherit" });
 await new Promise((resolve) => setTimeout(resolve, 2000));
 const requestFile = writeRequest(profileDir, scenario.id, scenario.payload);
 const run = await runLoad({
@@ -70,7 +75,7 @@ const run = await runLoad({
   concurrency: scenario.concurrency,
   connections: scenario.connections,
   durationSeconds: 10,
-  cpus: "1",
+  ...(pins.client !== undefined ? { cpus: pins.client } : {}),
 });
 const exited = new Promise((resolve) => server.once("exit", resolve));
 server.kill("SIGTERM");
@@ -110,7 +115,7 @@ renameSync(join(profileDir, file), join(resultsDir, `${stem}.cpuprofile`));
 const report = [
   `# CPU profile: ${scenario.title}`,
   "",
-  `\`npm run bench:profile -- ${scenario.id}\`: the data plane (one worker, core 0${upstream === undefined ? "" : ", passing requests through to Triton on the same core"}) under ghz for 10 s: ` +
+  `\`npm run bench:profile -- ${scenario.id}\`: the data plane (one worker; ${upstream === undefined ? "" : `passing requests through to ${SERVER_LABELS[upstream.id]}; `}${pins.describe}) under ghz for 10 s: ` +
     `${run.rps.toFixed(0)} req/s, p50 ${run.p50Ms.toFixed(2)} ms, p99 ${run.p99Ms.toFixed(2)} ms (with the profiler on). ` +
     `Flame graph: open \`${stem}.cpuprofile\` in Chrome DevTools or speedscope.`,
   "",

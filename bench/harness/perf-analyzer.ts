@@ -39,25 +39,35 @@ const MAX_WINDOWS = 10;
 /**
  * perf_analyzer 2.60 keeps every response's outputs until its run ends (its request records
  * carry them, for genai-perf): about 1.5 MiB per 1 MiB response, measured. Against a fast
- * server it grew to 19 GiB before the kernel's OOM killer ended it — the rows of the last run
- * that said "Request concurrency: 16" (and 4, at 16 MiB): stdout's last line, and nothing on
- * stderr. Where responses are large its windows are short and few, and a watchdog stops it
- * past MEMORY_LIMIT_BYTES with that reason instead of letting it take the machine's memory.
+ * server it grew to 19 GiB before the kernel's OOM killer ended it — the rows of the run of
+ * 2026-11-24 that said "Request concurrency: 16" (and 4, at 16 MiB): stdout's last line, and
+ * nothing on stderr. Short windows were not enough (2026-11-26: at 1 MiB c16 against Triton
+ * it still passed 4 GiB in one run of two, its stabilization trials adding up), so where
+ * responses are large the run is bounded by a count of requests instead of by windows
+ * (--request-count): as many as RESPONSE_MEMORY_BYTES of kept responses hold, one
+ * measurement. A watchdog still stops it past MEMORY_LIMIT_BYTES, with that reason.
  */
 const LARGE_RESPONSE_BYTES = 64 * 1024;
-const LARGE_RESPONSE_WINDOW_MS = 500;
-const LARGE_RESPONSE_MAX_WINDOWS = 4;
+/** What perf_analyzer keeps per response, over the response's tensor bytes (measured: about 1.5). */
+const KEPT_PER_RESPONSE_BYTE = 1.5;
+const RESPONSE_MEMORY_BYTES = 1024 ** 3;
 const MEMORY_LIMIT_BYTES = 4 * 1024 ** 3;
 const WATCH_EVERY_MS = 100;
 
-/** perf_analyzer's windows: a third of the run each (short and few when responses are large), and how many it may try. */
-function windowArgs(options: PerfAnalyzerLoad): string[] {
+/**
+ * How long perf_analyzer measures: windows of a third of the run each, until three in a row
+ * are stable (up to MAX_WINDOWS); or, for large responses, a fixed count of requests (at least
+ * four per concurrent request) whose kept responses fit in RESPONSE_MEMORY_BYTES.
+ */
+export function measurementArgs(
+  options: Pick<PerfAnalyzerLoad, "durationSeconds" | "responseBytes" | "concurrency">,
+): string[] {
+  if (options.responseBytes >= LARGE_RESPONSE_BYTES) {
+    const fits = Math.floor(RESPONSE_MEMORY_BYTES / (KEPT_PER_RESPONSE_BYTE * options.responseBytes));
+    return ["--request-count", String(Math.max(4 * options.concurrency, fits))];
+  }
   const third = Math.max(100, Math.round((options.durationSeconds * 1000) / WINDOWS));
-  const large = options.responseBytes >= LARGE_RESPONSE_BYTES;
-  return [
-    ...["--measurement-interval", String(large ? Math.min(third, LARGE_RESPONSE_WINDOW_MS) : third)],
-    ...["--max-trials", String(large ? LARGE_RESPONSE_MAX_WINDOWS : MAX_WINDOWS)],
-  ];
+  return [...["--measurement-interval", String(third)], ...["--max-trials", String(MAX_WINDOWS)]];
 }
 
 /** The resident memory of a process, in bytes (0 once it is gone). */
@@ -97,7 +107,7 @@ export async function runPerfAnalyzer(options: PerfAnalyzerLoad): Promise<LoadRu
   const args = [
     ...["-m", options.model, "-u", options.address, "-i", "grpc", "--shape", options.shape],
     ...["--concurrency-range", String(options.concurrency)],
-    ...windowArgs(options),
+    ...measurementArgs(options),
     ...["-s", "1000", "-f", csv],
     ...(options.sharedMemory === undefined
       ? []

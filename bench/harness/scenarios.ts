@@ -15,25 +15,79 @@ export interface Scenario {
   readonly streams?: { readonly count: number; readonly tokens: number; readonly model: string };
   /** Over HTTP instead of gRPC: KServe v2 REST infer (JSON or binary tensors), or OpenAI SSE streams. */
   readonly http?: { readonly form: "json" | "binary" } | { readonly form: "openai-sse" };
+  /** What the forwarders (FORWARDERS) send to, started before each of them: Triton unless named. */
+  readonly upstream?: UpstreamId;
+  /** Where its processes run (run.ts `pinning`): "shared" unless named. */
+  readonly layout?: Layout;
 }
+
+/** The servers a forwarder may be put in front of: Triton, or the bare grpc-js server. */
+export type UpstreamId = Extract<ServerId, "triton" | "grpc-js-ceiling">;
+
+/**
+ * "shared": the server on core 0 with the upstream it forwards to, the load on the other
+ * cores (the main rows: forwarding's cost shows as the upstream's loss). "own-core": a
+ * forwarder alone on core 0, its upstream (or the server called directly) and the load on
+ * the other cores, as a forwarder in a pod of its own would run.
+ */
+export type Layout = "shared" | "own-core";
 
 const KIB_FP32: Payload = { kind: "fp32", elements: 256 };
 const MIB_FP32: Payload = { kind: "fp32", elements: 256 * 1024 };
 const MIB16_FP32: Payload = { kind: "fp32", elements: 4 * 1024 * 1024 };
 
-/** The forwarding scenarios' servers: Triton called directly, and through each kind of forwarding config. */
-const FORWARDING: readonly ServerId[] = ["triton-direct", "dataplane-forward", "dataplane-pass-through"];
+/**
+ * The forwarding scenarios' servers: Triton called directly, through the two proxies that
+ * are forwarding's ceilings on Node, and through each kind of forwarding config.
+ */
+const FORWARDING: readonly ServerId[] = [
+  "triton-direct",
+  "h2-proxy",
+  "grpcjs-proxy",
+  "dataplane-forward",
+  "dataplane-pass-through",
+];
+/** The same in front of the bare grpc-js server (the shape of issue 39's table): no Triton, no checked configs. */
+const FORWARDING_BARE: readonly ServerId[] = ["upstream-direct", "h2-proxy", "grpcjs-proxy", "dataplane-pass-through"];
 
 /** The Python-backend scenarios' servers: the same model.py in Triton's Python backend and in our python engine. */
 const PYTHON_MODEL: readonly ServerId[] = ["triton", "dataplane-python"];
 
 /** Every server that answers ModelInfer itself with its own identity (not the forwarding or python ones). */
 const EVERY_UNARY_SERVER: readonly ServerId[] = SERVER_IDS.filter(
-  (id) => !FORWARDING.includes(id) && id !== "dataplane-python",
+  (id) => !FORWARDING.includes(id) && !FORWARDING_BARE.includes(id) && id !== "dataplane-python",
 );
 
 /** FP32 element counts the ceilings answer for: every FP32 payload above. */
 export const CEILING_SIZES = [KIB_FP32, MIB_FP32, MIB16_FP32].map((payload) => payload.elements);
+
+/** Forwarding against calling the upstream directly, beside the proxies (each also run with the forwarder on its own core). */
+const FORWARDING_SCENARIOS: readonly Scenario[] = [
+  ...[
+    { id: "forward-1KiB-c1", size: "1 KiB", payload: KIB_FP32, concurrency: 1, connections: 1 },
+    { id: "forward-1KiB-c64", size: "1 KiB", payload: KIB_FP32, concurrency: 64, connections: 8 },
+    { id: "forward-1MiB-c16", size: "1 MiB", payload: MIB_FP32, concurrency: 16, connections: 4 },
+  ].map(({ id, size, payload, concurrency, connections }): Scenario => ({
+    id,
+    title: `forwarding to Triton vs calling Triton, FP32 ${size}, concurrency ${concurrency}${concurrency === 1 ? " (added latency)" : ""}`,
+    payload,
+    concurrency,
+    connections,
+    servers: FORWARDING,
+    unit: payload === MIB_FP32 ? "bytes/s" : "requests/s",
+    upstream: "triton",
+  })),
+  ...[1, 64].map((concurrency): Scenario => ({
+    id: `forward-bare-1KiB-c${concurrency}`,
+    title: `forwarding to the bare grpc-js server vs calling it, FP32 1 KiB, concurrency ${concurrency}${concurrency === 1 ? " (added latency)" : ""}`,
+    payload: KIB_FP32,
+    concurrency,
+    connections: Math.min(concurrency, 8),
+    servers: FORWARDING_BARE,
+    unit: "requests/s",
+    upstream: "grpc-js-ceiling",
+  })),
+];
 
 export const SCENARIOS: readonly Scenario[] = [
   ...[1, 16, 64, 256].map((concurrency): Scenario => ({
@@ -90,24 +144,15 @@ export const SCENARIOS: readonly Scenario[] = [
     servers: ["dataplane", "triton", "kserve", "mlserver", "dynamo"],
     unit: "requests/s",
   },
-  {
-    id: "forward-1KiB-c1",
-    title: "forwarding to Triton vs calling Triton, FP32 1 KiB, concurrency 1 (added latency)",
-    payload: KIB_FP32,
-    concurrency: 1,
-    connections: 1,
-    servers: FORWARDING,
-    unit: "requests/s",
-  },
-  {
-    id: "forward-1KiB-c64",
-    title: "forwarding to Triton vs calling Triton, FP32 1 KiB, concurrency 64",
-    payload: KIB_FP32,
-    concurrency: 64,
-    connections: 8,
-    servers: FORWARDING,
-    unit: "requests/s",
-  },
+  ...FORWARDING_SCENARIOS.flatMap((scenario) => [
+    scenario,
+    {
+      ...scenario,
+      id: `${scenario.id}-own-core`,
+      title: `${scenario.title}; the forwarder on a core of its own`,
+      layout: "own-core" as const,
+    },
+  ]),
   {
     id: "forward-rest-1KiB-c64",
     title:
@@ -118,6 +163,7 @@ export const SCENARIOS: readonly Scenario[] = [
     servers: ["triton-direct", "dataplane-forward"],
     unit: "requests/s",
     http: { form: "binary" },
+    upstream: "triton",
   },
   ...(["json", "binary"] as const).map((form): Scenario => ({
     id: `rest-${form}-1KiB-c64`,

@@ -2,16 +2,20 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { credentials, Metadata } from "@grpc/grpc-js";
-import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
+import { Client, credentials, Metadata } from "@grpc/grpc-js";
+import { GRPCInferenceServiceClient, GRPCInferenceServiceService } from "../../proto/gen/ts/grpc_service.js";
 import { CLI, REPO_ROOT } from "../../dataplane/test/fixtures/paths.js";
 import { freePorts } from "../../e2e/support/ports.js";
 import { CACHE_DIR } from "../../e2e/support/prerequisites.js";
+import { encodeRequest } from "./requests.js";
+
+const INFER_PATH = GRPCInferenceServiceService.modelInfer.path;
 
 /**
  * Every server the benchmark drives, started on loopback by the same rules: its own
  * process group, pinned to the server's cores when asked, ready once its identity model
- * answers ModelReady (the ceilings, which serve nothing else, once their port accepts).
+ * answers ModelReady (the ceilings, which serve nothing else, once their port accepts; the
+ * forwarders once an identity request comes back through them).
  */
 
 export const SERVER_IDS = [
@@ -27,6 +31,9 @@ export const SERVER_IDS = [
   "dataplane-pass-through",
   "triton-direct",
   "dataplane-python",
+  "h2-proxy",
+  "grpcjs-proxy",
+  "upstream-direct",
 ] as const;
 export type ServerId = (typeof SERVER_IDS)[number];
 
@@ -39,11 +46,25 @@ export const SERVER_LABELS: Readonly<Record<ServerId, string>> = {
   kserve: "KServe ModelServer",
   mlserver: "MLServer",
   dynamo: "NVIDIA Dynamo frontend",
-  "dataplane-forward": "dynamo-kserve → Triton (Triton's configs: tensors checked)",
-  "dataplane-pass-through": "dynamo-kserve → Triton (no tensors declared: passed through)",
+  "dataplane-forward": "dynamo-kserve forwarding (Triton's configs: tensors checked)",
+  "dataplane-pass-through": "dynamo-kserve forwarding (no tensors declared: passed through)",
   "triton-direct": "Triton direct",
   "dataplane-python": "dynamo-kserve python engine (Triton's model.py)",
+  "h2-proxy": "bare node:http2 stream proxy (ceiling)",
+  "grpcjs-proxy": "grpc-js server + grpc-js client, bytes only (ceiling)",
+  "upstream-direct": "bare grpc-js upstream, direct",
 };
+
+/** The servers that forward to an upstream the harness starts first (the scenario names which). */
+export const FORWARDERS: readonly ServerId[] = [
+  "h2-proxy",
+  "grpcjs-proxy",
+  "dataplane-forward",
+  "dataplane-pass-through",
+];
+export const forwards = (id: ServerId): boolean => FORWARDERS.includes(id);
+/** Servers a forwarding scenario calls directly: the upstream alone, what forwarding is measured against. */
+export const DIRECT_SERVERS: readonly ServerId[] = ["triton-direct", "upstream-direct"];
 
 export interface BenchServer {
   readonly id: ServerId;
@@ -52,6 +73,8 @@ export interface BenchServer {
   readonly httpAddress?: string;
   /** Its process group (the server and every process it started), for what it costs in CPU. */
   readonly processGroup: number;
+  /** Why it is gone when it ended before stop() was called (its exit and last output), else undefined. */
+  exited(): string | undefined;
   stop(): Promise<void>;
 }
 
@@ -60,7 +83,7 @@ export interface StartOptions {
   readonly cpus: string | undefined;
   /** FP32 element counts the ceilings pre-encode responses for. */
   readonly ceilingSizes: readonly number[];
-  /** For the forwarding data planes: the Triton to forward to. */
+  /** For the forwarders (FORWARDERS): the server to forward to, host:port. */
   readonly upstream?: string;
   /** More options for a data plane (e.g. --allow-client-shm); other servers ignore them. */
   readonly dataplaneOptions?: readonly string[];
@@ -96,16 +119,25 @@ export async function startBenchServer(id: ServerId, options: StartOptions): Pro
   child.stdout?.on("data", keep);
   child.stderr?.on("data", keep);
   const address = `127.0.0.1:${port}`;
+  const lastWords = () => output.join("").trim().slice(-1500);
+  let stopping = false;
   const stop = async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    killGroup(child, "SIGTERM");
-    const timer = setTimeout(() => killGroup(child, "SIGKILL"), 10_000);
-    await exited;
-    clearTimeout(timer);
+    stopping = true;
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      killGroup(child, "SIGTERM");
+      const timer = setTimeout(() => killGroup(child, "SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(timer);
+    }
     if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
   };
-  const probe = () => (ready === "port" ? portAccepts(address) : modelReady(address, "identity_fp32"));
+  const probe = () =>
+    ready === "port"
+      ? portAccepts(address)
+      : ready === "infer"
+        ? inferAnswers(address)
+        : modelReady(address, "identity_fp32");
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
   for (;;) {
     const exited = child.exitCode !== null || child.signalCode !== null;
@@ -114,7 +146,7 @@ export async function startBenchServer(id: ServerId, options: StartOptions): Pro
       const why = exited
         ? `exited (${child.exitCode ?? child.signalCode})`
         : `not ready in ${STARTUP_TIMEOUT_MS / 1000} s`;
-      throw new Error(`${id} ${why}: ${output.join("").trim().slice(-1500)}`);
+      throw new Error(`${id} ${why}: ${lastWords()}`);
     }
     if (await probe().catch(() => false)) break;
     await new Promise((resolve) => setTimeout(resolve, 250));
@@ -124,6 +156,10 @@ export async function startBenchServer(id: ServerId, options: StartOptions): Pro
     address,
     ...(httpPort !== undefined ? { httpAddress: `127.0.0.1:${httpPort}` } : {}),
     processGroup: child.pid!,
+    exited: () =>
+      stopping || (child.exitCode === null && child.signalCode === null)
+        ? undefined
+        : `${id} exited (${child.exitCode ?? child.signalCode}) during the run: ${lastWords()}`,
     stop,
   };
 }
@@ -169,7 +205,8 @@ interface Command {
   readonly command: string;
   readonly args: readonly string[];
   readonly env: NodeJS.ProcessEnv;
-  readonly ready: "port" | "model";
+  /** Ready once: its port accepts, its identity model is ready, or it answers an identity request (forwarders). */
+  readonly ready: "port" | "model" | "infer";
   /** A scratch folder removed when the server stops. */
   readonly scratch?: string;
   /** Its KServe v2 REST port, when the HTTP scenarios can use it. */
@@ -203,10 +240,19 @@ function commandFor(id: ServerId, ports: readonly number[], options: StartOption
       // Triton's repository unchanged: its model.py files run in our python engine.
       return dataplane(PYTHON_REPOSITORY, [...PYTHON_ARGS]);
     case "dataplane-pass-through": {
+      // Ready once a request comes back through it: a bare upstream answers ModelInfer only.
       const folder = passThroughRepository(options.upstream!);
-      return { ...dataplane(folder), scratch: folder };
+      return { ...dataplane(folder), scratch: folder, ready: "infer" };
     }
+    case "h2-proxy":
+    case "grpcjs-proxy":
+      return {
+        ...node(join(REPO_ROOT, "dist", "bench", "ceilings", `${id}.js`), [String(port), options.upstream!]),
+        ready: "infer",
+      };
+    // upstream-direct: the same bare server, called directly in the forward-bare-* scenarios.
     case "grpc-js-ceiling":
+    case "upstream-direct":
       return {
         ...node(join(REPO_ROOT, "dist", "bench", "ceilings", "grpcjs.js"), [String(port), sizes]),
         ready: "port",
@@ -310,6 +356,28 @@ async function portAccepts(address: string): Promise<boolean> {
   try {
     return await new Promise((resolve) =>
       client.waitForReady(Date.now() + 1000, (error) => resolve(error === undefined || error === null)),
+    );
+  } finally {
+    client.close();
+  }
+}
+
+/** One identity FP32 1 KiB ModelInfer answered OK: what a forwarder is for, whatever its upstream serves besides. */
+async function inferAnswers(address: string): Promise<boolean> {
+  const client = new Client(address, credentials.createInsecure());
+  const request = Buffer.from(encodeRequest({ kind: "fp32", elements: 256 }));
+  const asIs = (bytes: Buffer): Buffer => bytes;
+  try {
+    return await new Promise((resolve) =>
+      client.makeUnaryRequest(
+        INFER_PATH,
+        asIs,
+        asIs,
+        request,
+        new Metadata(),
+        { deadline: Date.now() + 2000 },
+        (error) => resolve(error === null),
+      ),
     );
   } finally {
     client.close();

@@ -47,6 +47,42 @@ describe("benchmark harness smoke run (npm run bench, one scenario, one second)"
     }
   });
 
+  it("forwards to the bare grpc-js server through both proxies and the data plane, the forwarder on its own core, with the ratios", async () => {
+    const forwarding = SCENARIOS.find((scenario) => scenario.id === "forward-bare-1KiB-c64-own-core")!;
+    const report = await runBenchmarks([forwarding], {
+      durationSeconds: 1,
+      repetitions: 1,
+      warmupSeconds: 1,
+      only: [],
+      perfAnalyzer: true,
+      log: () => undefined,
+    });
+    const [scenario] = report.scenarios;
+    // perf_analyzer asks metadata, which neither the bare upstream nor a forwarder in front of it answers.
+    assert.deepEqual(
+      scenario?.results.map((result) => [result.server, result.client]),
+      [
+        ["upstream-direct", undefined],
+        ["h2-proxy", undefined],
+        ["grpcjs-proxy", undefined],
+        ["dataplane-pass-through", undefined],
+      ],
+    );
+    for (const result of scenario!.results) {
+      assert.equal(result.error, undefined, `${result.server}: ${result.error}`);
+      assert.equal(result.errors, 0, `${result.server}: ${result.firstError}`);
+      assert.ok(result.rps! > 50, `${result.server} answered: ${result.rps} req/s`);
+    }
+    const own = targetsOf(report).find((target) =>
+      target.name.includes("bare grpc-js server, passed through, c64, forwarder on its own core"),
+    );
+    assert.ok(own?.measured !== undefined && own.measured > 0, JSON.stringify(own));
+    assert.match(
+      markdownReport(report, "npm run bench", undefined),
+      /\| bare node:http2 stream proxy \(ceiling\) \| \d+ req\/s \| \d+% \| {2}\| \d+\.\d\d× \|/,
+    );
+  });
+
   it("drives the data plane and the ceiling with ghz, the data plane also with perf_analyzer, and reports all, with ratios", async () => {
     const logged: string[] = [];
     const report = await runBenchmarks([SMOKE_SCENARIO], {

@@ -15,7 +15,7 @@ import { errorMessage } from "../../lib/errors.js";
 import { createMetrics, type DataPlaneMetrics } from "./metrics/index.js";
 import { NO_TRACING, startTracing, type TracingOptions } from "./tracing/tracing.js";
 import { ModelRegistry, type ModelControlMode } from "./models/registry.js";
-import { boundedStatusInterceptor } from "./server/bounded-status.js";
+import { callInterceptor } from "./server/call-interceptor.js";
 import {
   startGrpcServer,
   stopGrpcServer,
@@ -214,7 +214,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       port: options.grpcPort,
       maxMessageSize: options.maxMessageSize,
       credentials: security.credentials,
-      interceptors: [boundedStatusInterceptor, metrics.grpcInterceptor, ...security.interceptors],
+      interceptors: [callInterceptor(metrics.grpc, security.access)],
       tuning: options.tuning,
       requestDecoders: passThroughDecoders(registry),
     }),

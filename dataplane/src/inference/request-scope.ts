@@ -8,7 +8,7 @@ import type { FrontendMetrics, InferenceEndpoint, RequestObservation, RequestTyp
 import type { InFlight } from "../models/in-flight.js";
 import type { ModelLease, ModelRegistry } from "../models/registry.js";
 import { GATHERS_UNARY_RESPONSES, type ModelSpec } from "../../../lib/model-repository/spec.js";
-import { nowNs, type RequestTimings } from "../models/statistics.js";
+import { msToNs, nowNs } from "../models/statistics.js";
 import { defaultPlace, namesQueuePlace, queuePlaceOf, type QueuePlace } from "../scheduling/parameters.js";
 import type { ExecutionReport, RequestScheduler } from "../scheduling/scheduler.js";
 import type { RequestSpan, RequestTracing } from "../tracing/tracing.js";
@@ -99,7 +99,8 @@ const CLIENT_ERRORS = new Set<ErrorKind>([
  * time in the engine is the upstream's, to its last byte.
  */
 export class RequestScope {
-  private readonly received = nowNs();
+  // Times from performance.now(), in ms: numbers, where BigInt nanoseconds allocated per reading.
+  private readonly received = performance.now();
   private readonly span: RequestSpan;
   private lease: ModelLease | undefined;
   private observation: RequestObservation | undefined;
@@ -111,11 +112,11 @@ export class RequestScope {
   private responses = 0;
   private batchSize = 1;
   // Phase times, Triton's statistics: decoding inputs, in the engine, encoding outputs.
-  private admittedAt = 0n;
-  private decodedAt = 0n;
-  private inferNs = 0n;
-  private outputNs = 0n;
-  private mark = 0n;
+  private admittedAt = 0;
+  private decodedAt = 0;
+  private inferMs = 0;
+  private outputMs = 0;
+  private mark = 0;
   /** Scheduled: from its arrival in the scheduler's queue to its execution's start. */
   private queueNs: bigint | undefined;
   /** Scheduled: the execution it ran in, told its compute times at the end. */
@@ -129,16 +130,7 @@ export class RequestScope {
     private readonly entry: Entry,
     private readonly lifetime: RequestLifetime,
   ) {
-    this.span = context.tracing.start(entry.endpoint, lifetime.headers, {
-      ...(entry.protocol === "grpc"
-        ? { "rpc.system": "grpc", "rpc.method": entry.endpoint }
-        : entry.protocol === "http"
-          ? { "http.route": entry.endpoint }
-          : { "inference.call": entry.endpoint }),
-      "model.name": request.modelName,
-      "model.version": request.modelVersion,
-      "request.id": request.id,
-    });
+    this.span = context.tracing.start(entry, request, lifetime);
   }
 
   /** The trace-context headers of this request's span, for engines to hand on upstream. */
@@ -182,7 +174,7 @@ export class RequestScope {
     this.lease = registry.hold(resolved);
     active.begin();
     this.observation = metrics.start(spec, this.entry.endpoint, this.entry.requestType);
-    this.admittedAt = nowNs();
+    this.admittedAt = performance.now();
     return { spec, engine, version: resolved.version, scheduling, namedQueuePlace };
   }
 
@@ -201,7 +193,7 @@ export class RequestScope {
   decoded(batchSize: number, bytes: number): void {
     this.batchSize = batchSize;
     this.observation?.received(bytes);
-    this.decodedAt = this.mark = nowNs();
+    this.decodedAt = this.mark = performance.now();
   }
 
   /**
@@ -225,28 +217,28 @@ export class RequestScope {
    */
   readonly executing = (enqueuedNs: bigint, startedNs: bigint, execution: ExecutionReport): void => {
     this.queueNs = startedNs - enqueuedNs;
-    this.mark = startedNs;
+    this.mark = performance.now() - Number(nowNs() - startedNs) / 1e6;
     this.execution = execution;
   };
 
   /** The engine has produced a response (or finished). */
   produced(): void {
-    const now = nowNs();
-    this.inferNs += now - this.mark;
+    const now = performance.now();
+    this.inferMs += now - this.mark;
     this.mark = now;
   }
 
   /** A response of `bytes` (its tensor data, or the message passed through) is encoded and about to leave. */
   encoded(bytes: number): void {
-    const now = nowNs();
-    this.outputNs += now - this.mark;
+    const now = performance.now();
+    this.outputMs += now - this.mark;
     this.responses++;
     this.observation?.response(bytes);
   }
 
   /** The caller has taken the response: the clock of the engine's next step starts. */
   resumed(): void {
-    this.mark = nowNs();
+    this.mark = performance.now();
   }
 
   get responseCount(): number {
@@ -274,19 +266,22 @@ export class RequestScope {
     this.releaseHeld?.();
     this.span.end(this.succeeded ? undefined : this.failure);
     if (this.lease !== undefined) {
-      const totalNs = nowNs() - this.received;
-      const timings: RequestTimings = {
-        queueNs: this.queueNs ?? this.admittedAt - this.received,
-        computeInputNs: this.decodedAt - this.admittedAt,
-        computeInferNs: this.inferNs,
-        computeOutputNs: this.outputNs,
+      const phases = {
+        totalNs: msToNs(performance.now() - this.received),
+        queueNs: this.queueNs === undefined ? msToNs(this.admittedAt - this.received) : Number(this.queueNs),
+        computeInputNs: msToNs(this.decodedAt - this.admittedAt),
+        computeInferNs: msToNs(this.inferMs),
+        computeOutputNs: msToNs(this.outputMs),
       };
       // A scheduled request's execution is recorded once, with its other requests; any
       // other request is an execution of its own.
-      if (this.execution !== undefined) this.execution.report(timings);
-      else if (this.succeeded) this.lease.statistics.recordExecution(this.batchSize, timings);
-      if (this.succeeded) this.lease.statistics.recordSuccess(totalNs, this.batchSize, timings);
-      else this.lease.statistics.recordFailure(totalNs);
+      this.execution?.report({
+        computeInputNs: BigInt(phases.computeInputNs),
+        computeInferNs: BigInt(phases.computeInferNs),
+        computeOutputNs: BigInt(phases.computeOutputNs),
+      });
+      if (this.succeeded) this.lease.statistics.recordRequest(this.batchSize, phases, this.execution === undefined);
+      else this.lease.statistics.recordFailure(phases.totalNs);
       this.observation?.end(this.succeeded ? undefined : this.failure);
       active.end();
       this.lease.release();
@@ -314,7 +309,7 @@ export class RequestScope {
         version,
         endpoint: this.entry.endpoint,
         responses: this.responses,
-        ms: Number(nowNs() - this.received) / 1e6,
+        ms: performance.now() - this.received,
         ...(failure === undefined ? {} : { err: errorDetail(failure), kind }),
       },
       failure === undefined ? "request served" : "request failed",

@@ -1,5 +1,6 @@
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import type { Registry } from "prom-client";
 import { DataPlaneError, type ErrorKind } from "../../../lib/errors.js";
+import { KeptPerModel, SlotCounter, SlotGauge, SlotHistogram, type HistogramSlot, type ValueSlot } from "./series.js";
 
 /**
  * NVIDIA Dynamo's dynamo_component_* families: what its runtime's work handler counts for
@@ -58,30 +59,60 @@ export function errorTypeOf(failure: unknown): ErrorType {
   return failure instanceof DataPlaneError ? ERROR_TYPES[failure.kind] : "internal";
 }
 
-/** What happens to one request, as the component families count it. */
-export interface ComponentObservation {
-  /** Bytes the request brought (its input tensors). */
-  received(bytes: number): void;
-  /** Bytes a response took out (its output tensors, or the message passed through). */
-  sent(bytes: number): void;
-  /** undefined: it succeeded. */
-  end(failure: unknown): void;
-}
-
 type Label = "dynamo_namespace" | "dynamo_component" | "dynamo_endpoint" | "model";
 const LABELS: readonly Label[] = ["dynamo_namespace", "dynamo_component", "dynamo_endpoint", "model"];
 
 /** Dynamo's buckets for work handlers: sub-second resolution, and up to the minutes an LLM generation can last. */
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600];
 
+/**
+ * The series of one model on one endpoint, found once (metrics/series.ts) and kept for
+ * the model: a request adds to them without looking anything up.
+ */
+export class ComponentSeries {
+  private readonly errorsByType: Partial<Record<ErrorType, ValueSlot>> = {};
+  private cancellationSlot: ValueSlot | undefined;
+
+  constructor(
+    private readonly families: ComponentMetrics["families"],
+    private readonly labels: Readonly<Record<Label, string>>,
+    readonly requests: ValueSlot,
+    readonly duration: HistogramSlot,
+    readonly inflight: ValueSlot,
+    readonly requestBytes: ValueSlot,
+    readonly responseBytes: ValueSlot,
+  ) {}
+
+  /** A request that failed: an error of its type, and a cancellation when it was one. */
+  countFailure(failure: unknown): void {
+    const errorType = errorTypeOf(failure);
+    const errors = (this.errorsByType[errorType] ??= this.families.errors.series({
+      ...this.labels,
+      error_type: errorType,
+    }));
+    errors.add(1);
+    if (errorType === "cancelled") {
+      this.cancellationSlot ??= this.families.cancellations.series(this.labels);
+      this.cancellationSlot.add(1);
+    }
+  }
+}
+
 export class ComponentMetrics {
-  private readonly requests: Counter<Label>;
-  private readonly duration: Histogram<Label>;
-  private readonly inflight: Gauge<Label>;
-  private readonly requestBytes: Counter<Label>;
-  private readonly responseBytes: Counter<Label>;
-  private readonly errors: Counter<Label | "error_type">;
-  private readonly cancellations: Counter<Label>;
+  /** @internal the families, for the series (ComponentSeries) that count into them. */
+  readonly families: {
+    readonly requests: SlotCounter<Label>;
+    readonly duration: SlotHistogram<Label>;
+    readonly inflight: SlotGauge<Label>;
+    readonly requestBytes: SlotCounter<Label>;
+    readonly responseBytes: SlotCounter<Label>;
+    readonly errors: SlotCounter<Label | "error_type">;
+    readonly cancellations: SlotCounter<Label>;
+  };
+  /** Each model's series, by endpoint; a model reloaded (a new spec) finds the same series again. */
+  private readonly seriesByModel = new KeptPerModel((model: ObservedModel, endpoint: string) =>
+    this.newSeries(model, endpoint),
+  );
 
   /**
    * `namespace`: the dynamo_namespace label. (Unlike dynamo_frontend_inflight_requests, which
@@ -91,88 +122,75 @@ export class ComponentMetrics {
     register: Registry,
     private readonly namespace: string,
   ) {
-    const registers = [register];
     const labelNames = LABELS;
-    this.requests = new Counter({
-      name: "dynamo_component_requests_total",
-      help: "Total number of requests processed by work handler",
-      labelNames,
-      registers,
-    });
-    this.duration = new Histogram({
-      name: "dynamo_component_request_duration_seconds",
-      help: "Time spent processing requests by work handler",
-      labelNames,
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
-    this.inflight = new Gauge({
-      name: "dynamo_component_inflight_requests",
-      help: "Number of requests currently being processed by work handler",
-      labelNames,
-      registers,
-    });
-    this.requestBytes = new Counter({
-      name: "dynamo_component_request_bytes_total",
-      help: "Total number of bytes received in requests by work handler",
-      labelNames,
-      registers,
-    });
-    this.responseBytes = new Counter({
-      name: "dynamo_component_response_bytes_total",
-      help: "Total number of bytes sent in responses by work handler",
-      labelNames,
-      registers,
-    });
-    this.errors = new Counter({
-      name: "dynamo_component_errors_total",
-      help: "Total number of errors in work handler processing",
-      labelNames: [...labelNames, "error_type"],
-      registers,
-    });
-    this.cancellations = new Counter({
-      name: "dynamo_component_cancellation_total",
-      help: "Total number of requests cancelled by work handler",
-      labelNames,
-      registers,
-    });
+    this.families = {
+      requests: new SlotCounter(register, {
+        name: "dynamo_component_requests_total",
+        help: "Total number of requests processed by work handler",
+        labelNames,
+      }),
+      duration: new SlotHistogram(register, {
+        name: "dynamo_component_request_duration_seconds",
+        help: "Time spent processing requests by work handler",
+        labelNames,
+        buckets: DURATION_BUCKETS,
+      }),
+      inflight: new SlotGauge(register, {
+        name: "dynamo_component_inflight_requests",
+        help: "Number of requests currently being processed by work handler",
+        labelNames,
+      }),
+      requestBytes: new SlotCounter(register, {
+        name: "dynamo_component_request_bytes_total",
+        help: "Total number of bytes received in requests by work handler",
+        labelNames,
+      }),
+      responseBytes: new SlotCounter(register, {
+        name: "dynamo_component_response_bytes_total",
+        help: "Total number of bytes sent in responses by work handler",
+        labelNames,
+      }),
+      errors: new SlotCounter(register, {
+        name: "dynamo_component_errors_total",
+        help: "Total number of errors in work handler processing",
+        labelNames: [...labelNames, "error_type"],
+      }),
+      cancellations: new SlotCounter(register, {
+        name: "dynamo_component_cancellation_total",
+        help: "Total number of requests cancelled by work handler",
+        labelNames,
+      }),
+    };
   }
 
   /** A request refused before it was admitted: counted, and as an error; nothing held, nothing timed. */
   refused(model: ObservedModel, endpoint: string, failure: unknown): void {
-    const labels = this.labels(model, endpoint);
-    this.requests.inc(labels);
-    this.countFailure(labels, failure);
+    const series = this.series(model, endpoint);
+    series.requests.add(1);
+    series.countFailure(failure);
   }
 
-  start(model: ObservedModel, endpoint: string): ComponentObservation {
-    const labels = this.labels(model, endpoint);
-    const stopTimer = this.duration.startTimer(labels);
-    this.requests.inc(labels);
-    this.inflight.inc(labels);
-    return {
-      received: (bytes) => this.requestBytes.inc(labels, bytes),
-      sent: (bytes) => this.responseBytes.inc(labels, bytes),
-      end: (failure) => {
-        this.inflight.dec(labels);
-        stopTimer();
-        if (failure !== undefined) this.countFailure(labels, failure);
-      },
-    };
+  /** The series of a model's requests on an endpoint (made at its first request, then kept with the model). */
+  series(model: ObservedModel, endpoint: string): ComponentSeries {
+    return this.seriesByModel.get(model, endpoint);
   }
 
-  private countFailure(labels: Record<Label, string>, failure: unknown): void {
-    const errorType = errorTypeOf(failure);
-    this.errors.inc({ ...labels, error_type: errorType });
-    if (errorType === "cancelled") this.cancellations.inc(labels);
-  }
-
-  private labels(model: ObservedModel, endpoint: string): Record<Label, string> {
-    return {
+  private newSeries(model: ObservedModel, endpoint: string): ComponentSeries {
+    const labels = {
       dynamo_namespace: this.namespace,
       dynamo_component: model.backend,
       dynamo_endpoint: endpoint,
       model: model.name,
     };
+    const { families } = this;
+    return new ComponentSeries(
+      families,
+      labels,
+      families.requests.series(labels),
+      families.duration.series(labels),
+      families.inflight.series(labels),
+      families.requestBytes.series(labels),
+      families.responseBytes.series(labels),
+    );
   }
 }

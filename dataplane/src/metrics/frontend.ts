@@ -1,5 +1,12 @@
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
-import { errorTypeOf, type ComponentMetrics, type ObservedModel } from "./component.js";
+import type { Registry } from "prom-client";
+import {
+  errorTypeOf,
+  type ComponentMetrics,
+  type ComponentSeries,
+  type ErrorType,
+  type ObservedModel,
+} from "./component.js";
+import { KeptPerModel, SlotCounter, SlotGauge, SlotHistogram, type HistogramSlot, type ValueSlot } from "./series.js";
 
 /**
  * NVIDIA Dynamo's KServe frontend's dynamo_frontend_* families, for the inference RPCs. For a
@@ -41,13 +48,99 @@ export interface RequestObservation {
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const TOKEN_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
 
+type RequestLabel = "model" | "endpoint" | "request_type" | "status" | "error_type";
+
+/** The frontend and component series of one model, endpoint and request type: found once, kept with the model. */
+class EntrySeries {
+  private readonly errorsByType: Partial<Record<ErrorType, ValueSlot>> = {};
+
+  constructor(
+    private readonly families: FrontendMetrics["families"],
+    private readonly model: string,
+    readonly endpoint: InferenceEndpoint,
+    readonly requestType: RequestType,
+    readonly component: ComponentSeries,
+    readonly succeeded: ValueSlot,
+    readonly inflight: ValueSlot,
+    readonly duration: HistogramSlot,
+    readonly timeToFirstToken: HistogramSlot,
+    readonly interTokenLatency: HistogramSlot,
+    readonly outputTokens: HistogramSlot,
+  ) {}
+
+  /** dynamo_frontend_requests_total of the outcome (undefined: a success). */
+  countRequest(failure: unknown): void {
+    if (failure === undefined) return this.succeeded.add(1);
+    const errorType = errorTypeOf(failure);
+    const errors = (this.errorsByType[errorType] ??= this.families.requests.series({
+      model: this.model,
+      endpoint: this.endpoint,
+      request_type: this.requestType,
+      status: "error",
+      error_type: errorType,
+    }));
+    errors.add(1);
+  }
+}
+
+/** One request's observation: a handful of numbers; every series it counts into was found before it started. */
+class Observation implements RequestObservation {
+  private readonly startedAt = performance.now();
+  private lastAt = this.startedAt;
+  private responses = 0;
+
+  constructor(private readonly series: EntrySeries) {
+    series.inflight.add(1);
+    series.component.requests.add(1);
+    series.component.inflight.add(1);
+  }
+
+  received(bytes: number): void {
+    this.series.component.requestBytes.add(bytes);
+  }
+
+  response(bytes: number): void {
+    const { series } = this;
+    series.component.responseBytes.add(bytes);
+    if (series.requestType === "stream") {
+      const now = performance.now();
+      const histogram = this.responses === 0 ? series.timeToFirstToken : series.interTokenLatency;
+      histogram.observe((now - this.lastAt) / 1000);
+      this.lastAt = now;
+    }
+    this.responses++;
+  }
+
+  end(failure: unknown): void {
+    const { series } = this;
+    const { component } = series;
+    const seconds = (performance.now() - this.startedAt) / 1000;
+    series.inflight.add(-1);
+    series.countRequest(failure);
+    series.duration.observe(seconds);
+    if (series.requestType === "stream" && this.responses > 0) series.outputTokens.observe(this.responses);
+    component.inflight.add(-1);
+    component.duration.observe(seconds);
+    if (failure !== undefined) component.countFailure(failure);
+  }
+}
+
 export class FrontendMetrics {
-  private readonly requests: Counter<"model" | "endpoint" | "request_type" | "status" | "error_type">;
-  private readonly inflight: Gauge<"model">;
-  private readonly duration: Histogram<"model">;
-  private readonly timeToFirstToken: Histogram<"model">;
-  private readonly interTokenLatency: Histogram<"model">;
-  private readonly outputTokens: Histogram<"model">;
+  /** @internal the families, for the series (EntrySeries) that count into them. */
+  readonly families: {
+    readonly requests: SlotCounter<RequestLabel>;
+    readonly inflight: SlotGauge<"model">;
+    readonly duration: SlotHistogram<"model">;
+    readonly timeToFirstToken: SlotHistogram<"model">;
+    readonly interTokenLatency: SlotHistogram<"model">;
+    readonly outputTokens: SlotHistogram<"model">;
+  };
+  /** Each model's series, by endpoint and request type; a model reloaded (a new spec) finds the same series again. */
+  private readonly seriesByModel = new KeptPerModel<
+    ObservedModel,
+    InferenceEndpoint,
+    Partial<Record<RequestType, EntrySeries>>
+  >(() => ({}));
 
   /**
    * `servedModels` names the models loaded now: each gets an in-flight series at every scrape,
@@ -58,58 +151,53 @@ export class FrontendMetrics {
     servedModels: () => Iterable<string>,
     private readonly component: ComponentMetrics,
   ) {
-    const registers = [register];
-    this.requests = new Counter({
-      name: "dynamo_frontend_requests_total",
-      help: "Total number of inference requests, by model, endpoint (gRPC RPC or HTTP route), request type, status and error type",
-      // error_type: Dynamo's classification of a failure by its status ("" for a success).
-      labelNames: ["model", "endpoint", "request_type", "status", "error_type"],
-      registers,
-    });
-    this.inflight = new Gauge({
-      name: "dynamo_frontend_inflight_requests",
-      help: "Inference requests being processed now",
-      labelNames: ["model"],
-      registers,
-      // An autoscaler averages this over pods: a pod that has served nothing yet must say 0,
-      // not be missing (an HPA takes a missing pod to be at its target when scaling down).
-      collect() {
-        for (const model of servedModels()) this.inc({ model }, 0);
-      },
-    });
-    this.duration = new Histogram({
-      name: "dynamo_frontend_request_duration_seconds",
-      help: "Duration of inference requests, from arrival to the last response",
-      labelNames: ["model"],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.timeToFirstToken = new Histogram({
-      name: "dynamo_frontend_time_to_first_token_seconds",
-      help: "Time from a streamed request's arrival to its first response",
-      labelNames: ["model"],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.interTokenLatency = new Histogram({
-      name: "dynamo_frontend_inter_token_latency_seconds",
-      help: "Time between consecutive responses of a streamed request",
-      labelNames: ["model"],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.outputTokens = new Histogram({
-      name: "dynamo_frontend_output_sequence_tokens",
-      help: "Responses (tokens) per streamed request",
-      labelNames: ["model"],
-      buckets: TOKEN_BUCKETS,
-      registers,
-    });
+    this.families = {
+      requests: new SlotCounter(register, {
+        name: "dynamo_frontend_requests_total",
+        help: "Total number of inference requests, by model, endpoint (gRPC RPC or HTTP route), request type, status and error type",
+        // error_type: Dynamo's classification of a failure by its status ("" for a success).
+        labelNames: ["model", "endpoint", "request_type", "status", "error_type"],
+      }),
+      inflight: new SlotGauge(register, {
+        name: "dynamo_frontend_inflight_requests",
+        help: "Inference requests being processed now",
+        labelNames: ["model"],
+        // An autoscaler averages this over pods: a pod that has served nothing yet must say 0,
+        // not be missing (an HPA takes a missing pod to be at its target when scaling down).
+        beforeScrape: (series) => {
+          for (const model of servedModels()) series({ model }).add(0);
+        },
+      }),
+      duration: new SlotHistogram(register, {
+        name: "dynamo_frontend_request_duration_seconds",
+        help: "Duration of inference requests, from arrival to the last response",
+        labelNames: ["model"],
+        buckets: LATENCY_BUCKETS,
+      }),
+      timeToFirstToken: new SlotHistogram(register, {
+        name: "dynamo_frontend_time_to_first_token_seconds",
+        help: "Time from a streamed request's arrival to its first response",
+        labelNames: ["model"],
+        buckets: LATENCY_BUCKETS,
+      }),
+      interTokenLatency: new SlotHistogram(register, {
+        name: "dynamo_frontend_inter_token_latency_seconds",
+        help: "Time between consecutive responses of a streamed request",
+        labelNames: ["model"],
+        buckets: LATENCY_BUCKETS,
+      }),
+      outputTokens: new SlotHistogram(register, {
+        name: "dynamo_frontend_output_sequence_tokens",
+        help: "Responses (tokens) per streamed request",
+        labelNames: ["model"],
+        buckets: TOKEN_BUCKETS,
+      }),
+    };
   }
 
   /** A request for a served model refused at admission (e.g. ModelInfer on a decoupled model): an error, nothing in flight. */
   refused(model: ObservedModel, endpoint: InferenceEndpoint, requestType: RequestType, failure: unknown): void {
-    this.countRequest(model.name, endpoint, requestType, failure);
+    this.series(model, endpoint, requestType).countRequest(failure);
     this.component.refused(model, endpoint, failure);
   }
 
@@ -118,39 +206,35 @@ export class FrontendMetrics {
    * labelled by the name they ask for: clients must not be able to mint series).
    */
   start(model: ObservedModel, endpoint: InferenceEndpoint, requestType: RequestType): RequestObservation {
-    const labels = { model: model.name };
-    const component = this.component.start(model, endpoint);
-    const startedAt = performance.now();
-    let lastAt = startedAt;
-    let responses = 0;
-    this.inflight.inc(labels);
-    return {
-      received: (bytes) => component.received(bytes),
-      response: (bytes) => {
-        component.sent(bytes);
-        const now = performance.now();
-        if (requestType === "stream") {
-          const histogram = responses === 0 ? this.timeToFirstToken : this.interTokenLatency;
-          histogram.observe(labels, (now - lastAt) / 1000);
-        }
-        responses++;
-        lastAt = now;
-      },
-      end: (failure) => {
-        this.inflight.dec(labels);
-        this.countRequest(model.name, endpoint, requestType, failure);
-        this.duration.observe(labels, (performance.now() - startedAt) / 1000);
-        if (requestType === "stream" && responses > 0) this.outputTokens.observe(labels, responses);
-        component.end(failure);
-      },
-    };
+    return new Observation(this.series(model, endpoint, requestType));
   }
 
-  private countRequest(model: string, endpoint: InferenceEndpoint, requestType: RequestType, failure: unknown): void {
-    const outcome =
-      failure === undefined
-        ? { status: "success", error_type: "" }
-        : { status: "error", error_type: errorTypeOf(failure) };
-    this.requests.inc({ model, endpoint, request_type: requestType, ...outcome });
+  private series(model: ObservedModel, endpoint: InferenceEndpoint, requestType: RequestType): EntrySeries {
+    const byType = this.seriesByModel.get(model, endpoint);
+    return (byType[requestType] ??= this.newSeries(model, endpoint, requestType));
+  }
+
+  private newSeries(model: ObservedModel, endpoint: InferenceEndpoint, requestType: RequestType): EntrySeries {
+    const { families } = this;
+    const labels = { model: model.name };
+    return new EntrySeries(
+      families,
+      model.name,
+      endpoint,
+      requestType,
+      this.component.series(model, endpoint),
+      families.requests.series({
+        model: model.name,
+        endpoint,
+        request_type: requestType,
+        status: "success",
+        error_type: "",
+      }),
+      families.inflight.series(labels),
+      families.duration.series(labels),
+      families.timeToFirstToken.series(labels),
+      families.interTokenLatency.series(labels),
+      families.outputTokens.series(labels),
+    );
   }
 }

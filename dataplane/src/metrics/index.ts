@@ -1,9 +1,8 @@
-import type { ServerInterceptor } from "@grpc/grpc-js";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import type { ModelRegistry } from "../models/registry.js";
 import { ComponentMetrics } from "./component.js";
 import { FrontendMetrics } from "./frontend.js";
-import { grpcServerMetrics } from "./grpc.js";
+import { GrpcServerMetrics } from "./grpc.js";
 import { HttpServerMetrics } from "./http.js";
 import { loadSignals } from "./load.js";
 import { tritonMetrics } from "./triton.js";
@@ -12,8 +11,8 @@ import { tritonMetrics } from "./triton.js";
 export interface DataPlaneMetrics {
   readonly register: Registry;
   readonly frontend: FrontendMetrics;
-  /** Counts every RPC of the gRPC server (grpc_server_*). */
-  readonly grpcInterceptor: ServerInterceptor;
+  /** Every RPC of the gRPC server (grpc_server_*), counted by its call interceptor. */
+  readonly grpc: GrpcServerMetrics;
   /** Counts every request of the HTTP front door (http_server_*). */
   readonly http: HttpServerMetrics;
 }
@@ -35,7 +34,7 @@ export function createMetrics(models: ModelRegistry, serverName: string): DataPl
       () => new Set(models.statistics("", "").map(({ name }) => name)),
       new ComponentMetrics(register, serverName),
     ),
-    grpcInterceptor: grpcServerMetrics(register),
+    grpc: new GrpcServerMetrics(register),
     http: new HttpServerMetrics(register),
   };
 }

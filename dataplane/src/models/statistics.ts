@@ -3,19 +3,36 @@ import type { InferBatchStatistics, ModelStatistics, StatisticDuration } from ".
 /** Nanoseconds from a monotonic clock. */
 export const nowNs = (): bigint => process.hrtime.bigint();
 
-class Duration {
-  count = 0n;
-  ns = 0n;
+/**
+ * Sums below this many nanoseconds are kept in a number (exact up to 2^53), and carried
+ * into a BigInt past it: adding a request's times then allocates nothing (a BigInt sum
+ * allocated a new BigInt per addition, a dozen per request), and a sum never loses a
+ * nanosecond, however long the server runs.
+ */
+const CARRY_NS = 2 ** 52;
 
-  add(ns: bigint): void {
-    this.count += 1n;
+class Duration {
+  private count = 0;
+  private ns = 0;
+  private carriedNs = 0n;
+
+  /** `ns`: whole nanoseconds. */
+  add(ns: number): void {
+    this.count++;
     this.ns += ns;
+    if (this.ns >= CARRY_NS) {
+      this.carriedNs += BigInt(this.ns);
+      this.ns = 0;
+    }
   }
 
   toProto(): StatisticDuration {
-    return { count: this.count, ns: this.ns };
+    return { count: BigInt(this.count), ns: this.carriedNs + BigInt(this.ns) };
   }
 }
+
+/** Nanoseconds in milliseconds (performance.now() deltas), rounded to whole nanoseconds. */
+export const msToNs = (ms: number): number => Math.round(ms * 1e6);
 
 /** How long an execution's (or one request's) compute phases took, in nanoseconds. */
 export interface ComputeTimings {
@@ -27,6 +44,18 @@ export interface ComputeTimings {
 /** How long each phase of one request took, in nanoseconds. */
 export interface RequestTimings extends ComputeTimings {
   readonly queueNs: bigint;
+}
+
+/**
+ * One request's times in whole nanoseconds, as numbers: what the inference pipeline
+ * reports per request without allocating (RequestTimings' BigInts are for the schedulers).
+ */
+export interface RequestPhases {
+  totalNs: number;
+  queueNs: number;
+  computeInputNs: number;
+  computeInferNs: number;
+  computeOutputNs: number;
 }
 
 /** The executions of one batch size (Triton's InferBatchStatistics). */
@@ -58,47 +87,77 @@ export class VersionStatistics {
   private readonly computeInput = new Duration();
   private readonly computeInfer = new Duration();
   private readonly computeOutput = new Duration();
-  private inferenceCount = 0n;
-  private executionCount = 0n;
-  private lastInferenceMs = 0n;
+  private inferenceCount = 0;
+  private executionCount = 0;
+  private lastInferenceMs = 0;
   private readonly batches = new Map<number, BatchStatistics>();
 
-  /** A request answered: `batchSize` inferences. Its execution is recorded on its own (recordExecution). */
+  /**
+   * A request answered: `batchSize` inferences; `ownExecution`: it ran on its own (not in a
+   * batch the scheduler records once for all its requests), so it is an execution too.
+   */
+  recordRequest(batchSize: number, phases: RequestPhases, ownExecution: boolean): void {
+    this.success.add(phases.totalNs);
+    this.queue.add(phases.queueNs);
+    this.computeInput.add(phases.computeInputNs);
+    this.computeInfer.add(phases.computeInferNs);
+    this.computeOutput.add(phases.computeOutputNs);
+    this.inferenceCount += batchSize;
+    this.lastInferenceMs = Date.now();
+    if (ownExecution)
+      this.addExecution(batchSize, phases.computeInputNs, phases.computeInferNs, phases.computeOutputNs);
+  }
+
+  /** A request answered (timed in BigInts, as the warm-up times its samples). Its execution is recorded on its own (recordExecution). */
   recordSuccess(totalNs: bigint, batchSize: number, timings: RequestTimings): void {
-    this.success.add(totalNs);
-    this.queue.add(timings.queueNs);
-    this.computeInput.add(timings.computeInputNs);
-    this.computeInfer.add(timings.computeInferNs);
-    this.computeOutput.add(timings.computeOutputNs);
-    this.inferenceCount += BigInt(batchSize);
-    this.lastInferenceMs = BigInt(Date.now());
+    this.recordRequest(
+      batchSize,
+      {
+        totalNs: Number(totalNs),
+        queueNs: Number(timings.queueNs),
+        computeInputNs: Number(timings.computeInputNs),
+        computeInferNs: Number(timings.computeInferNs),
+        computeOutputNs: Number(timings.computeOutputNs),
+      },
+      false,
+    );
   }
 
   /** One execution of the model, of `batchSize` batch items (every request's added up). */
   recordExecution(batchSize: number, timings: ComputeTimings): void {
-    this.executionCount += 1n;
+    this.addExecution(
+      batchSize,
+      Number(timings.computeInputNs),
+      Number(timings.computeInferNs),
+      Number(timings.computeOutputNs),
+    );
+  }
+
+  /** `ns`: the failed request's time from arrival, in whole nanoseconds. */
+  recordFailure(ns: bigint | number): void {
+    this.fail.add(Number(ns));
+    this.lastInferenceMs = Date.now();
+  }
+
+  private addExecution(batchSize: number, inputNs: number, inferNs: number, outputNs: number): void {
+    this.executionCount++;
     let batch = this.batches.get(batchSize);
     if (batch === undefined) {
       batch = new BatchStatistics();
       this.batches.set(batchSize, batch);
     }
-    batch.computeInput.add(timings.computeInputNs);
-    batch.computeInfer.add(timings.computeInferNs);
-    batch.computeOutput.add(timings.computeOutputNs);
-  }
-
-  recordFailure(totalNs: bigint): void {
-    this.fail.add(totalNs);
-    this.lastInferenceMs = BigInt(Date.now());
+    batch.computeInput.add(inputNs);
+    batch.computeInfer.add(inferNs);
+    batch.computeOutput.add(outputNs);
   }
 
   toProto(name: string, version: string): ModelStatistics {
     return {
       name,
       version,
-      lastInference: this.lastInferenceMs,
-      inferenceCount: this.inferenceCount,
-      executionCount: this.executionCount,
+      lastInference: BigInt(this.lastInferenceMs),
+      inferenceCount: BigInt(this.inferenceCount),
+      executionCount: BigInt(this.executionCount),
       inferenceStats: {
         success: this.success.toProto(),
         fail: this.fail.toProto(),

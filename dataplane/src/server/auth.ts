@@ -1,10 +1,8 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import { ServerInterceptingCall, status, type ServerInterceptor } from "@grpc/grpc-js";
 import { parseTokenFile } from "../../../lib/contract/layout.js";
-import { isModelControlRpc } from "../../../lib/contract/model-control.js";
 
 /**
- * Bearer-token authentication for the gRPC server. Tokens come from a file (a mounted
+ * Bearer-token authentication for the gRPC server (checked by server/call-interceptor.ts) and the HTTP front door. Tokens come from a file (a mounted
  * Secret: one token per line, blank lines and lines starting with "#" ignored) and are
  * replaced when it changes. Comparison is in constant time, over SHA-256 digests so that
  * lengths leak nothing either, and every token is compared. Tokens are never logged.
@@ -47,29 +45,6 @@ export function requiredTokens(
   if (modelControl && access.modelControl !== undefined)
     return { tokens: access.modelControl, purpose: "model control" };
   return access.inference === undefined ? undefined : { tokens: access.inference, purpose: "" };
-}
-
-/** Answers UNAUTHENTICATED unless the call carries `authorization: Bearer <a token it needs>`. */
-export function bearerTokenInterceptor(access: AccessTokens): ServerInterceptor {
-  return (method, call) => {
-    const required = isHealthCheck(method.path) ? undefined : requiredTokens(access, isModelControlRpc(method.path));
-    if (required === undefined) return new ServerInterceptingCall(call);
-    return new ServerInterceptingCall(call, {
-      start: (next) =>
-        next({
-          onReceiveMetadata: (metadata, forward) => {
-            const failure = authenticationFailure(
-              metadata.get("authorization"),
-              required.tokens,
-              "metadata",
-              required.purpose,
-            );
-            if (failure === undefined) forward(metadata);
-            else call.sendStatus({ code: status.UNAUTHENTICATED, details: failure });
-          },
-        }),
-    });
-  };
 }
 
 /** Why a call's `authorization` values are refused (undefined: accepted), gRPC metadata or an HTTP header. */

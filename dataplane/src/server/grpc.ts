@@ -28,7 +28,7 @@ export interface GrpcServerOptions {
   /** Largest message accepted or sent, in bytes. */
   readonly maxMessageSize: number;
   readonly credentials: ServerCredentials;
-  /** Run around every call; the first is the innermost (bounded status, metrics, then authentication). */
+  /** Run around every call (the data plane's: server/call-interceptor.ts). */
   readonly interceptors: readonly ServerInterceptor[];
   readonly tuning: GrpcTuning;
   /** The inference methods' request deserializers (absent: every request decoded). */
@@ -178,6 +178,9 @@ export async function startGrpcServer(
     "grpc.max_receive_message_length": options.maxMessageSize,
     "grpc.max_send_message_length": options.maxMessageSize,
     [WRITE_SLICE_OPTION]: WRITE_SLICE_BYTES,
+    // Nothing here reads channelz, and grpc-js's channelz handler times and counts every
+    // call and message (Date.now() per message): off, it serves calls through its plain handler.
+    "grpc.enable_channelz": 0,
     ...Object.fromEntries(tuning),
     interceptors: [...options.interceptors],
   });

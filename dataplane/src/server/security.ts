@@ -1,6 +1,6 @@
-import { ServerCredentials, type ServerInterceptor } from "@grpc/grpc-js";
+import { ServerCredentials } from "@grpc/grpc-js";
 import type { Logger } from "pino";
-import { BearerTokens, bearerTokenInterceptor, type AccessTokens } from "./auth.js";
+import { BearerTokens, type AccessTokens } from "./auth.js";
 import { reloadingTlsCredentials, type TlsMaterial, type TlsOptions } from "./tls.js";
 import { WatchedFiles } from "../../../lib/watched-files.js";
 
@@ -17,9 +17,7 @@ export interface SecurityOptions {
 
 export interface ServerSecurity {
   readonly credentials: ServerCredentials;
-  /** To run after the metrics interceptor, so refused calls are counted too. */
-  readonly interceptors: readonly ServerInterceptor[];
-  /** The bearer tokens each kind of call needs, for the HTTP front door too. */
+  /** The bearer tokens each kind of call needs: the gRPC server's (call-interceptor.ts) and the HTTP front door's. */
   readonly access: AccessTokens;
   /** The certificates (undefined: plaintext), for the HTTP front door too. */
   readonly tls: TlsMaterial | undefined;
@@ -52,9 +50,5 @@ export async function serverSecurity(options: SecurityOptions, logger: Logger): 
     inference: await watchTokens(options.authTokenFile, "bearer tokens"),
     modelControl: await watchTokens(options.modelControlTokenFile, "model-control tokens"),
   };
-  const interceptors: ServerInterceptor[] = [];
-  if (access.inference !== undefined || access.modelControl !== undefined) {
-    interceptors.push(bearerTokenInterceptor(access));
-  }
-  return { credentials, interceptors, access, tls: material, stop: () => stoppers.forEach((stop) => stop()) };
+  return { credentials, access, tls: material, stop: () => stoppers.forEach((stop) => stop()) };
 }

@@ -36,11 +36,25 @@ export function callLifetime(call: CallSurface): CallLifetime {
     if (Date.now() < deadline) return cancel();
     controller.abort(new DataPlaneError("DeadlineExceeded", "the request's deadline passed before it finished"));
   });
-  const headers: Record<string, string> = {};
-  for (const [key, value] of Object.entries(call.metadata.getMap()))
-    if (typeof value === "string") headers[key] = value;
+  let headers: Record<string, string> | undefined;
   const finished = (): void => {
     done = true;
   };
-  return { signal: controller.signal, deadline, cancel, finished, headers };
+  return {
+    signal: controller.signal,
+    deadline,
+    cancel,
+    finished,
+    // Copied when first read (tracing on, an engine handing the trace context on): most calls never read it.
+    get headers() {
+      headers ??= textEntries(call.metadata);
+      return headers;
+    },
+  };
+}
+
+function textEntries(metadata: CallSurface["metadata"]): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [key, value] of Object.entries(metadata.getMap())) if (typeof value === "string") headers[key] = value;
+  return headers;
 }

@@ -1,8 +1,7 @@
 import { Metadata, type handleUnaryCall, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
-import { internal } from "../../../lib/errors.js";
 import type { ForwardMetadataEntry, ForwardStatus } from "../engines/engine.js";
 import { forwardInference, passesThrough } from "../inference/forward.js";
-import { runInference, type Entry, type InferenceContext } from "../inference/pipeline.js";
+import { inferUnary, type Entry, type InferenceContext } from "../inference/pipeline.js";
 import {
   decodedRequest,
   isPassThrough,
@@ -43,17 +42,11 @@ function decodedHandler(context: InferenceContext): handleUnaryCall<ReceivedInfe
   return unary(async (received, call: ModelInferCall) => {
     const request = decodedRequest(received);
     const lifetime = callLifetime(call);
-    // Run the pipeline to its end (it checks there is exactly one response and records
-    // statistics after it); returning from inside the loop would cut it short.
-    let reply: InferResponseOrEncoded | undefined;
     try {
-      for await (const response of runInference(context, request, MODEL_INFER, lifetime, receivedBytesOf(request)))
-        reply = response;
+      return await inferUnary(context, request, MODEL_INFER, lifetime, receivedBytesOf(request));
     } finally {
       lifetime.finished();
     }
-    if (reply === undefined) throw internal(`model '${request.modelName}' produced no response`);
-    return reply;
   });
 }
 

@@ -3,17 +3,26 @@ import type { GRPCInferenceServiceServer } from "../../../proto/gen/ts/grpc_serv
 import { unimplemented } from "../../../lib/errors.js";
 import { toServiceError } from "../server/status.js";
 
-/** Adapts an async handler to grpc-js: its result is the reply, what it throws the status. */
+/**
+ * Adapts a handler to grpc-js: its result (or what its promise resolves to) is the reply,
+ * what it throws (or its promise rejects with) the status. A result that is not a promise
+ * is answered at once, without a promise of its own.
+ */
 export function unary<Request, Response>(
   handler: (request: Request, call: ServerUnaryCall<Request, Response>) => Promise<Response> | Response,
 ): handleUnaryCall<Request, Response> {
   return (call, callback) => {
-    Promise.resolve()
-      .then(() => handler(call.request, call))
-      .then(
-        (response) => callback(null, response),
-        (error: unknown) => callback(toServiceError(error)),
-      );
+    let result: Promise<Response> | Response;
+    try {
+      result = handler(call.request, call);
+    } catch (error) {
+      return callback(toServiceError(error));
+    }
+    if (!(result instanceof Promise)) return callback(null, result);
+    result.then(
+      (response) => callback(null, response),
+      (error: unknown) => callback(toServiceError(error)),
+    );
   };
 }
 

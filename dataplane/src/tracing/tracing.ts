@@ -44,8 +44,26 @@ export interface RequestSpan {
   end(failure?: unknown): void;
 }
 
+/** How a request came in: its span's name (the endpoint) and the attributes that say how. */
+export interface SpanEntry {
+  readonly endpoint: string;
+  readonly protocol: "grpc" | "http" | "bls";
+}
+
+/** What a request asks for, as its span's attributes name it. */
+export interface SpanRequest {
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly id: string;
+}
+
+/** Where a caller's trace context comes from; read only when tracing is on (reading may copy the call's metadata). */
+export interface TraceCarrier {
+  readonly headers: Readonly<Record<string, string>>;
+}
+
 export interface RequestTracing {
-  start(name: string, incoming: Readonly<Record<string, string>>, attributes: Attributes): RequestSpan;
+  start(entry: SpanEntry, request: SpanRequest, carrier: TraceCarrier): RequestSpan;
   shutdown(): Promise<void>;
 }
 
@@ -53,7 +71,7 @@ const propagator = new W3CTraceContextPropagator();
 
 const NO_SPAN: RequestSpan = { headers: {}, end: () => undefined };
 
-/** Tracing switched off: costs one function call per request. */
+/** Tracing switched off: costs one function call per request, and builds nothing. */
 export const NO_TRACING: RequestTracing = {
   start: () => NO_SPAN,
   shutdown: async () => undefined,
@@ -67,9 +85,10 @@ export function startTracing(options: TracingOptions): RequestTracing {
   });
   const tracer: Tracer = provider.getTracer("dynamo-kserve", VERSION);
   return {
-    start(name, incoming, attributes) {
-      const parent = propagator.extract(context.active(), incoming, defaultTextMapGetter);
-      const span: Span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
+    start(entry, request, carrier) {
+      const parent = propagator.extract(context.active(), carrier.headers, defaultTextMapGetter);
+      const attributes = spanAttributes(entry, request);
+      const span: Span = tracer.startSpan(entry.endpoint, { kind: SpanKind.SERVER, attributes }, parent);
       const headers: Record<string, string> = {};
       propagator.inject(trace.setSpan(parent, span), headers, defaultTextMapSetter);
       return {
@@ -83,5 +102,18 @@ export function startTracing(options: TracingOptions): RequestTracing {
       };
     },
     shutdown: () => provider.shutdown(),
+  };
+}
+
+function spanAttributes(entry: SpanEntry, request: SpanRequest): Attributes {
+  return {
+    ...(entry.protocol === "grpc"
+      ? { "rpc.system": "grpc", "rpc.method": entry.endpoint }
+      : entry.protocol === "http"
+        ? { "http.route": entry.endpoint }
+        : { "inference.call": entry.endpoint }),
+    "model.name": request.modelName,
+    "model.version": request.modelVersion,
+    "request.id": request.id,
   };
 }

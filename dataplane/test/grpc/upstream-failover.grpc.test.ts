@@ -1,6 +1,9 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import { createServer } from "node:http2";
+import type { AddressInfo } from "node:net";
 import { ModelInferRequest, ModelInferResponse, ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import { frameHeader } from "../../src/engines/kserve-grpc/grpc-frames.js";
 import type { KserveGrpcEngine } from "../../src/engines/kserve-grpc/kserve-grpc.js";
 import { eventually } from "../fixtures/server.js";
 import {
@@ -18,6 +21,23 @@ import { freePort } from "../../../e2e/support/ports.js";
  * the lean path's seam, against scripted grpc-js peers: what leaves for the upstream, what
  * comes back, how failures map, when a request is retried elsewhere, and recovery.
  */
+
+/** A peer that answers every call with one message of the given bytes, status OK: a reply no KServe server would send. */
+async function startRawUpstream(reply: Uint8Array): Promise<{ address: string; close(): Promise<void> }> {
+  const server = createServer();
+  server.on("stream", (stream) => {
+    stream.on("data", () => undefined);
+    stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+    stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+    stream.end(Buffer.concat([frameHeader(reply.byteLength), reply]));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    address: `127.0.0.1:${port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
 
 const ask = (engine: KserveGrpcEngine, script: Script, options: Parameters<typeof forwardThrough>[2] = {}) =>
   forwardThrough(engine, scriptedRequest("m", script), options);
@@ -184,6 +204,19 @@ describe("kserve-grpc upstream transport: one upstream, scripted", function () {
     }
   });
 
+  it("answers INTERNAL naming the upstream when a reply to rename is not a message (and keeps serving)", async () => {
+    const raw = await startRawUpstream(Uint8Array.of(0x0a, 5, 0x61));
+    const renamed = await forwardingEngine("local", { upstream: raw.address, upstream_model: "m" });
+    try {
+      const result = await forwardThrough(renamed, scriptedRequest("local"));
+      assert.equal(result.status.code, status.INTERNAL);
+      assert.match(result.status.details, new RegExp(`upstream ${raw.address}: malformed protobuf message`));
+    } finally {
+      await renamed.close();
+      await raw.close();
+    }
+  });
+
   it("opens another connection when the upstream's limit on concurrent streams is reached", async () => {
     const limited = await startScriptedUpstream({ serverOptions: { "grpc.max_concurrent_streams": 2 } });
     const over = await forwardingEngine("m", { upstream: limited.address });
@@ -199,6 +232,49 @@ describe("kserve-grpc upstream transport: one upstream, scripted", function () {
     } finally {
       await over.close();
       await limited.close();
+    }
+  });
+
+  it("forwards several 16 MiB requests at once, every byte intact", async () => {
+    const unbounded = await startScriptedUpstream({
+      serverOptions: { "grpc.max_receive_message_length": -1, "grpc.max_send_message_length": -1 },
+    });
+    const large = await forwardingEngine("m", { upstream: unbounded.address });
+    try {
+      const tensors = [0, 1, 2, 3].map((seed) =>
+        Uint8Array.from({ length: 16 * 1024 * 1024 + 3 }, (_, i) => (i + seed) & 0xff),
+      );
+      const results = await Promise.all(
+        tensors.map((tensor) =>
+          forwardThrough(
+            large,
+            scriptedRequest(
+              "m",
+              {},
+              {
+                inputs: [
+                  {
+                    name: "INPUT0",
+                    datatype: "UINT8",
+                    shape: [BigInt(tensor.byteLength)],
+                    parameters: {},
+                    contents: undefined,
+                  },
+                ],
+                rawInputContents: [tensor],
+              },
+            ),
+          ),
+        ),
+      );
+      results.forEach((result, i) => {
+        assert.equal(result.status.code, status.OK, result.status.details);
+        const reply = ModelInferResponse.decode(result.messages[0]!);
+        assert.ok(Buffer.from(reply.rawOutputContents[0]!).equals(tensors[i]!), `request ${i} echoed intact`);
+      });
+    } finally {
+      await large.close();
+      await unbounded.close();
     }
   });
 
@@ -268,6 +344,24 @@ describe("kserve-grpc upstream transport: several upstreams, retry and recovery"
     } finally {
       await engine.close();
       await decoupled.close();
+    }
+  });
+
+  it("answers UNAVAILABLE naming the upstream, without a retry, when it dies after answering headers", async () => {
+    const engine = await pair();
+    try {
+      const result = await ask(engine, {
+        onPort: first.port,
+        metadata: { "x-started": "yes" },
+        hang: true,
+        dropConnectionAfterMs: 100,
+      });
+      assert.deepEqual(result.metadata, [[["x-started", "yes"]]]);
+      assert.equal(result.status.code, status.UNAVAILABLE);
+      assert.match(result.status.details, new RegExp(`model 'm': upstream ${first.address} is unavailable`));
+      assert.equal(servedBy(second), 0, "not sent again once the upstream had answered");
+    } finally {
+      await engine.close();
     }
   });
 

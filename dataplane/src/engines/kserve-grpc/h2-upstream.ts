@@ -8,7 +8,8 @@ import {
   type OutgoingHttpHeaders,
   type SecureClientSessionOptions,
 } from "node:http2";
-import { abortedError } from "../../../../lib/errors.js";
+import { DEFAULT_CONNECTION_WINDOW } from "../../../../lib/contract/dataplane.js";
+import { abortedError, errorMessage } from "../../../../lib/errors.js";
 import { GRPC_CODE_OF } from "../../../../lib/grpc/status-codes.js";
 import type { ForwardCall, ForwardMetadataEntry, ForwardStatus } from "../engine.js";
 import {
@@ -50,7 +51,7 @@ export interface H2UpstreamOptions {
   readonly address: string;
   /** Largest upstream message accepted; checked on each message's length prefix. */
   readonly maxMessageSize: number;
-  /** HTTP/2 receive window per stream and per session, in bytes (unset: node's 64 KiB). */
+  /** HTTP/2 receive window per stream, in bytes (unset: node's 64 KiB); the session's is at least the server's default. */
   readonly flowControlWindow?: number;
   /** TLS for new sessions, read when one opens (absent: plaintext HTTP/2). */
   readonly tls?: () => UpstreamTlsMaterial;
@@ -133,7 +134,7 @@ export class H2Upstream {
   /** A stream on a session with room for it (a new session when every one is at its peer's limit). */
   openStream(headers: OutgoingHttpHeaders): { stream: ClientHttp2Stream; pooled: PooledSession } {
     if (this.closed) throw new Error("the engine is closed");
-    const pooled = this.sessions.find((one) => one.usable && one.open < this.maxStreams(one)) ?? this.connect();
+    const pooled = this.sessions.find((one) => this.hasRoom(one)) ?? this.connect();
     if (pooled.open++ === 0) pooled.session.ref();
     const stream = pooled.session.request(headers, { endStream: false });
     stream.once("close", () => {
@@ -171,6 +172,12 @@ export class H2Upstream {
     }
   }
 
+  /** Whether a new stream may go on this session: open, not going away, under its peer's limit. */
+  private hasRoom(pooled: PooledSession): boolean {
+    const { session } = pooled;
+    return pooled.usable && !session.closed && !session.destroyed && pooled.open < this.maxStreams(pooled);
+  }
+
   /** The peer's limit on this session's concurrent streams (until its SETTINGS come: the last one seen). */
   private maxStreams(pooled: PooledSession): number {
     return pooled.settled ? (pooled.session.remoteSettings.maxConcurrentStreams ?? Infinity) : this.peerMaxStreams;
@@ -180,7 +187,10 @@ export class H2Upstream {
     const tls = this.options.tls?.();
     const window = this.options.flowControlWindow;
     const settings = window === undefined ? {} : { initialWindowSize: window };
-    const options: SecureClientSessionOptions = { settings };
+    // No session memory bound of node's own (10 MB by default, past which it resets streams
+    // with ENHANCE_YOUR_CALM: four 16 MiB requests at once): what a session holds is bounded by
+    // the message size limit and flow control, as with grpc-js's client, which does the same.
+    const options: SecureClientSessionOptions = { settings, maxSessionMemory: Number.MAX_SAFE_INTEGER };
     if (tls !== undefined) {
       Object.assign(options, { ca: tls.ca, cert: tls.cert, key: tls.key, ALPNProtocols: ["h2"] });
       if (tls.serverName !== undefined) options.servername = tls.serverName;
@@ -204,7 +214,9 @@ export class H2Upstream {
     connectTimer.unref();
     session.once("connect", () => {
       clearTimeout(connectTimer);
-      if (window !== undefined) session.setLocalWindowSize(window);
+      // The connection's window as the server's own default (a connection carries many calls;
+      // one window of one call's size would let a large reply hold up the rest), never below a call's.
+      if (window !== undefined) session.setLocalWindowSize(Math.max(window, DEFAULT_CONNECTION_WINDOW));
     });
     session.on("goaway", retire);
     session.on("close", () => {
@@ -298,7 +310,11 @@ class UpstreamStream implements ForwardCall {
       this.stream?.close(constants.NGHTTP2_CANCEL);
       return;
     }
-    this.handlers.metadata(metadataOf(headers));
+    try {
+      this.handlers.metadata(metadataOf(headers));
+    } catch (error) {
+      this.fail(error);
+    }
   }
 
   private onData(chunk: Buffer): void {
@@ -306,10 +322,21 @@ class UpstreamStream implements ForwardCall {
     try {
       this.reader.push(chunk);
     } catch (error) {
-      if (!(error instanceof FrameError)) throw error;
-      this.failure = { code: error.code, details: error.message };
-      this.stream?.close(constants.NGHTTP2_CANCEL);
+      this.fail(error);
     }
+  }
+
+  /**
+   * A fault while reading the reply (its framing, or a message the caller cannot take, e.g.
+   * one too malformed to rename): the call ends with it and the upstream stream is reset;
+   * thrown on, inside an HTTP/2 event, it would end the process.
+   */
+  private fail(error: unknown): void {
+    this.failure =
+      error instanceof FrameError
+        ? { code: error.code, details: error.message }
+        : { code: status.INTERNAL, details: `upstream ${this.upstream.address}: ${errorMessage(error)}` };
+    this.stream?.close(constants.NGHTTP2_CANCEL);
   }
 
   private onClose(): void {

@@ -119,15 +119,14 @@ export class KserveGrpcEngine implements Engine {
       request.encoded === undefined
         ? encodeInferRequest(this.upstreamRequest(request))
         : withModel(request.encoded, this.settings.upstreamModel, this.settings.upstreamVersion);
-    const { decoupled } = this.settings;
-    const replies = this.messages(bytes, { ...options, stream: decoupled }, sequence);
-    for await (const { message, endpoint } of replies) {
-      if (!decoupled) {
-        yield passThrough
-          ? { outputs: [], encoded: message }
-          : this.fromUpstream(endpoint, ModelInferResponse.decode(message));
-        continue;
-      }
+    if (!this.settings.decoupled) {
+      const { message, endpoint } = await this.reply(bytes, options, sequence);
+      yield passThrough
+        ? { outputs: [], encoded: message }
+        : this.fromUpstream(endpoint, ModelInferResponse.decode(message));
+      return;
+    }
+    for await (const { message, endpoint } of this.messages(bytes, { ...options, stream: true }, sequence)) {
       const { errorMessage, inferResponse } = streamReplyParts(message);
       if (errorMessage !== "") {
         throw new UpstreamStatusError("Internal", status.INTERNAL, `upstream ${endpoint.address}: ${errorMessage}`);
@@ -217,8 +216,42 @@ export class KserveGrpcEngine implements Engine {
     const refreshing = this.pool.refresh();
     // Only the first request waits for the addresses; later ones use those known while they refresh.
     if (this.pool.size > 0) routed.start();
-    else void refreshing.then(() => routed.start());
+    else
+      void refreshing.then(
+        () => routed.start(),
+        () => routed.start(),
+      );
     return routed;
+  }
+
+  /** The upstream's one reply to a ModelInfer request; a non-OK end (or none) rejects. */
+  private reply(
+    bytes: Uint8Array,
+    options: InferOptions,
+    sequence: SequenceRequest | undefined,
+  ): Promise<{ message: Uint8Array; endpoint: Endpoint }> {
+    return new Promise((resolve, reject) => {
+      let message: Uint8Array | undefined;
+      let endpoint: Endpoint | undefined;
+      const sink: ForwardSink = {
+        metadata: () => undefined,
+        message: (received) => (message = received),
+        end: (end) => {
+          if (end.code !== status.OK) reject(callError(end, options.signal));
+          else if (message === undefined)
+            reject(internal(`model '${this.settings.model}': upstream ${endpoint?.address} sent no reply`));
+          else resolve({ message, endpoint: endpoint! });
+        },
+      };
+      this.send(
+        bytes,
+        { ...options, stream: false },
+        sequence,
+        NO_METADATA,
+        sink,
+        (answering) => (endpoint = answering),
+      );
+    });
   }
 
   /** The upstream's messages for an engine request, as they come (a slow consumer stops the reading); a non-OK end throws. */
@@ -271,9 +304,7 @@ export class KserveGrpcEngine implements Engine {
       // The consumer stopped early (or the call is over): the upstream stream is reset.
       if (end === undefined) stop.abort();
     }
-    if (end.code === status.OK) return;
-    if (options.signal.aborted) throw abortedError(options.signal);
-    throw new UpstreamStatusError(kindOfGrpcCode(end.code), end.code, end.details);
+    if (end.code !== status.OK) throw callError(end, options.signal);
   }
 
   /**
@@ -385,6 +416,12 @@ function tlsMaterial(
   };
   createSecureContext(material);
   return material;
+}
+
+/** A failed upstream call as an engine's error: the client's own cancel or deadline as such, else the upstream's code as it came. */
+function callError(end: ForwardStatus, signal: AbortSignal): DataPlaneError {
+  if (signal.aborted) return abortedError(signal);
+  return new UpstreamStatusError(kindOfGrpcCode(end.code), end.code, end.details);
 }
 
 /** A describe call an upstream refused without answering (UNAVAILABLE): another endpoint may take it. */
@@ -499,6 +536,8 @@ class RoutedCall implements ForwardCall {
       return;
     }
     if (end.code === status.OK && routing.sequence?.end === true) pool.endSequence(routing.sequence.id);
-    routing.sink.end(end.transport ? { ...end, details: `model '${this.model}': ${end.details}` } : end);
+    // The status alone (what the engine contract gives), a transport failure naming the model too.
+    const details = end.transport ? `model '${this.model}': ${end.details}` : end.details;
+    routing.sink.end({ code: end.code, details, metadata: end.metadata });
   }
 }
