@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
-import { resolveAddresses, type HostLookup } from "../../src/engines/kserve-grpc/endpoints.js";
+import pino from "pino";
+import { Endpoint, resolveAddresses, type HostLookup } from "../../src/engines/kserve-grpc/endpoints.js";
+import { eventually } from "../fixtures/server.js";
 
 describe("kserve-grpc upstream addresses", () => {
   // A headless Service's name resolves to one record per ready pod; /etc/hosts here
@@ -36,5 +38,30 @@ describe("kserve-grpc upstream addresses", () => {
     const addresses = await resolveAddresses(["localhost:8001"]);
     assert.ok(addresses.length > 0);
     for (const address of addresses) assert.ok(["127.0.0.1:8001", "[::1]:8001"].includes(address), address);
+  });
+});
+
+describe("kserve-grpc endpoint health after close", () => {
+  const runtime = {
+    maxMessageSize: 1024,
+    pythonEngine: { python: "python3", pythonStubTimeoutSecs: 30, pythonShmByteSize: 1 },
+    logger: pino({ level: "silent" }),
+    inference: () => undefined,
+  };
+
+  it("stops probing once closed, even when a probe was in flight (an unloaded model leaves no timer behind)", async () => {
+    const endpoint = new Endpoint("127.0.0.1:1", { runtime });
+    let probes = 0;
+    let answer: ((live: boolean) => void) | undefined;
+    const probe = (): Promise<boolean> => {
+      probes++;
+      return new Promise((resolve) => (answer = resolve));
+    };
+    endpoint.markFailed("connection refused", probe);
+    await eventually(() => assert.equal(probes, 1));
+    endpoint.close();
+    answer!(false);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.equal(probes, 1, "probed again after close");
   });
 });

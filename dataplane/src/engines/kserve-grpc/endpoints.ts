@@ -40,6 +40,7 @@ export class Endpoint {
   lastError = "";
   private failures = 0;
   private retryTimer: NodeJS.Timeout | undefined;
+  private closed = false;
   private describeClient: { client: GRPCInferenceServiceClient; tls: UpstreamTlsMaterial | undefined } | undefined;
 
   constructor(
@@ -90,7 +91,9 @@ export class Endpoint {
   markFailed(error: string, probe: (endpoint: Endpoint) => Promise<boolean>): void {
     this.healthy = false;
     this.lastError = error;
-    if (this.retryTimer !== undefined) return;
+    // Closed (model unloaded, address gone from DNS): a probe that was in flight ends here,
+    // else it would go on every second for the life of the process, holding the engine.
+    if (this.retryTimer !== undefined || this.closed) return;
     const delay = Math.min(PROBE_EVERY_MS, PROBE_FIRST_MS * 2 ** this.failures);
     this.failures++;
     this.retryTimer = setTimeout(() => {
@@ -110,7 +113,9 @@ export class Endpoint {
   }
 
   close(): void {
+    this.closed = true;
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
     this.upstream.close();
     this.describeClient?.client.close();
   }

@@ -112,6 +112,8 @@ export class UpstreamPool {
     }
     this.resolving = resolveAddresses(this.settings.targets)
       .then((addresses) => {
+        // Closed while resolving: no new endpoints (nothing would close them).
+        if (this.closed) return;
         const kept = this.endpoints.filter((endpoint) => addresses.includes(endpoint.address));
         for (const endpoint of this.endpoints) if (!kept.includes(endpoint)) endpoint.close();
         const known = new Set(kept.map((endpoint) => endpoint.address));
