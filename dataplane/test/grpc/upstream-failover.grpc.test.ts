@@ -1,9 +1,11 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { createServer } from "node:http2";
-import type { AddressInfo } from "node:net";
+import { createServer as createNetServer, type AddressInfo, type Socket } from "node:net";
 import { ModelInferRequest, ModelInferResponse, ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import type { ForwardMetadataEntry } from "../../src/engines/engine.js";
 import { frameHeader } from "../../src/engines/kserve-grpc/grpc-frames.js";
+import { H2Upstream, type UpstreamEnd } from "../../src/engines/kserve-grpc/h2-upstream.js";
 import type { KserveGrpcEngine } from "../../src/engines/kserve-grpc/kserve-grpc.js";
 import { eventually } from "../fixtures/server.js";
 import {
@@ -465,6 +467,39 @@ describe("kserve-grpc: request bytes", () => {
     } finally {
       await engine.close();
       await upstream.close();
+    }
+  });
+});
+
+describe("kserve-grpc upstream transport: hostile peers", function () {
+  this.timeout(30_000);
+
+  /** Calls `upstream` once (no deadline: only the transport's own bounds end it) and gives how it ended. */
+  const callOnce = (upstream: H2Upstream, metadata: readonly ForwardMetadataEntry[] = []) =>
+    new Promise<UpstreamEnd>((resolve) =>
+      upstream.call(
+        { path: "/p", message: new Uint8Array(0), deadline: Infinity, metadata, traceHeaders: {} },
+        { metadata: () => undefined, message: () => undefined, end: resolve },
+      ),
+    );
+
+  it("gives up on a peer that takes the connection but never sends its SETTINGS (UNAVAILABLE, refused: another may take it)", async () => {
+    const sockets: Socket[] = [];
+    const silent = createNetServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const upstream = new H2Upstream({
+      address: `127.0.0.1:${(silent.address() as AddressInfo).port}`,
+      maxMessageSize: 1024,
+      connectTimeoutMs: 300,
+    });
+    try {
+      const end = await callOnce(upstream);
+      assert.equal(end.code, status.UNAVAILABLE, end.details);
+      assert.ok(end.refused && end.transport, JSON.stringify(end));
+    } finally {
+      upstream.close();
+      for (const socket of sockets) socket.destroy();
+      silent.close();
     }
   });
 });

@@ -55,6 +55,8 @@ export interface H2UpstreamOptions {
   readonly flowControlWindow?: number;
   /** TLS for new sessions, read when one opens (absent: plaintext HTTP/2). */
   readonly tls?: () => UpstreamTlsMaterial;
+  /** How long a new connection may take, up to the peer's SETTINGS (default 20 s). */
+  readonly connectTimeoutMs?: number;
 }
 
 /** One gRPC call to send. */
@@ -198,6 +200,7 @@ export class H2Upstream {
     const session = connect(`${tls === undefined ? "http" : "https"}://${this.options.address}`, options);
     const pooled: PooledSession = { session, open: 0, usable: true, settled: false };
     session.once("remoteSettings", (settings) => {
+      clearTimeout(connectTimer);
       pooled.settled = true;
       this.peerMaxStreams = settings.maxConcurrentStreams ?? Number.POSITIVE_INFINITY;
     });
@@ -207,13 +210,16 @@ export class H2Upstream {
       const index = this.sessions.indexOf(pooled);
       if (index >= 0) this.sessions.splice(index, 1);
     };
+    // The connection is up once the peer's SETTINGS come, as grpc-js's client counts it: a
+    // peer that takes the TCP connection (or TLS) and then says nothing would otherwise hold
+    // every request sent to it, with no deadline forever, the endpoint still counted healthy.
+    const connectTimeoutMs = this.options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
     const connectTimer = setTimeout(
-      () => session.destroy(new Error(`no connection within ${CONNECT_TIMEOUT_MS / 1000} s`)),
-      CONNECT_TIMEOUT_MS,
+      () => session.destroy(new Error(`no HTTP/2 connection within ${connectTimeoutMs / 1000} s`)),
+      connectTimeoutMs,
     );
     connectTimer.unref();
     session.once("connect", () => {
-      clearTimeout(connectTimer);
       // The connection's window as the server's own default (a connection carries many calls;
       // one window of one call's size would let a large reply hold up the rest), never below a call's.
       if (window !== undefined) session.setLocalWindowSize(Math.max(window, DEFAULT_CONNECTION_WINDOW));
