@@ -483,6 +483,21 @@ describe("kserve-grpc upstream transport: hostile peers", function () {
       ),
     );
 
+  it("refuses client metadata HTTP/2 cannot carry (a second value of a single-value header) as the client's fault: the upstream stays healthy", async () => {
+    const upstream = await startScriptedUpstream();
+    const engine = await forwardingEngine("m", { upstream: upstream.address });
+    try {
+      const result = await ask(engine, {}, { metadata: [["etag", "one"], ["etag", "two"]] });
+      assert.equal(result.status.code, status.INVALID_ARGUMENT, result.status.details);
+      assert.match(result.status.details, /etag/);
+      assert.equal(engine.ready(), true, "one client's metadata took the upstream out");
+      assert.equal((await ask(engine, {})).status.code, status.OK);
+    } finally {
+      await engine.close();
+      await upstream.close();
+    }
+  });
+
   it("gives up on a peer that takes the connection but never sends its SETTINGS (UNAVAILABLE, refused: another may take it)", async () => {
     const sockets: Socket[] = [];
     const silent = createNetServer((socket) => sockets.push(socket));

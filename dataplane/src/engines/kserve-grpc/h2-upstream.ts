@@ -137,8 +137,8 @@ export class H2Upstream {
   openStream(headers: OutgoingHttpHeaders): { stream: ClientHttp2Stream; pooled: PooledSession } {
     if (this.closed) throw new Error("the engine is closed");
     const pooled = this.sessions.find((one) => this.hasRoom(one)) ?? this.connect();
-    if (pooled.open++ === 0) pooled.session.ref();
     const stream = pooled.session.request(headers, { endStream: false });
+    if (pooled.open++ === 0) pooled.session.ref();
     stream.once("close", () => {
       if (--pooled.open === 0 && !pooled.session.destroyed) pooled.session.unref();
     });
@@ -263,7 +263,7 @@ class UpstreamStream implements ForwardCall {
     try {
       this.start();
     } catch (error) {
-      this.finish(this.transportEnd((error as Error).message, true));
+      this.finish(isHeaderError(error) ? this.headerEnd(error) : this.transportEnd((error as Error).message, true));
     }
   }
 
@@ -423,6 +423,18 @@ class UpstreamStream implements ForwardCall {
     };
   }
 
+  /** Metadata HTTP/2 cannot carry (node refused the header block): the client's fault, never the endpoint's. */
+  private headerEnd(error: Error): UpstreamEnd {
+    return {
+      code: status.INVALID_ARGUMENT,
+      details: `metadata not accepted: ${error.message}`,
+      metadata: NO_METADATA,
+      refused: false,
+      transport: false,
+      drained: false,
+    };
+  }
+
   /** The status of a call its client gave up on (cancelled, or past its deadline), as the data plane reports it. */
   private abortStatus(): { code: status; details: string } {
     const error = abortedError(this.request.signal!);
@@ -438,3 +450,16 @@ class UpstreamStream implements ForwardCall {
 
 /** A stream error that is the peer's RST_STREAM, not the connection's loss. */
 const isStreamReset = (error: Error): boolean => (error as NodeJS.ErrnoException).code === "ERR_HTTP2_STREAM_ERROR";
+
+/** Why node refuses a header block it was given: a name or value HTTP/2 cannot carry, or a repeated single-value field. */
+const HEADER_ERRORS: ReadonlySet<string> = new Set([
+  "ERR_HTTP2_HEADER_SINGLE_VALUE",
+  "ERR_HTTP2_INVALID_CONNECTION_HEADERS",
+  "ERR_HTTP2_INVALID_HEADER_VALUE",
+  "ERR_HTTP2_INVALID_PSEUDOHEADER",
+  "ERR_INVALID_HTTP_TOKEN",
+  "ERR_INVALID_CHAR",
+]);
+
+const isHeaderError = (error: unknown): error is Error =>
+  error instanceof Error && HEADER_ERRORS.has((error as NodeJS.ErrnoException).code ?? "");
