@@ -20,16 +20,21 @@ describe("kserve-grpc upstream addresses", () => {
   };
 
   it("expands a DNS name into one address per record, IPv6 bracketed", async () => {
-    assert.deepEqual(await resolveAddresses(["triton.models.svc.cluster.local:8001"], clusterDns), [
-      "10.0.0.7:8001",
-      "10.0.0.8:8001",
-      "[fd00::9]:8001",
+    const target = "triton.models.svc.cluster.local:8001";
+    assert.deepEqual(await resolveAddresses([target], clusterDns), [
+      { address: "10.0.0.7:8001", target },
+      { address: "10.0.0.8:8001", target },
+      { address: "[fd00::9]:8001", target },
     ]);
   });
 
   it("keeps IP addresses as they are, drops duplicates, and keeps a name that does not resolve (so errors name it)", async () => {
+    const resolved = await resolveAddresses(
+      ["10.0.0.7:8001", "[::1]:9000", "nowhere.invalid:1", "10.0.0.7:8001"],
+      clusterDns,
+    );
     assert.deepEqual(
-      await resolveAddresses(["10.0.0.7:8001", "[::1]:9000", "nowhere.invalid:1", "10.0.0.7:8001"], clusterDns),
+      resolved.map(({ address }) => address),
       ["10.0.0.7:8001", "[::1]:9000", "nowhere.invalid:1"],
     );
   });
@@ -37,7 +42,10 @@ describe("kserve-grpc upstream addresses", () => {
   it("uses the system resolver by default", async () => {
     const addresses = await resolveAddresses(["localhost:8001"]);
     assert.ok(addresses.length > 0);
-    for (const address of addresses) assert.ok(["127.0.0.1:8001", "[::1]:8001"].includes(address), address);
+    for (const { address, target } of addresses) {
+      assert.ok(["127.0.0.1:8001", "[::1]:8001"].includes(address), address);
+      assert.equal(target, "localhost:8001");
+    }
   });
 });
 

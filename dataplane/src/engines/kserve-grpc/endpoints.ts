@@ -7,7 +7,7 @@ import {
   ServerLiveResponse,
 } from "../../../../proto/gen/ts/grpc_service.js";
 import type { EngineRuntime } from "../engine.js";
-import { H2Upstream, type UpstreamTlsMaterial } from "./h2-upstream.js";
+import { certificateName, H2Upstream, type UpstreamTlsMaterial } from "./h2-upstream.js";
 
 /**
  * How soon an upstream that went down is tried again: probes after 250 ms, 500 ms, then
@@ -43,13 +43,20 @@ export class Endpoint {
   private closed = false;
   private describeClient: { client: GRPCInferenceServiceClient; tls: UpstreamTlsMaterial | undefined } | undefined;
 
+  /**
+   * @param address where to connect (an IP address and port, or a name that did not resolve)
+   * @param target the `upstream` entry it came from (host:port): the name the upstream's TLS
+   *   certificate carries and `:authority`, as grpc-js's client sends its target's name
+   */
   constructor(
     readonly address: string,
     private readonly settings: EndpointSettings,
+    private readonly target: string = address,
   ) {
     const { runtime, tls } = settings;
     this.upstream = new H2Upstream({
       address,
+      authority: target,
       maxMessageSize: runtime.maxMessageSize,
       ...(runtime.upstreamFlowControlWindow === undefined
         ? {}
@@ -64,13 +71,14 @@ export class Endpoint {
     if (this.describeClient !== undefined && this.describeClient.tls === tls) return this.describeClient.client;
     this.describeClient?.client.close();
     const { runtime } = this.settings;
+    const serverName = tls === undefined ? undefined : (tls.serverName ?? certificateName(this.target));
     const options: ChannelOptions = {
       "grpc.max_receive_message_length": runtime.maxMessageSize,
       "grpc.max_send_message_length": runtime.maxMessageSize,
       ...CHANNEL_BACKOFF,
-      ...(tls?.serverName === undefined
+      ...(serverName === undefined
         ? {}
-        : { "grpc.ssl_target_name_override": tls.serverName, "grpc.default_authority": tls.serverName }),
+        : { "grpc.ssl_target_name_override": serverName, "grpc.default_authority": tls?.serverName ?? this.target }),
     };
     const client = new GRPCInferenceServiceClient(this.address, channelCredentials(tls), options);
     this.describeClient = { client, tls };
@@ -158,6 +166,12 @@ export function probeLive(endpoint: Endpoint, timeoutMs = 1000): Promise<boolean
   });
 }
 
+/** One address to connect to, and the `upstream` entry (host:port) it came from. */
+export interface UpstreamAddress {
+  readonly address: string;
+  readonly target: string;
+}
+
 /**
  * Expands `host:port` entries into addresses: an IP stays as it is; a DNS name becomes
  * one address per A/AAAA record (a headless Service resolves to every pod).
@@ -169,21 +183,24 @@ const systemLookup: HostLookup = (host) => lookup(host, { all: true });
 export async function resolveAddresses(
   targets: readonly string[],
   lookupHost: HostLookup = systemLookup,
-): Promise<string[]> {
-  const addresses: string[] = [];
+): Promise<UpstreamAddress[]> {
+  const resolved = new Map<string, UpstreamAddress>();
+  const add = (address: string, target: string): void => {
+    if (!resolved.has(address)) resolved.set(address, { address, target });
+  };
   for (const target of targets) {
     const separator = target.lastIndexOf(":");
     const host = target.slice(0, separator).replace(/^\[|\]$/g, "");
     const port = target.slice(separator + 1);
     if (isIP(host) !== 0) {
-      addresses.push(target);
+      add(target, target);
       continue;
     }
     const records = await lookupHost(host).catch(() => []);
-    if (records.length === 0) addresses.push(target);
+    if (records.length === 0) add(target, target);
     for (const record of records) {
-      addresses.push(record.family === 6 ? `[${record.address}]:${port}` : `${record.address}:${port}`);
+      add(record.family === 6 ? `[${record.address}]:${port}` : `${record.address}:${port}`, target);
     }
   }
-  return [...new Set(addresses)];
+  return [...resolved.values()];
 }

@@ -8,6 +8,7 @@ import {
   type OutgoingHttpHeaders,
   type SecureClientSessionOptions,
 } from "node:http2";
+import { isIP } from "node:net";
 import { DEFAULT_CONNECTION_WINDOW } from "../../../../lib/contract/dataplane.js";
 import { abortedError, errorMessage } from "../../../../lib/errors.js";
 import { GRPC_CODE_OF } from "../../../../lib/grpc/status-codes.js";
@@ -47,8 +48,10 @@ export interface UpstreamTlsMaterial {
 }
 
 export interface H2UpstreamOptions {
-  /** host:port */
+  /** host:port to connect to */
   readonly address: string;
+  /** The name it is known by (host:port; default: `address`): `:authority`, and the TLS name to check when it is a DNS name. */
+  readonly authority?: string;
   /** Largest upstream message accepted; checked on each message's length prefix. */
   readonly maxMessageSize: number;
   /** HTTP/2 receive window per stream, in bytes (unset: node's 64 KiB); the session's is at least the server's default. */
@@ -120,7 +123,7 @@ export class H2Upstream {
   private closed = false;
 
   constructor(private readonly options: H2UpstreamOptions) {
-    this.authority = options.address;
+    this.authority = options.authority ?? options.address;
   }
 
   /** Whether a session to the endpoint is being opened right now. */
@@ -195,7 +198,10 @@ export class H2Upstream {
     const options: SecureClientSessionOptions = { settings, maxSessionMemory: Number.MAX_SAFE_INTEGER };
     if (tls !== undefined) {
       Object.assign(options, { ca: tls.ca, cert: tls.cert, key: tls.key, ALPNProtocols: ["h2"] });
-      if (tls.serverName !== undefined) options.servername = tls.serverName;
+      // The name the certificate must carry: the configured one, else the DNS name the
+      // address was resolved from (checked against the IP we connect to, a name never matches).
+      const serverName = tls.serverName ?? certificateName(this.authority);
+      if (serverName !== undefined) options.servername = serverName;
     }
     const session = connect(`${tls === undefined ? "http" : "https"}://${this.options.address}`, options);
     const pooled: PooledSession = { session, open: 0, usable: true, settled: false };
@@ -234,6 +240,12 @@ export class H2Upstream {
     session.unref();
     return pooled;
   }
+}
+
+/** The host of a `host:port` target when it is a DNS name (the name a certificate carries); undefined for an IP. */
+export function certificateName(target: string): string | undefined {
+  const host = target.slice(0, target.lastIndexOf(":")).replace(/^\[|\]$/g, "");
+  return isIP(host) === 0 ? host : undefined;
 }
 
 /** One gRPC call on an HTTP/2 stream, from the request's first byte to the status. */
