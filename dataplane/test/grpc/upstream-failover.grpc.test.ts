@@ -237,6 +237,23 @@ describe("kserve-grpc upstream transport: one upstream, scripted", function () {
     }
   });
 
+  it("keeps to a few connections when the upstream allows one stream each: the rest wait for a free stream, none fails", async () => {
+    const single = await startScriptedUpstream({ serverOptions: { "grpc.max_concurrent_streams": 1 } });
+    const engine = await forwardingEngine("m", { upstream: single.address });
+    try {
+      assert.equal((await ask(engine, {})).status.code, status.OK);
+      const results = await Promise.all(Array.from({ length: 40 }, () => ask(engine, { delayMs: 50 })));
+      assert.deepEqual(
+        results.filter((result) => result.status.code !== status.OK).map((result) => result.status.details),
+        [],
+      );
+      assert.ok(single.connections() <= 8, `${single.connections()} connections for 40 calls`);
+    } finally {
+      await engine.close();
+      await single.close();
+    }
+  });
+
   it("forwards several 16 MiB requests at once, every byte intact", async () => {
     const unbounded = await startScriptedUpstream({
       serverOptions: { "grpc.max_receive_message_length": -1, "grpc.max_send_message_length": -1 },

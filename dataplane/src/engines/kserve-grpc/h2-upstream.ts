@@ -99,6 +99,11 @@ export interface UpstreamHandlers {
 
 /** How long a new connection may take before the endpoint counts as unreachable (grpc-js's own bound). */
 const CONNECT_TIMEOUT_MS = 20_000;
+/**
+ * Most sessions to one endpoint: more than one only when its peer limits concurrent streams
+ * (SETTINGS_MAX_CONCURRENT_STREAMS); a limit of 1 (or 0) must not become a connection per request.
+ */
+const MAX_SESSIONS = 8;
 const NO_METADATA: readonly ForwardMetadataEntry[] = [];
 const UNAVAILABLE: number = status.UNAVAILABLE;
 
@@ -136,10 +141,14 @@ export class H2Upstream {
     return new UpstreamStream(this, request, handlers);
   }
 
-  /** A stream on a session with room for it (a new session when every one is at its peer's limit). */
+  /**
+   * A stream on a session with room for it: a new session when every one is at its peer's
+   * limit, up to MAX_SESSIONS; past that, the least busy one, where the stream waits (in
+   * nghttp2) for one of its streams to end, as all of them would on grpc-js's one connection.
+   */
   openStream(headers: OutgoingHttpHeaders): { stream: ClientHttp2Stream; pooled: PooledSession } {
     if (this.closed) throw new Error("the engine is closed");
-    const pooled = this.sessions.find((one) => this.hasRoom(one)) ?? this.connect();
+    const pooled = this.sessions.find((one) => this.hasRoom(one)) ?? this.leastBusy() ?? this.connect();
     const stream = pooled.session.request(headers, { endStream: false });
     if (pooled.open++ === 0) pooled.session.ref();
     stream.once("close", () => {
@@ -177,10 +186,20 @@ export class H2Upstream {
     }
   }
 
+  /** At MAX_SESSIONS (all full): the usable session with the fewest streams; undefined below it. */
+  private leastBusy(): PooledSession | undefined {
+    const usable = this.sessions.filter((one) => this.isUsable(one));
+    if (usable.length < MAX_SESSIONS) return undefined;
+    return usable.reduce((best, one) => (one.open < best.open ? one : best));
+  }
+
+  private isUsable(pooled: PooledSession): boolean {
+    return pooled.usable && !pooled.session.closed && !pooled.session.destroyed;
+  }
+
   /** Whether a new stream may go on this session: open, not going away, under its peer's limit. */
   private hasRoom(pooled: PooledSession): boolean {
-    const { session } = pooled;
-    return pooled.usable && !session.closed && !session.destroyed && pooled.open < this.maxStreams(pooled);
+    return this.isUsable(pooled) && pooled.open < this.maxStreams(pooled);
   }
 
   /** The peer's limit on this session's concurrent streams (until its SETTINGS come: the last one seen). */
