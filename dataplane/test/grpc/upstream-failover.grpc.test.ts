@@ -500,6 +500,29 @@ describe("kserve-grpc upstream transport: hostile peers", function () {
       ),
     );
 
+  it("answers UNKNOWN naming the upstream when its trailers carry no grpc-status (or one that is not a number)", async () => {
+    for (const trailers of [{ "x-other": "1" }, { "grpc-status": "fourteen" }]) {
+      const peer = createServer();
+      peer.on("stream", (stream) => {
+        stream.on("data", () => undefined);
+        stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+        stream.on("wantTrailers", () => stream.sendTrailers(trailers));
+        stream.end();
+      });
+      await new Promise<void>((resolve) => peer.listen(0, "127.0.0.1", resolve));
+      const address = `127.0.0.1:${(peer.address() as AddressInfo).port}`;
+      const upstream = new H2Upstream({ address, maxMessageSize: 1024 });
+      try {
+        const end = await callOnce(upstream);
+        assert.equal(end.code, status.UNKNOWN, JSON.stringify(trailers));
+        assert.match(end.details, new RegExp(`upstream ${address} sent no valid grpc-status`));
+      } finally {
+        upstream.close();
+        await new Promise<void>((resolve) => peer.close(() => resolve()));
+      }
+    }
+  });
+
   it("refuses client metadata HTTP/2 cannot carry (a second value of a single-value header) as the client's fault: the upstream stays healthy", async () => {
     const upstream = await startScriptedUpstream();
     const engine = await forwardingEngine("m", { upstream: upstream.address });

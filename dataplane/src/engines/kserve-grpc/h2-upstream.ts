@@ -434,9 +434,10 @@ class UpstreamStream implements ForwardCall {
     const message = trailers["grpc-message"];
     const details = typeof message === "string" ? decodeGrpcMessage(message) : "";
     if (typeof code !== "string" || !/^\d+$/.test(code)) {
+      // The HTTP status's mapping (UNKNOWN for 200), and a message that says what was missing.
       return {
         code: statusOfHttp(Number(trailers[constants.HTTP2_HEADER_STATUS] ?? 200)),
-        details,
+        details: `upstream ${this.upstream.address} sent no valid grpc-status${details === "" ? "" : `: ${details}`}`,
         metadata: metadataOf(trailers),
       };
     }
