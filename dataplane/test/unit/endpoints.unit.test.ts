@@ -39,6 +39,19 @@ describe("kserve-grpc upstream addresses", () => {
     );
   });
 
+  it("keeps a name's last addresses when looking it up fails for a moment (a DNS blip does not fold a Service's pods into one name)", async () => {
+    const target = "triton.models.svc.cluster.local:8001";
+    const before = await resolveAddresses([target], clusterDns);
+    const failing: HostLookup = async (host) => {
+      throw new Error(`EAI_AGAIN ${host}`);
+    };
+    assert.deepEqual(await resolveAddresses([target, "10.0.0.1:1"], failing, before), [
+      ...before,
+      { address: "10.0.0.1:1", target: "10.0.0.1:1" },
+    ]);
+    assert.deepEqual(await resolveAddresses([target], failing), [{ address: target, target }], "none known: the name");
+  });
+
   it("uses the system resolver by default", async () => {
     const addresses = await resolveAddresses(["localhost:8001"]);
     assert.ok(addresses.length > 0);

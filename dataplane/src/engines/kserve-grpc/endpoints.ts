@@ -51,7 +51,7 @@ export class Endpoint {
   constructor(
     readonly address: string,
     private readonly settings: EndpointSettings,
-    private readonly target: string = address,
+    readonly target: string = address,
   ) {
     const { runtime, tls } = settings;
     this.upstream = new H2Upstream({
@@ -174,7 +174,10 @@ export interface UpstreamAddress {
 
 /**
  * Expands `host:port` entries into addresses: an IP stays as it is; a DNS name becomes
- * one address per A/AAAA record (a headless Service resolves to every pod).
+ * one address per A/AAAA record (a headless Service resolves to every pod). A name whose
+ * lookup fails keeps its `previous` addresses (a DNS blip would otherwise fold every pod
+ * into the one name for the 30 s until the next lookup, closing their connections), or,
+ * with none, stands for itself (so errors name it).
  */
 export type HostLookup = (host: string) => Promise<readonly { address: string; family: number }[]>;
 
@@ -183,6 +186,7 @@ const systemLookup: HostLookup = (host) => lookup(host, { all: true });
 export async function resolveAddresses(
   targets: readonly string[],
   lookupHost: HostLookup = systemLookup,
+  previous: readonly UpstreamAddress[] = [],
 ): Promise<UpstreamAddress[]> {
   const resolved = new Map<string, UpstreamAddress>();
   const add = (address: string, target: string): void => {
@@ -197,7 +201,9 @@ export async function resolveAddresses(
       continue;
     }
     const records = await lookupHost(host).catch(() => []);
-    if (records.length === 0) add(target, target);
+    const known = records.length === 0 ? previous.filter((one) => one.target === target) : [];
+    for (const one of known) add(one.address, target);
+    if (records.length === 0 && known.length === 0) add(target, target);
     for (const record of records) {
       add(record.family === 6 ? `[${record.address}]:${port}` : `${record.address}:${port}`, target);
     }

@@ -110,7 +110,7 @@ export class UpstreamPool {
     if (this.closed || this.resolving !== undefined || (this.endpoints.length > 0 && !stale && !allDown)) {
       return this.resolving ?? Promise.resolve();
     }
-    this.resolving = resolveAddresses(this.settings.targets)
+    this.resolving = resolveAddresses(this.settings.targets, undefined, this.endpoints)
       .then((addresses) => {
         // Closed while resolving: no new endpoints (nothing would close them).
         if (this.closed) return;
