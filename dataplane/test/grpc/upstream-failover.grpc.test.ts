@@ -24,14 +24,17 @@ import { freePort } from "../../../e2e/support/ports.js";
  * comes back, how failures map, when a request is retried elsewhere, and recovery.
  */
 
-/** A peer that answers every call with one message of the given bytes, status OK: a reply no KServe server would send. */
-async function startRawUpstream(reply: Uint8Array): Promise<{ address: string; close(): Promise<void> }> {
+/** A peer that answers every call with messages of the given bytes (one, or as many as given), status OK: replies no KServe server would send. */
+async function startRawUpstream(
+  reply: Uint8Array | readonly Uint8Array[],
+): Promise<{ address: string; close(): Promise<void> }> {
+  const replies = reply instanceof Uint8Array ? [reply] : reply;
   const server = createServer();
   server.on("stream", (stream) => {
     stream.on("data", () => undefined);
     stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
     stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
-    stream.end(Buffer.concat([frameHeader(reply.byteLength), reply]));
+    stream.end(Buffer.concat(replies.flatMap((one) => [frameHeader(one.byteLength), one])));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
@@ -495,7 +498,7 @@ describe("kserve-grpc upstream transport: hostile peers", function () {
   const callOnce = (upstream: H2Upstream, metadata: readonly ForwardMetadataEntry[] = []) =>
     new Promise<UpstreamEnd>((resolve) =>
       upstream.call(
-        { path: "/p", message: new Uint8Array(0), deadline: Infinity, metadata, traceHeaders: {} },
+        { path: "/p", message: new Uint8Array(0), unary: true, deadline: Infinity, metadata, traceHeaders: {} },
         { metadata: () => undefined, message: () => undefined, end: resolve },
       ),
     );
@@ -520,6 +523,29 @@ describe("kserve-grpc upstream transport: hostile peers", function () {
         upstream.close();
         await new Promise<void>((resolve) => peer.close(() => resolve()));
       }
+    }
+  });
+
+  it("holds a ModelInfer to one reply: a second, or none with OK, ends INTERNAL naming the upstream (a stream takes any number)", async () => {
+    const reply = ModelInferResponse.encode({ ...ModelInferResponse.create(), modelName: "m" }).finish();
+    const twice = await startRawUpstream([reply, reply]);
+    const never = await startRawUpstream([]);
+    const toTwice = await forwardingEngine("m", { upstream: twice.address });
+    const toNever = await forwardingEngine("m", { upstream: never.address });
+    try {
+      const unary = await forwardThrough(toTwice, scriptedRequest("m"));
+      assert.equal(unary.status.code, status.INTERNAL, unary.status.details);
+      assert.match(unary.status.details, new RegExp(`upstream ${twice.address} sent more than one reply`));
+      assert.ok(unary.messages.length <= 1);
+      const stream = await forwardThrough(toTwice, scriptedRequest("m"), { stream: true });
+      assert.equal(stream.status.code, status.OK, stream.status.details);
+      assert.equal(stream.messages.length, 2);
+      const none = await forwardThrough(toNever, scriptedRequest("m"));
+      assert.equal(none.status.code, status.INTERNAL, none.status.details);
+      assert.match(none.status.details, new RegExp(`upstream ${never.address} sent no reply`));
+    } finally {
+      await Promise.all([toTwice.close(), toNever.close()]);
+      await Promise.all([twice.close(), never.close()]);
     }
   });
 

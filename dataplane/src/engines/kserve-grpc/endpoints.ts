@@ -152,6 +152,7 @@ export function probeLive(endpoint: Endpoint, timeoutMs = 1000): Promise<boolean
       {
         path: SERVER_LIVE_PATH,
         message: EMPTY_REQUEST,
+        unary: true,
         deadline: Date.now() + timeoutMs,
         signal: AbortSignal.timeout(timeoutMs),
         metadata: [],

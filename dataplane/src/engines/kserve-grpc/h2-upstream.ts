@@ -67,6 +67,8 @@ export interface UpstreamRequest {
   readonly path: string;
   /** The request message (no frame header), sent as it is. */
   readonly message: Uint8Array;
+  /** A unary method: exactly one reply (a second, or an OK end without one, is the upstream's fault). */
+  readonly unary: boolean;
   /** ms since the epoch; Infinity for none. Sent as `grpc-timeout`. */
   readonly deadline: number;
   /** Aborting resets the stream (RST_STREAM CANCEL). */
@@ -106,6 +108,8 @@ const CONNECT_TIMEOUT_MS = 20_000;
 const MAX_SESSIONS = 8;
 const NO_METADATA: readonly ForwardMetadataEntry[] = [];
 const UNAVAILABLE: number = status.UNAVAILABLE;
+const OK: number = status.OK;
+const INTERNAL: number = status.INTERNAL;
 
 /** A session and how many of our streams it carries. */
 interface PooledSession {
@@ -278,6 +282,7 @@ class UpstreamStream implements ForwardCall {
   private failure: { code: status; details: string } | undefined;
   private streamError: Error | undefined;
   private ended = false;
+  private replies = 0;
   private readonly reader: MessageReader;
 
   constructor(
@@ -285,7 +290,7 @@ class UpstreamStream implements ForwardCall {
     private readonly request: UpstreamRequest,
     private readonly handlers: UpstreamHandlers,
   ) {
-    this.reader = new MessageReader(upstream.maxMessageSize, handlers.message.bind(handlers));
+    this.reader = new MessageReader(upstream.maxMessageSize, (message) => this.onMessage(message));
     const { signal } = request;
     if (signal?.aborted === true) {
       this.finish({ ...this.abortStatus(), metadata: NO_METADATA, refused: false, transport: false, drained: false });
@@ -363,6 +368,15 @@ class UpstreamStream implements ForwardCall {
     }
   }
 
+  /** A reply message; a unary call's second one ends the call (as grpc-js's client refused it), passing on nothing more. */
+  private onMessage(message: Uint8Array): void {
+    if (this.request.unary && this.replies > 0) {
+      throw new FrameError(status.INTERNAL, `upstream ${this.upstream.address} sent more than one reply to a unary call`);
+    }
+    this.replies++;
+    this.handlers.message(message);
+  }
+
   /**
    * A fault while reading the reply (its framing, or a message the caller cannot take, e.g.
    * one too malformed to rename): the call ends with it and the upstream stream is reset;
@@ -388,6 +402,9 @@ class UpstreamStream implements ForwardCall {
     const stream = this.stream!;
     if (this.trailers !== undefined) {
       const status = this.statusOf(this.trailers);
+      if (status.code === OK && this.request.unary && this.replies === 0) {
+        return { code: INTERNAL, details: `upstream ${this.upstream.address} sent no reply`, metadata: NO_METADATA, ...plain };
+      }
       // Trailers-Only UNAVAILABLE: the upstream turned it away (draining, overloaded) unrun.
       return { ...status, refused: this.trailersOnly && status.code === UNAVAILABLE, transport: false, drained: false };
     }
