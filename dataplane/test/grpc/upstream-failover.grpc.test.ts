@@ -564,6 +564,32 @@ describe("kserve-grpc upstream transport: hostile peers", function () {
     }
   });
 
+  it("moves to a new connection before a session's stream ids run out, losing no call", async () => {
+    const upstream = await startScriptedUpstream();
+    // Five streams a session here; 10^9 by default (client stream ids stop at 2^31, ~2^30 streams).
+    const h2 = new H2Upstream({ address: upstream.address, maxMessageSize: 1 << 20, streamsPerSession: 5 });
+    const request = ModelInferRequest.encode(scriptedRequest("m")).finish();
+    const callEcho = () =>
+      new Promise<UpstreamEnd>((resolve) =>
+        h2.call(
+          { path: "/inference.GRPCInferenceService/ModelInfer", message: request, unary: true, deadline: Infinity, metadata: [], traceHeaders: {} },
+          { metadata: () => undefined, message: () => undefined, end: resolve },
+        ),
+      );
+    try {
+      const ends = [];
+      for (let i = 0; i < 4; i++) ends.push(...(await Promise.all([callEcho(), callEcho(), callEcho()])));
+      assert.deepEqual(
+        ends.filter((end) => end.code !== status.OK).map((end) => end.details),
+        [],
+      );
+      assert.ok(upstream.connections() >= 3, `${upstream.connections()} connections for 12 calls at 5 streams each`);
+    } finally {
+      h2.close();
+      await upstream.close();
+    }
+  });
+
   it("gives up on a peer that takes the connection but never sends its SETTINGS (UNAVAILABLE, refused: another may take it)", async () => {
     const sockets: Socket[] = [];
     const silent = createNetServer((socket) => sockets.push(socket));

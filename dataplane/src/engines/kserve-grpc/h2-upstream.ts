@@ -60,6 +60,8 @@ export interface H2UpstreamOptions {
   readonly tls?: () => UpstreamTlsMaterial;
   /** How long a new connection may take, up to the peer's SETTINGS (default 20 s). */
   readonly connectTimeoutMs?: number;
+  /** Streams one session carries before new ones go on another (default STREAMS_PER_SESSION). */
+  readonly streamsPerSession?: number;
 }
 
 /** One gRPC call to send. */
@@ -106,6 +108,13 @@ const CONNECT_TIMEOUT_MS = 20_000;
  * (SETTINGS_MAX_CONCURRENT_STREAMS); a limit of 1 (or 0) must not become a connection per request.
  */
 const MAX_SESSIONS = 8;
+/**
+ * Streams a session carries in its life. Client stream ids are odd and end at 2^31 - 1, so a
+ * session has about 2^30 of them; at 5,000 requests/s that is 2.5 days, after which node
+ * destroys the session (ERR_HTTP2_OUT_OF_STREAMS), failing every call on it. Before that, new
+ * streams go on a new session and the old one closes once its own are done.
+ */
+const STREAMS_PER_SESSION = 1_000_000_000;
 const NO_METADATA: readonly ForwardMetadataEntry[] = [];
 const UNAVAILABLE: number = status.UNAVAILABLE;
 const OK: number = status.OK;
@@ -115,7 +124,9 @@ const INTERNAL: number = status.INTERNAL;
 interface PooledSession {
   readonly session: ClientHttp2Session;
   open: number;
-  /** False once it is going away (GOAWAY, error, close): no new streams. */
+  /** Streams it has carried in all. */
+  opened: number;
+  /** False once it is going away (GOAWAY, error, close, stream ids running out): no new streams. */
   usable: boolean;
   /** Its peer's SETTINGS arrived. */
   settled: boolean;
@@ -155,8 +166,13 @@ export class H2Upstream {
     const pooled = this.sessions.find((one) => this.hasRoom(one)) ?? this.leastBusy() ?? this.connect();
     const stream = pooled.session.request(headers, { endStream: false });
     if (pooled.open++ === 0) pooled.session.ref();
+    if (++pooled.opened >= (this.options.streamsPerSession ?? STREAMS_PER_SESSION)) this.retire(pooled);
     stream.once("close", () => {
-      if (--pooled.open === 0 && !pooled.session.destroyed) pooled.session.unref();
+      if (--pooled.open > 0 || pooled.session.destroyed) return;
+      // Idle: it never holds the process; out of the pool, it closes (closed at once, streams
+      // not yet sent on it would be refused).
+      if (pooled.usable) pooled.session.unref();
+      else if (!pooled.session.closed) pooled.session.close();
     });
     return { stream, pooled };
   }
@@ -188,6 +204,13 @@ export class H2Upstream {
       pooled.usable = false;
       if (!pooled.session.closed) pooled.session.close();
     }
+  }
+
+  /** No new streams on this session (it is out of the pool); those open on it finish. */
+  private retire(pooled: PooledSession): void {
+    pooled.usable = false;
+    const index = this.sessions.indexOf(pooled);
+    if (index >= 0) this.sessions.splice(index, 1);
   }
 
   /** At MAX_SESSIONS (all full): the usable session with the fewest streams; undefined below it. */
@@ -227,18 +250,14 @@ export class H2Upstream {
       if (serverName !== undefined) options.servername = serverName;
     }
     const session = connect(`${tls === undefined ? "http" : "https"}://${this.options.address}`, options);
-    const pooled: PooledSession = { session, open: 0, usable: true, settled: false };
+    const pooled: PooledSession = { session, open: 0, opened: 0, usable: true, settled: false };
     session.once("remoteSettings", (settings) => {
       clearTimeout(connectTimer);
       pooled.settled = true;
       this.peerMaxStreams = settings.maxConcurrentStreams ?? Number.POSITIVE_INFINITY;
     });
     this.sessions.push(pooled);
-    const retire = (): void => {
-      pooled.usable = false;
-      const index = this.sessions.indexOf(pooled);
-      if (index >= 0) this.sessions.splice(index, 1);
-    };
+    const retire = (): void => this.retire(pooled);
     // The connection is up once the peer's SETTINGS come, as grpc-js's client counts it: a
     // peer that takes the TCP connection (or TLS) and then says nothing would otherwise hold
     // every request sent to it, with no deadline forever, the endpoint still counted healthy.
