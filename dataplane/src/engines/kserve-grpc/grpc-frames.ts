@@ -278,9 +278,14 @@ export function metadataOf(headers: IncomingHttpHeaders): ForwardMetadataEntry[]
   return entries;
 }
 
-/** Entries as outgoing headers (`-bin` values base64, several values of a name as several fields), reserved names dropped. */
+/**
+ * Entries as outgoing headers (`-bin` values base64, several values of a name as several
+ * fields), reserved names dropped. Names are lowercased first: node sends them lowercased,
+ * so an `Authorization` or `Host` judged as written would pass the deny list and go upstream.
+ */
 export function addMetadataHeaders(headers: OutgoingHttpHeaders, entries: readonly ForwardMetadataEntry[]): void {
-  for (const [name, value] of entries) {
+  for (const [written, value] of entries) {
+    const name = written.toLowerCase();
     if (!isForwardableHeader(name)) continue;
     const text = typeof value === "string" ? value : Buffer.from(value).toString("base64");
     const existing = headers[name];
