@@ -553,7 +553,16 @@ describe("kserve-grpc upstream transport: hostile peers", function () {
     const upstream = await startScriptedUpstream();
     const engine = await forwardingEngine("m", { upstream: upstream.address });
     try {
-      const result = await ask(engine, {}, { metadata: [["etag", "one"], ["etag", "two"]] });
+      const result = await ask(
+        engine,
+        {},
+        {
+          metadata: [
+            ["etag", "one"],
+            ["etag", "two"],
+          ],
+        },
+      );
       assert.equal(result.status.code, status.INVALID_ARGUMENT, result.status.details);
       assert.match(result.status.details, /etag/);
       assert.equal(engine.ready(), true, "one client's metadata took the upstream out");
@@ -572,7 +581,14 @@ describe("kserve-grpc upstream transport: hostile peers", function () {
     const callEcho = () =>
       new Promise<UpstreamEnd>((resolve) =>
         h2.call(
-          { path: "/inference.GRPCInferenceService/ModelInfer", message: request, unary: true, deadline: Infinity, metadata: [], traceHeaders: {} },
+          {
+            path: "/inference.GRPCInferenceService/ModelInfer",
+            message: request,
+            unary: true,
+            deadline: Infinity,
+            metadata: [],
+            traceHeaders: {},
+          },
           { metadata: () => undefined, message: () => undefined, end: resolve },
         ),
       );

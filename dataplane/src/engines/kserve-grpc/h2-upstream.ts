@@ -390,7 +390,10 @@ class UpstreamStream implements ForwardCall {
   /** A reply message; a unary call's second one ends the call (as grpc-js's client refused it), passing on nothing more. */
   private onMessage(message: Uint8Array): void {
     if (this.request.unary && this.replies > 0) {
-      throw new FrameError(status.INTERNAL, `upstream ${this.upstream.address} sent more than one reply to a unary call`);
+      throw new FrameError(
+        status.INTERNAL,
+        `upstream ${this.upstream.address} sent more than one reply to a unary call`,
+      );
     }
     this.replies++;
     this.handlers.message(message);
@@ -422,7 +425,12 @@ class UpstreamStream implements ForwardCall {
     if (this.trailers !== undefined) {
       const status = this.statusOf(this.trailers);
       if (status.code === OK && this.request.unary && this.replies === 0) {
-        return { code: INTERNAL, details: `upstream ${this.upstream.address} sent no reply`, metadata: NO_METADATA, ...plain };
+        return {
+          code: INTERNAL,
+          details: `upstream ${this.upstream.address} sent no reply`,
+          metadata: NO_METADATA,
+          ...plain,
+        };
       }
       // Trailers-Only UNAVAILABLE: the upstream turned it away (draining, overloaded) unrun.
       return { ...status, refused: this.trailersOnly && status.code === UNAVAILABLE, transport: false, drained: false };

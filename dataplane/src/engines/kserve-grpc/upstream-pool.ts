@@ -119,10 +119,7 @@ export class UpstreamPool {
         for (const endpoint of this.endpoints) if (!kept.includes(endpoint)) endpoint.close();
         const known = new Set(kept.map((endpoint) => endpoint.address));
         const added = addresses.filter(({ address }) => !known.has(address));
-        this.endpoints = [
-          ...kept,
-          ...added.map(({ address, target }) => new Endpoint(address, this.settings, target)),
-        ];
+        this.endpoints = [...kept, ...added.map(({ address, target }) => new Endpoint(address, this.settings, target))];
         this.resolvedAt = Date.now();
       })
       .finally(() => (this.resolving = undefined));
