@@ -567,6 +567,10 @@ describe("kserve-grpc upstream transport: hostile peers", function () {
       assert.match(result.status.details, /etag/);
       assert.equal(engine.ready(), true, "one client's metadata took the upstream out");
       assert.equal((await ask(engine, {})).status.code, status.OK);
+      // A header node takes from a client but will not send (HTTP/1's h2c upgrade): dropped as the hop header it is.
+      const hop = await ask(engine, {}, { metadata: [["http2-settings", "AAMAAABkAAQAoAAAAAIAAAAA"]] });
+      assert.equal(hop.status.code, status.OK, hop.status.details);
+      assert.equal(upstream.streams.at(-1)!.headers["http2-settings"], undefined);
     } finally {
       await engine.close();
       await upstream.close();

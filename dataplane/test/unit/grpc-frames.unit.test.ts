@@ -181,6 +181,7 @@ describe("headers that cross a forwarding hop", () => {
       "proxy-connection",
       "transfer-encoding",
       "upgrade",
+      "http2-settings",
       "host",
       "te",
       "content-type",

@@ -241,6 +241,8 @@ const NEVER_FORWARDED: ReadonlySet<string> = new Set([
   "proxy-authorization",
   "transfer-encoding",
   "upgrade",
+  // HTTP/1's upgrade to h2c, meaningless over HTTP/2: node accepts it from a peer but refuses to send it.
+  "http2-settings",
   "host",
   "te",
   "content-type",
