@@ -11,6 +11,8 @@ import { errorMessage } from "./errors.js";
 export class WatchedFiles {
   private applied: readonly Buffer[];
   private rejected: readonly Buffer[] | undefined;
+  /** The last read failure logged (a file missing for an hour is logged once, not every interval). */
+  private unreadable: string | undefined;
   private readonly timer: NodeJS.Timeout;
 
   private constructor(
@@ -46,9 +48,11 @@ export class WatchedFiles {
     try {
       contents = await readAll(this.paths);
     } catch (error) {
-      this.reject(undefined, error);
+      if (errorMessage(error) !== this.unreadable) this.reject(undefined, error);
+      this.unreadable = errorMessage(error);
       return;
     }
+    this.unreadable = undefined;
     if (sameContents(contents, this.applied) || (this.rejected && sameContents(contents, this.rejected))) return;
     try {
       this.apply(contents);

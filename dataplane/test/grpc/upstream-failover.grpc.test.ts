@@ -1,9 +1,11 @@
 import { status } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { createServer } from "node:http2";
-import type { AddressInfo } from "node:net";
+import { createServer as createNetServer, type AddressInfo, type Socket } from "node:net";
 import { ModelInferRequest, ModelInferResponse, ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
+import type { ForwardMetadataEntry } from "../../src/engines/engine.js";
 import { frameHeader } from "../../src/engines/kserve-grpc/grpc-frames.js";
+import { H2Upstream, type UpstreamEnd } from "../../src/engines/kserve-grpc/h2-upstream.js";
 import type { KserveGrpcEngine } from "../../src/engines/kserve-grpc/kserve-grpc.js";
 import { eventually } from "../fixtures/server.js";
 import {
@@ -22,14 +24,17 @@ import { freePort } from "../../../e2e/support/ports.js";
  * comes back, how failures map, when a request is retried elsewhere, and recovery.
  */
 
-/** A peer that answers every call with one message of the given bytes, status OK: a reply no KServe server would send. */
-async function startRawUpstream(reply: Uint8Array): Promise<{ address: string; close(): Promise<void> }> {
+/** A peer that answers every call with messages of the given bytes (one, or as many as given), status OK: replies no KServe server would send. */
+async function startRawUpstream(
+  reply: Uint8Array | readonly Uint8Array[],
+): Promise<{ address: string; close(): Promise<void> }> {
+  const replies = reply instanceof Uint8Array ? [reply] : reply;
   const server = createServer();
   server.on("stream", (stream) => {
     stream.on("data", () => undefined);
     stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
     stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
-    stream.end(Buffer.concat([frameHeader(reply.byteLength), reply]));
+    stream.end(Buffer.concat(replies.flatMap((one) => [frameHeader(one.byteLength), one])));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
@@ -232,6 +237,23 @@ describe("kserve-grpc upstream transport: one upstream, scripted", function () {
     } finally {
       await over.close();
       await limited.close();
+    }
+  });
+
+  it("keeps to a few connections when the upstream allows one stream each: the rest wait for a free stream, none fails", async () => {
+    const single = await startScriptedUpstream({ serverOptions: { "grpc.max_concurrent_streams": 1 } });
+    const engine = await forwardingEngine("m", { upstream: single.address });
+    try {
+      assert.equal((await ask(engine, {})).status.code, status.OK);
+      const results = await Promise.all(Array.from({ length: 40 }, () => ask(engine, { delayMs: 50 })));
+      assert.deepEqual(
+        results.filter((result) => result.status.code !== status.OK).map((result) => result.status.details),
+        [],
+      );
+      assert.ok(single.connections() <= 8, `${single.connections()} connections for 40 calls`);
+    } finally {
+      await engine.close();
+      await single.close();
     }
   });
 
@@ -465,6 +487,146 @@ describe("kserve-grpc: request bytes", () => {
     } finally {
       await engine.close();
       await upstream.close();
+    }
+  });
+});
+
+describe("kserve-grpc upstream transport: hostile peers", function () {
+  this.timeout(30_000);
+
+  /** Calls `upstream` once (no deadline: only the transport's own bounds end it) and gives how it ended. */
+  const callOnce = (upstream: H2Upstream, metadata: readonly ForwardMetadataEntry[] = []) =>
+    new Promise<UpstreamEnd>((resolve) =>
+      upstream.call(
+        { path: "/p", message: new Uint8Array(0), unary: true, deadline: Infinity, metadata, traceHeaders: {} },
+        { metadata: () => undefined, message: () => undefined, end: resolve },
+      ),
+    );
+
+  it("answers UNKNOWN naming the upstream when its trailers carry no grpc-status (or one that is not a number)", async () => {
+    for (const trailers of [{ "x-other": "1" }, { "grpc-status": "fourteen" }]) {
+      const peer = createServer();
+      peer.on("stream", (stream) => {
+        stream.on("data", () => undefined);
+        stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+        stream.on("wantTrailers", () => stream.sendTrailers(trailers));
+        stream.end();
+      });
+      await new Promise<void>((resolve) => peer.listen(0, "127.0.0.1", resolve));
+      const address = `127.0.0.1:${(peer.address() as AddressInfo).port}`;
+      const upstream = new H2Upstream({ address, maxMessageSize: 1024 });
+      try {
+        const end = await callOnce(upstream);
+        assert.equal(end.code, status.UNKNOWN, JSON.stringify(trailers));
+        assert.match(end.details, new RegExp(`upstream ${address} sent no valid grpc-status`));
+      } finally {
+        upstream.close();
+        await new Promise<void>((resolve) => peer.close(() => resolve()));
+      }
+    }
+  });
+
+  it("holds a ModelInfer to one reply: a second, or none with OK, ends INTERNAL naming the upstream (a stream takes any number)", async () => {
+    const reply = ModelInferResponse.encode({ ...ModelInferResponse.create(), modelName: "m" }).finish();
+    const twice = await startRawUpstream([reply, reply]);
+    const never = await startRawUpstream([]);
+    const toTwice = await forwardingEngine("m", { upstream: twice.address });
+    const toNever = await forwardingEngine("m", { upstream: never.address });
+    try {
+      const unary = await forwardThrough(toTwice, scriptedRequest("m"));
+      assert.equal(unary.status.code, status.INTERNAL, unary.status.details);
+      assert.match(unary.status.details, new RegExp(`upstream ${twice.address} sent more than one reply`));
+      assert.ok(unary.messages.length <= 1);
+      const stream = await forwardThrough(toTwice, scriptedRequest("m"), { stream: true });
+      assert.equal(stream.status.code, status.OK, stream.status.details);
+      assert.equal(stream.messages.length, 2);
+      const none = await forwardThrough(toNever, scriptedRequest("m"));
+      assert.equal(none.status.code, status.INTERNAL, none.status.details);
+      assert.match(none.status.details, new RegExp(`upstream ${never.address} sent no reply`));
+    } finally {
+      await Promise.all([toTwice.close(), toNever.close()]);
+      await Promise.all([twice.close(), never.close()]);
+    }
+  });
+
+  it("refuses client metadata HTTP/2 cannot carry (a second value of a single-value header) as the client's fault: the upstream stays healthy", async () => {
+    const upstream = await startScriptedUpstream();
+    const engine = await forwardingEngine("m", { upstream: upstream.address });
+    try {
+      const result = await ask(
+        engine,
+        {},
+        {
+          metadata: [
+            ["etag", "one"],
+            ["etag", "two"],
+          ],
+        },
+      );
+      assert.equal(result.status.code, status.INVALID_ARGUMENT, result.status.details);
+      assert.match(result.status.details, /etag/);
+      assert.equal(engine.ready(), true, "one client's metadata took the upstream out");
+      assert.equal((await ask(engine, {})).status.code, status.OK);
+      // A header node takes from a client but will not send (HTTP/1's h2c upgrade): dropped as the hop header it is.
+      const hop = await ask(engine, {}, { metadata: [["http2-settings", "AAMAAABkAAQAoAAAAAIAAAAA"]] });
+      assert.equal(hop.status.code, status.OK, hop.status.details);
+      assert.equal(upstream.streams.at(-1)!.headers["http2-settings"], undefined);
+    } finally {
+      await engine.close();
+      await upstream.close();
+    }
+  });
+
+  it("moves to a new connection before a session's stream ids run out, losing no call", async () => {
+    const upstream = await startScriptedUpstream();
+    // Five streams a session here; 10^9 by default (client stream ids stop at 2^31, ~2^30 streams).
+    const h2 = new H2Upstream({ address: upstream.address, maxMessageSize: 1 << 20, streamsPerSession: 5 });
+    const request = ModelInferRequest.encode(scriptedRequest("m")).finish();
+    const callEcho = () =>
+      new Promise<UpstreamEnd>((resolve) =>
+        h2.call(
+          {
+            path: "/inference.GRPCInferenceService/ModelInfer",
+            message: request,
+            unary: true,
+            deadline: Infinity,
+            metadata: [],
+            traceHeaders: {},
+          },
+          { metadata: () => undefined, message: () => undefined, end: resolve },
+        ),
+      );
+    try {
+      const ends = [];
+      for (let i = 0; i < 4; i++) ends.push(...(await Promise.all([callEcho(), callEcho(), callEcho()])));
+      assert.deepEqual(
+        ends.filter((end) => end.code !== status.OK).map((end) => end.details),
+        [],
+      );
+      assert.ok(upstream.connections() >= 3, `${upstream.connections()} connections for 12 calls at 5 streams each`);
+    } finally {
+      h2.close();
+      await upstream.close();
+    }
+  });
+
+  it("gives up on a peer that takes the connection but never sends its SETTINGS (UNAVAILABLE, refused: another may take it)", async () => {
+    const sockets: Socket[] = [];
+    const silent = createNetServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const upstream = new H2Upstream({
+      address: `127.0.0.1:${(silent.address() as AddressInfo).port}`,
+      maxMessageSize: 1024,
+      connectTimeoutMs: 300,
+    });
+    try {
+      const end = await callOnce(upstream);
+      assert.equal(end.code, status.UNAVAILABLE, end.details);
+      assert.ok(end.refused && end.transport, JSON.stringify(end));
+    } finally {
+      upstream.close();
+      for (const socket of sockets) socket.destroy();
+      silent.close();
     }
   });
 });

@@ -24,6 +24,7 @@ describe("kserve-grpc: TLS to the upstreams", function () {
   let tlsUpstream: ScriptedUpstream;
   let mtlsUpstream: ScriptedUpstream;
   let namedUpstream: ScriptedUpstream;
+  let localhostUpstream: ScriptedUpstream;
 
   const serverCredentials = (pem: Pem, clientCa?: string) =>
     ServerCredentials.createSsl(
@@ -34,10 +35,11 @@ describe("kserve-grpc: TLS to the upstreams", function () {
 
   before(async () => {
     [ca, otherCa] = await Promise.all([createTestCa("upstream test CA"), createTestCa("another CA")]);
-    const [server, client, named] = await Promise.all([
+    const [server, client, named, localhost] = await Promise.all([
       ca.issue("127.0.0.1", { ips: ["127.0.0.1"] }),
       ca.issue("forwarder", { client: true }),
       ca.issue("upstream.test", { dns: ["upstream.test"] }),
+      ca.issue("localhost", { dns: ["localhost"] }),
     ]);
     files = new SecretFiles();
     files.write({
@@ -46,15 +48,21 @@ describe("kserve-grpc: TLS to the upstreams", function () {
       "client.crt": client.certificate,
       "client.key": client.privateKey,
     });
-    [tlsUpstream, mtlsUpstream, namedUpstream] = await Promise.all([
+    [tlsUpstream, mtlsUpstream, namedUpstream, localhostUpstream] = await Promise.all([
       startScriptedUpstream({ credentials: serverCredentials(server) }),
       startScriptedUpstream({ credentials: serverCredentials(server, ca.certificate) }),
       startScriptedUpstream({ credentials: serverCredentials(named) }),
+      startScriptedUpstream({ credentials: serverCredentials(localhost) }),
     ]);
   });
 
   after(async () => {
-    await Promise.all([tlsUpstream?.close(), mtlsUpstream?.close(), namedUpstream?.close()]);
+    await Promise.all([
+      tlsUpstream?.close(),
+      mtlsUpstream?.close(),
+      namedUpstream?.close(),
+      localhostUpstream?.close(),
+    ]);
     files?.remove();
   });
 
@@ -109,6 +117,18 @@ describe("kserve-grpc: TLS to the upstreams", function () {
     assert.equal(namedUpstream.streams.at(-1)!.headers[":authority"], "upstream.test");
     const unnamed = await engineTo(namedUpstream, { upstream_ca_file: files.path("ca.crt") });
     assert.equal((await ask(unnamed)).status.code, status.UNAVAILABLE, "the certificate does not name 127.0.0.1");
+  });
+
+  it("checks the certificate for the DNS name in `upstream` (not the address it resolves to), and sends it as :authority", async () => {
+    const port = localhostUpstream.address.split(":").at(-1)!;
+    const engine = await engineTo(localhostUpstream, {
+      upstream: `localhost:${port}`,
+      upstream_ca_file: files.path("ca.crt"),
+    });
+    const result = await ask(engine);
+    assert.equal(result.status.code, status.OK, result.status.details);
+    assert.equal(localhostUpstream.streams.at(-1)!.headers[":authority"], `localhost:${port}`);
+    assert.equal(await engine.modelReady(), true, "ModelReady over the describe client's TLS");
   });
 
   it("does not load when a TLS file cannot be read, naming it", async () => {

@@ -181,6 +181,7 @@ describe("headers that cross a forwarding hop", () => {
       "proxy-connection",
       "transfer-encoding",
       "upgrade",
+      "http2-settings",
       "host",
       "te",
       "content-type",
@@ -230,5 +231,19 @@ describe("headers that cross a forwarding hop", () => {
     const headers: OutgoingHttpHeaders = {};
     addMetadataHeaders(headers, [...entries, ["authorization", "Bearer secret"], ["grpc-timeout", "1S"]]);
     assert.deepEqual(headers, { "x-text": "one", "x-many": ["a", "b"], "x-raw-bin": ["AQI=", "Aw=="] });
+  });
+
+  it("judges a name in any case as HTTP/2 sends it (lowercased): Authorization, Host, Grpc-Timeout never go, X-Tag goes as x-tag", () => {
+    const headers: OutgoingHttpHeaders = { "grpc-timeout": "5S" };
+    addMetadataHeaders(headers, [
+      ["Authorization", "Bearer secret"],
+      ["Host", "elsewhere.example"],
+      ["Grpc-Timeout", "99H"],
+      [":Authority", "elsewhere.example"],
+      ["TE", "trailers"],
+      ["X-Tag", "one"],
+      ["x-tag", "two"],
+    ]);
+    assert.deepEqual(headers, { "grpc-timeout": "5S", "x-tag": ["one", "two"] });
   });
 });

@@ -7,7 +7,7 @@ import {
   ServerLiveResponse,
 } from "../../../../proto/gen/ts/grpc_service.js";
 import type { EngineRuntime } from "../engine.js";
-import { H2Upstream, type UpstreamTlsMaterial } from "./h2-upstream.js";
+import { certificateName, H2Upstream, type UpstreamTlsMaterial } from "./h2-upstream.js";
 
 /**
  * How soon an upstream that went down is tried again: probes after 250 ms, 500 ms, then
@@ -40,15 +40,23 @@ export class Endpoint {
   lastError = "";
   private failures = 0;
   private retryTimer: NodeJS.Timeout | undefined;
+  private closed = false;
   private describeClient: { client: GRPCInferenceServiceClient; tls: UpstreamTlsMaterial | undefined } | undefined;
 
+  /**
+   * @param address where to connect (an IP address and port, or a name that did not resolve)
+   * @param target the `upstream` entry it came from (host:port): the name the upstream's TLS
+   *   certificate carries and `:authority`, as grpc-js's client sends its target's name
+   */
   constructor(
     readonly address: string,
     private readonly settings: EndpointSettings,
+    readonly target: string = address,
   ) {
     const { runtime, tls } = settings;
     this.upstream = new H2Upstream({
       address,
+      authority: target,
       maxMessageSize: runtime.maxMessageSize,
       ...(runtime.upstreamFlowControlWindow === undefined
         ? {}
@@ -63,13 +71,14 @@ export class Endpoint {
     if (this.describeClient !== undefined && this.describeClient.tls === tls) return this.describeClient.client;
     this.describeClient?.client.close();
     const { runtime } = this.settings;
+    const serverName = tls === undefined ? undefined : (tls.serverName ?? certificateName(this.target));
     const options: ChannelOptions = {
       "grpc.max_receive_message_length": runtime.maxMessageSize,
       "grpc.max_send_message_length": runtime.maxMessageSize,
       ...CHANNEL_BACKOFF,
-      ...(tls?.serverName === undefined
+      ...(serverName === undefined
         ? {}
-        : { "grpc.ssl_target_name_override": tls.serverName, "grpc.default_authority": tls.serverName }),
+        : { "grpc.ssl_target_name_override": serverName, "grpc.default_authority": tls?.serverName ?? this.target }),
     };
     const client = new GRPCInferenceServiceClient(this.address, channelCredentials(tls), options);
     this.describeClient = { client, tls };
@@ -90,7 +99,9 @@ export class Endpoint {
   markFailed(error: string, probe: (endpoint: Endpoint) => Promise<boolean>): void {
     this.healthy = false;
     this.lastError = error;
-    if (this.retryTimer !== undefined) return;
+    // Closed (model unloaded, address gone from DNS): a probe that was in flight ends here,
+    // else it would go on every second for the life of the process, holding the engine.
+    if (this.retryTimer !== undefined || this.closed) return;
     const delay = Math.min(PROBE_EVERY_MS, PROBE_FIRST_MS * 2 ** this.failures);
     this.failures++;
     this.retryTimer = setTimeout(() => {
@@ -110,7 +121,9 @@ export class Endpoint {
   }
 
   close(): void {
+    this.closed = true;
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
     this.upstream.close();
     this.describeClient?.client.close();
   }
@@ -139,6 +152,7 @@ export function probeLive(endpoint: Endpoint, timeoutMs = 1000): Promise<boolean
       {
         path: SERVER_LIVE_PATH,
         message: EMPTY_REQUEST,
+        unary: true,
         deadline: Date.now() + timeoutMs,
         signal: AbortSignal.timeout(timeoutMs),
         metadata: [],
@@ -153,9 +167,18 @@ export function probeLive(endpoint: Endpoint, timeoutMs = 1000): Promise<boolean
   });
 }
 
+/** One address to connect to, and the `upstream` entry (host:port) it came from. */
+export interface UpstreamAddress {
+  readonly address: string;
+  readonly target: string;
+}
+
 /**
  * Expands `host:port` entries into addresses: an IP stays as it is; a DNS name becomes
- * one address per A/AAAA record (a headless Service resolves to every pod).
+ * one address per A/AAAA record (a headless Service resolves to every pod). A name whose
+ * lookup fails keeps its `previous` addresses (a DNS blip would otherwise fold every pod
+ * into the one name for the 30 s until the next lookup, closing their connections), or,
+ * with none, stands for itself (so errors name it).
  */
 export type HostLookup = (host: string) => Promise<readonly { address: string; family: number }[]>;
 
@@ -164,21 +187,27 @@ const systemLookup: HostLookup = (host) => lookup(host, { all: true });
 export async function resolveAddresses(
   targets: readonly string[],
   lookupHost: HostLookup = systemLookup,
-): Promise<string[]> {
-  const addresses: string[] = [];
+  previous: readonly UpstreamAddress[] = [],
+): Promise<UpstreamAddress[]> {
+  const resolved = new Map<string, UpstreamAddress>();
+  const add = (address: string, target: string): void => {
+    if (!resolved.has(address)) resolved.set(address, { address, target });
+  };
   for (const target of targets) {
     const separator = target.lastIndexOf(":");
     const host = target.slice(0, separator).replace(/^\[|\]$/g, "");
     const port = target.slice(separator + 1);
     if (isIP(host) !== 0) {
-      addresses.push(target);
+      add(target, target);
       continue;
     }
     const records = await lookupHost(host).catch(() => []);
-    if (records.length === 0) addresses.push(target);
+    const known = records.length === 0 ? previous.filter((one) => one.target === target) : [];
+    for (const one of known) add(one.address, target);
+    if (records.length === 0 && known.length === 0) add(target, target);
     for (const record of records) {
-      addresses.push(record.family === 6 ? `[${record.address}]:${port}` : `${record.address}:${port}`);
+      add(record.family === 6 ? `[${record.address}]:${port}` : `${record.address}:${port}`, target);
     }
   }
-  return [...new Set(addresses)];
+  return [...resolved.values()];
 }

@@ -241,6 +241,8 @@ const NEVER_FORWARDED: ReadonlySet<string> = new Set([
   "proxy-authorization",
   "transfer-encoding",
   "upgrade",
+  // HTTP/1's upgrade to h2c, meaningless over HTTP/2: node accepts it from a peer but refuses to send it.
+  "http2-settings",
   "host",
   "te",
   "content-type",
@@ -278,9 +280,14 @@ export function metadataOf(headers: IncomingHttpHeaders): ForwardMetadataEntry[]
   return entries;
 }
 
-/** Entries as outgoing headers (`-bin` values base64, several values of a name as several fields), reserved names dropped. */
+/**
+ * Entries as outgoing headers (`-bin` values base64, several values of a name as several
+ * fields), reserved names dropped. Names are lowercased first: node sends them lowercased,
+ * so an `Authorization` or `Host` judged as written would pass the deny list and go upstream.
+ */
 export function addMetadataHeaders(headers: OutgoingHttpHeaders, entries: readonly ForwardMetadataEntry[]): void {
-  for (const [name, value] of entries) {
+  for (const [written, value] of entries) {
+    const name = written.toLowerCase();
     if (!isForwardableHeader(name)) continue;
     const text = typeof value === "string" ? value : Buffer.from(value).toString("base64");
     const existing = headers[name];

@@ -8,6 +8,7 @@ import {
   type OutgoingHttpHeaders,
   type SecureClientSessionOptions,
 } from "node:http2";
+import { isIP } from "node:net";
 import { DEFAULT_CONNECTION_WINDOW } from "../../../../lib/contract/dataplane.js";
 import { abortedError, errorMessage } from "../../../../lib/errors.js";
 import { GRPC_CODE_OF } from "../../../../lib/grpc/status-codes.js";
@@ -47,14 +48,20 @@ export interface UpstreamTlsMaterial {
 }
 
 export interface H2UpstreamOptions {
-  /** host:port */
+  /** host:port to connect to */
   readonly address: string;
+  /** The name it is known by (host:port; default: `address`): `:authority`, and the TLS name to check when it is a DNS name. */
+  readonly authority?: string;
   /** Largest upstream message accepted; checked on each message's length prefix. */
   readonly maxMessageSize: number;
   /** HTTP/2 receive window per stream, in bytes (unset: node's 64 KiB); the session's is at least the server's default. */
   readonly flowControlWindow?: number;
   /** TLS for new sessions, read when one opens (absent: plaintext HTTP/2). */
   readonly tls?: () => UpstreamTlsMaterial;
+  /** How long a new connection may take, up to the peer's SETTINGS (default 20 s). */
+  readonly connectTimeoutMs?: number;
+  /** Streams one session carries before new ones go on another (default STREAMS_PER_SESSION). */
+  readonly streamsPerSession?: number;
 }
 
 /** One gRPC call to send. */
@@ -62,6 +69,8 @@ export interface UpstreamRequest {
   readonly path: string;
   /** The request message (no frame header), sent as it is. */
   readonly message: Uint8Array;
+  /** A unary method: exactly one reply (a second, or an OK end without one, is the upstream's fault). */
+  readonly unary: boolean;
   /** ms since the epoch; Infinity for none. Sent as `grpc-timeout`. */
   readonly deadline: number;
   /** Aborting resets the stream (RST_STREAM CANCEL). */
@@ -94,14 +103,30 @@ export interface UpstreamHandlers {
 
 /** How long a new connection may take before the endpoint counts as unreachable (grpc-js's own bound). */
 const CONNECT_TIMEOUT_MS = 20_000;
+/**
+ * Most sessions to one endpoint: more than one only when its peer limits concurrent streams
+ * (SETTINGS_MAX_CONCURRENT_STREAMS); a limit of 1 (or 0) must not become a connection per request.
+ */
+const MAX_SESSIONS = 8;
+/**
+ * Streams a session carries in its life. Client stream ids are odd and end at 2^31 - 1, so a
+ * session has about 2^30 of them; at 5,000 requests/s that is 2.5 days, after which node
+ * destroys the session (ERR_HTTP2_OUT_OF_STREAMS), failing every call on it. Before that, new
+ * streams go on a new session and the old one closes once its own are done.
+ */
+const STREAMS_PER_SESSION = 1_000_000_000;
 const NO_METADATA: readonly ForwardMetadataEntry[] = [];
 const UNAVAILABLE: number = status.UNAVAILABLE;
+const OK: number = status.OK;
+const INTERNAL: number = status.INTERNAL;
 
 /** A session and how many of our streams it carries. */
 interface PooledSession {
   readonly session: ClientHttp2Session;
   open: number;
-  /** False once it is going away (GOAWAY, error, close): no new streams. */
+  /** Streams it has carried in all. */
+  opened: number;
+  /** False once it is going away (GOAWAY, error, close, stream ids running out): no new streams. */
   usable: boolean;
   /** Its peer's SETTINGS arrived. */
   settled: boolean;
@@ -118,7 +143,7 @@ export class H2Upstream {
   private closed = false;
 
   constructor(private readonly options: H2UpstreamOptions) {
-    this.authority = options.address;
+    this.authority = options.authority ?? options.address;
   }
 
   /** Whether a session to the endpoint is being opened right now. */
@@ -131,14 +156,23 @@ export class H2Upstream {
     return new UpstreamStream(this, request, handlers);
   }
 
-  /** A stream on a session with room for it (a new session when every one is at its peer's limit). */
+  /**
+   * A stream on a session with room for it: a new session when every one is at its peer's
+   * limit, up to MAX_SESSIONS; past that, the least busy one, where the stream waits (in
+   * nghttp2) for one of its streams to end, as all of them would on grpc-js's one connection.
+   */
   openStream(headers: OutgoingHttpHeaders): { stream: ClientHttp2Stream; pooled: PooledSession } {
     if (this.closed) throw new Error("the engine is closed");
-    const pooled = this.sessions.find((one) => this.hasRoom(one)) ?? this.connect();
-    if (pooled.open++ === 0) pooled.session.ref();
+    const pooled = this.sessions.find((one) => this.hasRoom(one)) ?? this.leastBusy() ?? this.connect();
     const stream = pooled.session.request(headers, { endStream: false });
+    if (pooled.open++ === 0) pooled.session.ref();
+    if (++pooled.opened >= (this.options.streamsPerSession ?? STREAMS_PER_SESSION)) this.retire(pooled);
     stream.once("close", () => {
-      if (--pooled.open === 0 && !pooled.session.destroyed) pooled.session.unref();
+      if (--pooled.open > 0 || pooled.session.destroyed) return;
+      // Idle: it never holds the process; out of the pool, it closes (closed at once, streams
+      // not yet sent on it would be refused).
+      if (pooled.usable) pooled.session.unref();
+      else if (!pooled.session.closed) pooled.session.close();
     });
     return { stream, pooled };
   }
@@ -172,10 +206,27 @@ export class H2Upstream {
     }
   }
 
+  /** No new streams on this session (it is out of the pool); those open on it finish. */
+  private retire(pooled: PooledSession): void {
+    pooled.usable = false;
+    const index = this.sessions.indexOf(pooled);
+    if (index >= 0) this.sessions.splice(index, 1);
+  }
+
+  /** At MAX_SESSIONS (all full): the usable session with the fewest streams; undefined below it. */
+  private leastBusy(): PooledSession | undefined {
+    const usable = this.sessions.filter((one) => this.isUsable(one));
+    if (usable.length < MAX_SESSIONS) return undefined;
+    return usable.reduce((best, one) => (one.open < best.open ? one : best));
+  }
+
+  private isUsable(pooled: PooledSession): boolean {
+    return pooled.usable && !pooled.session.closed && !pooled.session.destroyed;
+  }
+
   /** Whether a new stream may go on this session: open, not going away, under its peer's limit. */
   private hasRoom(pooled: PooledSession): boolean {
-    const { session } = pooled;
-    return pooled.usable && !session.closed && !session.destroyed && pooled.open < this.maxStreams(pooled);
+    return this.isUsable(pooled) && pooled.open < this.maxStreams(pooled);
   }
 
   /** The peer's limit on this session's concurrent streams (until its SETTINGS come: the last one seen). */
@@ -193,27 +244,30 @@ export class H2Upstream {
     const options: SecureClientSessionOptions = { settings, maxSessionMemory: Number.MAX_SAFE_INTEGER };
     if (tls !== undefined) {
       Object.assign(options, { ca: tls.ca, cert: tls.cert, key: tls.key, ALPNProtocols: ["h2"] });
-      if (tls.serverName !== undefined) options.servername = tls.serverName;
+      // The name the certificate must carry: the configured one, else the DNS name the
+      // address was resolved from (checked against the IP we connect to, a name never matches).
+      const serverName = tls.serverName ?? certificateName(this.authority);
+      if (serverName !== undefined) options.servername = serverName;
     }
     const session = connect(`${tls === undefined ? "http" : "https"}://${this.options.address}`, options);
-    const pooled: PooledSession = { session, open: 0, usable: true, settled: false };
+    const pooled: PooledSession = { session, open: 0, opened: 0, usable: true, settled: false };
     session.once("remoteSettings", (settings) => {
+      clearTimeout(connectTimer);
       pooled.settled = true;
       this.peerMaxStreams = settings.maxConcurrentStreams ?? Number.POSITIVE_INFINITY;
     });
     this.sessions.push(pooled);
-    const retire = (): void => {
-      pooled.usable = false;
-      const index = this.sessions.indexOf(pooled);
-      if (index >= 0) this.sessions.splice(index, 1);
-    };
+    const retire = (): void => this.retire(pooled);
+    // The connection is up once the peer's SETTINGS come, as grpc-js's client counts it: a
+    // peer that takes the TCP connection (or TLS) and then says nothing would otherwise hold
+    // every request sent to it, with no deadline forever, the endpoint still counted healthy.
+    const connectTimeoutMs = this.options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
     const connectTimer = setTimeout(
-      () => session.destroy(new Error(`no connection within ${CONNECT_TIMEOUT_MS / 1000} s`)),
-      CONNECT_TIMEOUT_MS,
+      () => session.destroy(new Error(`no HTTP/2 connection within ${connectTimeoutMs / 1000} s`)),
+      connectTimeoutMs,
     );
     connectTimer.unref();
     session.once("connect", () => {
-      clearTimeout(connectTimer);
       // The connection's window as the server's own default (a connection carries many calls;
       // one window of one call's size would let a large reply hold up the rest), never below a call's.
       if (window !== undefined) session.setLocalWindowSize(Math.max(window, DEFAULT_CONNECTION_WINDOW));
@@ -230,6 +284,12 @@ export class H2Upstream {
   }
 }
 
+/** The host of a `host:port` target when it is a DNS name (the name a certificate carries); undefined for an IP. */
+export function certificateName(target: string): string | undefined {
+  const host = target.slice(0, target.lastIndexOf(":")).replace(/^\[|\]$/g, "");
+  return isIP(host) === 0 ? host : undefined;
+}
+
 /** One gRPC call on an HTTP/2 stream, from the request's first byte to the status. */
 class UpstreamStream implements ForwardCall {
   private stream: ClientHttp2Stream | undefined;
@@ -241,6 +301,7 @@ class UpstreamStream implements ForwardCall {
   private failure: { code: status; details: string } | undefined;
   private streamError: Error | undefined;
   private ended = false;
+  private replies = 0;
   private readonly reader: MessageReader;
 
   constructor(
@@ -248,7 +309,7 @@ class UpstreamStream implements ForwardCall {
     private readonly request: UpstreamRequest,
     private readonly handlers: UpstreamHandlers,
   ) {
-    this.reader = new MessageReader(upstream.maxMessageSize, handlers.message.bind(handlers));
+    this.reader = new MessageReader(upstream.maxMessageSize, (message) => this.onMessage(message));
     const { signal } = request;
     if (signal?.aborted === true) {
       this.finish({ ...this.abortStatus(), metadata: NO_METADATA, refused: false, transport: false, drained: false });
@@ -257,7 +318,7 @@ class UpstreamStream implements ForwardCall {
     try {
       this.start();
     } catch (error) {
-      this.finish(this.transportEnd((error as Error).message, true));
+      this.finish(isHeaderError(error) ? this.headerEnd(error) : this.transportEnd((error as Error).message, true));
     }
   }
 
@@ -326,6 +387,18 @@ class UpstreamStream implements ForwardCall {
     }
   }
 
+  /** A reply message; a unary call's second one ends the call (as grpc-js's client refused it), passing on nothing more. */
+  private onMessage(message: Uint8Array): void {
+    if (this.request.unary && this.replies > 0) {
+      throw new FrameError(
+        status.INTERNAL,
+        `upstream ${this.upstream.address} sent more than one reply to a unary call`,
+      );
+    }
+    this.replies++;
+    this.handlers.message(message);
+  }
+
   /**
    * A fault while reading the reply (its framing, or a message the caller cannot take, e.g.
    * one too malformed to rename): the call ends with it and the upstream stream is reset;
@@ -351,6 +424,14 @@ class UpstreamStream implements ForwardCall {
     const stream = this.stream!;
     if (this.trailers !== undefined) {
       const status = this.statusOf(this.trailers);
+      if (status.code === OK && this.request.unary && this.replies === 0) {
+        return {
+          code: INTERNAL,
+          details: `upstream ${this.upstream.address} sent no reply`,
+          metadata: NO_METADATA,
+          ...plain,
+        };
+      }
       // Trailers-Only UNAVAILABLE: the upstream turned it away (draining, overloaded) unrun.
       return { ...status, refused: this.trailersOnly && status.code === UNAVAILABLE, transport: false, drained: false };
     }
@@ -397,9 +478,10 @@ class UpstreamStream implements ForwardCall {
     const message = trailers["grpc-message"];
     const details = typeof message === "string" ? decodeGrpcMessage(message) : "";
     if (typeof code !== "string" || !/^\d+$/.test(code)) {
+      // The HTTP status's mapping (UNKNOWN for 200), and a message that says what was missing.
       return {
         code: statusOfHttp(Number(trailers[constants.HTTP2_HEADER_STATUS] ?? 200)),
-        details,
+        details: `upstream ${this.upstream.address} sent no valid grpc-status${details === "" ? "" : `: ${details}`}`,
         metadata: metadataOf(trailers),
       };
     }
@@ -413,6 +495,18 @@ class UpstreamStream implements ForwardCall {
       metadata: NO_METADATA,
       refused,
       transport: true,
+      drained: false,
+    };
+  }
+
+  /** Metadata HTTP/2 cannot carry (node refused the header block): the client's fault, never the endpoint's. */
+  private headerEnd(error: Error): UpstreamEnd {
+    return {
+      code: status.INVALID_ARGUMENT,
+      details: `metadata not accepted: ${error.message}`,
+      metadata: NO_METADATA,
+      refused: false,
+      transport: false,
       drained: false,
     };
   }
@@ -432,3 +526,16 @@ class UpstreamStream implements ForwardCall {
 
 /** A stream error that is the peer's RST_STREAM, not the connection's loss. */
 const isStreamReset = (error: Error): boolean => (error as NodeJS.ErrnoException).code === "ERR_HTTP2_STREAM_ERROR";
+
+/** Why node refuses a header block it was given: a name or value HTTP/2 cannot carry, or a repeated single-value field. */
+const HEADER_ERRORS: ReadonlySet<string> = new Set([
+  "ERR_HTTP2_HEADER_SINGLE_VALUE",
+  "ERR_HTTP2_INVALID_CONNECTION_HEADERS",
+  "ERR_HTTP2_INVALID_HEADER_VALUE",
+  "ERR_HTTP2_INVALID_PSEUDOHEADER",
+  "ERR_INVALID_HTTP_TOKEN",
+  "ERR_INVALID_CHAR",
+]);
+
+const isHeaderError = (error: unknown): error is Error =>
+  error instanceof Error && HEADER_ERRORS.has((error as NodeJS.ErrnoException).code ?? "");

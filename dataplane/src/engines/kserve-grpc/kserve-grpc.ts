@@ -501,6 +501,7 @@ class RoutedCall implements ForwardCall {
       {
         path: routing.path,
         message: routing.bytes,
+        unary: !options.stream,
         deadline: options.deadline,
         signal: options.signal,
         metadata: routing.metadata,

@@ -110,13 +110,16 @@ export class UpstreamPool {
     if (this.closed || this.resolving !== undefined || (this.endpoints.length > 0 && !stale && !allDown)) {
       return this.resolving ?? Promise.resolve();
     }
-    this.resolving = resolveAddresses(this.settings.targets)
+    this.resolving = resolveAddresses(this.settings.targets, undefined, this.endpoints)
       .then((addresses) => {
-        const kept = this.endpoints.filter((endpoint) => addresses.includes(endpoint.address));
+        // Closed while resolving: no new endpoints (nothing would close them).
+        if (this.closed) return;
+        const current = new Set(addresses.map(({ address }) => address));
+        const kept = this.endpoints.filter((endpoint) => current.has(endpoint.address));
         for (const endpoint of this.endpoints) if (!kept.includes(endpoint)) endpoint.close();
         const known = new Set(kept.map((endpoint) => endpoint.address));
-        const added = addresses.filter((address) => !known.has(address));
-        this.endpoints = [...kept, ...added.map((address) => new Endpoint(address, this.settings))];
+        const added = addresses.filter(({ address }) => !known.has(address));
+        this.endpoints = [...kept, ...added.map(({ address, target }) => new Endpoint(address, this.settings, target))];
         this.resolvedAt = Date.now();
       })
       .finally(() => (this.resolving = undefined));
