@@ -34,9 +34,10 @@ export async function serveDataPlane(args: DataPlaneArguments, logger: Logger): 
  * more of such external memory has been allocated since the last one, however little of it is
  * still alive: at 1 MiB c16 one mark-compact every ~16 requests, 60 per thousand, most of the
  * CPU left after the copies. Counted in the heap's global limit instead, collections follow
- * what is alive: 13-19 per thousand and 35-40 % less CPU per request at 1 MiB (measured, issue
- * 39), for a higher peak RSS (220-244 → 287-460 MiB at 1 MiB c16). A V8 flag Node does not accept in
- * NODE_OPTIONS, so set here, before the first request, in every process that serves.
+ * what is alive: 13-19 per thousand, and about a third less CPU per request at 1 MiB and 16 MiB
+ * (issue 39, measured), for a higher peak RSS (1 MiB c16: 220-263 → 287-460 MiB; 16 MiB c4:
+ * 347-377 → 379-506 MiB). Node refuses this V8 flag in NODE_OPTIONS, so it is set here, before
+ * the first request, in every process that serves.
  */
 function countExternalMemoryInHeapLimit(): void {
   setFlagsFromString("--external-memory-accounted-in-global-limit");
