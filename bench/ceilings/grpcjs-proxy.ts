@@ -10,6 +10,7 @@ import {
 } from "@grpc/grpc-js";
 import { GRPCInferenceServiceService } from "../../proto/gen/ts/grpc_service.js";
 import { DEFAULT_CONNECTION_WINDOW, DEFAULT_STREAM_WINDOW } from "../../lib/contract/dataplane.js";
+import { countExternalMemoryInHeapLimit } from "../../lib/external-memory.js";
 
 /**
  * A grpc-js server in front of a grpc-js client, bytes only: what forwarding costs on grpc-js
@@ -23,6 +24,7 @@ import { DEFAULT_CONNECTION_WINDOW, DEFAULT_STREAM_WINDOW } from "../../lib/cont
  * Prints "listening <port>".
  */
 
+countExternalMemoryInHeapLimit();
 const [portArgument = "0", upstream = "127.0.0.1:8001"] = process.argv.slice(2);
 const asIs = (bytes: Buffer): Buffer => bytes;
 // No size bound, and no channelz (nothing reads it; the data plane turns it off too).

@@ -1,6 +1,7 @@
 import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
 import { ModelInferResponse } from "../../proto/gen/ts/grpc_service.js";
 import { DEFAULT_CONNECTION_WINDOW, DEFAULT_STREAM_WINDOW } from "../../lib/contract/dataplane.js";
+import { countExternalMemoryInHeapLimit } from "../../lib/external-memory.js";
 
 /**
  * A bare grpc-js server: the best Node can do for ModelInfer on this machine. It decodes
@@ -27,6 +28,7 @@ function encodedResponse(elements: number): Buffer {
   );
 }
 
+countExternalMemoryInHeapLimit();
 const [portArgument = "0", sizes = "256"] = process.argv.slice(2);
 const responses = sizes
   .split(",")

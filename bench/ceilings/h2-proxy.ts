@@ -7,6 +7,7 @@ import {
   type ServerHttp2Stream,
 } from "node:http2";
 import { DEFAULT_CONNECTION_WINDOW, DEFAULT_STREAM_WINDOW } from "../../lib/contract/dataplane.js";
+import { countExternalMemoryInHeapLimit } from "../../lib/external-memory.js";
 
 /**
  * A bare `node:http2` stream proxy: the least a forwarder on Node can do per gRPC call, the
@@ -20,6 +21,7 @@ import { DEFAULT_CONNECTION_WINDOW, DEFAULT_STREAM_WINDOW } from "../../lib/cont
  * Prints "listening <port>".
  */
 
+countExternalMemoryInHeapLimit();
 const [portArgument = "0", upstream = "127.0.0.1:8001"] = process.argv.slice(2);
 const { NGHTTP2_NO_ERROR, NGHTTP2_FLAG_END_STREAM } = constants;
 const settings = { initialWindowSize: DEFAULT_STREAM_WINDOW };

@@ -2,9 +2,9 @@ import cluster from "node:cluster";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { setFlagsFromString } from "node:v8";
 import type { Logger } from "pino";
 import { pythonEngineArguments, type DataPlaneArguments } from "../../lib/contract/dataplane.js";
+import { countExternalMemoryInHeapLimit } from "../../lib/external-memory.js";
 import { parseModelFilesArgument, type ModelFilesLocation } from "../../lib/contract/layout.js";
 import { usableCores } from "./cpu-budget.js";
 import { startDataPlane, type DataPlaneOptions, type ModelStorageSettings } from "./dataplane.js";
@@ -26,21 +26,6 @@ export async function serveDataPlane(args: DataPlaneArguments, logger: Logger): 
   if (cluster.isWorker) return runDataPlaneWorker(options, logger);
   if (workers > 1) return startDataPlaneWorkers(options, workers);
   return startDataPlane(options);
-}
-
-/**
- * Tensors live outside V8's heap (Buffers: requests, reassembled by grpc-js, and the socket
- * reads they came in). By default V8 starts a full collection (mark-compact) each time 64 MiB
- * more of such external memory has been allocated since the last one, however little of it is
- * still alive: at 1 MiB c16 one mark-compact every ~16 requests, 60 per thousand, most of the
- * CPU left after the copies. Counted in the heap's global limit instead, collections follow
- * what is alive: 13-19 per thousand, and about a third less CPU per request at 1 MiB and 16 MiB
- * (issue 39, measured), for a higher peak RSS (1 MiB c16: 220-263 → 287-460 MiB; 16 MiB c4:
- * 347-377 → 379-506 MiB). Node refuses this V8 flag in NODE_OPTIONS, so it is set here, before
- * the first request, in every process that serves.
- */
-function countExternalMemoryInHeapLimit(): void {
-  setFlagsFromString("--external-memory-accounted-in-global-limit");
 }
 
 /** What the data plane's rooms are configured with, from the command line. */
