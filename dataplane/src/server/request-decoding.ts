@@ -4,6 +4,7 @@ import {
   ModelInferRequest_ParametersEntry,
   type InferParameter,
 } from "../../../proto/gen/ts/grpc_service.js";
+import { invalidArgument } from "../../../lib/errors.js";
 import { asBuffer } from "../tensors/wire.js";
 import type { RequestHead } from "../inference/request-scope.js";
 
@@ -39,9 +40,19 @@ export class PassThroughRequest implements RequestHead {
     readonly parameters: Readonly<Record<string, InferParameter>>,
   ) {}
 
-  /** The request decoded after all (its model stopped passing requests through before admission). */
+  /**
+   * The request decoded after all (its model stopped passing requests through before
+   * admission). Throws INVALID_ARGUMENT if its tensors are malformed: only its top-level
+   * fields were read when it arrived, so this is the first full read of it.
+   */
   decoded(): ModelInferRequest {
-    return decodeInferRequest(this.bytes);
+    try {
+      return decodeInferRequest(this.bytes);
+    } catch (error) {
+      throw invalidArgument(
+        `the request to model '${this.modelName}' could not be decoded: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
   }
 }
 

@@ -38,9 +38,10 @@ export function modelInferStreamHandlers(context: InferenceContext): ExtensionsI
 
 async function serveDecoded(context: InferenceContext, call: InferStreamCall, lifetime: CallLifetime): Promise<void> {
   const { signal } = lifetime;
-  const request = decodedRequest(call.request);
   const writer = new StreamWriter(call, signal);
   try {
+    // Inside the try: a request read as passing through whose model was reloaded as a checked one is decoded here.
+    const request = decodedRequest(call.request);
     for await (const response of runInference(context, request, MODEL_INFER_STREAM, lifetime, receivedBytesOf(request)))
       await writer.write(response);
     lifetime.finished();

@@ -118,8 +118,10 @@ async function serveRequest(
 ): Promise<void> {
   if (isPassThrough(received) && passesThrough(context, received, MODEL_STREAM_INFER))
     return forwardRequest(context, writer, received, lifetime, metadata);
-  const request = decodedRequest(received);
   try {
+    // Inside the try: a request read as passing through is decoded here (its model was
+    // reloaded as a checked one meanwhile), and a malformed one is this request's failure.
+    const request = decodedRequest(received);
     for await (const response of runInference(
       context,
       request,
@@ -131,7 +133,7 @@ async function serveRequest(
     }
   } catch (error) {
     if (lifetime.signal.aborted) return;
-    await writeFailure(writer, request, error);
+    await writeFailure(writer, received, error);
   }
 }
 

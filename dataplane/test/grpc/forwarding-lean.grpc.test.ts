@@ -1,5 +1,7 @@
 import { credentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import { createServer, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
+import type { AddressInfo } from "node:net";
 import {
   ModelInferResponse,
   type ModelInferRequest,
@@ -39,11 +41,60 @@ function timeoutMs(header: string): number {
   return Number(header.slice(0, -1)) * units[header.slice(-1)]!;
 }
 
+/** One inference stream a silent upstream received: its headers, and how it ended. */
+interface SilentStream {
+  readonly headers: IncomingHttpHeaders;
+  resetCode: number | undefined;
+}
+
+/**
+ * An HTTP/2 upstream that takes inference streams and never answers them, nor enforces their
+ * grpc-timeout (a grpc-js peer ends a call at its own deadline, which races the data plane's
+ * reset of it: the upstream's timer starts after ours and may still fire first on a loaded
+ * machine). What ends such a stream is then the data plane alone. Other methods (ServerLive
+ * probes) are answered UNIMPLEMENTED at once.
+ */
+async function startSilentUpstream(): Promise<{ address: string; streams: SilentStream[]; close(): Promise<void> }> {
+  const streams: SilentStream[] = [];
+  const server = createServer();
+  const sessions = new Set<ServerHttp2Session>();
+  server.on("session", (session: ServerHttp2Session) => {
+    sessions.add(session);
+    session.on("close", () => sessions.delete(session));
+  });
+  server.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+    if (!String(headers[":path"]).endsWith("Infer")) {
+      stream.respond({ ":status": 200, "content-type": "application/grpc", "grpc-status": "12" }, { endStream: true });
+      return;
+    }
+    const record: SilentStream = { headers, resetCode: undefined };
+    streams.push(record);
+    stream.on("data", () => undefined);
+    stream.on("close", () => (record.resetCode = stream.rstCode));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    address: `127.0.0.1:${port}`,
+    streams,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const session of sessions) session.destroy();
+      }),
+  };
+}
+
 describe("the lean forwarding path against a scripted upstream", function () {
   this.timeout(60_000);
+  // Registered before the forwarding fixture's hooks: its models' configs name this address.
+  let silent: Awaited<ReturnType<typeof startSilentUpstream>>;
+  before(async () => (silent = await startSilentUpstream()));
+  after(() => silent.close());
   const forwarding = useScriptedForwarding(
     (upstream) => ({
       lean: forwardedConfig("lean", upstream),
+      silent: forwardedConfig("silent", silent.address),
       lean_stream: forwardedConfig("lean_stream", upstream, "model_transaction_policy { decoupled: true }"),
       // Served only by the counting test: the same load on each, one forwarded, one checked.
       counted: forwardedConfig("counted", upstream),
@@ -85,11 +136,12 @@ describe("the lean forwarding path against a scripted upstream", function () {
 
   it("sends the deadline as grpc-timeout no longer than the client's; the client gets DEADLINE_EXCEEDED and the upstream a reset", async () => {
     const given = 800;
-    const { error } = await infer(scriptedRequest("lean", { hang: true }, { id: "deadline" }), {
+    const { error } = await infer(scriptedRequest("silent", {}, { id: "deadline" }), {
       deadline: Date.now() + given,
     });
     assert.equal(error?.code, status.DEADLINE_EXCEEDED);
-    const stream = await streamOf("deadline");
+    await eventually(() => assert.equal(silent.streams.length, 1, "one stream upstream"));
+    const stream = silent.streams[0]!;
     const sent = timeoutMs(String(stream.headers["grpc-timeout"]));
     assert.ok(sent > 0 && sent <= given, `grpc-timeout ${String(stream.headers["grpc-timeout"])} within ${given} ms`);
     await eventually(() => assert.equal(stream.resetCode, H2_CODE.CANCEL, "the upstream's stream was reset (CANCEL)"));

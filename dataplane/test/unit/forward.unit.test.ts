@@ -1,5 +1,6 @@
 import { Client, credentials, Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import { EventEmitter } from "node:events";
 import { pino } from "pino";
 import {
   ModelInferRequest,
@@ -14,6 +15,9 @@ import { KserveGrpcEngine } from "../../src/engines/kserve-grpc/kserve-grpc.js";
 import { startDataPlane, type RunningDataPlane } from "../../src/dataplane.js";
 import { dataPlaneOptions } from "../../src/main.js";
 import { forwardedMetadata } from "../../src/inference/forward.js";
+import type { InferenceContext } from "../../src/inference/pipeline.js";
+import { modelStreamInferHandler } from "../../src/services/model-stream-infer.js";
+import { modelInferStreamHandlers } from "../../src/services/model-infer-stream.js";
 import { inferRequestDecoder, PassThroughRequest } from "../../src/server/request-decoding.js";
 import type { VersionStatistics } from "../../src/models/statistics.js";
 import { TestRepository } from "../fixtures/repository.js";
@@ -489,3 +493,76 @@ function countsOf(statistics: VersionStatistics): { success: number; fail: numbe
   const { success, fail } = proto.inferenceStats!;
   return { success: Number(success!.count), fail: Number(fail!.count), executions: Number(proto.executionCount) };
 }
+
+describe("a request read as passing through whose model is reloaded as a checked one before its turn", function () {
+  /** ModelInferRequest bytes: model_name "m", then one input whose message is cut (its tag's varint never ends). */
+  const cutTensor = Uint8Array.of(0x0a, 0x01, 0x6d, 0x2a, 0x01, 0xff);
+  /** The registry after the reload: nothing passes through any more. */
+  const reloaded = { registry: { passThroughNames: () => new Set<string>() } } as unknown as InferenceContext;
+
+  /** Collects the process's unhandled rejections while `run` runs (one would end a data plane). */
+  async function unhandledDuring(run: () => Promise<void>): Promise<unknown[]> {
+    const unhandled: unknown[] = [];
+    const listener = (reason: unknown): void => void unhandled.push(reason);
+    process.prependListener("unhandledRejection", listener);
+    try {
+      await run();
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.removeListener("unhandledRejection", listener);
+    }
+    return unhandled;
+  }
+
+  /** A grpc-js call as the services use it: no deadline, no metadata, what is written kept. */
+  class FakeCall extends EventEmitter {
+    readonly metadata = new Metadata();
+    readonly written: unknown[] = [];
+    ended = false;
+    readonly request: unknown;
+    constructor(request?: unknown) {
+      super();
+      this.request = request;
+    }
+    getDeadline = (): number => Infinity;
+    write(reply: unknown): boolean {
+      this.written.push(reply);
+      return true;
+    }
+    pause = (): void => undefined;
+    resume = (): void => undefined;
+    end(): void {
+      this.ended = true;
+    }
+  }
+
+  it("ModelStreamInfer: a request that no longer decodes is answered with error_message on the open stream", async () => {
+    const read = inferRequestDecoder(new Set(["m"]))(cutTensor);
+    assert.ok(read instanceof PassThroughRequest, "read as passing through (its tensors are not read)");
+    const call = new FakeCall();
+    const unhandled = await unhandledDuring(async () => {
+      modelStreamInferHandler(reloaded)(call as never);
+      call.emit("data", read);
+      call.emit("end");
+      await eventually(() => assert.ok(call.ended, "the stream ended"));
+    });
+    assert.deepEqual(unhandled, []);
+    const [reply] = call.written as { errorMessage: string; inferResponse: { modelName: string } }[];
+    assert.match(reply?.errorMessage ?? "", /could not be decoded/);
+    assert.equal(reply?.inferResponse.modelName, "m");
+  });
+
+  it("ModelInferStream: a request that no longer decodes ends the call INVALID_ARGUMENT", async () => {
+    const read = inferRequestDecoder(new Set(["m"]))(cutTensor);
+    const call = new FakeCall(read);
+    const errors: { code: number; details: string }[] = [];
+    call.on("error", (error: { code: number; details: string }) => errors.push(error));
+    const unhandled = await unhandledDuring(async () => {
+      modelInferStreamHandlers(reloaded).modelInferStream(call as never);
+      await eventually(() => assert.equal(errors.length, 1));
+    });
+    assert.deepEqual(unhandled, []);
+    assert.equal(errors[0]?.code, status.INVALID_ARGUMENT);
+    assert.match(errors[0]?.details ?? "", /could not be decoded/);
+  });
+});
