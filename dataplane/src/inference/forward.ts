@@ -31,7 +31,8 @@ export interface ForwardReplies {
   /**
    * The status the request ends with, given the upstream's (absent: the upstream's): what the
    * entry makes of the messages it was sent (e.g. an `error_message` reply on a stream that
-   * ends at a failure). Asked before the request is recorded.
+   * ends at a failure). Asked before the request is recorded; a status other than the one
+   * given is recorded as the failure even when the request's signal was aborted since.
    */
   outcome?(upstream: ForwardStatus): ForwardStatus;
   /** The request's end: the upstream's status and trailers (or a failure the engine mapped to one). */
@@ -99,8 +100,10 @@ export function forwardInference(
       scope.produced();
       const checked = scope.isUnary ? oneReply(upstream, scope.responseCount, spec.name) : upstream;
       const status = replies.outcome?.(checked) ?? checked;
+      // An outcome of the entry's own stands even if it then cancelled the upstream (ModelInferStream's error_message).
+      const aborted = status === checked && lifetime.signal.aborted;
       if (status.code === grpcStatus.OK) scope.succeed();
-      else scope.fail(lifetime.signal.aborted ? abortedError(lifetime.signal) : failureOf(status));
+      else scope.fail(aborted ? abortedError(lifetime.signal) : failureOf(status));
       scope.close();
       replies.end(status);
     },

@@ -1,4 +1,9 @@
-import { status as grpcStatus, type handleServerStreamingCall, type ServerWritableStream } from "@grpc/grpc-js";
+import {
+  Metadata,
+  status as grpcStatus,
+  type handleServerStreamingCall,
+  type ServerWritableStream,
+} from "@grpc/grpc-js";
 import type { ExtensionsImplementation } from "../server/grpc.js";
 import {
   decodedRequest,
@@ -56,8 +61,9 @@ async function serveDecoded(context: InferenceContext, call: InferStreamCall, li
 /**
  * The upstream's stream relayed: its initial metadata as the call's, the response of each of
  * its replies as it came, its status and trailers as the call's. An upstream reply carrying
- * `error_message` ends the call with it (INTERNAL, the upstream's text), as a failure does
- * on this RPC; the upstream's later replies are not sent.
+ * `error_message` ends the call with it at once (INTERNAL, the upstream's text), as a failure
+ * does on this RPC, and cancels the upstream's stream: its later replies have nowhere to go,
+ * and waiting for its end would hold the client as long as the upstream kept streaming.
  */
 function forwardStream(
   context: InferenceContext,
@@ -74,17 +80,21 @@ function forwardStream(
     message: (bytes) => {
       if (failed !== undefined) return undefined;
       const { errorMessage, inferResponse } = streamReplyParts(bytes);
-      if (errorMessage !== "") failed = errorMessage;
-      else if (inferResponse !== undefined) return writer.writeNow({ encoded: inferResponse });
+      if (errorMessage === "")
+        return inferResponse === undefined ? undefined : writer.writeNow({ encoded: inferResponse });
+      failed = errorMessage;
+      if (!signal.aborted) {
+        headers.beforeError();
+        call.emit("error", { code: grpcStatus.INTERNAL, details: failed, metadata: new Metadata() });
+      }
+      lifetime.cancel();
       return undefined;
     },
-    outcome: (status) =>
-      failed === undefined || status.code !== grpcStatus.OK
-        ? status
-        : { ...status, code: grpcStatus.INTERNAL, details: failed },
+    // The request failed with the error_message (the upstream's status is then that of its stream cancelled here).
+    outcome: (status) => (failed === undefined ? status : { code: grpcStatus.INTERNAL, details: failed, metadata: [] }),
     end: (status) => {
       lifetime.finished();
-      if (signal.aborted) return;
+      if (signal.aborted || failed !== undefined) return;
       const metadata = toMetadata(status.metadata);
       if (status.code === grpcStatus.OK) return void call.end(metadata);
       headers.beforeError();

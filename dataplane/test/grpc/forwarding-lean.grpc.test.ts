@@ -236,6 +236,38 @@ describe("the lean forwarding path against a scripted upstream", function () {
     }
   });
 
+  it("ModelInferStream: an error_message reply ends the call at once and cancels the upstream's stream", async () => {
+    const extensions = new InferenceExtensionsClient(`127.0.0.1:${server.grpcPort}`, credentials.createInsecure());
+    try {
+      const script: Script = { streamReplies: [null, "it broke", null], hang: true };
+      const failed = await new Promise<{ replies: number; error?: ServiceError }>((resolve) => {
+        let replies = 0;
+        const stream = extensions.modelInferStream(scriptedRequest("lean_stream", script, { id: "broken" }), {
+          deadline: Date.now() + 10_000,
+        });
+        stream.on("data", () => replies++);
+        stream.on("error", (error: ServiceError) => resolve({ replies, error }));
+        stream.on("end", () => resolve({ replies }));
+      });
+      assert.equal(failed.error?.code, status.INTERNAL, failed.error?.details);
+      assert.equal(failed.error?.details, "it broke");
+      assert.equal(failed.replies, 1);
+      const upstreamStream = await streamOf("broken");
+      await eventually(() => assert.equal(upstreamStream.resetCode, H2_CODE.CANCEL));
+      // Recorded as the failure the client got, not as the cancel that ended the upstream's stream.
+      const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
+      const errors = samples.filter(
+        ({ name, labels }) => name === "dynamo_component_errors_total" && labels["model"] === "lean_stream",
+      );
+      assert.deepEqual(
+        errors.map(({ labels, value }) => [labels["error_type"], value]),
+        [["internal", 2]],
+      );
+    } finally {
+      extensions.close();
+    }
+  });
+
   it("counts forwarded requests in the metrics and the statistics as the pipeline counts checked ones", async () => {
     const load = async (model: string): Promise<void> => {
       for (let index = 0; index < 3; index++) assert.equal((await infer(scriptedRequest(model, {}))).error, undefined);
