@@ -12,7 +12,9 @@ import { eventually, streamAll, type ServerProcess } from "../fixtures/server.js
  * Flow control through the lean forwarding path: a client that never reads the replies of a
  * fast decoupled upstream holds that upstream back (the data plane does not take the
  * upstream's replies into memory), and other clients of the same model are served meanwhile.
- * The scripted upstream writes every reply at once (it buffers on its side, in this process).
+ * The scripted upstream writes every reply at once: what the data plane does not take stays
+ * unsent on the upstream's side, in this process. The data plane's RSS growth is logged
+ * (measured, not asserted: garbage and GC timing move it by tens of MiB).
  */
 
 const MiB = 1024 * 1024;
@@ -67,6 +69,7 @@ describe("the lean forwarding path under a client that never reads", function ()
     // Warm up the path (buffers, code) with a read request of the same size.
     await streamAll(server.client, [bigRequest("fast", "warm")]);
     const before = await rssOf(server.process.pid!);
+    const sentBefore = forwarding.upstream.streamRepliesSent();
     const session = connect(`http://127.0.0.1:${server.grpcPort}`);
     try {
       stall(session);
@@ -77,6 +80,8 @@ describe("the lean forwarding path under a client that never reads", function ()
       // Long enough for the upstream's 4 x 48 MiB to have reached the data plane, were it taken.
       await settle(3_000);
       const grown = (await rssOf(server.process.pid!)) - before;
+      // What the upstream could send: the data plane's flow-control windows (8 MiB a call) and a reply or so each.
+      const sent = forwarding.upstream.streamRepliesSent() - sentBefore;
       // Another client of the same model is served meanwhile, on both streaming RPCs.
       const replies = await streamAll(server.client, [scriptedRequest("fast", { streamReplies: [null, null] })]);
       assert.equal(replies.length, 2);
@@ -87,11 +92,10 @@ describe("the lean forwarding path under a client that never reads", function ()
       } finally {
         extensions.close();
       }
-      console.log(`      data plane RSS grew ${(grown / MiB).toFixed(1)} MiB with 192 MiB unread upstream`);
-      assert.ok(
-        grown < 64 * MiB,
-        `the data plane grew ${(grown / MiB).toFixed(1)} MiB: it took the upstream's replies`,
+      console.log(
+        `      upstream sent ${sent} of ${4 * REPLIES} 1 MiB replies; data plane RSS grew ${(grown / MiB).toFixed(1)} MiB`,
       );
+      assert.ok(sent <= 40, `the upstream sent ${sent} replies: the data plane took them`);
     } finally {
       session.destroy();
     }
