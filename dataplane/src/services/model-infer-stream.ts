@@ -81,7 +81,9 @@ function forwardStream(
       if (failed !== undefined) return undefined;
       const { errorMessage, inferResponse } = streamReplyParts(bytes);
       if (errorMessage === "")
-        return inferResponse === undefined ? undefined : writer.writeNow({ encoded: inferResponse });
+        return inferResponse === undefined
+          ? undefined
+          : writer.writeNow({ encoded: inferResponse }, inferResponse.byteLength);
       failed = errorMessage;
       if (!signal.aborted) {
         headers.beforeError();

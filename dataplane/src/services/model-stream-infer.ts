@@ -56,7 +56,7 @@ export interface StreamCall extends CallSurface {
   on(event: "data", listener: (request: ReceivedInferRequest) => void): unknown;
   on(event: "end" | "drain", listener: () => void): unknown;
   on(event: "error", listener: (error: Error) => void): unknown;
-  write(reply: StreamInferReply): boolean;
+  write(reply: StreamInferReply, written?: () => void): boolean;
   pause(): unknown;
   resume(): unknown;
   end(): unknown;
@@ -153,7 +153,7 @@ function forwardRequest(
   return new Promise((resolve) =>
     forwardInference(context, request, MODEL_STREAM_INFER, lifetime, metadata, {
       metadata: () => undefined,
-      message: (bytes) => writer.writeNow({ encodedStreamReply: bytes }),
+      message: (bytes) => writer.writeNow({ encodedStreamReply: bytes }, bytes.byteLength),
       end: ({ code, details }) => {
         if (code === grpcStatus.OK || lifetime.signal.aborted) resolve();
         else void writeFailure(writer, request, details).then(resolve);
