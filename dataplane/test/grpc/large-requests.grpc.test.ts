@@ -9,8 +9,8 @@ import { useServer } from "../fixtures/serving.js";
 
 /**
  * Requests as they arrive in pieces (patches/@grpc+grpc-js+1.14.7.patch, the StreamDecoder
- * part): the patched grpc-js allocates a message once its 5-byte frame header has been read
- * and copies each DATA chunk into it; a message inside one chunk is a view of that chunk.
+ * part): the patched grpc-js allocates a message once half of it has arrived and copies each
+ * later DATA chunk into it; a message inside one chunk is a view of that chunk.
  * A raw HTTP/2 client chooses the DATA frames (each write waits for the one before it to
  * leave, so each is a frame of its own): frame headers across chunks, a message inside one
  * chunk, several messages in one chunk; every reply must be the request's bytes.
@@ -180,6 +180,45 @@ describe("large requests (the patched grpc-js StreamDecoder)", () => {
         assert.equal(out.length, 1, `cut at ${offsets.join(", ")}`);
         assert.ok(out[0]!.equals(message), `cut at ${offsets.join(", ")}`);
       }
+    });
+
+    it("a message that stalls holds about what has arrived of it, not what its header announces", () => {
+      // A hostile client opens calls that each announce --max-message-size and send a few
+      // bytes. Allocated at the header, each would reserve 64 MiB that V8 counts (and collects
+      // as if in use) for 105 bytes sent: 100 calls, 6.4 GB for 10 KiB.
+      const calls = 100;
+      const sent = 100;
+      const before = process.memoryUsage().arrayBuffers;
+      const decoders = Array.from({ length: calls }, () => {
+        const decoder = new StreamDecoder(DEFAULT_MAX_MESSAGE_SIZE);
+        const start = Buffer.alloc(FRAME_HEADER_BYTES + sent);
+        start.writeUInt32BE(DEFAULT_MAX_MESSAGE_SIZE, 1);
+        assert.deepEqual(decoder.write(start), []);
+        return decoder;
+      });
+      const grown = process.memoryUsage().arrayBuffers - before;
+      assert.equal(decoders.length, calls);
+      assert.ok(grown < 4 * MIB, `${calls} calls of ${sent} bytes each grew ArrayBuffers by ${grown} bytes`);
+    });
+
+    it("a message in pieces is allocated once half of it has come, never before", () => {
+      const message = framed(distinctBytes(8 * MIB, 2));
+      const decoder = new StreamDecoder(-1);
+      const pieces = cutAt(message, [], MIB / 4).map((piece) => Buffer.from(piece));
+      const before = process.memoryUsage().arrayBuffers;
+      const out: Buffer[] = [];
+      let arrived = 0;
+      for (const piece of pieces) {
+        out.push(...decoder.write(piece));
+        arrived += piece.length;
+        // The pieces were allocated beforehand: what grows is the decoder's, the message
+        // once half of it is in (twice what has come at most), nothing before.
+        const allocated = process.memoryUsage().arrayBuffers - before;
+        assert.ok(allocated <= 2 * arrived, `after ${arrived} bytes, ${allocated} allocated`);
+        if (2 * arrived < message.length) assert.ok(allocated < 64 * 1024, `${allocated} allocated before half`);
+      }
+      assert.equal(out.length, 1);
+      assert.ok(out[0]!.equals(message));
     });
 
     it("a length over the limit is refused once the header is whole, and stays refused", () => {

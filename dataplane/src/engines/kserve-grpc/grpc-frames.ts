@@ -50,15 +50,20 @@ export class FrameError extends Error {
 /**
  * Reads length-prefixed messages out of DATA chunks as they arrive. A message inside one
  * chunk comes out as a view of it (no copy); one split across chunks is copied once into a
- * buffer of its announced size, allocated only after that size is checked against the
- * bound, so an upstream cannot make us hold more than `maxSize` bytes of one message.
- * Faults throw FrameError (the caller resets the stream).
+ * buffer of its announced size, allocated once half of it has come (its length checked
+ * against the bound first, so an upstream cannot make us hold more than `maxSize` bytes of
+ * one message): never more allocated ahead of the bytes than has come, where a buffer
+ * allocated at the prefix would let an upstream reserve `maxSize` (counted by V8 as in use)
+ * on every call with a few bytes. Faults throw FrameError (the caller resets the stream).
  */
 export class MessageReader {
   private readonly header = Buffer.alloc(FRAME_HEADER_BYTES);
   private headerFilled = 0;
+  /** The length of the message under way (undefined: none), how much of it has come, its pieces until half has, then its buffer. */
+  private length: number | undefined;
+  private filled = 0;
+  private pieces: Uint8Array[] = [];
   private body: Buffer | undefined;
-  private bodyFilled = 0;
 
   constructor(
     private readonly maxSize: number,
@@ -67,13 +72,13 @@ export class MessageReader {
 
   /** Whether a message was begun and not finished: the stream must not end here. */
   get midMessage(): boolean {
-    return this.headerFilled > 0 || this.body !== undefined;
+    return this.headerFilled > 0 || this.length !== undefined;
   }
 
   push(chunk: Uint8Array): void {
     let offset = 0;
     while (offset < chunk.byteLength) {
-      if (this.body !== undefined) {
+      if (this.length !== undefined) {
         offset = this.fillBody(chunk, offset);
         continue;
       }
@@ -83,10 +88,7 @@ export class MessageReader {
         if (chunk.byteLength - offset >= length) {
           this.onMessage(chunk.subarray(offset, offset + length));
           offset += length;
-        } else {
-          this.body = Buffer.allocUnsafe(length);
-          this.bodyFilled = 0;
-        }
+        } else this.length = length;
         continue;
       }
       const taken = Math.min(FRAME_HEADER_BYTES - this.headerFilled, chunk.byteLength - offset);
@@ -97,19 +99,24 @@ export class MessageReader {
       this.headerFilled = 0;
       const length = this.checkedLength(this.header[0]!, this.header.readUInt32BE(1));
       if (length === 0) this.onMessage(new Uint8Array(0));
-      else {
-        this.body = Buffer.allocUnsafe(length);
-        this.bodyFilled = 0;
-      }
+      else this.length = length;
     }
   }
 
   private fillBody(chunk: Uint8Array, offset: number): number {
-    const body = this.body!;
-    const taken = Math.min(body.byteLength - this.bodyFilled, chunk.byteLength - offset);
-    body.set(chunk.subarray(offset, offset + taken), this.bodyFilled);
-    this.bodyFilled += taken;
-    if (this.bodyFilled === body.byteLength) {
+    const length = this.length!;
+    const taken = Math.min(length - this.filled, chunk.byteLength - offset);
+    if (this.body !== undefined) this.body.set(chunk.subarray(offset, offset + taken), this.filled);
+    else this.pieces.push(chunk.subarray(offset, offset + taken));
+    this.filled += taken;
+    if (this.body === undefined && 2 * this.filled >= length) {
+      this.body = Buffer.concat(this.pieces, length);
+      this.pieces = [];
+    }
+    if (this.filled === length) {
+      const body = this.body!;
+      this.length = undefined;
+      this.filled = 0;
       this.body = undefined;
       this.onMessage(body);
     }

@@ -237,7 +237,9 @@ export class H2Upstream {
   private connect(): PooledSession {
     const tls = this.options.tls?.();
     const window = this.options.flowControlWindow;
-    const settings = window === undefined ? {} : { initialWindowSize: window };
+    // No server push (gRPC has none): node's client accepts pushed streams and buffers their
+    // DATA whether read or not, past any window (200 pushes of 1 MiB: 200 MiB held).
+    const settings = window === undefined ? { enablePush: false } : { enablePush: false, initialWindowSize: window };
     // No session memory bound of node's own (10 MB by default, past which it resets streams
     // with ENHANCE_YOUR_CALM: four 16 MiB requests at once): what a session holds is bounded by
     // the message size limit and flow control, as with grpc-js's client, which does the same.
