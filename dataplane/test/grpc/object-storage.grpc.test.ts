@@ -464,7 +464,11 @@ for (const store of [
           console.log(`      synced ${Math.round(performance.now() - putDone)} ms after the upload`);
           const growth = (await peakBytes(server.process.pid!)) - before;
           console.log(`      peak RSS grew by ${Math.round(growth / MiB)} MiB while 256 MiB were downloaded`);
-          assert.ok(growth < 96 * MiB, `peak RSS grew by ${growth} bytes`);
+          // Bounded, not by the object's size: V8 counts Buffers in its heap limit
+          // (lib/external-memory.ts), so the SDK's chunks are collected when that limit is
+          // reached rather than every 64 MiB allocated. Measured: 70 MiB without the flag, 128
+          // MiB with it, and 128 MiB too for a 512 MiB object.
+          assert.ok(growth < 176 * MiB, `peak RSS grew by ${growth} bytes`);
           await eventually(async () =>
             assert.equal((await index(server)).find(({ name }) => name === "big")?.state, "READY"),
           );
