@@ -88,6 +88,25 @@ async function scenario<T>(server: ParityServer, name: string, model: string): P
   return JSON.parse(stdout) as T;
 }
 
+/**
+ * Loads `cold`, whose warmup fails. Triton 2.5x sometimes dies doing it (SIGSEGV in
+ * libtritonserver right after the instance initializes: about 1 run in 4 on a loaded 2-core
+ * machine, its own stack trace in its log): it is then restarted and asked again, at most three
+ * times, so the comparison is made with what Triton answers when it survives.
+ */
+async function loadCold(server: ParityServer): Promise<Loaded> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await scenario<Loaded>(server, "load", "cold");
+    } catch (error) {
+      const died = /failed to connect|Connection refused|Socket closed/.test(String(error));
+      if (server.restart === undefined || !died || attempt >= 3) throw error;
+      console.log(`      (${server.label} died loading 'cold', attempt ${attempt}: restarted)`);
+      await server.restart();
+    }
+  }
+}
+
 /** What scheduling_parity.py's `load` saw. */
 interface Loaded {
   readonly error: { readonly status: string; readonly message: string } | null;
@@ -205,7 +224,7 @@ describe("scheduling parity with the real Triton: the same configs, the same loa
   });
 
   it("model_warmup: a failing sample fails the load, naming the sample and the model's error", async () => {
-    const results = await onEach((server) => scenario<Loaded>(server, "load", "cold"));
+    const results = await onEach(loadCold);
     const detail = JSON.stringify(Object.fromEntries(results));
     for (const [label, loaded] of results) {
       assert.equal(loaded.error?.status, "StatusCode.INVALID_ARGUMENT", `${label}: ${detail}`);
