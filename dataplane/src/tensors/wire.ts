@@ -100,78 +100,33 @@ export function withModel(bytes: Uint8Array, name: string, version?: string): Ui
   return out;
 }
 
-const NAME_TAG = (MODEL_NAME << 3) | WireType.LengthDelimited;
-const VERSION_TAG = (MODEL_VERSION << 3) | WireType.LengthDelimited;
-
 /**
  * The common case without decoding anything: the message begins with the name (and the
  * version, unless it is empty or any will do), as every KServe encoder writes them, and
  * no later top-level field names them again (the last one would count). The rest is only
- * stepped over, field by field, allocating nothing. False: look closer (withModel's walk).
+ * stepped over by the protobuf runtime's reader, field by field. False: look closer
+ * (withModel's walk, which also reports a malformed message).
  */
 function namesAtHead(bytes: Uint8Array, name: Uint8Array, version: Uint8Array | undefined): boolean {
-  let at = 0;
-  if (name.byteLength > 0) {
-    at = headString(bytes, 0, NAME_TAG, name);
-    if (at < 0) return false;
-  }
-  if (version !== undefined && version.byteLength > 0) {
-    at = headString(bytes, at, VERSION_TAG, version);
-    if (at < 0) return false;
-  }
-  while (at < bytes.byteLength) {
-    const tag = readVarint(bytes, at);
-    if (tag === undefined) return false;
-    const number = tag.value >>> 3;
-    if (number === MODEL_NAME || (number === MODEL_VERSION && version !== undefined)) return false;
-    const next = skipValue(bytes, tag.next, tag.value & 7);
-    if (next < 0) return false;
-    at = next;
-  }
-  return at === bytes.byteLength;
-}
-
-/** Where the field after a `tag`-tagged string equal to `text` at `at` begins, or -1. */
-function headString(bytes: Uint8Array, at: number, tag: number, text: Uint8Array): number {
-  if (bytes[at] !== tag) return -1;
-  const length = readVarint(bytes, at + 1);
-  if (length === undefined || length.value !== text.byteLength) return -1;
-  const end = length.next + length.value;
-  if (end > bytes.byteLength || Buffer.compare(bytes.subarray(length.next, end), text) !== 0) return -1;
-  return end;
-}
-
-/** A varint (up to 32 bits, enough for tags and lengths here) at `at`, or undefined. */
-function readVarint(bytes: Uint8Array, at: number): { value: number; next: number } | undefined {
-  let value = 0;
-  for (let shift = 0, i = at; i < bytes.byteLength && shift < 35; shift += 7, i++) {
-    const byte = bytes[i]!;
-    value += (byte & 0x7f) * 2 ** shift;
-    if (byte < 0x80) return { value, next: i + 1 };
-  }
-  return undefined;
-}
-
-/** Where a value of wire type `wireType` starting at `at` ends, or -1 (groups and faults: let the full reader judge). */
-function skipValue(bytes: Uint8Array, at: number, wireType: number): number {
-  switch (wireType) {
-    case WireType.Varint: {
-      const end = readVarint(bytes, at);
-      return end === undefined ? -1 : end.next;
+  const reader = new BinaryReader(bytes);
+  try {
+    if (name.byteLength > 0 && !nextStringIs(reader, MODEL_NAME, name)) return false;
+    if (version !== undefined && version.byteLength > 0 && !nextStringIs(reader, MODEL_VERSION, version)) return false;
+    while (reader.pos < reader.len) {
+      const [number, wireType] = reader.tag();
+      if (number === MODEL_NAME || (number === MODEL_VERSION && version !== undefined)) return false;
+      reader.skip(wireType, number);
     }
-    case WireType.Bit64:
-      return at + 8 <= bytes.byteLength ? at + 8 : -1;
-    case WireType.Bit32:
-      return at + 4 <= bytes.byteLength ? at + 4 : -1;
-    case WireType.LengthDelimited: {
-      const length = readVarint(bytes, at);
-      if (length === undefined) return -1;
-      const end = length.next + length.value;
-      return end <= bytes.byteLength ? end : -1;
-    }
-    default:
-      return -1;
+    return true;
+  } catch {
+    return false;
   }
+}
+
+/** Whether the reader's next field is string field `number` equal to `text` (read past it). */
+function nextStringIs(reader: BinaryReader, number: number, text: Uint8Array): boolean {
+  const [found, wireType] = reader.tag();
+  return found === number && wireType === WireType.LengthDelimited && Buffer.compare(reader.bytes(), text) === 0;
 }
 
 /**
