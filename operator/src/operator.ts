@@ -9,11 +9,7 @@ import {
   type DynamoKserveModel,
   type DynamoKserveRepository,
 } from "./api/v1alpha1.js";
-import {
-  DynamoKserveModelController,
-  MODEL_OWNS,
-  type CertificateSettings,
-} from "./controllers/dynamokservemodel.js";
+import { DynamoKserveModelController, MODEL_OWNS, type CertificateSettings } from "./controllers/dynamokservemodel.js";
 import {
   DynamoKserveRepositoryController,
   podIpAddress,

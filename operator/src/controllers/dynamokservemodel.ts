@@ -182,7 +182,11 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
               nameTaken === undefined
                 ? objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, names.deployment))
                 : undefined,
-            inferencePool: poolOutcome(model, outcomes.of(INFERENCE_POOL_KIND, model.metadata.name), appProtocolSupported),
+            inferencePool: poolOutcome(
+              model,
+              outcomes.of(INFERENCE_POOL_KIND, model.metadata.name),
+              appProtocolSupported,
+            ),
             monitoring: monitoringOutcome(outcomes.of(SERVICE_MONITOR_KIND, names.service)),
             // A Certificate of that name that is somebody else's: the Secret it fills is not ours to trust.
             credentials:
@@ -194,7 +198,8 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
           },
           timestamp(),
         );
-        const retry = certificateTaken !== undefined ? earliest(requeueAfterMs, MISSING_SECRET_RETRY_MS) : requeueAfterMs;
+        const retry =
+          certificateTaken !== undefined ? earliest(requeueAfterMs, MISSING_SECRET_RETRY_MS) : requeueAfterMs;
         return { status, transitions, ...(retry !== undefined ? { requeueAfterMs: retry } : {}) };
       },
     };

@@ -25,8 +25,7 @@ export interface CacheFactory {
 
 /** A cache of every object of a kind (no selector) that another watch already keeps. */
 export type UnselectedCache =
-  | { readonly watched: ObjectSource<KubernetesObject> }
-  | { readonly optional: OptionalKind<KubernetesObject> };
+  { readonly watched: ObjectSource<KubernetesObject> } | { readonly optional: OptionalKind<KubernetesObject> };
 
 /** An owner as the plan runner needs it: its name, namespace and uid, and the label its objects name it by. */
 export interface PlanOwner {
@@ -57,7 +56,11 @@ export class OwnedCaches {
   constructor(private readonly writer: KubeWriter) {}
 
   /** Makes the cache of every kind in `kinds` not cached yet (before the manager starts its caches). */
-  declare(kinds: readonly OwnedKind[], factory: CacheFactory, unselected: (kind: OwnedKind) => UnselectedCache | undefined): void {
+  declare(
+    kinds: readonly OwnedKind[],
+    factory: CacheFactory,
+    unselected: (kind: OwnedKind) => UnselectedCache | undefined,
+  ): void {
     for (const kind of kinds) {
       if (this.caches.has(kindKey(kind))) continue;
       this.caches.set(kindKey(kind), this.makeCache(kind, factory, unselected(kind)));
@@ -132,7 +135,8 @@ export class OwnedCaches {
           !planned.has(entryKey(kind, object.metadata.name ?? "")),
       );
       // Listed objects carry no apiVersion and kind; deleting needs them.
-      for (const object of unwanted) await this.writer.remove({ ...object, apiVersion: kind.apiVersion, kind: kind.kind });
+      for (const object of unwanted)
+        await this.writer.remove({ ...object, apiVersion: kind.apiVersion, kind: kind.kind });
     }
   }
 

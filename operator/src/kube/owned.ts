@@ -21,9 +21,7 @@ export interface OwnedKind extends WatchedKind {
 export const OWNED_SELECTOR = `${MANAGED_BY_LABEL}=${OPERATOR_NAME}`;
 
 /** One entry of a plan: an object to apply, or an existing one to leave exactly as it is. */
-export type PlannedObject =
-  | { readonly apply: KubernetesObject }
-  | { readonly keep: OwnedKind; readonly name: string };
+export type PlannedObject = { readonly apply: KubernetesObject } | { readonly keep: OwnedKind; readonly name: string };
 
 /**
  * Entries applied in order, where a NameTaken (the name belongs to somebody else) stops

@@ -9,12 +9,7 @@ import {
 } from "../api/v1alpha1.js";
 import { CLAIM_REPOSITORY_PATH, MODEL_REPOSITORY_PATH, selectorTextFor } from "./names.js";
 import { modelFilesCondition, objectStoragePods, type ModelFilesOutcome } from "./storage.js";
-import {
-  dataplaneDeployment,
-  endpointsOf,
-  type BuildSettings,
-  type MountedVolume,
-} from "./dataplane-pods.js";
+import { dataplaneDeployment, endpointsOf, type BuildSettings, type MountedVolume } from "./dataplane-pods.js";
 import {
   availabilityOf,
   conditionsOf,

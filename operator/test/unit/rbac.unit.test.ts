@@ -28,7 +28,18 @@ interface RbacObject {
 function renderedRoles(...set: string[]): RbacObject[] {
   const text = execFileSync(
     helmBinary(),
-    ["template", "dks", CHART, "--namespace", "dks-system", "--kube-version", "1.34.4", "--show-only", "templates/rbac.yaml", ...set],
+    [
+      "template",
+      "dks",
+      CHART,
+      "--namespace",
+      "dks-system",
+      "--kube-version",
+      "1.34.4",
+      "--show-only",
+      "templates/rbac.yaml",
+      ...set,
+    ],
     { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] },
   );
   return parseAllDocuments(text)
