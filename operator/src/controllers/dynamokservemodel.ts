@@ -12,15 +12,9 @@ import { objectOf, type OwnedKind, type PlanGroup, type PlannedOutcome } from ".
 import type { OwnedCaches } from "../kube/owned-caches.js";
 import { checkModelConfig } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames } from "../resources/names.js";
-import {
-  AUTOSCALER_KIND,
-  DEPLOYMENT_KIND,
-  DISRUPTION_BUDGET_KIND,
-  SERVICE_KIND,
-  type BuildSettings,
-} from "../resources/dataplane-pods.js";
+import { DEPLOYMENT_KIND, type BuildSettings } from "../resources/dataplane-pods.js";
 import { CONFIG_MAP_KIND, desiredConfigMap, desiredDeployment } from "../resources/model.js";
-import { dataplanePlan, monitoringOutcome } from "../resources/dataplane.js";
+import { DATAPLANE_OWNS, dataplanePlan, monitoringOutcome } from "../resources/dataplane.js";
 import { desiredStatus, type CredentialsOutcome, type PoolOutcome } from "../resources/status.js";
 import { issueCa, issueLeaf, needsIssuing, notAfter, type KeyPairPem } from "../resources/certificates.js";
 import {
@@ -48,13 +42,9 @@ export interface ModelCaches {
 
 /** What a DynamoKserveModel makes objects of. */
 export const MODEL_OWNS: readonly OwnedKind[] = [
-  SERVICE_KIND,
+  ...DATAPLANE_OWNS,
   CONFIG_MAP_KIND,
-  DEPLOYMENT_KIND,
-  DISRUPTION_BUDGET_KIND,
-  AUTOSCALER_KIND,
   INFERENCE_POOL_KIND,
-  SERVICE_MONITOR_KIND,
   CERTIFICATE_KIND,
 ];
 

@@ -11,15 +11,8 @@ import type { WatchedObjects } from "../kube/informer.js";
 import { objectOf, type OwnedKind } from "../kube/owned.js";
 import type { RepositoryIndexReader } from "../probes/repository-index.js";
 import { REPOSITORY_LABEL } from "../resources/names.js";
-import {
-  AUTOSCALER_KIND,
-  DEPLOYMENT_KIND,
-  DISRUPTION_BUDGET_KIND,
-  portsOf,
-  SERVICE_KIND,
-  type BuildSettings,
-} from "../resources/dataplane-pods.js";
-import { dataplanePlan, monitoringOutcome } from "../resources/dataplane.js";
+import { DEPLOYMENT_KIND, portsOf, type BuildSettings } from "../resources/dataplane-pods.js";
+import { DATAPLANE_OWNS, dataplanePlan, monitoringOutcome } from "../resources/dataplane.js";
 import {
   desiredRepositoryDeployment,
   desiredRepositoryStatus,
@@ -43,13 +36,7 @@ export interface RepositoryCaches {
 }
 
 /** What a DynamoKserveRepository makes objects of. */
-export const REPOSITORY_OWNS: readonly OwnedKind[] = [
-  SERVICE_KIND,
-  DEPLOYMENT_KIND,
-  DISRUPTION_BUDGET_KIND,
-  AUTOSCALER_KIND,
-  SERVICE_MONITOR_KIND,
-];
+export const REPOSITORY_OWNS: readonly OwnedKind[] = DATAPLANE_OWNS;
 
 /** How the controller learns which models a repository's data plane serves. */
 export interface RepositoryProbing {

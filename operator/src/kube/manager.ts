@@ -132,7 +132,7 @@ export class Manager {
     );
     this.optionalKinds.push(optional);
     if (labelSelector === undefined) {
-      this.unselected.set(kindKey(kind), { optional: optional as unknown as OptionalKind<KubernetesObject> });
+      this.unselected.set(kindKey(kind), { optional });
     }
     return optional;
   }
@@ -214,7 +214,10 @@ export class Manager {
       namespaces: this.options.namespaces,
       ...(labelSelector !== undefined ? { labelSelector } : {}),
       logger: this.options.logger,
-      onEvent: (_event, object) => this.route(kind.kind, object),
+      onEvent: (event, object) => {
+        this.owned.observe(kind, event, object);
+        this.route(kind.kind, object);
+      },
     });
   }
 

@@ -1,18 +1,19 @@
 import type { V1ConfigMap, V1Deployment } from "@kubernetes/client-node";
 import type { Owner } from "../api/objects.js";
 import type { DynamoKserveModelSpec } from "../api/v1alpha1.js";
-import type { PlanGroup, PlannedOutcome } from "../kube/owned.js";
+import type { OwnedKind, PlanGroup, PlannedOutcome } from "../kube/owned.js";
 import {
   AUTOSCALER_KIND,
   DEPLOYMENT_KIND,
   DISRUPTION_BUDGET_KIND,
+  SERVICE_KIND,
   dataplaneAutoscaler,
   dataplaneDisruptionBudget,
   dataplaneService,
   type DataplaneSpec,
 } from "./dataplane-pods.js";
 import { CONFIG_MAP_KIND } from "./model.js";
-import { desiredServiceMonitor } from "./service-monitor.js";
+import { desiredServiceMonitor, SERVICE_MONITOR_KIND } from "./service-monitor.js";
 import type { MonitoringOutcome } from "./status.js";
 
 /**
@@ -20,6 +21,18 @@ import type { MonitoringOutcome } from "./status.js";
  * as one plan: the sequence both owners share, built once. What differs between them (the
  * ConfigMap, the pods' volumes and arguments) comes in built. Pure.
  */
+
+/**
+ * The kinds of every data plane's objects, which both owners declare (their `owns`): a
+ * kind added to the plan below is added here, and the chart's RBAC test then asks for its rule.
+ */
+export const DATAPLANE_OWNS: readonly OwnedKind[] = [
+  SERVICE_KIND,
+  DEPLOYMENT_KIND,
+  DISRUPTION_BUDGET_KIND,
+  AUTOSCALER_KIND,
+  SERVICE_MONITOR_KIND,
+];
 
 /** A data plane's owner as the plan needs it. */
 export interface DataplaneOwner {
