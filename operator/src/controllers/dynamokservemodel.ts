@@ -8,14 +8,14 @@ import type { SecretReader } from "../kube/secrets.js";
 import { NameTakenError } from "../kube/apply.js";
 import type { WatchedObjects } from "../kube/informer.js";
 import type { KubeWriter } from "../kube/writer.js";
-import { objectOf, type OwnedKind, type PlanGroup, type PlannedOutcome } from "../kube/owned.js";
+import { objectOf, type OwnedKind, type PlanGroup, type PlannedOutcome, type PlanOutcomes } from "../kube/owned.js";
 import type { OwnedCaches } from "../kube/owned-caches.js";
-import { checkModelConfig } from "../resources/model-config.js";
+import { checkModelConfig, type ConfigCheck } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames } from "../resources/names.js";
 import { DEPLOYMENT_KIND, type BuildSettings } from "../resources/dataplane-pods.js";
 import { CONFIG_MAP_KIND, desiredConfigMap, desiredDeployment } from "../resources/model.js";
 import { DATAPLANE_OWNS, dataplanePlan, monitoringOutcome } from "../resources/dataplane.js";
-import { desiredStatus, type CredentialsOutcome, type PoolOutcome } from "../resources/status.js";
+import { desiredStatus, type CredentialsOutcome, type Observed, type PoolOutcome } from "../resources/status.js";
 import { issueCa, issueLeaf, needsIssuing, notAfter, type KeyPairPem } from "../resources/certificates.js";
 import {
   desiredCaSecret,
@@ -47,6 +47,16 @@ export const MODEL_OWNS: readonly OwnedKind[] = [
   INFERENCE_POOL_KIND,
   CERTIFICATE_KIND,
 ];
+
+/** A model's plan, group by group (applied in this order: certificate, data plane, pool, monitoring). */
+interface ModelPlan {
+  readonly certificate: PlanGroup;
+  readonly dataplane: PlanGroup;
+  readonly pool: PlanGroup;
+  readonly monitoring: PlanGroup;
+  /** Whether the installed InferencePool CRD knows appProtocol (the pool was built with it then). */
+  readonly appProtocolSupported: boolean;
+}
 
 /** How the controller issues tls.mode SelfSigned certificates. */
 export interface CertificateSettings {
@@ -122,7 +132,6 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
 
   async reconcile(model: DynamoKserveModel): Promise<Planned<DynamoKserveModelStatus>> {
     const { namespace } = model.metadata;
-    const names = objectNames(model);
     const ref = model.spec.modelConfig.configMapRef;
     const config = checkModelConfig(
       model,
@@ -146,6 +155,28 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         "model config rejected",
       );
     }
+    const groups = this.planOf(model, config);
+    return {
+      plan: [groups.certificate, groups.dataplane, groups.pool, groups.monitoring],
+      settle: (outcomes) => {
+        const certificateTaken = outcomes.nameTaken(groups.certificate);
+        // A Certificate of that name that is somebody else's: the Secret it fills is not ours to trust.
+        const credentialsNow: CredentialsOutcome | undefined =
+          certificateTaken !== undefined
+            ? { ready: false, reason: "NameTaken", message: certificateTaken }
+            : credentials;
+        const retry =
+          certificateTaken !== undefined ? earliest(requeueAfterMs, MISSING_SECRET_RETRY_MS) : requeueAfterMs;
+        const observed = { config, credentials: credentialsNow, modelFiles };
+        const { status, transitions } = this.statusOf(model, observed, groups, outcomes);
+        return { status, transitions, ...(retry !== undefined ? { requeueAfterMs: retry } : {}) };
+      },
+    };
+  }
+
+  /** The objects the model wants now, in the groups a NameTaken stops. */
+  private planOf(model: DynamoKserveModel, config: ConfigCheck): ModelPlan {
+    const names = objectNames(model);
     const { dataplane, monitoring } = dataplanePlan(
       { owner: model, name: names.deployment, tls: tlsSecretName(model) !== undefined },
       // A bad config leaves the running Deployment and its ConfigMap as they are: pods keep
@@ -154,45 +185,49 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         ? { configMaps: [desiredConfigMap(model, config)], deployment: desiredDeployment(model, this.settings) }
         : { keep: { configMaps: [names.configMap] } },
     );
-    const certificate: PlanGroup = tlsMode(model) === "CertManager" ? [{ apply: desiredCertificate(model) }] : [];
     const appProtocolSupported = this.owned.specHasField(INFERENCE_POOL_KIND, "appProtocol");
-    const pool: PlanGroup =
-      model.spec.inferencePool !== undefined ? [{ apply: desiredInferencePool(model, { appProtocolSupported }) }] : [];
     return {
-      plan: [certificate, dataplane, pool, monitoring],
-      settle: (outcomes) => {
-        const nameTaken = outcomes.nameTaken(dataplane);
-        const certificateTaken = outcomes.nameTaken(certificate);
-        const { status, transitions } = desiredStatus(
-          model,
-          {
-            config,
-            // Somebody else's Deployment of that name is not this model's.
-            deployment:
-              nameTaken === undefined
-                ? objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, names.deployment))
-                : undefined,
-            inferencePool: poolOutcome(
-              model,
-              outcomes.of(INFERENCE_POOL_KIND, model.metadata.name),
-              appProtocolSupported,
-            ),
-            monitoring: monitoringOutcome(outcomes.of(SERVICE_MONITOR_KIND, names.service)),
-            // A Certificate of that name that is somebody else's: the Secret it fills is not ours to trust.
-            credentials:
-              certificateTaken !== undefined
-                ? { ready: false, reason: "NameTaken", message: certificateTaken }
-                : credentials,
-            ...(nameTaken !== undefined ? { nameTaken } : {}),
-            ...(modelFiles !== undefined ? { modelFiles } : {}),
-          },
-          timestamp(),
-        );
-        const retry =
-          certificateTaken !== undefined ? earliest(requeueAfterMs, MISSING_SECRET_RETRY_MS) : requeueAfterMs;
-        return { status, transitions, ...(retry !== undefined ? { requeueAfterMs: retry } : {}) };
-      },
+      certificate: tlsMode(model) === "CertManager" ? [{ apply: desiredCertificate(model) }] : [],
+      dataplane,
+      pool:
+        model.spec.inferencePool !== undefined
+          ? [{ apply: desiredInferencePool(model, { appProtocolSupported }) }]
+          : [],
+      monitoring,
+      appProtocolSupported,
     };
+  }
+
+  /** The status from what was observed and what became of the plan. */
+  private statusOf(
+    model: DynamoKserveModel,
+    observed: Pick<Observed, "config" | "credentials" | "modelFiles">,
+    groups: ModelPlan,
+    outcomes: PlanOutcomes,
+  ): ReturnType<typeof desiredStatus> {
+    const names = objectNames(model);
+    const nameTaken = outcomes.nameTaken(groups.dataplane);
+    return desiredStatus(
+      model,
+      {
+        config: observed.config,
+        // Somebody else's Deployment of that name is not this model's.
+        deployment:
+          nameTaken === undefined
+            ? objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, names.deployment))
+            : undefined,
+        inferencePool: poolOutcome(
+          model,
+          outcomes.of(INFERENCE_POOL_KIND, model.metadata.name),
+          groups.appProtocolSupported,
+        ),
+        monitoring: monitoringOutcome(outcomes.of(SERVICE_MONITOR_KIND, names.service)),
+        credentials: observed.credentials,
+        ...(nameTaken !== undefined ? { nameTaken } : {}),
+        ...(observed.modelFiles !== undefined ? { modelFiles: observed.modelFiles } : {}),
+      },
+      timestamp(),
+    );
   }
 
   /**
