@@ -28,7 +28,7 @@ import {
 } from "../resources/credentials.js";
 import { CERTIFICATE_KIND, desiredCertificate } from "../resources/certificate-request.js";
 import { SERVICE_MONITOR_KIND } from "../resources/service-monitor.js";
-import { earliest, timestamp } from "./owned-objects.js";
+import { earliest, timestamp } from "./timing.js";
 import { desiredInferencePool, INFERENCE_POOL_KIND, poolServiceName, poolTarget } from "../resources/inference-pool.js";
 import type { ModelFilesChecking } from "../probes/model-files.js";
 import { modelFilesRecheck, observeModelFiles } from "./model-files.js";

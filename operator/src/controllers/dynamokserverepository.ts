@@ -21,7 +21,7 @@ import {
 } from "../resources/repository.js";
 import { SERVICE_MONITOR_KIND } from "../resources/service-monitor.js";
 import { keyOf, labelledKey, mapped, type Controller, type Planned, type Watch } from "../kube/controller.js";
-import { earliest, timestamp } from "./owned-objects.js";
+import { earliest, timestamp } from "./timing.js";
 import type { SecretReader } from "../kube/secrets.js";
 import type { ModelFilesChecking } from "../probes/model-files.js";
 import { modelFilesRecheck, observeModelFiles } from "./model-files.js";

@@ -1,4 +1,4 @@
-/** What the controllers of our kinds (DynamoKserveModel, DynamoKserveRepository) share besides their plans. */
+/** When the controllers of our kinds (DynamoKserveModel, DynamoKserveRepository) run again, and the time they stamp conditions with. */
 
 /** The sooner of two requeue delays, either maybe absent. */
 export function earliest(a: number | undefined, b: number | undefined): number | undefined {
