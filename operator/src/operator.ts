@@ -1,12 +1,4 @@
-import type {
-  KubernetesObject,
-  V1ConfigMap,
-  V1Deployment,
-  V1Pod,
-  V1PodDisruptionBudget,
-  V1Service,
-  V2HorizontalPodAutoscaler,
-} from "@kubernetes/client-node";
+import type { KubernetesObject, V1ConfigMap, V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import {
   API_VERSION,
@@ -17,19 +9,21 @@ import {
   type DynamoKserveModel,
   type DynamoKserveRepository,
 } from "./api/v1alpha1.js";
-import { OPERATOR_NAME } from "./api/objects.js";
-import { DynamoKserveModelController, type CertificateSettings } from "./controllers/dynamokservemodel.js";
-import { DynamoKserveRepositoryController, podIpAddress } from "./controllers/dynamokserverepository.js";
-import { InferencePoolController } from "./controllers/inferencepool.js";
+import { DynamoKserveModelController, MODEL_OWNS, type CertificateSettings } from "./controllers/dynamokservemodel.js";
+import {
+  DynamoKserveRepositoryController,
+  podIpAddress,
+  REPOSITORY_OWNS,
+} from "./controllers/dynamokserverepository.js";
+import { InferencePoolController, POOL_OWNS } from "./controllers/inferencepool.js";
 import { Manager, type ManagerOptions } from "./kube/manager.js";
 import type { OperatorMetrics } from "./kube/metrics.js";
 import { SecretReader } from "./kube/secrets.js";
 import { GrpcRepositoryIndex } from "./probes/repository-index.js";
 import { ModelFilesChecker } from "./probes/model-files.js";
-import { CERTIFICATE_KIND, type Certificate } from "./resources/certificate-request.js";
 import { INFERENCE_POOL_KIND, type InferencePool } from "./resources/inference-pool.js";
-import { MANAGED_BY_LABEL, REPOSITORY_LABEL } from "./resources/names.js";
-import { SERVICE_MONITOR_KIND, type ServiceMonitor } from "./resources/service-monitor.js";
+import { REPOSITORY_LABEL } from "./resources/names.js";
+import type { OwnedKind } from "./kube/owned.js";
 
 export interface OperatorOptions extends Omit<ManagerOptions, "logger"> {
   readonly dataplaneImage: string;
@@ -48,14 +42,20 @@ export interface RunningOperator {
   stop(): Promise<void>;
 }
 
+/** What each controller owns: the kinds the chart's RBAC must grant (a unit test holds it to them). */
+export const OWNED_KINDS: ReadonlyMap<string, readonly OwnedKind[]> = new Map([
+  ["dynamokservemodel", MODEL_OWNS],
+  ["dynamokserverepository", REPOSITORY_OWNS],
+  ["inferencepool", POOL_OWNS],
+]);
+
 /**
- * The operator: what it watches, and its three controllers (DynamoKserveModel,
+ * The operator: what it watches besides what its controllers own, and its three controllers (DynamoKserveModel,
  * DynamoKserveRepository, InferencePool), run by the manager (kube/manager.ts).
  */
 export async function startOperator(options: OperatorOptions): Promise<RunningOperator> {
   const { logger } = options;
   const manager = new Manager(options);
-  const owned = `${MANAGED_BY_LABEL}=${OPERATOR_NAME}`;
   const caches = {
     models: manager.watch<DynamoKserveModel & KubernetesObject>({
       apiVersion: API_VERSION,
@@ -67,23 +67,8 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
       kind: REPOSITORY_KIND,
       plural: REPOSITORY_PLURAL,
     }),
-    deployments: manager.watch<V1Deployment & KubernetesObject>(
-      { apiVersion: "apps/v1", kind: "Deployment", plural: "deployments" },
-      owned,
-    ),
-    services: manager.watch<V1Service & KubernetesObject>(
-      { apiVersion: "v1", kind: "Service", plural: "services" },
-      owned,
-    ),
-    budgets: manager.watch<V1PodDisruptionBudget & KubernetesObject>(
-      { apiVersion: "policy/v1", kind: "PodDisruptionBudget", plural: "poddisruptionbudgets" },
-      owned,
-    ),
-    autoscalers: manager.watch<V2HorizontalPodAutoscaler & KubernetesObject>(
-      { apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler", plural: "horizontalpodautoscalers" },
-      owned,
-    ),
-    // All ConfigMaps: models and repositories may name any ConfigMap of their namespace.
+    // All ConfigMaps: models and repositories may name any ConfigMap of their namespace (the
+    // models' own ConfigMaps are read from this cache too, not watched twice).
     configMaps: manager.watch<V1ConfigMap & KubernetesObject>({
       apiVersion: "v1",
       kind: "ConfigMap",
@@ -91,10 +76,8 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     }),
     // Only repositories' pods: the one a repository's models are asked of must be ready.
     pods: manager.watch<V1Pod & KubernetesObject>({ apiVersion: "v1", kind: "Pod", plural: "pods" }, REPOSITORY_LABEL),
-    // Kinds whose CRDs others install, watched while they are there.
+    // Every InferencePool, ours or a user's, while its CRD is there: each gets a Service.
     pools: manager.optional<InferencePool>(INFERENCE_POOL_KIND),
-    monitors: manager.optional<ServiceMonitor>(SERVICE_MONITOR_KIND, owned),
-    certificates: manager.optional<Certificate>(CERTIFICATE_KIND, owned),
   };
   const settings = { dataplaneImage: options.dataplaneImage };
   const secrets = new SecretReader(manager.config);
@@ -102,6 +85,7 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
   manager.register(
     new DynamoKserveModelController(
       caches,
+      manager.owned,
       secrets,
       manager.writer,
       settings,
@@ -113,7 +97,6 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
   manager.register(
     new DynamoKserveRepositoryController(
       caches,
-      manager.writer,
       settings,
       {
         reader: new GrpcRepositoryIndex(),
@@ -124,7 +107,7 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
       logger.child({ controller: "dynamokserverepository" }),
     ),
   );
-  manager.register(new InferencePoolController(caches.pools, caches.services, manager.writer));
+  manager.register(new InferencePoolController(caches.pools));
 
   const { httpPort } = await manager.start();
   logger.info(

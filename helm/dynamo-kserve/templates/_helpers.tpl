@@ -35,8 +35,10 @@ app.kubernetes.io/component: operator
 
 {{/*
 The rules the operator needs in the namespaces it manages: exactly the verbs its code uses.
-Server-side apply needs create and patch; deletes are only of InferencePools and
-ServiceMonitors a model stops asking for; Secrets are read one by one, never listed.
+Server-side apply needs create and patch; every owned kind (a controller's `owns`) is
+cached (get, list, watch) and pruned when its owner no longer wants it (delete):
+operator/test/unit/rbac.unit.test.ts fails when a rule here misses one. Secrets are read
+one by one, never listed.
 */}}
 {{- define "dynamo-kserve.namespacedRules" -}}
 - apiGroups: [dynamokserve.dev]
@@ -50,10 +52,10 @@ ServiceMonitors a model stops asking for; Secrets are read one by one, never lis
   verbs: [update]
 - apiGroups: [apps]
   resources: [deployments]
-  verbs: [get, list, watch, create, patch]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [services, configmaps]
-  verbs: [get, list, watch, create, patch]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, watch, create, patch, delete]
@@ -81,5 +83,5 @@ ServiceMonitors a model stops asking for; Secrets are read one by one, never lis
   verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [cert-manager.io]
   resources: [certificates]
-  verbs: [get, list, watch, create, patch]
+  verbs: [get, list, watch, create, patch, delete]
 {{- end -}}

@@ -6,6 +6,9 @@
 /** The operator's name as Kubernetes sees it: field manager, event source, managed-by label. */
 export const OPERATOR_NAME = "dynamo-kserve-operator";
 
+/** The label every object the operator makes carries (value OPERATOR_NAME): what its caches of owned kinds select. */
+export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
+
 /** An object of ours that owns what the operator makes for it: a DynamoKserveModel or a DynamoKserveRepository, or an InferencePool. */
 export interface Owner {
   readonly apiVersion: string;

@@ -1,31 +1,21 @@
-import type {
-  KubernetesObject,
-  V1ConfigMap,
-  V1Deployment,
-  V1PodDisruptionBudget,
-  V1Service,
-  V2HorizontalPodAutoscaler,
-} from "@kubernetes/client-node";
+import type { KubernetesObject, V1ConfigMap, V1Deployment } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../../lib/errors.js";
 import { parseTokenFile } from "../../../lib/contract/layout.js";
 import { KIND, PLURAL, type DynamoKserveModel, type DynamoKserveModelStatus } from "../api/v1alpha1.js";
-import { keyOf, mapped, ownedByLabel, type Controller, type Reconciled, type Watch } from "../kube/controller.js";
+import { keyOf, mapped, type Controller, type Planned, type Watch } from "../kube/controller.js";
 import type { SecretReader } from "../kube/secrets.js";
 import { NameTakenError } from "../kube/apply.js";
 import type { WatchedObjects } from "../kube/informer.js";
 import type { KubeWriter } from "../kube/writer.js";
-import { checkModelConfig } from "../resources/model-config.js";
+import { objectOf, type OwnedKind, type PlanGroup, type PlannedOutcome, type PlanOutcomes } from "../kube/owned.js";
+import type { OwnedCaches } from "../kube/owned-caches.js";
+import { checkModelConfig, type ConfigCheck } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames } from "../resources/names.js";
-import type { BuildSettings } from "../resources/dataplane-pods.js";
-import {
-  desiredAutoscaler,
-  desiredConfigMap,
-  desiredDeployment,
-  desiredDisruptionBudget,
-  desiredService,
-} from "../resources/model.js";
-import { desiredStatus, type CredentialsOutcome, type PoolOutcome } from "../resources/status.js";
+import { DEPLOYMENT_KIND, type BuildSettings } from "../resources/dataplane-pods.js";
+import { CONFIG_MAP_KIND, desiredConfigMap, desiredDeployment } from "../resources/model.js";
+import { DATAPLANE_OWNS, dataplanePlan, monitoringOutcome } from "../resources/dataplane.js";
+import { desiredStatus, type CredentialsOutcome, type Observed, type PoolOutcome } from "../resources/status.js";
 import { issueCa, issueLeaf, needsIssuing, notAfter, type KeyPairPem } from "../resources/certificates.js";
 import {
   desiredCaSecret,
@@ -33,30 +23,39 @@ import {
   secretText,
   serviceDnsNames,
   tlsMode,
+  tlsSecretName,
   tokenKey,
 } from "../resources/credentials.js";
-import { desiredCertificate, type Certificate } from "../resources/certificate-request.js";
-import type { ServiceMonitor } from "../resources/service-monitor.js";
-import { earliest, nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
-import { desiredInferencePool, poolServiceName, poolTarget, type InferencePool } from "../resources/inference-pool.js";
-import type { OptionalKind } from "../kube/optional-kind.js";
+import { CERTIFICATE_KIND, desiredCertificate } from "../resources/certificate-request.js";
+import { SERVICE_MONITOR_KIND } from "../resources/service-monitor.js";
+import { earliest, timestamp } from "./timing.js";
+import { desiredInferencePool, INFERENCE_POOL_KIND, poolServiceName, poolTarget } from "../resources/inference-pool.js";
 import type { ModelFilesChecking } from "../probes/model-files.js";
 import { modelFilesRecheck, observeModelFiles } from "./model-files.js";
 
-/** The caches the controller reads (all kept current by watches). */
+/** The caches the controller reads besides what it owns (which the manager caches from `owns`). */
 export interface ModelCaches {
   readonly models: WatchedObjects<DynamoKserveModel & KubernetesObject>;
-  readonly deployments: WatchedObjects<V1Deployment & KubernetesObject>;
-  readonly services: WatchedObjects<V1Service & KubernetesObject>;
+  /** Every ConfigMap: a model may name any of its namespace (configMapRef, storage.caBundle). */
   readonly configMaps: WatchedObjects<V1ConfigMap & KubernetesObject>;
-  readonly budgets: WatchedObjects<V1PodDisruptionBudget & KubernetesObject>;
-  readonly autoscalers: WatchedObjects<V2HorizontalPodAutoscaler & KubernetesObject>;
-  /** InferencePools, while their CRD is installed. */
-  readonly pools: OptionalKind<InferencePool>;
-  /** ServiceMonitors, while their CRD is installed. */
-  readonly monitors: OptionalKind<ServiceMonitor>;
-  /** cert-manager Certificates, while their CRD is installed. */
-  readonly certificates: OptionalKind<Certificate>;
+}
+
+/** What a DynamoKserveModel makes objects of. */
+export const MODEL_OWNS: readonly OwnedKind[] = [
+  ...DATAPLANE_OWNS,
+  CONFIG_MAP_KIND,
+  INFERENCE_POOL_KIND,
+  CERTIFICATE_KIND,
+];
+
+/** A model's plan, group by group (applied in this order: certificate, data plane, pool, monitoring). */
+interface ModelPlan {
+  readonly certificate: PlanGroup;
+  readonly dataplane: PlanGroup;
+  readonly pool: PlanGroup;
+  readonly monitoring: PlanGroup;
+  /** Whether the installed InferencePool CRD knows appProtocol (the pool was built with it then). */
+  readonly appProtocolSupported: boolean;
 }
 
 /** How the controller issues tls.mode SelfSigned certificates. */
@@ -83,18 +82,9 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
   readonly name = "dynamokservemodel";
   readonly kind = KIND;
   readonly statusPlural = PLURAL;
+  readonly owns = MODEL_OWNS;
+  readonly ownerLabel = MODEL_LABEL;
   readonly watches: readonly Watch[] = [
-    ownedByLabel(
-      MODEL_LABEL,
-      "Deployment",
-      "Service",
-      "ConfigMap",
-      "PodDisruptionBudget",
-      "HorizontalPodAutoscaler",
-      "InferencePool",
-      "ServiceMonitor",
-      "Certificate",
-    ),
     // A user's ConfigMap: every model whose configMapRef (or storage.caBundle) names it.
     mapped(["ConfigMap"], (configMap) =>
       this.caches.models
@@ -116,7 +106,13 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
 
   constructor(
     private readonly caches: ModelCaches,
-    /** Secrets are read when needed, not watched (the operator needs no list/watch on Secrets). */
+    /** Which optional kinds are installed, and what their CRDs know. */
+    private readonly owned: Pick<OwnedCaches, "installed" | "specHasField">,
+    /**
+     * Secrets are read when needed, never watched: the operator has no list/watch on
+     * Secrets, so they are no owned kind; the credentials step applies the CA and TLS
+     * Secrets of tls.mode SelfSigned itself (they go with the model by garbage collection).
+     */
     private readonly secrets: SecretReader,
     private readonly writer: KubeWriter,
     private readonly settings: BuildSettings,
@@ -134,9 +130,8 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     return Object.values(ownedNames(name));
   }
 
-  async reconcile(model: DynamoKserveModel): Promise<Reconciled<DynamoKserveModelStatus>> {
+  async reconcile(model: DynamoKserveModel): Promise<Planned<DynamoKserveModelStatus>> {
     const { namespace } = model.metadata;
-    const names = objectNames(model);
     const ref = model.spec.modelConfig.configMapRef;
     const config = checkModelConfig(
       model,
@@ -154,71 +149,85 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
             configMaps: this.caches.configMaps,
           });
     const requeueAfterMs = earliest(credentialsRequeue, modelFilesRecheck(modelFiles, this.modelFilesChecker));
-    let deployment = this.caches.deployments.get(namespace, names.deployment);
-    const nameTaken = await nameTakenBy(async () => {
-      await this.writer.apply(desiredService(model), this.caches.services.get(namespace, names.service));
-      if (config.valid) {
-        await this.writer.apply(
-          desiredConfigMap(model, config),
-          this.caches.configMaps.get(namespace, names.configMap),
-        );
-        const applied = await this.writer.apply(desiredDeployment(model, this.settings), deployment);
-        deployment = applied.object as V1Deployment & KubernetesObject;
-        await this.writer.applyOrRemove(
-          desiredDisruptionBudget(model),
-          this.caches.budgets.get(namespace, names.deployment),
-        );
-        await this.writer.applyOrRemove(
-          desiredAutoscaler(model),
-          this.caches.autoscalers.get(namespace, names.deployment),
-        );
-      } else {
-        // A bad config leaves the running Deployment and its ConfigMap as they are: pods keep
-        // serving the last valid config, and the status says why the new one was refused.
-        this.logger.warn(
-          { model: `${namespace}/${model.metadata.name}`, reason: config.reason, err: config.message },
-          "model config rejected",
-        );
-      }
-    });
+    if (!config.valid) {
+      this.logger.warn(
+        { model: `${namespace}/${model.metadata.name}`, reason: config.reason, err: config.message },
+        "model config rejected",
+      );
+    }
+    const groups = this.planOf(model, config);
+    return {
+      plan: [groups.certificate, groups.dataplane, groups.pool, groups.monitoring],
+      settle: (outcomes) => {
+        const certificateTaken = outcomes.nameTaken(groups.certificate);
+        // A Certificate of that name that is somebody else's: the Secret it fills is not ours to trust.
+        const credentialsNow: CredentialsOutcome | undefined =
+          certificateTaken !== undefined
+            ? { ready: false, reason: "NameTaken", message: certificateTaken }
+            : credentials;
+        const retry =
+          certificateTaken !== undefined ? earliest(requeueAfterMs, MISSING_SECRET_RETRY_MS) : requeueAfterMs;
+        const observed = { config, credentials: credentialsNow, modelFiles };
+        const { status, transitions } = this.statusOf(model, observed, groups, outcomes);
+        return { status, transitions, ...(retry !== undefined ? { requeueAfterMs: retry } : {}) };
+      },
+    };
+  }
 
-    const inferencePool = await this.reconcilePool(model);
-    const monitoring = await reconcileServiceMonitor(model, names.service, this.caches.monitors, this.writer);
-    const { status, transitions } = desiredStatus(
+  /** The objects the model wants now, in the groups a NameTaken stops. */
+  private planOf(model: DynamoKserveModel, config: ConfigCheck): ModelPlan {
+    const names = objectNames(model);
+    const { dataplane, monitoring } = dataplanePlan(
+      { owner: model, name: names.deployment, tls: tlsSecretName(model) !== undefined },
+      // A bad config leaves the running Deployment and its ConfigMap as they are: pods keep
+      // serving the last valid config, and the status says why the new one was refused.
+      config.valid
+        ? { configMaps: [desiredConfigMap(model, config)], deployment: desiredDeployment(model, this.settings) }
+        : { keep: { configMaps: [names.configMap] } },
+    );
+    const appProtocolSupported = this.owned.specHasField(INFERENCE_POOL_KIND, "appProtocol");
+    return {
+      certificate: tlsMode(model) === "CertManager" ? [{ apply: desiredCertificate(model) }] : [],
+      dataplane,
+      pool:
+        model.spec.inferencePool !== undefined
+          ? [{ apply: desiredInferencePool(model, { appProtocolSupported }) }]
+          : [],
+      monitoring,
+      appProtocolSupported,
+    };
+  }
+
+  /** The status from what was observed and what became of the plan. */
+  private statusOf(
+    model: DynamoKserveModel,
+    observed: Pick<Observed, "config" | "credentials" | "modelFiles">,
+    groups: ModelPlan,
+    outcomes: PlanOutcomes,
+  ): ReturnType<typeof desiredStatus> {
+    const names = objectNames(model);
+    const nameTaken = outcomes.nameTaken(groups.dataplane);
+    return desiredStatus(
       model,
       {
-        config,
+        config: observed.config,
         // Somebody else's Deployment of that name is not this model's.
-        deployment: nameTaken === undefined ? deployment : undefined,
-        inferencePool,
-        monitoring,
-        credentials,
+        deployment:
+          nameTaken === undefined
+            ? objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, names.deployment))
+            : undefined,
+        inferencePool: poolOutcome(
+          model,
+          outcomes.of(INFERENCE_POOL_KIND, model.metadata.name),
+          groups.appProtocolSupported,
+        ),
+        monitoring: monitoringOutcome(outcomes.of(SERVICE_MONITOR_KIND, names.service)),
+        credentials: observed.credentials,
         ...(nameTaken !== undefined ? { nameTaken } : {}),
-        ...(modelFiles !== undefined ? { modelFiles } : {}),
+        ...(observed.modelFiles !== undefined ? { modelFiles: observed.modelFiles } : {}),
       },
       timestamp(),
     );
-    return { status, transitions, ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}) };
-  }
-
-  /** Creates, updates or removes the model's InferencePool; undefined when it asks for none. */
-  private async reconcilePool(model: DynamoKserveModel): Promise<PoolOutcome | undefined> {
-    const { namespace, name } = model.metadata;
-    const live = this.caches.pools.objects()?.get(namespace, name);
-    const ours = live !== undefined && live.metadata.labels?.[MODEL_LABEL] === name;
-    if (model.spec.inferencePool === undefined) {
-      if (ours) await this.writer.remove(live);
-      return undefined;
-    }
-    if (this.caches.pools.crd() === undefined) return { state: "CRDNotInstalled" };
-    if (live !== undefined && !ours) return { state: "NameTaken", name };
-    const appProtocolSupported = this.caches.pools.specHasField("appProtocol");
-    await this.writer.apply(desiredInferencePool(model, { appProtocolSupported }), live);
-    const service = poolServiceName(name);
-    const { appProtocol } = poolTarget(model);
-    return appProtocolSupported
-      ? { state: "Created", name, appProtocol, service }
-      : { state: "CreatedWithoutAppProtocol", name, appProtocol, service };
   }
 
   /**
@@ -256,7 +265,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         );
       }
     } else if (mode === "CertManager") {
-      const issued = await this.requestCertificate(model).catch(nameTaken);
+      const issued = await this.certificateIssued(model);
       if (!issued.ready) return missing(issued.reason, issued.message);
       tlsSecret = issued.secret;
       notAfterTime = issued.notAfter;
@@ -327,12 +336,12 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     return { ready: true, secret: names.tlsSecret, notAfter: expires, renewInMs };
   }
 
-  /** Keeps the model's cert-manager Certificate applied; ready once cert-manager has filled its Secret. */
-  private async requestCertificate(
+  /** Whether cert-manager has filled the Secret of the model's Certificate (which the plan applies). */
+  private async certificateIssued(
     model: DynamoKserveModel,
   ): Promise<{ ready: true; secret: string; notAfter: string } | { ready: false; reason: string; message: string }> {
     const { namespace } = model.metadata;
-    if (this.caches.certificates.crd() === undefined) {
+    if (!this.owned.installed(CERTIFICATE_KIND)) {
       return {
         ready: false,
         reason: "CertManagerNotInstalled",
@@ -341,7 +350,6 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       };
     }
     const desired = desiredCertificate(model);
-    await this.writer.apply(desired, this.caches.certificates.objects()?.get(namespace, desired.metadata.name));
     const secret = await this.secrets.get(namespace, desired.spec.secretName);
     const certificate = secretText(secret, "tls.crt");
     if (certificate === undefined || secretText(secret, "tls.key") === undefined) {
@@ -352,5 +360,29 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       };
     }
     return { ready: true, secret: desired.spec.secretName, notAfter: notAfter(certificate) };
+  }
+}
+
+/** InferencePoolReady's input from what became of the model's pool; undefined when it asks for none. */
+function poolOutcome(
+  model: DynamoKserveModel,
+  outcome: PlannedOutcome | undefined,
+  appProtocolSupported: boolean,
+): PoolOutcome | undefined {
+  const { name } = model.metadata;
+  switch (outcome?.state) {
+    case "CRDNotInstalled":
+      return { state: "CRDNotInstalled" };
+    case "NameTaken":
+      return { state: "NameTaken", name };
+    case "Applied": {
+      const service = poolServiceName(name);
+      const { appProtocol } = poolTarget(model);
+      return appProtocolSupported
+        ? { state: "Created", name, appProtocol, service }
+        : { state: "CreatedWithoutAppProtocol", name, appProtocol, service };
+    }
+    default:
+      return undefined;
   }
 }

@@ -1,12 +1,4 @@
-import type {
-  KubernetesObject,
-  V1ConfigMap,
-  V1Deployment,
-  V1Pod,
-  V1PodDisruptionBudget,
-  V1Service,
-  V2HorizontalPodAutoscaler,
-} from "@kubernetes/client-node";
+import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../../lib/errors.js";
 import {
@@ -16,39 +8,35 @@ import {
   type DynamoKserveRepositoryStatus,
 } from "../api/v1alpha1.js";
 import type { WatchedObjects } from "../kube/informer.js";
-import type { OptionalKind } from "../kube/optional-kind.js";
-import type { KubeWriter } from "../kube/writer.js";
+import { objectOf, type OwnedKind } from "../kube/owned.js";
 import type { RepositoryIndexReader } from "../probes/repository-index.js";
 import { REPOSITORY_LABEL } from "../resources/names.js";
-import { portsOf, type BuildSettings } from "../resources/dataplane-pods.js";
+import { DEPLOYMENT_KIND, portsOf, type BuildSettings } from "../resources/dataplane-pods.js";
+import { DATAPLANE_OWNS, dataplanePlan, monitoringOutcome } from "../resources/dataplane.js";
 import {
-  desiredRepositoryAutoscaler,
   desiredRepositoryDeployment,
-  desiredRepositoryDisruptionBudget,
-  desiredRepositoryService,
   desiredRepositoryStatus,
   repositoryObjectName,
   type IndexOutcome,
 } from "../resources/repository.js";
-import type { ServiceMonitor } from "../resources/service-monitor.js";
-import { keyOf, mapped, ownedByLabel, type Controller, type Reconciled, type Watch } from "../kube/controller.js";
-import { earliest, nameTakenBy, reconcileServiceMonitor, timestamp } from "./owned-objects.js";
+import { SERVICE_MONITOR_KIND } from "../resources/service-monitor.js";
+import { keyOf, labelledKey, mapped, type Controller, type Planned, type Watch } from "../kube/controller.js";
+import { earliest, timestamp } from "./timing.js";
 import type { SecretReader } from "../kube/secrets.js";
 import type { ModelFilesChecking } from "../probes/model-files.js";
 import { modelFilesRecheck, observeModelFiles } from "./model-files.js";
 
-/** The caches the repository controller reads (all kept current by watches). */
+/** The caches the repository controller reads besides what it owns (which the manager caches from `owns`). */
 export interface RepositoryCaches {
   readonly repositories: WatchedObjects<DynamoKserveRepository & KubernetesObject>;
-  readonly deployments: WatchedObjects<V1Deployment & KubernetesObject>;
-  readonly services: WatchedObjects<V1Service & KubernetesObject>;
+  /** Every ConfigMap: a repository may name any of its namespace (configMapRef, storage.caBundle). */
   readonly configMaps: WatchedObjects<V1ConfigMap & KubernetesObject>;
   /** The data-plane pods of repositories (label dynamokserve.dev/repository). */
   readonly pods: WatchedObjects<V1Pod & KubernetesObject>;
-  readonly budgets: WatchedObjects<V1PodDisruptionBudget & KubernetesObject>;
-  readonly autoscalers: WatchedObjects<V2HorizontalPodAutoscaler & KubernetesObject>;
-  readonly monitors: OptionalKind<ServiceMonitor>;
 }
+
+/** What a DynamoKserveRepository makes objects of. */
+export const REPOSITORY_OWNS: readonly OwnedKind[] = DATAPLANE_OWNS;
 
 /** How the controller learns which models a repository's data plane serves. */
 export interface RepositoryProbing {
@@ -73,16 +61,11 @@ export class DynamoKserveRepositoryController implements Controller<
   readonly name = "dynamokserverepository";
   readonly kind = REPOSITORY_KIND;
   readonly statusPlural = REPOSITORY_PLURAL;
+  readonly owns = REPOSITORY_OWNS;
+  readonly ownerLabel = REPOSITORY_LABEL;
   readonly watches: readonly Watch[] = [
-    ownedByLabel(
-      REPOSITORY_LABEL,
-      "Deployment",
-      "Service",
-      "PodDisruptionBudget",
-      "HorizontalPodAutoscaler",
-      "ServiceMonitor",
-      "Pod",
-    ),
+    // Its data-plane pods (not owned: their ReplicaSet owns them): one turning ready can be asked.
+    mapped(["Pod"], (pod) => labelledKey(REPOSITORY_LABEL, pod)),
     // A user's ConfigMap of configs (or CA bundle): every repository whose configMapRef (or storage.caBundle) names it.
     mapped(["ConfigMap"], (configMap) =>
       this.caches.repositories
@@ -98,7 +81,6 @@ export class DynamoKserveRepositoryController implements Controller<
 
   constructor(
     private readonly caches: RepositoryCaches,
-    private readonly writer: KubeWriter,
     private readonly settings: BuildSettings,
     private readonly probing: RepositoryProbing,
     /** spec.storageUri's Secret is read when needed, never watched; the checker lists the location. */
@@ -114,24 +96,13 @@ export class DynamoKserveRepositoryController implements Controller<
     return [name];
   }
 
-  async reconcile(repository: DynamoKserveRepository): Promise<Reconciled<DynamoKserveRepositoryStatus>> {
+  async reconcile(repository: DynamoKserveRepository): Promise<Planned<DynamoKserveRepositoryStatus>> {
     const { namespace } = repository.metadata;
     const objectName = repositoryObjectName(repository);
-    let deployment = this.caches.deployments.get(namespace, objectName);
-    const nameTaken = await nameTakenBy(async () => {
-      await this.writer.apply(desiredRepositoryService(repository), this.caches.services.get(namespace, objectName));
-      const applied = await this.writer.apply(desiredRepositoryDeployment(repository, this.settings), deployment);
-      deployment = applied.object as V1Deployment & KubernetesObject;
-      await this.writer.applyOrRemove(
-        desiredRepositoryDisruptionBudget(repository),
-        this.caches.budgets.get(namespace, objectName),
-      );
-      await this.writer.applyOrRemove(
-        desiredRepositoryAutoscaler(repository),
-        this.caches.autoscalers.get(namespace, objectName),
-      );
-    });
-    const monitoring = await reconcileServiceMonitor(repository, objectName, this.caches.monitors, this.writer);
+    const { dataplane, monitoring } = dataplanePlan(
+      { owner: repository, name: objectName, tls: false },
+      { configMaps: [], deployment: desiredRepositoryDeployment(repository, this.settings) },
+    );
     const { storageUri } = repository.spec;
     const modelFiles =
       storageUri === undefined
@@ -140,30 +111,40 @@ export class DynamoKserveRepositoryController implements Controller<
             ...this.storage,
             configMaps: this.caches.configMaps,
           });
-    const index = nameTaken === undefined ? await this.readIndex(repository) : ({ state: "NoReadyPod" } as const);
-    // Read after the pod answered (which can take seconds): a ConfigMap made meanwhile must
-    // not be reported missing beside a model list that already reflects it.
-    const ref = repository.spec.configMapRef;
-    const missingConfigMap =
-      ref !== undefined && this.caches.configMaps.get(namespace, ref.name) === undefined ? ref.name : undefined;
-    const { status, transitions } = desiredRepositoryStatus(
-      repository,
-      {
-        // Somebody else's Deployment of that name is not this repository's.
-        deployment: nameTaken === undefined ? deployment : undefined,
-        index,
-        ...(missingConfigMap !== undefined ? { missingConfigMap } : {}),
-        ...(nameTaken !== undefined ? { nameTaken } : {}),
-        ...(monitoring !== undefined ? { monitoring } : {}),
-        ...(modelFiles !== undefined ? { modelFiles } : {}),
-      },
-      timestamp(),
-    );
-    // The checker's cache keeps each probe from listing the bucket again.
     return {
-      status,
-      transitions,
-      requeueAfterMs: earliest(this.probing.intervalMs, modelFilesRecheck(modelFiles, this.storage.checker))!,
+      plan: [dataplane, monitoring],
+      settle: async (outcomes) => {
+        const nameTaken = outcomes.nameTaken(dataplane);
+        const index = nameTaken === undefined ? await this.readIndex(repository) : ({ state: "NoReadyPod" } as const);
+        // Read after the pod answered (which can take seconds): a ConfigMap made meanwhile must
+        // not be reported missing beside a model list that already reflects it.
+        const ref = repository.spec.configMapRef;
+        const missingConfigMap =
+          ref !== undefined && this.caches.configMaps.get(namespace, ref.name) === undefined ? ref.name : undefined;
+        const monitored = monitoringOutcome(outcomes.of(SERVICE_MONITOR_KIND, objectName));
+        const { status, transitions } = desiredRepositoryStatus(
+          repository,
+          {
+            // Somebody else's Deployment of that name is not this repository's.
+            deployment:
+              nameTaken === undefined
+                ? objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, objectName))
+                : undefined,
+            index,
+            ...(missingConfigMap !== undefined ? { missingConfigMap } : {}),
+            ...(nameTaken !== undefined ? { nameTaken } : {}),
+            ...(monitored !== undefined ? { monitoring: monitored } : {}),
+            ...(modelFiles !== undefined ? { modelFiles } : {}),
+          },
+          timestamp(),
+        );
+        // The checker's cache keeps each probe from listing the bucket again.
+        return {
+          status,
+          transitions,
+          requeueAfterMs: earliest(this.probing.intervalMs, modelFilesRecheck(modelFiles, this.storage.checker))!,
+        };
+      },
     };
   }
 

@@ -1,8 +1,7 @@
-import type { KubernetesObject, V1Service } from "@kubernetes/client-node";
-import { ownedByLabel, type Controller, type ObjectSource, type Reconciled, type Watch } from "../kube/controller.js";
-import type { WatchedObjects } from "../kube/informer.js";
+import type { Controller, ObjectSource, Planned, Watch } from "../kube/controller.js";
+import type { OwnedKind } from "../kube/owned.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
-import type { KubeWriter } from "../kube/writer.js";
+import { SERVICE_KIND } from "../resources/dataplane-pods.js";
 import {
   desiredPoolService,
   INFERENCE_POOL_KIND,
@@ -10,6 +9,9 @@ import {
   POOL_LABEL,
   type InferencePool,
 } from "../resources/inference-pool.js";
+
+/** What an InferencePool (ours or a user's) gets from the operator: the Service in front of it. */
+export const POOL_OWNS: readonly OwnedKind[] = [SERVICE_KIND];
 
 /**
  * Keeps a Service in front of every InferencePool in scope, ours or a user's, with the
@@ -19,13 +21,11 @@ import {
 export class InferencePoolController implements Controller<InferencePool> {
   readonly name = "inferencepool";
   readonly kind = INFERENCE_POOL_KIND.kind;
-  readonly watches: readonly Watch[] = [ownedByLabel(POOL_LABEL, "Service")];
+  readonly owns = POOL_OWNS;
+  readonly ownerLabel = POOL_LABEL;
+  readonly watches: readonly Watch[] = [];
 
-  constructor(
-    private readonly pools: OptionalKind<InferencePool>,
-    private readonly services: WatchedObjects<V1Service & KubernetesObject>,
-    private readonly writer: KubeWriter,
-  ) {}
+  constructor(private readonly pools: OptionalKind<InferencePool>) {}
 
   objects(): ObjectSource<InferencePool> | undefined {
     return this.pools.objects();
@@ -35,9 +35,7 @@ export class InferencePoolController implements Controller<InferencePool> {
     return [poolServiceName(name)];
   }
 
-  async reconcile(pool: InferencePool): Promise<Reconciled<never>> {
-    const desired = desiredPoolService(pool);
-    await this.writer.apply(desired, this.services.get(pool.metadata.namespace, desired.metadata!.name!));
-    return {};
+  reconcile(pool: InferencePool): Promise<Planned<never>> {
+    return Promise.resolve({ plan: [[{ apply: desiredPoolService(pool) }]], settle: () => ({}) });
   }
 }

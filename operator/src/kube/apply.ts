@@ -61,7 +61,7 @@ export async function applyIfChanged(
 }
 
 /** The owner reference marked `controller` (at most one per object). */
-function controllerOf(object: KubernetesObject): V1OwnerReference | undefined {
+export function controllerOf(object: KubernetesObject): V1OwnerReference | undefined {
   return object.metadata?.ownerReferences?.find((reference) => reference.controller === true);
 }
 

@@ -1,13 +1,15 @@
 import type { KubernetesObject } from "@kubernetes/client-node";
 import type { Transition } from "../api/objects.js";
+import type { OwnedKind, Plan, PlanOutcomes } from "./owned.js";
 
 /**
  * The contract between a controller and the small runtime that runs it (manager.ts), after
  * controller-runtime and kube-rs: a controller says which objects it reconciles, which
- * other kinds it watches and how their events map to keys, and how one object is
- * reconciled; the runtime does the rest once for every controller — the queue, the
- * not-found and deleting prologue, writing the status and recording Events, backoff,
- * metrics, resync, leader election.
+ * kinds it owns (owned.ts), which other kinds it watches and how their events map to keys,
+ * and how one object is reconciled into a plan; the runtime does the rest once for every
+ * controller — the caches and owner-label watch of owned kinds, applying the plan and
+ * pruning, the queue, the not-found and deleting prologue, writing the status and
+ * recording Events, backoff, metrics, resync, leader election.
  */
 
 /** An object a controller reconciles: named and namespaced, maybe going away. */
@@ -33,7 +35,17 @@ export interface Reconciled<Status> {
   readonly requeueAfterMs?: number;
 }
 
-/** How events on objects of other kinds lead to this controller's keys. */
+/**
+ * What one reconcile wants: the plan (the objects the owner wants now, in order), and how
+ * the result follows from what became of it (`settle`, given each entry's outcome), so a
+ * NameTaken or a missing CRD reaches the conditions.
+ */
+export interface Planned<Status> {
+  readonly plan: Plan;
+  settle(outcomes: PlanOutcomes): Reconciled<Status> | Promise<Reconciled<Status>>;
+}
+
+/** How events on objects of kinds it does not own lead to this controller's keys. */
 export interface Watch {
   /** The kinds (e.g. Deployment) whose events this mapping looks at. */
   readonly kinds: readonly string[];
@@ -50,9 +62,18 @@ export interface Controller<T extends ReconciledObject, Status = never> {
   objects(): ObjectSource<T> | undefined;
   /** The resource of its kind's status subresource, for kinds it writes a status for. */
   readonly statusPlural?: string;
+  /**
+   * The kinds it makes objects of: the manager caches each (selected on the managed-by
+   * label), routes an event on one to the key its `ownerLabel` names, applies planned
+   * objects of them and prunes the rest. The chart's RBAC is tested against this list.
+   */
+  readonly owns: readonly OwnedKind[];
+  /** The label naming the owner on each object it owns (resources/names.ts ownerLabel). */
+  readonly ownerLabel: string;
+  /** Events on objects it does not own (a user's ConfigMap, pods) that concern its keys. */
   readonly watches: readonly Watch[];
-  /** Reconciles one object (never a missing or deleting one), its status as last written. */
-  reconcile(object: T): Promise<Reconciled<Status>>;
+  /** Reconciles one object (never a missing or deleting one), its status as last written, into a plan. */
+  reconcile(object: T): Promise<Planned<Status>>;
   /** Names of the objects this one owns, forgotten with it (its owned objects go by garbage collection). */
   ownedNames?(name: string): readonly string[];
 }
@@ -60,15 +81,10 @@ export interface Controller<T extends ReconciledObject, Status = never> {
 /** `namespace/name`, the work-queue key of an object. */
 export const keyOf = (namespace: string, name: string): string => `${namespace}/${name}`;
 
-/** Events on objects labelled `label: <owner name>` concern that owner. */
-export function ownedByLabel(label: string, ...kinds: string[]): Watch {
-  return {
-    kinds,
-    keys(object) {
-      const owner = object.metadata?.labels?.[label];
-      return owner === undefined ? [] : [keyOf(object.metadata?.namespace ?? "", owner)];
-    },
-  };
+/** The key an object labelled `label: <name>` names (its owner's, or the repository its pod serves). */
+export function labelledKey(label: string, object: KubernetesObject): string[] {
+  const owner = object.metadata?.labels?.[label];
+  return owner === undefined ? [] : [keyOf(object.metadata?.namespace ?? "", owner)];
 }
 
 /** Events on objects of `kinds` concern the keys `keys` finds (e.g. the models whose configMapRef names it). */

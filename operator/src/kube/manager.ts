@@ -9,11 +9,13 @@ import {
 import type { Logger } from "pino";
 import { errorMessage } from "../../../lib/errors.js";
 import { OPERATOR_NAME, type Owner } from "../api/objects.js";
-import { keyOf, type Controller, type ReconciledObject } from "./controller.js";
+import { keyOf, labelledKey, type Controller, type ReconciledObject } from "./controller.js";
 import { WatchedObjects, type WatchedKind } from "./informer.js";
 import { LeaderElector, type LeaderElectionOptions } from "./leader.js";
 import { OperatorMetrics } from "./metrics.js";
 import { OptionalKind } from "./optional-kind.js";
+import { OwnedCaches, type UnselectedCache } from "./owned-caches.js";
+import { kindKey, type OwnedKind } from "./owned.js";
 import { WorkQueue } from "./queue.js";
 import { KubeWriter } from "./writer.js";
 import { closeApiClients, makeObjectsClient } from "./api-clients.js";
@@ -58,7 +60,9 @@ interface Running {
  * (watches started and synced before the first reconcile), the CRDs of optional kinds,
  * the writer, the HTTP endpoint (/healthz, /readyz, /metrics), leader election, resync
  * and shutdown, and runs each registered controller's reconciles from its own work queue.
- * Events reach only the controllers that watch their kind.
+ * From the kinds controllers declare they own, it makes their caches, routes their events
+ * to their owners, applies each reconcile's plan and prunes (owned-caches.ts). Events
+ * reach only the controllers that own or watch their kind.
  */
 export class Manager {
   readonly config: KubeConfig;
@@ -69,6 +73,10 @@ export class Manager {
   private readonly objectsApi: KubernetesObjectApi;
   private readonly caches: WatchedObjects<KubernetesObject>[] = [];
   private readonly optionalKinds: OptionalKind<KubernetesObject>[] = [];
+  /** Caches of every object of a kind (no selector), by kind: owned kinds reuse them. */
+  private readonly unselected = new Map<string, UnselectedCache>();
+  /** The caches of owned kinds, and the plan runner. */
+  readonly owned: OwnedCaches;
   private readonly running: Running[] = [];
   private readonly crds: WatchedObjects<V1CustomResourceDefinition & KubernetesObject>;
   private resync: NodeJS.Timeout | undefined;
@@ -81,6 +89,7 @@ export class Manager {
     this.config = this.cluster.config;
     this.objectsApi = makeObjectsClient(this.config);
     this.writer = new KubeWriter(this.config, this.metrics, options.logger);
+    this.owned = new OwnedCaches(this.writer);
     this.events = new EventRecorder(this.writer, options.logger, () => this.metrics.eventsDropped.inc());
     // CRDs are cluster-scoped: watched to notice optional kinds' coming and going.
     this.crds = new WatchedObjects(
@@ -101,6 +110,7 @@ export class Manager {
   watch<T extends KubernetesObject>(kind: WatchedKind, labelSelector?: string): WatchedObjects<T> {
     const cache = this.makeCache<T>(kind, labelSelector);
     this.caches.push(cache);
+    if (labelSelector === undefined) this.unselected.set(kindKey(kind), { watched: cache });
     return cache;
   }
 
@@ -121,6 +131,9 @@ export class Manager {
       this.options.logger,
     );
     this.optionalKinds.push(optional);
+    if (labelSelector === undefined) {
+      this.unselected.set(kindKey(kind), { optional });
+    }
     return optional;
   }
 
@@ -150,6 +163,7 @@ export class Manager {
     const { logger } = this.options;
     const port = await this.startHttp();
     await waitForApiServer(this.cluster, { timeoutMs: this.options.clusterWaitSeconds * 1000, logger });
+    this.declareOwnedKinds();
     await Promise.all(this.caches.map((cache) => cache.start()));
     this.optionalKinds.forEach((kind) => kind.crdChanged());
     await Promise.all(this.optionalKinds.map((kind) => kind.settled()));
@@ -200,8 +214,22 @@ export class Manager {
       namespaces: this.options.namespaces,
       ...(labelSelector !== undefined ? { labelSelector } : {}),
       logger: this.options.logger,
-      onEvent: (_event, object) => this.route(kind.kind, object),
+      onEvent: (event, object) => {
+        this.owned.observe(kind, event, object);
+        this.route(kind.kind, object);
+      },
     });
+  }
+
+  /** One cache per kind any controller owns (after every watch exists, so whole-kind caches are reused). */
+  private declareOwnedKinds(): void {
+    const factory = {
+      watch: (kind: OwnedKind, selector: string) => this.watch(kind, selector),
+      optional: (kind: OwnedKind, selector: string) => this.optional(kind, selector),
+    };
+    for (const { controller } of this.running) {
+      this.owned.declare(controller.owns, factory, (kind) => this.unselected.get(kindKey(kind)));
+    }
   }
 
   private lead(): void {
@@ -211,10 +239,16 @@ export class Manager {
     this.resync.unref();
   }
 
-  /** An event on an object of `kind`: the keys it concerns, for each controller watching that kind. */
+  /**
+   * An event on an object of `kind`: the keys it concerns, for each controller reconciling,
+   * owning (its owner, as the owner label names it) or watching that kind.
+   */
   private route(kind: string, object: KubernetesObject): void {
     for (const { controller, queue } of this.running) {
       if (controller.kind === kind) queue.add(keyOf(object.metadata?.namespace ?? "", object.metadata?.name ?? ""));
+      if (controller.owns.some((owned) => owned.kind === kind)) {
+        labelledKey(controller.ownerLabel, object).forEach((key) => queue.add(key));
+      }
       for (const watch of controller.watches) {
         if (watch.kinds.includes(kind)) watch.keys(object).forEach((key) => queue.add(key));
       }
@@ -253,8 +287,9 @@ export class Manager {
   /**
    * The prologue and epilogue every controller shares: a missing or deleting object is
    * forgotten (what it owned goes by garbage collection); otherwise it is reconciled as
-   * of the status last written (the cache may not show it yet), then that status is
-   * applied if it changed and the condition changes are recorded as Events.
+   * of the status last written (the cache may not show it yet), its plan applied (and what
+   * it no longer wants pruned), then the status is applied if it changed and the
+   * condition changes are recorded as Events.
    */
   private async reconcileKey({ controller, writtenStatus }: Running, key: string): Promise<number | undefined> {
     const [namespace, name] = key.split("/") as [string, string];
@@ -266,7 +301,12 @@ export class Manager {
     }
     const written = writtenStatus.get(key);
     const object = written === undefined ? cached : { ...cached, status: written };
-    const outcome = await controller.reconcile(object);
+    const planned = await controller.reconcile(object);
+    const outcomes = await this.owned.apply(
+      { object, ownerLabel: controller.ownerLabel, owns: controller.owns },
+      planned.plan,
+    );
+    const outcome = await planned.settle(outcomes);
     // Kinds with a status are our own (DynamoKserveModel, DynamoKserveRepository): read
     // from the API server, they carry apiVersion, kind and uid.
     const owner = object as ReconciledObject & Owner;

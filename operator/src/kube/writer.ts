@@ -62,17 +62,7 @@ export class KubeWriter {
     return result;
   }
 
-  /**
-   * An object the owner has only under some settings (a disruption budget, an autoscaler):
-   * applied when desired, removed when not but still there (the caller's cache holds only
-   * objects it owns).
-   */
-  async applyOrRemove(desired: KubernetesObject | undefined, live: KubernetesObject | undefined): Promise<void> {
-    if (desired !== undefined) await this.apply(desired, live);
-    else if (live !== undefined) await this.remove(live);
-  }
-
-  /** Deletes an owned object that should no longer exist (a 404 means it is already gone). */
+  /** Deletes an owned object its owner no longer wants (the prune; a 404 means it is already gone). */
   async remove(live: KubernetesObject): Promise<void> {
     try {
       await this.objects.delete(live);

@@ -1,5 +1,6 @@
 import type { KubernetesObject, V1ObjectMeta } from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
+import type { OwnedKind } from "../kube/owned.js";
 import { serviceDnsNames } from "./credentials.js";
 import { objectNames, ownedMetadata } from "./names.js";
 
@@ -9,7 +10,8 @@ export const CERTIFICATE_KIND = {
   apiVersion: "cert-manager.io/v1",
   kind: "Certificate",
   plural: "certificates",
-} as const;
+  optional: true,
+} as const satisfies OwnedKind;
 
 export interface Certificate extends KubernetesObject {
   metadata: V1ObjectMeta & { name: string; namespace: string };

@@ -19,6 +19,7 @@ import type {
 import { dataPlaneArguments, type DataPlaneArguments } from "../../../lib/contract/dataplane.js";
 import { READINESS_SERVICE } from "../../../lib/contract/layout.js";
 import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
+import type { OwnedKind } from "../kube/owned.js";
 import { TLS_MOUNT } from "./credentials.js";
 import { labelsFor, ownedMetadata, selectorFor } from "./names.js";
 
@@ -27,6 +28,19 @@ import { labelsFor, ownedMetadata, selectorFor } from "./names.js";
  * DynamoKserveModel, a DynamoKserveRepository): the Deployment (hardened pods, probes, the
  * data plane's arguments built from its typed contract) and the Service. Pure.
  */
+
+export const DEPLOYMENT_KIND: OwnedKind = { apiVersion: "apps/v1", kind: "Deployment", plural: "deployments" };
+export const SERVICE_KIND: OwnedKind = { apiVersion: "v1", kind: "Service", plural: "services" };
+export const DISRUPTION_BUDGET_KIND: OwnedKind = {
+  apiVersion: "policy/v1",
+  kind: "PodDisruptionBudget",
+  plural: "poddisruptionbudgets",
+};
+export const AUTOSCALER_KIND: OwnedKind = {
+  apiVersion: "autoscaling/v2",
+  kind: "HorizontalPodAutoscaler",
+  plural: "horizontalpodautoscalers",
+};
 
 /** Operator-wide settings the builders need. */
 export interface BuildSettings {
@@ -139,8 +153,8 @@ export function endpointsOf(
 export function dataplaneService(owner: Owner, spec: DataplaneSpec, name: string, tls: boolean): V1Service {
   const ports = portsOf({ spec });
   return {
-    apiVersion: "v1",
-    kind: "Service",
+    apiVersion: SERVICE_KIND.apiVersion,
+    kind: SERVICE_KIND.kind,
     metadata: ownedMetadata(owner, name),
     spec: {
       type: "ClusterIP",
@@ -172,8 +186,8 @@ export function dataplaneDisruptionBudget(
 ): V1PodDisruptionBudget | undefined {
   if (spec.replicas !== undefined && spec.replicas <= 1) return undefined;
   return {
-    apiVersion: "policy/v1",
-    kind: "PodDisruptionBudget",
+    apiVersion: DISRUPTION_BUDGET_KIND.apiVersion,
+    kind: DISRUPTION_BUDGET_KIND.kind,
     metadata: ownedMetadata(owner, name),
     spec: { maxUnavailable: 1, selector: { matchLabels: selectorFor(owner) } },
   };
@@ -219,11 +233,11 @@ export function dataplaneAutoscaler(
       : []),
   ];
   return {
-    apiVersion: "autoscaling/v2",
-    kind: "HorizontalPodAutoscaler",
+    apiVersion: AUTOSCALER_KIND.apiVersion,
+    kind: AUTOSCALER_KIND.kind,
     metadata: ownedMetadata(owner, name),
     spec: {
-      scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name },
+      scaleTargetRef: { apiVersion: DEPLOYMENT_KIND.apiVersion, kind: DEPLOYMENT_KIND.kind, name },
       minReplicas: autoscaling.minReplicas ?? SPEC_DEFAULTS.autoscaling.minReplicas,
       maxReplicas: autoscaling.maxReplicas,
       metrics,
@@ -303,8 +317,8 @@ export function dataplaneDeployment(
   const tmp: MountedVolume = { volume: { name: "tmp", emptyDir: {} }, mount: { name: "tmp", mountPath: "/tmp" } };
   const volumes = [...pods.sourceVolumes, tmp, ...pods.extraVolumes];
   return {
-    apiVersion: "apps/v1",
-    kind: "Deployment",
+    apiVersion: DEPLOYMENT_KIND.apiVersion,
+    kind: DEPLOYMENT_KIND.kind,
     metadata: ownedMetadata(owner, name),
     spec: {
       // Unset replicas (always with spec.autoscaling) leave the count to whoever owns it (an

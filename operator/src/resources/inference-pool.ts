@@ -3,7 +3,8 @@ import { createHash } from "node:crypto";
 import type { KubernetesObject, V1ObjectMeta, V1Service } from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
 import { MANAGED_BY_LABEL, ownedMetadata, selectorFor } from "./names.js";
-import { portsOf } from "./dataplane-pods.js";
+import { portsOf, SERVICE_KIND } from "./dataplane-pods.js";
+import type { OwnedKind } from "../kube/owned.js";
 
 /**
  * Gateway API Inference Extension objects: the InferencePool a DynamoKserveModel asks
@@ -16,7 +17,8 @@ export const INFERENCE_POOL_KIND = {
   apiVersion: "inference.networking.k8s.io/v1",
   kind: "InferencePool",
   plural: "inferencepools",
-} as const;
+  optional: true,
+} as const satisfies OwnedKind;
 
 export const H2C = "kubernetes.io/h2c";
 
@@ -102,8 +104,8 @@ export function poolAppProtocol(pool: InferencePool): string {
 export function desiredPoolService(pool: InferencePool): V1Service {
   const appProtocol = poolAppProtocol(pool);
   return {
-    apiVersion: "v1",
-    kind: "Service",
+    apiVersion: SERVICE_KIND.apiVersion,
+    kind: SERVICE_KIND.kind,
     metadata: {
       name: poolServiceName(pool.metadata.name),
       namespace: pool.metadata.namespace,

@@ -18,6 +18,7 @@ import {
   type BuildSettings,
   type MountedVolume,
 } from "./dataplane-pods.js";
+import type { OwnedKind } from "../kube/owned.js";
 import type { ValidConfig } from "./model-config.js";
 import { MODEL_FILES_ROOT, MODEL_REPOSITORY_PATH, objectNames, ownedMetadata, servedModelName } from "./names.js";
 import { objectStoragePods } from "./storage.js";
@@ -28,11 +29,13 @@ import { objectStoragePods } from "./storage.js";
  * the model (plus what was observed) in, the objects out; the controller applies them.
  */
 
+export const CONFIG_MAP_KIND: OwnedKind = { apiVersion: "v1", kind: "ConfigMap", plural: "configmaps" };
+
 /** The ConfigMap mounted as the data plane's model repository: one file, the model's config. */
 export function desiredConfigMap(model: DynamoKserveModel, config: ValidConfig): V1ConfigMap {
   return {
-    apiVersion: "v1",
-    kind: "ConfigMap",
+    apiVersion: CONFIG_MAP_KIND.apiVersion,
+    kind: CONFIG_MAP_KIND.kind,
     metadata: ownedMetadata(model, objectNames(model).configMap),
     ...(config.text !== undefined ? { data: { [config.fileName]: config.text } } : {}),
     ...(config.binaryBase64 !== undefined ? { binaryData: { [config.fileName]: config.binaryBase64 } } : {}),

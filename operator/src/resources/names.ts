@@ -1,10 +1,10 @@
 import type { V1OwnerReference } from "@kubernetes/client-node";
-import { OPERATOR_NAME, type Owner } from "../api/objects.js";
+import { MANAGED_BY_LABEL, OPERATOR_NAME, type Owner } from "../api/objects.js";
 import { REPOSITORY_KIND, type DynamoKserveModel } from "../api/v1alpha1.js";
 
 export const MODEL_LABEL = "dynamokserve.dev/model";
 export const REPOSITORY_LABEL = "dynamokserve.dev/repository";
-export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
+export { MANAGED_BY_LABEL };
 
 /** Where the model's configuration is mounted in data-plane pods (the model repository). */
 export const MODEL_REPOSITORY_PATH = "/models";

@@ -1,10 +1,5 @@
 import type { Transition } from "../api/objects.js";
-import type {
-  V1Deployment,
-  V1PodDisruptionBudget,
-  V1Service,
-  V2HorizontalPodAutoscaler,
-} from "@kubernetes/client-node";
+import type { V1Deployment } from "@kubernetes/client-node";
 import {
   REPOSITORY_SPEC_DEFAULTS,
   type DynamoKserveRepository,
@@ -14,15 +9,7 @@ import {
 } from "../api/v1alpha1.js";
 import { CLAIM_REPOSITORY_PATH, MODEL_REPOSITORY_PATH, selectorTextFor } from "./names.js";
 import { modelFilesCondition, objectStoragePods, type ModelFilesOutcome } from "./storage.js";
-import {
-  dataplaneAutoscaler,
-  dataplaneDeployment,
-  dataplaneDisruptionBudget,
-  dataplaneService,
-  endpointsOf,
-  type BuildSettings,
-  type MountedVolume,
-} from "./dataplane-pods.js";
+import { dataplaneDeployment, endpointsOf, type BuildSettings, type MountedVolume } from "./dataplane-pods.js";
 import {
   availabilityOf,
   conditionsOf,
@@ -37,7 +24,8 @@ import {
  * Pure desired-state builders for a DynamoKserveRepository: one data-plane Deployment
  * serving every model of a Triton model repository (a ConfigMap of `<model>.pbtxt` keys
  * and/or a PersistentVolumeClaim in Triton's layout), what it cannot run forwarded to the
- * upstream Triton, and the status that says how each model fared.
+ * upstream Triton, and the status that says how each model fared. Its Service, budget,
+ * autoscaler and ServiceMonitor are every data plane's (dataplane.ts).
  */
 
 /** Names of the objects the repository called `name` owns: its Deployment and Service share its name. */
@@ -50,22 +38,6 @@ export function upstreamAddress(repository: DynamoKserveRepository): string | un
   if (upstream.address !== undefined) return upstream.address;
   const port = upstream.port ?? REPOSITORY_SPEC_DEFAULTS.upstream.port;
   return `${upstream.serviceName}.${repository.metadata.namespace}.svc:${port}`;
-}
-
-export function desiredRepositoryService(repository: DynamoKserveRepository): V1Service {
-  return dataplaneService(repository, repository.spec, repositoryObjectName(repository), false);
-}
-
-/** The repository's PodDisruptionBudget, named like its Deployment (none for a single replica). */
-export function desiredRepositoryDisruptionBudget(
-  repository: DynamoKserveRepository,
-): V1PodDisruptionBudget | undefined {
-  return dataplaneDisruptionBudget(repository, repository.spec, repositoryObjectName(repository));
-}
-
-/** The repository's HorizontalPodAutoscaler, named like its Deployment (none without spec.autoscaling). */
-export function desiredRepositoryAutoscaler(repository: DynamoKserveRepository): V2HorizontalPodAutoscaler | undefined {
-  return dataplaneAutoscaler(repository, repository.spec, repositoryObjectName(repository));
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Owner } from "../api/objects.js";
 import type { KubernetesObject, V1ObjectMeta } from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
+import type { OwnedKind } from "../kube/owned.js";
 import { labelsFor, ownedMetadata, selectorFor } from "./names.js";
 
 /** The Prometheus Operator's ServiceMonitor for a data plane (a model's or a repository's). Pure builder. */
@@ -9,7 +10,8 @@ export const SERVICE_MONITOR_KIND = {
   apiVersion: "monitoring.coreos.com/v1",
   kind: "ServiceMonitor",
   plural: "servicemonitors",
-} as const;
+  optional: true,
+} as const satisfies OwnedKind;
 
 export interface ServiceMonitor extends KubernetesObject {
   metadata: V1ObjectMeta & { name: string; namespace: string };

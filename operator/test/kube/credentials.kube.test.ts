@@ -168,7 +168,7 @@ describe("TLS and token Secrets (real API server, and a data plane serving the i
     }, 30_000);
   });
 
-  it("tls.mode CertManager: waits for cert-manager, requests a Certificate for the Service names, uses the Secret it fills", async () => {
+  it("tls.mode CertManager: waits for cert-manager, requests a Certificate for the Service names, uses the Secret it fills; removes the Certificate when the mode changes", async () => {
     await kube.create(
       modelObject(namespace, "cm", {
         replicas: 1,
@@ -204,6 +204,14 @@ describe("TLS and token Secrets (real API server, and a data plane serving the i
         const live = await model("cm");
         assert.equal(conditionOf(live, "CredentialsReady")?.status, "True");
         assert.equal(live.status?.tls?.secretName, "cm-tls");
+      }, 30_000);
+      // Moving away from CertManager: the Certificate the model no longer wants is pruned
+      // (cert-manager would otherwise keep renewing it into the Secret).
+      const withoutTls = { ...modelObject(namespace, "cm", {} as DynamoKserveModel["spec"]), spec: { tls: null } };
+      await kube.mergePatch(withoutTls);
+      await eventually(async () => {
+        assert.equal(await kube.exists("cert-manager.io/v1", "Certificate", namespace, "cm-tls"), false);
+        assert.equal(conditionOf(await model("cm"), "CredentialsReady"), undefined);
       }, 30_000);
     } finally {
       await cluster.deleteCrd("certificates.cert-manager.io");

@@ -1,0 +1,130 @@
+import assert from "node:assert/strict";
+import type { KubernetesObject } from "@kubernetes/client-node";
+import type { Owner } from "../../src/api/objects.js";
+import { NameTakenError } from "../../src/kube/apply.js";
+import type { ObjectSource } from "../../src/kube/controller.js";
+import { OwnedCaches, type PlanOwner } from "../../src/kube/owned-caches.js";
+import { kindKey, type OwnedKind, type Plan } from "../../src/kube/owned.js";
+import { CERTIFICATE_KIND } from "../../src/resources/certificate-request.js";
+import { DEPLOYMENT_KIND, SERVICE_KIND } from "../../src/resources/dataplane-pods.js";
+import { MODEL_LABEL, ownedMetadata } from "../../src/resources/names.js";
+
+const NAMESPACE = "team";
+const ownerNamed = (name: string, uid: string): Owner => ({
+  apiVersion: "dynamokserve.dev/v1alpha1",
+  kind: "DynamoKserveModel",
+  metadata: { name, namespace: NAMESPACE, uid },
+});
+const objectOf = (kind: OwnedKind, owner: Owner, name: string): KubernetesObject => ({
+  apiVersion: kind.apiVersion,
+  kind: kind.kind,
+  metadata: ownedMetadata(owner, name),
+});
+
+/** The plan runner over in-memory caches and a writer that records what it is asked to do. */
+function harness(options: { certificatesInstalled: boolean }) {
+  const stores = new Map<string, Map<string, KubernetesObject>>();
+  const writes: string[] = [];
+  const taken = new Set<string>();
+  const storeOf = (kind: { apiVersion?: string; kind?: string }) => {
+    const key = kindKey(kind);
+    if (!stores.has(key)) stores.set(key, new Map());
+    return stores.get(key)!;
+  };
+  const source = (kind: OwnedKind): ObjectSource<KubernetesObject> => ({
+    get: (_namespace, name) => storeOf(kind).get(name),
+    list: () => [...storeOf(kind).values()],
+  });
+  const caches = new OwnedCaches({
+    apply: (desired) => {
+      const name = `${desired.kind}/${desired.metadata?.name}`;
+      writes.push(`apply ${name}`);
+      if (taken.has(name)) return Promise.reject(new NameTakenError(desired.kind!, desired.metadata!.name!, undefined));
+      const kind = [SERVICE_KIND, DEPLOYMENT_KIND, CERTIFICATE_KIND].find((k) => k.kind === desired.kind)!;
+      put(kind, desired);
+      return Promise.resolve({ changed: true, object: desired });
+    },
+    remove: (live) => {
+      writes.push(`delete ${live.kind}/${live.metadata?.name}`);
+      storeOf(live).delete(live.metadata!.name!);
+      return Promise.resolve();
+    },
+  });
+  /** An object as the cache would see it (its event included). */
+  const put = (kind: OwnedKind, object: KubernetesObject) => {
+    storeOf(kind).set(object.metadata!.name!, object);
+    caches.observe(kind, "add", object);
+  };
+  caches.declare(
+    [SERVICE_KIND, DEPLOYMENT_KIND, CERTIFICATE_KIND],
+    {
+      watch: (kind) => source(kind),
+      optional: (kind) => ({
+        crd: () => (options.certificatesInstalled ? {} : undefined),
+        objects: () => (options.certificatesInstalled ? source(kind) : undefined),
+        specHasField: () => true,
+      }),
+    },
+    () => undefined,
+  );
+  const ownerFor = (owner: Owner): PlanOwner => ({
+    object: owner,
+    ownerLabel: MODEL_LABEL,
+    owns: [SERVICE_KIND, DEPLOYMENT_KIND, CERTIFICATE_KIND],
+  });
+  return { caches, writes, taken, put, storeOf, ownerFor };
+}
+
+describe("owned kinds: a plan applied in order, then the prune", () => {
+  const model = ownerNamed("m", "uid-1");
+
+  it("a NameTaken stops the rest of its group, not the next group; what was not reached is not pruned", async () => {
+    const { caches, writes, taken, put, ownerFor } = harness({ certificatesInstalled: true });
+    put(DEPLOYMENT_KIND, objectOf(DEPLOYMENT_KIND, model, "m"));
+    taken.add("Service/m");
+    const dataplane = [{ apply: objectOf(SERVICE_KIND, model, "m") }, { apply: objectOf(DEPLOYMENT_KIND, model, "m") }];
+    const plan: Plan = [dataplane, [{ apply: objectOf(CERTIFICATE_KIND, model, "m-tls") }]];
+    const outcomes = await caches.apply(ownerFor(model), plan);
+    assert.deepEqual(writes, ["apply Service/m", "apply Certificate/m-tls"]);
+    assert.equal(outcomes.of(SERVICE_KIND, "m")?.state, "NameTaken");
+    assert.equal(outcomes.of(DEPLOYMENT_KIND, "m")?.state, "NotReached");
+    assert.equal(outcomes.of(CERTIFICATE_KIND, "m-tls")?.state, "Applied");
+    assert.match(outcomes.nameTaken(dataplane) ?? "", /a Service named m exists/);
+  });
+
+  it("prunes the owner's objects the plan neither applies nor keeps, and nobody else's", async () => {
+    const { caches, writes, put, storeOf, ownerFor } = harness({ certificatesInstalled: true });
+    const recreated = ownerNamed("m", "uid-old");
+    const other = ownerNamed("other", "uid-2");
+    put(DEPLOYMENT_KIND, objectOf(DEPLOYMENT_KIND, model, "m"));
+    put(CERTIFICATE_KIND, objectOf(CERTIFICATE_KIND, model, "m-tls"));
+    // Labelled for the model, but controlled by an earlier model of that name: not ours to delete.
+    put(SERVICE_KIND, objectOf(SERVICE_KIND, recreated, "m-left"));
+    put(SERVICE_KIND, objectOf(SERVICE_KIND, other, "other"));
+    const outcomes = await caches.apply(ownerFor(model), [
+      [{ apply: objectOf(SERVICE_KIND, model, "m") }, { keep: DEPLOYMENT_KIND, name: "m" }],
+    ]);
+    assert.deepEqual(writes, ["apply Service/m", "delete Certificate/m-tls"]);
+    assert.equal(outcomes.of(DEPLOYMENT_KIND, "m")?.state, "Kept");
+    assert.deepEqual([...storeOf(SERVICE_KIND).keys()].sort(), ["m", "m-left", "other"]);
+    assert.ok(storeOf(DEPLOYMENT_KIND).has("m"));
+  });
+
+  it("writes nothing of an optional kind whose CRD is not installed, and says so", async () => {
+    const { caches, writes, ownerFor } = harness({ certificatesInstalled: false });
+    const outcomes = await caches.apply(ownerFor(model), [[{ apply: objectOf(CERTIFICATE_KIND, model, "m-tls") }]]);
+    assert.deepEqual(writes, []);
+    assert.deepEqual(outcomes.of(CERTIFICATE_KIND, "m-tls"), { state: "CRDNotInstalled" });
+    assert.equal(caches.installed(CERTIFICATE_KIND), false);
+    assert.equal(caches.installed(DEPLOYMENT_KIND), true);
+  });
+
+  it("refuses a planned object of a kind its owner does not declare", async () => {
+    const { caches, ownerFor } = harness({ certificatesInstalled: true });
+    const undeclared = { ...ownerFor(model), owns: [SERVICE_KIND] };
+    await assert.rejects(
+      caches.apply(undeclared, [[{ apply: objectOf(DEPLOYMENT_KIND, model, "m") }]]),
+      /plans an object of apps\/v1\/Deployment, a kind it does not declare in owns/,
+    );
+  });
+});
