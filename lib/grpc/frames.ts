@@ -1,14 +1,16 @@
 import { status } from "@grpc/grpc-js";
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http2";
-import type { ForwardMetadataEntry } from "../engine.js";
 
 /**
- * gRPC over HTTP/2 as the upstream transport (h2-upstream.ts) needs it, pure: the
- * length-prefixed message framing both ways, `grpc-timeout`, `grpc-message` decoding, the
- * tables that turn an HTTP/2 reset or an HTTP status into a gRPC status, and which
- * headers may cross us. Facts from gRPC's PROTOCOL-HTTP2.md and "HTTP to gRPC status code
+ * gRPC over HTTP/2 as the data plane's upstream transport (engines/kserve-grpc/h2-upstream.ts)
+ * and the activator's relay need it, pure: the length-prefixed message framing both ways,
+ * `grpc-timeout`, `grpc-message` decoding, the tables that turn an HTTP/2 reset or an HTTP
+ * status into a gRPC status, and which headers may cross us. Facts from gRPC's PROTOCOL-HTTP2.md and "HTTP to gRPC status code
  * mapping".
  */
+
+/** One custom metadata entry of a call: `-bin` values as bytes, text as it came. */
+export type MetadataEntry = readonly [name: string, value: string | Uint8Array];
 
 /** A message's prefix: one flag byte (1: compressed) and its length, 4 bytes big-endian. */
 export const FRAME_HEADER_BYTES = 5;
@@ -272,8 +274,8 @@ export function isForwardableHeader(name: string): boolean {
  * An HTTP/2 header block's custom metadata as entries, reserved names left out: `-bin`
  * values base64-decoded (several values, comma-joined by HTTP, each decoded), text as it came.
  */
-export function metadataOf(headers: IncomingHttpHeaders): ForwardMetadataEntry[] {
-  const entries: ForwardMetadataEntry[] = [];
+export function metadataOf(headers: IncomingHttpHeaders): MetadataEntry[] {
+  const entries: MetadataEntry[] = [];
   for (const name in headers) {
     if (!isForwardableHeader(name)) continue;
     const value = headers[name];
@@ -292,7 +294,7 @@ export function metadataOf(headers: IncomingHttpHeaders): ForwardMetadataEntry[]
  * fields), reserved names dropped. Names are lowercased first: node sends them lowercased,
  * so an `Authorization` or `Host` judged as written would pass the deny list and go upstream.
  */
-export function addMetadataHeaders(headers: OutgoingHttpHeaders, entries: readonly ForwardMetadataEntry[]): void {
+export function addMetadataHeaders(headers: OutgoingHttpHeaders, entries: readonly MetadataEntry[]): void {
   for (const [written, value] of entries) {
     const name = written.toLowerCase();
     if (!isForwardableHeader(name)) continue;
