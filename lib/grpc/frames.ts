@@ -304,3 +304,43 @@ export function addMetadataHeaders(headers: OutgoingHttpHeaders, entries: readon
     else headers[name] = [...(Array.isArray(existing) ? existing : [String(existing)]), text];
   }
 }
+
+const TIMEOUT_UNIT_MS: Readonly<Record<string, number>> = { n: 1e-6, u: 1e-3, m: 1, S: 1000, M: 60_000, H: 3_600_000 };
+
+/**
+ * A `grpc-timeout` value in milliseconds (up to 8 digits and a unit: H, M, S, m, u, n);
+ * undefined when absent or malformed (gRPC then has no deadline).
+ */
+export function parseGrpcTimeout(value: string | undefined): number | undefined {
+  const match = value === undefined ? null : /^(\d{1,8})([HMSmun])$/.exec(value);
+  if (match === null) return undefined;
+  return Number(match[1]) * TIMEOUT_UNIT_MS[match[2]!]!;
+}
+
+/**
+ * `grpc-message` as the spec asks it sent: UTF-8, percent-encoding every byte outside
+ * printable ASCII and `%` itself (decodeGrpcMessage reads it back).
+ */
+export function encodeGrpcMessage(message: string): string {
+  let encoded = "";
+  for (const byte of Buffer.from(message, "utf8")) {
+    encoded +=
+      byte >= 0x20 && byte <= 0x7e && byte !== 0x25
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return encoded;
+}
+
+/**
+ * A reply that is only trailers (PROTOCOL-HTTP2.md's Trailers-Only): the call ends with
+ * `code` and `message` before any response message, in one HEADERS frame.
+ */
+export function trailersOnly(code: status, message: string): OutgoingHttpHeaders {
+  return {
+    ":status": 200,
+    "content-type": "application/grpc",
+    "grpc-status": String(code),
+    "grpc-message": encodeGrpcMessage(message),
+  };
+}

@@ -1,0 +1,194 @@
+import { status } from "@grpc/grpc-js";
+import {
+  constants,
+  createServer,
+  type Http2Server,
+  type IncomingHttpHeaders,
+  type OutgoingHttpHeaders,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
+} from "node:http2";
+import { authenticationFailure, type BearerTokens } from "../../lib/auth/bearer-tokens.js";
+import { grpcTimeout, H2_CODE, parseGrpcTimeout, statusOfReset, trailersOnly } from "../../lib/grpc/frames.js";
+import type { Holding } from "./holding.js";
+import { endToEndHeaders } from "./hop-by-hop.js";
+import type { ReadyPod } from "./pods.js";
+import { ReplayableBody } from "./replay.js";
+import { holdRefusal, RETRY_PAUSE_MS, sleep } from "./refusals.js";
+import { UpstreamSessions } from "./upstream-sessions.js";
+
+/** What the gRPC relay needs: the waiting room, the bounds and the tokens. */
+export interface GrpcRelayOptions {
+  readonly holding: Holding;
+  readonly upstreamPort: number;
+  readonly holdTimeoutMs: number;
+  readonly maxConcurrentStreams: number;
+  readonly maxHeaderBytes: number;
+  /** The accepted bearer tokens, read on every call (undefined: none needed). */
+  readonly tokens: () => BearerTokens | undefined;
+}
+
+/** How one attempt to relay a call to a pod ended. */
+type Attempt = "done" | "refused";
+
+/**
+ * The model's gRPC port (h2c) as a transparent relay: each stream is held until a pod is
+ * ready (its body unread: HTTP/2 flow control holds the client), then relayed to the pod's
+ * same port on a shared session, headers, DATA and trailers as they come both ways.
+ */
+export class GrpcRelay {
+  readonly server: Http2Server;
+  private readonly upstream: UpstreamSessions;
+  private readonly sessions = new Set<ServerHttp2Session>();
+
+  constructor(private readonly options: GrpcRelayOptions) {
+    this.upstream = new UpstreamSessions(options.upstreamPort);
+    this.server = createServer({
+      settings: {
+        maxConcurrentStreams: options.maxConcurrentStreams,
+        maxHeaderListSize: options.maxHeaderBytes,
+      },
+      maxSessionInvalidFrames: 100,
+    });
+    this.server.on("session", (session: ServerHttp2Session) => {
+      this.sessions.add(session);
+      session.once("close", () => this.sessions.delete(session));
+      session.on("error", () => undefined);
+    });
+    this.server.on("stream", (stream, headers) => void this.serve(stream, headers));
+  }
+
+  /** Sends GOAWAY to every client connection: its streams finish, new ones go elsewhere. */
+  handOver(): void {
+    for (const session of this.sessions) if (!session.closed) session.close();
+  }
+
+  /** Stops accepting connections; those open finish their streams. */
+  stop(): void {
+    this.server.close();
+    this.handOver();
+  }
+
+  /** Ends whatever is left (after the grace). */
+  destroy(): void {
+    for (const session of this.sessions) session.destroy();
+    this.upstream.close();
+  }
+
+  private async serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): Promise<void> {
+    stream.on("error", () => undefined);
+    const tokens = this.options.tokens();
+    if (tokens !== undefined) {
+      const given = headers["authorization"];
+      const failure = authenticationFailure(given === undefined ? [] : [given], tokens);
+      if (failure !== undefined) return end(stream, status.UNAUTHENTICATED, failure);
+    }
+    const clientTimeoutMs = parseGrpcTimeout(headers["grpc-timeout"] as string | undefined);
+    const start = performance.now();
+    const deadline = clientTimeoutMs === undefined ? Infinity : start + clientTimeoutMs;
+    const holdUntil = Math.min(deadline, start + this.options.holdTimeoutMs);
+    const body = new ReplayableBody(stream);
+    const cancelled = new AbortController();
+    stream.once("close", () => cancelled.abort());
+    const done = this.relay(stream, headers, body, deadline, holdUntil, cancelled.signal);
+    this.options.holding.track(done);
+    await done;
+  }
+
+  private async relay(
+    stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    body: ReplayableBody,
+    deadline: number,
+    holdUntil: number,
+    signal: AbortSignal,
+  ): Promise<void> {
+    for (;;) {
+      const result = await this.options.holding.acquire(holdUntil - performance.now(), signal);
+      if (result.kind !== "pod") {
+        const refusal = holdRefusal(result.kind, this.options.holdTimeoutMs, holdUntil < deadline);
+        if (refusal !== undefined) end(stream, GRPC_OF_REFUSAL[refusal.kind], refusal.message);
+        return;
+      }
+      if ((await this.attempt(result.pod, stream, headers, body, deadline)) === "done") return;
+      if (!body.replayable || performance.now() + RETRY_PAUSE_MS >= holdUntil) {
+        return end(stream, status.UNAVAILABLE, `the model's pod ${result.pod.name} refused the call`);
+      }
+      await sleep(RETRY_PAUSE_MS);
+    }
+  }
+
+  /** Relays the call to `pod` once; "refused" when the pod never saw it (it may go elsewhere). */
+  private attempt(
+    pod: ReadyPod,
+    stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    body: ReplayableBody,
+    deadline: number,
+  ): Promise<Attempt> {
+    if (stream.closed || stream.destroyed) return Promise.resolve("done");
+    const outgoing = endToEndHeaders(headers, true) as Record<string, string | string[] | number>;
+    if (headers["te"] !== undefined) outgoing["te"] = "trailers";
+    if (Number.isFinite(deadline)) outgoing["grpc-timeout"] = grpcTimeout(deadline - performance.now());
+    let upstream;
+    try {
+      upstream = this.upstream.request(pod.ip, outgoing);
+    } catch {
+      return Promise.resolve("refused");
+    }
+    return new Promise((resolve) => {
+      let responded = false;
+      let trailers: OutgoingHttpHeaders | undefined;
+      upstream.on("error", () => undefined);
+      stream.once("close", () => upstream.close(constants.NGHTTP2_CANCEL));
+      upstream.once("response", (responseHeaders, flags) => {
+        responded = true;
+        body.committed();
+        if (stream.closed || stream.destroyed) return;
+        const trailersOnlyReply = (flags & constants.NGHTTP2_FLAG_END_STREAM) !== 0;
+        stream.respond(endToEndHeaders(responseHeaders, true), {
+          endStream: trailersOnlyReply,
+          waitForTrailers: !trailersOnlyReply,
+        });
+        stream.once("wantTrailers", () => stream.sendTrailers(trailers ?? {}));
+        upstream.on("data", (chunk: Buffer) => {
+          if (!stream.write(chunk)) {
+            upstream.pause();
+            stream.once("drain", () => upstream.resume());
+          }
+        });
+      });
+      upstream.once("trailers", (received) => (trailers = endToEndHeaders(received)));
+      upstream.once("close", () => {
+        if (!responded) {
+          body.detach();
+          const refused = upstream.rstCode === H2_CODE.REFUSED_STREAM;
+          if (this.upstream.neverProcessed(upstream, refused)) return resolve("refused");
+          end(stream, statusOfReset(upstream.rstCode ?? 0), `the model's pod ${pod.name} ended the call`);
+          return resolve("done");
+        }
+        if (trailers === undefined && upstream.rstCode !== H2_CODE.NO_ERROR) {
+          trailers = {
+            "grpc-status": String(status.UNAVAILABLE),
+            "grpc-message": `the model's pod ${pod.name} reset the call (HTTP/2 code ${upstream.rstCode})`,
+          };
+        }
+        if (!stream.closed && !stream.destroyed && stream.headersSent && !stream.writableEnded) stream.end();
+        resolve("done");
+      });
+      body.attach(upstream);
+    });
+  }
+}
+
+const GRPC_OF_REFUSAL = {
+  full: status.RESOURCE_EXHAUSTED,
+  deadline: status.DEADLINE_EXCEEDED,
+  stopping: status.UNAVAILABLE,
+} as const;
+
+/** Ends a call that never reached a pod with `code` (trailers only), unless its client left. */
+function end(stream: ServerHttp2Stream, code: status, message: string): void {
+  if (stream.closed || stream.destroyed || stream.headersSent) return;
+  stream.respond(trailersOnly(code, message), { endStream: true });
+}

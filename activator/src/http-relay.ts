@@ -1,0 +1,155 @@
+import {
+  Agent,
+  createServer,
+  request as httpRequest,
+  type ClientRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
+import type { Socket } from "node:net";
+import { authenticationFailure, type BearerTokens } from "../../lib/auth/bearer-tokens.js";
+import type { Holding } from "./holding.js";
+import { endToEndHeaders } from "./hop-by-hop.js";
+import type { ReadyPod } from "./pods.js";
+import { ReplayableBody } from "./replay.js";
+import { holdRefusal, RETRY_PAUSE_MS, sleep } from "./refusals.js";
+
+export interface HttpRelayOptions {
+  readonly holding: Holding;
+  readonly upstreamPort: number;
+  readonly holdTimeoutMs: number;
+  readonly maxHeaderBytes: number;
+  readonly tokens: () => BearerTokens | undefined;
+}
+
+type Attempt = "done" | "refused";
+
+const STATUS_OF_REFUSAL = { full: 503, deadline: 504, stopping: 503 } as const;
+
+/**
+ * The model's HTTP port (HTTP/1.1) as a transparent relay: each request is held until a pod is
+ * ready (its body unread: TCP holds the client), then relayed to the pod's same port on a
+ * keep-alive agent, the response streamed back as it comes (server-sent events included).
+ * Refusals are KServe v2's error shape, `{"error": "..."}`.
+ */
+export class HttpRelay {
+  readonly server: Server;
+  private readonly agent = new Agent({ keepAlive: true, maxFreeSockets: 64 });
+  private handedOver = false;
+
+  constructor(private readonly options: HttpRelayOptions) {
+    this.server = createServer({ maxHeaderSize: options.maxHeaderBytes }, (request, response) => {
+      const done = this.serve(request, response);
+      options.holding.track(done);
+    });
+    this.server.on("clientError", (_error: Error, socket: Socket) => socket.destroy());
+  }
+
+  /** From now on replies close their connections, and idle ones are closed: clients reconnect to the pods. */
+  handOver(): void {
+    this.handedOver = true;
+    this.server.closeIdleConnections();
+  }
+
+  /** The activator serves again (no pod ready): connections are kept alive. */
+  takeBack(): void {
+    this.handedOver = false;
+  }
+
+  stop(): void {
+    this.handedOver = true;
+    this.server.close();
+    this.server.closeIdleConnections();
+  }
+
+  destroy(): void {
+    this.server.closeAllConnections();
+    this.agent.destroy();
+  }
+
+  private async serve(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    response.on("error", () => undefined);
+    const tokens = this.options.tokens();
+    if (tokens !== undefined) {
+      const given = request.headers.authorization;
+      const failure = authenticationFailure(given === undefined ? [] : [given], tokens, "header");
+      if (failure !== undefined) return this.refuse(response, 401, failure, { "www-authenticate": "Bearer" });
+    }
+    const holdUntil = performance.now() + this.options.holdTimeoutMs;
+    const body = new ReplayableBody(request);
+    const cancelled = new AbortController();
+    response.once("close", () => cancelled.abort());
+    for (;;) {
+      const result = await this.options.holding.acquire(holdUntil - performance.now(), cancelled.signal);
+      if (result.kind !== "pod") {
+        const refusal = holdRefusal(result.kind, this.options.holdTimeoutMs, true);
+        if (refusal !== undefined) this.refuse(response, STATUS_OF_REFUSAL[refusal.kind], refusal.message);
+        return;
+      }
+      if ((await this.attempt(result.pod, request, response, body)) === "done") return;
+      if (!body.replayable || performance.now() + RETRY_PAUSE_MS >= holdUntil) {
+        return this.refuse(response, 502, `the model's pod ${result.pod.name} refused the request`);
+      }
+      await sleep(RETRY_PAUSE_MS);
+    }
+  }
+
+  private attempt(
+    pod: ReadyPod,
+    request: IncomingMessage,
+    response: ServerResponse,
+    body: ReplayableBody,
+  ): Promise<Attempt> {
+    if (response.destroyed) return Promise.resolve("done");
+    return new Promise((resolve) => {
+      let responded = false;
+      const upstream: ClientRequest = httpRequest({
+        host: pod.ip,
+        port: this.options.upstreamPort,
+        method: request.method,
+        path: request.url,
+        headers: endToEndHeaders(request.headers),
+        agent: this.agent,
+      });
+      response.once("close", () => {
+        if (!response.writableFinished) upstream.destroy();
+      });
+      upstream.once("response", (reply: IncomingMessage) => {
+        responded = true;
+        body.committed();
+        const headers = endToEndHeaders(reply.headers);
+        if (this.handedOver) headers["connection"] = "close";
+        response.writeHead(reply.statusCode ?? 502, reply.statusMessage, headers);
+        response.flushHeaders();
+        reply.pipe(response);
+        reply.once("error", () => response.destroy());
+        reply.once("aborted", () => response.destroy());
+        reply.once("end", () => resolve("done"));
+        response.once("close", () => resolve("done"));
+      });
+      upstream.once("error", (error: NodeJS.ErrnoException) => {
+        if (responded) return;
+        body.detach();
+        const unseen = error.code === "ECONNREFUSED" || (upstream.reusedSocket && error.code === "ECONNRESET");
+        if (unseen) return resolve("refused");
+        this.refuse(response, 502, `the model's pod ${pod.name} failed the request: ${error.message}`);
+        resolve("done");
+      });
+      body.attach(upstream);
+    });
+  }
+
+  private refuse(response: ServerResponse, code: number, message: string, extra: Record<string, string> = {}): void {
+    if (response.headersSent || response.destroyed) return;
+    const text = JSON.stringify({ error: message });
+    response.writeHead(code, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(text),
+      // The body was not read: the connection cannot carry another request.
+      connection: "close",
+      ...extra,
+    });
+    response.end(text);
+  }
+}
