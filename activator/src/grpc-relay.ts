@@ -89,8 +89,14 @@ export class GrpcRelay {
     const holdUntil = Math.min(deadline, start + this.options.holdTimeoutMs);
     const body = new ReplayableBody(stream);
     const cancelled = new AbortController();
-    stream.once("close", () => cancelled.abort());
-    const done = this.relay(stream, headers, body, deadline, holdUntil, cancelled.signal);
+    const closed = new Promise<void>((resolve) =>
+      stream.once("close", () => {
+        cancelled.abort();
+        resolve();
+      }),
+    );
+    // Counted until the client's stream is closed: its last frames are sent before a stop ends the session.
+    const done = this.relay(stream, headers, body, deadline, holdUntil, cancelled.signal).then(() => closed);
     this.options.holding.track(done);
     await done;
   }
@@ -140,7 +146,8 @@ export class GrpcRelay {
       let responded = false;
       let trailers: OutgoingHttpHeaders | undefined;
       upstream.on("error", () => undefined);
-      stream.once("close", () => upstream.close(constants.NGHTTP2_CANCEL));
+      const cancel = (): void => upstream.close(constants.NGHTTP2_CANCEL);
+      stream.once("close", cancel);
       upstream.once("response", (responseHeaders, flags) => {
         responded = true;
         body.committed();
@@ -160,6 +167,7 @@ export class GrpcRelay {
       });
       upstream.once("trailers", (received) => (trailers = endToEndHeaders(received)));
       upstream.once("close", () => {
+        stream.off("close", cancel);
         if (!responded) {
           body.detach();
           const refused = upstream.rstCode === H2_CODE.REFUSED_STREAM;
@@ -187,8 +195,12 @@ const GRPC_OF_REFUSAL = {
   stopping: status.UNAVAILABLE,
 } as const;
 
-/** Ends a call that never reached a pod with `code` (trailers only), unless its client left. */
+/**
+ * Ends a call that never reached a pod with `code` (trailers only), unless its client left.
+ * Whatever of its body still comes is read and dropped, so the stream closes.
+ */
 function end(stream: ServerHttp2Stream, code: status, message: string): void {
   if (stream.closed || stream.destroyed || stream.headersSent) return;
   stream.respond(trailersOnly(code, message), { endStream: true });
+  stream.resume();
 }

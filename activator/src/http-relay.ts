@@ -40,8 +40,9 @@ export class HttpRelay {
 
   constructor(private readonly options: HttpRelayOptions) {
     this.server = createServer({ maxHeaderSize: options.maxHeaderBytes }, (request, response) => {
-      const done = this.serve(request, response);
-      options.holding.track(done);
+      // Counted until the reply is closed (sent or cut): a stop waits for its last bytes.
+      const closed = new Promise<void>((resolve) => response.once("close", resolve));
+      options.holding.track(this.serve(request, response).then(() => closed));
     });
     this.server.on("clientError", (_error: Error, socket: Socket) => socket.destroy());
   }
@@ -112,9 +113,10 @@ export class HttpRelay {
         headers: endToEndHeaders(request.headers),
         agent: this.agent,
       });
-      response.once("close", () => {
+      const cancel = (): void => {
         if (!response.writableFinished) upstream.destroy();
-      });
+      };
+      response.once("close", cancel);
       upstream.once("response", (reply: IncomingMessage) => {
         responded = true;
         body.committed();
@@ -126,10 +128,11 @@ export class HttpRelay {
         reply.once("error", () => response.destroy());
         reply.once("aborted", () => response.destroy());
         reply.once("end", () => resolve("done"));
-        response.once("close", () => resolve("done"));
+        reply.once("close", () => resolve("done"));
       });
       upstream.once("error", (error: NodeJS.ErrnoException) => {
         if (responded) return;
+        response.off("close", cancel);
         body.detach();
         const unseen = error.code === "ECONNREFUSED" || (upstream.reusedSocket && error.code === "ECONNRESET");
         if (unseen) return resolve("refused");

@@ -1,0 +1,18 @@
+import { connect } from "node:http2";
+import { pino } from "pino";
+import { startActivator } from "/work/wt-c/dist/activator/src/activator.js";
+import { ScriptedPods } from "/work/wt-c/dist/activator/src/pods.js";
+const pods = new ScriptedPods(); pods.set([]);
+const a = await startActivator({host:"127.0.0.1",grpcPort:0,httpPort:0,metricsPort:0,scalerPort:0,upstreamGrpcPort:1,upstreamHttpPort:1,holdTimeoutMs:5000,maxHeldRequests:10,maxConcurrentStreams:10,maxHeaderBytes:65536,credentialsReloadMs:100,shutdownGraceMs:10000,pods,logger:pino({level:"silent"})});
+const s = connect(`http://127.0.0.1:${a.grpcPort}`);
+s.on("goaway", (...x) => console.log("goaway", x));
+s.on("close", () => console.log("session close"));
+const st = s.request({":method":"POST",":path":"/x","content-type":"application/grpc"});
+st.on("response", h => console.log("response", h));
+st.on("close", () => console.log("stream close", st.rstCode));
+st.end(Buffer.alloc(10));
+await new Promise(r => setTimeout(r, 200));
+const stopped = a.stop();
+await new Promise(r => setTimeout(r, 300));
+console.log("held", a.holding.held);
+await stopped; console.log("stopped");
