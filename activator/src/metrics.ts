@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { HoldingEvents } from "./holding.js";
 
 /**
@@ -7,6 +7,7 @@ import type { HoldingEvents } from "./holding.js";
  */
 export function activatorMetrics(): { registry: Registry; events: HoldingEvents } {
   const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
   const held = new Gauge({
     name: "dynamo_activator_held_requests",
     help: "Requests held now, waiting for a ready data-plane pod of the model",
