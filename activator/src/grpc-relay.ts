@@ -8,24 +8,17 @@ import {
   type ServerHttp2Session,
   type ServerHttp2Stream,
 } from "node:http2";
-import { authenticationFailure, type BearerTokens } from "../../lib/auth/bearer-tokens.js";
+import { authenticationFailure } from "../../lib/auth/bearer-tokens.js";
 import { grpcTimeout, H2_CODE, parseGrpcTimeout, statusOfReset, trailersOnly } from "../../lib/grpc/frames.js";
-import type { Holding } from "./holding.js";
 import { endToEndHeaders } from "./hop-by-hop.js";
 import type { ReadyPod } from "./pods.js";
 import { ReplayableBody } from "./replay.js";
-import { holdRefusal, RETRY_PAUSE_MS, sleep } from "./refusals.js";
+import { holdRefusal, RETRY_PAUSE_MS, sleep, type RelayOptions } from "./refusals.js";
 import { UpstreamSessions } from "./upstream-sessions.js";
 
-/** What the gRPC relay needs: the waiting room, the bounds and the tokens. */
-export interface GrpcRelayOptions {
-  readonly holding: Holding;
-  readonly upstreamPort: number;
-  readonly holdTimeoutMs: number;
+/** The gRPC relay's options: both relays' and the HTTP/2 stream bound. */
+export interface GrpcRelayOptions extends RelayOptions {
   readonly maxConcurrentStreams: number;
-  readonly maxHeaderBytes: number;
-  /** The accepted bearer tokens, read on every call (undefined: none needed). */
-  readonly tokens: () => BearerTokens | undefined;
 }
 
 /** How one attempt to relay a call to a pod ended. */

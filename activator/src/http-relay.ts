@@ -8,20 +8,11 @@ import {
   type ServerResponse,
 } from "node:http";
 import type { Socket } from "node:net";
-import { authenticationFailure, type BearerTokens } from "../../lib/auth/bearer-tokens.js";
-import type { Holding } from "./holding.js";
+import { authenticationFailure } from "../../lib/auth/bearer-tokens.js";
 import { endToEndHeaders } from "./hop-by-hop.js";
 import type { ReadyPod } from "./pods.js";
 import { ReplayableBody } from "./replay.js";
-import { holdRefusal, RETRY_PAUSE_MS, sleep } from "./refusals.js";
-
-export interface HttpRelayOptions {
-  readonly holding: Holding;
-  readonly upstreamPort: number;
-  readonly holdTimeoutMs: number;
-  readonly maxHeaderBytes: number;
-  readonly tokens: () => BearerTokens | undefined;
-}
+import { holdRefusal, RETRY_PAUSE_MS, sleep, type RelayOptions } from "./refusals.js";
 
 type Attempt = "done" | "refused";
 
@@ -38,7 +29,7 @@ export class HttpRelay {
   private readonly agent = new Agent({ keepAlive: true, maxFreeSockets: 64 });
   private handedOver = false;
 
-  constructor(private readonly options: HttpRelayOptions) {
+  constructor(private readonly options: RelayOptions) {
     this.server = createServer({ maxHeaderSize: options.maxHeaderBytes }, (request, response) => {
       // Counted until the reply is closed (sent or cut): a stop waits for its last bytes.
       const closed = new Promise<void>((resolve) => response.once("close", resolve));

@@ -1,4 +1,15 @@
-import type { HoldResult } from "./holding.js";
+import type { BearerTokens } from "../../lib/auth/bearer-tokens.js";
+import type { HoldResult, Holding } from "./holding.js";
+
+/** What both relays (gRPC and HTTP/1.1) are given: the waiting room, the pods' port, the bounds, the tokens. */
+export interface RelayOptions {
+  readonly holding: Holding;
+  readonly upstreamPort: number;
+  readonly holdTimeoutMs: number;
+  readonly maxHeaderBytes: number;
+  /** The accepted bearer tokens, read on every request (undefined: none needed). */
+  readonly tokens: () => BearerTokens | undefined;
+}
 
 /** The pause before a call a pod refused unread is sent again (the pod watch may lag). */
 export const RETRY_PAUSE_MS = 100;

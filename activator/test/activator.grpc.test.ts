@@ -11,7 +11,7 @@ import { useServer } from "../../dataplane/test/fixtures/serving.js";
 import { frameHeader } from "../../lib/grpc/frames.js";
 import { ModelInferRequest, type ModelInferResponse } from "../../proto/gen/ts/grpc_service.js";
 import type { IsActiveResponse } from "../../proto/gen/ts/keda/externalscaler.js";
-import { POD, startTestActivator, until, type TestActivator } from "./fixtures.js";
+import { POD, until, useActivators, type TestActivator } from "./fixtures.js";
 
 /**
  * The activator in front of a real data plane (the "pod"), its pod watch scripted: gRPC calls
@@ -21,11 +21,7 @@ import { POD, startTestActivator, until, type TestActivator } from "./fixtures.j
 describe("activator: gRPC held until a pod is ready, then relayed", function () {
   this.timeout(60_000);
   const serving = useServer();
-  let under: TestActivator | undefined;
-  afterEach(async () => {
-    await under?.stop();
-    under = undefined;
-  });
+  const activators = useActivators();
 
   const withDeadline = (ms: number): { deadline: Date } => ({ deadline: new Date(Date.now() + ms) });
   const modelInfer = (t: TestActivator, request: ModelInferRequest, ms = 60_000, metadata = new Metadata()) =>
@@ -44,8 +40,7 @@ describe("activator: gRPC held until a pod is ready, then relayed", function () 
   };
 
   it("holds a ModelInfer (60 s deadline) and a ModelStreamInfer stream while no pod is ready, tells KEDA at once, then relays both to the pod that turns ready", async () => {
-    under = await startTestActivator(serving.server);
-    const t = under;
+    const t = await activators.start(serving.server);
     const pushed: boolean[] = [];
     const activity = t.scaler.streamIsActive({ name: "m", namespace: "ns", scalerMetadata: {} });
     activity.on("data", (reply: IsActiveResponse) => pushed.push(reply.result));
@@ -107,15 +102,13 @@ describe("activator: gRPC held until a pod is ready, then relayed", function () 
   });
 
   it("answers DEADLINE_EXCEEDED saying the model is scaled to zero when the hold timeout (or the call's deadline) ends first", async () => {
-    under = await startTestActivator(serving.server, { holdTimeoutMs: 300 });
+    const under = await activators.start(serving.server, { holdTimeoutMs: 300 });
     const held = await failure(modelInfer(under, identityRequest(), 60_000));
     assert.equal(held.code, status.DEADLINE_EXCEEDED);
     assert.match(held.details, /scaled to zero.*no pod became ready within 0\.3 s/);
     const counted = await scrape(`http://127.0.0.1:${under.activator.metricsPort}/metrics`);
     assert.equal(valueOf(counted, "dynamo_activator_held_requests_total", { outcome: "deadline" }), 1);
-    await under.stop();
-    under = await startTestActivator(serving.server);
-    const t = under;
+    const t = await activators.start(serving.server);
     // The client's own deadline: grpc-js may end the call first; either way DEADLINE_EXCEEDED, and the hold ends.
     const short = await failure(modelInfer(t, identityRequest(), 300));
     assert.equal(short.code, status.DEADLINE_EXCEEDED);
@@ -123,8 +116,7 @@ describe("activator: gRPC held until a pod is ready, then relayed", function () 
   });
 
   it("refuses calls past --max-held-requests with RESOURCE_EXHAUSTED; the held one still succeeds", async () => {
-    under = await startTestActivator(serving.server, { maxHeldRequests: 1 });
-    const t = under;
+    const t = await activators.start(serving.server, { maxHeldRequests: 1 });
     const first = modelInfer(t, identityRequest());
     await until(() => t.activator.holding.held === 1, "one call is held");
     const second = await failure(modelInfer(t, identityRequest()));
@@ -139,8 +131,7 @@ describe("activator: gRPC held until a pod is ready, then relayed", function () 
     const file = join(dir, "tokens");
     writeFileSync(file, "first\n");
     try {
-      under = await startTestActivator(serving.server, { authTokenFile: file });
-      const t = under;
+      const t = await activators.start(serving.server, { authTokenFile: file });
       const bare = await failure(modelInfer(t, identityRequest()));
       assert.equal(bare.code, status.UNAUTHENTICATED);
       assert.match(bare.details, /missing credentials/);
@@ -160,8 +151,7 @@ describe("activator: gRPC held until a pod is ready, then relayed", function () 
   });
 
   it("sends a call again to the next ready pod when the first refuses it unread (connection refused)", async () => {
-    under = await startTestActivator(serving.server);
-    const t = under;
+    const t = await activators.start(serving.server);
     const held = modelInfer(t, identityRequest({ width: 16 }));
     await until(() => t.activator.holding.held === 1, "the call is held");
     // Nothing listens on 127.0.0.3: the pod "died" between Ready and the call.
@@ -172,7 +162,7 @@ describe("activator: gRPC held until a pod is ready, then relayed", function () 
   });
 
   it("answers UNAVAILABLE when the only ready pod keeps refusing until the hold ends", async () => {
-    under = await startTestActivator(serving.server, { holdTimeoutMs: 1_000 });
+    const under = await activators.start(serving.server, { holdTimeoutMs: 1_000 });
     under.pods.set([{ name: "dead-0", ip: "127.0.0.3" }]);
     const refused = await failure(modelInfer(under, identityRequest()));
     assert.equal(refused.code, status.UNAVAILABLE);
@@ -180,8 +170,7 @@ describe("activator: gRPC held until a pod is ready, then relayed", function () 
   });
 
   it("on stop, refuses new connections but keeps a held call until a pod is ready, then ends", async () => {
-    under = await startTestActivator(serving.server);
-    const t = under;
+    const t = await activators.start(serving.server);
     const held = modelInfer(t, identityRequest());
     await until(() => t.activator.holding.held === 1, "the call is held");
     const stopped = t.activator.stop();
@@ -197,12 +186,11 @@ describe("activator: gRPC held until a pod is ready, then relayed", function () 
     await stopped;
     t.client.close();
     t.scaler.close();
-    under = undefined;
+    activators.stopped();
   });
 
   it("sends GOAWAY to client connections once a pod is ready and nothing is held", async () => {
-    under = await startTestActivator(serving.server);
-    const t = under;
+    const t = await activators.start(serving.server);
     const session = connect(`http://127.0.0.1:${t.activator.grpcPort}`);
     const goaway = new Promise<void>((resolve) => session.once("goaway", () => resolve()));
     session.on("error", () => undefined);
@@ -224,8 +212,7 @@ describe("activator: gRPC held until a pod is ready, then relayed", function () 
   });
 
   it("keeps serving another client's held call while a hostile client opens 10,000 streams and pushes a huge body", async () => {
-    under = await startTestActivator(serving.server, { maxHeldRequests: 200, maxConcurrentStreams: 100 });
-    const t = under;
+    const t = await activators.start(serving.server, { maxHeldRequests: 200, maxConcurrentStreams: 100 });
     const hostile = connect(`http://127.0.0.1:${t.activator.grpcPort}`);
     hostile.on("error", () => undefined);
     const headers = {
@@ -264,15 +251,10 @@ describe("activator: gRPC held until a pod is ready, then relayed", function () 
 
 describe("activator: KEDA's external scaler", function () {
   this.timeout(30_000);
-  let under: TestActivator | undefined;
-  afterEach(async () => {
-    await under?.stop();
-    under = undefined;
-  });
+  const activators = useActivators();
 
   it("gives one metric, the held requests, with the target from scalerMetadata.targetHeldRequests (default 1); refuses a bad target naming the key; StreamMetricSpec UNIMPLEMENTED", async () => {
-    under = await startTestActivator(undefined);
-    const t = under;
+    const t = await activators.start(undefined);
     const spec = (metadata: Record<string, string>) =>
       new Promise((resolve, reject) =>
         t.scaler.getMetricSpec({ name: "m", namespace: "ns", scalerMetadata: metadata }, (error, reply) =>
@@ -304,8 +286,8 @@ describe("activator: KEDA's external scaler", function () {
   });
 
   it("answers /readyz 200 only while the watch has synced and no pod is ready", async () => {
-    under = await startTestActivator(undefined);
-    const readyz = async () => (await fetch(`http://127.0.0.1:${under!.activator.metricsPort}/readyz`)).status;
+    const under = await activators.start(undefined);
+    const readyz = async () => (await fetch(`http://127.0.0.1:${under.activator.metricsPort}/readyz`)).status;
     assert.equal(await readyz(), 200);
     under.pods.set([POD]);
     assert.equal(await readyz(), 503);

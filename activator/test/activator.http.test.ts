@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useServer } from "../../dataplane/test/fixtures/serving.js";
 import { scrape, valueOf } from "../../e2e/support/prometheus.js";
-import { POD, startTestActivator, until, type TestActivator } from "./fixtures.js";
+import { POD, until, useActivators } from "./fixtures.js";
 
 /** A reply as the client saw it: status, headers and the whole body. */
 interface Reply {
@@ -47,15 +47,10 @@ const CHAT = { model: "mock_llm", messages: [{ role: "user", content: "hello the
 describe("activator: HTTP requests held until a pod is ready, then relayed", function () {
   this.timeout(60_000);
   const serving = useServer();
-  let under: TestActivator | undefined;
-  afterEach(async () => {
-    await under?.stop();
-    under = undefined;
-  });
+  const activators = useActivators();
 
   it("holds a KServe v2 infer and a streaming OpenAI chat completion while no pod is ready, then relays both (every event of the stream)", async () => {
-    under = await startTestActivator(serving.server);
-    const t = under;
+    const t = await activators.start(serving.server);
     const port = t.activator.httpPort;
     const infer = post(port, "/v2/models/identity_fp32/infer", IDENTITY);
     const chat = post(port, "/v1/chat/completions", CHAT);
@@ -73,7 +68,7 @@ describe("activator: HTTP requests held until a pod is ready, then relayed", fun
   });
 
   it("answers 504 with KServe v2's error shape when no pod is ready within the hold timeout", async () => {
-    under = await startTestActivator(serving.server, { holdTimeoutMs: 300 });
+    const under = await activators.start(serving.server, { holdTimeoutMs: 300 });
     const reply = await post(under.activator.httpPort, "/v2/models/identity_fp32/infer", IDENTITY);
     assert.equal(reply.status, 504);
     assert.match((JSON.parse(reply.body) as { error: string }).error, /scaled to zero.*within 0\.3 s/);
@@ -86,8 +81,7 @@ describe("activator: HTTP requests held until a pod is ready, then relayed", fun
     const file = join(dir, "tokens");
     writeFileSync(file, "# the model's token\nsecret\n");
     try {
-      under = await startTestActivator(serving.server, { maxHeldRequests: 1, authTokenFile: file });
-      const t = under;
+      const t = await activators.start(serving.server, { maxHeldRequests: 1, authTokenFile: file });
       const port = t.activator.httpPort;
       const bare = await post(port, "/v2/models/identity_fp32/infer", IDENTITY);
       assert.equal(bare.status, 401);
@@ -107,8 +101,7 @@ describe("activator: HTTP requests held until a pod is ready, then relayed", fun
   });
 
   it("sends a request to the next ready pod when the first refuses the connection; replies close their connections once handed over", async () => {
-    under = await startTestActivator(serving.server);
-    const t = under;
+    const t = await activators.start(serving.server);
     const agent = new Agent({ keepAlive: true });
     try {
       const held = post(t.activator.httpPort, "/v2/models/identity_fp32/infer", IDENTITY, {}, agent);

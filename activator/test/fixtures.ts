@@ -66,3 +66,28 @@ export async function until(check: () => boolean, what: string, timeoutMs = 15_0
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
+
+/**
+ * Mocha hooks for a suite of activators, one per test: `start` one (it is stopped after the test
+ * unless the test stopped it and said so with `stopped`).
+ */
+export function useActivators(): {
+  start(upstream: ServerProcess | undefined, overrides?: Partial<ActivatorOptions>): Promise<TestActivator>;
+  stopped(): void;
+} {
+  let current: TestActivator | undefined;
+  afterEach(async () => {
+    await current?.stop();
+    current = undefined;
+  });
+  return {
+    async start(upstream, overrides = {}) {
+      await current?.stop();
+      current = await startTestActivator(upstream, overrides);
+      return current;
+    },
+    stopped() {
+      current = undefined;
+    },
+  };
+}
