@@ -30,7 +30,12 @@ export class HttpRelay {
   private handedOver = false;
 
   constructor(private readonly options: RelayOptions) {
-    this.server = createServer({ maxHeaderSize: options.maxHeaderBytes }, (request, response) => {
+    const server = {
+      maxHeaderSize: options.maxHeaderBytes,
+      // Node's bound on receiving a whole request (300 s) would end a request held longer, its body unread.
+      requestTimeout: Math.max(300_000, options.holdTimeoutMs + 60_000),
+    };
+    this.server = createServer(server, (request, response) => {
       // Counted until the reply is closed (sent or cut): a stop waits for its last bytes.
       const closed = new Promise<void>((resolve) => response.once("close", resolve));
       options.holding.track(this.serve(request, response).then(() => closed));
