@@ -1,7 +1,5 @@
 import type { Server as GrpcServer } from "@grpc/grpc-js";
-import type { Server } from "node:http";
-import type { Http2Server } from "node:http2";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Server as NetServer } from "node:net";
 import type { Logger } from "pino";
 import { BearerTokens } from "../../lib/auth/bearer-tokens.js";
 import { closeHttpServer, startSidePort } from "../../lib/http/side-port.js";
@@ -12,6 +10,7 @@ import { HttpRelay } from "./http-relay.js";
 import { activatorMetrics } from "./metrics.js";
 import type { PodWatch } from "./pods.js";
 import { serveScaler } from "./scaler.js";
+import { followIdentity, followUpstreamCa, type Followed, type Identity, type UpstreamTls } from "./tls.js";
 
 /** What one activator serves: the model's ports, its bounds, its tokens and its pods. */
 export interface ActivatorOptions {
@@ -28,6 +27,12 @@ export interface ActivatorOptions {
   readonly maxConcurrentStreams: number;
   readonly maxHeaderBytes: number;
   readonly authTokenFile?: string;
+  /** The serving certificate and key: both ports serve TLS. */
+  readonly tlsCertFile?: string;
+  readonly tlsKeyFile?: string;
+  /** The pods are reached over TLS, trusting this CA, their certificate naming `upstreamServerName` (default: their IP). */
+  readonly upstreamCaFile?: string;
+  readonly upstreamServerName?: string;
   readonly credentialsReloadMs: number;
   readonly shutdownGraceMs: number;
   readonly pods: PodWatch;
@@ -59,7 +64,13 @@ export async function startActivator(options: ActivatorOptions): Promise<Activat
   const metrics = activatorMetrics();
   const holding = new Holding(pods, options.maxHeldRequests, metrics.events);
   const tokens = await watchTokens(options);
+  const { identity, upstreamCa } = await followTls(options);
+  const tls = {
+    ...(identity === undefined ? {} : { identity: identity.current }),
+    upstreamTls: () => upstreamCa?.current,
+  };
   const grpc = new GrpcRelay({
+    ...tls,
     holding,
     upstreamPort: options.upstreamGrpcPort ?? options.grpcPort,
     holdTimeoutMs: options.holdTimeoutMs,
@@ -68,11 +79,20 @@ export async function startActivator(options: ActivatorOptions): Promise<Activat
     tokens: () => tokens.current,
   });
   const http = new HttpRelay({
+    ...tls,
     holding,
     upstreamPort: options.upstreamHttpPort ?? options.httpPort,
     holdTimeoutMs: options.holdTimeoutMs,
     maxHeaderBytes: options.maxHeaderBytes,
     tokens: () => tokens.current,
+  });
+  identity?.onChange((next) => {
+    grpc.setIdentity(next);
+    http.setIdentity(next);
+  });
+  upstreamCa?.onChange(() => {
+    grpc.reconnectUpstream();
+    http.reconnectUpstream();
   });
   let stopping = false;
   const grpcPort = await listen(grpc.server, options.host, options.grpcPort);
@@ -112,6 +132,8 @@ export async function startActivator(options: ActivatorOptions): Promise<Activat
       grpc.destroy();
       http.destroy();
       tokens.stop();
+      identity?.stop();
+      upstreamCa?.stop();
       await Promise.all([
         shutdownGrpc(scaler.server),
         closeHttpServer(side.server),
@@ -120,6 +142,28 @@ export async function startActivator(options: ActivatorOptions): Promise<Activat
         pods.stop(),
       ]);
     },
+  };
+}
+
+/** The serving certificate and the pods' CA, each followed as its files change (undefined: not configured). */
+async function followTls(
+  options: ActivatorOptions,
+): Promise<{ identity: Followed<Identity> | undefined; upstreamCa: Followed<UpstreamTls> | undefined }> {
+  const { tlsCertFile: certFile, tlsKeyFile: keyFile, upstreamCaFile } = options;
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new Error("--tls-cert-file and --tls-key-file go together: give both or neither");
+  }
+  if (options.upstreamServerName !== undefined && upstreamCaFile === undefined) {
+    throw new Error("--upstream-server-name needs --upstream-ca-file (the pods are reached in plaintext without it)");
+  }
+  const follow = { intervalMs: options.credentialsReloadMs, logger: options.logger };
+  return {
+    identity:
+      certFile === undefined || keyFile === undefined ? undefined : await followIdentity({ certFile, keyFile }, follow),
+    upstreamCa:
+      upstreamCaFile === undefined
+        ? undefined
+        : await followUpstreamCa(upstreamCaFile, options.upstreamServerName, follow),
   };
 }
 
@@ -138,7 +182,7 @@ async function watchTokens(
   return { current: tokens, stop: () => watched.stop() };
 }
 
-function listen(server: Server | Http2Server, host: string, port: number): Promise<number> {
+function listen(server: NetServer, host: string, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(port, host, () => {
@@ -148,7 +192,7 @@ function listen(server: Server | Http2Server, host: string, port: number): Promi
   });
 }
 
-function closed(server: Server | Http2Server): Promise<void> {
+function closed(server: NetServer): Promise<void> {
   return new Promise((resolve) => {
     if (!server.listening) return resolve();
     server.close(() => resolve());

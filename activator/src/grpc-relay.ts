@@ -1,7 +1,9 @@
 import { status } from "@grpc/grpc-js";
 import {
   constants,
+  createSecureServer,
   createServer,
+  type Http2SecureServer,
   type Http2Server,
   type IncomingHttpHeaders,
   type OutgoingHttpHeaders,
@@ -14,6 +16,7 @@ import { endToEndHeaders } from "./hop-by-hop.js";
 import type { ReadyPod } from "./pods.js";
 import { ReplayableBody } from "./replay.js";
 import { holdRefusal, RETRY_PAUSE_MS, sleep, type RelayOptions } from "./refusals.js";
+import type { Identity } from "./tls.js";
 import { UpstreamSessions } from "./upstream-sessions.js";
 
 /** The gRPC relay's options: both relays' and the HTTP/2 stream bound. */
@@ -30,19 +33,20 @@ type Attempt = "done" | "refused";
  * same port on a shared session, headers, DATA and trailers as they come both ways.
  */
 export class GrpcRelay {
-  readonly server: Http2Server;
+  readonly server: Http2Server | Http2SecureServer;
   private readonly upstream: UpstreamSessions;
   private readonly sessions = new Set<ServerHttp2Session>();
 
   constructor(private readonly options: GrpcRelayOptions) {
-    this.upstream = new UpstreamSessions(options.upstreamPort);
-    this.server = createServer({
-      settings: {
-        maxConcurrentStreams: options.maxConcurrentStreams,
-        maxHeaderListSize: options.maxHeaderBytes,
-      },
-      maxSessionInvalidFrames: 100,
-    });
+    this.upstream = new UpstreamSessions(options.upstreamPort, options.upstreamTls);
+    const settings = {
+      maxConcurrentStreams: options.maxConcurrentStreams,
+      maxHeaderListSize: options.maxHeaderBytes,
+    };
+    this.server =
+      options.identity === undefined
+        ? createServer({ settings, maxSessionInvalidFrames: 100 })
+        : createSecureServer({ ...options.identity, settings, maxSessionInvalidFrames: 100, ALPNProtocols: ["h2"] });
     this.server.on("session", (session: ServerHttp2Session) => {
       this.sessions.add(session);
       session.once("close", () => this.sessions.delete(session));
@@ -54,6 +58,16 @@ export class GrpcRelay {
   /** Sends GOAWAY to every client connection: its streams finish, new ones go elsewhere. */
   handOver(): void {
     for (const session of this.sessions) if (!session.closed) session.close();
+  }
+
+  /** New TLS connections get `identity` (a rotated Secret). */
+  setIdentity(identity: Identity): void {
+    if ("setSecureContext" in this.server) this.server.setSecureContext(identity);
+  }
+
+  /** The pods' CA changed: new calls go on new sessions (open ones finish). */
+  reconnectUpstream(): void {
+    this.upstream.close();
   }
 
   /** Stops accepting connections; those open finish their streams. */

@@ -7,11 +7,18 @@ import {
   type Server,
   type ServerResponse,
 } from "node:http";
+import {
+  Agent as HttpsAgent,
+  createServer as createHttpsServer,
+  request as httpsRequest,
+  type Server as HttpsServer,
+} from "node:https";
 import type { Socket } from "node:net";
 import { authenticationFailure } from "../../lib/auth/bearer-tokens.js";
 import { endToEndHeaders } from "./hop-by-hop.js";
 import type { ReadyPod } from "./pods.js";
 import { ReplayableBody } from "./replay.js";
+import type { Identity } from "./tls.js";
 import { holdRefusal, RETRY_PAUSE_MS, sleep, type RelayOptions } from "./refusals.js";
 
 type Attempt = "done" | "refused";
@@ -25,8 +32,8 @@ const STATUS_OF_REFUSAL = { full: 503, deadline: 504, stopping: 503 } as const;
  * Refusals are KServe v2's error shape, `{"error": "..."}`.
  */
 export class HttpRelay {
-  readonly server: Server;
-  private readonly agent = new Agent({ keepAlive: true, maxFreeSockets: 64 });
+  readonly server: Server | HttpsServer;
+  private agent: Agent;
   private handedOver = false;
 
   constructor(private readonly options: RelayOptions) {
@@ -35,12 +42,42 @@ export class HttpRelay {
       // Node's bound on receiving a whole request (300 s) would end a request held longer, its body unread.
       requestTimeout: Math.max(300_000, options.holdTimeoutMs + 60_000),
     };
-    this.server = createServer(server, (request, response) => {
+    const serve = (request: IncomingMessage, response: ServerResponse): void => {
       // Counted until the reply is closed (sent or cut): a stop waits for its last bytes.
       const closed = new Promise<void>((resolve) => response.once("close", resolve));
       options.holding.track(this.serve(request, response).then(() => closed));
-    });
+    };
+    this.server =
+      options.identity === undefined
+        ? createServer(server, serve)
+        : createHttpsServer({ ...server, ...options.identity }, serve);
+    this.agent = this.newAgent();
     this.server.on("clientError", (_error: Error, socket: Socket) => socket.destroy());
+  }
+
+  /** New TLS connections get `identity` (a rotated Secret). */
+  setIdentity(identity: Identity): void {
+    if ("setSecureContext" in this.server) this.server.setSecureContext(identity);
+  }
+
+  /** The pods' CA changed: new requests go on new connections (open ones finish). */
+  reconnectUpstream(): void {
+    const old = this.agent;
+    this.agent = this.newAgent();
+    old.destroy();
+  }
+
+  private newAgent(): Agent {
+    const tls = this.options.upstreamTls();
+    const common = { keepAlive: true, maxFreeSockets: 64 };
+    return tls === undefined
+      ? new Agent(common)
+      : new HttpsAgent({
+          ...common,
+          ca: tls.ca,
+          // "": no SNI (it carries no IP), the certificate then checked against the pod's IP.
+          servername: tls.servername ?? "",
+        });
   }
 
   /** From now on replies close their connections, and idle ones are closed: clients reconnect to the pods. */
@@ -101,7 +138,8 @@ export class HttpRelay {
     if (response.destroyed) return Promise.resolve("done");
     return new Promise((resolve) => {
       let responded = false;
-      const upstream: ClientRequest = httpRequest({
+      const send = this.options.upstreamTls() === undefined ? httpRequest : httpsRequest;
+      const upstream: ClientRequest = send({
         host: pod.ip,
         port: this.options.upstreamPort,
         method: request.method,

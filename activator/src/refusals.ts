@@ -1,5 +1,6 @@
 import type { BearerTokens } from "../../lib/auth/bearer-tokens.js";
 import type { HoldResult, Holding } from "./holding.js";
+import type { Identity, UpstreamTls } from "./tls.js";
 
 /** What both relays (gRPC and HTTP/1.1) are given: the waiting room, the pods' port, the bounds, the tokens. */
 export interface RelayOptions {
@@ -9,6 +10,10 @@ export interface RelayOptions {
   readonly maxHeaderBytes: number;
   /** The accepted bearer tokens, read on every request (undefined: none needed). */
   readonly tokens: () => BearerTokens | undefined;
+  /** The serving certificate (undefined: plaintext; h2c for gRPC). */
+  readonly identity?: Identity;
+  /** How to reach the pods over TLS, read for each new connection (undefined: plaintext). */
+  readonly upstreamTls: () => UpstreamTls | undefined;
 }
 
 /** The pause before a call a pod refused unread is sent again (the pod watch may lag). */

@@ -1,3 +1,4 @@
+import type { UpstreamTls } from "./tls.js";
 import { connect, type ClientHttp2Session, type ClientHttp2Stream, type Http2Session } from "node:http2";
 
 /**
@@ -11,7 +12,11 @@ export class UpstreamSessions {
   private readonly connected = new WeakSet<Http2Session>();
   private readonly goawayLast = new WeakMap<Http2Session, number>();
 
-  constructor(private readonly port: number) {}
+  /** `tls`: how to reach the pods over TLS, read at each new session (undefined: h2c). */
+  constructor(
+    private readonly port: number,
+    private readonly tls: () => UpstreamTls | undefined = () => undefined,
+  ) {}
 
   /** Opens a stream to the pod at `ip`; throws if its session cannot take one. */
   request(ip: string, headers: Record<string, string | string[] | number>): ClientHttp2Stream {
@@ -26,6 +31,7 @@ export class UpstreamSessions {
     return last !== undefined && (stream.id === undefined || stream.id > last);
   }
 
+  /** Closes every session gracefully (their calls finish); the next call opens a new one (a new CA). */
   close(): void {
     for (const session of this.sessions.values()) session.close();
     this.sessions.clear();
@@ -35,7 +41,16 @@ export class UpstreamSessions {
     const existing = this.sessions.get(ip);
     if (existing !== undefined && !existing.closed && !existing.destroyed) return existing;
     const host = ip.includes(":") ? `[${ip}]` : ip;
-    const session = connect(`http://${host}:${this.port}`);
+    const tls = this.tls();
+    const session =
+      tls === undefined
+        ? connect(`http://${host}:${this.port}`)
+        : connect(`https://${host}:${this.port}`, {
+            ca: tls.ca,
+            // Without a name, the certificate is checked against the pod's IP (SNI carries no IP).
+            ...(tls.servername === undefined ? {} : { servername: tls.servername }),
+            ALPNProtocols: ["h2"],
+          });
     session.once("connect", () => this.connected.add(session));
     session.on("goaway", (_code: number, lastStreamId: number) => {
       this.goawayLast.set(session, lastStreamId);

@@ -95,11 +95,27 @@ export const ACTIVATOR_OPTIONS = {
     env: "DYNAMO_AUTH_TOKEN_FILE",
     help: "refuse requests without 'authorization: Bearer <token>' for a token in this file (the model's token Secret: one per line), before they are held or wake the model",
   }),
+  tlsCertFile: text("--tls-cert-file <pem>", {
+    env: "DYNAMO_ACTIVATOR_TLS_CERT",
+    help: "the model's serving certificate (chain), PEM, reloaded when it changes; with --tls-key-file both ports serve TLS (gRPC: HTTP/2 by ALPN)",
+  }),
+  tlsKeyFile: text("--tls-key-file <pem>", {
+    env: "DYNAMO_ACTIVATOR_TLS_KEY",
+    help: "the serving certificate's private key, PEM",
+  }),
+  upstreamCaFile: text("--upstream-ca-file <pem>", {
+    env: "DYNAMO_ACTIVATOR_UPSTREAM_CA",
+    help: "relay to the pods over TLS, trusting only this CA (PEM, reloaded when it changes); without it the pods are reached in plaintext",
+  }),
+  upstreamServerName: text("--upstream-server-name <name>", {
+    env: "DYNAMO_ACTIVATOR_UPSTREAM_SERVER_NAME",
+    help: "with --upstream-ca-file: the name the pods' certificate must carry, e.g. the model's Service name (default: the pod's IP)",
+  }),
   credentialsReloadSecs: duration(
     "--credentials-reload-secs <seconds>",
     {
       env: "DYNAMO_CREDENTIALS_RELOAD_SECS",
-      help: "how often the token file is reread (Secret rotation)",
+      help: "how often the token, certificate and CA files are reread (Secret rotation)",
     },
     10,
   ),
