@@ -2,6 +2,7 @@ import { credentials, Metadata, status, type ChannelCredentials, type ServiceErr
 import assert from "node:assert/strict";
 import { request as httpsRequest } from "node:https";
 import { createTestCa, type TestCa } from "../../e2e/support/certificates.js";
+import { EXAMPLES } from "../../dataplane/test/fixtures/paths.js";
 import { identityRequest } from "../../dataplane/test/fixtures/requests.js";
 import { SecretFiles, tlsArgs } from "../../dataplane/test/fixtures/secret-files.js";
 import { startServer, type ServerProcess } from "../../dataplane/test/fixtures/server.js";
@@ -23,7 +24,7 @@ describe("activator: TLS on both ports, and to the pods", function () {
     podFiles.writeIdentity(await ca.issue("pod", { dns: [POD_NAME] }));
     files.writeIdentity(await ca.issue("activator", { dns: ["localhost"], ips: ["127.0.0.1"] }));
     files.write({ "ca.crt": ca.certificate });
-    pod = await startServer(["--model-repository", "examples/model_repository", ...tlsArgs(podFiles)]);
+    pod = await startServer(["--model-repository", EXAMPLES, ...tlsArgs(podFiles)]);
     podFiles.remove();
   });
   after(async () => {
