@@ -65,27 +65,21 @@ export async function startActivator(options: ActivatorOptions): Promise<Activat
   const holding = new Holding(pods, options.maxHeldRequests, metrics.events);
   const tokens = await watchTokens(options);
   const { identity, upstreamCa } = await followTls(options);
-  const tls = {
+  // What both relays share; each adds its pods' port.
+  const relay = {
     ...(identity === undefined ? {} : { identity: identity.current }),
     upstreamTls: () => upstreamCa?.current,
+    holding,
+    holdTimeoutMs: options.holdTimeoutMs,
+    maxHeaderBytes: options.maxHeaderBytes,
+    tokens: () => tokens.current,
   };
   const grpc = new GrpcRelay({
-    ...tls,
-    holding,
+    ...relay,
     upstreamPort: options.upstreamGrpcPort ?? options.grpcPort,
-    holdTimeoutMs: options.holdTimeoutMs,
     maxConcurrentStreams: options.maxConcurrentStreams,
-    maxHeaderBytes: options.maxHeaderBytes,
-    tokens: () => tokens.current,
   });
-  const http = new HttpRelay({
-    ...tls,
-    holding,
-    upstreamPort: options.upstreamHttpPort ?? options.httpPort,
-    holdTimeoutMs: options.holdTimeoutMs,
-    maxHeaderBytes: options.maxHeaderBytes,
-    tokens: () => tokens.current,
-  });
+  const http = new HttpRelay({ ...relay, upstreamPort: options.upstreamHttpPort ?? options.httpPort });
   identity?.onChange((next) => {
     grpc.setIdentity(next);
     http.setIdentity(next);
