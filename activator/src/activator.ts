@@ -73,6 +73,7 @@ export async function startActivator(options: ActivatorOptions): Promise<Activat
     holdTimeoutMs: options.holdTimeoutMs,
     maxHeaderBytes: options.maxHeaderBytes,
     tokens: () => tokens.current,
+    logger,
   };
   const grpc = new GrpcRelay({
     ...relay,

@@ -38,7 +38,9 @@ export class GrpcRelay {
   private readonly sessions = new Set<ServerHttp2Session>();
 
   constructor(private readonly options: GrpcRelayOptions) {
-    this.upstream = new UpstreamSessions(options.upstreamPort, options.upstreamTls);
+    this.upstream = new UpstreamSessions(options.upstreamPort, options.upstreamTls, (ip, error) =>
+      options.logger.warn({ ip, err: error.message }, "cannot reach a ready pod's gRPC port"),
+    );
     const settings = {
       maxConcurrentStreams: options.maxConcurrentStreams,
       maxHeaderListSize: options.maxHeaderBytes,
@@ -142,6 +144,8 @@ export class GrpcRelay {
     if (stream.closed || stream.destroyed) return Promise.resolve("done");
     const outgoing = endToEndHeaders(headers, true) as Record<string, string | string[] | number>;
     if (headers["te"] !== undefined) outgoing["te"] = "trailers";
+    // The scheme is this hop's (h2c or TLS to the pod), which node writes: not the client's.
+    delete outgoing[":scheme"];
     if (Number.isFinite(deadline)) outgoing["grpc-timeout"] = grpcTimeout(deadline - performance.now());
     let upstream;
     try {

@@ -169,7 +169,10 @@ export class HttpRelay {
         response.off("close", cancel);
         body.detach();
         const unseen = error.code === "ECONNREFUSED" || (upstream.reusedSocket && error.code === "ECONNRESET");
-        if (unseen) return resolve("refused");
+        if (unseen) {
+          this.options.logger.warn({ pod: pod.name, err: error.message }, "cannot reach a ready pod's HTTP port");
+          return resolve("refused");
+        }
         this.refuse(response, 502, `the model's pod ${pod.name} failed the request: ${error.message}`);
         resolve("done");
       });

@@ -1,3 +1,4 @@
+import type { Logger } from "pino";
 import type { BearerTokens } from "../../lib/auth/bearer-tokens.js";
 import type { HoldResult, Holding } from "./holding.js";
 import type { Identity, UpstreamTls } from "./tls.js";
@@ -14,6 +15,8 @@ export interface RelayOptions {
   readonly identity?: Identity;
   /** How to reach the pods over TLS, read for each new connection (undefined: plaintext). */
   readonly upstreamTls: () => UpstreamTls | undefined;
+  /** Where a relay says why a pod could not be reached. */
+  readonly logger: Logger;
 }
 
 /** The pause before a call a pod refused unread is sent again (the pod watch may lag). */

@@ -11,11 +11,14 @@ export class UpstreamSessions {
   private readonly sessions = new Map<string, ClientHttp2Session>();
   private readonly connected = new WeakSet<Http2Session>();
   private readonly goawayLast = new WeakMap<Http2Session, number>();
+  private readonly lastFailure = new Map<string, string>();
 
   /** `tls`: how to reach the pods over TLS, read at each new session (undefined: h2c). */
   constructor(
     private readonly port: number,
-    private readonly tls: () => UpstreamTls | undefined = () => undefined,
+    private readonly tls: () => UpstreamTls | undefined,
+    /** Hears why a pod's session failed (a refused connection, a certificate that does not verify). */
+    private readonly failed: (ip: string, error: Error) => void,
   ) {}
 
   /** Opens a stream to the pod at `ip`; throws if its session cannot take one. */
@@ -51,13 +54,21 @@ export class UpstreamSessions {
             ...(tls.servername === undefined ? {} : { servername: tls.servername }),
             ALPNProtocols: ["h2"],
           });
-    session.once("connect", () => this.connected.add(session));
+    session.once("connect", () => {
+      this.connected.add(session);
+      this.lastFailure.delete(ip);
+    });
     session.on("goaway", (_code: number, lastStreamId: number) => {
       this.goawayLast.set(session, lastStreamId);
       this.forget(ip, session);
     });
-    // A failed session fails its streams, which the relay reads; nothing else to do here.
-    session.on("error", () => undefined);
+    // A failed session fails its streams, which the relay reads; why it failed is only said here.
+    session.on("error", (error: Error) => {
+      // Said once per pod and reason, not at every retry.
+      if (this.lastFailure.get(ip) === error.message) return;
+      this.lastFailure.set(ip, error.message);
+      this.failed(ip, error);
+    });
     session.once("close", () => this.forget(ip, session));
     session.unref();
     this.sessions.set(ip, session);
