@@ -21,8 +21,9 @@ export default tseslint.config(
   {
     files: ["operator/src/**/*.ts"],
     rules: forbidden(
-      "the operator never imports the data plane's runtime, the CLI or tools/: what they share is in lib/",
+      "the operator never imports the data plane's runtime, the activator, the CLI or tools/: what they share is in lib/",
       "**/dataplane/**",
+      "**/activator/**",
       "**/cli/**",
       "**/tools/**",
     ),
@@ -34,6 +35,7 @@ export default tseslint.config(
       "lib/ is what the data plane, the operator and the CLI share: it loads no runtime and imports none of them (nor tools/)",
       "**/dataplane/**",
       "**/operator/**",
+      "**/activator/**",
       "**/cli/**",
       "onnxruntime-node",
       "@kubernetes/client-node",
@@ -43,8 +45,9 @@ export default tseslint.config(
   {
     files: ["dataplane/src/**/*.ts"],
     rules: forbidden(
-      "the data plane imports neither the operator, the CLI nor tools/",
+      "the data plane imports neither the operator, the activator, the CLI nor tools/",
       "**/operator/**",
+      "**/activator/**",
       "**/cli/**",
       "**/tools/**",
     ),
@@ -72,6 +75,17 @@ export default tseslint.config(
       "**/cli/**",
       "**/tools/**",
       ...["http", "services", "server", "inference", "engines", "models", "scheduling"].map((room) => `../${room}/**`),
+    ),
+  },
+  {
+    // The activator (one per model scaled to zero) stands on lib/ alone.
+    files: ["activator/src/**/*.ts"],
+    rules: forbidden(
+      "the activator imports lib/ only: neither the data plane, the operator, the CLI nor tools/",
+      "**/dataplane/**",
+      "**/operator/**",
+      "**/cli/**",
+      "**/tools/**",
     ),
   },
   {

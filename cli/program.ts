@@ -1,5 +1,6 @@
 import { Command } from "commander";
 import { VERSION } from "../dataplane/src/version.js";
+import { activatorCommand } from "./activator.js";
 import { dataplaneCommand } from "./dataplane.js";
 import { inferCommand } from "./infer.js";
 import { migrateCommand } from "./migrate.js";
@@ -12,6 +13,7 @@ export function dynamoKserveProgram(): Command {
     .version(VERSION)
     .addCommand(dataplaneCommand())
     .addCommand(operatorCommand())
+    .addCommand(activatorCommand())
     .addCommand(inferCommand())
     .addCommand(migrateCommand());
 }

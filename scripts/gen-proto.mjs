@@ -18,8 +18,17 @@ try {
   run(["--template", "proto/buf.gen.yaml", "--exclude-path", "proto/onnx", "--exclude-path", "proto/grpc"]);
   run(["--template", "proto/buf.gen.onnx.yaml", "--path", "proto/onnx"]);
   run(["--template", "proto/buf.gen.es.yaml", "--path", "proto/model_config.proto"]);
-  // What reflection serves: the services' files, not the ONNX graph subset.
-  const build = ["build", "proto", "--exclude-source-info", "--exclude-path", "proto/onnx"];
+  // What reflection serves: the data plane's services' files, not the ONNX graph subset nor
+  // KEDA's external scaler (the activator's, which serves no reflection).
+  const build = [
+    "build",
+    "proto",
+    "--exclude-source-info",
+    "--exclude-path",
+    "proto/onnx",
+    "--exclude-path",
+    "proto/keda",
+  ];
   execFileSync(buf, [...build, "-o", join(outDir, "descriptors.binpb")], { cwd: root, stdio: "inherit" });
   syncGenerated({
     label: "proto",

@@ -25,7 +25,8 @@ import {
 } from "./server/grpc.js";
 import { serverSecurity, type SecurityOptions } from "./server/security.js";
 import { inferRequestDecoder } from "./server/request-decoding.js";
-import { closeHttpServer, startMetricsPort } from "./server/metrics-port.js";
+import { closeHttpServer } from "../../lib/http/side-port.js";
+import { startMetricsPort } from "./server/metrics-port.js";
 import { InFlight } from "./models/in-flight.js";
 import { sharedMemoryAndTraceOperations } from "./services/shared-memory-and-trace.js";
 import { GrpcHealth } from "./services/grpc-health.js";

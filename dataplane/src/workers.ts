@@ -3,7 +3,8 @@ import type { Logger } from "pino";
 import { AggregatorRegistry } from "prom-client";
 import { startDataPlane, startOnce, type DataPlaneOptions, type RunningDataPlane } from "./dataplane.js";
 import { errorMessage } from "../../lib/errors.js";
-import { closeHttpServer, startMetricsPort } from "./server/metrics-port.js";
+import { closeHttpServer } from "../../lib/http/side-port.js";
+import { startMetricsPort } from "./server/metrics-port.js";
 
 /**
  * --grpc-workers N: one Node process uses one core, so N worker processes serve gRPC on

@@ -63,7 +63,7 @@ export function metricsPage(sources: readonly MetricsSource[]): string {
   return page([
     "# Metrics",
     generatedNote(
-      "the prom-client registries the data plane (`dataplane/src/metrics/`) and the operator (`operator/src/kube/metrics.ts`) create",
+      "the prom-client registries the data plane (`dataplane/src/metrics/`), the operator (`operator/src/kube/metrics.ts`) and the activator (`activator/src/metrics.ts`) create",
     ),
     "Every family in Prometheus's text format. A histogram `x` is scraped as `x_bucket` (with the label `le`), `x_sum` and `x_count`. Besides these, each process exports prom-client's default metrics (`process_*` and `nodejs_*`: CPU, memory, open files, event-loop lag, garbage collection, heap).",
     ...sources.flatMap(({ title, served, registry }) => [`## ${title}`, served, familyTable(familiesOf(registry))]),

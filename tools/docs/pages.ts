@@ -2,6 +2,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { dynamoKserveProgram } from "../../cli/program.js";
+import { activatorMetrics } from "../../activator/src/metrics.js";
+import { ACTIVATOR_OPTIONS } from "../../lib/contract/activator.js";
 import { OperatorMetrics } from "../../operator/src/kube/metrics.js";
 import { DATAPLANE_OPTIONS } from "../../lib/contract/dataplane.js";
 import { code } from "./markdown.js";
@@ -38,6 +40,11 @@ export async function referencePages(): Promise<Map<string, string>> {
         title: "Operator",
         served: `On the operator's HTTP port (${code("--http-port")}), at ${code("/metrics")}.`,
         registry: new OperatorMetrics().registry,
+      },
+      {
+        title: "Activator",
+        served: `On the activator's metrics port (${flagOf(ACTIVATOR_OPTIONS.metricsPort.flags)}, default ${String(ACTIVATOR_OPTIONS.metricsPort.default)}), at ${code("/metrics")}: one activator per model scaled to zero.`,
+        registry: activatorMetrics().registry,
       },
     ]);
     return new Map([

@@ -8,6 +8,7 @@ import type {
 } from "../../../proto/gen/ts/grpc_service.js";
 import type { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import type { ModelSpec } from "../../../lib/model-repository/spec.js";
+import type { MetadataEntry } from "../../../lib/grpc/frames.js";
 
 import type { Tensor } from "../tensors/tensor.js";
 
@@ -139,7 +140,7 @@ export interface ForwardOptions extends InferOptions {
 }
 
 /** One metadata entry: a lowercase name and its value (bytes for `-bin` names). */
-export type ForwardMetadataEntry = readonly [name: string, value: string | Uint8Array];
+export type ForwardMetadataEntry = MetadataEntry;
 
 /** The end of a forwarded call: the upstream's gRPC status and trailers, or a failure mapped to a status. */
 export interface ForwardStatus {

@@ -1,7 +1,7 @@
 import { status as grpcStatus } from "@grpc/grpc-js";
 import { abortedError, UpstreamStatusError } from "../../../lib/errors.js";
 import { kindOfGrpcCode } from "../../../lib/grpc/status-codes.js";
-import { isForwardableHeader } from "../engines/kserve-grpc/grpc-frames.js";
+import { isForwardableHeader } from "../../../lib/grpc/frames.js";
 import type { ForwardCall, ForwardMetadataEntry, ForwardSink, ForwardStatus } from "../engines/engine.js";
 import type { RequestLifetime } from "./lifetime.js";
 import { RequestScope, type Admitted, type Entry, type InferenceContext, type RequestHead } from "./request-scope.js";

@@ -2,7 +2,8 @@ import { ServerInterceptingCall, status, type ServerInterceptor, type ServerList
 import { isModelControlRpc } from "../../../lib/contract/model-control.js";
 import { boundedDetail } from "../limits.js";
 import type { GrpcServerMetrics } from "../metrics/grpc.js";
-import { authenticationFailure, isHealthCheck, requiredTokens, type AccessTokens } from "./auth.js";
+import { authenticationFailure } from "../../../lib/auth/bearer-tokens.js";
+import { isHealthCheck, requiredTokens, type AccessTokens } from "./auth.js";
 
 /**
  * What the gRPC server does around every call (inference, extensions, health, reflection),

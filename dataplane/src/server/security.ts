@@ -1,6 +1,7 @@
 import { ServerCredentials } from "@grpc/grpc-js";
 import type { Logger } from "pino";
-import { BearerTokens, type AccessTokens } from "./auth.js";
+import { BearerTokens } from "../../../lib/auth/bearer-tokens.js";
+import type { AccessTokens } from "./auth.js";
 import { reloadingTlsCredentials, type TlsMaterial, type TlsOptions } from "./tls.js";
 import { WatchedFiles } from "../../../lib/watched-files.js";
 

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ModelInferRequest } from "../../../proto/gen/ts/grpc_service.js";
-import { decodeGrpcMessage } from "../../src/engines/kserve-grpc/grpc-frames.js";
+import { decodeGrpcMessage } from "../../../lib/grpc/frames.js";
 import { cutAt, framed, record, type RecordedCall, type Recording } from "../fixtures/h2-recorder.js";
 import {
   MODELS_PYTHON,

@@ -9,7 +9,7 @@ import {
 } from "../../../proto/gen/ts/grpc_service.js";
 import { InferenceExtensionsClient } from "../../../proto/gen/ts/extensions.js";
 import { scrape, type Sample } from "../../../e2e/support/prometheus.js";
-import { H2_CODE } from "../../src/engines/kserve-grpc/grpc-frames.js";
+import { H2_CODE } from "../../../lib/grpc/frames.js";
 import { forwardedConfig, useScriptedForwarding } from "../fixtures/forwarding.js";
 import {
   scriptedRequest,

@@ -4,7 +4,7 @@ import { createServer } from "node:http2";
 import { createServer as createNetServer, type AddressInfo, type Socket } from "node:net";
 import { ModelInferRequest, ModelInferResponse, ModelStreamInferResponse } from "../../../proto/gen/ts/grpc_service.js";
 import type { ForwardMetadataEntry } from "../../src/engines/engine.js";
-import { frameHeader } from "../../src/engines/kserve-grpc/grpc-frames.js";
+import { frameHeader } from "../../../lib/grpc/frames.js";
 import { H2Upstream, type UpstreamEnd } from "../../src/engines/kserve-grpc/h2-upstream.js";
 import type { KserveGrpcEngine } from "../../src/engines/kserve-grpc/kserve-grpc.js";
 import { eventually } from "../fixtures/server.js";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { createServer, type Http2Server, type ServerHttp2Stream } from "node:http2";
 import type { AddressInfo } from "node:net";
-import { frameHeader } from "../../src/engines/kserve-grpc/grpc-frames.js";
+import { frameHeader } from "../../../lib/grpc/frames.js";
 import { H2Upstream, type UpstreamEnd } from "../../src/engines/kserve-grpc/h2-upstream.js";
 
 /**

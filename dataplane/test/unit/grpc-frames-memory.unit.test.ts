@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { frameHeader, MessageReader } from "../../src/engines/kserve-grpc/grpc-frames.js";
+import { frameHeader, MessageReader } from "../../../lib/grpc/frames.js";
 
 /**
  * What the upstream reader allocates ahead of the bytes (grpc-frames.ts, MessageReader): a

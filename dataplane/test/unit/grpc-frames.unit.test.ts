@@ -13,7 +13,7 @@ import {
   statusOfHttp,
   statusOfReset,
   writeMessage,
-} from "../../src/engines/kserve-grpc/grpc-frames.js";
+} from "../../../lib/grpc/frames.js";
 
 const framed = (...bodies: Uint8Array[]): Buffer =>
   Buffer.concat(bodies.flatMap((body) => [frameHeader(body.byteLength), Buffer.from(body)]));

@@ -18,7 +18,7 @@ import { DataPlaneError, invalidArgument, unimplemented } from "../../../lib/err
 import { createMetrics, type DataPlaneMetrics } from "../../src/metrics/index.js";
 import type { ModelRegistry } from "../../src/models/registry.js";
 import { VersionStatistics } from "../../src/models/statistics.js";
-import { BearerTokens } from "../../src/server/auth.js";
+import { BearerTokens } from "../../../lib/auth/bearer-tokens.js";
 import { callInterceptor } from "../../src/server/call-interceptor.js";
 import { REPO_ROOT } from "../fixtures/paths.js";
 

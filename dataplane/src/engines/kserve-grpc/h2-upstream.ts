@@ -24,11 +24,11 @@ import {
   statusOfHttp,
   statusOfReset,
   writeMessage,
-} from "./grpc-frames.js";
+} from "../../../../lib/grpc/frames.js";
 
 /**
  * The upstream client of the kserve-grpc engine: one `node:http2` stream per request on a
- * few pooled sessions per endpoint, the gRPC framing of grpc-frames.ts, nothing more.
+ * few pooled sessions per endpoint, the gRPC framing of lib/grpc/frames.ts, nothing more.
  *
  * Why not grpc-js's client: measured on the forwarding path (design/issue-39.md §0.1-0.2,
  * 1 KiB ModelInfer at concurrency 64), the grpc-js client call was about 30 % of the data

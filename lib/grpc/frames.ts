@@ -1,14 +1,16 @@
 import { status } from "@grpc/grpc-js";
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http2";
-import type { ForwardMetadataEntry } from "../engine.js";
 
 /**
- * gRPC over HTTP/2 as the upstream transport (h2-upstream.ts) needs it, pure: the
- * length-prefixed message framing both ways, `grpc-timeout`, `grpc-message` decoding, the
- * tables that turn an HTTP/2 reset or an HTTP status into a gRPC status, and which
- * headers may cross us. Facts from gRPC's PROTOCOL-HTTP2.md and "HTTP to gRPC status code
+ * gRPC over HTTP/2 as the data plane's upstream transport (engines/kserve-grpc/h2-upstream.ts)
+ * and the activator's relay need it, pure: the length-prefixed message framing both ways,
+ * `grpc-timeout`, `grpc-message` decoding, the tables that turn an HTTP/2 reset or an HTTP
+ * status into a gRPC status, and which headers may cross us. Facts from gRPC's PROTOCOL-HTTP2.md and "HTTP to gRPC status code
  * mapping".
  */
+
+/** One custom metadata entry of a call: `-bin` values as bytes, text as it came. */
+export type MetadataEntry = readonly [name: string, value: string | Uint8Array];
 
 /** A message's prefix: one flag byte (1: compressed) and its length, 4 bytes big-endian. */
 export const FRAME_HEADER_BYTES = 5;
@@ -272,8 +274,8 @@ export function isForwardableHeader(name: string): boolean {
  * An HTTP/2 header block's custom metadata as entries, reserved names left out: `-bin`
  * values base64-decoded (several values, comma-joined by HTTP, each decoded), text as it came.
  */
-export function metadataOf(headers: IncomingHttpHeaders): ForwardMetadataEntry[] {
-  const entries: ForwardMetadataEntry[] = [];
+export function metadataOf(headers: IncomingHttpHeaders): MetadataEntry[] {
+  const entries: MetadataEntry[] = [];
   for (const name in headers) {
     if (!isForwardableHeader(name)) continue;
     const value = headers[name];
@@ -292,7 +294,7 @@ export function metadataOf(headers: IncomingHttpHeaders): ForwardMetadataEntry[]
  * fields), reserved names dropped. Names are lowercased first: node sends them lowercased,
  * so an `Authorization` or `Host` judged as written would pass the deny list and go upstream.
  */
-export function addMetadataHeaders(headers: OutgoingHttpHeaders, entries: readonly ForwardMetadataEntry[]): void {
+export function addMetadataHeaders(headers: OutgoingHttpHeaders, entries: readonly MetadataEntry[]): void {
   for (const [written, value] of entries) {
     const name = written.toLowerCase();
     if (!isForwardableHeader(name)) continue;
@@ -301,4 +303,44 @@ export function addMetadataHeaders(headers: OutgoingHttpHeaders, entries: readon
     if (existing === undefined) headers[name] = text;
     else headers[name] = [...(Array.isArray(existing) ? existing : [String(existing)]), text];
   }
+}
+
+const TIMEOUT_UNIT_MS: Readonly<Record<string, number>> = { n: 1e-6, u: 1e-3, m: 1, S: 1000, M: 60_000, H: 3_600_000 };
+
+/**
+ * A `grpc-timeout` value in milliseconds (up to 8 digits and a unit: H, M, S, m, u, n);
+ * undefined when absent or malformed (gRPC then has no deadline).
+ */
+export function parseGrpcTimeout(value: string | undefined): number | undefined {
+  const match = value === undefined ? null : /^(\d{1,8})([HMSmun])$/.exec(value);
+  if (match === null) return undefined;
+  return Number(match[1]) * TIMEOUT_UNIT_MS[match[2]!]!;
+}
+
+/**
+ * `grpc-message` as the spec asks it sent: UTF-8, percent-encoding every byte outside
+ * printable ASCII and `%` itself (decodeGrpcMessage reads it back).
+ */
+export function encodeGrpcMessage(message: string): string {
+  let encoded = "";
+  for (const byte of Buffer.from(message, "utf8")) {
+    encoded +=
+      byte >= 0x20 && byte <= 0x7e && byte !== 0x25
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return encoded;
+}
+
+/**
+ * A reply that is only trailers (PROTOCOL-HTTP2.md's Trailers-Only): the call ends with
+ * `code` and `message` before any response message, in one HEADERS frame.
+ */
+export function trailersOnly(code: status, message: string): OutgoingHttpHeaders {
+  return {
+    ":status": 200,
+    "content-type": "application/grpc",
+    "grpc-status": String(code),
+    "grpc-message": encodeGrpcMessage(message),
+  };
 }
