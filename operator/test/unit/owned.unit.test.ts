@@ -4,7 +4,10 @@ import type { Owner } from "../../src/api/objects.js";
 import { NameTakenError } from "../../src/kube/apply.js";
 import type { ObjectSource } from "../../src/kube/controller.js";
 import { OwnedCaches, type PlanOwner } from "../../src/kube/owned-caches.js";
-import { kindKey, type OwnedKind, type Plan } from "../../src/kube/owned.js";
+import { kindKey, type OwnedKind, type Plan, type PlanOutcomes } from "../../src/kube/owned.js";
+import type { OptionalKind } from "../../src/kube/optional-kind.js";
+import { InferencePoolController } from "../../src/controllers/inferencepool.js";
+import { INFERENCE_POOL_KIND, type InferencePool } from "../../src/resources/inference-pool.js";
 import { CERTIFICATE_KIND } from "../../src/resources/certificate-request.js";
 import { DEPLOYMENT_KIND, SERVICE_KIND } from "../../src/resources/dataplane-pods.js";
 import { MODEL_LABEL, ownedMetadata } from "../../src/resources/names.js";
@@ -126,5 +129,31 @@ describe("owned kinds: a plan applied in order, then the prune", () => {
       caches.apply(undeclared, [[{ apply: objectOf(DEPLOYMENT_KIND, model, "m") }]]),
       /plans an object of apps\/v1\/Deployment, a kind it does not declare in owns/,
     );
+  });
+});
+
+describe("the InferencePool controller's plan", () => {
+  const pool: InferencePool = {
+    apiVersion: INFERENCE_POOL_KIND.apiVersion,
+    kind: INFERENCE_POOL_KIND.kind,
+    metadata: { name: "p", namespace: NAMESPACE, uid: "uid-p" },
+    spec: {
+      selector: { matchLabels: { app: "p" } },
+      targetPorts: [{ number: 8000 }],
+      endpointPickerRef: { name: "epp" },
+    },
+  } as InferencePool;
+
+  it("fails the reconcile (retried with backoff, logged) when its Service's name is somebody else's", async () => {
+    const controller = new InferencePoolController({
+      objects: () => undefined,
+    } as unknown as OptionalKind<InferencePool>);
+    const planned = await controller.reconcile(pool);
+    const message = "a Service named p-pool exists and is not managed by dynamo-kserve; rename one of them";
+    const outcomes: PlanOutcomes = {
+      of: () => ({ state: "NameTaken", message }),
+      nameTaken: (group) => (group.length > 0 ? message : undefined),
+    };
+    await assert.rejects(async () => planned.settle(outcomes), /a Service named p-pool exists/);
   });
 });
