@@ -113,6 +113,18 @@ describe("owned kinds: a plan applied in order, then the prune", () => {
     assert.ok(storeOf(DEPLOYMENT_KIND).has("m"));
   });
 
+  it("still prunes an object after a copy of it in another namespace (same owner uid) comes and goes", async () => {
+    const { caches, writes, put, ownerFor } = harness({ certificatesInstalled: true });
+    put(CERTIFICATE_KIND, objectOf(CERTIFICATE_KIND, model, "m-tls"));
+    // e.g. `kubectl get -o yaml | kubectl apply -n elsewhere`: the garbage collector deletes it at once.
+    const copy = objectOf(CERTIFICATE_KIND, model, "m-tls");
+    const elsewhere = { ...copy, metadata: { ...copy.metadata, namespace: "elsewhere" } };
+    caches.observe(CERTIFICATE_KIND, "add", elsewhere);
+    caches.observe(CERTIFICATE_KIND, "delete", elsewhere);
+    await caches.apply(ownerFor(model), [[{ apply: objectOf(SERVICE_KIND, model, "m") }]]);
+    assert.deepEqual(writes, ["apply Service/m", "delete Certificate/m-tls"]);
+  });
+
   it("writes nothing of an optional kind whose CRD is not installed, and says so", async () => {
     const { caches, writes, ownerFor } = harness({ certificatesInstalled: false });
     const outcomes = await caches.apply(ownerFor(model), [[{ apply: objectOf(CERTIFICATE_KIND, model, "m-tls") }]]);
