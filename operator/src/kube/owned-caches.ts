@@ -175,6 +175,8 @@ export class OwnedCaches {
       // The cache has the last word (the index may hold an object already gone).
       const object = this.cacheOf(kind).objects()?.get(namespace, entry.name);
       if (object?.metadata?.labels?.[ownerLabel] !== name || controllerOf(object)?.uid !== uid) continue;
+      // Already going (a finalizer holds it): deleting it again would be a write every reconcile.
+      if (object.metadata.deletionTimestamp !== undefined) continue;
       // Cached objects may carry no apiVersion and kind (list items); deleting needs them.
       await this.writer.remove({ ...object, apiVersion: kind.apiVersion, kind: kind.kind });
     }

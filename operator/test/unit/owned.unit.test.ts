@@ -125,6 +125,18 @@ describe("owned kinds: a plan applied in order, then the prune", () => {
     assert.deepEqual(writes, ["apply Service/m", "delete Certificate/m-tls"]);
   });
 
+  it("asks once to delete an object, not again on every reconcile while a finalizer holds it", async () => {
+    const { caches, writes, put, ownerFor } = harness({ certificatesInstalled: true });
+    const certificate = objectOf(CERTIFICATE_KIND, model, "m-tls");
+    // Deleted before (by the prune, or a user), held by somebody's finalizer: already on its way out.
+    put(CERTIFICATE_KIND, {
+      ...certificate,
+      metadata: { ...certificate.metadata, deletionTimestamp: new Date(), finalizers: ["example.com/hold"] },
+    });
+    await caches.apply(ownerFor(model), [[{ apply: objectOf(SERVICE_KIND, model, "m") }]]);
+    assert.deepEqual(writes, ["apply Service/m"]);
+  });
+
   it("writes nothing of an optional kind whose CRD is not installed, and says so", async () => {
     const { caches, writes, ownerFor } = harness({ certificatesInstalled: false });
     const outcomes = await caches.apply(ownerFor(model), [[{ apply: objectOf(CERTIFICATE_KIND, model, "m-tls") }]]);
