@@ -46,6 +46,12 @@ interface OwnedCache {
   readonly kind: OwnedKind;
   /** The kind's objects the operator made; undefined while an optional kind's CRD is absent. */
   objects(): ObjectSource<KubernetesObject> | undefined;
+  /**
+   * Every cached object of the kind, whoever made it (a whole-kind cache holds users' too):
+   * what an apply is told is there, so a name somebody else holds is NameTaken from the
+   * cache, without reading it from the API server on every reconcile.
+   */
+  holders(): ObjectSource<KubernetesObject> | undefined;
   /** Present for optional kinds: their CRD. */
   readonly optional?: OptionalCache;
 }
@@ -157,7 +163,7 @@ export class OwnedCaches {
     if ("keep" in entry) return { state: "Kept", object: this.cacheOf(declared).objects()?.get(namespace, name) };
     if (!this.installed(declared)) return { state: "CRDNotInstalled" };
     try {
-      const applied = await this.writer.apply(entry.apply, this.cacheOf(declared).objects()?.get(namespace, name));
+      const applied = await this.writer.apply(entry.apply, this.cacheOf(declared).holders()?.get(namespace, name));
       return { state: "Applied", object: applied.object };
     } catch (error) {
       if (error instanceof NameTakenError) return { state: "NameTaken", message: error.message };
@@ -199,17 +205,18 @@ export class OwnedCaches {
 
   private makeCache(kind: OwnedKind, factory: CacheFactory, whole: UnselectedCache | undefined): OwnedCache {
     if (whole !== undefined && "watched" in whole) {
-      return { kind, objects: () => madeByUs(whole.watched) };
+      return { kind, objects: () => madeByUs(whole.watched), holders: () => whole.watched };
     }
     if (whole !== undefined) {
-      return { kind, optional: whole.optional, objects: () => madeByUs(whole.optional.objects()) };
+      const { optional } = whole;
+      return { kind, optional, objects: () => madeByUs(optional.objects()), holders: () => optional.objects() };
     }
     if (kind.optional === true) {
       const optional = factory.optional(kind, OWNED_SELECTOR);
-      return { kind, optional, objects: () => optional.objects() };
+      return { kind, optional, objects: () => optional.objects(), holders: () => optional.objects() };
     }
     const watched = factory.watch(kind, OWNED_SELECTOR);
-    return { kind, objects: () => watched };
+    return { kind, objects: () => watched, holders: () => watched };
   }
 }
 

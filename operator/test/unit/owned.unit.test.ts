@@ -11,6 +11,7 @@ import { INFERENCE_POOL_KIND, type InferencePool } from "../../src/resources/inf
 import { CERTIFICATE_KIND } from "../../src/resources/certificate-request.js";
 import { DEPLOYMENT_KIND, SERVICE_KIND } from "../../src/resources/dataplane-pods.js";
 import { MODEL_LABEL, ownedMetadata } from "../../src/resources/names.js";
+import { CONFIG_MAP_KIND } from "../../src/resources/model.js";
 
 const NAMESPACE = "team";
 const ownerNamed = (name: string, uid: string): Owner => ({
@@ -179,5 +180,34 @@ describe("the InferencePool controller's plan", () => {
       nameTaken: (group) => (group.length > 0 ? message : undefined),
     };
     await assert.rejects(async () => planned.settle(outcomes), /a Service named p-pool exists/);
+  });
+});
+
+describe("owned kinds read from a cache of every object of the kind (ConfigMaps, InferencePools)", () => {
+  it("hands the writer the object that holds the name, even a user's, so a NameTaken needs no read of the API server", async () => {
+    const model = ownerNamed("m", "uid-1");
+    const users: KubernetesObject = {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "m-model-config", namespace: NAMESPACE },
+    };
+    const everyConfigMap: ObjectSource<KubernetesObject> = {
+      get: (_namespace, name) => (name === "m-model-config" ? users : undefined),
+      list: () => [users],
+    };
+    const seen: (KubernetesObject | undefined)[] = [];
+    const caches = new OwnedCaches({
+      apply: (desired, live) => {
+        seen.push(live);
+        return Promise.resolve({ changed: false, object: desired });
+      },
+      remove: () => Promise.resolve(),
+    });
+    const unused = () => assert.fail("a kind some watch caches whole gets no cache of its own");
+    caches.declare([CONFIG_MAP_KIND], { watch: unused, optional: unused }, () => ({ watched: everyConfigMap }));
+    await caches.apply({ object: model, ownerLabel: MODEL_LABEL, owns: [CONFIG_MAP_KIND] }, [
+      [{ apply: objectOf(CONFIG_MAP_KIND, model, "m-model-config") }],
+    ]);
+    assert.deepEqual(seen, [users]);
   });
 });
