@@ -1,5 +1,5 @@
 import type { Controller, ObjectSource, Planned, Watch } from "../kube/controller.js";
-import type { OwnedKind } from "../kube/owned.js";
+import type { OwnedKind, PlanGroup } from "../kube/owned.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
 import { SERVICE_KIND } from "../resources/dataplane-pods.js";
 import {
@@ -36,6 +36,16 @@ export class InferencePoolController implements Controller<InferencePool> {
   }
 
   reconcile(pool: InferencePool): Promise<Planned<never>> {
-    return Promise.resolve({ plan: [[{ apply: desiredPoolService(pool) }]], settle: () => ({}) });
+    const service: PlanGroup = [{ apply: desiredPoolService(pool) }];
+    return Promise.resolve({
+      plan: [service],
+      settle: (outcomes) => {
+        // A pool has no status to say it in: the reconcile fails, so it is logged, counted
+        // and retried with backoff (a user's Service of that name goes without an event here).
+        const taken = outcomes.nameTaken(service);
+        if (taken !== undefined) throw new Error(taken);
+        return {};
+      },
+    });
   }
 }

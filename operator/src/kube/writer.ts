@@ -62,12 +62,22 @@ export class KubeWriter {
     return result;
   }
 
-  /** Deletes an owned object its owner no longer wants (the prune; a 404 means it is already gone). */
+  /**
+   * Deletes an owned object its owner no longer wants (the prune; a 404 means it is already
+   * gone). Only the very object seen: `live` comes from a cache, which may still hold an
+   * object deleted and made again under that name by somebody else since, so the delete
+   * carries its uid as a precondition, and the API server's 409 for another uid leaves the
+   * newcomer alone (its event brings the cache, and the owner, up to date).
+   */
   async remove(live: KubernetesObject): Promise<void> {
+    const uid = live.metadata?.uid;
+    const onlyThisOne = uid === undefined ? undefined : { preconditions: { uid } };
     try {
-      await this.objects.delete(live);
+      await this.objects.delete(live, undefined, undefined, undefined, undefined, undefined, onlyThisOne);
     } catch (error) {
-      if ((error as { code?: number }).code !== 404) throw error;
+      const { code } = error as { code?: number };
+      if (code === 409) return;
+      if (code !== 404) throw error;
     }
     this.recentApplies.delete(`${live.kind}/${live.metadata?.namespace}/${live.metadata?.name}`);
     this.metrics.apiWrites.inc({ verb: "delete", resource: live.kind?.toLowerCase() ?? "" });

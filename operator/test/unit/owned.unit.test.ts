@@ -4,10 +4,14 @@ import type { Owner } from "../../src/api/objects.js";
 import { NameTakenError } from "../../src/kube/apply.js";
 import type { ObjectSource } from "../../src/kube/controller.js";
 import { OwnedCaches, type PlanOwner } from "../../src/kube/owned-caches.js";
-import { kindKey, type OwnedKind, type Plan } from "../../src/kube/owned.js";
+import { kindKey, type OwnedKind, type Plan, type PlanOutcomes } from "../../src/kube/owned.js";
+import type { OptionalKind } from "../../src/kube/optional-kind.js";
+import { InferencePoolController } from "../../src/controllers/inferencepool.js";
+import { INFERENCE_POOL_KIND, type InferencePool } from "../../src/resources/inference-pool.js";
 import { CERTIFICATE_KIND } from "../../src/resources/certificate-request.js";
 import { DEPLOYMENT_KIND, SERVICE_KIND } from "../../src/resources/dataplane-pods.js";
 import { MODEL_LABEL, ownedMetadata } from "../../src/resources/names.js";
+import { CONFIG_MAP_KIND } from "../../src/resources/model.js";
 
 const NAMESPACE = "team";
 const ownerNamed = (name: string, uid: string): Owner => ({
@@ -110,6 +114,30 @@ describe("owned kinds: a plan applied in order, then the prune", () => {
     assert.ok(storeOf(DEPLOYMENT_KIND).has("m"));
   });
 
+  it("still prunes an object after a copy of it in another namespace (same owner uid) comes and goes", async () => {
+    const { caches, writes, put, ownerFor } = harness({ certificatesInstalled: true });
+    put(CERTIFICATE_KIND, objectOf(CERTIFICATE_KIND, model, "m-tls"));
+    // e.g. `kubectl get -o yaml | kubectl apply -n elsewhere`: the garbage collector deletes it at once.
+    const copy = objectOf(CERTIFICATE_KIND, model, "m-tls");
+    const elsewhere = { ...copy, metadata: { ...copy.metadata, namespace: "elsewhere" } };
+    caches.observe(CERTIFICATE_KIND, "add", elsewhere);
+    caches.observe(CERTIFICATE_KIND, "delete", elsewhere);
+    await caches.apply(ownerFor(model), [[{ apply: objectOf(SERVICE_KIND, model, "m") }]]);
+    assert.deepEqual(writes, ["apply Service/m", "delete Certificate/m-tls"]);
+  });
+
+  it("asks once to delete an object, not again on every reconcile while a finalizer holds it", async () => {
+    const { caches, writes, put, ownerFor } = harness({ certificatesInstalled: true });
+    const certificate = objectOf(CERTIFICATE_KIND, model, "m-tls");
+    // Deleted before (by the prune, or a user), held by somebody's finalizer: already on its way out.
+    put(CERTIFICATE_KIND, {
+      ...certificate,
+      metadata: { ...certificate.metadata, deletionTimestamp: new Date(), finalizers: ["example.com/hold"] },
+    });
+    await caches.apply(ownerFor(model), [[{ apply: objectOf(SERVICE_KIND, model, "m") }]]);
+    assert.deepEqual(writes, ["apply Service/m"]);
+  });
+
   it("writes nothing of an optional kind whose CRD is not installed, and says so", async () => {
     const { caches, writes, ownerFor } = harness({ certificatesInstalled: false });
     const outcomes = await caches.apply(ownerFor(model), [[{ apply: objectOf(CERTIFICATE_KIND, model, "m-tls") }]]);
@@ -126,5 +154,60 @@ describe("owned kinds: a plan applied in order, then the prune", () => {
       caches.apply(undeclared, [[{ apply: objectOf(DEPLOYMENT_KIND, model, "m") }]]),
       /plans an object of apps\/v1\/Deployment, a kind it does not declare in owns/,
     );
+  });
+});
+
+describe("the InferencePool controller's plan", () => {
+  const pool: InferencePool = {
+    apiVersion: INFERENCE_POOL_KIND.apiVersion,
+    kind: INFERENCE_POOL_KIND.kind,
+    metadata: { name: "p", namespace: NAMESPACE, uid: "uid-p" },
+    spec: {
+      selector: { matchLabels: { app: "p" } },
+      targetPorts: [{ number: 8000 }],
+      endpointPickerRef: { name: "epp" },
+    },
+  } as InferencePool;
+
+  it("fails the reconcile (retried with backoff, logged) when its Service's name is somebody else's", async () => {
+    const controller = new InferencePoolController({
+      objects: () => undefined,
+    } as unknown as OptionalKind<InferencePool>);
+    const planned = await controller.reconcile(pool);
+    const message = "a Service named p-pool exists and is not managed by dynamo-kserve; rename one of them";
+    const outcomes: PlanOutcomes = {
+      of: () => ({ state: "NameTaken", message }),
+      nameTaken: (group) => (group.length > 0 ? message : undefined),
+    };
+    await assert.rejects(async () => planned.settle(outcomes), /a Service named p-pool exists/);
+  });
+});
+
+describe("owned kinds read from a cache of every object of the kind (ConfigMaps, InferencePools)", () => {
+  it("hands the writer the object that holds the name, even a user's, so a NameTaken needs no read of the API server", async () => {
+    const model = ownerNamed("m", "uid-1");
+    const users: KubernetesObject = {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "m-model-config", namespace: NAMESPACE },
+    };
+    const everyConfigMap: ObjectSource<KubernetesObject> = {
+      get: (_namespace, name) => (name === "m-model-config" ? users : undefined),
+      list: () => [users],
+    };
+    const seen: (KubernetesObject | undefined)[] = [];
+    const caches = new OwnedCaches({
+      apply: (desired, live) => {
+        seen.push(live);
+        return Promise.resolve({ changed: false, object: desired });
+      },
+      remove: () => Promise.resolve(),
+    });
+    const unused = () => assert.fail("a kind some watch caches whole gets no cache of its own");
+    caches.declare([CONFIG_MAP_KIND], { watch: unused, optional: unused }, () => ({ watched: everyConfigMap }));
+    await caches.apply({ object: model, ownerLabel: MODEL_LABEL, owns: [CONFIG_MAP_KIND] }, [
+      [{ apply: objectOf(CONFIG_MAP_KIND, model, "m-model-config") }],
+    ]);
+    assert.deepEqual(seen, [users]);
   });
 });
