@@ -1,0 +1,369 @@
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import {
+  Server,
+  ServerCredentials,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type ServiceDefinition,
+  type sendUnaryData,
+} from "@grpc/grpc-js";
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import type { TestCluster } from "../cluster/cluster.js";
+import { testCluster } from "../cluster/mocha-global.js";
+import { eventually } from "../support/eventually.js";
+import { Keda, requireKeda, type KedaCondition } from "../support/keda.js";
+import { freePort } from "../support/ports.js";
+
+/**
+ * The real KEDA on the Kubernetes tier's cluster (real API server, the controller manager's
+ * HPA controller, kwok pods): a ScaledObject with minReplicaCount 0 scales a Deployment to
+ * zero after its cooldown, back to one the moment its external-push scaler says "active",
+ * and on through the HPA KEDA made, which reads the scaler's metric through
+ * external.metrics.k8s.io; a trigger that cannot reach its Prometheus gets KEDA's condition.
+ */
+
+/** The metric the scripted scaler reports (KEDA names it s0-<this> for the first trigger). */
+const METRIC = "held-requests";
+/** The per-pod target of that metric (an AverageValue target): a value of 2 means 2 pods. */
+const TARGET_PER_POD = 1;
+/** Long enough to tell "after the cooldown" from "at once", short for a test. */
+const COOLDOWN_SECONDS = 10;
+/**
+ * Longer than a wake-up takes, so a scale from zero seen before the next poll came from the
+ * push, not from the polling loop (which calls IsActive).
+ */
+const POLLING_SECONDS = 5;
+
+describe("KEDA built from its Go module: scale to and from zero, external metrics, a failing trigger (real HPA controller, kwok pods)", function () {
+  this.timeout(300_000);
+  let cluster: TestCluster;
+  let keda: Keda | undefined;
+  let scaler: ScriptedExternalScaler | undefined;
+  let namespace: string | undefined;
+
+  before(async function () {
+    cluster = testCluster(this);
+    requireKeda(this);
+    keda = await Keda.start(cluster);
+    scaler = await ScriptedExternalScaler.start();
+    namespace = `keda-${randomBytes(3).toString("hex")}`;
+    cluster.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } });
+  });
+
+  after(async () => {
+    // ScaledObjects go while KEDA runs: it removes its finalizer from each.
+    if (namespace !== undefined && keda !== undefined) {
+      cluster.kubectl("delete", "scaledobjects.keda.sh", "--all", "-n", namespace, "--wait=true", "--timeout=60s");
+    }
+    await keda?.stop();
+    await scaler?.stop();
+    if (namespace !== undefined) cluster.kubectl("delete", "namespace", namespace, "--wait=false");
+  });
+
+  const replicas = (name: string): { spec: number; ready: number } => {
+    const deployment = cluster.kubectlGet<{ spec: { replicas: number }; status: { readyReplicas?: number } }>(
+      "deployment",
+      name,
+      "-n",
+      namespace!,
+    );
+    return { spec: deployment.spec.replicas, ready: deployment.status.readyReplicas ?? 0 };
+  };
+
+  const condition = async (name: string, type: string): Promise<KedaCondition> => {
+    const found = await keda!.condition(namespace!, name, type);
+    assert.ok(found !== undefined, `ScaledObject ${name} has no ${type} condition yet`);
+    return found;
+  };
+
+  it("goes 1 -> 0 after its cooldown when idle, 0 -> 1 on the scaler's push, 1 -> 2 as the HPA reads the metric", async () => {
+    const name = "pushed";
+    scaler!.pollAnswer = true;
+    scaler!.metricValue = 1;
+    cluster.apply(
+      deployment(namespace!, name),
+      scaledObject(namespace!, name, {
+        minReplicaCount: 0,
+        maxReplicaCount: 3,
+        triggers: [{ type: "external-push", metadata: { scalerAddress: `127.0.0.1:${scaler!.port}` } }],
+      }),
+    );
+    const status = await eventually(async () => {
+      const current = await keda!.scaledObjectStatus(namespace!, name);
+      assert.equal(current.conditions?.find((c) => c.type === "Ready")?.status, "True");
+      assert.equal(current.conditions?.find((c) => c.type === "Active")?.status, "True");
+      assert.equal(current.externalMetricNames?.length, 1);
+      return current;
+    }, 60_000);
+    assert.equal(status.hpaName, `keda-hpa-${name}`);
+    const metricName = status.externalMetricNames![0]!;
+    assert.equal(metricName, `s0-${METRIC}`);
+    await eventually(() => assert.equal(scaler!.openStreams, 1), 30_000);
+    assert.deepEqual(scaler!.streamedFor, { name, namespace });
+
+    // Idle: the next poll sees it; the Deployment goes to zero, not before the cooldown.
+    scaler!.pollAnswer = false;
+    scaler!.metricValue = 0;
+    await eventually(() => assert.equal(replicas(name).spec, 0), 120_000, 250);
+    const wentToZero = Date.now();
+    const lastActive = Date.parse((await keda!.scaledObjectStatus(namespace!, name)).lastActiveTime!);
+    assert.ok(
+      wentToZero >= lastActive + COOLDOWN_SECONDS * 1000,
+      `scaled to zero ${wentToZero - lastActive} ms after the trigger was last active, before the ${COOLDOWN_SECONDS} s cooldown`,
+    );
+    assert.equal((await condition(name, "Active")).status, "False");
+
+    // Woken by the push alone: the poll still answers "not active".
+    const pushed = Date.now();
+    scaler!.push(true);
+    await eventually(() => assert.ok(replicas(name).spec >= 1), 30_000, 50);
+    const scaledUp = Date.now();
+    assert.equal(scaler!.pollsAnsweredActive, 0, "the scale from zero came from a poll, not the push");
+    scaler!.pollAnswer = true;
+    await eventually(() => assert.equal(replicas(name).ready, 1), 60_000, 100);
+    console.log(
+      `      KEDA: 0 -> 1 replicas ${((scaledUp - pushed) / 1000).toFixed(2)} s after the push, ` +
+        `1 ready pod (kwok) ${((Date.now() - pushed) / 1000).toFixed(2)} s after it`,
+    );
+
+    // Load: the HPA KEDA made reads the metric through external.metrics.k8s.io and adds a pod.
+    scaler!.metricValue = 2 * TARGET_PER_POD;
+    await eventually(
+      async () => assert.deepEqual(await keda!.externalMetric(namespace!, name, metricName), [2]),
+      30_000,
+    );
+    await eventually(() => assert.equal(replicas(name).spec, 2), 120_000, 250);
+    assert.equal((await condition(name, "HPAActive")).status, "True");
+  });
+
+  it("a prometheus trigger nobody answers: Ready False with KEDA's reason, and the Deployment is not taken to zero", async () => {
+    const name = "unreachable";
+    const nobody = await freePort();
+    cluster.apply(
+      deployment(namespace!, name),
+      scaledObject(namespace!, name, {
+        minReplicaCount: 0,
+        maxReplicaCount: 3,
+        pollingInterval: 1,
+        cooldownPeriod: 1,
+        triggers: [
+          {
+            type: "prometheus",
+            metadata: { serverAddress: `http://127.0.0.1:${nobody}`, query: "sum(up)", threshold: "1" },
+          },
+        ],
+      }),
+    );
+    const ready = await eventually(async () => {
+      const found = await condition(name, "Ready");
+      assert.equal(found.status, "False");
+      return found;
+    }, 60_000);
+    assert.equal(ready.reason, "TriggerError");
+    // Several failed polls later (KEDA's Warning events count them), still one replica.
+    const failures = await eventually(() => {
+      const events = scalerFailures(cluster, namespace!, name);
+      assert.ok(events.count >= 3, `${events.count} KEDAScalerFailed events so far`);
+      return events;
+    }, 60_000);
+    assert.equal(replicas(name).spec, 1);
+    const hpaActive = await eventually(() => condition(name, "HPAActive"), 60_000).catch(() => undefined);
+    console.log(
+      `      KEDA on an unreachable Prometheus: Ready ${ready.status} ${ready.reason}: ${ready.message}\n` +
+        `      event KEDAScalerFailed: ${failures.message}\n` +
+        `      HPAActive: ${hpaActive === undefined ? "(not written)" : `${hpaActive.status} ${hpaActive.reason}: ${hpaActive.message}`}`,
+    );
+  });
+});
+
+/** A Deployment of pods kwok makes Ready without running them. */
+function deployment(namespace: string, name: string): object {
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name, namespace },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: { app: name } },
+      template: {
+        metadata: { labels: { app: name } },
+        spec: { containers: [{ name: "main", image: "registry.k8s.io/pause:3.10" }] },
+      },
+    },
+  };
+}
+
+/** A ScaledObject on the Deployment of the same name; no HPA stabilization, so each step shows at once. */
+function scaledObject(namespace: string, name: string, spec: Record<string, unknown>): object {
+  return {
+    apiVersion: "keda.sh/v1alpha1",
+    kind: "ScaledObject",
+    metadata: { name, namespace },
+    spec: {
+      scaleTargetRef: { name },
+      pollingInterval: POLLING_SECONDS,
+      cooldownPeriod: COOLDOWN_SECONDS,
+      advanced: {
+        horizontalPodAutoscalerConfig: {
+          behavior: {
+            scaleUp: { stabilizationWindowSeconds: 0 },
+            scaleDown: { stabilizationWindowSeconds: 0 },
+          },
+        },
+      },
+      ...spec,
+    },
+  };
+}
+
+/** KEDA's Warning events for a failing scaler of a ScaledObject: how many, and the last message. */
+function scalerFailures(cluster: TestCluster, namespace: string, name: string): { count: number; message: string } {
+  const { items } = cluster.kubectlGet<{ items: { reason: string; message: string; count?: number }[] }>(
+    "events",
+    "-n",
+    namespace,
+    "--field-selector",
+    `involvedObject.kind=ScaledObject,involvedObject.name=${name},reason=KEDAScalerFailed`,
+  );
+  return {
+    count: items.reduce((total, event) => total + (event.count ?? 1), 0),
+    message: items.at(-1)?.message ?? "",
+  };
+}
+
+/** The fields of externalscaler.ScaledObjectRef this server reads. */
+interface ScaledObjectRef {
+  readonly name: string;
+  readonly namespace: string;
+}
+
+/**
+ * KEDA's external scaler protocol (pkg/scalers/externalscaler/externalscaler.proto in its
+ * module), served by grpc-js with its few messages encoded by hand: StreamIsActive pushes
+ * what the test says, IsActive (KEDA's poll) answers `pollAnswer`, GetMetricSpec one metric
+ * with a per-pod target, GetMetrics `metricValue`.
+ */
+class ScriptedExternalScaler {
+  pollAnswer = false;
+  metricValue = 0;
+  /** IsActive calls answered true since the last push (a scale from zero they could have caused). */
+  pollsAnsweredActive = 0;
+  /** The ScaledObject the last StreamIsActive named (KEDA sends its name and namespace). */
+  streamedFor: ScaledObjectRef | undefined;
+  private readonly streams = new Set<ServerWritableStream<ScaledObjectRef, boolean>>();
+
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+  ) {}
+
+  static async start(): Promise<ScriptedExternalScaler> {
+    const server = new Server();
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (error, bound) =>
+        error ? reject(error) : resolve(bound),
+      ),
+    );
+    const scaler = new ScriptedExternalScaler(server, port);
+    server.addService(EXTERNAL_SCALER, scaler.handlers());
+    return scaler;
+  }
+
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
+  /** Sends `active` on every open StreamIsActive. */
+  push(active: boolean): void {
+    this.pollsAnsweredActive = 0;
+    for (const stream of this.streams) stream.write(active);
+  }
+
+  /** Ends the streams cleanly (KEDA then retries after its shortest backoff) and stops. */
+  stop(): Promise<void> {
+    for (const stream of this.streams) stream.end();
+    return new Promise((resolve) => this.server.tryShutdown(() => resolve()));
+  }
+
+  private handlers() {
+    return {
+      IsActive: (_call: ServerUnaryCall<ScaledObjectRef, boolean>, callback: sendUnaryData<boolean>) => {
+        if (this.pollAnswer) this.pollsAnsweredActive++;
+        callback(null, this.pollAnswer);
+      },
+      StreamIsActive: (stream: ServerWritableStream<ScaledObjectRef, boolean>) => {
+        this.streamedFor = stream.request;
+        this.streams.add(stream);
+        stream.on("cancelled", () => this.streams.delete(stream));
+        stream.on("finish", () => this.streams.delete(stream));
+      },
+      GetMetricSpec: (_call: ServerUnaryCall<ScaledObjectRef, MetricPoint>, callback: sendUnaryData<MetricPoint>) =>
+        callback(null, { name: METRIC, value: TARGET_PER_POD }),
+      GetMetrics: (_call: ServerUnaryCall<ScaledObjectRef, MetricPoint>, callback: sendUnaryData<MetricPoint>) =>
+        callback(null, { name: METRIC, value: this.metricValue }),
+    };
+  }
+}
+
+/** One metric name and integer: a MetricSpec's target or a MetricValue's value (fields 1 and 2 of both). */
+interface MetricPoint {
+  readonly name: string;
+  readonly value: number;
+}
+
+/** ScaledObjectRef, or the GetMetricsRequest that carries one as its field 1. */
+function decodeRef(bytes: Uint8Array, nested = false): ScaledObjectRef {
+  const reader = new BinaryReader(bytes);
+  let ref: ScaledObjectRef = { name: "", namespace: "" };
+  while (reader.pos < reader.len) {
+    const [field, wireType] = reader.tag();
+    if (nested && field === 1) ref = decodeRef(reader.bytes());
+    else if (!nested && field === 1) ref = { ...ref, name: reader.string() };
+    else if (!nested && field === 2) ref = { ...ref, namespace: reader.string() };
+    else reader.skip(wireType);
+  }
+  return ref;
+}
+
+/** IsActiveResponse { bool result = 1 }. */
+const encodeIsActive = (result: boolean): Buffer =>
+  Buffer.from(new BinaryWriter().tag(1, WireType.Varint).bool(result).finish());
+
+/** GetMetricSpecResponse / GetMetricsResponse: one repeated field 1 holding {string name = 1, int64 value = 2}. */
+const encodeMetricList = (point: MetricPoint): Buffer =>
+  Buffer.from(
+    new BinaryWriter()
+      .tag(1, WireType.LengthDelimited)
+      .fork()
+      .tag(1, WireType.LengthDelimited)
+      .string(point.name)
+      .tag(2, WireType.Varint)
+      .int64(point.value)
+      .join()
+      .finish(),
+  );
+
+const method = <Response>(
+  name: string,
+  responseStream: boolean,
+  serialize: (response: Response) => Buffer,
+  nested = false,
+) => ({
+  path: `/externalscaler.ExternalScaler/${name}`,
+  requestStream: false,
+  responseStream,
+  requestSerialize: (): Buffer => Buffer.alloc(0),
+  requestDeserialize: (bytes: Buffer): ScaledObjectRef => decodeRef(bytes, nested),
+  responseSerialize: serialize,
+  responseDeserialize: (): Response => {
+    throw new Error("server side only");
+  },
+});
+
+const EXTERNAL_SCALER: ServiceDefinition = {
+  IsActive: method("IsActive", false, encodeIsActive),
+  StreamIsActive: method("StreamIsActive", true, encodeIsActive),
+  GetMetricSpec: method("GetMetricSpec", false, encodeMetricList),
+  GetMetrics: method("GetMetrics", false, encodeMetricList, true),
+};
