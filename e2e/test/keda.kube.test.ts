@@ -29,10 +29,7 @@ const METRIC = "held-requests";
 const TARGET_PER_POD = 1;
 /** Long enough to tell "after the cooldown" from "at once", short for a test. */
 const COOLDOWN_SECONDS = 10;
-/**
- * Longer than a wake-up takes, so a scale from zero seen before the next poll came from the
- * push, not from the polling loop (which calls IsActive).
- */
+/** KEDA's poll (IsActive and GetMetrics): how soon it sees idleness; a push does not wait for it. */
 const POLLING_SECONDS = 5;
 
 describe("KEDA built from its Go module: scale to and from zero, external metrics, a failing trigger (real HPA controller, kwok pods)", function () {
@@ -69,6 +66,16 @@ describe("KEDA built from its Go module: scale to and from zero, external metric
       namespace!,
     );
     return { spec: deployment.spec.replicas, ready: deployment.status.readyReplicas ?? 0 };
+  };
+
+  /** The metadata of the HPA KEDA made for a ScaledObject (read quietly: it may not exist yet). */
+  const hpaMetadata = async (name: string): Promise<HpaMetadata> => {
+    const { status, body } = await cluster.request(
+      "GET",
+      `/apis/autoscaling/v2/namespaces/${namespace}/horizontalpodautoscalers/keda-hpa-${name}`,
+    );
+    assert.equal(status, 200, `no HPA keda-hpa-${name} yet: ${body}`);
+    return (JSON.parse(body) as { metadata: HpaMetadata }).metadata;
   };
 
   const condition = async (name: string, type: string): Promise<KedaCondition> => {
@@ -119,7 +126,6 @@ describe("KEDA built from its Go module: scale to and from zero, external metric
     scaler!.push(true);
     await eventually(() => assert.ok(replicas(name).spec >= 1), 30_000, 50);
     const scaledUp = Date.now();
-    assert.equal(scaler!.pollsAnsweredActive, 0, "the scale from zero came from a poll, not the push");
     scaler!.pollAnswer = true;
     await eventually(() => assert.equal(replicas(name).ready, 1), 60_000, 100);
     console.log(
@@ -135,6 +141,45 @@ describe("KEDA built from its Go module: scale to and from zero, external metric
     );
     await eventually(() => assert.equal(replicas(name).spec, 2), 120_000, 250);
     assert.equal((await condition(name, "HPAActive")).status, "True");
+  });
+
+  it("names its HPA keda-hpa-<name>, controlled by the ScaledObject, and copies the ScaledObject's labels onto it (managed-by too) unless its hpa-excluded-labels annotation lists them", async () => {
+    const name = "labelled";
+    // The labels the operator puts on what it owns: an HPA carrying them would look like its own.
+    const ownerLabels = {
+      "app.kubernetes.io/managed-by": "dynamo-kserve-operator",
+      "dynamokserve.dev/model": name,
+    };
+    scaler!.pollAnswer = true;
+    cluster.apply(deployment(namespace!, name), {
+      ...scaledObject(namespace!, name, {
+        minReplicaCount: 1,
+        maxReplicaCount: 2,
+        triggers: [{ type: "external-push", metadata: { scalerAddress: `127.0.0.1:${scaler!.port}` } }],
+      }),
+      metadata: { name, namespace, labels: ownerLabels },
+    });
+    const hpa = await eventually(() => hpaMetadata(name), 60_000);
+    assert.deepEqual(
+      hpa.ownerReferences.map(({ kind, name, controller }) => ({ kind, name, controller })),
+      [{ kind: "ScaledObject", name, controller: true }],
+    );
+    assert.equal(hpa.labels["app.kubernetes.io/managed-by"], "dynamo-kserve-operator");
+    assert.equal(hpa.labels["dynamokserve.dev/model"], name);
+
+    cluster.kubectl(
+      "annotate",
+      "scaledobject.keda.sh",
+      name,
+      "-n",
+      namespace!,
+      `scaledobject.keda.sh/hpa-excluded-labels=${Object.keys(ownerLabels).join(",")}`,
+    );
+    await eventually(async () => {
+      const { labels } = await hpaMetadata(name);
+      assert.equal(labels["app.kubernetes.io/managed-by"], "keda-operator");
+      assert.equal(labels["dynamokserve.dev/model"], undefined);
+    }, 60_000);
   });
 
   it("a prometheus trigger nobody answers: Ready False with KEDA's reason, and the Deployment is not taken to zero", async () => {
@@ -176,6 +221,11 @@ describe("KEDA built from its Go module: scale to and from zero, external metric
     );
   });
 });
+
+interface HpaMetadata {
+  readonly labels: Record<string, string>;
+  readonly ownerReferences: readonly { kind: string; name: string; controller?: boolean }[];
+}
 
 /** A Deployment of pods kwok makes Ready without running them. */
 function deployment(namespace: string, name: string): object {
@@ -247,8 +297,6 @@ interface ScaledObjectRef {
 class ScriptedExternalScaler {
   pollAnswer = false;
   metricValue = 0;
-  /** IsActive calls answered true since the last push (a scale from zero they could have caused). */
-  pollsAnsweredActive = 0;
   /** The ScaledObject the last StreamIsActive named (KEDA sends its name and namespace). */
   streamedFor: ScaledObjectRef | undefined;
   private readonly streams = new Set<ServerWritableStream<ScaledObjectRef, boolean>>();
@@ -276,7 +324,6 @@ class ScriptedExternalScaler {
 
   /** Sends `active` on every open StreamIsActive. */
   push(active: boolean): void {
-    this.pollsAnsweredActive = 0;
     for (const stream of this.streams) stream.write(active);
   }
 
@@ -289,7 +336,6 @@ class ScriptedExternalScaler {
   private handlers() {
     return {
       IsActive: (_call: ServerUnaryCall<ScaledObjectRef, boolean>, callback: sendUnaryData<boolean>) => {
-        if (this.pollAnswer) this.pollsAnsweredActive++;
         callback(null, this.pollAnswer);
       },
       StreamIsActive: (stream: ServerWritableStream<ScaledObjectRef, boolean>) => {
