@@ -144,42 +144,72 @@ describe("KEDA built from its Go module: scale to and from zero, external metric
   });
 
   it("names its HPA keda-hpa-<name>, controlled by the ScaledObject, and copies the ScaledObject's labels onto it (managed-by too) unless its hpa-excluded-labels annotation lists them", async () => {
-    const name = "labelled";
     // The labels the operator puts on what it owns: an HPA carrying them would look like its own.
-    const ownerLabels = {
+    const ownerLabels = (name: string) => ({
       "app.kubernetes.io/managed-by": "dynamo-kserve-operator",
       "dynamokserve.dev/model": name,
-    };
-    scaler!.pollAnswer = true;
-    cluster.apply(deployment(namespace!, name), {
-      ...scaledObject(namespace!, name, {
-        minReplicaCount: 1,
-        maxReplicaCount: 2,
-        triggers: [{ type: "external-push", metadata: { scalerAddress: `127.0.0.1:${scaler!.port}` } }],
-      }),
-      metadata: { name, namespace, labels: ownerLabels },
     });
-    const hpa = await eventually(() => hpaMetadata(name), 60_000);
+    // Read when the HPA is written: an annotation added later waits for KEDA's next reconcile.
+    const excluded = { "scaledobject.keda.sh/hpa-excluded-labels": Object.keys(ownerLabels("")).join(",") };
+    scaler!.pollAnswer = true;
+    for (const [name, annotations] of [
+      ["labelled", {}],
+      ["excluded", excluded],
+    ] as const) {
+      cluster.apply(deployment(namespace!, name), {
+        ...scaledObject(namespace!, name, {
+          minReplicaCount: 1,
+          maxReplicaCount: 2,
+          triggers: [{ type: "external-push", metadata: { scalerAddress: `127.0.0.1:${scaler!.port}` } }],
+        }),
+        metadata: { name, namespace, labels: ownerLabels(name), annotations },
+      });
+    }
+    const labelled = await eventually(() => hpaMetadata("labelled"), 60_000);
     assert.deepEqual(
-      hpa.ownerReferences.map(({ kind, name, controller }) => ({ kind, name, controller })),
-      [{ kind: "ScaledObject", name, controller: true }],
+      labelled.ownerReferences.map(({ kind, name, controller }) => ({ kind, name, controller })),
+      [{ kind: "ScaledObject", name: "labelled", controller: true }],
     );
-    assert.equal(hpa.labels["app.kubernetes.io/managed-by"], "dynamo-kserve-operator");
-    assert.equal(hpa.labels["dynamokserve.dev/model"], name);
+    assert.equal(labelled.labels["app.kubernetes.io/managed-by"], "dynamo-kserve-operator");
+    assert.equal(labelled.labels["dynamokserve.dev/model"], "labelled");
+    const { labels } = await eventually(() => hpaMetadata("excluded"), 60_000);
+    assert.equal(labels["app.kubernetes.io/managed-by"], "keda-operator");
+    assert.equal(labels["dynamokserve.dev/model"], undefined);
+  });
 
-    cluster.kubectl(
-      "annotate",
-      "scaledobject.keda.sh",
-      name,
-      "-n",
-      namespace!,
-      `scaledobject.keda.sh/hpa-excluded-labels=${Object.keys(ownerLabels).join(",")}`,
-    );
-    await eventually(async () => {
-      const { labels } = await hpaMetadata(name);
-      assert.equal(labels["app.kubernetes.io/managed-by"], "keda-operator");
-      assert.equal(labels["dynamokserve.dev/model"], undefined);
-    }, 60_000);
+  it("reopens the push stream after its scaler restarts, and a push still wakes the Deployment from zero", async () => {
+    const name = "restarted";
+    let own = await ScriptedExternalScaler.start();
+    const port = own.port;
+    try {
+      cluster.apply(
+        deployment(namespace!, name),
+        scaledObject(namespace!, name, {
+          minReplicaCount: 0,
+          maxReplicaCount: 1,
+          triggers: [{ type: "external-push", metadata: { scalerAddress: `127.0.0.1:${port}` } }],
+        }),
+      );
+      // Never active: KEDA takes it to zero at its first poll (no cooldown without a last active time).
+      await eventually(() => assert.equal(replicas(name).spec, 0), 120_000, 250);
+      await eventually(() => assert.equal(own.openStreams, 1), 30_000);
+
+      // A restart that ends its streams cleanly (as a pod's graceful shutdown would).
+      await own.stop();
+      const restarted = Date.now();
+      own = await ScriptedExternalScaler.start(port);
+      await eventually(() => assert.equal(own.openStreams, 1), 120_000, 100);
+      const reopened = Date.now();
+      own.push(true);
+      await eventually(() => assert.equal(replicas(name).spec, 1), 30_000, 50);
+      console.log(
+        `      KEDA reopened the push stream ${((reopened - restarted) / 1000).toFixed(1)} s after the scaler restarted`,
+      );
+    } finally {
+      own.pollAnswer = true;
+      cluster.kubectl("delete", "scaledobject.keda.sh", name, "-n", namespace!, "--wait=true", "--timeout=60s");
+      await own.stop();
+    }
   });
 
   it("a prometheus trigger nobody answers: Ready False with KEDA's reason, and the Deployment is not taken to zero", async () => {
@@ -306,14 +336,15 @@ class ScriptedExternalScaler {
     readonly port: number,
   ) {}
 
-  static async start(): Promise<ScriptedExternalScaler> {
+  /** Listens on `port` of loopback (0: any free one). */
+  static async start(port = 0): Promise<ScriptedExternalScaler> {
     const server = new Server();
-    const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (error, bound) =>
+    const bound = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(`127.0.0.1:${port}`, ServerCredentials.createInsecure(), (error, bound) =>
         error ? reject(error) : resolve(bound),
       ),
     );
-    const scaler = new ScriptedExternalScaler(server, port);
+    const scaler = new ScriptedExternalScaler(server, bound);
     server.addService(EXTERNAL_SCALER, scaler.handlers());
     return scaler;
   }
