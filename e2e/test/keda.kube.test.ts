@@ -1,14 +1,12 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { Server, ServerCredentials, status, type ServerWritableStream } from "@grpc/grpc-js";
 import {
-  Server,
-  ServerCredentials,
-  type ServerUnaryCall,
-  type ServerWritableStream,
-  type ServiceDefinition,
-  type sendUnaryData,
-} from "@grpc/grpc-js";
-import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+  ExternalScalerService,
+  type ExternalScalerServer,
+  type IsActiveResponse,
+  type ScaledObjectRef,
+} from "../../proto/gen/ts/keda/externalscaler.js";
 import type { TestCluster } from "../cluster/cluster.js";
 import { testCluster } from "../cluster/mocha-global.js";
 import { eventually } from "../support/eventually.js";
@@ -312,24 +310,17 @@ function scalerFailures(cluster: TestCluster, namespace: string, name: string): 
   };
 }
 
-/** The fields of externalscaler.ScaledObjectRef this server reads. */
-interface ScaledObjectRef {
-  readonly name: string;
-  readonly namespace: string;
-}
-
 /**
- * KEDA's external scaler protocol (pkg/scalers/externalscaler/externalscaler.proto in its
- * module), served by grpc-js with its few messages encoded by hand: StreamIsActive pushes
- * what the test says, IsActive (KEDA's poll) answers `pollAnswer`, GetMetricSpec one metric
- * with a per-pod target, GetMetrics `metricValue`.
+ * KEDA's external scaler protocol (its externalscaler.proto; the product's generated copy),
+ * scripted by the test: StreamIsActive pushes what the test says, IsActive (KEDA's poll)
+ * answers `pollAnswer`, GetMetricSpec one metric with a per-pod target, GetMetrics `metricValue`.
  */
 class ScriptedExternalScaler {
   pollAnswer = false;
   metricValue = 0;
   /** The ScaledObject the last StreamIsActive named (KEDA sends its name and namespace). */
-  streamedFor: ScaledObjectRef | undefined;
-  private readonly streams = new Set<ServerWritableStream<ScaledObjectRef, boolean>>();
+  streamedFor: Pick<ScaledObjectRef, "name" | "namespace"> | undefined;
+  private readonly streams = new Set<ServerWritableStream<ScaledObjectRef, IsActiveResponse>>();
 
   private constructor(
     private readonly server: Server,
@@ -345,7 +336,7 @@ class ScriptedExternalScaler {
       ),
     );
     const scaler = new ScriptedExternalScaler(server, bound);
-    server.addService(EXTERNAL_SCALER, scaler.handlers());
+    server.addService(ExternalScalerService, scaler.handlers());
     return scaler;
   }
 
@@ -355,7 +346,7 @@ class ScriptedExternalScaler {
 
   /** Sends `active` on every open StreamIsActive. */
   push(active: boolean): void {
-    for (const stream of this.streams) stream.write(active);
+    for (const stream of this.streams) stream.write({ result: active });
   }
 
   /** Ends the streams cleanly (KEDA then retries after its shortest backoff) and stops. */
@@ -364,83 +355,25 @@ class ScriptedExternalScaler {
     return new Promise((resolve) => this.server.tryShutdown(() => resolve()));
   }
 
-  private handlers() {
+  private handlers(): ExternalScalerServer {
+    const metric = (value: number) => ({ metricName: METRIC, value: BigInt(value) });
     return {
-      IsActive: (_call: ServerUnaryCall<ScaledObjectRef, boolean>, callback: sendUnaryData<boolean>) => {
-        callback(null, this.pollAnswer);
-      },
-      StreamIsActive: (stream: ServerWritableStream<ScaledObjectRef, boolean>) => {
-        this.streamedFor = stream.request;
+      isActive: (_call, done) => done(null, { result: this.pollAnswer }),
+      streamIsActive: (stream) => {
+        this.streamedFor = { name: stream.request.name, namespace: stream.request.namespace };
         this.streams.add(stream);
         stream.on("cancelled", () => this.streams.delete(stream));
         stream.on("finish", () => this.streams.delete(stream));
       },
-      GetMetricSpec: (_call: ServerUnaryCall<ScaledObjectRef, MetricPoint>, callback: sendUnaryData<MetricPoint>) =>
-        callback(null, { name: METRIC, value: TARGET_PER_POD }),
-      GetMetrics: (_call: ServerUnaryCall<ScaledObjectRef, MetricPoint>, callback: sendUnaryData<MetricPoint>) =>
-        callback(null, { name: METRIC, value: this.metricValue }),
+      getMetricSpec: (_call, done) => {
+        const { metricName, value } = metric(TARGET_PER_POD);
+        done(null, { metricSpecs: [{ metricName, targetSize: value, targetSizeFloat: 0 }] });
+      },
+      getMetrics: (_call, done) => {
+        const { metricName, value } = metric(this.metricValue);
+        done(null, { metricValues: [{ metricName, metricValue: value, metricValueFloat: 0 }] });
+      },
+      streamMetricSpec: (call) => call.emit("error", { code: status.UNIMPLEMENTED, details: "not scripted" }),
     };
   }
 }
-
-/** One metric name and integer: a MetricSpec's target or a MetricValue's value (fields 1 and 2 of both). */
-interface MetricPoint {
-  readonly name: string;
-  readonly value: number;
-}
-
-/** ScaledObjectRef, or the GetMetricsRequest that carries one as its field 1. */
-function decodeRef(bytes: Uint8Array, nested = false): ScaledObjectRef {
-  const reader = new BinaryReader(bytes);
-  let ref: ScaledObjectRef = { name: "", namespace: "" };
-  while (reader.pos < reader.len) {
-    const [field, wireType] = reader.tag();
-    if (nested && field === 1) ref = decodeRef(reader.bytes());
-    else if (!nested && field === 1) ref = { ...ref, name: reader.string() };
-    else if (!nested && field === 2) ref = { ...ref, namespace: reader.string() };
-    else reader.skip(wireType);
-  }
-  return ref;
-}
-
-/** IsActiveResponse { bool result = 1 }. */
-const encodeIsActive = (result: boolean): Buffer =>
-  Buffer.from(new BinaryWriter().tag(1, WireType.Varint).bool(result).finish());
-
-/** GetMetricSpecResponse / GetMetricsResponse: one repeated field 1 holding {string name = 1, int64 value = 2}. */
-const encodeMetricList = (point: MetricPoint): Buffer =>
-  Buffer.from(
-    new BinaryWriter()
-      .tag(1, WireType.LengthDelimited)
-      .fork()
-      .tag(1, WireType.LengthDelimited)
-      .string(point.name)
-      .tag(2, WireType.Varint)
-      .int64(point.value)
-      .join()
-      .finish(),
-  );
-
-const method = <Response>(
-  name: string,
-  responseStream: boolean,
-  serialize: (response: Response) => Buffer,
-  nested = false,
-) => ({
-  path: `/externalscaler.ExternalScaler/${name}`,
-  requestStream: false,
-  responseStream,
-  requestSerialize: (): Buffer => Buffer.alloc(0),
-  requestDeserialize: (bytes: Buffer): ScaledObjectRef => decodeRef(bytes, nested),
-  responseSerialize: serialize,
-  responseDeserialize: (): Response => {
-    throw new Error("server side only");
-  },
-});
-
-const EXTERNAL_SCALER: ServiceDefinition = {
-  IsActive: method("IsActive", false, encodeIsActive),
-  StreamIsActive: method("StreamIsActive", true, encodeIsActive),
-  GetMetricSpec: method("GetMetricSpec", false, encodeMetricList),
-  GetMetrics: method("GetMetrics", false, encodeMetricList, true),
-};
