@@ -461,7 +461,7 @@ export class TestCluster {
 }
 
 /** This machine's address on the interface of its default route (what pods can reach). */
-function hostAddress(): string {
+export function hostAddress(): string {
   const routes = readFileSync("/proc/net/route", "utf8").split("\n").slice(1);
   const device = routes.map((line) => line.trim().split(/\s+/)).find((fields) => fields[1] === "00000000")?.[0];
   const address = networkInterfaces()[device ?? ""]?.find(

@@ -9,6 +9,9 @@
 #                                                     the lightweight and the full endpoint picker)
 #   traefik                                          (github.com/traefik/traefik/v3: a Gateway API
 #                                                     implementation)
+#   keda, keda-adapter                               (github.com/kedacore/keda/v2: the operator and
+#                                                     its external metrics API server; not the
+#                                                     admission webhooks)
 # into $DYNAMO_KSERVE_CACHE/platform/<name>-<version>/bin (reused when present).
 #
 # `go install module@version` is refused for modules whose go.mod has replace directives, so
@@ -75,4 +78,6 @@ build lwepp sigs.k8s.io/gateway-api-inference-extension "$GATEWAY_API_INFERENCE_
 build epp sigs.k8s.io/gateway-api-inference-extension "$GATEWAY_API_INFERENCE_EXTENSION_VERSION" \
   sigs.k8s.io/gateway-api-inference-extension/cmd/epp
 build traefik github.com/traefik/traefik/v3 "$TRAEFIK_VERSION" github.com/traefik/traefik/v3/cmd/traefik
+build keda github.com/kedacore/keda/v2 "$KEDA_VERSION" \
+  github.com/kedacore/keda/v2/cmd/operator github.com/kedacore/keda/v2/cmd/adapter
 echo "$cache/platform"

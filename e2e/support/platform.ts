@@ -1,6 +1,6 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { pinnedVersion, type TestCluster } from "../cluster/cluster.js";
+import { hostAddress, pinnedVersion, type TestCluster } from "../cluster/cluster.js";
 import { Daemons, waitFor } from "../cluster/daemons.js";
 import { freePort } from "./ports.js";
 import { CACHE_DIR } from "./prerequisites.js";
@@ -21,6 +21,8 @@ export const METRICS_SERVER = (): string => platformBinary("metrics-server", "ME
 export const LWEPP = (): string => platformBinary("lwepp", "GATEWAY_API_INFERENCE_EXTENSION_LWEPP_VERSION");
 export const EPP = (): string => platformBinary("epp", "GATEWAY_API_INFERENCE_EXTENSION_VERSION");
 export const TRAEFIK = (): string => platformBinary("traefik", "TRAEFIK_VERSION");
+export const KEDA_OPERATOR = (): string => platformBinary("keda", "KEDA_VERSION", "operator");
+export const KEDA_ADAPTER = (): string => platformBinary("keda", "KEDA_VERSION", "adapter");
 
 /** An API group that a Kubernetes aggregated API server on this machine serves to the test cluster. */
 export interface AggregatedApi {
@@ -32,6 +34,13 @@ export interface AggregatedApi {
   readonly version: string;
   /** Its own flags (the generic API server's serving and delegated auth flags are added). */
   readonly args: readonly string[];
+  /** Added to its environment. */
+  readonly env?: Record<string, string>;
+}
+
+/** The folder an aggregated API server is given as --cert-dir (its serving certificate is made there). */
+export function aggregatedApiCertDir(cluster: TestCluster, name: string): string {
+  return join(cluster.dir, name, "certs");
 }
 
 /**
@@ -43,19 +52,28 @@ export interface AggregatedApi {
  */
 export async function startAggregatedApiServer(cluster: TestCluster, api: AggregatedApi): Promise<Daemons> {
   const dir = join(cluster.dir, api.name);
-  mkdirSync(join(dir, "certs"), { recursive: true });
+  const certDir = aggregatedApiCertDir(cluster, api.name);
+  mkdirSync(certDir, { recursive: true });
   const port = await freePort();
+  // An Endpoints address may not be loopback: on a loopback-only cluster (the Kubernetes
+  // tier's) the server listens on this machine's own address, which the API server reaches too.
+  const address = cluster.advertiseAddress === "127.0.0.1" ? hostAddress() : cluster.advertiseAddress;
   const daemons = new Daemons(dir);
-  daemons.start(api.name, api.binary, [
-    `--secure-port=${port}`,
-    `--bind-address=${cluster.advertiseAddress}`,
-    `--cert-dir=${join(dir, "certs")}`,
-    `--authentication-kubeconfig=${cluster.adminKubeconfig}`,
-    `--authorization-kubeconfig=${cluster.adminKubeconfig}`,
-    ...api.args,
-  ]);
+  daemons.start(
+    api.name,
+    api.binary,
+    [
+      `--secure-port=${port}`,
+      `--bind-address=${address}`,
+      `--cert-dir=${certDir}`,
+      `--authentication-kubeconfig=${cluster.adminKubeconfig}`,
+      `--authorization-kubeconfig=${cluster.adminKubeconfig}`,
+      ...api.args,
+    ],
+    api.env,
+  );
   try {
-    await register(cluster, api, port);
+    await register(cluster, api, address, port);
   } catch (error) {
     await daemons.stop(api.name);
     throw error;
@@ -63,7 +81,7 @@ export async function startAggregatedApiServer(cluster: TestCluster, api: Aggreg
   return daemons;
 }
 
-async function register(cluster: TestCluster, api: AggregatedApi, port: number): Promise<void> {
+async function register(cluster: TestCluster, api: AggregatedApi, address: string, port: number): Promise<void> {
   const { name, namespace, group, version } = api;
   cluster.apply(
     ...(namespace === "kube-system" ? [] : [{ apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } }]),
@@ -77,7 +95,7 @@ async function register(cluster: TestCluster, api: AggregatedApi, port: number):
       apiVersion: "v1",
       kind: "Endpoints",
       metadata: { name, namespace },
-      subsets: [{ addresses: [{ ip: cluster.advertiseAddress }], ports: [{ port, protocol: "TCP" }] }],
+      subsets: [{ addresses: [{ ip: address }], ports: [{ port, protocol: "TCP" }] }],
     },
     {
       apiVersion: "apiregistration.k8s.io/v1",
@@ -105,4 +123,17 @@ async function register(cluster: TestCluster, api: AggregatedApi, port: number):
     },
     60_000,
   );
+}
+
+/**
+ * Removes what startAggregatedApiServer registered (the APIService, its Service and
+ * Endpoints), so a shared cluster's discovery does not keep failing on an API nobody serves
+ * any more (the namespace and garbage collectors would stall on it).
+ */
+export function unregisterAggregatedApi(
+  cluster: TestCluster,
+  api: Pick<AggregatedApi, "name" | "namespace" | "group" | "version">,
+): void {
+  cluster.kubectl("delete", "apiservice", `${api.version}.${api.group}`, "--ignore-not-found");
+  cluster.kubectl("delete", "service,endpoints", api.name, "-n", api.namespace, "--ignore-not-found");
 }
