@@ -12,6 +12,9 @@ import type { PodWatch } from "./pods.js";
 import { serveScaler } from "./scaler.js";
 import { followIdentity, followUpstreamCa, type Followed, type Identity, type UpstreamTls } from "./tls.js";
 
+/** The default bound on a gRPC client connection with no stream open (Node's bound on HTTP/1.1 headers). */
+const IDLE_SESSION_MS = 60_000;
+
 /** What one activator serves: the model's ports, its bounds, its tokens and its pods. */
 export interface ActivatorOptions {
   readonly host: string;
@@ -35,6 +38,8 @@ export interface ActivatorOptions {
   readonly upstreamServerName?: string;
   readonly credentialsReloadMs: number;
   readonly shutdownGraceMs: number;
+  /** How long a gRPC client connection may have no stream open before it is closed (default 60 s, as Node bounds HTTP/1.1 headers). */
+  readonly idleSessionMs?: number;
   readonly pods: PodWatch;
   readonly logger: Logger;
 }
@@ -79,6 +84,7 @@ export async function startActivator(options: ActivatorOptions): Promise<Activat
     ...relay,
     upstreamPort: options.upstreamGrpcPort ?? options.grpcPort,
     maxConcurrentStreams: options.maxConcurrentStreams,
+    idleSessionMs: options.idleSessionMs ?? IDLE_SESSION_MS,
   });
   const http = new HttpRelay({ ...relay, upstreamPort: options.upstreamHttpPort ?? options.httpPort });
   identity?.onChange((next) => {

@@ -22,6 +22,8 @@ import { UpstreamSessions } from "./upstream-sessions.js";
 /** The gRPC relay's options: both relays' and the HTTP/2 stream bound. */
 export interface GrpcRelayOptions extends RelayOptions {
   readonly maxConcurrentStreams: number;
+  /** How long a client connection may have no stream open before it is closed. */
+  readonly idleSessionMs: number;
 }
 
 /** How one attempt to relay a call to a pod ended. */
@@ -53,6 +55,7 @@ export class GrpcRelay {
       this.sessions.add(session);
       session.once("close", () => this.sessions.delete(session));
       session.on("error", () => undefined);
+      closeWhenIdle(session, options.idleSessionMs);
     });
     this.server.on("stream", (stream, headers) => void this.serve(stream, headers));
   }
@@ -198,6 +201,29 @@ export class GrpcRelay {
       body.attach(upstream);
     });
   }
+}
+
+/**
+ * Closes `session` once it has had no stream open for `idleMs` (from its start, or since its
+ * last stream ended): a connection that never sends its preface, or sends it and nothing more,
+ * would otherwise hold a socket forever (Node's HTTP/2 server has no such bound). A held call
+ * is an open stream, so it is never cut by this, however long it waits.
+ */
+function closeWhenIdle(session: ServerHttp2Session, idleMs: number): void {
+  let open = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = (): void => {
+    timer = setTimeout(() => session.destroy(), idleMs).unref();
+  };
+  session.on("stream", (stream: ServerHttp2Stream) => {
+    open++;
+    clearTimeout(timer);
+    stream.once("close", () => {
+      if (--open === 0 && !session.destroyed) arm();
+    });
+  });
+  session.once("close", () => clearTimeout(timer));
+  arm();
 }
 
 const GRPC_OF_REFUSAL = {

@@ -1,0 +1,65 @@
+import { Metadata, type ServiceError } from "@grpc/grpc-js";
+import assert from "node:assert/strict";
+import { connect as connectH2 } from "node:http2";
+import { connect as connectTcp, type Socket } from "node:net";
+import {
+  scriptedRequest,
+  startScriptedUpstream,
+  type ScriptedUpstream,
+} from "../../dataplane/test/fixtures/scripted-upstream.js";
+import { POD, until, useActivators, type TestActivator } from "./fixtures.js";
+
+/**
+ * Hostile clients and a hurried shutdown: connections that never become calls are not kept
+ * forever, and a held request that a shutdown cannot wait for any longer is told why.
+ */
+describe("activator: hostile connections and a shutdown shorter than the hold", function () {
+  this.timeout(30_000);
+  const activators = useActivators();
+  let upstream: ScriptedUpstream;
+  before(async () => (upstream = await startScriptedUpstream()));
+  after(() => upstream.close());
+
+  const infer = (t: TestActivator) =>
+    new Promise<ServiceError | null>((resolve) =>
+      t.client.modelInfer(
+        scriptedRequest("scripted", {}),
+        new Metadata(),
+        { deadline: new Date(Date.now() + 20_000) },
+        (error) => resolve(error),
+      ),
+    );
+
+  it("closes gRPC connections that open no stream (no preface, a preface alone, a session left idle), not one whose call is held", async () => {
+    const t = await activators.start(undefined, { upstreamGrpcPort: upstream.port, idleSessionMs: 500 });
+    const started = performance.now();
+    const held = infer(t);
+    await until(() => t.activator.holding.held === 1, "the other client's call is held");
+    const opened = (preface: string): Socket => {
+      const socket = connectTcp(t.activator.grpcPort, "127.0.0.1");
+      socket.on("error", () => undefined);
+      // Read what comes, or the socket never sees the activator's end.
+      socket.resume();
+      if (preface !== "") socket.write(preface);
+      return socket;
+    };
+    const silent = Array.from({ length: 50 }, () => opened(""));
+    const prefaceOnly = Array.from({ length: 50 }, () => opened("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"));
+    const idle = connectH2(`http://127.0.0.1:${t.activator.grpcPort}`);
+    idle.on("error", () => undefined);
+    const idleClosed = new Promise<void>((resolve) => idle.once("close", () => resolve()));
+    const closed = (socket: Socket) =>
+      socket.destroyed || socket.readyState === "closed"
+        ? Promise.resolve()
+        : new Promise((r) => socket.once("close", r));
+    await Promise.all([...silent, ...prefaceOnly].map(closed));
+    await idleClosed;
+    assert.equal(t.activator.holding.held, 1, "the held call outlives the idle bound (it has a stream open)");
+    t.pods.set([POD]);
+    assert.equal(await held, null);
+    console.log(
+      `        the other client's held call: answered ${Math.round(performance.now() - started)} ms after it was sent`,
+    );
+  });
+
+});
