@@ -15,6 +15,9 @@ import { followIdentity, followUpstreamCa, type Followed, type Identity, type Up
 /** The default bound on a gRPC client connection with no stream open (Node's bound on HTTP/1.1 headers). */
 const IDLE_SESSION_MS = 60_000;
 
+/** After the shutdown grace, how long the answers to what was still held get to be sent. */
+const LAST_REPLIES_MS = 1_000;
+
 /** What one activator serves: the model's ports, its bounds, its tokens and its pods. */
 export interface ActivatorOptions {
   readonly host: string;
@@ -129,7 +132,12 @@ export async function startActivator(options: ActivatorOptions): Promise<Activat
       grpc.stop();
       http.stop();
       const drained = await holding.drained(options.shutdownGraceMs);
-      if (!drained) logger.warn({ busy: holding.busy }, "shutdown grace over; ending what is left");
+      if (!drained) {
+        logger.warn({ busy: holding.busy, held: holding.held }, "shutdown grace over; ending what is left");
+        // What is still held is answered (UNAVAILABLE / 503, "shutting down") before its connection goes.
+        holding.refuseHeld();
+        await holding.drained(LAST_REPLIES_MS);
+      }
       grpc.destroy();
       http.destroy();
       tokens.stop();

@@ -1,5 +1,6 @@
-import { Metadata, type ServiceError } from "@grpc/grpc-js";
+import { Metadata, status, type ServiceError } from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import { request as httpRequest } from "node:http";
 import { connect as connectH2 } from "node:http2";
 import { connect as connectTcp, type Socket } from "node:net";
 import {
@@ -62,4 +63,29 @@ describe("activator: hostile connections and a shutdown shorter than the hold", 
     );
   });
 
+  it("answers what is still held when the shutdown grace ends: UNAVAILABLE / 503 saying the activator is shutting down", async () => {
+    const t = await activators.start(undefined, { upstreamGrpcPort: upstream.port, shutdownGraceMs: 300 });
+    const grpcHeld = infer(t);
+    const httpHeld = new Promise<{ status?: number; body: string; error?: string }>((resolve) => {
+      const request = httpRequest({ host: "127.0.0.1", port: t.activator.httpPort, path: "/v2/health/ready" });
+      request.once("response", (response) => {
+        let body = "";
+        response.on("data", (chunk: Buffer) => (body += chunk.toString()));
+        response.once("end", () => resolve({ status: response.statusCode, body }));
+      });
+      request.once("error", (error) => resolve({ body: "", error: error.message }));
+      request.end();
+    });
+    await until(() => t.activator.holding.held === 2, "both requests are held");
+    await t.activator.stop();
+    activators.stopped();
+    t.client.close();
+    t.scaler.close();
+    const grpcError = await grpcHeld;
+    assert.equal(grpcError?.code, status.UNAVAILABLE);
+    assert.match(grpcError.details, /shutting down/);
+    const http = await httpHeld;
+    assert.equal(http.status, 503, http.error);
+    assert.match(JSON.parse(http.body).error, /shutting down/);
+  });
 });
