@@ -89,6 +89,17 @@ export class GrpcRelay {
 
   private async serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): Promise<void> {
     stream.on("error", () => undefined);
+    // The advertised SETTINGS_MAX_HEADER_LIST_SIZE binds a client only once it acknowledged it
+    // (and a hostile one never does): checked here too, before a call is held with its headers.
+    const headerBytes = headerListSize(headers);
+    if (headerBytes > this.options.maxHeaderBytes) {
+      const bound = this.options.maxHeaderBytes;
+      return end(
+        stream,
+        status.RESOURCE_EXHAUSTED,
+        `the call's metadata is ${headerBytes} bytes, more than the ${bound} bytes the activator accepts (--max-header-bytes)`,
+      );
+    }
     const tokens = this.options.tokens();
     if (tokens !== undefined) {
       const given = headers["authorization"];
@@ -201,6 +212,15 @@ export class GrpcRelay {
       body.attach(upstream);
     });
   }
+}
+
+/** A header block's size as HTTP/2 counts it against SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2). */
+function headerListSize(headers: IncomingHttpHeaders): number {
+  let bytes = 0;
+  for (const [name, value] of Object.entries(headers)) {
+    for (const one of Array.isArray(value) ? value : [value ?? ""]) bytes += name.length + Buffer.byteLength(one) + 32;
+  }
+  return bytes;
 }
 
 /**

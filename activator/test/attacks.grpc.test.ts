@@ -63,6 +63,35 @@ describe("activator: hostile connections and a shutdown shorter than the hold", 
     );
   });
 
+  it("refuses a call whose metadata exceeds --max-header-bytes (RESOURCE_EXHAUSTED, naming the bound) without holding it, even sent before SETTINGS are acknowledged", async () => {
+    const t = await activators.start(undefined, { upstreamGrpcPort: upstream.port, maxHeaderBytes: 16 * 1024 });
+    let held = 0;
+    t.activator.holding.onHeld((count) => (held = Math.max(held, count)));
+    // Sent at once, before the activator's SETTINGS (and so its advertised header bound) are acknowledged.
+    const session = connectH2(`http://127.0.0.1:${t.activator.grpcPort}`);
+    session.on("error", () => undefined);
+    const stream = session.request(
+      {
+        ":method": "POST",
+        ":path": "/inference.GRPCInferenceService/ModelInfer",
+        "content-type": "application/grpc",
+        te: "trailers",
+        "x-big": "a".repeat(20_000),
+      },
+      { endStream: true },
+    );
+    stream.on("error", () => undefined);
+    const reply = await new Promise<Record<string, unknown>>((resolve, reject) => {
+      stream.once("response", (headers) => resolve(headers));
+      stream.once("close", () =>
+        reject(new Error(`no reply (RST ${stream.rstCode}); held ${t.activator.holding.held}`)),
+      );
+    }).finally(() => session.destroy());
+    assert.equal(reply["grpc-status"], String(status.RESOURCE_EXHAUSTED), String(reply["grpc-message"]));
+    assert.match(String(reply["grpc-message"]), /16384 bytes.*--max-header-bytes/);
+    assert.equal(held, 0, "never held, never woke KEDA");
+  });
+
   it("answers what is still held when the shutdown grace ends: UNAVAILABLE / 503 saying the activator is shutting down", async () => {
     const t = await activators.start(undefined, { upstreamGrpcPort: upstream.port, shutdownGraceMs: 300 });
     const grpcHeld = infer(t);
