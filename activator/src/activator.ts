@@ -18,6 +18,12 @@ const IDLE_SESSION_MS = 60_000;
 /** After the shutdown grace, how long the answers to what was still held get to be sent. */
 const LAST_REPLIES_MS = 1_000;
 
+/**
+ * The default bound on connecting to a pod: a Ready pod whose node died black-holes connections
+ * (no refusal ever comes), and the request should go to another pod long before the OS gives up.
+ */
+const UPSTREAM_CONNECT_TIMEOUT_MS = 5_000;
+
 /** What one activator serves: the model's ports, its bounds, its tokens and its pods. */
 export interface ActivatorOptions {
   readonly host: string;
@@ -41,6 +47,8 @@ export interface ActivatorOptions {
   readonly upstreamServerName?: string;
   readonly credentialsReloadMs: number;
   readonly shutdownGraceMs: number;
+  /** How long a connection to a pod may take before the pod counts as refusing (default 5 s). */
+  readonly upstreamConnectTimeoutMs?: number;
   /** How long a gRPC client connection may have no stream open before it is closed (default 60 s, as Node bounds HTTP/1.1 headers). */
   readonly idleSessionMs?: number;
   readonly pods: PodWatch;
@@ -79,6 +87,7 @@ export async function startActivator(options: ActivatorOptions): Promise<Activat
     upstreamTls: () => upstreamCa?.current,
     holding,
     holdTimeoutMs: options.holdTimeoutMs,
+    upstreamConnectTimeoutMs: options.upstreamConnectTimeoutMs ?? UPSTREAM_CONNECT_TIMEOUT_MS,
     maxHeaderBytes: options.maxHeaderBytes,
     tokens: () => tokens.current,
     logger,

@@ -40,8 +40,11 @@ export class GrpcRelay {
   private readonly sessions = new Set<ServerHttp2Session>();
 
   constructor(private readonly options: GrpcRelayOptions) {
-    this.upstream = new UpstreamSessions(options.upstreamPort, options.upstreamTls, (ip, error) =>
-      options.logger.warn({ ip, err: error.message }, "cannot reach a ready pod's gRPC port"),
+    this.upstream = new UpstreamSessions(
+      options.upstreamPort,
+      options.upstreamTls,
+      options.upstreamConnectTimeoutMs,
+      (ip, error) => options.logger.warn({ ip, err: error.message }, "cannot reach a ready pod's gRPC port"),
     );
     const settings = {
       maxConcurrentStreams: options.maxConcurrentStreams,

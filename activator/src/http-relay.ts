@@ -149,6 +149,7 @@ export class HttpRelay {
         headers: endToEndHeaders(request.headers),
         agent: this.agent,
       });
+      boundConnect(upstream, this.options.upstreamConnectTimeoutMs);
       const cancel = (): void => {
         if (!response.writableFinished) upstream.destroy();
       };
@@ -170,7 +171,10 @@ export class HttpRelay {
         if (responded) return;
         response.off("close", cancel);
         body.detach();
-        const unseen = error.code === "ECONNREFUSED" || (upstream.reusedSocket && error.code === "ECONNRESET");
+        const unseen =
+          error.code === "ECONNREFUSED" ||
+          error.code === CONNECT_TIMED_OUT ||
+          (upstream.reusedSocket && error.code === "ECONNRESET");
         if (unseen) {
           this.options.logger.warn({ pod: pod.name, err: error.message }, "cannot reach a ready pod's HTTP port");
           return resolve("refused");
@@ -194,6 +198,23 @@ export class HttpRelay {
     });
     response.end(text);
   }
+}
+
+/** The error code of a connection to a pod that took longer than the connect bound. */
+const CONNECT_TIMED_OUT = "ACTIVATOR_CONNECT_TIMEOUT";
+
+/** Ends `upstream` with CONNECT_TIMED_OUT if its socket has not connected within `timeoutMs` (a pooled one has). */
+function boundConnect(upstream: ClientRequest, timeoutMs: number): void {
+  upstream.once("socket", (socket: Socket) => {
+    if (!socket.connecting) return;
+    const timer = setTimeout(() => {
+      const error: NodeJS.ErrnoException = new Error(`no connection to the pod within ${timeoutMs} ms`);
+      error.code = CONNECT_TIMED_OUT;
+      upstream.destroy(error);
+    }, timeoutMs).unref();
+    socket.once("connect", () => clearTimeout(timer));
+    socket.once("close", () => clearTimeout(timer));
+  });
 }
 
 /**

@@ -8,7 +8,7 @@ import {
   startScriptedUpstream,
   type ScriptedUpstream,
 } from "../../dataplane/test/fixtures/scripted-upstream.js";
-import { POD, until, useActivators, type TestActivator } from "./fixtures.js";
+import { blackHole, POD, until, useActivators, type TestActivator } from "./fixtures.js";
 
 /**
  * Hostile clients and a hurried shutdown: connections that never become calls are not kept
@@ -90,6 +90,20 @@ describe("activator: hostile connections and a shutdown shorter than the hold", 
     assert.equal(reply["grpc-status"], String(status.RESOURCE_EXHAUSTED), String(reply["grpc-message"]));
     assert.match(String(reply["grpc-message"]), /16384 bytes.*--max-header-bytes/);
     assert.equal(held, 0, "never held, never woke KEDA");
+  });
+
+  it("sends a call on to the next ready pod when one black-holes connections (never accepts), within the connect bound", async () => {
+    const t = await activators.start(undefined, { upstreamGrpcPort: upstream.port, upstreamConnectTimeoutMs: 500 });
+    const removeHole = await blackHole("127.0.0.2", upstream.port);
+    try {
+      // Round-robin gives the first call the second pod: the black hole.
+      t.pods.set([POD, { name: "black-hole-0", ip: "127.0.0.2" }]);
+      const started = performance.now();
+      assert.equal(await infer(t), null);
+      console.log(`        relayed past the black-holed pod in ${Math.round(performance.now() - started)} ms`);
+    } finally {
+      removeHole();
+    }
   });
 
   it("answers what is still held when the shutdown grace ends: UNAVAILABLE / 503 saying the activator is shutting down", async () => {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
-import { connect, type Socket } from "node:net";
-import { useActivators } from "./fixtures.js";
+import { createServer, request as httpRequest } from "node:http";
+import { connect, type AddressInfo, type Socket } from "node:net";
+import { blackHole, POD, useActivators } from "./fixtures.js";
 
 /** Sends `bytes` on a connection of its own and resolves with all the activator wrote before it closed. */
 function exchange(port: number, bytes: string): Promise<string> {
@@ -16,9 +17,9 @@ function exchange(port: number, bytes: string): Promise<string> {
 
 /**
  * Malformed and oversized HTTP/1.1 requests: refused before anything is held, and told why (in
- * KServe v2's error shape), not met with a silently cut connection.
+ * KServe v2's error shape), not met with a silently cut connection; and a pod that never answers a connection is passed over.
  */
-describe("activator: malformed HTTP/1.1 requests", function () {
+describe("activator: malformed HTTP/1.1 requests, and a black-holed pod", function () {
   this.timeout(30_000);
   const activators = useActivators();
 
@@ -43,5 +44,37 @@ describe("activator: malformed HTTP/1.1 requests", function () {
       assert.match(reply, /"error":"the request is not valid HTTP\/1\.1: /);
     }
     assert.equal(held, 0, "nothing was held, KEDA never heard of them");
+  });
+
+  it("sends a request on to the next ready pod when one black-holes connections (never accepts), within the connect bound", async () => {
+    const pod = createServer((request, response) => {
+      request.resume();
+      request.once("end", () => response.end("from the pod"));
+    });
+    await new Promise<void>((resolve) => pod.listen(0, "127.0.0.1", resolve));
+    const port = (pod.address() as AddressInfo).port;
+    const removeHole = await blackHole("127.0.0.2", port);
+    try {
+      const t = await activators.start(undefined, { upstreamHttpPort: port, upstreamConnectTimeoutMs: 500 });
+      // Round-robin gives the first request the second pod: the black hole.
+      t.pods.set([POD, { name: "black-hole-0", ip: "127.0.0.2" }]);
+      const started = performance.now();
+      const reply = await new Promise<{ status?: number; body: string }>((resolve, reject) => {
+        const request = httpRequest({ host: "127.0.0.1", port: t.activator.httpPort, path: "/v2/health/ready" });
+        request.once("response", (response) => {
+          let body = "";
+          response.on("data", (chunk: Buffer) => (body += chunk.toString()));
+          response.once("end", () => resolve({ status: response.statusCode, body }));
+        });
+        request.once("error", reject);
+        request.setTimeout(10_000, () => request.destroy(new Error("no reply within 10 s")));
+        request.end();
+      });
+      assert.deepEqual(reply, { status: 200, body: "from the pod" });
+      console.log(`        relayed past the black-holed pod in ${Math.round(performance.now() - started)} ms`);
+    } finally {
+      removeHole();
+      pod.close();
+    }
   });
 });
