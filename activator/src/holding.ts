@@ -173,14 +173,15 @@ export class Holding {
   }
 }
 
-/** How a hold's end is counted: a hold the shutdown could not wait for ran out of time too. */
-function outcomeOf(result: HoldResult): HoldOutcome {
+/** How a hold's end is counted: one the shutdown could not wait for ran out of time too. */
+function outcomeOf(result: HoldResult): HoldOutcome | "refused" {
   switch (result.kind) {
     case "pod":
       return "relayed";
     case "stopping":
-    case "full":
       return "deadline";
+    case "full":
+      return "refused";
     default:
       return result.kind;
   }

@@ -17,7 +17,8 @@ function exchange(port: number, bytes: string): Promise<string> {
 
 /**
  * Malformed and oversized HTTP/1.1 requests: refused before anything is held, and told why (in
- * KServe v2's error shape), not met with a silently cut connection; and a pod that never answers a connection is passed over.
+ * KServe v2's error shape), not met with a silently cut connection. And a pod that never
+ * answers a connection is passed over.
  */
 describe("activator: malformed HTTP/1.1 requests, and a black-holed pod", function () {
   this.timeout(30_000);
