@@ -217,6 +217,9 @@ export class GrpcRelay {
   }
 }
 
+/** After an idle connection's GOAWAY, how long its client gets to close it before it is cut. */
+const GOAWAY_GRACE_MS = 1_000;
+
 /** A header block's size as HTTP/2 counts it against SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2). */
 function headerListSize(headers: IncomingHttpHeaders): number {
   let bytes = 0;
@@ -236,7 +239,11 @@ function closeWhenIdle(session: ServerHttp2Session, idleMs: number): void {
   let open = 0;
   let timer: NodeJS.Timeout | undefined;
   const arm = (): void => {
-    timer = setTimeout(() => session.destroy(), idleMs).unref();
+    timer = setTimeout(() => {
+      // GOAWAY first: a call the client sends at this very moment is refused unseen (clients retry that).
+      session.close();
+      setTimeout(() => session.destroy(), GOAWAY_GRACE_MS).unref();
+    }, idleMs).unref();
   };
   session.on("stream", (stream: ServerHttp2Stream) => {
     open++;
