@@ -8,6 +8,7 @@ import {
   startScriptedUpstream,
   type ScriptedUpstream,
 } from "../../dataplane/test/fixtures/scripted-upstream.js";
+import { ScaledObjectRef } from "../../proto/gen/ts/keda/externalscaler.js";
 import { blackHole, POD, until, useActivators, type TestActivator } from "./fixtures.js";
 
 /**
@@ -104,6 +105,37 @@ describe("activator: hostile connections and a shutdown shorter than the hold", 
     } finally {
       removeHole();
     }
+  });
+
+  it("does not queue every activity change for a StreamIsActive client that does not read: it gets the latest state once it reads", async () => {
+    const t = await activators.start(undefined, { upstreamGrpcPort: upstream.port });
+    const ref = ScaledObjectRef.encode({ name: "m", namespace: "ns", scalerMetadata: {} }).finish();
+    const message = Buffer.concat([Buffer.from([0, 0, 0, 0, ref.length]), ref]);
+    const session = connectH2(`http://127.0.0.1:${t.activator.scalerPort}`, { settings: { initialWindowSize: 1024 } });
+    session.on("error", () => undefined);
+    const stream = session.request({
+      ":method": "POST",
+      ":path": "/externalscaler.ExternalScaler/StreamIsActive",
+      "content-type": "application/grpc",
+      te: "trailers",
+    });
+    stream.on("error", () => undefined);
+    stream.end(message);
+    await new Promise((resolve) => stream.once("response", resolve));
+    stream.pause();
+    // 2,000 holds that end at once (no pod): 4,000 changes of activity.
+    for (let i = 0; i < 2_000; i++) await t.activator.holding.acquire(0, new AbortController().signal);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const received: Buffer[] = [];
+    stream.on("data", (chunk: Buffer) => received.push(chunk));
+    stream.resume();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    session.destroy();
+    const bytes = Buffer.concat(received);
+    const messages = bytes.length / message.length;
+    // Each IsActiveResponse is 5 bytes of framing and 2 (true) or 0 (false) of body.
+    assert.ok(bytes.length < 2_000, `${bytes.length} bytes were queued for a client that did not read`);
+    assert.deepEqual([...bytes.subarray(-5)], [0, 0, 0, 0, 0], `the last state pushed is inactive (${messages})`);
   });
 
   it("answers what is still held when the shutdown grace ends: UNAVAILABLE / 503 saying the activator is shutting down", async () => {
