@@ -9,7 +9,7 @@ import {
   type ScriptedUpstream,
 } from "../../dataplane/test/fixtures/scripted-upstream.js";
 import { ScaledObjectRef } from "../../proto/gen/ts/keda/externalscaler.js";
-import { blackHole, POD, until, useActivators, type TestActivator } from "./fixtures.js";
+import { blackHole, POD, rawGrpcCall, until, useActivators, type TestActivator } from "./fixtures.js";
 
 /**
  * Hostile clients and a hurried shutdown: connections that never become calls are not kept
@@ -71,17 +71,12 @@ describe("activator: hostile connections and a shutdown shorter than the hold", 
     // Sent at once, before the activator's SETTINGS (and so its advertised header bound) are acknowledged.
     const session = connectH2(`http://127.0.0.1:${t.activator.grpcPort}`);
     session.on("error", () => undefined);
-    const stream = session.request(
-      {
-        ":method": "POST",
-        ":path": "/inference.GRPCInferenceService/ModelInfer",
-        "content-type": "application/grpc",
-        te: "trailers",
-        "x-big": "a".repeat(20_000),
-      },
+    const stream = rawGrpcCall(
+      session,
+      "/inference.GRPCInferenceService/ModelInfer",
+      { "x-big": "a".repeat(20_000) },
       { endStream: true },
     );
-    stream.on("error", () => undefined);
     const reply = await new Promise<Record<string, unknown>>((resolve, reject) => {
       stream.once("response", (headers) => resolve(headers));
       stream.once("close", () =>
@@ -113,13 +108,7 @@ describe("activator: hostile connections and a shutdown shorter than the hold", 
     const message = Buffer.concat([Buffer.from([0, 0, 0, 0, ref.length]), ref]);
     const session = connectH2(`http://127.0.0.1:${t.activator.scalerPort}`, { settings: { initialWindowSize: 1024 } });
     session.on("error", () => undefined);
-    const stream = session.request({
-      ":method": "POST",
-      ":path": "/externalscaler.ExternalScaler/StreamIsActive",
-      "content-type": "application/grpc",
-      te: "trailers",
-    });
-    stream.on("error", () => undefined);
+    const stream = rawGrpcCall(session, "/externalscaler.ExternalScaler/StreamIsActive");
     stream.end(message);
     await new Promise((resolve) => stream.once("response", resolve));
     stream.pause();

@@ -1,5 +1,6 @@
 import { credentials } from "@grpc/grpc-js";
 import { spawn } from "node:child_process";
+import type { ClientHttp2Session, ClientHttp2Stream, OutgoingHttpHeaders } from "node:http2";
 import { connect } from "node:net";
 import { pino } from "pino";
 import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
@@ -116,4 +117,19 @@ export async function blackHole(ip: string, port: number): Promise<() => void> {
     filler.destroy();
     listener.kill();
   };
+}
+
+/** Opens a gRPC call of `path` on a raw HTTP/2 `session` (what a hostile or hand-made client sends), `extra` headers added. */
+export function rawGrpcCall(
+  session: ClientHttp2Session,
+  path: string,
+  extra: OutgoingHttpHeaders = {},
+  options: { endStream?: boolean } = {},
+): ClientHttp2Stream {
+  const stream = session.request(
+    { ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers", ...extra },
+    options,
+  );
+  stream.on("error", () => undefined);
+  return stream;
 }
