@@ -12,6 +12,18 @@ import type { PodWatch } from "./pods.js";
 import { serveScaler } from "./scaler.js";
 import { followIdentity, followUpstreamCa, type Followed, type Identity, type UpstreamTls } from "./tls.js";
 
+/** The default bound on a gRPC client connection with no stream open (Node's bound on HTTP/1.1 headers). */
+const IDLE_SESSION_MS = 60_000;
+
+/** After the shutdown grace, how long the answers to what was still held get to be sent. */
+const LAST_REPLIES_MS = 1_000;
+
+/**
+ * The default bound on connecting to a pod: a Ready pod whose node died black-holes connections
+ * (no refusal ever comes), and the request should go to another pod long before the OS gives up.
+ */
+const UPSTREAM_CONNECT_TIMEOUT_MS = 5_000;
+
 /** What one activator serves: the model's ports, its bounds, its tokens and its pods. */
 export interface ActivatorOptions {
   readonly host: string;
@@ -35,6 +47,10 @@ export interface ActivatorOptions {
   readonly upstreamServerName?: string;
   readonly credentialsReloadMs: number;
   readonly shutdownGraceMs: number;
+  /** How long a connection to a pod may take before the pod counts as refusing (default 5 s). */
+  readonly upstreamConnectTimeoutMs?: number;
+  /** How long a gRPC client connection may have no stream open before it is closed (default 60 s, as Node bounds HTTP/1.1 headers). */
+  readonly idleSessionMs?: number;
   readonly pods: PodWatch;
   readonly logger: Logger;
 }
@@ -71,6 +87,7 @@ export async function startActivator(options: ActivatorOptions): Promise<Activat
     upstreamTls: () => upstreamCa?.current,
     holding,
     holdTimeoutMs: options.holdTimeoutMs,
+    upstreamConnectTimeoutMs: options.upstreamConnectTimeoutMs ?? UPSTREAM_CONNECT_TIMEOUT_MS,
     maxHeaderBytes: options.maxHeaderBytes,
     tokens: () => tokens.current,
     logger,
@@ -79,6 +96,7 @@ export async function startActivator(options: ActivatorOptions): Promise<Activat
     ...relay,
     upstreamPort: options.upstreamGrpcPort ?? options.grpcPort,
     maxConcurrentStreams: options.maxConcurrentStreams,
+    idleSessionMs: options.idleSessionMs ?? IDLE_SESSION_MS,
   });
   const http = new HttpRelay({ ...relay, upstreamPort: options.upstreamHttpPort ?? options.httpPort });
   identity?.onChange((next) => {
@@ -123,7 +141,12 @@ export async function startActivator(options: ActivatorOptions): Promise<Activat
       grpc.stop();
       http.stop();
       const drained = await holding.drained(options.shutdownGraceMs);
-      if (!drained) logger.warn({ busy: holding.busy }, "shutdown grace over; ending what is left");
+      if (!drained) {
+        logger.warn({ busy: holding.busy, held: holding.held }, "shutdown grace over; ending what is left");
+        // What is still held is answered (UNAVAILABLE / 503, "shutting down") before its connection goes.
+        holding.refuseHeld();
+        await holding.drained(LAST_REPLIES_MS);
+      }
       grpc.destroy();
       http.destroy();
       tokens.stop();

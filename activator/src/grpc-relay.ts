@@ -22,6 +22,8 @@ import { UpstreamSessions } from "./upstream-sessions.js";
 /** The gRPC relay's options: both relays' and the HTTP/2 stream bound. */
 export interface GrpcRelayOptions extends RelayOptions {
   readonly maxConcurrentStreams: number;
+  /** How long a client connection may have no stream open before it is closed. */
+  readonly idleSessionMs: number;
 }
 
 /** How one attempt to relay a call to a pod ended. */
@@ -38,8 +40,11 @@ export class GrpcRelay {
   private readonly sessions = new Set<ServerHttp2Session>();
 
   constructor(private readonly options: GrpcRelayOptions) {
-    this.upstream = new UpstreamSessions(options.upstreamPort, options.upstreamTls, (ip, error) =>
-      options.logger.warn({ ip, err: error.message }, "cannot reach a ready pod's gRPC port"),
+    this.upstream = new UpstreamSessions(
+      options.upstreamPort,
+      options.upstreamTls,
+      options.upstreamConnectTimeoutMs,
+      (ip, error) => options.logger.warn({ ip, err: error.message }, "cannot reach a ready pod's gRPC port"),
     );
     const settings = {
       maxConcurrentStreams: options.maxConcurrentStreams,
@@ -53,6 +58,7 @@ export class GrpcRelay {
       this.sessions.add(session);
       session.once("close", () => this.sessions.delete(session));
       session.on("error", () => undefined);
+      closeWhenIdle(session, options.idleSessionMs);
     });
     this.server.on("stream", (stream, headers) => void this.serve(stream, headers));
   }
@@ -86,6 +92,17 @@ export class GrpcRelay {
 
   private async serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): Promise<void> {
     stream.on("error", () => undefined);
+    // The advertised SETTINGS_MAX_HEADER_LIST_SIZE binds a client only once it acknowledged it
+    // (and a hostile one never does): checked here too, before a call is held with its headers.
+    const headerBytes = headerListSize(headers);
+    if (headerBytes > this.options.maxHeaderBytes) {
+      const bound = this.options.maxHeaderBytes;
+      return end(
+        stream,
+        status.RESOURCE_EXHAUSTED,
+        `the call's metadata is ${headerBytes} bytes, more than the ${bound} bytes the activator accepts (--max-header-bytes)`,
+      );
+    }
     const tokens = this.options.tokens();
     if (tokens !== undefined) {
       const given = headers["authorization"];
@@ -198,6 +215,45 @@ export class GrpcRelay {
       body.attach(upstream);
     });
   }
+}
+
+/** After an idle connection's GOAWAY, how long its client gets to close it before it is cut. */
+const GOAWAY_GRACE_MS = 1_000;
+
+/** A header block's size as HTTP/2 counts it against SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2). */
+function headerListSize(headers: IncomingHttpHeaders): number {
+  let bytes = 0;
+  for (const [name, value] of Object.entries(headers)) {
+    for (const one of Array.isArray(value) ? value : [value ?? ""]) bytes += name.length + Buffer.byteLength(one) + 32;
+  }
+  return bytes;
+}
+
+/**
+ * Closes `session` once it has had no stream open for `idleMs` (from its start, or since its
+ * last stream ended): a connection that never sends its preface, or sends it and nothing more,
+ * would otherwise hold a socket forever (Node's HTTP/2 server has no such bound). A held call
+ * is an open stream, so it is never cut by this, however long it waits.
+ */
+function closeWhenIdle(session: ServerHttp2Session, idleMs: number): void {
+  let open = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = (): void => {
+    timer = setTimeout(() => {
+      // GOAWAY first: a call the client sends at this very moment is refused unseen (clients retry that).
+      session.close();
+      setTimeout(() => session.destroy(), GOAWAY_GRACE_MS).unref();
+    }, idleMs).unref();
+  };
+  session.on("stream", (stream: ServerHttp2Stream) => {
+    open++;
+    clearTimeout(timer);
+    stream.once("close", () => {
+      if (--open === 0 && !session.destroyed) arm();
+    });
+  });
+  session.once("close", () => clearTimeout(timer));
+  arm();
 }
 
 const GRPC_OF_REFUSAL = {

@@ -90,7 +90,7 @@ export class Holding {
         clearTimeout(timer);
         signal.removeEventListener("abort", onAbort);
         this.waiters.delete(waiter);
-        this.events.ended(result.kind === "pod" ? "relayed" : (result.kind as HoldOutcome));
+        this.events.ended(outcomeOf(result));
         this.changed();
         resolve(result);
       };
@@ -116,6 +116,14 @@ export class Holding {
   /** No new holds (held ones keep waiting, for a pod or their time). */
   stop(): void {
     this.stopping = true;
+  }
+
+  /**
+   * The shutdown grace is over: every request still held is answered "stopping" now, so its
+   * client hears why rather than seeing its connection cut.
+   */
+  refuseHeld(): void {
+    for (const waiter of [...this.waiters]) waiter.resolve({ kind: "stopping" });
   }
 
   /** Resolves once nothing is held or relayed, or after `graceMs`. */
@@ -162,5 +170,19 @@ export class Holding {
       for (const listener of this.listeners) listener(held);
     }
     for (const listener of this.settled) listener();
+  }
+}
+
+/** How a hold's end is counted: one the shutdown could not wait for ran out of time too. */
+function outcomeOf(result: HoldResult): HoldOutcome | "refused" {
+  switch (result.kind) {
+    case "pod":
+      return "relayed";
+    case "stopping":
+      return "deadline";
+    case "full":
+      return "refused";
+    default:
+      return result.kind;
   }
 }

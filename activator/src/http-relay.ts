@@ -52,7 +52,9 @@ export class HttpRelay {
         ? createServer(server, serve)
         : createHttpsServer({ ...server, ...options.identity }, serve);
     this.agent = this.newAgent();
-    this.server.on("clientError", (_error: Error, socket: Socket) => socket.destroy());
+    this.server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) =>
+      refuseMalformed(error, socket, options.maxHeaderBytes),
+    );
   }
 
   /** New TLS connections get `identity` (a rotated Secret). */
@@ -147,6 +149,7 @@ export class HttpRelay {
         headers: endToEndHeaders(request.headers),
         agent: this.agent,
       });
+      boundConnect(upstream, this.options.upstreamConnectTimeoutMs);
       const cancel = (): void => {
         if (!response.writableFinished) upstream.destroy();
       };
@@ -168,7 +171,10 @@ export class HttpRelay {
         if (responded) return;
         response.off("close", cancel);
         body.detach();
-        const unseen = error.code === "ECONNREFUSED" || (upstream.reusedSocket && error.code === "ECONNRESET");
+        const unseen =
+          error.code === "ECONNREFUSED" ||
+          error.code === CONNECT_TIMED_OUT ||
+          (upstream.reusedSocket && error.code === "ECONNRESET");
         if (unseen) {
           this.options.logger.warn({ pod: pod.name, err: error.message }, "cannot reach a ready pod's HTTP port");
           return resolve("refused");
@@ -192,4 +198,47 @@ export class HttpRelay {
     });
     response.end(text);
   }
+}
+
+/** The error code of a connection to a pod that took longer than the connect bound. */
+const CONNECT_TIMED_OUT = "ACTIVATOR_CONNECT_TIMEOUT";
+
+/** Ends `upstream` with CONNECT_TIMED_OUT if its socket has not connected within `timeoutMs` (a pooled one has). */
+function boundConnect(upstream: ClientRequest, timeoutMs: number): void {
+  upstream.once("socket", (socket: Socket) => {
+    if (!socket.connecting) return;
+    const timer = setTimeout(() => {
+      const error: NodeJS.ErrnoException = new Error(`no connection to the pod within ${timeoutMs} ms`);
+      error.code = CONNECT_TIMED_OUT;
+      upstream.destroy(error);
+    }, timeoutMs).unref();
+    socket.once("connect", () => clearTimeout(timer));
+    socket.once("close", () => clearTimeout(timer));
+  });
+}
+
+/**
+ * A request Node's parser refused (nothing was held, nothing relayed): answered with a status
+ * and KServe v2's error shape saying why, then the connection is closed, unless it is already
+ * gone. 431 for a header block over the bound, 408 for one that came too slowly, else 400.
+ */
+function refuseMalformed(error: NodeJS.ErrnoException, socket: Socket, maxHeaderBytes: number): void {
+  if (!socket.writable || error.code === "ECONNRESET") {
+    socket.destroy();
+    return;
+  }
+  const [code, reason, message] =
+    error.code === "HPE_HEADER_OVERFLOW"
+      ? [
+          431,
+          "Request Header Fields Too Large",
+          `the request's header block exceeds ${maxHeaderBytes} bytes (--max-header-bytes)`,
+        ]
+      : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? [408, "Request Timeout", "the request's headers did not arrive in time"]
+        : [400, "Bad Request", `the request is not valid HTTP/1.1: ${error.message}`];
+  const body = JSON.stringify({ error: message });
+  socket.end(
+    `HTTP/1.1 ${code} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }

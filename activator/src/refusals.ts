@@ -8,6 +8,8 @@ export interface RelayOptions {
   readonly holding: Holding;
   readonly upstreamPort: number;
   readonly holdTimeoutMs: number;
+  /** How long connecting to a pod may take; past it the pod never saw the request (it may go elsewhere). */
+  readonly upstreamConnectTimeoutMs: number;
   readonly maxHeaderBytes: number;
   /** The accepted bearer tokens, read on every request (undefined: none needed). */
   readonly tokens: () => BearerTokens | undefined;

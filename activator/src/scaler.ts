@@ -46,16 +46,25 @@ export function externalScaler(holding: Holding): ExternalScalerServer {
   };
 }
 
-/** Sends the activity now, then on every change of the held count, until KEDA closes the stream. */
+/**
+ * Sends the activity now, then on every change of the held count, until KEDA closes the stream.
+ * A client that does not read is not queued every change: while its stream is backed up only
+ * the latest state is kept, sent once it drains (KEDA needs the state, not its history).
+ */
 function pushActivity(call: ServerWritableStream<ScaledObjectRef, IsActiveResponse>, holding: Holding): void {
-  let last = holding.held > 0;
-  call.write({ result: last });
-  const stop = holding.onHeld((held) => {
-    const active = held > 0;
-    if (active === last) return;
-    last = active;
-    call.write({ result: active });
+  let sent = holding.held > 0;
+  let backedUp = !call.write({ result: sent });
+  const push = (): void => {
+    const active = holding.held > 0;
+    if (backedUp || active === sent) return;
+    sent = active;
+    backedUp = !call.write({ result: active });
+  };
+  call.on("drain", () => {
+    backedUp = false;
+    push();
   });
+  const stop = holding.onHeld(push);
   call.once("cancelled", stop);
   call.once("close", stop);
   call.once("error", stop);

@@ -17,6 +17,8 @@ export class UpstreamSessions {
   constructor(
     private readonly port: number,
     private readonly tls: () => UpstreamTls | undefined,
+    /** How long a session may take to connect; then it is given up, its streams never seen by the pod. */
+    private readonly connectTimeoutMs: number,
     /** Hears why a pod's session failed (a refused connection, a certificate that does not verify). */
     private readonly failed: (ip: string, error: Error) => void,
   ) {}
@@ -54,7 +56,13 @@ export class UpstreamSessions {
             ...(tls.servername === undefined ? {} : { servername: tls.servername }),
             ALPNProtocols: ["h2"],
           });
+    const connecting = setTimeout(
+      () => session.destroy(new Error(`no connection to the pod within ${this.connectTimeoutMs} ms`)),
+      this.connectTimeoutMs,
+    ).unref();
+    session.once("close", () => clearTimeout(connecting));
     session.once("connect", () => {
+      clearTimeout(connecting);
       this.connected.add(session);
       this.lastFailure.delete(ip);
     });

@@ -11,7 +11,7 @@ import { useServer } from "../../dataplane/test/fixtures/serving.js";
 import { frameHeader } from "../../lib/grpc/frames.js";
 import { ModelInferRequest, type ModelInferResponse } from "../../proto/gen/ts/grpc_service.js";
 import type { IsActiveResponse } from "../../proto/gen/ts/keda/externalscaler.js";
-import { POD, until, useActivators, type TestActivator } from "./fixtures.js";
+import { POD, rawGrpcCall, until, useActivators, type TestActivator } from "./fixtures.js";
 
 /**
  * The activator in front of a real data plane (the "pod"), its pod watch scripted: gRPC calls
@@ -194,12 +194,7 @@ describe("activator: gRPC held until a pod is ready, then relayed", function () 
     const session = connect(`http://127.0.0.1:${t.activator.grpcPort}`);
     const goaway = new Promise<void>((resolve) => session.once("goaway", () => resolve()));
     session.on("error", () => undefined);
-    const stream = session.request({
-      ":method": "POST",
-      ":path": "/inference.GRPCInferenceService/ModelInfer",
-      "content-type": "application/grpc",
-      te: "trailers",
-    });
+    const stream = rawGrpcCall(session, "/inference.GRPCInferenceService/ModelInfer");
     const body = Buffer.from(ModelInferRequest.encode(identityRequest()).finish());
     stream.end(Buffer.concat([frameHeader(body.length), body]));
     const trailers = new Promise<Record<string, unknown>>((resolve) => stream.once("trailers", resolve));

@@ -1,4 +1,7 @@
 import { credentials } from "@grpc/grpc-js";
+import { spawn } from "node:child_process";
+import type { ClientHttp2Session, ClientHttp2Stream, OutgoingHttpHeaders } from "node:http2";
+import { connect } from "node:net";
 import { pino } from "pino";
 import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
 import { ExternalScalerClient } from "../../proto/gen/ts/keda/externalscaler.js";
@@ -90,4 +93,43 @@ export function useActivators(): {
       current = undefined;
     },
   };
+}
+
+/**
+ * A pod address that black-holes connections, as one on a dead node does: a listener at
+ * `ip`:`port` that never accepts, its one-connection backlog filled, so the next SYN gets no
+ * answer at all. Resolves with what removes it.
+ */
+export async function blackHole(ip: string, port: number): Promise<() => void> {
+  const listener = spawn("python3", [
+    "-c",
+    `import socket, time\ns = socket.socket()\ns.bind(("${ip}", ${port}))\ns.listen(0)\nprint("listening", flush=True)\ntime.sleep(300)`,
+  ]);
+  await new Promise((resolve, reject) => {
+    listener.stdout.once("data", resolve);
+    listener.once("error", reject);
+    listener.once("exit", (code) => reject(new Error(`the black hole's listener (python3) exited ${code}`)));
+  });
+  const filler = connect(port, ip);
+  filler.on("error", () => undefined);
+  await new Promise((resolve) => filler.once("connect", resolve));
+  return () => {
+    filler.destroy();
+    listener.kill();
+  };
+}
+
+/** Opens a gRPC call of `path` on a raw HTTP/2 `session` (what a hostile or hand-made client sends), `extra` headers added. */
+export function rawGrpcCall(
+  session: ClientHttp2Session,
+  path: string,
+  extra: OutgoingHttpHeaders = {},
+  options: { endStream?: boolean } = {},
+): ClientHttp2Stream {
+  const stream = session.request(
+    { ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers", ...extra },
+    options,
+  );
+  stream.on("error", () => undefined);
+  return stream;
 }
