@@ -314,7 +314,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     assert.match(await run(DEPLOY_COMMANDS[2]!), /dynamokservemodel.dynamokserve.dev\/identity-fp32 created/);
     assert.match(await run(DEPLOY_COMMANDS[3]!), /condition met/);
     const table = (await run(DEPLOY_COMMANDS[4]!)).trim().split("\n");
-    assert.match(table[0]!, /^NAME\s+READY\s+MODEL\s+BACKEND\s+ENDPOINT\s+AGE$/);
+    assert.match(table[0]!, /^NAME\s+READY\s+MODEL\s+BACKEND\s+ENDPOINT\s+AUTOSCALER\s+AGE$/);
     assert.match(
       table[1]!,
       /^identity-fp32\s+True\s+identity-fp32\s+identity\s+identity-fp32\.default\.svc[^\s]*:8001\s/,

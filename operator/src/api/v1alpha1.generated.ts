@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveModel";
 export const PLURAL = "dynamokservemodels";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"storage":{"caBundle":{"key":"ca.crt"},"cacheSize":"10Gi"},"autoscaling":{"minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests"},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
+export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"storage":{"caBundle":{"key":"ca.crt"},"cacheSize":"10Gi"},"autoscaling":{"class":"HPA","minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests","keda":{"pollingIntervalSeconds":15,"cooldownSeconds":300},"activation":{"holdTimeoutSeconds":120,"maxHeldRequests":1000}},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
 
 /**
  * What to serve and how to run it.
@@ -181,11 +181,15 @@ export interface DynamoKserveModelSpec {
    */
   replicas?: number;
   /**
-   * Scale the data-plane pods with load: the operator creates a HorizontalPodAutoscaler (autoscaling/v2) on the model's Deployment, named like it, and leaves the Deployment's replica count to it. Targets: in-flight requests per pod (the data plane's dynamo_frontend_inflight_requests, served to the HPA by the custom metrics API, e.g. prometheus-adapter with the rule in the README) and/or CPU utilization (the resource metrics API, e.g. metrics-server). With both, the HPA takes the larger count.
+   * Scale the data-plane pods with load, and leave the Deployment's replica count to the autoscaler. class HPA: the operator creates a HorizontalPodAutoscaler (autoscaling/v2) on the model's's Deployment, named like it, on in-flight requests per pod (the data plane's dynamo_frontend_inflight_requests, served by the custom metrics API, e.g. prometheus-adapter with the rule in the README) and/or CPU utilization (the resource metrics API, e.g. metrics-server); with both, the larger count wins. class KEDA: the operator creates a KEDA ScaledObject, named like the Deployment, whose triggers read the data plane's series from Prometheus (in-flight, waiting and running requests, KV-cache usage; no prometheus-adapter) and CPU; it can scale to zero (minReplicas 0), with an activator holding requests while no pod runs.
    */
   autoscaling?: {
     /**
-     * The fewest pods.
+     * Which autoscaler: HPA (a HorizontalPodAutoscaler on the custom and resource metrics APIs) or KEDA (a KEDA ScaledObject reading Prometheus; needs KEDA installed and spec.monitoring, so Prometheus scrapes the pods).
+     */
+    class?: "HPA" | "KEDA";
+    /**
+     * The fewest pods. 0 (class KEDA only) scales an idle model to zero after keda.cooldownSeconds; a request then wakes it and waits for the first pod.
      */
     minReplicas?: number;
     /**
@@ -193,11 +197,11 @@ export interface DynamoKserveModelSpec {
      */
     maxReplicas: number;
     /**
-     * Requests in flight per pod to aim for, averaged over the pods (the Pods metric named by inflightMetric). For an LLM, about the batch a pod serves well.
+     * Requests in flight per pod to aim for, averaged over the pods. For an LLM, about the batch a pod serves well.
      */
     targetInflightRequests?: number;
     /**
-     * The name under which the custom metrics API serves the data plane's in-flight requests per pod (what the adapter's rule calls it).
+     * class HPA: the name under which the custom metrics API serves the data plane's in-flight requests per pod (what the adapter's rule calls it). class KEDA reads Prometheus directly and ignores it.
      */
     inflightMetric?: string;
     /**
@@ -205,7 +209,49 @@ export interface DynamoKserveModelSpec {
      */
     targetCPUUtilization?: number;
     /**
-     * How fast the HPA scales up and down (autoscaling/v2 HorizontalPodAutoscalerBehavior, validated by the API server); e.g. scaleDown.stabilizationWindowSeconds, 300 by default.
+     * class KEDA: requests waiting for the model per pod to aim for (dynamo_kserve_requests_waiting: a scheduler's queue, an LLM's waiting requests).
+     */
+    targetWaitingRequests?: number;
+    /**
+     * class KEDA: requests the model is executing per pod to aim for (dynamo_kserve_requests_running).
+     */
+    targetRunningRequests?: number;
+    /**
+     * class KEDA: KV-cache usage to aim for, in percent, averaged over the pods (dynamo_kserve_kv_cache_usage_ratio; engines that keep a KV cache).
+     */
+    targetKvCacheUsagePercent?: number;
+    /**
+     * How the KEDA ScaledObject reads and acts (class KEDA).
+     */
+    keda?: {
+      /**
+       * The Prometheus the triggers query (e.g. http://prometheus-operated.monitoring:9090); defaults to the operator's --keda-prometheus-address (the chart's autoscaling.keda.prometheusAddress).
+       */
+      prometheusAddress?: string;
+      /**
+       * How often KEDA reads the triggers.
+       */
+      pollingIntervalSeconds?: number;
+      /**
+       * How long a model must be idle (no request for that long) before it is scaled to zero (minReplicas 0). Scaling between 1 and maxReplicas follows behavior.
+       */
+      cooldownSeconds?: number;
+    };
+    /**
+     * minReplicas 0: the activator that stands in for the pods while none runs (one small pod per owner, the operator's image). It holds each request until a pod is ready, then relays it; its first held request wakes the model through KEDA at once.
+     */
+    activation?: {
+      /**
+       * The longest a request waits for a pod: an HTTP request is answered 504 then, a gRPC call DEADLINE_EXCEEDED at the sooner of this and its own deadline (the pod still starts).
+       */
+      holdTimeoutSeconds?: number;
+      /**
+       * Requests held at once; more are refused (RESOURCE_EXHAUSTED, HTTP 503).
+       */
+      maxHeldRequests?: number;
+    };
+    /**
+     * How fast the HPA scales up and down (autoscaling/v2 HorizontalPodAutoscalerBehavior, validated by the API server; class KEDA passes it to the HPA KEDA makes); e.g. scaleDown.stabilizationWindowSeconds, 300 by default.
      */
     behavior?: {
       [k: string]: unknown | undefined;
@@ -480,6 +526,10 @@ export interface DynamoKserveModelStatus {
    */
   readyReplicas?: number;
   /**
+   * The autoscaler's state in a word or two, as kubectl get shows it: "HPA", "KEDA Active", "KEDA Idle", "KEDA ScaledToZero", "KEDA NotInstalled", "KEDA TriggerFailing".
+   */
+  autoscaler?: string;
+  /**
    * The serving certificate in use.
    */
   tls?: {
@@ -510,7 +560,7 @@ export interface DynamoKserveModelStatus {
     service?: string;
   };
   /**
-   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists), with TLS or auth, CredentialsReady (the certificate and token Secrets are there and usable), and with modelFiles.storageUri, ModelFilesReady (the operator listed the location with storage.secretName's credentials and found version folders there; Unknown with reason CheckedByPods without a Secret).
+   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists), with TLS or auth, CredentialsReady (the certificate and token Secrets are there and usable), and with modelFiles.storageUri, ModelFilesReady (the operator listed the location with storage.secretName's credentials and found version folders there; Unknown with reason CheckedByPods without a Secret). With spec.autoscaling, AutoscalerReady (the autoscaler's objects exist and it reads its metrics; reason KEDANotInstalled, TriggerFailing, ...), and with minReplicas 0, ScaledToZero (no pod runs; the activator holds requests).
    */
   conditions?: {
     /**

@@ -65,12 +65,67 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
   [
     "autoscaling without a target",
     { modelConfig: { inline: IDENTITY_CONFIG }, autoscaling: { maxReplicas: 4 } },
-    /spec\.autoscaling: Invalid value: .*set targetInflightRequests, targetCPUUtilization or both/,
+    /spec\.autoscaling: Invalid value: .*set at least one target: targetInflightRequests, targetCPUUtilization/,
   ],
   [
     "a CPU utilization target without a CPU request",
     { modelConfig: { inline: IDENTITY_CONFIG }, autoscaling: { maxReplicas: 4, targetCPUUtilization: 70 } },
     /spec\.autoscaling\.targetCPUUtilization: Invalid value: .*needs resources\.requests\.cpu/,
+  ],
+  [
+    "minReplicas 0 with the HPA class (an HPA cannot scale to zero)",
+    { modelConfig: { inline: IDENTITY_CONFIG }, autoscaling: { minReplicas: 0, maxReplicas: 2, targetInflightRequests: 4 } },
+    /spec\.autoscaling\.minReplicas: Invalid value: .*minReplicas 0 needs class KEDA/,
+  ],
+  [
+    "a KEDA-only target with the HPA class",
+    { modelConfig: { inline: IDENTITY_CONFIG }, autoscaling: { maxReplicas: 2, targetWaitingRequests: 2 } },
+    /spec\.autoscaling: Invalid value: .*targetWaitingRequests, targetRunningRequests and targetKvCacheUsagePercent need class\s+KEDA/,
+  ],
+  [
+    "keda settings with the HPA class",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      autoscaling: { maxReplicas: 2, targetInflightRequests: 4, keda: { cooldownSeconds: 60 } },
+    },
+    /spec\.autoscaling\.keda: Invalid value: .*keda applies to class KEDA/,
+  ],
+  [
+    "activation without minReplicas 0",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      monitoring: {},
+      autoscaling: { class: "KEDA", maxReplicas: 2, targetInflightRequests: 4, activation: { holdTimeoutSeconds: 30 } },
+    },
+    /spec\.autoscaling\.activation: Invalid value: .*activation applies to minReplicas 0/,
+  ],
+  [
+    "the KEDA class without monitoring (its triggers read what Prometheus scrapes)",
+    { modelConfig: { inline: IDENTITY_CONFIG }, autoscaling: { class: "KEDA", maxReplicas: 2, targetWaitingRequests: 2 } },
+    /spec\.monitoring: Invalid value: .*autoscaling class KEDA reads the pods' series from Prometheus: set monitoring/,
+  ],
+  [
+    "an unknown autoscaling class",
+    { modelConfig: { inline: IDENTITY_CONFIG }, autoscaling: { class: "Knative", maxReplicas: 2, targetInflightRequests: 4 } },
+    /spec\.autoscaling\.class: Unsupported value: "Knative": supported values: "HPA", "KEDA"/,
+  ],
+  [
+    "a KV-cache target above 100 percent",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      monitoring: {},
+      autoscaling: { class: "KEDA", maxReplicas: 2, targetKvCacheUsagePercent: 120 },
+    },
+    /spec\.autoscaling\.targetKvCacheUsagePercent: Invalid value: 120: .*should be less than or equal to 100/,
+  ],
+  [
+    "a Prometheus address that is not a URL",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      monitoring: {},
+      autoscaling: { class: "KEDA", maxReplicas: 2, targetWaitingRequests: 2, keda: { prometheusAddress: "prometheus:9090" } },
+    },
+    /spec\.autoscaling\.keda\.prometheusAddress: Invalid value: "prometheus:9090": .*should match '\^https\?:\/\/'/,
   ],
   [
     "a model name with a slash",
@@ -138,6 +193,23 @@ describe("DynamoKserveModel CRD (real API server)", function () {
     });
   });
 
+  it("accepts scale to zero with KEDA and fills in its defaults", async () => {
+    const response = await createRaw("to-zero", {
+      modelConfig: { configMapRef: { name: "cm" } },
+      monitoring: {},
+      autoscaling: { class: "KEDA", minReplicas: 0, maxReplicas: 3, targetWaitingRequests: 2 },
+    });
+    assert.equal(response.status, 201, response.body);
+    const { spec } = JSON.parse(response.body) as { spec: { autoscaling: Record<string, unknown> } };
+    assert.deepEqual(spec.autoscaling, {
+      class: "KEDA",
+      minReplicas: 0,
+      maxReplicas: 3,
+      targetWaitingRequests: 2,
+      inflightMetric: "dynamo_frontend_inflight_requests",
+    });
+  });
+
   it("teaches the API through kubectl explain and answers to the short name dkm", () => {
     const explained = cluster.kubectl("explain", "dkm.spec.modelConfig").replace(/\s+/g, " ");
     assert.match(explained, /KIND: DynamoKserveModel/);
@@ -147,7 +219,7 @@ describe("DynamoKserveModel CRD (real API server)", function () {
     );
     assert.match(explained, /configMapRef <Object>/);
     const table = cluster.kubectl("get", "dkm", "-n", namespace, "defaults");
-    assert.match(table.split("\n")[0] ?? "", /^NAME\s+READY\s+MODEL\s+BACKEND\s+ENDPOINT\s+AGE$/);
+    assert.match(table.split("\n")[0] ?? "", /^NAME\s+READY\s+MODEL\s+BACKEND\s+ENDPOINT\s+AUTOSCALER\s+AGE$/);
   });
 
   it("accepts the example model a newcomer applies", () => {
