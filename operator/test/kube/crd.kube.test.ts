@@ -74,7 +74,10 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
   ],
   [
     "minReplicas 0 with the HPA class (an HPA cannot scale to zero)",
-    { modelConfig: { inline: IDENTITY_CONFIG }, autoscaling: { minReplicas: 0, maxReplicas: 2, targetInflightRequests: 4 } },
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      autoscaling: { minReplicas: 0, maxReplicas: 2, targetInflightRequests: 4 },
+    },
     /spec\.autoscaling\.minReplicas: Invalid value: .*minReplicas 0 needs class KEDA/,
   ],
   [
@@ -101,12 +104,18 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
   ],
   [
     "the KEDA class without monitoring (its triggers read what Prometheus scrapes)",
-    { modelConfig: { inline: IDENTITY_CONFIG }, autoscaling: { class: "KEDA", maxReplicas: 2, targetWaitingRequests: 2 } },
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      autoscaling: { class: "KEDA", maxReplicas: 2, targetWaitingRequests: 2 },
+    },
     /spec\.monitoring: Invalid value: .*autoscaling class KEDA reads the pods' series from Prometheus: set monitoring/,
   ],
   [
     "an unknown autoscaling class",
-    { modelConfig: { inline: IDENTITY_CONFIG }, autoscaling: { class: "Knative", maxReplicas: 2, targetInflightRequests: 4 } },
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      autoscaling: { class: "Knative", maxReplicas: 2, targetInflightRequests: 4 },
+    },
     /spec\.autoscaling\.class: Unsupported value: "Knative": supported values: "HPA", "KEDA"/,
   ],
   [
@@ -123,7 +132,12 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
     {
       modelConfig: { inline: IDENTITY_CONFIG },
       monitoring: {},
-      autoscaling: { class: "KEDA", maxReplicas: 2, targetWaitingRequests: 2, keda: { prometheusAddress: "prometheus:9090" } },
+      autoscaling: {
+        class: "KEDA",
+        maxReplicas: 2,
+        targetWaitingRequests: 2,
+        keda: { prometheusAddress: "prometheus:9090" },
+      },
     },
     /spec\.autoscaling\.keda\.prometheusAddress: Invalid value: "prometheus:9090": .*should match '\^https\?:\/\/'/,
   ],

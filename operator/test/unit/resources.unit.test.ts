@@ -17,6 +17,7 @@ import {
 } from "../../src/resources/model.js";
 import { desiredStatus } from "../../src/resources/status.js";
 import { desiredInferencePool, desiredPoolService, poolServiceName } from "../../src/resources/inference-pool.js";
+import { dataplaneScaledObject, durationSeconds } from "../../src/resources/scaled-object.js";
 import { IDENTITY_CONFIG } from "../fixtures/kube.js";
 
 const GOLDEN_DIR = join(REPO_ROOT, "operator", "test", "unit", "golden");
@@ -204,6 +205,64 @@ describe("desired-state builders (golden objects)", () => {
       });
       assert.equal(budget?.metadata?.ownerReferences?.[0]?.uid, "00000000-0000-0000-0000-000000000001");
     }
+  });
+
+  it("builds a KEDA ScaledObject for class KEDA: Prometheus triggers on the model's own series, and at minReplicas 0 the activity window and the activator's push", () => {
+    const inputs = {
+      prometheusAddress: "http://prometheus.monitoring:9090",
+      service: "ident",
+      model: "ident",
+      scrapeIntervalSeconds: 5,
+    };
+    assert.equal(dataplaneScaledObject(model(), model().spec, "ident", inputs), undefined);
+    const hpaClass = model({ autoscaling: { maxReplicas: 3, targetInflightRequests: 4 } });
+    assert.equal(dataplaneScaledObject(hpaClass, hpaClass.spec, "ident", inputs), undefined);
+    const toZero = model({
+      monitoring: {},
+      resources: { requests: { cpu: "500m" } },
+      autoscaling: {
+        class: "KEDA",
+        minReplicas: 0,
+        maxReplicas: 3,
+        targetInflightRequests: 8,
+        targetWaitingRequests: 2,
+        targetRunningRequests: 16,
+        targetKvCacheUsagePercent: 70,
+        targetCPUUtilization: 80,
+        keda: { pollingIntervalSeconds: 5, cooldownSeconds: 30 },
+        behavior: { scaleDown: { stabilizationWindowSeconds: 30 } },
+      },
+    });
+    assertGolden(
+      "scaled-object-to-zero",
+      dataplaneScaledObject(toZero, toZero.spec, "ident", {
+        ...inputs,
+        activatorScaler: "ident-activator.models.svc:9090",
+      }),
+    );
+    // At one pod or more: no activity trigger, no activator; KEDA's defaults for polling and cooldown.
+    const atOne = model({ monitoring: {}, autoscaling: { class: "KEDA", maxReplicas: 3, targetWaitingRequests: 2 } });
+    const scaled = dataplaneScaledObject(atOne, atOne.spec, "ident", { ...inputs, scrapeIntervalSeconds: 30 });
+    assert.equal(scaled?.spec.minReplicaCount, 1);
+    assert.equal(scaled?.spec.pollingInterval, 15);
+    assert.equal(scaled?.spec.cooldownPeriod, 300);
+    assert.deepEqual(
+      scaled?.spec.triggers.map((trigger) => [trigger.name, trigger.metadata["query"]]),
+      [["waiting-requests", 'sum(dynamo_kserve_requests_waiting{namespace="models",service="ident",model="ident"})']],
+    );
+    // A repository's series: every model of its pods.
+    const repositoryWide = dataplaneScaledObject(atOne, atOne.spec, "ident", { ...inputs, model: undefined });
+    assert.equal(
+      repositoryWide?.spec.triggers[0]?.metadata["query"],
+      'sum(dynamo_kserve_requests_waiting{namespace="models",service="ident"})',
+    );
+  });
+
+  it("reads Prometheus durations as the ServiceMonitor writes them", () => {
+    assert.equal(durationSeconds("30s"), 30);
+    assert.equal(durationSeconds("1m30s"), 90);
+    assert.equal(durationSeconds("500ms"), 0.5);
+    assert.equal(durationSeconds("2h"), 7200);
   });
 
   it("builds a HorizontalPodAutoscaler on the Deployment from spec.autoscaling, and leaves it the replica count", () => {
