@@ -16,6 +16,13 @@ export const CLAIM_REPOSITORY_PATH = "/repository";
 /** The label naming an owned object's owner: one key per owning kind, so selectors never overlap. */
 export const ownerLabel = (owner: Owner): string => (owner.kind === REPOSITORY_KIND ? REPOSITORY_LABEL : MODEL_LABEL);
 
+/**
+ * The label a data plane's Service selects when it scales to zero: on its data-plane pods and
+ * on its activator's, which must never carry the pod selector (ownerLabel) the Deployment,
+ * its disruption budget, the autoscaler and the InferencePool select by.
+ */
+export const serviceLabel = (owner: Owner): string => `${ownerLabel(owner)}-service`;
+
 export interface OwnedNames {
   readonly deployment: string;
   readonly service: string;
