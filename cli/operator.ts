@@ -38,6 +38,10 @@ const OPERATOR_OPTIONS = {
     { env: "DYNAMO_DATAPLANE_IMAGE", help: "data-plane image for models that do not set spec.image" },
     "dynamo-kserve:latest",
   ),
+  kedaPrometheusAddress: text("--keda-prometheus-address <url>", {
+    env: "DYNAMO_KEDA_PROMETHEUS_ADDRESS",
+    help: "the Prometheus KEDA's triggers query for autoscaling.class KEDA, e.g. http://prometheus-operated.monitoring:9090 (a model's autoscaling.keda.prometheusAddress wins)",
+  }),
   workers: wholeNumber(
     "--workers <n>",
     { env: "DYNAMO_OPERATOR_WORKERS", help: "models reconciled in parallel" },
@@ -147,6 +151,7 @@ export function operatorCommand(): Command {
       clusterWaitSeconds: flags.clusterWaitSecs,
       namespaces: flags.namespace ?? [],
       dataplaneImage: flags.dataplaneImage,
+      ...(flags.kedaPrometheusAddress !== undefined ? { kedaPrometheusAddress: flags.kedaPrometheusAddress } : {}),
       workers: flags.workers,
       httpHost: flags.host,
       httpPort: flags.httpPort,

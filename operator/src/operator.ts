@@ -27,6 +27,8 @@ import type { OwnedKind } from "./kube/owned.js";
 
 export interface OperatorOptions extends Omit<ManagerOptions, "logger"> {
   readonly dataplaneImage: string;
+  /** The Prometheus KEDA's triggers query by default (spec.autoscaling.keda.prometheusAddress wins). */
+  readonly kedaPrometheusAddress?: string;
   /** Validity and renewal of tls.mode SelfSigned serving certificates. */
   readonly certificates: CertificateSettings;
   /** How often a DynamoKserveRepository's data plane is asked for its models' states. */
@@ -79,7 +81,10 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     // Every InferencePool, ours or a user's, while its CRD is there: each gets a Service.
     pools: manager.optional<InferencePool>(INFERENCE_POOL_KIND),
   };
-  const settings = { dataplaneImage: options.dataplaneImage };
+  const settings = {
+    dataplaneImage: options.dataplaneImage,
+    ...(options.kedaPrometheusAddress !== undefined ? { kedaPrometheusAddress: options.kedaPrometheusAddress } : {}),
+  };
   const secrets = new SecretReader(manager.config);
   const modelFilesChecker = new ModelFilesChecker(options.storageCheckSeconds * 1000);
   manager.register(
@@ -97,6 +102,7 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
   manager.register(
     new DynamoKserveRepositoryController(
       caches,
+      manager.owned,
       settings,
       {
         reader: new GrpcRepositoryIndex(),

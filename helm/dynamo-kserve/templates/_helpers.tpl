@@ -81,6 +81,17 @@ one by one, never listed.
 - apiGroups: [monitoring.coreos.com]
   resources: [servicemonitors]
   verbs: [get, list, watch, create, patch, delete]
+# autoscaling.class KEDA: its ScaledObject; minReplicas 0: the activator's identity and its Role
+# (which grants only pods get/list/watch, rights the operator holds itself, as RBAC requires).
+- apiGroups: [keda.sh]
+  resources: [scaledobjects]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [cert-manager.io]
   resources: [certificates]
   verbs: [get, list, watch, create, patch, delete]

@@ -50,6 +50,8 @@ export const CONDITION_TYPES = [
   "MonitoringReady",
   "CredentialsReady",
   "ModelFilesReady",
+  "AutoscalerReady",
+  "ScaledToZero",
 ] as const;
 export type ConditionType = (typeof CONDITION_TYPES)[number];
 
@@ -68,5 +70,7 @@ export const REPOSITORY_CONDITION_TYPES = [
   "ModelsReady",
   "ModelFilesReady",
   "MonitoringReady",
+  "AutoscalerReady",
+  "ScaledToZero",
 ] as const;
 export type RepositoryConditionType = (typeof REPOSITORY_CONDITION_TYPES)[number];

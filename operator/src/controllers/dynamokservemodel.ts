@@ -11,10 +11,12 @@ import type { KubeWriter } from "../kube/writer.js";
 import { objectOf, type OwnedKind, type PlanGroup, type PlannedOutcome, type PlanOutcomes } from "../kube/owned.js";
 import type { OwnedCaches } from "../kube/owned-caches.js";
 import { checkModelConfig, type ConfigCheck } from "../resources/model-config.js";
-import { MODEL_LABEL, objectNames, ownedNames } from "../resources/names.js";
+import { MODEL_LABEL, objectNames, ownedNames, servedModelName } from "../resources/names.js";
 import { DEPLOYMENT_KIND, type BuildSettings } from "../resources/dataplane-pods.js";
 import { CONFIG_MAP_KIND, desiredConfigMap, desiredDeployment } from "../resources/model.js";
-import { DATAPLANE_OWNS, dataplanePlan, monitoringOutcome } from "../resources/dataplane.js";
+import { DATAPLANE_OWNS, dataplanePlan, monitoringOutcome, type DataplanePlan } from "../resources/dataplane.js";
+import { autoscalingInputs, autoscalingObserved } from "./autoscaling.js";
+import { activatorName } from "../resources/activator.js";
 import { desiredStatus, type CredentialsOutcome, type Observed, type PoolOutcome } from "../resources/status.js";
 import { issueCa, issueLeaf, needsIssuing, notAfter, type KeyPairPem } from "../resources/certificates.js";
 import {
@@ -54,6 +56,8 @@ interface ModelPlan {
   readonly dataplane: PlanGroup;
   readonly pool: PlanGroup;
   readonly monitoring: PlanGroup;
+  /** The data plane's plan, for its autoscaling groups and what they planned. */
+  readonly dataplanePlan: DataplanePlan;
   /** Whether the installed InferencePool CRD knows appProtocol (the pool was built with it then). */
   readonly appProtocolSupported: boolean;
 }
@@ -107,7 +111,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
   constructor(
     private readonly caches: ModelCaches,
     /** Which optional kinds are installed, and what their CRDs know. */
-    private readonly owned: Pick<OwnedCaches, "installed" | "specHasField">,
+    private readonly owned: Pick<OwnedCaches, "installed" | "specHasField" | "get">,
     /**
      * Secrets are read when needed, never watched: the operator has no list/watch on
      * Secrets, so they are no owned kind; the credentials step applies the CA and TLS
@@ -127,7 +131,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
   }
 
   ownedNames(name: string): readonly string[] {
-    return Object.values(ownedNames(name));
+    return [...Object.values(ownedNames(name)), activatorName(ownedNames(name).deployment)];
   }
 
   async reconcile(model: DynamoKserveModel): Promise<Planned<DynamoKserveModelStatus>> {
@@ -157,7 +161,14 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     }
     const groups = this.planOf(model, config);
     return {
-      plan: [groups.certificate, groups.dataplane, groups.pool, groups.monitoring],
+      plan: [
+        groups.certificate,
+        groups.dataplane,
+        groups.pool,
+        groups.monitoring,
+        groups.dataplanePlan.autoscaling,
+        groups.dataplanePlan.activation,
+      ],
       settle: (outcomes) => {
         const certificateTaken = outcomes.nameTaken(groups.certificate);
         // A Certificate of that name that is somebody else's: the Secret it fills is not ours to trust.
@@ -177,8 +188,26 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
   /** The objects the model wants now, in the groups a NameTaken stops. */
   private planOf(model: DynamoKserveModel, config: ConfigCheck): ModelPlan {
     const names = objectNames(model);
-    const { dataplane, monitoring } = dataplanePlan(
-      { owner: model, name: names.deployment, tls: tlsSecretName(model) !== undefined },
+    const tlsSecret = tlsSecretName(model);
+    const planned = dataplanePlan(
+      {
+        owner: model,
+        name: names.deployment,
+        tls: tlsSecret !== undefined,
+        autoscaling: autoscalingInputs(model, names.deployment, {
+          owned: this.owned,
+          settings: this.settings,
+          model: servedModelName(model),
+          activator: {
+            ...(model.spec.auth !== undefined
+              ? { tokens: { secretName: model.spec.auth.tokenSecretRef.name, key: tokenKey(model) } }
+              : {}),
+            ...(tlsSecret !== undefined
+              ? { tls: { secretName: tlsSecret, serverName: serviceDnsNames(model)[2]! } }
+              : {}),
+          },
+        }),
+      },
       // A bad config leaves the running Deployment and its ConfigMap as they are: pods keep
       // serving the last valid config, and the status says why the new one was refused.
       config.valid
@@ -188,12 +217,13 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     const appProtocolSupported = this.owned.specHasField(INFERENCE_POOL_KIND, "appProtocol");
     return {
       certificate: tlsMode(model) === "CertManager" ? [{ apply: desiredCertificate(model) }] : [],
-      dataplane,
+      dataplane: planned.dataplane,
+      dataplanePlan: planned,
       pool:
         model.spec.inferencePool !== undefined
           ? [{ apply: desiredInferencePool(model, { appProtocolSupported }) }]
           : [],
-      monitoring,
+      monitoring: planned.monitoring,
       appProtocolSupported,
     };
   }
@@ -207,6 +237,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
   ): ReturnType<typeof desiredStatus> {
     const names = objectNames(model);
     const nameTaken = outcomes.nameTaken(groups.dataplane);
+    const autoscaling = autoscalingObserved(model, names.deployment, groups.dataplanePlan, outcomes);
     return desiredStatus(
       model,
       {
@@ -225,6 +256,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         credentials: observed.credentials,
         ...(nameTaken !== undefined ? { nameTaken } : {}),
         ...(observed.modelFiles !== undefined ? { modelFiles: observed.modelFiles } : {}),
+        ...(autoscaling !== undefined ? { autoscaling } : {}),
       },
       timestamp(),
     );

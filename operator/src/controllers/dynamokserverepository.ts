@@ -23,6 +23,9 @@ import { SERVICE_MONITOR_KIND } from "../resources/service-monitor.js";
 import { keyOf, labelledKey, mapped, type Controller, type Planned, type Watch } from "../kube/controller.js";
 import { earliest, timestamp } from "./timing.js";
 import type { SecretReader } from "../kube/secrets.js";
+import type { OwnedCaches } from "../kube/owned-caches.js";
+import { activatorName } from "../resources/activator.js";
+import { autoscalingInputs, autoscalingObserved } from "./autoscaling.js";
 import type { ModelFilesChecking } from "../probes/model-files.js";
 import { modelFilesRecheck, observeModelFiles } from "./model-files.js";
 
@@ -81,6 +84,8 @@ export class DynamoKserveRepositoryController implements Controller<
 
   constructor(
     private readonly caches: RepositoryCaches,
+    /** Which optional kinds are installed, and the owned objects as cached. */
+    private readonly owned: Pick<OwnedCaches, "installed" | "get">,
     private readonly settings: BuildSettings,
     private readonly probing: RepositoryProbing,
     /** spec.storageUri's Secret is read when needed, never watched; the checker lists the location. */
@@ -93,16 +98,27 @@ export class DynamoKserveRepositoryController implements Controller<
   }
 
   ownedNames(name: string): readonly string[] {
-    return [name];
+    return [name, activatorName(name)];
   }
 
   async reconcile(repository: DynamoKserveRepository): Promise<Planned<DynamoKserveRepositoryStatus>> {
     const { namespace } = repository.metadata;
     const objectName = repositoryObjectName(repository);
-    const { dataplane, monitoring } = dataplanePlan(
-      { owner: repository, name: objectName, tls: false },
+    const planned = dataplanePlan(
+      {
+        owner: repository,
+        name: objectName,
+        tls: false,
+        // A repository's series are all its models'; it has no tokens or TLS of its own.
+        autoscaling: autoscalingInputs(repository, objectName, {
+          owned: this.owned,
+          settings: this.settings,
+          activator: {},
+        }),
+      },
       { configMaps: [], deployment: desiredRepositoryDeployment(repository, this.settings) },
     );
+    const { dataplane, monitoring } = planned;
     const { storageUri } = repository.spec;
     const modelFiles =
       storageUri === undefined
@@ -112,7 +128,7 @@ export class DynamoKserveRepositoryController implements Controller<
             configMaps: this.caches.configMaps,
           });
     return {
-      plan: [dataplane, monitoring],
+      plan: [dataplane, monitoring, planned.autoscaling, planned.activation],
       settle: async (outcomes) => {
         const nameTaken = outcomes.nameTaken(dataplane);
         const index = nameTaken === undefined ? await this.readIndex(repository) : ({ state: "NoReadyPod" } as const);
@@ -122,6 +138,7 @@ export class DynamoKserveRepositoryController implements Controller<
         const missingConfigMap =
           ref !== undefined && this.caches.configMaps.get(namespace, ref.name) === undefined ? ref.name : undefined;
         const monitored = monitoringOutcome(outcomes.of(SERVICE_MONITOR_KIND, objectName));
+        const autoscaling = autoscalingObserved(repository, objectName, planned, outcomes);
         const { status, transitions } = desiredRepositoryStatus(
           repository,
           {
@@ -135,6 +152,7 @@ export class DynamoKserveRepositoryController implements Controller<
             ...(nameTaken !== undefined ? { nameTaken } : {}),
             ...(monitored !== undefined ? { monitoring: monitored } : {}),
             ...(modelFiles !== undefined ? { modelFiles } : {}),
+            ...(autoscaling !== undefined ? { autoscaling } : {}),
           },
           timestamp(),
         );

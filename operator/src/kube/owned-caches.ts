@@ -120,6 +120,11 @@ export class OwnedCaches {
     return cache.optional === undefined || cache.optional.crd() !== undefined;
   }
 
+  /** The object of `kind` named `name` that the operator made, as cached (undefined while an optional kind is not installed). */
+  get<T extends KubernetesObject>(kind: OwnedKind, namespace: string, name: string): T | undefined {
+    return this.cacheOf(kind).objects()?.get(namespace, name) as T | undefined;
+  }
+
   /** Whether an optional kind's installed CRD has `spec.<field>` (fields added in later releases). */
   specHasField(kind: OwnedKind, field: string): boolean {
     return this.cacheOf(kind).optional?.specHasField(field) ?? true;

@@ -1,17 +1,10 @@
-import type {
-  V1Deployment,
-  V1Role,
-  V1RoleBinding,
-  V1Service,
-  V1ServiceAccount,
-  V1Volume,
-  V1VolumeMount,
-} from "@kubernetes/client-node";
+import type { V1Deployment, V1Role, V1RoleBinding, V1Service, V1ServiceAccount } from "@kubernetes/client-node";
 import { ACTIVATOR_OPTIONS, activatorArguments } from "../../../lib/contract/activator.js";
 import type { Owner } from "../api/objects.js";
 import { SPEC_DEFAULTS } from "../api/v1alpha1.js";
-import { portsOf, type BuildSettings, type DataplaneSpec } from "./dataplane-pods.js";
+import { portsOf, secretVolume, type BuildSettings, type DataplaneSpec, type MountedVolume } from "./dataplane-pods.js";
 import { OPERATOR_NAME } from "../api/objects.js";
+import type { OwnedKind } from "../kube/owned.js";
 import { MANAGED_BY_LABEL, ownedMetadata, ownerLabel, serviceLabel } from "./names.js";
 
 /**
@@ -25,8 +18,16 @@ import { MANAGED_BY_LABEL, ownedMetadata, ownerLabel, serviceLabel } from "./nam
  * external-push (its own Service, which answers even while it is not Ready). Pure builders.
  */
 
+export const SERVICE_ACCOUNT_KIND: OwnedKind = { apiVersion: "v1", kind: "ServiceAccount", plural: "serviceaccounts" };
+export const ROLE_KIND: OwnedKind = { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", plural: "roles" };
+export const ROLE_BINDING_KIND: OwnedKind = {
+  apiVersion: "rbac.authorization.k8s.io/v1",
+  kind: "RoleBinding",
+  plural: "rolebindings",
+};
+
 /** The port of KEDA's external scaler service on the activator. */
-export const ACTIVATOR_SCALER_PORT = ACTIVATOR_OPTIONS.scalerPort.default;
+export const ACTIVATOR_SCALER_PORT = ACTIVATOR_OPTIONS.scalerPort.default!;
 /** The activator's side port (probes, /metrics); its Service publishes it as `metrics`. */
 const ACTIVATOR_METRICS_PORT = 9091;
 
@@ -51,9 +52,16 @@ export function activatorPodLabels(owner: Owner): Record<string, string> {
 export interface ActivatorInputs {
   /** The owner's token Secret and key (spec.auth): the activator refuses a request without a valid token before holding it. */
   readonly tokens?: { readonly secretName: string; readonly key: string };
+  /**
+   * The owner's serving certificate Secret (tls.crt, tls.key, and ca.crt, the CA the pods'
+   * certificate is checked against) and the name that certificate carries: the activator
+   * serves clients with it and reaches the pods over TLS.
+   */
+  readonly tls?: { readonly secretName: string; readonly serverName: string };
 }
 
 const AUTH_MOUNT = "/etc/dynamo-kserve/auth";
+const TLS_MOUNT = "/etc/dynamo-kserve/tls";
 const UNPRIVILEGED_USER = 65532;
 /** The least the activator needs: to see the owner's pods come and go. */
 const POD_WATCH_VERBS = ["get", "list", "watch"];
@@ -112,7 +120,13 @@ export function activatorService(owner: Owner, name: string): V1Service {
           protocol: "TCP",
           appProtocol: "kubernetes.io/h2c",
         },
-        { name: "metrics", port: ACTIVATOR_METRICS_PORT, targetPort: "act-metrics", protocol: "TCP", appProtocol: "http" },
+        {
+          name: "metrics",
+          port: ACTIVATOR_METRICS_PORT,
+          targetPort: "act-metrics",
+          protocol: "TCP",
+          appProtocol: "http",
+        },
       ],
     },
   };
@@ -133,13 +147,10 @@ export function activatorDeployment(
   const ports = portsOf({ spec });
   const activation = spec.autoscaling?.activation ?? {};
   const holdTimeoutSecs = activation.holdTimeoutSeconds ?? SPEC_DEFAULTS.autoscaling.activation.holdTimeoutSeconds;
-  const tokens: { volume: V1Volume; mount: V1VolumeMount } | undefined =
-    inputs.tokens === undefined
-      ? undefined
-      : {
-          volume: { name: "auth", secret: { secretName: inputs.tokens.secretName, defaultMode: 0o440 } },
-          mount: { name: "auth", mountPath: AUTH_MOUNT, readOnly: true },
-        };
+  const mounted: MountedVolume[] = [
+    ...(inputs.tokens !== undefined ? [secretVolume("auth", inputs.tokens.secretName, AUTH_MOUNT)] : []),
+    ...(inputs.tls !== undefined ? [secretVolume("tls", inputs.tls.secretName, TLS_MOUNT)] : []),
+  ];
   const args = [
     "activator",
     ...activatorArguments({
@@ -154,7 +165,15 @@ export function activatorDeployment(
       // Held requests wait out their hold on SIGTERM; then the pod goes.
       shutdownGraceSecs: holdTimeoutSecs,
       logLevel: spec.logLevel ?? SPEC_DEFAULTS.logLevel,
-      ...(tokens !== undefined ? { authTokenFile: `${AUTH_MOUNT}/${inputs.tokens!.key}` } : {}),
+      ...(inputs.tokens !== undefined ? { authTokenFile: `${AUTH_MOUNT}/${inputs.tokens.key}` } : {}),
+      ...(inputs.tls !== undefined
+        ? {
+            tlsCertFile: `${TLS_MOUNT}/tls.crt`,
+            tlsKeyFile: `${TLS_MOUNT}/tls.key`,
+            upstreamCaFile: `${TLS_MOUNT}/ca.crt`,
+            upstreamServerName: inputs.tls.serverName,
+          }
+        : {}),
     }),
   ];
   return {
@@ -200,7 +219,11 @@ export function activatorDeployment(
                 successThreshold: 1,
                 timeoutSeconds: 1,
               },
-              livenessProbe: { httpGet: { path: "/healthz", port: "act-metrics" }, periodSeconds: 10, failureThreshold: 3 },
+              livenessProbe: {
+                httpGet: { path: "/healthz", port: "act-metrics" },
+                periodSeconds: 10,
+                failureThreshold: 3,
+              },
               resources: { requests: { cpu: "10m", memory: "96Mi" }, limits: { memory: "256Mi" } },
               securityContext: {
                 allowPrivilegeEscalation: false,
@@ -209,10 +232,10 @@ export function activatorDeployment(
                 capabilities: { drop: ["ALL"] },
                 seccompProfile: { type: "RuntimeDefault" },
               },
-              ...(tokens !== undefined ? { volumeMounts: [tokens.mount] } : {}),
+              ...(mounted.length > 0 ? { volumeMounts: mounted.map(({ mount }) => mount) } : {}),
             },
           ],
-          ...(tokens !== undefined ? { volumes: [tokens.volume] } : {}),
+          ...(mounted.length > 0 ? { volumes: mounted.map(({ volume }) => volume) } : {}),
         },
       },
     },

@@ -21,7 +21,7 @@ import { READINESS_SERVICE } from "../../../lib/contract/layout.js";
 import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
 import type { OwnedKind } from "../kube/owned.js";
 import { TLS_MOUNT } from "./credentials.js";
-import { labelsFor, ownedMetadata, selectorFor } from "./names.js";
+import { labelsFor, ownedMetadata, selectorFor, serviceLabel } from "./names.js";
 
 /**
  * What every data plane the operator runs has, whatever kind asked for it (a
@@ -44,8 +44,10 @@ export const AUTOSCALER_KIND: OwnedKind = {
 
 /** Operator-wide settings the builders need. */
 export interface BuildSettings {
-  /** The data-plane image used when spec.image is unset. */
+  /** The data-plane image used when spec.image is unset (and the activator's image). */
   readonly dataplaneImage: string;
+  /** The Prometheus KEDA's triggers query unless spec.autoscaling.keda.prometheusAddress says otherwise. */
+  readonly kedaPrometheusAddress?: string;
 }
 
 const UNPRIVILEGED_USER = 65532;
@@ -122,6 +124,10 @@ function shutdownOf({ shutdown }: Pick<DataplaneSpec, "shutdown">): {
   };
 }
 
+/** Whether the data plane scales to zero: KEDA at minReplicas 0, with an activator standing in for its pods. */
+export const scalesToZero = ({ autoscaling }: Pick<DataplaneSpec, "autoscaling">): boolean =>
+  autoscaling?.class === "KEDA" && autoscaling.minReplicas === 0;
+
 export function portsOf({ spec }: { spec: Pick<DataplaneSpec, "grpcPort" | "httpPort" | "metricsPort"> }): {
   grpc: number;
   http: number;
@@ -150,7 +156,14 @@ export function endpointsOf(
  * HTTP/2), `http` (the front door: KServe v2 REST, OpenAI) with http — both https when the
  * data plane serves TLS; `metrics` over http.
  */
-export function dataplaneService(owner: Owner, spec: DataplaneSpec, name: string, tls: boolean): V1Service {
+export function dataplaneService(
+  owner: Owner,
+  spec: DataplaneSpec,
+  name: string,
+  tls: boolean,
+  /** Select by the Service label (data-plane pods and the activator) instead of the pod selector. */
+  withActivator = false,
+): V1Service {
   const ports = portsOf({ spec });
   return {
     apiVersion: SERVICE_KIND.apiVersion,
@@ -158,7 +171,7 @@ export function dataplaneService(owner: Owner, spec: DataplaneSpec, name: string
     metadata: ownedMetadata(owner, name),
     spec: {
       type: "ClusterIP",
-      selector: selectorFor(owner),
+      selector: withActivator ? { [serviceLabel(owner)]: owner.metadata.name } : selectorFor(owner),
       ports: [
         {
           name: "grpc",
@@ -194,7 +207,7 @@ export function dataplaneDisruptionBudget(
 }
 
 /**
- * A data plane's HorizontalPodAutoscaler (spec.autoscaling), named like and scaling its
+ * A data plane's HorizontalPodAutoscaler (spec.autoscaling, class HPA), named like and scaling its
  * Deployment: in-flight requests per pod (a Pods metric from the custom metrics API) and/or
  * CPU utilization (the resource metrics API). Undefined without spec.autoscaling. The HPA
  * targets the Deployment, not the owner's scale subresource: a Deployment's replica count
@@ -207,7 +220,7 @@ export function dataplaneAutoscaler(
   name: string,
 ): V2HorizontalPodAutoscaler | undefined {
   const autoscaling = spec.autoscaling;
-  if (autoscaling === undefined) return undefined;
+  if (autoscaling === undefined || autoscaling.class === "KEDA") return undefined;
   const metrics: V2MetricSpec[] = [
     ...(autoscaling.targetInflightRequests !== undefined
       ? [
@@ -329,7 +342,12 @@ export function dataplaneDeployment(
       template: {
         metadata: {
           // The operator's labels win: they are the Service's and the Deployment's selector.
-          labels: { ...(spec.pod?.labels as Record<string, string> | undefined), ...labelsFor(owner) },
+          labels: {
+            ...(spec.pod?.labels as Record<string, string> | undefined),
+            ...labelsFor(owner),
+            // The label the Service selects once it may also reach the activator (scale to zero).
+            ...(scalesToZero(spec) ? { [serviceLabel(owner)]: owner.metadata.name } : {}),
+          },
           ...(spec.pod?.annotations !== undefined
             ? { annotations: spec.pod.annotations as Record<string, string> }
             : {}),

@@ -3,6 +3,19 @@ import type { Owner } from "../api/objects.js";
 import type { DynamoKserveModelSpec } from "../api/v1alpha1.js";
 import type { OwnedKind, PlanGroup, PlannedOutcome } from "../kube/owned.js";
 import {
+  activatorDeployment,
+  activatorName,
+  activatorRole,
+  activatorRoleBinding,
+  activatorScalerAddress,
+  activatorService,
+  activatorServiceAccount,
+  ROLE_BINDING_KIND,
+  ROLE_KIND,
+  SERVICE_ACCOUNT_KIND,
+  type ActivatorInputs,
+} from "./activator.js";
+import {
   AUTOSCALER_KIND,
   DEPLOYMENT_KIND,
   DISRUPTION_BUDGET_KIND,
@@ -10,8 +23,11 @@ import {
   dataplaneAutoscaler,
   dataplaneDisruptionBudget,
   dataplaneService,
+  scalesToZero,
+  type BuildSettings,
   type DataplaneSpec,
 } from "./dataplane-pods.js";
+import { dataplaneScaledObject, SCALED_OBJECT_KIND } from "./scaled-object.js";
 import { CONFIG_MAP_KIND } from "./model.js";
 import { desiredServiceMonitor, SERVICE_MONITOR_KIND } from "./service-monitor.js";
 import type { MonitoringOutcome } from "./status.js";
@@ -32,6 +48,11 @@ export const DATAPLANE_OWNS: readonly OwnedKind[] = [
   DISRUPTION_BUDGET_KIND,
   AUTOSCALER_KIND,
   SERVICE_MONITOR_KIND,
+  SCALED_OBJECT_KIND,
+  // The activator of a data plane that scales to zero (its Deployment and Service are of the kinds above).
+  SERVICE_ACCOUNT_KIND,
+  ROLE_KIND,
+  ROLE_BINDING_KIND,
 ];
 
 /** A data plane's owner as the plan needs it. */
@@ -41,7 +62,35 @@ export interface DataplaneOwner {
   readonly name: string;
   /** Whether its ports speak TLS. */
   readonly tls: boolean;
+  /** What spec.autoscaling with class KEDA needs besides the spec. */
+  readonly autoscaling: AutoscalingInputs;
 }
+
+/** What the KEDA objects and the activator read besides the owner's spec. */
+export interface AutoscalingInputs {
+  /** Whether KEDA's ScaledObject CRD is installed: without it nothing of class KEDA is written. */
+  readonly kedaInstalled: boolean;
+  /** spec.autoscaling.keda.prometheusAddress, else the operator's default; undefined when neither is set. */
+  readonly prometheusAddress: string | undefined;
+  /** The served model's name (its series' `model` label); undefined for a repository. */
+  readonly model?: string;
+  /** The ServiceMonitor's scrape interval, in seconds. */
+  readonly scrapeIntervalSeconds: number;
+  /** The activator's tokens and certificate (the owner's Secrets). */
+  readonly activator: ActivatorInputs;
+  /**
+   * Whether the Service may select the activator too: it already does, or every data-plane
+   * pod carries the Service label (the Deployment rolled), so switching never empties it.
+   */
+  readonly serviceReachesActivator: boolean;
+  readonly settings: BuildSettings;
+}
+
+/**
+ * What the plan does about spec.autoscaling: nothing asked, an HPA, KEDA's objects, or
+ * nothing written because KEDA is missing or no Prometheus is known to its triggers.
+ */
+export type AutoscalingPlanned = "None" | "HPA" | "KEDA" | "KEDANotInstalled" | "PrometheusAddressMissing";
 
 /**
  * What runs: the ConfigMaps the pods mount (applied before the Deployment, so a new pod
@@ -58,31 +107,89 @@ export interface DataplanePlan {
   readonly dataplane: PlanGroup;
   /** The ServiceMonitor (spec.monitoring), a group of its own: its NameTaken is MonitoringReady's, not Ready's. */
   readonly monitoring: PlanGroup;
+  /** KEDA's ScaledObject (class KEDA). */
+  readonly autoscaling: PlanGroup;
+  /** The activator (minReplicas 0): its ServiceAccount, Role and RoleBinding, Service, Deployment. */
+  readonly activation: PlanGroup;
+  readonly autoscalingPlanned: AutoscalingPlanned;
 }
 
 /** The plan of a data plane: what a model and a repository both want, in order. */
-export function dataplanePlan({ owner, name, tls }: DataplaneOwner, workload: DataplaneWorkload): DataplanePlan {
-  const service = dataplaneService(owner, owner.spec, name, tls);
+export function dataplanePlan(dataplane: DataplaneOwner, workload: DataplaneWorkload): DataplanePlan {
+  const { owner, name, tls } = dataplane;
+  const autoscalingPlanned = autoscalingPlannedOf(dataplane);
+  const toZero = autoscalingPlanned === "KEDA" && scalesToZero(owner.spec);
+  const service = dataplaneService(
+    owner,
+    owner.spec,
+    name,
+    tls,
+    toZero && dataplane.autoscaling.serviceReachesActivator,
+  );
   const budget = dataplaneDisruptionBudget(owner, owner.spec, name);
   const autoscaler = dataplaneAutoscaler(owner, owner.spec, name);
-  const pods: PlanGroup =
-    "keep" in workload
-      ? [
-          ...workload.keep.configMaps.map((configMap) => ({ keep: CONFIG_MAP_KIND, name: configMap })),
-          { keep: DEPLOYMENT_KIND, name },
-          { keep: DISRUPTION_BUDGET_KIND, name },
-          { keep: AUTOSCALER_KIND, name },
-        ]
-      : [
-          ...workload.configMaps.map((configMap) => ({ apply: configMap })),
-          { apply: workload.deployment },
-          ...(budget !== undefined ? [{ apply: budget }] : []),
-          ...(autoscaler !== undefined ? [{ apply: autoscaler }] : []),
-        ];
+  const keep = "keep" in workload;
+  const pods: PlanGroup = keep
+    ? [
+        ...workload.keep.configMaps.map((configMap) => ({ keep: CONFIG_MAP_KIND, name: configMap })),
+        { keep: DEPLOYMENT_KIND, name },
+        { keep: DISRUPTION_BUDGET_KIND, name },
+        { keep: AUTOSCALER_KIND, name },
+      ]
+    : [
+        ...workload.configMaps.map((configMap) => ({ apply: configMap })),
+        { apply: workload.deployment },
+        ...(budget !== undefined ? [{ apply: budget }] : []),
+        ...(autoscaler !== undefined ? [{ apply: autoscaler }] : []),
+      ];
   return {
     dataplane: [{ apply: service }, ...pods],
     monitoring: owner.spec.monitoring !== undefined ? [{ apply: desiredServiceMonitor(owner, name) }] : [],
+    // A refused config keeps what scales the running pods, as it keeps the pods.
+    autoscaling: keep ? [{ keep: SCALED_OBJECT_KIND, name }] : kedaGroup(dataplane, autoscalingPlanned),
+    activation: keep ? keepActivator(name) : toZero ? activatorGroup(dataplane) : [],
+    autoscalingPlanned,
   };
+}
+
+function autoscalingPlannedOf({ owner, autoscaling }: DataplaneOwner): AutoscalingPlanned {
+  const spec = owner.spec.autoscaling;
+  if (spec === undefined) return "None";
+  if (spec.class !== "KEDA") return "HPA";
+  if (!autoscaling.kedaInstalled) return "KEDANotInstalled";
+  return autoscaling.prometheusAddress === undefined ? "PrometheusAddressMissing" : "KEDA";
+}
+
+/** The ScaledObject, when KEDA is there and its triggers know their Prometheus. */
+function kedaGroup({ owner, name, autoscaling }: DataplaneOwner, planned: AutoscalingPlanned): PlanGroup {
+  if (planned !== "KEDA") return [];
+  const scaledObject = dataplaneScaledObject(owner, owner.spec, name, {
+    prometheusAddress: autoscaling.prometheusAddress!,
+    service: name,
+    ...(autoscaling.model !== undefined ? { model: autoscaling.model } : {}),
+    scrapeIntervalSeconds: autoscaling.scrapeIntervalSeconds,
+    ...(scalesToZero(owner.spec) ? { activatorScaler: activatorScalerAddress(owner, name) } : {}),
+  });
+  return scaledObject !== undefined ? [{ apply: scaledObject }] : [];
+}
+
+/** The activator's objects, its identity and rights before the pod that uses them. */
+function activatorGroup({ owner, name, autoscaling }: DataplaneOwner): PlanGroup {
+  return [
+    { apply: activatorServiceAccount(owner, name) },
+    { apply: activatorRole(owner, name) },
+    { apply: activatorRoleBinding(owner, name) },
+    { apply: activatorService(owner, name) },
+    { apply: activatorDeployment(owner, owner.spec, name, autoscaling.activator, autoscaling.settings) },
+  ];
+}
+
+function keepActivator(name: string): PlanGroup {
+  const activator = activatorName(name);
+  return [SERVICE_ACCOUNT_KIND, ROLE_KIND, ROLE_BINDING_KIND, SERVICE_KIND, DEPLOYMENT_KIND].map((kind) => ({
+    keep: kind,
+    name: activator,
+  }));
 }
 
 /** MonitoringReady's input from what became of the ServiceMonitor; undefined when none was planned. */

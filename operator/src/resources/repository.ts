@@ -7,6 +7,7 @@ import {
   type RepositoryConditionType,
   type RepositoryModelStatus,
 } from "../api/v1alpha1.js";
+import { autoscalingStatus, availabilityAtZero, type AutoscalingObserved } from "./autoscaling-status.js";
 import { CLAIM_REPOSITORY_PATH, MODEL_REPOSITORY_PATH, selectorTextFor } from "./names.js";
 import { modelFilesCondition, objectStoragePods, type ModelFilesOutcome } from "./storage.js";
 import { dataplaneDeployment, endpointsOf, type BuildSettings, type MountedVolume } from "./dataplane-pods.js";
@@ -111,6 +112,8 @@ export interface RepositoryObserved {
   readonly monitoring?: MonitoringOutcome;
   /** The operator's look at spec.storageUri (undefined without one). */
   readonly modelFiles?: ModelFilesOutcome;
+  /** What became of spec.autoscaling's objects (undefined when the repository asks for none). */
+  readonly autoscaling?: AutoscalingObserved;
 }
 
 /** The most model reasons a condition message lists; status.models has them all. */
@@ -125,7 +128,10 @@ export function desiredRepositoryStatus(
   const endpoint = endpoints.grpc;
   // A pod that cannot be asked leaves the last list it gave (ModelsReady says it is not current).
   const models = observed.index.state === "Listed" ? [...observed.index.models] : repository.status?.models;
-  const available = availabilityOf(observed.deployment);
+  const atZero = availabilityAtZero(observed.autoscaling, observed.deployment);
+  const available = atZero ?? availabilityOf(observed.deployment);
+  const autoscaling =
+    observed.autoscaling === undefined ? {} : autoscalingStatus(observed.autoscaling, observed.deployment);
   const modelsReady = modelsCondition(observed, repositoryObjectName(repository));
   const modelFiles = observed.modelFiles === undefined ? undefined : modelFilesCondition(observed.modelFiles);
   const ready: ConditionValue =
@@ -139,15 +145,19 @@ export function desiredRepositoryStatus(
           }
         : available.status !== "True"
           ? notAvailable(available, modelFiles)
-          : modelsReady.status !== "True"
-            ? { status: "False", reason: modelsReady.reason, message: modelsReady.message }
-            : { status: "True", reason: "Ready", message: `${modelsReady.message}, served at ${endpoint}` };
+          : atZero !== undefined
+            ? { status: "True", reason: "ScaledToZero", message: `${atZero.message}; served at ${endpoint}` }
+            : modelsReady.status !== "True"
+              ? { status: "False", reason: modelsReady.reason, message: modelsReady.message }
+              : { status: "True", reason: "Ready", message: `${modelsReady.message}, served at ${endpoint}` };
   const values: Partial<Record<RepositoryConditionType, ConditionValue>> = {
     Ready: ready,
     Available: available,
     ModelsReady: modelsReady,
     ...(modelFiles !== undefined ? { ModelFilesReady: modelFiles } : {}),
     ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
+    ...(autoscaling.autoscalerReady !== undefined ? { AutoscalerReady: autoscaling.autoscalerReady } : {}),
+    ...(autoscaling.scaledToZero !== undefined ? { ScaledToZero: autoscaling.scaledToZero } : {}),
   };
   const generation = repository.metadata.generation ?? 0;
   const { conditions, transitions } = conditionsOf(repository.status?.conditions ?? [], values, {
@@ -165,6 +175,7 @@ export function desiredRepositoryStatus(
       // The scale subresource's selector, for an HPA or KEDA targeting the repository.
       selector: selectorTextFor(repository),
       readyReplicas: deploymentStatus?.readyReplicas ?? 0,
+      ...(autoscaling.summary !== undefined ? { autoscaler: autoscaling.summary } : {}),
       ...(models !== undefined ? { modelsReady: `${models.filter(isReady).length}/${models.length}`, models } : {}),
       conditions,
     },

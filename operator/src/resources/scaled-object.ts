@@ -1,6 +1,7 @@
 import type { KubernetesObject, V1ObjectMeta } from "@kubernetes/client-node";
 import type { Owner } from "../api/objects.js";
 import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
+import type { OwnedKind } from "../kube/owned.js";
 import { ownedMetadata } from "./names.js";
 
 /**
@@ -13,7 +14,9 @@ export const SCALED_OBJECT_KIND = {
   apiVersion: "keda.sh/v1alpha1",
   kind: "ScaledObject",
   plural: "scaledobjects",
-} as const;
+  // KEDA's CRD: used while it is installed.
+  optional: true,
+} as const satisfies OwnedKind;
 
 /** One of a ScaledObject's triggers, as keda.sh/v1alpha1 takes it (metadata values are strings). */
 export interface ScaledObjectTrigger {

@@ -6,6 +6,7 @@ import { objectNames, selectorTextFor, servedModelName } from "./names.js";
 import { endpointsOf } from "./dataplane-pods.js";
 import { tlsSecretName } from "./credentials.js";
 import { modelFilesCondition, type ModelFilesOutcome } from "./storage.js";
+import { autoscalingStatus, availabilityAtZero, type AutoscalingObserved } from "./autoscaling-status.js";
 
 /** What the controller observed for one model, the input of the status builder. */
 export interface Observed {
@@ -22,6 +23,8 @@ export interface Observed {
   readonly nameTaken?: string;
   /** The operator's look at modelFiles.storageUri (undefined without one). */
   readonly modelFiles?: ModelFilesOutcome;
+  /** What became of spec.autoscaling's objects (undefined when the model asks for none). */
+  readonly autoscaling?: AutoscalingObserved;
 }
 
 export type CredentialsOutcome =
@@ -88,7 +91,9 @@ export function desiredStatus(
   const endpoints = endpointsOf(model, objectNames(model).service, tlsSecretName(model) !== undefined);
   const endpoint = endpoints.grpc;
   const configValid = configCondition(observed.config);
-  const available = availableCondition(observed);
+  const available = availabilityAtZero(observed.autoscaling, observed.deployment) ?? availableCondition(observed);
+  const autoscaling =
+    observed.autoscaling === undefined ? {} : autoscalingStatus(observed.autoscaling, observed.deployment);
   const degraded = degradedCondition(observed);
   const credentials = observed.credentials === undefined ? undefined : credentialsCondition(observed.credentials);
   const modelFiles = observed.modelFiles === undefined ? undefined : modelFilesCondition(observed.modelFiles);
@@ -119,6 +124,8 @@ export function desiredStatus(
     ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
     ...(credentials !== undefined ? { CredentialsReady: credentials } : {}),
     ...(modelFiles !== undefined ? { ModelFilesReady: modelFiles } : {}),
+    ...(autoscaling.autoscalerReady !== undefined ? { AutoscalerReady: autoscaling.autoscalerReady } : {}),
+    ...(autoscaling.scaledToZero !== undefined ? { ScaledToZero: autoscaling.scaledToZero } : {}),
   };
   const generation = model.metadata.generation ?? 0;
   // Events tell of changes; of a model's first conditions, whether its config is valid and
@@ -144,6 +151,7 @@ export function desiredStatus(
       readyReplicas: deploymentStatus?.readyReplicas ?? 0,
       // The scale subresource's selector, for an HPA or KEDA targeting the model.
       selector: selectorTextFor(model),
+      ...(autoscaling.summary !== undefined ? { autoscaler: autoscaling.summary } : {}),
       ...poolStatus(observed.inferencePool),
       ...(observed.credentials?.ready === true && observed.credentials.tlsSecret !== undefined
         ? {

@@ -124,7 +124,17 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
     const parsed = JSON.parse(table.body) as { columnDefinitions: { name: string }[]; rows: { cells: unknown[] }[] };
     const columns = parsed.columnDefinitions.map((column) => column.name);
     // HTTP is a wide column (kubectl get dkm -o wide).
-    assert.deepEqual(columns, ["Name", "Ready", "Model", "Backend", "Endpoint", "HTTP", "Replicas", "Autoscaler", "Age"]);
+    assert.deepEqual(columns, [
+      "Name",
+      "Ready",
+      "Model",
+      "Backend",
+      "Endpoint",
+      "HTTP",
+      "Replicas",
+      "Autoscaler",
+      "Age",
+    ]);
     assert.deepEqual(parsed.rows[0]?.cells.slice(0, 5), [
       "ident",
       "True",
