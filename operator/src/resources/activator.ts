@@ -31,6 +31,21 @@ export const ACTIVATOR_SCALER_PORT = ACTIVATOR_OPTIONS.scalerPort.default!;
 /** The activator's side port (probes, /metrics); its Service publishes it as `metrics`. */
 const ACTIVATOR_METRICS_PORT = 9091;
 
+/**
+ * The container ports of the activator's scaler and side port: 9090 and 9091 unless the
+ * model's own ports (which the activator also listens on) use them. The activator's Service
+ * publishes them at 9090 and 9091 whatever they are.
+ */
+export function activatorSidePorts(model: { grpc: number; http: number }): { scaler: number; metrics: number } {
+  const free = (preferred: number, taken: number[]): number => {
+    let port = preferred;
+    while (taken.includes(port)) port += 2;
+    return port;
+  };
+  const scaler = free(ACTIVATOR_SCALER_PORT, [model.grpc, model.http]);
+  return { scaler, metrics: free(ACTIVATOR_METRICS_PORT, [model.grpc, model.http, scaler]) };
+}
+
 /** Name of every activator object of the data plane whose Deployment is `name`. */
 export const activatorName = (name: string): string => `${name}-activator`;
 
@@ -145,6 +160,7 @@ export function activatorDeployment(
   settings: BuildSettings,
 ): V1Deployment {
   const ports = portsOf({ spec });
+  const side = activatorSidePorts(ports);
   const activation = spec.autoscaling?.activation ?? {};
   const holdTimeoutSecs = activation.holdTimeoutSeconds ?? SPEC_DEFAULTS.autoscaling.activation.holdTimeoutSeconds;
   const mounted: MountedVolume[] = [
@@ -158,8 +174,8 @@ export function activatorDeployment(
       podSelector: `${ownerLabel(owner)}=${owner.metadata.name}`,
       grpcPort: ports.grpc,
       httpPort: ports.http,
-      metricsPort: ACTIVATOR_METRICS_PORT,
-      scalerPort: ACTIVATOR_SCALER_PORT,
+      metricsPort: side.metrics,
+      scalerPort: side.scaler,
       holdTimeoutSecs,
       maxHeldRequests: activation.maxHeldRequests ?? SPEC_DEFAULTS.autoscaling.activation.maxHeldRequests,
       // Held requests wait out their hold on SIGTERM; then the pod goes.
@@ -207,8 +223,8 @@ export function activatorDeployment(
               ports: [
                 { name: "grpc", containerPort: ports.grpc, protocol: "TCP" },
                 { name: "http", containerPort: ports.http, protocol: "TCP" },
-                { name: "act-metrics", containerPort: ACTIVATOR_METRICS_PORT, protocol: "TCP" },
-                { name: "keda-scaler", containerPort: ACTIVATOR_SCALER_PORT, protocol: "TCP" },
+                { name: "act-metrics", containerPort: side.metrics, protocol: "TCP" },
+                { name: "keda-scaler", containerPort: side.scaler, protocol: "TCP" },
               ],
               // Ready = "no data-plane pod is ready": checked every second, so the Service
               // turns to the activator within about a second of the last pod leaving.

@@ -17,7 +17,20 @@ import {
 } from "../../src/resources/model.js";
 import { desiredStatus } from "../../src/resources/status.js";
 import { desiredInferencePool, desiredPoolService, poolServiceName } from "../../src/resources/inference-pool.js";
-import { dataplaneScaledObject, durationSeconds } from "../../src/resources/scaled-object.js";
+import { dataplaneScaledObject, durationSeconds, type ScaledObject } from "../../src/resources/scaled-object.js";
+import {
+  activatorDeployment,
+  activatorPodLabels,
+  activatorRole,
+  activatorRoleBinding,
+  activatorService,
+  activatorServiceAccount,
+  activatorSidePorts,
+} from "../../src/resources/activator.js";
+import { autoscalingStatus, availabilityAtZero } from "../../src/resources/autoscaling-status.js";
+import { dataplanePlan } from "../../src/resources/dataplane.js";
+import { dataplaneService } from "../../src/resources/dataplane-pods.js";
+import type { PlannedObject } from "../../src/kube/owned.js";
 import { IDENTITY_CONFIG } from "../fixtures/kube.js";
 
 const GOLDEN_DIR = join(REPO_ROOT, "operator", "test", "unit", "golden");
@@ -256,6 +269,194 @@ describe("desired-state builders (golden objects)", () => {
       repositoryWide?.spec.triggers[0]?.metadata["query"],
       'sum(dynamo_kserve_requests_waiting{namespace="models",service="ident"})',
     );
+  });
+
+  it("builds the activator of a model that scales to zero: pods the Service selects but the Deployment never does, a pods-only Role, tokens and TLS from the model's Secrets", () => {
+    const toZero = model({
+      monitoring: {},
+      auth: { tokenSecretRef: { name: "tokens" } },
+      autoscaling: { class: "KEDA", minReplicas: 0, maxReplicas: 3, targetWaitingRequests: 2 },
+    });
+    const inputs = {
+      tokens: { secretName: "tokens", key: "tokens" },
+      tls: { secretName: "ident-tls", serverName: "ident.models.svc" },
+    };
+    assertGolden(
+      "activator-deployment",
+      activatorDeployment(toZero, toZero.spec, "ident", inputs, { dataplaneImage: "i" }),
+    );
+    assertGolden("activator-rbac", [
+      activatorServiceAccount(toZero, "ident"),
+      activatorRole(toZero, "ident"),
+      activatorRoleBinding(toZero, "ident"),
+      activatorService(toZero, "ident"),
+    ]);
+    // The Deployment's selector (and so its PDB's, the HPA's and the pool's) never matches the activator's pods.
+    const pods = desiredDeployment(toZero, { dataplaneImage: "i" }).spec!;
+    const activatorLabels = activatorPodLabels(toZero);
+    assert.ok(Object.entries(pods.selector.matchLabels!).some(([key, value]) => activatorLabels[key] !== value));
+    // Both carry the Service label, which the Service selects once the pods have it.
+    assert.equal(pods.template.metadata?.labels?.["dynamokserve.dev/model-service"], "ident");
+    assert.equal(activatorLabels["dynamokserve.dev/model-service"], "ident");
+    assert.deepEqual(dataplaneService(toZero, toZero.spec, "ident", false, true).spec?.selector, {
+      "dynamokserve.dev/model-service": "ident",
+    });
+    assert.deepEqual(dataplaneService(toZero, toZero.spec, "ident", false).spec?.selector, {
+      "dynamokserve.dev/model": "ident",
+    });
+    // Without scale to zero the pod template is unchanged (no roll when a model upgrades the operator).
+    assert.equal(
+      desiredDeployment(model(), { dataplaneImage: "i" }).spec?.template.metadata?.labels?.[
+        "dynamokserve.dev/model-service"
+      ],
+      undefined,
+    );
+    // Its own ports keep clear of the model's, which it serves too.
+    assert.deepEqual(activatorSidePorts({ grpc: 8001, http: 8000 }), { scaler: 9090, metrics: 9091 });
+    assert.deepEqual(activatorSidePorts({ grpc: 9090, http: 9091 }), { scaler: 9092, metrics: 9093 });
+    assert.deepEqual(activatorSidePorts({ grpc: 9091, http: 8000 }), { scaler: 9090, metrics: 9093 });
+    // Class KEDA makes no HPA.
+    assert.equal(desiredAutoscaler(toZero), undefined);
+  });
+
+  it("plans KEDA's objects only when KEDA is installed and a Prometheus is known, and the activator only at minReplicas 0", () => {
+    const base = {
+      kedaInstalled: true,
+      prometheusAddress: "http://prometheus:9090",
+      scrapeIntervalSeconds: 5,
+      activator: {},
+      serviceReachesActivator: false,
+      settings: { dataplaneImage: "i" },
+    };
+    const workload = (target: DynamoKserveModel) => ({
+      configMaps: [],
+      deployment: desiredDeployment(target, { dataplaneImage: "i" }),
+    });
+    const planOf = (target: DynamoKserveModel, inputs: Partial<typeof base> = {}) =>
+      dataplanePlan(
+        { owner: target, name: "ident", tls: false, autoscaling: { ...base, ...inputs } },
+        workload(target),
+      );
+    const kinds = (group: readonly PlannedObject[]) =>
+      group.map((entry) => ("apply" in entry ? entry.apply.kind : `keep ${entry.keep.kind}`));
+    const toZero = model({
+      monitoring: {},
+      autoscaling: { class: "KEDA", minReplicas: 0, maxReplicas: 3, targetWaitingRequests: 2 },
+    });
+    const full = planOf(toZero);
+    assert.equal(full.autoscalingPlanned, "KEDA");
+    assert.deepEqual(kinds(full.autoscaling), ["ScaledObject"]);
+    assert.deepEqual(kinds(full.activation), ["ServiceAccount", "Role", "RoleBinding", "Service", "Deployment"]);
+    // Nothing of KEDA's is written without KEDA or a Prometheus; the activator neither.
+    for (const [inputs, planned] of [
+      [{ kedaInstalled: false }, "KEDANotInstalled"],
+      [{ prometheusAddress: undefined }, "PrometheusAddressMissing"],
+    ] as const) {
+      const plan = planOf(toZero, inputs);
+      assert.equal(plan.autoscalingPlanned, planned);
+      assert.deepEqual([...plan.autoscaling, ...plan.activation], []);
+    }
+    // At one pod or more: the ScaledObject alone.
+    const atOne = model({ monitoring: {}, autoscaling: { class: "KEDA", maxReplicas: 3, targetWaitingRequests: 2 } });
+    assert.deepEqual(kinds(planOf(atOne).activation), []);
+    // The HPA class, and no autoscaling.
+    assert.equal(
+      planOf(model({ autoscaling: { maxReplicas: 3, targetInflightRequests: 4 } })).autoscalingPlanned,
+      "HPA",
+    );
+    assert.equal(planOf(model()).autoscalingPlanned, "None");
+    // A refused config keeps what scales the running pods.
+    const kept = dataplanePlan(
+      { owner: toZero, name: "ident", tls: false, autoscaling: base },
+      { keep: { configMaps: ["ident-model-config"] } },
+    );
+    assert.deepEqual(kinds(kept.autoscaling), ["keep ScaledObject"]);
+    assert.equal(kept.activation.length, 5);
+  });
+
+  it("says what the autoscaler does: KEDA's conditions read back, scaled to zero, ready while the activator stands in", () => {
+    const scaledObject = (conditions: { type: string; status: string; reason?: string; message?: string }[]) =>
+      ({ status: { conditions } }) as unknown as ScaledObject;
+    const deployment = (replicas: number) => ({ spec: { replicas, selector: {}, template: {} } });
+    const keda = { planned: "KEDA" as const, toZero: true, name: "ident" };
+    const waiting = autoscalingStatus(keda, deployment(1));
+    assert.equal(waiting.autoscalerReady?.reason, "WaitingForKEDA");
+    const failing = autoscalingStatus(
+      {
+        ...keda,
+        scaledObject: scaledObject([
+          { type: "Ready", status: "False", reason: "x", message: "error inspecting prometheus metrics" },
+        ]),
+      },
+      deployment(1),
+    );
+    assert.deepEqual(
+      [failing.autoscalerReady?.status, failing.autoscalerReady?.reason, failing.summary],
+      ["False", "TriggerFailing", "KEDA TriggerFailing"],
+    );
+    assert.match(failing.autoscalerReady?.message ?? "", /error inspecting prometheus metrics/);
+    const idle = autoscalingStatus(
+      {
+        ...keda,
+        scaledObject: scaledObject([
+          { type: "Ready", status: "True" },
+          { type: "Active", status: "False" },
+        ]),
+      },
+      deployment(0),
+    );
+    assert.deepEqual(
+      [idle.scaledToZero?.status, idle.scaledToZero?.reason, idle.summary],
+      ["True", "Idle", "KEDA ScaledToZero"],
+    );
+    const active = autoscalingStatus(
+      {
+        ...keda,
+        scaledObject: scaledObject([
+          { type: "Ready", status: "True" },
+          { type: "Active", status: "True" },
+        ]),
+      },
+      deployment(2),
+    );
+    assert.deepEqual([active.scaledToZero?.status, active.summary], ["False", "KEDA Active"]);
+    assert.equal(
+      autoscalingStatus({ planned: "KEDANotInstalled", toZero: true, name: "ident" }, undefined).autoscalerReady
+        ?.reason,
+      "KEDANotInstalled",
+    );
+    assert.deepEqual(autoscalingStatus({ planned: "None", toZero: false, name: "ident" }, undefined), {});
+    // At zero the model is available through its activator, once the activator is ready.
+    const atZero = { ...keda, activator: { status: { readyReplicas: 1 } } };
+    assert.equal(availabilityAtZero(atZero, deployment(0))?.reason, "ScaledToZero");
+    assert.equal(
+      availabilityAtZero({ ...keda, activator: { status: {} } }, deployment(0))?.reason,
+      "ActivatorNotReady",
+    );
+    assert.equal(availabilityAtZero(atZero, deployment(1)), undefined);
+    const status = desiredStatus(
+      model({
+        monitoring: {},
+        autoscaling: { class: "KEDA", minReplicas: 0, maxReplicas: 3, targetWaitingRequests: 2 },
+      }),
+      {
+        config: valid(model()),
+        deployment: { metadata: { name: "ident" }, spec: { replicas: 0, selector: {}, template: {} }, status: {} },
+        autoscaling: {
+          ...atZero,
+          scaledObject: scaledObject([
+            { type: "Ready", status: "True" },
+            { type: "Active", status: "False" },
+          ]),
+        },
+      },
+      "2026-11-26T00:00:00Z",
+    ).status;
+    const condition = (type: string) => status.conditions?.find((candidate) => candidate.type === type);
+    assert.equal(condition("Ready")?.status, "True");
+    assert.equal(condition("Available")?.reason, "ScaledToZero");
+    assert.equal(condition("ScaledToZero")?.status, "True");
+    assert.equal(status.autoscaler, "KEDA ScaledToZero");
   });
 
   it("reads Prometheus durations as the ServiceMonitor writes them", () => {
