@@ -39,6 +39,7 @@ export function autoscalingInputs(
     ...(context.model !== undefined ? { model: context.model } : {}),
     scrapeIntervalSeconds: durationSeconds(interval),
     activator: context.activator,
+    ...activatorClusterIp(owner, name, owned),
     serviceReachesActivator: scalesToZero(owner.spec) && serviceMayReachActivator(owner, name, owned),
     settings,
   };
@@ -83,4 +84,15 @@ export function autoscalingObserved(
     ...(activator !== undefined ? { activator } : {}),
     ...(nameTaken !== undefined ? { nameTaken } : {}),
   };
+}
+
+/** The activator Service's cluster IP, once the API server has given it one. */
+function activatorClusterIp(
+  owner: Owner,
+  name: string,
+  owned: Pick<OwnedCaches, "get">,
+): { activatorClusterIp?: string } {
+  const service = owned.get<V1Service & KubernetesObject>(SERVICE_KIND, owner.metadata.namespace, activatorName(name));
+  const ip = service?.spec?.clusterIP;
+  return ip !== undefined && ip !== "" && ip !== "None" ? { activatorClusterIp: ip } : {};
 }

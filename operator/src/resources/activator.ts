@@ -49,10 +49,6 @@ export function activatorSidePorts(model: { grpc: number; http: number }): { sca
 /** Name of every activator object of the data plane whose Deployment is `name`. */
 export const activatorName = (name: string): string => `${name}-activator`;
 
-/** host:port of the activator's KEDA scaler, as the ScaledObject's external-push trigger names it. */
-export const activatorScalerAddress = (owner: Owner, name: string): string =>
-  `${activatorName(name)}.${owner.metadata.namespace}.svc:${ACTIVATOR_SCALER_PORT}`;
-
 /** Labels of the activator's pods: the owner's Service label, never the owner's pod selector. */
 export function activatorPodLabels(owner: Owner): Record<string, string> {
   return {

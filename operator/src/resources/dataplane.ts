@@ -7,7 +7,7 @@ import {
   activatorName,
   activatorRole,
   activatorRoleBinding,
-  activatorScalerAddress,
+  ACTIVATOR_SCALER_PORT,
   activatorService,
   activatorServiceAccount,
   ROLE_BINDING_KIND,
@@ -78,6 +78,12 @@ export interface AutoscalingInputs {
   readonly scrapeIntervalSeconds: number;
   /** The activator's tokens and certificate (the owner's Secrets). */
   readonly activator: ActivatorInputs;
+  /**
+   * The activator Service's cluster IP, once it has one: KEDA reaches the scaler by it, so a
+   * KEDA that runs where the cluster's DNS does not answer reaches it too. Until then the
+   * ScaledObject has no push trigger (the Service's creation runs this plan again).
+   */
+  readonly activatorClusterIp?: string;
   /**
    * Whether the Service may select the activator too: it already does, or every data-plane
    * pod carries the Service label (the Deployment rolled), so switching never empties it.
@@ -168,7 +174,9 @@ function kedaGroup({ owner, name, autoscaling }: DataplaneOwner, planned: Autosc
     service: name,
     ...(autoscaling.model !== undefined ? { model: autoscaling.model } : {}),
     scrapeIntervalSeconds: autoscaling.scrapeIntervalSeconds,
-    ...(scalesToZero(owner.spec) ? { activatorScaler: activatorScalerAddress(owner, name) } : {}),
+    ...(scalesToZero(owner.spec) && autoscaling.activatorClusterIp !== undefined
+      ? { activatorScaler: `${autoscaling.activatorClusterIp}:${ACTIVATOR_SCALER_PORT}` }
+      : {}),
   });
   return scaledObject !== undefined ? [{ apply: scaledObject }] : [];
 }

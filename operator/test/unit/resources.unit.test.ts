@@ -28,7 +28,7 @@ import {
   activatorSidePorts,
 } from "../../src/resources/activator.js";
 import { autoscalingStatus, availabilityAtZero } from "../../src/resources/autoscaling-status.js";
-import { dataplanePlan } from "../../src/resources/dataplane.js";
+import { dataplanePlan, type AutoscalingInputs } from "../../src/resources/dataplane.js";
 import { dataplaneService } from "../../src/resources/dataplane-pods.js";
 import type { PlannedObject } from "../../src/kube/owned.js";
 import { IDENTITY_CONFIG } from "../fixtures/kube.js";
@@ -320,7 +320,7 @@ describe("desired-state builders (golden objects)", () => {
   });
 
   it("plans KEDA's objects only when KEDA is installed and a Prometheus is known, and the activator only at minReplicas 0", () => {
-    const base = {
+    const base: AutoscalingInputs = {
       kedaInstalled: true,
       prometheusAddress: "http://prometheus:9090",
       scrapeIntervalSeconds: 5,
@@ -347,6 +347,18 @@ describe("desired-state builders (golden objects)", () => {
     assert.equal(full.autoscalingPlanned, "KEDA");
     assert.deepEqual(kinds(full.autoscaling), ["ScaledObject"]);
     assert.deepEqual(kinds(full.activation), ["ServiceAccount", "Role", "RoleBinding", "Service", "Deployment"]);
+    // KEDA reaches the activator's scaler by its Service's cluster IP, once there is one.
+    const triggers = (plan: ReturnType<typeof planOf>) =>
+      plan.autoscaling.flatMap((entry) => ("apply" in entry ? (entry.apply as ScaledObject).spec.triggers : []));
+    assert.equal(
+      triggers(full).find((trigger) => trigger.type === "external-push"),
+      undefined,
+    );
+    assert.deepEqual(
+      triggers(planOf(toZero, { activatorClusterIp: "10.96.0.7" })).find((trigger) => trigger.type === "external-push")
+        ?.metadata,
+      { scalerAddress: "10.96.0.7:9090" },
+    );
     // Nothing of KEDA's is written without KEDA or a Prometheus; the activator neither.
     for (const [inputs, planned] of [
       [{ kedaInstalled: false }, "KEDANotInstalled"],
