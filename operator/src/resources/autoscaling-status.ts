@@ -115,7 +115,9 @@ function kedaStatus(observed: AutoscalingObserved, deployment: V1Deployment | un
         : {
             status: "False",
             reason: "TriggerFailing",
-            message: `ScaledObject ${observed.name}: ${ready.message ?? ready.reason ?? "not ready"}`,
+            // KEDA's own condition is general ("Triggers defined in ScaledObject are not working
+            // correctly"); the cause is in its KEDAScalerFailed Events.
+            message: `ScaledObject ${observed.name}: ${ready.message ?? ready.reason ?? "not ready"} (the cause: kubectl describe scaledobject ${observed.name})`,
           };
   const summary =
     autoscalerReady.status === "False"

@@ -2,7 +2,7 @@ import type { KubernetesObject, V1ObjectMeta } from "@kubernetes/client-node";
 import type { Owner } from "../api/objects.js";
 import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
 import type { OwnedKind } from "../kube/owned.js";
-import { ownedMetadata } from "./names.js";
+import { labelsFor, ownedMetadata } from "./names.js";
 
 /**
  * A data plane's KEDA ScaledObject (spec.autoscaling.class KEDA): KEDA scales the Deployment
@@ -61,6 +61,9 @@ export interface KedaInputs {
   readonly activatorScaler?: string;
 }
 
+/** KEDA's annotation naming the ScaledObject labels its HPA must not carry. */
+const HPA_EXCLUDED_LABELS = "scaledobject.keda.sh/hpa-excluded-labels";
+
 /** The data plane's series each per-pod target reads, summed over the pods (KEDA's AverageValue divides by their count). */
 const TARGET_SERIES = {
   targetInflightRequests: { trigger: "inflight-requests", series: "dynamo_frontend_inflight_requests", scale: 1 },
@@ -102,7 +105,13 @@ export function dataplaneScaledObject(
   return {
     apiVersion: SCALED_OBJECT_KIND.apiVersion,
     kind: SCALED_OBJECT_KIND.kind,
-    metadata: ownedMetadata(owner, name),
+    metadata: {
+      ...ownedMetadata(owner, name),
+      // KEDA copies a ScaledObject's labels onto the HPA it makes (keda-hpa-<name>, owned by
+      // the ScaledObject): without ours it is neither in the operator's caches nor routed to
+      // the owner on every HPA status change. Read at creation only, so set from the start.
+      annotations: { [HPA_EXCLUDED_LABELS]: Object.keys(labelsFor(owner)).join(",") },
+    },
     spec: {
       scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name },
       minReplicaCount: minReplicas,
