@@ -22,6 +22,7 @@ import { freePort } from "../support/ports.js";
 import { CACHE_DIR, helmBinary, requireHelm, requireProgram } from "../support/prerequisites.js";
 import { KUBE_PROMETHEUS_STACK, PrometheusStack, requirePrometheusStack } from "../support/prometheus-stack.js";
 import { MetricsServer, requireMetricsServer } from "../support/metrics-server.js";
+import { Keda, requireKeda } from "../support/keda.js";
 import { PrometheusAdapter, requirePrometheusAdapter } from "../support/prometheus-adapter.js";
 import { ClosedLoopLoad, type LoadOutcome } from "../support/load.js";
 import { scrape, valueOf } from "../support/prometheus.js";
@@ -44,8 +45,8 @@ import {
 } from "../../operator/test/fixtures/kube.js";
 import type { DynamoKserveRepository } from "../../operator/src/api/v1alpha1.js";
 import { kubernetesName } from "../../operator/src/migrate/manifests.js";
-import { call as callRpc, infer, startServer } from "../../dataplane/test/fixtures/server.js";
-import { addSubRequest, identityRequest } from "../../dataplane/test/fixtures/requests.js";
+import { call as callRpc, infer, startServer, streamAll } from "../../dataplane/test/fixtures/server.js";
+import { addSubRequest, identityRequest, promptRequest } from "../../dataplane/test/fixtures/requests.js";
 import { CLI, EXAMPLES } from "../../dataplane/test/fixtures/paths.js";
 import { requireObjectStore, startSeaweedFs } from "../../lib/test/object-stores.js";
 
@@ -110,6 +111,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
   let prometheus: PrometheusStack | undefined;
   let adapter: PrometheusAdapter | undefined;
   let metricsServer: MetricsServer | undefined;
+  let keda: Keda | undefined;
   const background: ChildProcess[] = [];
   let localPort = 0;
 
@@ -267,6 +269,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     requirePrometheusStack(this);
     requirePrometheusAdapter(this);
     requireMetricsServer(this);
+    requireKeda(this);
     requireEndpointPickers(this);
     requireTraefik(this);
     requireObjectStore(this, "seaweedfs");
@@ -281,6 +284,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
 
   after(async () => {
     for (const child of background) child.kill();
+    await keda?.stop();
     await metricsServer?.stop();
     await adapter?.stop();
     await prometheus?.stop();
@@ -508,6 +512,137 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     );
     await scaledDownWhenIdle(model);
     console.log(`      idle: back to 1 pod; CPU ${(await cpuOf()).map((cpu) => `${millicores(cpu)}m`).join(", ")}`);
+    await run(`kubectl delete -f examples/models/${model}.yaml`);
+  });
+
+  it("scales to zero with KEDA: idle 1 → 0 after the cooldown; a tritonclient ModelInfer (60 s deadline), a ModelStreamInfer stream and an OpenAI request through the Service all succeed while the model wakes; queue depth takes it 1 → 3 and back", async () => {
+    const model = "mock-llm-scale-to-zero";
+    keda = await Keda.start(cluster!);
+    // The monitoring guide's commands, its Prometheus address this test's.
+    const commands = shellCommands(
+      codeBlocks("docs/guides/monitoring-and-autoscaling.md", {
+        heading: "KEDA, and scale to zero",
+        language: "sh",
+      })[0]!,
+    );
+    assert.deepEqual(commands, [
+      "helm upgrade dynamo-kserve helm/dynamo-kserve --namespace dynamo-kserve-system --reuse-values --wait --set autoscaling.keda.prometheusAddress=http://prometheus-operated.monitoring:9090",
+      `kubectl apply -f examples/models/${model}.yaml`,
+      `kubectl get scaledobject ${model}`,
+      `kubectl get dkm ${model}`,
+    ]);
+    await run(commands[0]!.replace("http://prometheus-operated.monitoring:9090", prometheus!.url));
+    await run(commands[1]!);
+    await run(`kubectl wait dkm/${model} --for=condition=Ready --timeout=180s`);
+    await eventually(
+      async () => {
+        await prometheus!.syncConfigSecret();
+        assert.ok((await prometheus!.scrapeJobs()).includes(`serviceMonitor/default/${model}/0`));
+      },
+      90_000,
+      1_000,
+    );
+    const current = () =>
+      cluster!.kubectlGet<{
+        status?: {
+          autoscaler?: string;
+          readyReplicas?: number;
+          conditions?: { type: string; status: string; reason: string }[];
+        };
+      }>("dkm", model);
+    const replicasWanted = () =>
+      cluster!.kubectlGet<{ spec?: { replicas?: number } }>("deployment", model).spec?.replicas;
+    // KEDA reads the triggers (Ready), then, with no request for the cooldown, takes the last pod away.
+    const idleSince = Date.now();
+    await eventually(
+      () => {
+        assert.equal(replicasWanted(), 0);
+        assert.equal(current().status?.autoscaler, "KEDA ScaledToZero");
+      },
+      240_000,
+      2_000,
+    );
+    const idleSeconds = Math.round((Date.now() - idleSince) / 1000);
+    assert.match(await run(commands[2]!), new RegExp(`^${model}\\s.*\\bTrue\\b`, "m"));
+    assert.match(await run(commands[3]!), /KEDA ScaledToZero/);
+    // Ready at zero: the activator stands in for the pods (the Service reaches it).
+    await eventually(
+      () => {
+        const ready = current().status?.conditions?.find((condition) => condition.type === "Ready");
+        assert.equal(ready?.status, "True", JSON.stringify(current().status?.conditions));
+        assert.equal(podsOf(model).length, 0);
+      },
+      120_000,
+      1_000,
+    );
+
+    // Three clients at once through the Service while no pod runs; each is held, then served.
+    const { clusterIP } = cluster!.kubectlGet<V1Service>("service", model).spec ?? {};
+    const wakeStart = Date.now();
+    const elapsed = (): number => Math.round((Date.now() - wakeStart) / 100) / 10;
+    const tritonclient = promisify(execFile)(
+      PYTHON,
+      [
+        "-c",
+        [
+          "import sys, numpy as np, tritonclient.grpc as g",
+          "c = g.InferenceServerClient(sys.argv[1])",
+          'i = g.InferInput("text_input", [1], "BYTES")',
+          'i.set_data_from_numpy(np.array([b"wake up"], dtype=object))',
+          "r = c.infer(sys.argv[2], [i], client_timeout=60)",
+          'print("text_output", r.as_numpy("text_output").tolist())',
+        ].join("\n"),
+        `${clusterIP}:8001`,
+        model,
+      ],
+      { cwd: REPO_ROOT },
+    ).then(({ stdout }) => ({ stdout, seconds: elapsed() }));
+    const streamClient = new GRPCInferenceServiceClient(`${clusterIP}:8001`, credentials.createInsecure());
+    const streamed = streamAll(streamClient, [promptRequest({ model, text: "stream", maxTokens: 4 })]).then(
+      (replies) => ({ replies, seconds: elapsed() }),
+    );
+    const openai = fetch(`http://${clusterIP}:8000/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model, messages: [{ role: "user", content: "wake up" }], max_tokens: 4 }),
+      signal: AbortSignal.timeout(120_000),
+    }).then(async (response) => ({ status: response.status, body: await response.text(), seconds: elapsed() }));
+    try {
+      const [viaTriton, viaStream, viaOpenai] = await Promise.all([tritonclient, streamed, openai]);
+      assert.match(viaTriton.stdout, /^text_output \[/m);
+      assert.ok(viaStream.replies.length > 0);
+      for (const reply of viaStream.replies) assert.equal(reply.errorMessage, "", reply.errorMessage);
+      assert.equal(viaOpenai.status, 200, viaOpenai.body);
+      assert.match(viaOpenai.body, /"choices"/);
+      // The activator's own measure of the cold start: first held request to first ready pod.
+      const activatorPod = cluster!.kubectlGet<{ items: V1Pod[] }>(
+        "pods",
+        "-l",
+        `app.kubernetes.io/name=dynamo-kserve-activator`,
+      ).items[0];
+      const coldStart = valueOf(
+        await scrape(`http://${activatorPod?.status?.podIP}:9091/metrics`),
+        "dynamo_activator_cold_start_seconds_sum",
+      );
+      console.log(
+        `      scale to zero: idle → 0 pods in ${idleSeconds} s (cooldown 30 s); woken by 3 held requests: tritonclient ModelInfer ${viaTriton.seconds} s, ModelStreamInfer ${viaStream.seconds} s, OpenAI ${viaOpenai.seconds} s; the activator's cold start ${coldStart.toFixed(1)} s`,
+      );
+    } finally {
+      streamClient.close();
+    }
+
+    // Queue depth: 12 clients, the mocker runs 2 sequences per pod, the rest wait; 2 waiting per pod is the target.
+    const generate = `http://${clusterIP}:8000/v2/models/${model}/generate`;
+    const call = async (): Promise<void> => {
+      const response = await fetch(generate, { method: "POST", body: JSON.stringify({ text_input: "load" }) });
+      await response.text();
+      if (response.status !== 200) throw new Error(`generate: HTTP ${response.status}`);
+    };
+    await eventually(call, 30_000, 1_000);
+    const load = new ClosedLoopLoad(12, call);
+    const outcomes = await scaleUnderLoad(model, 3, async () => [await load.stop()]);
+    console.log(`      KEDA on waiting requests: 1 → 3 pods under load, ${outcomes[0]!.sent} requests, 0 failed`);
+    await scaledDownWhenIdle(model);
     await run(`kubectl delete -f examples/models/${model}.yaml`);
   });
 
