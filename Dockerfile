@@ -19,6 +19,7 @@ COPY cli cli
 COPY lib lib
 COPY dataplane dataplane
 COPY operator operator
+COPY activator activator
 COPY proto proto
 COPY e2e e2e
 COPY bench bench
@@ -50,6 +51,7 @@ COPY --from=build /src/dist/cli dist/cli
 COPY --from=build /src/dist/lib dist/lib
 COPY --from=build /src/dist/dataplane/src dist/dataplane/src
 COPY --from=build /src/dist/operator/src dist/operator/src
+COPY --from=build /src/dist/activator/src dist/activator/src
 COPY --from=build /src/dist/proto dist/proto
 COPY --from=build /src/proto proto
 COPY dataplane/python dataplane/python

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT, type TestCluster } from "../../../e2e/cluster/cluster.js";
 import { testCluster } from "../../../e2e/cluster/mocha-global.js";
@@ -240,6 +241,23 @@ describe("DynamoKserveModel CRD (real API server)", function () {
     const example = join(REPO_ROOT, "examples", "models", "identity-fp32.yaml");
     const output = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", example);
     assert.match(output, /dynamokservemodel\.dynamokserve\.dev\/identity-fp32 created \(server dry run\)/);
+  });
+
+  it("accepts every example model the guides apply", () => {
+    for (const name of readdirSync(join(REPO_ROOT, "examples", "models")).filter((file) => file.endsWith(".yaml"))) {
+      const output = cluster.kubectl(
+        "apply",
+        "--dry-run=server",
+        "-n",
+        namespace,
+        "-f",
+        join(REPO_ROOT, "examples", "models", name),
+      );
+      assert.match(
+        output,
+        new RegExp(`dynamokservemodel\\.dynamokserve\\.dev/${name.replace(".yaml", "")} created \\(server dry run\\)`),
+      );
+    }
   });
 
   it("publishes a description for every field (what kubectl explain shows)", async () => {
