@@ -534,14 +534,6 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     await run(commands[0]!.replace("http://prometheus-operated.monitoring:9090", prometheus!.url));
     await run(commands[1]!);
     await run(`kubectl wait dkm/${model} --for=condition=Ready --timeout=180s`);
-    await eventually(
-      async () => {
-        await prometheus!.syncConfigSecret();
-        assert.ok((await prometheus!.scrapeJobs()).includes(`serviceMonitor/default/${model}/0`));
-      },
-      90_000,
-      1_000,
-    );
     const current = () =>
       cluster!.kubectlGet<{
         status?: {
@@ -552,7 +544,26 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       }>("dkm", model);
     const replicasWanted = () =>
       cluster!.kubectlGet<{ spec?: { replicas?: number } }>("deployment", model).spec?.replicas;
-    // KEDA reads the triggers (Ready), then, with no request for the cooldown, takes the last pod away.
+    // One request while the pod runs (a model just made is not taken to zero before its
+    // cooldown); then, with none for the cooldown, KEDA takes the last pod away.
+    const { clusterIP } = cluster!.kubectlGet<V1Service>("service", model).spec ?? {};
+    const generate = `http://${clusterIP}:8000/v2/models/${model}/generate`;
+    const call = async (): Promise<void> => {
+      const response = await fetch(generate, { method: "POST", body: JSON.stringify({ text_input: "load" }) });
+      await response.text();
+      if (response.status !== 200) throw new Error(`generate: HTTP ${response.status}`);
+    };
+    // kube-proxy programs the new ClusterIP within its sync period.
+    await eventually(call, 30_000, 1_000);
+    assert.equal(replicasWanted(), 1, "a model just made is not taken to zero before its cooldown");
+    await eventually(
+      async () => {
+        await prometheus!.syncConfigSecret();
+        assert.ok((await prometheus!.scrapeJobs()).includes(`serviceMonitor/default/${model}/0`));
+      },
+      90_000,
+      1_000,
+    );
     const idleSince = Date.now();
     await eventually(
       () => {
@@ -563,6 +574,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       2_000,
     );
     const idleSeconds = Math.round((Date.now() - idleSince) / 1000);
+    assert.ok(idleSeconds >= 30, `scaled to zero ${idleSeconds} s after the last request, before the 30 s cooldown`);
     assert.match(await run(commands[2]!), new RegExp(`^${model}\\s.*\\bTrue\\b`, "m"));
     assert.match(await run(commands[3]!), /KEDA ScaledToZero/);
     // Ready at zero: the activator stands in for the pods (the Service reaches it).
@@ -577,7 +589,6 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     );
 
     // Three clients at once through the Service while no pod runs; each is held, then served.
-    const { clusterIP } = cluster!.kubectlGet<V1Service>("service", model).spec ?? {};
     const wakeStart = Date.now();
     const elapsed = (): number => Math.round((Date.now() - wakeStart) / 100) / 10;
     const tritonclient = promisify(execFile)(
@@ -632,13 +643,6 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     }
 
     // Queue depth: 12 clients, the mocker runs 2 sequences per pod, the rest wait; 2 waiting per pod is the target.
-    const generate = `http://${clusterIP}:8000/v2/models/${model}/generate`;
-    const call = async (): Promise<void> => {
-      const response = await fetch(generate, { method: "POST", body: JSON.stringify({ text_input: "load" }) });
-      await response.text();
-      if (response.status !== 200) throw new Error(`generate: HTTP ${response.status}`);
-    };
-    await eventually(call, 30_000, 1_000);
     const load = new ClosedLoopLoad(12, call);
     const outcomes = await scaleUnderLoad(model, 3, async () => [await load.stop()]);
     console.log(`      KEDA on waiting requests: 1 → 3 pods under load, ${outcomes[0]!.sent} requests, 0 failed`);

@@ -41,6 +41,7 @@ export interface ScaledObject extends KubernetesObject {
     maxReplicaCount: number;
     pollingInterval: number;
     cooldownPeriod: number;
+    initialCooldownPeriod: number;
     advanced?: { horizontalPodAutoscalerConfig: { behavior: object } };
     triggers: ScaledObjectTrigger[];
   };
@@ -102,6 +103,7 @@ export function dataplaneScaledObject(
   const minReplicas = autoscaling.minReplicas ?? SPEC_DEFAULTS.autoscaling.minReplicas;
   const keda = autoscaling.keda ?? {};
   const scoped: ScopedInputs = { ...inputs, namespace: owner.metadata.namespace };
+  const cooldown = keda.cooldownSeconds ?? SPEC_DEFAULTS.autoscaling.keda.cooldownSeconds;
   return {
     apiVersion: SCALED_OBJECT_KIND.apiVersion,
     kind: SCALED_OBJECT_KIND.kind,
@@ -117,7 +119,9 @@ export function dataplaneScaledObject(
       minReplicaCount: minReplicas,
       maxReplicaCount: autoscaling.maxReplicas,
       pollingInterval: keda.pollingIntervalSeconds ?? SPEC_DEFAULTS.autoscaling.keda.pollingIntervalSeconds,
-      cooldownPeriod: keda.cooldownSeconds ?? SPEC_DEFAULTS.autoscaling.keda.cooldownSeconds,
+      cooldownPeriod: cooldown,
+      // A model just made is not taken to zero before anyone could use it: the same idle time.
+      initialCooldownPeriod: cooldown,
       ...(autoscaling.behavior !== undefined
         ? { advanced: { horizontalPodAutoscalerConfig: { behavior: autoscaling.behavior } } }
         : {}),
