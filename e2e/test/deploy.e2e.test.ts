@@ -223,6 +223,27 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     return outcomes;
   };
 
+  /** Waits until Prometheus scrapes the model (its ServiceMonitor's job; the test carries the config Secret to the reloader). */
+  const scrapedByPrometheus = (model: string): Promise<void> =>
+    eventually(
+      async () => {
+        await prometheus!.syncConfigSecret();
+        assert.ok((await prometheus!.scrapeJobs()).includes(`serviceMonitor/default/${model}/0`));
+      },
+      90_000,
+      1_000,
+    );
+
+  /** One KServe v2 generate call on a simulated LLM through its Service's ClusterIP; throws unless 200. */
+  const generateCall = (clusterIP: string | undefined, model: string) => async (): Promise<void> => {
+    const response = await fetch(`http://${clusterIP}:8000/v2/models/${model}/generate`, {
+      method: "POST",
+      body: JSON.stringify({ text_input: "load" }),
+    });
+    await response.text();
+    if (response.status !== 200) throw new Error(`generate: HTTP ${response.status}`);
+  };
+
   /** Waits until the HPA has taken the idle model back to 1 pod (the examples' 30 s stabilization window). */
   const scaledDownWhenIdle = (model: string): Promise<void> =>
     eventually(
@@ -421,14 +442,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     );
     await run(`kubectl apply -f examples/models/${model}.yaml`);
     await run(`kubectl wait dkm/${model} --for=condition=Ready --timeout=180s`);
-    await eventually(
-      async () => {
-        await prometheus!.syncConfigSecret();
-        assert.ok((await prometheus!.scrapeJobs()).includes(`serviceMonitor/default/${model}/0`));
-      },
-      90_000,
-      1_000,
-    );
+    await scrapedByPrometheus(model);
     const ourPods = (values: { describedObject: { name: string }; value: string }[]) =>
       values.filter((value) => value.describedObject.name.startsWith(`${model}-`));
     // An idle pod says 0 through the whole chain (not "missing", which an HPA reads otherwise).
@@ -444,13 +458,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       2_000,
     );
 
-    const service = cluster!.kubectlGet<V1Service>("service", model);
-    const generate = `http://${service.spec?.clusterIP}:8000/v2/models/${model}/generate`;
-    const call = async (): Promise<void> => {
-      const response = await fetch(generate, { method: "POST", body: JSON.stringify({ text_input: "load" }) });
-      await response.text();
-      if (response.status !== 200) throw new Error(`generate: HTTP ${response.status}`);
-    };
+    const call = generateCall(cluster!.kubectlGet<V1Service>("service", model).spec?.clusterIP, model);
     // kube-proxy programs the new ClusterIP within its sync period.
     await eventually(call, 30_000, 1_000);
     // 12 clients, each keeping one ~1 s request in flight: 12 in flight, 4 per pod is 3 pods.
@@ -547,23 +555,11 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     // One request while the pod runs (a model just made is not taken to zero before its
     // cooldown); then, with none for the cooldown, KEDA takes the last pod away.
     const { clusterIP } = cluster!.kubectlGet<V1Service>("service", model).spec ?? {};
-    const generate = `http://${clusterIP}:8000/v2/models/${model}/generate`;
-    const call = async (): Promise<void> => {
-      const response = await fetch(generate, { method: "POST", body: JSON.stringify({ text_input: "load" }) });
-      await response.text();
-      if (response.status !== 200) throw new Error(`generate: HTTP ${response.status}`);
-    };
+    const call = generateCall(clusterIP, model);
     // kube-proxy programs the new ClusterIP within its sync period.
     await eventually(call, 30_000, 1_000);
     assert.equal(replicasWanted(), 1, "a model just made is not taken to zero before its cooldown");
-    await eventually(
-      async () => {
-        await prometheus!.syncConfigSecret();
-        assert.ok((await prometheus!.scrapeJobs()).includes(`serviceMonitor/default/${model}/0`));
-      },
-      90_000,
-      1_000,
-    );
+    await scrapedByPrometheus(model);
     const idleSince = Date.now();
     await eventually(
       () => {

@@ -40,6 +40,9 @@ export type DynamoKserveModel = ApiObject<typeof KIND, DynamoKserveModelSpec, Dy
 
 export type Condition = NonNullable<DynamoKserveModelStatus["conditions"]>[number];
 
+/** What a condition says (its type, generation and times are added where it is set). */
+export type ConditionValue = Pick<Condition, "status" | "reason" | "message">;
+
 /** The condition types this operator sets on a DynamoKserveModel. */
 export const CONDITION_TYPES = [
   "Ready",

@@ -2,7 +2,15 @@ import type { V1Deployment, V1Role, V1RoleBinding, V1Service, V1ServiceAccount }
 import { ACTIVATOR_OPTIONS, activatorArguments } from "../../../lib/contract/activator.js";
 import type { Owner } from "../api/objects.js";
 import { SPEC_DEFAULTS } from "../api/v1alpha1.js";
-import { portsOf, secretVolume, type BuildSettings, type DataplaneSpec, type MountedVolume } from "./dataplane-pods.js";
+import {
+  HARDENED_CONTAINER,
+  HARDENED_POD,
+  portsOf,
+  secretVolume,
+  type BuildSettings,
+  type DataplaneSpec,
+  type MountedVolume,
+} from "./dataplane-pods.js";
 import { OPERATOR_NAME } from "../api/objects.js";
 import type { OwnedKind } from "../kube/owned.js";
 import { MANAGED_BY_LABEL, ownedMetadata, ownerLabel, serviceLabel } from "./names.js";
@@ -73,7 +81,6 @@ export interface ActivatorInputs {
 
 const AUTH_MOUNT = "/etc/dynamo-kserve/auth";
 const TLS_MOUNT = "/etc/dynamo-kserve/tls";
-const UNPRIVILEGED_USER = 65532;
 /** The least the activator needs: to see the owner's pods come and go. */
 const POD_WATCH_VERBS = ["get", "list", "watch"];
 
@@ -204,13 +211,7 @@ export function activatorDeployment(
           automountServiceAccountToken: true,
           enableServiceLinks: false,
           terminationGracePeriodSeconds: holdTimeoutSecs + 10,
-          securityContext: {
-            runAsNonRoot: true,
-            runAsUser: UNPRIVILEGED_USER,
-            runAsGroup: UNPRIVILEGED_USER,
-            fsGroup: UNPRIVILEGED_USER,
-            seccompProfile: { type: "RuntimeDefault" },
-          },
+          securityContext: HARDENED_POD,
           containers: [
             {
               name: "activator",
@@ -237,13 +238,7 @@ export function activatorDeployment(
                 failureThreshold: 3,
               },
               resources: { requests: { cpu: "10m", memory: "96Mi" }, limits: { memory: "256Mi" } },
-              securityContext: {
-                allowPrivilegeEscalation: false,
-                readOnlyRootFilesystem: true,
-                runAsNonRoot: true,
-                capabilities: { drop: ["ALL"] },
-                seccompProfile: { type: "RuntimeDefault" },
-              },
+              securityContext: HARDENED_CONTAINER,
               ...(mounted.length > 0 ? { volumeMounts: mounted.map(({ mount }) => mount) } : {}),
             },
           ],

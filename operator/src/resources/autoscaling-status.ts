@@ -1,13 +1,18 @@
 import type { V1Deployment } from "@kubernetes/client-node";
-import type { AutoscalingPlanned } from "./dataplane.js";
 import type { ScaledObject, ScaledObjectCondition } from "./scaled-object.js";
-import type { ConditionValue } from "./status.js";
+import type { ConditionValue } from "../api/v1alpha1.js";
 
 /**
  * What spec.autoscaling's objects say, for both kinds' status: the AutoscalerReady
  * condition (KEDA's own conditions read back), ScaledToZero, the word or two `kubectl get`
  * shows, and availability at zero (the activator standing in). Pure.
  */
+
+/**
+ * What a plan does about spec.autoscaling: nothing asked, an HPA, KEDA's objects, or
+ * nothing written because KEDA is missing or no Prometheus is known to its triggers.
+ */
+export type AutoscalingPlanned = "None" | "HPA" | "KEDA" | "KEDANotInstalled" | "PrometheusAddressMissing";
 
 /** What became of the autoscaling objects in a reconcile. */
 export interface AutoscalingObserved {

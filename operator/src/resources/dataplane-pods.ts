@@ -8,7 +8,9 @@ import type {
   V1EnvFromSource,
   V1EnvVar,
   V1PodDisruptionBudget,
+  V1PodSecurityContext,
   V1PodSpec,
+  V1SecurityContext,
   V1ResourceRequirements,
   V1Service,
   V1Toleration,
@@ -51,6 +53,24 @@ export interface BuildSettings {
 }
 
 const UNPRIVILEGED_USER = 65532;
+
+/** Every pod the operator runs (data planes, activators): an unprivileged user, the runtime's seccomp profile. */
+export const HARDENED_POD: V1PodSecurityContext = {
+  runAsNonRoot: true,
+  runAsUser: UNPRIVILEGED_USER,
+  runAsGroup: UNPRIVILEGED_USER,
+  fsGroup: UNPRIVILEGED_USER,
+  seccompProfile: { type: "RuntimeDefault" },
+};
+
+/** Every container the operator runs: no privilege to gain, no capability, a read-only root. */
+export const HARDENED_CONTAINER: V1SecurityContext = {
+  allowPrivilegeEscalation: false,
+  readOnlyRootFilesystem: true,
+  runAsNonRoot: true,
+  capabilities: { drop: ["ALL"] },
+  seccompProfile: { type: "RuntimeDefault" },
+};
 
 /** A Kubernetes type the CRD leaves open (validated by the API server where it is used). */
 const asKubernetes = <T>(value: unknown): T => value as T;
@@ -358,13 +378,7 @@ export function dataplaneDeployment(
           terminationGracePeriodSeconds: shutdown.drainDelaySeconds + shutdown.gracePeriodSeconds + 5,
           automountServiceAccountToken: false,
           enableServiceLinks: false,
-          securityContext: {
-            runAsNonRoot: true,
-            runAsUser: UNPRIVILEGED_USER,
-            runAsGroup: UNPRIVILEGED_USER,
-            fsGroup: UNPRIVILEGED_USER,
-            seccompProfile: { type: "RuntimeDefault" },
-          },
+          securityContext: HARDENED_POD,
           containers: [
             {
               name: "dataplane",
@@ -382,13 +396,7 @@ export function dataplaneDeployment(
               ],
               ...probes,
               ...(spec.resources !== undefined ? { resources: quantities(spec.resources) } : {}),
-              securityContext: {
-                allowPrivilegeEscalation: false,
-                readOnlyRootFilesystem: true,
-                runAsNonRoot: true,
-                capabilities: { drop: ["ALL"] },
-                seccompProfile: { type: "RuntimeDefault" },
-              },
+              securityContext: HARDENED_CONTAINER,
               volumeMounts: volumes.map(({ mount }) => mount),
             },
           ],

@@ -28,6 +28,7 @@ import {
   type DataplaneSpec,
 } from "./dataplane-pods.js";
 import { dataplaneScaledObject, SCALED_OBJECT_KIND } from "./scaled-object.js";
+import type { AutoscalingPlanned } from "./autoscaling-status.js";
 import { CONFIG_MAP_KIND } from "./model.js";
 import { desiredServiceMonitor, SERVICE_MONITOR_KIND } from "./service-monitor.js";
 import type { MonitoringOutcome } from "./status.js";
@@ -92,11 +93,7 @@ export interface AutoscalingInputs {
   readonly settings: BuildSettings;
 }
 
-/**
- * What the plan does about spec.autoscaling: nothing asked, an HPA, KEDA's objects, or
- * nothing written because KEDA is missing or no Prometheus is known to its triggers.
- */
-export type AutoscalingPlanned = "None" | "HPA" | "KEDA" | "KEDANotInstalled" | "PrometheusAddressMissing";
+export type { AutoscalingPlanned };
 
 /**
  * What runs: the ConfigMaps the pods mount (applied before the Deployment, so a new pod

@@ -1,6 +1,12 @@
 import type { V1Deployment } from "@kubernetes/client-node";
 import type { Transition } from "../api/objects.js";
-import type { Condition, ConditionType, DynamoKserveModel, DynamoKserveModelStatus } from "../api/v1alpha1.js";
+import type {
+  Condition,
+  ConditionType,
+  ConditionValue,
+  DynamoKserveModel,
+  DynamoKserveModelStatus,
+} from "../api/v1alpha1.js";
 import type { ConfigCheck } from "./model-config.js";
 import { objectNames, selectorTextFor, servedModelName } from "./names.js";
 import { endpointsOf } from "./dataplane-pods.js";
@@ -49,7 +55,7 @@ export type PoolOutcome =
   | { readonly state: "CRDNotInstalled" }
   | { readonly state: "NameTaken"; readonly name: string };
 
-export type ConditionValue = Pick<Condition, "status" | "reason" | "message">;
+export type { ConditionValue };
 
 /**
  * Conditions from their values, keeping each one's lastTransitionTime while its status
