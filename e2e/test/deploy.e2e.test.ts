@@ -559,8 +559,18 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     // kube-proxy programs the new ClusterIP within its sync period.
     await eventually(call, 30_000, 1_000);
     assert.equal(replicasWanted(), 1, "a model just made is not taken to zero before its cooldown");
+    // Requests while Prometheus scrapes the pod, until KEDA has seen the model in use.
     await scrapedByPrometheus(model);
-    const idleSince = Date.now();
+    let idleSince = Date.now();
+    await eventually(
+      async () => {
+        await call();
+        idleSince = Date.now();
+        assert.equal((await keda!.condition("default", model, "Active"))?.status, "True");
+      },
+      120_000,
+      2_000,
+    );
     await eventually(
       () => {
         assert.equal(replicasWanted(), 0);
