@@ -214,7 +214,7 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     const parsed = JSON.parse(table.body) as { columnDefinitions: { name: string }[]; rows: { cells: unknown[] }[] };
     assert.deepEqual(
       parsed.columnDefinitions.map((column) => column.name),
-      ["Name", "Ready", "Models", "Endpoint", "Age"],
+      ["Name", "Ready", "Models", "Endpoint", "Replicas", "Autoscaler", "Age"],
     );
     assert.deepEqual(parsed.rows[0]?.cells.slice(0, 4), [
       "triton-models",
