@@ -253,6 +253,17 @@ describe("desired-state builders (golden objects)", () => {
         activatorScaler: "ident-activator.models.svc:9090",
       }),
     );
+    // KEDA reads the activity trigger once a polling interval: its window spans the whole gap
+    // since the last read (and a scrape's lag), so requests between two reads keep the model up.
+    const slowPolling = model({
+      monitoring: {},
+      autoscaling: { class: "KEDA", minReplicas: 0, maxReplicas: 3, keda: { pollingIntervalSeconds: 120 } },
+    });
+    const activity = dataplaneScaledObject(slowPolling, slowPolling.spec, "ident", inputs)?.spec.triggers.find(
+      (trigger) => trigger.name === "recent-requests",
+    );
+    const window = /\[(\d+)s\]\)\)$/.exec(activity?.metadata["query"] ?? "")?.[1];
+    assert.ok(Number(window) >= 120 + 5, `window ${window}s shorter than the polling interval and a scrape`);
     // At one pod or more: no activity trigger, no activator; KEDA's defaults for polling and cooldown.
     const atOne = model({ monitoring: {}, autoscaling: { class: "KEDA", maxReplicas: 3, targetWaitingRequests: 2 } });
     const scaled = dataplaneScaledObject(atOne, atOne.spec, "ident", { ...inputs, scrapeIntervalSeconds: 30 });
