@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { V1ConfigMap, V1Deployment } from "@kubernetes/client-node";
+import type { V1ConfigMap, V1Deployment, V1Service } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { parseText } from "../../../lib/model-repository/config.js";
@@ -30,6 +30,7 @@ import {
 import { autoscalingStatus, availabilityAtZero } from "../../src/resources/autoscaling-status.js";
 import { dataplanePlan, type AutoscalingInputs } from "../../src/resources/dataplane.js";
 import { dataplaneService } from "../../src/resources/dataplane-pods.js";
+import { autoscalingInputs } from "../../src/controllers/autoscaling.js";
 import type { PlannedObject } from "../../src/kube/owned.js";
 import { IDENTITY_CONFIG } from "../fixtures/kube.js";
 
@@ -395,6 +396,66 @@ describe("desired-state builders (golden objects)", () => {
     );
     assert.deepEqual(kinds(kept.autoscaling), ["keep ScaledObject"]);
     assert.equal(kept.activation.length, 5);
+  });
+
+  it("turning scale to zero off while no pod is ready keeps the activator, the Service's label and the pods' until one is", () => {
+    const settings = { dataplaneImage: "i" };
+    const serviceLabel = "dynamokserve.dev/model-service";
+    const live = (readyReplicas: number) => {
+      const objects: Record<string, object> = {
+        "Service/ident": { spec: { selector: { [serviceLabel]: "ident" } } },
+        "Deployment/ident": {
+          metadata: { generation: 4 },
+          spec: { replicas: 0, template: { metadata: { labels: { [serviceLabel]: "ident" } } } },
+          status: { observedGeneration: 4, readyReplicas },
+        },
+      };
+      return {
+        installed: () => true,
+        get: <T,>(kind: { kind: string }, _namespace: string, name: string) =>
+          objects[`${kind.kind}/${name}`] as T | undefined,
+      };
+    };
+    // Scale to zero turned off (minReplicas 1) while the model is at zero.
+    const atOne = model({
+      monitoring: {},
+      autoscaling: { class: "KEDA", minReplicas: 1, maxReplicas: 3, targetWaitingRequests: 2 },
+    });
+    const planAt = (readyReplicas: number) =>
+      dataplanePlan(
+        {
+          owner: atOne,
+          name: "ident",
+          tls: false,
+          autoscaling: autoscalingInputs(atOne, "ident", {
+            owned: live(readyReplicas) as never,
+            settings: { ...settings, kedaPrometheusAddress: "http://prometheus:9090" },
+            activator: {},
+          }),
+        },
+        { configMaps: [], deployment: desiredDeployment(atOne, settings) },
+      );
+    const applied = (plan: ReturnType<typeof planAt>, kind: string) =>
+      plan.dataplane.flatMap((entry) => ("apply" in entry && entry.apply.kind === kind ? [entry.apply] : []))[0];
+    const waking = planAt(0);
+    // The Service still reaches the activator (else it selects nothing until a pod is ready)...
+    assert.deepEqual((applied(waking, "Service") as V1Service).spec?.selector, { [serviceLabel]: "ident" });
+    // ...which stays, and the pods that start carry the label the Service selects.
+    assert.equal(waking.activation.length, 5);
+    assert.equal(
+      (applied(waking, "Deployment") as V1Deployment).spec?.template.metadata?.labels?.[serviceLabel],
+      "ident",
+    );
+    // Once a pod is ready: the pod selector again, the activator pruned, the label gone.
+    const served = planAt(1);
+    assert.deepEqual((applied(served, "Service") as V1Service).spec?.selector, {
+      "dynamokserve.dev/model": "ident",
+    });
+    assert.deepEqual(served.activation, []);
+    assert.equal(
+      (applied(served, "Deployment") as V1Deployment).spec?.template.metadata?.labels?.[serviceLabel],
+      undefined,
+    );
   });
 
   it("says what the autoscaler does: KEDA's conditions read back, scaled to zero, ready while the activator stands in", () => {
