@@ -24,6 +24,7 @@ import {
   dataplaneDisruptionBudget,
   dataplaneService,
   scalesToZero,
+  withSharedServiceLabel,
   type BuildSettings,
   type DataplaneSpec,
 } from "./dataplane-pods.js";
@@ -90,6 +91,12 @@ export interface AutoscalingInputs {
    * pod carries the Service label (the Deployment rolled), so switching never empties it.
    */
   readonly serviceReachesActivator: boolean;
+  /**
+   * Scale to zero was turned off while the Service selects the activator and no data-plane pod
+   * is ready: the activator, the Service's selector and the pods' label stay until one is, so
+   * the Service never selects nothing while the model wakes.
+   */
+  readonly leavingZero?: boolean;
   readonly settings: BuildSettings;
 }
 
@@ -122,12 +129,13 @@ export function dataplanePlan(dataplane: DataplaneOwner, workload: DataplaneWork
   const { owner, name, tls } = dataplane;
   const autoscalingPlanned = autoscalingPlannedOf(dataplane);
   const toZero = autoscalingPlanned === "KEDA" && scalesToZero(owner.spec);
+  const leaving = !toZero && dataplane.autoscaling.leavingZero === true;
   const service = dataplaneService(
     owner,
     owner.spec,
     name,
     tls,
-    toZero && dataplane.autoscaling.serviceReachesActivator,
+    (toZero && dataplane.autoscaling.serviceReachesActivator) || leaving,
   );
   const budget = dataplaneDisruptionBudget(owner, owner.spec, name);
   const autoscaler = dataplaneAutoscaler(owner, owner.spec, name);
@@ -141,7 +149,7 @@ export function dataplanePlan(dataplane: DataplaneOwner, workload: DataplaneWork
       ]
     : [
         ...workload.configMaps.map((configMap) => ({ apply: configMap })),
-        { apply: workload.deployment },
+        { apply: leaving ? withSharedServiceLabel(owner, workload.deployment) : workload.deployment },
         ...(budget !== undefined ? [{ apply: budget }] : []),
         ...(autoscaler !== undefined ? [{ apply: autoscaler }] : []),
       ];
@@ -150,7 +158,7 @@ export function dataplanePlan(dataplane: DataplaneOwner, workload: DataplaneWork
     monitoring: owner.spec.monitoring !== undefined ? [{ apply: desiredServiceMonitor(owner, name) }] : [],
     // A refused config keeps what scales the running pods, as it keeps the pods.
     autoscaling: keep ? [{ keep: SCALED_OBJECT_KIND, name }] : kedaGroup(dataplane, autoscalingPlanned),
-    activation: keep ? keepActivator(name) : toZero ? activatorGroup(dataplane) : [],
+    activation: keep ? keepActivator(name) : toZero || leaving ? activatorGroup(dataplane) : [],
     autoscalingPlanned,
   };
 }

@@ -126,7 +126,10 @@ export function dataplaneScaledObject(
       ...(autoscaling.behavior !== undefined
         ? { advanced: { horizontalPodAutoscalerConfig: { behavior: autoscaling.behavior } } }
         : {}),
-      triggers: [...loadTriggers(autoscaling, scoped), ...(minReplicas === 0 ? activationTriggers(scoped, polling) : [])],
+      triggers: [
+        ...loadTriggers(autoscaling, scoped),
+        ...(minReplicas === 0 ? activationTriggers(scoped, polling) : []),
+      ],
     },
   };
 }

@@ -412,7 +412,7 @@ describe("desired-state builders (golden objects)", () => {
       };
       return {
         installed: () => true,
-        get: <T,>(kind: { kind: string }, _namespace: string, name: string) =>
+        get: <T>(kind: { kind: string }, _namespace: string, name: string) =>
           objects[`${kind.kind}/${name}`] as T | undefined,
       };
     };
