@@ -446,12 +446,35 @@ describe("desired-state builders (golden objects)", () => {
       (applied(waking, "Deployment") as V1Deployment).spec?.template.metadata?.labels?.[serviceLabel],
       "ident",
     );
+    // Nothing else lifts a Deployment at zero (an HPA is disabled at zero replicas): one pod, then the autoscaler's count.
+    for (const autoscaling of [
+      atOne.spec.autoscaling!,
+      { class: "HPA" as const, minReplicas: 2, maxReplicas: 3, targetInflightRequests: 4 },
+    ]) {
+      const leaving = model({ monitoring: {}, autoscaling });
+      const plan = dataplanePlan(
+        {
+          owner: leaving,
+          name: "ident",
+          tls: false,
+          autoscaling: autoscalingInputs(leaving, "ident", {
+            owned: live(0) as never,
+            settings: { ...settings, kedaPrometheusAddress: "http://prometheus:9090" },
+            activator: {},
+          }),
+        },
+        { configMaps: [], deployment: desiredDeployment(leaving, settings) },
+      );
+      assert.equal((applied(plan, "Deployment") as V1Deployment).spec?.replicas, 1, JSON.stringify(autoscaling));
+      assert.equal(plan.activation.length, 5);
+    }
     // Once a pod is ready: the pod selector again, the activator pruned, the label gone.
     const served = planAt(1);
     assert.deepEqual((applied(served, "Service") as V1Service).spec?.selector, {
       "dynamokserve.dev/model": "ident",
     });
     assert.deepEqual(served.activation, []);
+    assert.equal((applied(served, "Deployment") as V1Deployment).spec?.replicas, undefined);
     assert.equal(
       (applied(served, "Deployment") as V1Deployment).spec?.template.metadata?.labels?.[serviceLabel],
       undefined,
