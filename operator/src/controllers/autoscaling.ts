@@ -42,6 +42,8 @@ export function autoscalingInputs(
     ...activatorClusterIp(owner, name, owned),
     serviceReachesActivator: scalesToZero(owner.spec) && serviceMayReachActivator(owner, name, owned),
     leavingZero: !scalesToZero(owner.spec) && leavingZero(owner, name, owned),
+    deploymentAtZero:
+      owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, owner.metadata.namespace, name)?.spec?.replicas === 0,
     settings,
   };
 }

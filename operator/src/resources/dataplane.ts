@@ -97,6 +97,8 @@ export interface AutoscalingInputs {
    * the Service never selects nothing while the model wakes.
    */
   readonly leavingZero?: boolean;
+  /** The live Deployment wants no pod (an HPA is disabled at zero replicas: nothing else lifts it). */
+  readonly deploymentAtZero?: boolean;
   readonly settings: BuildSettings;
 }
 
@@ -149,7 +151,7 @@ export function dataplanePlan(dataplane: DataplaneOwner, workload: DataplaneWork
       ]
     : [
         ...workload.configMaps.map((configMap) => ({ apply: configMap })),
-        { apply: leaving ? withSharedServiceLabel(owner, workload.deployment) : workload.deployment },
+        { apply: leaving ? leavingDeployment(dataplane, workload.deployment) : workload.deployment },
         ...(budget !== undefined ? [{ apply: budget }] : []),
         ...(autoscaler !== undefined ? [{ apply: autoscaler }] : []),
       ];
@@ -161,6 +163,18 @@ export function dataplanePlan(dataplane: DataplaneOwner, workload: DataplaneWork
     activation: keep ? keepActivator(name) : toZero || leaving ? activatorGroup(dataplane) : [],
     autoscalingPlanned,
   };
+}
+
+/**
+ * The Deployment of a data plane leaving scale to zero before a pod is ready: its pods keep
+ * the label the Service still selects, and one at zero is lifted to one pod (unless
+ * spec.replicas says otherwise) for its autoscaler to take from there. The field is applied
+ * only until a pod is ready; dropped then, it defaults to the same one.
+ */
+function leavingDeployment({ owner, autoscaling }: DataplaneOwner, deployment: V1Deployment): V1Deployment {
+  const labelled = withSharedServiceLabel(owner, deployment);
+  if (autoscaling.deploymentAtZero !== true || owner.spec.replicas !== undefined) return labelled;
+  return { ...labelled, spec: { ...labelled.spec!, replicas: 1 } };
 }
 
 function autoscalingPlannedOf({ owner, autoscaling }: DataplaneOwner): AutoscalingPlanned {
