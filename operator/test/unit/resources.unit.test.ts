@@ -468,6 +468,25 @@ describe("desired-state builders (golden objects)", () => {
       assert.equal((applied(plan, "Deployment") as V1Deployment).spec?.replicas, 1, JSON.stringify(autoscaling));
       assert.equal(plan.activation.length, 5);
     }
+    // The same when KEDA's objects cannot be written for a model still asking for zero (no
+    // Prometheus address any more, KEDA uninstalled): one pod serves through the Service.
+    const toZero = model({
+      monitoring: {},
+      autoscaling: { class: "KEDA", minReplicas: 0, maxReplicas: 3, targetWaitingRequests: 2 },
+    });
+    const orphaned = dataplanePlan(
+      {
+        owner: toZero,
+        name: "ident",
+        tls: false,
+        autoscaling: autoscalingInputs(toZero, "ident", { owned: live(0) as never, settings, activator: {} }),
+      },
+      { configMaps: [], deployment: desiredDeployment(toZero, settings) },
+    );
+    assert.equal(orphaned.autoscalingPlanned, "PrometheusAddressMissing");
+    assert.deepEqual((applied(orphaned, "Service") as V1Service).spec?.selector, { [serviceLabel]: "ident" });
+    assert.equal((applied(orphaned, "Deployment") as V1Deployment).spec?.replicas, 1);
+    assert.equal(orphaned.activation.length, 5);
     // Once a pod is ready: the pod selector again, the activator pruned, the label gone.
     const served = planAt(1);
     assert.deepEqual((applied(served, "Service") as V1Service).spec?.selector, {
