@@ -41,7 +41,7 @@ export function autoscalingInputs(
     activator: context.activator,
     ...activatorClusterIp(owner, name, owned),
     serviceReachesActivator: scalesToZero(owner.spec) && serviceMayReachActivator(owner, name, owned),
-    leavingZero: !scalesToZero(owner.spec) && leavingZero(owner, name, owned),
+    leavingZero: leavingZero(owner, name, owned),
     deploymentAtZero:
       owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, owner.metadata.namespace, name)?.spec?.replicas === 0,
     settings,
@@ -69,10 +69,11 @@ function serviceMayReachActivator(owner: Owner, name: string, owned: Pick<OwnedC
 }
 
 /**
- * Whether scale to zero is being left with nothing to serve yet: the Service still selects
- * the label the activator shares and no data-plane pod is ready. Moving the Service back to
- * the pod selector and pruning the activator now would leave it selecting nothing until the
- * first pod is ready (or for good, at zero with nothing to wake the model).
+ * Whether the activator alone can serve the Service now: it still selects the label the
+ * activator shares and no data-plane pod is ready. If scale to zero is left (turned off, or
+ * KEDA's objects can no longer be written), moving the Service back to the pod selector and
+ * pruning the activator now would leave it selecting nothing until the first pod is ready
+ * (or for good, at zero with nothing to wake the model).
  */
 function leavingZero(owner: Owner, name: string, owned: Pick<OwnedCaches, "get">): boolean {
   const { namespace } = owner.metadata;

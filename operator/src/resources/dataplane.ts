@@ -92,9 +92,10 @@ export interface AutoscalingInputs {
    */
   readonly serviceReachesActivator: boolean;
   /**
-   * Scale to zero was turned off while the Service selects the activator and no data-plane pod
-   * is ready: the activator, the Service's selector and the pods' label stay until one is, so
-   * the Service never selects nothing while the model wakes.
+   * The Service selects the label the activator shares and no data-plane pod is ready. If the
+   * plan no longer scales to zero (turned off, or KEDA's objects cannot be written), the
+   * activator, the Service's selector and the pods' label stay until a pod is ready, so the
+   * Service never selects nothing while the model wakes.
    */
   readonly leavingZero?: boolean;
   /** The live Deployment wants no pod (an HPA is disabled at zero replicas: nothing else lifts it). */
