@@ -41,6 +41,9 @@ export function autoscalingInputs(
     activator: context.activator,
     ...activatorClusterIp(owner, name, owned),
     serviceReachesActivator: scalesToZero(owner.spec) && serviceMayReachActivator(owner, name, owned),
+    leavingZero: leavingZero(owner, name, owned),
+    deploymentAtZero:
+      owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, owner.metadata.namespace, name)?.spec?.replicas === 0,
     settings,
   };
 }
@@ -63,6 +66,21 @@ function serviceMayReachActivator(owner: Owner, name: string, owned: Pick<OwnedC
     (status.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? 0) &&
     (status.updatedReplicas ?? 0) === (status.replicas ?? 0)
   );
+}
+
+/**
+ * Whether the activator alone can serve the Service now: it still selects the label the
+ * activator shares and no data-plane pod is ready. If scale to zero is left (turned off, or
+ * KEDA's objects can no longer be written), moving the Service back to the pod selector and
+ * pruning the activator now would leave it selecting nothing until the first pod is ready
+ * (or for good, at zero with nothing to wake the model).
+ */
+function leavingZero(owner: Owner, name: string, owned: Pick<OwnedCaches, "get">): boolean {
+  const { namespace } = owner.metadata;
+  const service = owned.get<V1Service & KubernetesObject>(SERVICE_KIND, namespace, name);
+  if (service?.spec?.selector?.[serviceLabel(owner)] !== owner.metadata.name) return false;
+  const deployment = owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, namespace, name);
+  return (deployment?.status?.readyReplicas ?? 0) === 0;
 }
 
 /** What became of the autoscaling objects; undefined without spec.autoscaling. */

@@ -12,7 +12,7 @@ import { objectOf, type OwnedKind, type PlanGroup, type PlannedOutcome, type Pla
 import type { OwnedCaches } from "../kube/owned-caches.js";
 import { checkModelConfig, type ConfigCheck } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames, servedModelName } from "../resources/names.js";
-import { DEPLOYMENT_KIND, type BuildSettings } from "../resources/dataplane-pods.js";
+import { DEPLOYMENT_KIND, scalesToZero, type BuildSettings } from "../resources/dataplane-pods.js";
 import { CONFIG_MAP_KIND, desiredConfigMap, desiredDeployment } from "../resources/model.js";
 import { DATAPLANE_OWNS, dataplanePlan, monitoringOutcome, type DataplanePlan } from "../resources/dataplane.js";
 import { autoscalingInputs, autoscalingObserved } from "./autoscaling.js";
@@ -287,6 +287,14 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       if (secret === undefined) return missing("SecretNotFound", `TLS Secret ${tlsSecret} does not exist`);
       if (certificate === undefined || secretText(secret, "tls.key") === undefined) {
         return missing("SecretInvalid", `TLS Secret ${tlsSecret} needs the keys tls.crt and tls.key`);
+      }
+      // The activator reaches the pods over TLS and checks their certificate against ca.crt:
+      // without it, it cannot start, and a model at zero has nothing to answer its Service.
+      if (scalesToZero(model.spec) && secretText(secret, "ca.crt") === undefined) {
+        return missing(
+          "SecretInvalid",
+          `TLS Secret ${tlsSecret} needs the key ca.crt (the CA that issued tls.crt) with autoscaling.minReplicas 0: the activator checks the pods' certificate against it`,
+        );
       }
       try {
         notAfterTime = notAfter(certificate);

@@ -148,6 +148,26 @@ function shutdownOf({ shutdown }: Pick<DataplaneSpec, "shutdown">): {
 export const scalesToZero = ({ autoscaling }: Pick<DataplaneSpec, "autoscaling">): boolean =>
   autoscaling?.class === "KEDA" && autoscaling.minReplicas === 0;
 
+/** The label the Service selects while the activator may stand in: the data-plane pods and the activator carry it. */
+export const sharedServiceLabel = (owner: Owner): Record<string, string> => ({
+  [serviceLabel(owner)]: owner.metadata.name,
+});
+
+/** The Deployment with its pods carrying the shared Service label (a data plane leaving scale to zero). */
+export function withSharedServiceLabel(owner: Owner, deployment: V1Deployment): V1Deployment {
+  const template = deployment.spec!.template;
+  return {
+    ...deployment,
+    spec: {
+      ...deployment.spec!,
+      template: {
+        ...template,
+        metadata: { ...template.metadata, labels: { ...template.metadata?.labels, ...sharedServiceLabel(owner) } },
+      },
+    },
+  };
+}
+
 export function portsOf({ spec }: { spec: Pick<DataplaneSpec, "grpcPort" | "httpPort" | "metricsPort"> }): {
   grpc: number;
   http: number;
@@ -191,7 +211,7 @@ export function dataplaneService(
     metadata: ownedMetadata(owner, name),
     spec: {
       type: "ClusterIP",
-      selector: withActivator ? { [serviceLabel(owner)]: owner.metadata.name } : selectorFor(owner),
+      selector: withActivator ? sharedServiceLabel(owner) : selectorFor(owner),
       ports: [
         {
           name: "grpc",
@@ -366,7 +386,7 @@ export function dataplaneDeployment(
             ...(spec.pod?.labels as Record<string, string> | undefined),
             ...labelsFor(owner),
             // The label the Service selects once it may also reach the activator (scale to zero).
-            ...(scalesToZero(spec) ? { [serviceLabel(owner)]: owner.metadata.name } : {}),
+            ...(scalesToZero(spec) ? sharedServiceLabel(owner) : {}),
           },
           ...(spec.pod?.annotations !== undefined
             ? { annotations: spec.pod.annotations as Record<string, string> }

@@ -24,6 +24,7 @@ import {
   dataplaneDisruptionBudget,
   dataplaneService,
   scalesToZero,
+  withSharedServiceLabel,
   type BuildSettings,
   type DataplaneSpec,
 } from "./dataplane-pods.js";
@@ -90,6 +91,15 @@ export interface AutoscalingInputs {
    * pod carries the Service label (the Deployment rolled), so switching never empties it.
    */
   readonly serviceReachesActivator: boolean;
+  /**
+   * The Service selects the label the activator shares and no data-plane pod is ready. If the
+   * plan no longer scales to zero (turned off, or KEDA's objects cannot be written), the
+   * activator, the Service's selector and the pods' label stay until a pod is ready, so the
+   * Service never selects nothing while the model wakes.
+   */
+  readonly leavingZero?: boolean;
+  /** The live Deployment wants no pod (an HPA is disabled at zero replicas: nothing else lifts it). */
+  readonly deploymentAtZero?: boolean;
   readonly settings: BuildSettings;
 }
 
@@ -122,12 +132,13 @@ export function dataplanePlan(dataplane: DataplaneOwner, workload: DataplaneWork
   const { owner, name, tls } = dataplane;
   const autoscalingPlanned = autoscalingPlannedOf(dataplane);
   const toZero = autoscalingPlanned === "KEDA" && scalesToZero(owner.spec);
+  const leaving = !toZero && dataplane.autoscaling.leavingZero === true;
   const service = dataplaneService(
     owner,
     owner.spec,
     name,
     tls,
-    toZero && dataplane.autoscaling.serviceReachesActivator,
+    (toZero && dataplane.autoscaling.serviceReachesActivator) || leaving,
   );
   const budget = dataplaneDisruptionBudget(owner, owner.spec, name);
   const autoscaler = dataplaneAutoscaler(owner, owner.spec, name);
@@ -141,7 +152,7 @@ export function dataplanePlan(dataplane: DataplaneOwner, workload: DataplaneWork
       ]
     : [
         ...workload.configMaps.map((configMap) => ({ apply: configMap })),
-        { apply: workload.deployment },
+        { apply: leaving ? leavingDeployment(dataplane, workload.deployment) : workload.deployment },
         ...(budget !== undefined ? [{ apply: budget }] : []),
         ...(autoscaler !== undefined ? [{ apply: autoscaler }] : []),
       ];
@@ -150,9 +161,21 @@ export function dataplanePlan(dataplane: DataplaneOwner, workload: DataplaneWork
     monitoring: owner.spec.monitoring !== undefined ? [{ apply: desiredServiceMonitor(owner, name) }] : [],
     // A refused config keeps what scales the running pods, as it keeps the pods.
     autoscaling: keep ? [{ keep: SCALED_OBJECT_KIND, name }] : kedaGroup(dataplane, autoscalingPlanned),
-    activation: keep ? keepActivator(name) : toZero ? activatorGroup(dataplane) : [],
+    activation: keep ? keepActivator(name) : toZero || leaving ? activatorGroup(dataplane) : [],
     autoscalingPlanned,
   };
+}
+
+/**
+ * The Deployment of a data plane leaving scale to zero before a pod is ready: its pods keep
+ * the label the Service still selects, and one at zero is lifted to one pod (unless
+ * spec.replicas says otherwise) for its autoscaler to take from there. The field is applied
+ * only until a pod is ready; dropped then, it defaults to the same one.
+ */
+function leavingDeployment({ owner, autoscaling }: DataplaneOwner, deployment: V1Deployment): V1Deployment {
+  const labelled = withSharedServiceLabel(owner, deployment);
+  if (autoscaling.deploymentAtZero !== true || owner.spec.replicas !== undefined) return labelled;
+  return { ...labelled, spec: { ...labelled.spec!, replicas: 1 } };
 }
 
 function autoscalingPlannedOf({ owner, autoscaling }: DataplaneOwner): AutoscalingPlanned {

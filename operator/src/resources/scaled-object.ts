@@ -104,6 +104,7 @@ export function dataplaneScaledObject(
   const keda = autoscaling.keda ?? {};
   const scoped: ScopedInputs = { ...inputs, namespace: owner.metadata.namespace };
   const cooldown = keda.cooldownSeconds ?? SPEC_DEFAULTS.autoscaling.keda.cooldownSeconds;
+  const polling = keda.pollingIntervalSeconds ?? SPEC_DEFAULTS.autoscaling.keda.pollingIntervalSeconds;
   return {
     apiVersion: SCALED_OBJECT_KIND.apiVersion,
     kind: SCALED_OBJECT_KIND.kind,
@@ -118,14 +119,17 @@ export function dataplaneScaledObject(
       scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name },
       minReplicaCount: minReplicas,
       maxReplicaCount: autoscaling.maxReplicas,
-      pollingInterval: keda.pollingIntervalSeconds ?? SPEC_DEFAULTS.autoscaling.keda.pollingIntervalSeconds,
+      pollingInterval: polling,
       cooldownPeriod: cooldown,
       // A model just made is not taken to zero before anyone could use it: the same idle time.
       initialCooldownPeriod: cooldown,
       ...(autoscaling.behavior !== undefined
         ? { advanced: { horizontalPodAutoscalerConfig: { behavior: autoscaling.behavior } } }
         : {}),
-      triggers: [...loadTriggers(autoscaling, scoped), ...(minReplicas === 0 ? activationTriggers(scoped) : [])],
+      triggers: [
+        ...loadTriggers(autoscaling, scoped),
+        ...(minReplicas === 0 ? activationTriggers(scoped, polling) : []),
+      ],
     },
   };
 }
@@ -155,8 +159,8 @@ function loadTriggers(autoscaling: AutoscalingSpec, inputs: ScopedInputs): Scale
  * (a model used at a low rate is never taken for idle because one scrape saw nothing in
  * flight), and the activator's held requests, pushed to KEDA the moment one is held.
  */
-function activationTriggers(inputs: ScopedInputs): ScaledObjectTrigger[] {
-  const window = `${Math.max(MIN_ACTIVITY_WINDOW_SECONDS, 4 * inputs.scrapeIntervalSeconds)}s`;
+function activationTriggers(inputs: ScopedInputs, pollingSeconds: number): ScaledObjectTrigger[] {
+  const window = `${activityWindowSeconds(inputs.scrapeIntervalSeconds, pollingSeconds)}s`;
   return [
     prometheusTrigger(
       "recent-requests",
@@ -176,6 +180,14 @@ function activationTriggers(inputs: ScopedInputs): ScaledObjectTrigger[] {
       : []),
   ];
 }
+
+/**
+ * The idle window: a few scrapes, and never shorter than the gap between two of KEDA's reads
+ * plus two scrapes (the newest samples lag by up to one): KEDA sees activity only when it
+ * reads, so a shorter window misses requests between reads and takes a used model for idle.
+ */
+const activityWindowSeconds = (scrapeSeconds: number, pollingSeconds: number): number =>
+  Math.ceil(Math.max(MIN_ACTIVITY_WINDOW_SECONDS, 4 * scrapeSeconds, pollingSeconds + 2 * scrapeSeconds));
 
 function prometheusTrigger(name: string, inputs: ScopedInputs, query: string, threshold: string): ScaledObjectTrigger {
   return {

@@ -168,6 +168,31 @@ describe("TLS and token Secrets (real API server, and a data plane serving the i
     }, 30_000);
   });
 
+  it("says a user's TLS Secret needs ca.crt when the model scales to zero (the activator checks the pods' certificate against it)", async () => {
+    const testCa = await createTestCa();
+    const pem = await testCa.issue("byo-zero", { dns: [`byo-zero.${namespace}.svc`] });
+    await kube.create(
+      secretOf(namespace, "byo-zero-cert", "kubernetes.io/tls", {
+        "tls.crt": pem.certificate,
+        "tls.key": pem.privateKey,
+      }),
+    );
+    await kube.create(
+      modelObject(namespace, "byo-zero", {
+        modelConfig: { inline: IDENTITY_CONFIG },
+        monitoring: {},
+        autoscaling: { class: "KEDA", minReplicas: 0, maxReplicas: 2, targetWaitingRequests: 2 },
+        tls: { mode: "Secret", secretName: "byo-zero-cert" },
+      }),
+    );
+    await eventually(async () => {
+      const condition = conditionOf(await model("byo-zero"), "CredentialsReady");
+      assert.equal(condition?.reason, "SecretInvalid", JSON.stringify(condition));
+      assert.match(condition?.message ?? "", /ca\.crt/);
+      assert.match(condition?.message ?? "", /minReplicas 0/);
+    }, 30_000);
+  });
+
   it("tls.mode CertManager: waits for cert-manager, requests a Certificate for the Service names, uses the Secret it fills; removes the Certificate when the mode changes", async () => {
     await kube.create(
       modelObject(namespace, "cm", {

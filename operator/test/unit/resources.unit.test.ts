@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { V1ConfigMap, V1Deployment } from "@kubernetes/client-node";
+import type { V1ConfigMap, V1Deployment, V1Service } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { parseText } from "../../../lib/model-repository/config.js";
@@ -30,6 +30,7 @@ import {
 import { autoscalingStatus, availabilityAtZero } from "../../src/resources/autoscaling-status.js";
 import { dataplanePlan, type AutoscalingInputs } from "../../src/resources/dataplane.js";
 import { dataplaneService } from "../../src/resources/dataplane-pods.js";
+import { autoscalingInputs } from "../../src/controllers/autoscaling.js";
 import type { PlannedObject } from "../../src/kube/owned.js";
 import { IDENTITY_CONFIG } from "../fixtures/kube.js";
 
@@ -253,6 +254,17 @@ describe("desired-state builders (golden objects)", () => {
         activatorScaler: "ident-activator.models.svc:9090",
       }),
     );
+    // KEDA reads the activity trigger once a polling interval: its window spans the whole gap
+    // since the last read (and a scrape's lag), so requests between two reads keep the model up.
+    const slowPolling = model({
+      monitoring: {},
+      autoscaling: { class: "KEDA", minReplicas: 0, maxReplicas: 3, keda: { pollingIntervalSeconds: 120 } },
+    });
+    const activity = dataplaneScaledObject(slowPolling, slowPolling.spec, "ident", inputs)?.spec.triggers.find(
+      (trigger) => trigger.name === "recent-requests",
+    );
+    const window = /\[(\d+)s\]\)\)$/.exec(activity?.metadata["query"] ?? "")?.[1];
+    assert.ok(Number(window) >= 120 + 5, `window ${window}s shorter than the polling interval and a scrape`);
     // At one pod or more: no activity trigger, no activator; KEDA's defaults for polling and cooldown.
     const atOne = model({ monitoring: {}, autoscaling: { class: "KEDA", maxReplicas: 3, targetWaitingRequests: 2 } });
     const scaled = dataplaneScaledObject(atOne, atOne.spec, "ident", { ...inputs, scrapeIntervalSeconds: 30 });
@@ -384,6 +396,108 @@ describe("desired-state builders (golden objects)", () => {
     );
     assert.deepEqual(kinds(kept.autoscaling), ["keep ScaledObject"]);
     assert.equal(kept.activation.length, 5);
+  });
+
+  it("turning scale to zero off while no pod is ready keeps the activator, the Service's label and the pods' until one is", () => {
+    const settings = { dataplaneImage: "i" };
+    const serviceLabel = "dynamokserve.dev/model-service";
+    const live = (readyReplicas: number) => {
+      const objects: Record<string, object> = {
+        "Service/ident": { spec: { selector: { [serviceLabel]: "ident" } } },
+        "Deployment/ident": {
+          metadata: { generation: 4 },
+          spec: { replicas: 0, template: { metadata: { labels: { [serviceLabel]: "ident" } } } },
+          status: { observedGeneration: 4, readyReplicas },
+        },
+      };
+      return {
+        installed: () => true,
+        get: <T>(kind: { kind: string }, _namespace: string, name: string) =>
+          objects[`${kind.kind}/${name}`] as T | undefined,
+      };
+    };
+    // Scale to zero turned off (minReplicas 1) while the model is at zero.
+    const atOne = model({
+      monitoring: {},
+      autoscaling: { class: "KEDA", minReplicas: 1, maxReplicas: 3, targetWaitingRequests: 2 },
+    });
+    const planAt = (readyReplicas: number) =>
+      dataplanePlan(
+        {
+          owner: atOne,
+          name: "ident",
+          tls: false,
+          autoscaling: autoscalingInputs(atOne, "ident", {
+            owned: live(readyReplicas) as never,
+            settings: { ...settings, kedaPrometheusAddress: "http://prometheus:9090" },
+            activator: {},
+          }),
+        },
+        { configMaps: [], deployment: desiredDeployment(atOne, settings) },
+      );
+    const applied = (plan: ReturnType<typeof planAt>, kind: string) =>
+      plan.dataplane.flatMap((entry) => ("apply" in entry && entry.apply.kind === kind ? [entry.apply] : []))[0];
+    const waking = planAt(0);
+    // The Service still reaches the activator (else it selects nothing until a pod is ready)...
+    assert.deepEqual((applied(waking, "Service") as V1Service).spec?.selector, { [serviceLabel]: "ident" });
+    // ...which stays, and the pods that start carry the label the Service selects.
+    assert.equal(waking.activation.length, 5);
+    assert.equal(
+      (applied(waking, "Deployment") as V1Deployment).spec?.template.metadata?.labels?.[serviceLabel],
+      "ident",
+    );
+    // Nothing else lifts a Deployment at zero (an HPA is disabled at zero replicas): one pod, then the autoscaler's count.
+    for (const autoscaling of [
+      atOne.spec.autoscaling!,
+      { class: "HPA" as const, minReplicas: 2, maxReplicas: 3, targetInflightRequests: 4 },
+    ]) {
+      const leaving = model({ monitoring: {}, autoscaling });
+      const plan = dataplanePlan(
+        {
+          owner: leaving,
+          name: "ident",
+          tls: false,
+          autoscaling: autoscalingInputs(leaving, "ident", {
+            owned: live(0) as never,
+            settings: { ...settings, kedaPrometheusAddress: "http://prometheus:9090" },
+            activator: {},
+          }),
+        },
+        { configMaps: [], deployment: desiredDeployment(leaving, settings) },
+      );
+      assert.equal((applied(plan, "Deployment") as V1Deployment).spec?.replicas, 1, JSON.stringify(autoscaling));
+      assert.equal(plan.activation.length, 5);
+    }
+    // The same when KEDA's objects cannot be written for a model still asking for zero (no
+    // Prometheus address any more, KEDA uninstalled): one pod serves through the Service.
+    const toZero = model({
+      monitoring: {},
+      autoscaling: { class: "KEDA", minReplicas: 0, maxReplicas: 3, targetWaitingRequests: 2 },
+    });
+    const orphaned = dataplanePlan(
+      {
+        owner: toZero,
+        name: "ident",
+        tls: false,
+        autoscaling: autoscalingInputs(toZero, "ident", { owned: live(0) as never, settings, activator: {} }),
+      },
+      { configMaps: [], deployment: desiredDeployment(toZero, settings) },
+    );
+    assert.equal(orphaned.autoscalingPlanned, "PrometheusAddressMissing");
+    assert.deepEqual((applied(orphaned, "Service") as V1Service).spec?.selector, { [serviceLabel]: "ident" });
+    assert.equal((applied(orphaned, "Deployment") as V1Deployment).spec?.replicas, 1);
+    assert.equal(orphaned.activation.length, 5);
+    // Once a pod is ready: the pod selector again, the activator pruned, the label gone.
+    const served = planAt(1);
+    assert.deepEqual((applied(served, "Service") as V1Service).spec?.selector, {
+      "dynamokserve.dev/model": "ident",
+    });
+    assert.deepEqual(served.activation, []);
+    assert.equal((applied(served, "Deployment") as V1Deployment).spec?.replicas, undefined);
+    assert.equal(
+      (applied(served, "Deployment") as V1Deployment).spec?.template.metadata?.labels?.[serviceLabel],
+      undefined,
+    );
   });
 
   it("says what the autoscaler does: KEDA's conditions read back, scaled to zero, ready while the activator stands in", () => {
