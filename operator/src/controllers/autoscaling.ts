@@ -32,7 +32,12 @@ export function autoscalingInputs(
   },
 ): AutoscalingInputs {
   const { owned, settings } = context;
+  const { namespace, name: ownerName } = owner.metadata;
   const interval = owner.spec.monitoring?.interval ?? SPEC_DEFAULTS.monitoring.interval;
+  // The live Service and Deployment, read once: what the Service selects and how far the pods are.
+  const service = owned.get<V1Service & KubernetesObject>(SERVICE_KIND, namespace, name);
+  const deployment = owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, namespace, name);
+  const selectsShared = service?.spec?.selector?.[serviceLabel(owner)] === ownerName;
   return {
     kedaInstalled: owned.installed(SCALED_OBJECT_KIND),
     prometheusAddress: owner.spec.autoscaling?.keda?.prometheusAddress ?? settings.kedaPrometheusAddress,
@@ -40,47 +45,31 @@ export function autoscalingInputs(
     scrapeIntervalSeconds: durationSeconds(interval),
     activator: context.activator,
     ...activatorClusterIp(owner, name, owned),
-    serviceReachesActivator: scalesToZero(owner.spec) && serviceMayReachActivator(owner, name, owned),
-    leavingZero: leavingZero(owner, name, owned),
-    deploymentAtZero:
-      owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, owner.metadata.namespace, name)?.spec?.replicas === 0,
+    // The switch sticks once made; before, it waits until every pod carries the label.
+    serviceReachesActivator: scalesToZero(owner.spec) && (selectsShared || rolledWithSharedLabel(owner, deployment)),
+    // The activator alone serves the Service now: leaving scale to zero must keep it until a pod is ready.
+    leavingZero: selectsShared && (deployment?.status?.readyReplicas ?? 0) === 0,
+    deploymentAtZero: deployment?.spec?.replicas === 0,
     settings,
   };
 }
 
 /**
- * Whether the Service may switch to the label the activator shares: once it has (the
- * switch sticks), or once every data-plane pod carries that label — the Deployment's
- * template has it and its rollout is complete — so the switch never leaves the Service
- * without the pods that serve now.
+ * Whether every data-plane pod carries the label the activator shares: the Deployment's
+ * template has it and its rollout is complete. Until then the Service keeps the pod
+ * selector, so the switch never leaves it without the pods that serve now. (Once the Service
+ * selects the shared label, leaving scale to zero — turned off, or KEDA's objects no longer
+ * writable — keeps the activator and that selector until a pod is ready: moving back and
+ * pruning the activator at once would leave the Service selecting nothing, or for good at
+ * zero with nothing to wake the model.)
  */
-function serviceMayReachActivator(owner: Owner, name: string, owned: Pick<OwnedCaches, "get">): boolean {
-  const { namespace } = owner.metadata;
-  const label = serviceLabel(owner);
-  const service = owned.get<V1Service & KubernetesObject>(SERVICE_KIND, namespace, name);
-  if (service?.spec?.selector?.[label] === owner.metadata.name) return true;
-  const deployment = owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, namespace, name);
-  if (deployment?.spec?.template.metadata?.labels?.[label] !== owner.metadata.name) return false;
+function rolledWithSharedLabel(owner: Owner, deployment: V1Deployment | undefined): boolean {
+  if (deployment?.spec?.template.metadata?.labels?.[serviceLabel(owner)] !== owner.metadata.name) return false;
   const status = deployment.status ?? {};
   return (
     (status.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? 0) &&
     (status.updatedReplicas ?? 0) === (status.replicas ?? 0)
   );
-}
-
-/**
- * Whether the activator alone can serve the Service now: it still selects the label the
- * activator shares and no data-plane pod is ready. If scale to zero is left (turned off, or
- * KEDA's objects can no longer be written), moving the Service back to the pod selector and
- * pruning the activator now would leave it selecting nothing until the first pod is ready
- * (or for good, at zero with nothing to wake the model).
- */
-function leavingZero(owner: Owner, name: string, owned: Pick<OwnedCaches, "get">): boolean {
-  const { namespace } = owner.metadata;
-  const service = owned.get<V1Service & KubernetesObject>(SERVICE_KIND, namespace, name);
-  if (service?.spec?.selector?.[serviceLabel(owner)] !== owner.metadata.name) return false;
-  const deployment = owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, namespace, name);
-  return (deployment?.status?.readyReplicas ?? 0) === 0;
 }
 
 /** What became of the autoscaling objects; undefined without spec.autoscaling. */

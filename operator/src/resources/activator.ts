@@ -1,19 +1,19 @@
 import type { V1Deployment, V1Role, V1RoleBinding, V1Service, V1ServiceAccount } from "@kubernetes/client-node";
 import { ACTIVATOR_OPTIONS, activatorArguments } from "../../../lib/contract/activator.js";
-import type { Owner } from "../api/objects.js";
+import { OPERATOR_NAME, type Owner } from "../api/objects.js";
 import { SPEC_DEFAULTS } from "../api/v1alpha1.js";
 import {
   HARDENED_CONTAINER,
   HARDENED_POD,
   portsOf,
   secretVolume,
+  sharedServiceLabel,
   type BuildSettings,
   type DataplaneSpec,
   type MountedVolume,
 } from "./dataplane-pods.js";
-import { OPERATOR_NAME } from "../api/objects.js";
 import type { OwnedKind } from "../kube/owned.js";
-import { MANAGED_BY_LABEL, ownedMetadata, ownerLabel, serviceLabel } from "./names.js";
+import { MANAGED_BY_LABEL, ownedMetadata, ownerLabel } from "./names.js";
 
 /**
  * The activator of a data plane that scales to zero (spec.autoscaling.minReplicas 0): one
@@ -63,7 +63,7 @@ export function activatorPodLabels(owner: Owner): Record<string, string> {
     "app.kubernetes.io/name": "dynamo-kserve-activator",
     "app.kubernetes.io/instance": owner.metadata.name,
     [MANAGED_BY_LABEL]: OPERATOR_NAME,
-    [serviceLabel(owner)]: owner.metadata.name,
+    ...sharedServiceLabel(owner),
   };
 }
 

@@ -2,6 +2,7 @@ import type { KubernetesObject, V1ObjectMeta } from "@kubernetes/client-node";
 import type { Owner } from "../api/objects.js";
 import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
 import type { OwnedKind } from "../kube/owned.js";
+import { DEPLOYMENT_KIND } from "./dataplane-pods.js";
 import { labelsFor, ownedMetadata } from "./names.js";
 
 /**
@@ -116,7 +117,7 @@ export function dataplaneScaledObject(
       annotations: { [HPA_EXCLUDED_LABELS]: Object.keys(labelsFor(owner)).join(",") },
     },
     spec: {
-      scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name },
+      scaleTargetRef: { apiVersion: DEPLOYMENT_KIND.apiVersion, kind: DEPLOYMENT_KIND.kind, name },
       minReplicaCount: minReplicas,
       maxReplicaCount: autoscaling.maxReplicas,
       pollingInterval: polling,
