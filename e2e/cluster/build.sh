@@ -27,6 +27,18 @@ fi
 
 command -v go >/dev/null || { echo "cluster: Go is needed to build the test cluster" >&2; exit 1; }
 mkdir -p "$bin" "$out/src"
+# One build at a time: .ci/run builds the cluster in the background while the tiers that do
+# not need it run, and the Kubernetes tier's first call (cluster.ts) waits for that build here.
+exec {lock}>"$out/.lock"
+if ! flock --nonblock "$lock"; then
+  echo "cluster: waiting for the build under way" >&2
+  flock "$lock"
+  if complete; then
+    echo "cluster: reusing $bin (built meanwhile)" >&2
+    echo "$bin"
+    exit 0
+  fi
+fi
 export GOFLAGS="-mod=mod" CGO_ENABLED=0
 
 # --- Kubernetes control plane --------------------------------------------------------

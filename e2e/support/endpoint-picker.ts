@@ -7,7 +7,6 @@ import { Daemons, waitFor } from "../cluster/daemons.js";
 import { codeBlocks } from "./docs.js";
 import { EPP, LWEPP } from "./platform.js";
 import { accepts, freePorts } from "./ports.js";
-import { requireProgram } from "./prerequisites.js";
 
 /**
  * An endpoint picker of the Gateway API Inference Extension, and the gateway's part of
@@ -18,11 +17,6 @@ import { requireProgram } from "./prerequisites.js";
  * the request to. Only the messages and fields this exchange uses are encoded here, by
  * their field numbers in Envoy's public API (ext_proc v3 and config.core.v3).
  */
-
-export function requireEndpointPickers(context: Mocha.Context): void {
-  requireProgram(context, LWEPP(), "GAIE's lightweight endpoint picker (lwepp)", "run bash e2e/platform/build.sh");
-  requireProgram(context, EPP(), "GAIE's endpoint picker (epp)", "run bash e2e/platform/build.sh");
-}
 
 /** The header an endpoint picker sets to the endpoint it chose (the Endpoint Picker protocol). */
 export const DESTINATION_HEADER = "x-gateway-destination-endpoint";

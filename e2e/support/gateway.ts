@@ -4,7 +4,6 @@ import { goModuleDir, pinnedVersion, type TestCluster } from "../cluster/cluster
 import { Daemons, waitFor } from "../cluster/daemons.js";
 import { accepts } from "./ports.js";
 import { TRAEFIK } from "./platform.js";
-import { requireProgram } from "./prerequisites.js";
 
 /**
  * A real Gateway API implementation for the gateway path: Traefik (built from its pinned Go
@@ -12,10 +11,6 @@ import { requireProgram } from "./prerequisites.js";
  * against the test cluster. It turns Gateways and HTTPRoutes into routes, and reaches a
  * Service's endpoints over h2c when the Service port's appProtocol is kubernetes.io/h2c.
  */
-
-export function requireTraefik(context: Mocha.Context): void {
-  requireProgram(context, TRAEFIK(), "Traefik", "run bash e2e/platform/build.sh");
-}
 
 /** The controller name Traefik's Gateway provider takes GatewayClasses for. */
 export const TRAEFIK_CONTROLLER = "traefik.io/gateway-controller";

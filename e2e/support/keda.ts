@@ -13,7 +13,6 @@ import {
   unregisterAggregatedApi,
 } from "./platform.js";
 import { accepts, freePorts } from "./ports.js";
-import { requireProgram } from "./prerequisites.js";
 
 /**
  * The real KEDA (built from its pinned Go module by e2e/platform/build.sh) against a test
@@ -64,12 +63,6 @@ export interface ScaledObjectStatus {
   /** The external metrics the HPA reads, one per trigger: `s<index>-<metric>`. */
   readonly externalMetricNames?: readonly string[];
   readonly lastActiveTime?: string;
-}
-
-export function requireKeda(context: Mocha.Context): void {
-  for (const binary of [KEDA_OPERATOR(), KEDA_ADAPTER()]) {
-    requireProgram(context, binary, "KEDA", "run bash e2e/platform/build.sh");
-  }
 }
 
 /** KEDA's CRD files in its pinned Go module (never copied into this repository). */

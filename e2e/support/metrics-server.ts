@@ -1,7 +1,6 @@
 import type { TestCluster } from "../cluster/cluster.js";
 import type { Daemons } from "../cluster/daemons.js";
 import { METRICS_SERVER, startAggregatedApiServer } from "./platform.js";
-import { requireProgram } from "./prerequisites.js";
 
 /** The API group metrics-server serves: what an HPA's Resource metrics (CPU) are read from. */
 const RESOURCE_METRICS = { group: "metrics.k8s.io", version: "v1beta1" } as const;
@@ -10,10 +9,6 @@ const RESOURCE_METRICS = { group: "metrics.k8s.io", version: "v1beta1" } as cons
 export interface PodUsage {
   readonly metadata: { readonly name: string };
   readonly containers: readonly { readonly name: string; readonly usage: { readonly cpu: string } }[];
-}
-
-export function requireMetricsServer(context: Mocha.Context): void {
-  requireProgram(context, METRICS_SERVER(), "metrics-server", "run bash e2e/platform/build.sh");
 }
 
 /**

@@ -1,9 +1,11 @@
-import { mkdirSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { hostAddress, pinnedVersion, type TestCluster } from "../cluster/cluster.js";
+import { hostAddress, pinnedVersion, REPO_ROOT, type TestCluster } from "../cluster/cluster.js";
 import { Daemons, waitFor } from "../cluster/daemons.js";
 import { freePort } from "./ports.js";
-import { CACHE_DIR } from "./prerequisites.js";
+import { CACHE_DIR, requireProgram } from "./prerequisites.js";
 
 /** A binary e2e/platform/build.sh builds: `component` of `name` at the version pinned as `pin`. */
 function platformBinary(name: string, pin: string, component = name): string {
@@ -23,6 +25,57 @@ export const EPP = (): string => platformBinary("epp", "GATEWAY_API_INFERENCE_EX
 export const TRAEFIK = (): string => platformBinary("traefik", "TRAEFIK_VERSION");
 export const KEDA_OPERATOR = (): string => platformBinary("keda", "KEDA_VERSION", "operator");
 export const KEDA_ADAPTER = (): string => platformBinary("keda", "KEDA_VERSION", "adapter");
+
+/** What e2e/platform/build.sh builds, by its names there, and the binaries each gives. */
+const COMPONENTS = {
+  keda: () => [KEDA_OPERATOR(), KEDA_ADAPTER()],
+  "prometheus-operator": () => [PROMETHEUS_OPERATOR(), CONFIG_RELOADER()],
+  prometheus: () => [PROMETHEUS()],
+  "prometheus-adapter": () => [PROMETHEUS_ADAPTER()],
+  "metrics-server": () => [METRICS_SERVER()],
+  lwepp: () => [LWEPP()],
+  epp: () => [EPP()],
+  traefik: () => [TRAEFIK()],
+} satisfies Record<string, () => string[]>;
+export type PlatformComponent = keyof typeof COMPONENTS;
+
+/** Longer than any one component's cold build on 2 cores (KEDA's, the longest, took 15 minutes). */
+const BUILD_TIMEOUT_MS = 3_600_000;
+
+/**
+ * Makes sure e2e/platform/build.sh has built `component` before a test runs it. Under CI the
+ * platform is built in the background while the tiers that do not need it run (.ci/run), so a
+ * test may ask before its component is there: it then runs build.sh for that component, which
+ * waits for the build under way (a lock per component) or builds it at once, and the wait does
+ * not count against the test's timeout. Elsewhere a missing component skips, as requireProgram
+ * does (a build takes minutes).
+ */
+export async function requirePlatform(context: Mocha.Context, component: PlatformComponent): Promise<void> {
+  const binaries = COMPONENTS[component]();
+  if (process.env["CI"] === "true" && !binaries.every((binary) => existsSync(binary))) {
+    const timeout = context.timeout();
+    // Not 0: mocha's timeout(0) leaves the running timer armed. Restoring it re-arms it whole.
+    context.timeout(BUILD_TIMEOUT_MS);
+    try {
+      await buildPlatform(component);
+    } finally {
+      context.timeout(timeout);
+    }
+  }
+  for (const binary of binaries) {
+    requireProgram(context, binary, component, `run bash e2e/platform/build.sh ${component}`);
+  }
+}
+
+async function buildPlatform(component: PlatformComponent): Promise<void> {
+  const started = Date.now();
+  const build = spawn("bash", [join(REPO_ROOT, "e2e", "platform", "build.sh"), component], {
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const [code] = (await once(build, "exit")) as [number | null];
+  if (code !== 0) throw new Error(`e2e/platform/build.sh ${component} failed (exit ${code}; its output is above)`);
+  console.log(`      waited ${((Date.now() - started) / 1000).toFixed(0)} s for the platform's ${component}`);
+}
 
 /** An API group that a Kubernetes aggregated API server on this machine serves to the test cluster. */
 export interface AggregatedApi {

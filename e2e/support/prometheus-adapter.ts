@@ -1,7 +1,6 @@
 import type { TestCluster } from "../cluster/cluster.js";
 import type { Daemons } from "../cluster/daemons.js";
 import { PROMETHEUS_ADAPTER, startAggregatedApiServer } from "./platform.js";
-import { requireProgram } from "./prerequisites.js";
 import { KUBE_PROMETHEUS_STACK } from "./prometheus-stack.js";
 
 /** The API group the adapter serves: what an HPA's Pods metrics are read from. */
@@ -11,10 +10,6 @@ const CUSTOM_METRICS = { group: "custom.metrics.k8s.io", version: "v1beta1" } as
 export interface PodMetricValue {
   readonly describedObject: { readonly name: string };
   readonly value: string;
-}
-
-export function requirePrometheusAdapter(context: Mocha.Context): void {
-  requireProgram(context, PROMETHEUS_ADAPTER(), "prometheus-adapter", "run bash e2e/platform/build.sh");
 }
 
 /**

@@ -7,7 +7,6 @@ import { goModuleDir, pinnedVersion, type TestCluster } from "../cluster/cluster
 import { Daemons, waitFor } from "../cluster/daemons.js";
 import { freePort } from "./ports.js";
 import { CONFIG_RELOADER, PROMETHEUS, PROMETHEUS_OPERATOR } from "./platform.js";
-import { requireProgram } from "./prerequisites.js";
 
 /**
  * The Prometheus Operator's monitoring path, every piece real and built from its pinned Go
@@ -22,13 +21,6 @@ import { requireProgram } from "./prerequisites.js";
  * no node and never pulls), and the test copies the Secret's file where the reloader reads
  * it, as the kubelet's Secret volume would.
  */
-
-/** Fails (CI) or skips when the platform binaries are not built. */
-export function requirePrometheusStack(context: Mocha.Context): void {
-  for (const binary of [PROMETHEUS_OPERATOR(), CONFIG_RELOADER(), PROMETHEUS()]) {
-    requireProgram(context, binary, "the Prometheus Operator stack", "run bash e2e/platform/build.sh");
-  }
-}
 
 /** The Prometheus Operator's CRDs the Prometheus controller needs (ServiceMonitors are installed with every test cluster). */
 const OPERATOR_CRDS = ["prometheuses", "podmonitors", "probes", "prometheusrules", "scrapeconfigs"];

@@ -20,19 +20,19 @@ import { codeBlocks, shellCommands } from "../support/docs.js";
 import { buildImage, IMAGE, requireDocker } from "../support/image.js";
 import { freePort } from "../support/ports.js";
 import { CACHE_DIR, helmBinary, requireHelm, requireProgram } from "../support/prerequisites.js";
-import { KUBE_PROMETHEUS_STACK, PrometheusStack, requirePrometheusStack } from "../support/prometheus-stack.js";
-import { MetricsServer, requireMetricsServer } from "../support/metrics-server.js";
-import { Keda, requireKeda } from "../support/keda.js";
-import { PrometheusAdapter, requirePrometheusAdapter } from "../support/prometheus-adapter.js";
+import { KUBE_PROMETHEUS_STACK, PrometheusStack } from "../support/prometheus-stack.js";
+import { MetricsServer } from "../support/metrics-server.js";
+import { Keda } from "../support/keda.js";
+import { PrometheusAdapter } from "../support/prometheus-adapter.js";
+import { requirePlatform } from "../support/platform.js";
 import { ClosedLoopLoad, type LoadOutcome } from "../support/load.js";
 import { scrape, valueOf } from "../support/prometheus.js";
-import { gatewayApiCrdFiles, requireTraefik, Traefik, TRAEFIK_CONTROLLER } from "../support/gateway.js";
+import { gatewayApiCrdFiles, Traefik, TRAEFIK_CONTROLLER } from "../support/gateway.js";
 import {
   DESTINATION_HEADER,
   EndpointPicker,
   ExtProcGateway,
   loadSignalPickerArgs,
-  requireEndpointPickers,
 } from "../support/endpoint-picker.js";
 import { ModelInferRequest, type ModelInferResponse } from "../../proto/gen/ts/grpc_service.js";
 import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
@@ -287,12 +287,6 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     requireDocker(this);
     requireHelm(this);
     requireProgram(this, PYTHON, "the tritonclient venv", "run scripts/setup-python.sh");
-    requirePrometheusStack(this);
-    requirePrometheusAdapter(this);
-    requireMetricsServer(this);
-    requireKeda(this);
-    requireEndpointPickers(this);
-    requireTraefik(this);
     requireObjectStore(this, "seaweedfs");
     const unavailable = realNodeUnavailable();
     if (unavailable !== undefined) {
@@ -317,10 +311,14 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     assert.deepEqual(pageDeployCommands(), DEPLOY_COMMANDS);
   });
 
-  it("builds the image, starts a cluster with a real node and the Prometheus Operator, and loads the image into it", async () => {
+  it("builds the image, starts a cluster with a real node and the Prometheus Operator, and loads the image into it", async function () {
     assert.equal(await run(DEPLOY_COMMANDS[0]!), IMAGE);
     cluster = await TestCluster.start({ fakeNodes: 0, reachableFromPods: true });
     node = await RealNode.start(cluster, [IMAGE]);
+    // Each platform component is asked for where a step first runs it: under CI the later
+    // ones may still be building in the background (.ci/run) while the earlier steps run.
+    await requirePlatform(this, "prometheus-operator");
+    await requirePlatform(this, "prometheus");
     prometheus = await PrometheusStack.start(cluster);
   });
 
@@ -433,7 +431,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     assert.equal(monitor.metadata.labels["release"], KUBE_PROMETHEUS_STACK.serviceMonitorSelector.matchLabels.release);
   });
 
-  it("autoscales on requests in flight: the real prometheus-adapter serves them to the cluster's HPA controller; load adds pods, idle takes them away", async () => {
+  it("autoscales on requests in flight: the real prometheus-adapter serves them to the cluster's HPA controller; load adds pods, idle takes them away", async function () {
+    await requirePlatform(this, "prometheus-adapter");
     const model = "mock-llm-autoscaled";
     adapter = await PrometheusAdapter.start(
       cluster!,
@@ -470,7 +469,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     await scaledDownWhenIdle(model);
   });
 
-  it("autoscales on CPU: the real metrics-server reads the real kubelet's container CPU for the cluster's HPA controller; load adds a pod, idle takes it away", async () => {
+  it("autoscales on CPU: the real metrics-server reads the real kubelet's container CPU for the cluster's HPA controller; load adds a pod, idle takes it away", async function () {
+    await requirePlatform(this, "metrics-server");
     const model = "identity-cpu-autoscaled";
     metricsServer = await MetricsServer.start(cluster!);
     await run(`kubectl apply -f examples/models/${model}.yaml`);
@@ -523,7 +523,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     await run(`kubectl delete -f examples/models/${model}.yaml`);
   });
 
-  it("scales to zero with KEDA: idle 1 → 0 after the cooldown; a tritonclient ModelInfer (60 s deadline), a ModelStreamInfer stream and an OpenAI request through the Service all succeed while the model wakes; queue depth takes it 1 → 3 and back", async () => {
+  it("scales to zero with KEDA: idle 1 → 0 after the cooldown; a tritonclient ModelInfer (60 s deadline), a ModelStreamInfer stream and an OpenAI request through the Service all succeed while the model wakes; queue depth takes it 1 → 3 and back", async function () {
+    await requirePlatform(this, "keda");
     const model = "mock-llm-scale-to-zero";
     keda = await Keda.start(cluster!);
     // The monitoring guide's commands, its Prometheus address this test's.
@@ -832,7 +833,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     }
   });
 
-  it("an endpoint picker (GAIE v1.6.0's lwepp) picks Ready pods from the operator's InferencePool, never a pod that is not Ready; ModelInfer over h2c to the endpoint it gives is answered", async () => {
+  it("an endpoint picker (GAIE v1.6.0's lwepp) picks Ready pods from the operator's InferencePool, never a pod that is not Ready; ModelInfer over h2c to the endpoint it gives is answered", async function () {
+    await requirePlatform(this, "lwepp");
     await pooledModel("picked", 2, IDENTITY_CONFIG);
     const pool = cluster!.kubectlGet<{ spec: { selector: { matchLabels: Record<string, string> } } }>(
       "inferencepool",
@@ -918,7 +920,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     }
   });
 
-  it("an endpoint picker that reads load (GAIE v1.4.0's epp) sends OpenAI requests of an HTTP pool to the pod that is not kept busy, read from the pods' load signals", async () => {
+  it("an endpoint picker that reads load (GAIE v1.4.0's epp) sends OpenAI requests of an HTTP pool to the pod that is not kept busy, read from the pods' load signals", async function () {
+    await requirePlatform(this, "epp");
     // An LLM server generating one sequence at a time, a token a second, with a KV cache.
     await pooledModel(
       "llm-picked",
@@ -1006,7 +1009,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     }
   });
 
-  it("a real gateway (Traefik v3.6.12, Gateway API HTTPRoutes) carries gRPC ModelInfer over h2c to the operator's <pool>-pool Service and to the model's Service; a Service without appProtocol does not", async () => {
+  it("a real gateway (Traefik v3.6.12, Gateway API HTTPRoutes) carries gRPC ModelInfer over h2c to the operator's <pool>-pool Service and to the model's Service; a Service without appProtocol does not", async function () {
+    await requirePlatform(this, "traefik");
     for (const file of gatewayApiCrdFiles()) await cluster!.installCrdFile(file);
     await pooledModel("routed", 1, IDENTITY_CONFIG);
     const poolService = cluster!.kubectlGet<V1Service>("service", "routed-pool");

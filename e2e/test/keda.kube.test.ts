@@ -10,7 +10,8 @@ import {
 import type { TestCluster } from "../cluster/cluster.js";
 import { testCluster } from "../cluster/mocha-global.js";
 import { eventually } from "../support/eventually.js";
-import { Keda, requireKeda, type KedaCondition } from "../support/keda.js";
+import { Keda, type KedaCondition } from "../support/keda.js";
+import { requirePlatform } from "../support/platform.js";
 import { freePort } from "../support/ports.js";
 
 /**
@@ -39,7 +40,7 @@ describe("KEDA built from its Go module: scale to and from zero, external metric
 
   before(async function () {
     cluster = testCluster(this);
-    requireKeda(this);
+    await requirePlatform(this, "keda");
     keda = await Keda.start(cluster);
     scaler = await ScriptedExternalScaler.start();
     namespace = `keda-${randomBytes(3).toString("hex")}`;

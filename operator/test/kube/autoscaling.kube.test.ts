@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import type { V1Deployment, V1Role, V1Service } from "@kubernetes/client-node";
 import type { TestCluster } from "../../../e2e/cluster/cluster.js";
 import { eventually } from "../../../e2e/support/eventually.js";
-import { Keda, requireKeda } from "../../../e2e/support/keda.js";
+import { Keda } from "../../../e2e/support/keda.js";
+import { requirePlatform } from "../../../e2e/support/platform.js";
 import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
 import type { ScaledObject } from "../../src/resources/scaled-object.js";
 import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
@@ -28,8 +29,8 @@ describe("autoscaling.class KEDA and scale to zero (real API server, real KEDA, 
   let namespace: string;
   let operator: OperatorProcess;
   let keda: Keda | undefined;
-  before(function () {
-    requireKeda(this);
+  before(async function () {
+    await requirePlatform(this, "keda");
     ({ cluster, kube, namespace, operator } = suite);
   });
   after(async () => {
