@@ -37,11 +37,33 @@ function addSubRepository(): TestRepository {
   return repository;
 }
 
+const pauseMs = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** What the clients of underLoad have had answered so far. */
+interface Progress {
+  served: number;
+}
+
+/**
+ * Resolves once a request was served after `since` (a count read from `progress` before): a
+ * step of a test waits for it so that every reload has requests around it however slowly this
+ * machine serves them (a busy one served 37 requests in the 3.5 s of 80 edits, where a quiet one
+ * serves hundreds).
+ */
+async function servedSince(progress: Progress, since: number): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (progress.served <= since) {
+    if (Date.now() > deadline) throw new Error(`no request served for 30 s (${progress.served} so far)`);
+    await pauseMs(5);
+  }
+}
+
 /** `concurrency` clients sending bigRequest back to back until `until` resolves; every failure's code and detail. */
 async function underLoad(
   client: GRPCInferenceServiceClient,
   concurrency: number,
   until: Promise<void>,
+  progress: Progress = { served: 0 },
 ): Promise<{ served: number; failures: { code: number; details: string }[] }> {
   let running = true;
   // Stops when `until` fails too (its calls fail once a timed-out test's afterEach stopped the server).
@@ -49,14 +71,13 @@ async function underLoad(
     running = false;
   };
   void until.then(stop, stop);
-  let served = 0;
   const failures: { code: number; details: string }[] = [];
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (running) {
         try {
           await infer(client, bigRequest);
-          served++;
+          progress.served++;
         } catch (error) {
           const { code, details } = error as ServiceError;
           failures.push({ code, details });
@@ -68,10 +89,8 @@ async function underLoad(
       }
     }),
   );
-  return { served, failures };
+  return { served: progress.served, failures };
 }
-
-const pauseMs = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("ONNX reload and unload under load (real server over loopback)", function () {
   this.timeout(60_000);
@@ -85,9 +104,12 @@ describe("ONNX reload and unload under load (real server over loopback)", functi
 
   it("poll mode: 80 edits of the config while 4 clients send requests, and none fails", async () => {
     server = await startServer(["--model-repository", repository.dir, "--repository-poll-secs", "0.02"]);
+    const progress: Progress = { served: 0 };
     const edits = (async () => {
       for (let revision = 1; revision <= 80; revision++) {
+        const before = progress.served;
         await pauseMs(40);
+        await servedSince(progress, before);
         // Replaced whole, as a ConfigMap volume does: a poll must not read a half-written file.
         const next = repository.path("add_sub_big", `.config.pbtxt.${revision}`);
         writeFileSync(next, addSubConfig(revision));
@@ -95,12 +117,12 @@ describe("ONNX reload and unload under load (real server over loopback)", functi
       }
       await pauseMs(300);
     })();
-    const { served, failures } = await underLoad(server.client, 4, edits);
+    const { served, failures } = await underLoad(server.client, 4, edits, progress);
     const reloads = server.logs.filter((entry) => entry["msg"] === "model reloaded").length;
     console.log(`      ${served} served, ${failures.length} failed, ${reloads} reloads`);
     assert.deepEqual(failures, [], `${failures.length} of ${served + failures.length} failed over ${reloads} reloads`);
     assert.ok(reloads >= 10, `${reloads} reloads`);
-    assert.ok(served > 50, `${served} requests`);
+    assert.ok(served >= 80, `${served} requests`);
   });
 
   it("explicit mode: 15 unload/load cycles under load; a request is refused at admission or served, never cut", async () => {
@@ -113,9 +135,12 @@ describe("ONNX reload and unload under load (real server over loopback)", functi
       "add_sub_big",
     ]);
     const running = server;
+    const progress: Progress = { served: 0 };
     const cycles = (async () => {
       for (let cycle = 0; cycle < 15; cycle++) {
+        const before = progress.served;
         await pauseMs(80);
+        await servedSince(progress, before);
         await call(running.client, "repositoryModelUnload", {
           repositoryName: "",
           modelName: "add_sub_big",
@@ -130,9 +155,9 @@ describe("ONNX reload and unload under load (real server over loopback)", functi
       }
       await pauseMs(200);
     })();
-    const { served, failures } = await underLoad(server.client, 4, cycles);
+    const { served, failures } = await underLoad(server.client, 4, cycles, progress);
     const cut = failures.filter((failure) => failure.code !== status.UNAVAILABLE && failure.code !== status.NOT_FOUND);
     assert.deepEqual(cut, [], `${cut.length} requests cut of ${served + failures.length}`);
-    assert.ok(served > 20, `${served} requests`);
+    assert.ok(served >= 15, `${served} requests`);
   });
 });
