@@ -215,7 +215,38 @@ export async function startSeaweedFs(options: { host?: string } = {}): Promise<O
   const server = await ServerProcess.start(folder, program, args, { TMPDIR: folder.dir }, ready, () =>
     client.destroy(),
   );
-  return s3Server({ kind: "seaweedfs", endpoint, secretValues, folder, server, leftovers: sockets }, client);
+  return s3Server(
+    {
+      kind: "seaweedfs",
+      endpoint,
+      secretValues,
+      folder,
+      server,
+      leftovers: sockets,
+      afterCreateBucket: (bucket) => growVolumes(`http://${host}:${master}`, bucket),
+    },
+    client,
+  );
+}
+
+/**
+ * Grows a new bucket's volumes before anything is written to it. A bucket is a SeaweedFS
+ * collection that has no volume until its first write asks the master for some; on a busy
+ * machine that growth outlasted the write ("assign volume: context deadline exceeded", an S3
+ * InternalError the SDK's retries did not outlast: the e2e tier, 2026-11-26). Asked of the master
+ * here (`/vol/grow`), it is done, or retried, before the test writes.
+ */
+async function growVolumes(master: string, collection: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const reply = await fetch(`${master}/vol/grow?collection=${encodeURIComponent(collection)}&count=1`);
+    const body = await reply.text();
+    if (reply.ok) return;
+    if (Date.now() > deadline) {
+      throw new Error(`SeaweedFS grew no volume for bucket ${collection}: HTTP ${reply.status} ${body}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
 }
 
 interface SeaweedDirStatus {
@@ -373,14 +404,27 @@ function objectStoreServer(parts: ServerParts): ObjectStoreServer {
 function s3Server(
   parts: Pick<ServerParts, "endpoint" | "secretValues" | "folder" | "server" | "leftovers"> & {
     readonly kind: "seaweedfs" | "moto";
+    /** What a new bucket needs before its first write (SeaweedFS: its volumes). */
+    readonly afterCreateBucket?: (bucket: string) => Promise<void>;
   },
   client: S3Client,
 ): ObjectStoreServer {
   const clients = [client];
+  const operations = s3Operations(client);
+  const { afterCreateBucket } = parts;
   return objectStoreServer({
     ...parts,
     scheme: "s3",
-    client: s3Operations(client),
+    client:
+      afterCreateBucket === undefined
+        ? operations
+        : {
+            ...operations,
+            createBucket: async (name) => {
+              await operations.createBucket(name);
+              await afterCreateBucket(name);
+            },
+          },
     location: (bucket, prefix) => ({ scheme: "s3", endpoint: parts.endpoint, bucket, prefix }),
     endpoints: {},
     clientWith: (values) => {
