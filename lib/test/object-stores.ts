@@ -231,10 +231,12 @@ export async function startSeaweedFs(options: { host?: string } = {}): Promise<O
 
 /**
  * Grows a new bucket's volumes before anything is written to it. A bucket is a SeaweedFS
- * collection that has no volume until its first write asks the master for some; on a busy
- * machine that growth outlasted the write ("assign volume: context deadline exceeded", an S3
- * InternalError the SDK's retries did not outlast: the e2e tier, 2026-11-26). Asked of the master
- * here (`/vol/grow`), it is done, or retried, before the test writes.
+ * collection that has no volume until its first write asks the master for some, and when none
+ * can be made the write fails with a bare S3 InternalError after the SDK's retries ("no volume
+ * server capacity registered yet", then "assign volume: context deadline exceeded" in the
+ * server's log: the e2e tier, 2026-11-26, on a disk the cold CI measurement's caches had filled —
+ * SeaweedFS makes no volume on a disk less than 1 % free). Asked of the master here
+ * (`/vol/grow`), the growth is retried for a while, and what stops it is named in the failure.
  */
 async function growVolumes(master: string, collection: string): Promise<void> {
   const deadline = Date.now() + 60_000;
@@ -243,7 +245,9 @@ async function growVolumes(master: string, collection: string): Promise<void> {
     const body = await reply.text();
     if (reply.ok) return;
     if (Date.now() > deadline) {
-      throw new Error(`SeaweedFS grew no volume for bucket ${collection}: HTTP ${reply.status} ${body}`);
+      throw new Error(
+        `SeaweedFS grew no volume for bucket ${collection}: HTTP ${reply.status} ${body} (it makes none on a disk less than 1 % free: is this machine's disk full?)`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
