@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveRepository";
 export const PLURAL = "dynamokserverepositories";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"storage":{"caBundle":{"key":"ca.crt"},"cacheSize":"10Gi"},"upstream":{"port":8001},"autoscaling":{"class":"HPA","minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests","keda":{"pollingIntervalSeconds":15,"cooldownSeconds":300},"activation":{"holdTimeoutSeconds":120,"maxHeldRequests":1000}},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","monitoring":{"interval":"30s"}} as const;
+export const SPEC_DEFAULTS = {"storage":{"caBundle":{"key":"ca.crt"},"cacheSize":"10Gi"},"upstream":{"port":8001},"autoscaling":{"class":"HPA","minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests","keda":{"pollingIntervalSeconds":15,"cooldownSeconds":300},"activation":{"holdTimeoutSeconds":120,"maxHeldRequests":1000}},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
 
 /**
  * Where the repository is and how to run its data plane.
@@ -344,6 +344,45 @@ export interface DynamoKserveRepositorySpec {
       [k: string]: string | undefined;
     };
   };
+  /**
+   * Serve the repository's models through the Gateway API Inference Extension: the operator creates an InferencePool (inference.networking.k8s.io/v1) named like this object, selecting exactly this repository's data-plane pods on the gRPC port (appProtocol kubernetes.io/h2c when the installed InferencePool CRD has that field) or on the HTTP port (appProtocol http), and a Service fronting the pool.
+   */
+  inferencePool?: {
+    /**
+     * What the pool serves: the KServe v2 gRPC port (h2c), or the HTTP port (KServe v2 REST and OpenAI, which GAIE endpoint pickers parse). One pool has one appProtocol.
+     */
+    protocol?: "gRPC" | "HTTP";
+    /**
+     * The Endpoint Picker extension the gateway asks which pod serves a request.
+     */
+    endpointPickerRef: {
+      /**
+       * API group of the referent; "" is the core group.
+       */
+      group?: string;
+      /**
+       * Kind of the referent.
+       */
+      kind?: string;
+      /**
+       * Name of the referent.
+       */
+      name: string;
+      /**
+       * The Endpoint Picker's Service port (required for a Service).
+       */
+      port?: {
+        /**
+         * The port number.
+         */
+        number: number;
+      };
+      /**
+       * What the gateway does when the Endpoint Picker does not answer.
+       */
+      failureMode?: "FailOpen" | "FailClose";
+    };
+  };
 }
 
 /**
@@ -404,7 +443,24 @@ export interface DynamoKserveRepositoryStatus {
     reason?: string;
   }[];
   /**
-   * Ready (the Deployment is available and every model is ready), Available (enough pods are ready), ModelsReady (every model of the repository is ready), with spec.storageUri, ModelFilesReady (the operator listed the location with storage.secretName's credentials and found models there; Unknown with reason CheckedByPods without a Secret), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists). With spec.autoscaling, AutoscalerReady (the autoscaler's objects exist and it reads its metrics; reason KEDANotInstalled, TriggerFailing, ...), and with minReplicas 0, ScaledToZero (no pod runs; the activator holds requests).
+   * The InferencePool serving the repository's models and the Service fronting it, as last made.
+   */
+  inferencePool?: {
+    /**
+     * Name of the InferencePool.
+     */
+    name?: string;
+    /**
+     * The pool's appProtocol (kubernetes.io/h2c, or http for an HTTP pool), or empty when the installed InferencePool CRD has no appProtocol field.
+     */
+    appProtocol?: string;
+    /**
+     * The Service fronting the pool's pods, with the matching appProtocol.
+     */
+    service?: string;
+  };
+  /**
+   * Ready (the Deployment is available and every model is ready), Available (enough pods are ready), ModelsReady (every model of the repository is ready), with spec.storageUri, ModelFilesReady (the operator listed the location with storage.secretName's credentials and found models there; Unknown with reason CheckedByPods without a Secret), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists), with spec.inferencePool, InferencePoolReady (the pool and its Service exist). With spec.autoscaling, AutoscalerReady (the autoscaler's objects exist and it reads its metrics; reason KEDANotInstalled, TriggerFailing, ...), and with minReplicas 0, ScaledToZero (no pod runs; the activator holds requests).
    */
   conditions?: {
     /**

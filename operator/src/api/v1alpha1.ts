@@ -71,6 +71,7 @@ export const REPOSITORY_CONDITION_TYPES = [
   "Ready",
   "Available",
   "ModelsReady",
+  "InferencePoolReady",
   "ModelFilesReady",
   "MonitoringReady",
   "AutoscalerReady",

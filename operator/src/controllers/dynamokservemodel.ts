@@ -8,7 +8,7 @@ import type { SecretReader } from "../kube/secrets.js";
 import { NameTakenError } from "../kube/apply.js";
 import type { WatchedObjects } from "../kube/informer.js";
 import type { KubeWriter } from "../kube/writer.js";
-import { objectOf, type OwnedKind, type PlanGroup, type PlannedOutcome, type PlanOutcomes } from "../kube/owned.js";
+import { objectOf, type OwnedKind, type PlanGroup, type PlanOutcomes } from "../kube/owned.js";
 import type { OwnedCaches } from "../kube/owned-caches.js";
 import { checkModelConfig, type ConfigCheck } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames, servedModelName } from "../resources/names.js";
@@ -17,7 +17,7 @@ import { CONFIG_MAP_KIND, desiredConfigMap, desiredDeployment } from "../resourc
 import { DATAPLANE_OWNS, dataplanePlan, monitoringOutcome, type DataplanePlan } from "../resources/dataplane.js";
 import { autoscalingInputs, autoscalingObserved } from "./autoscaling.js";
 import { activatorName } from "../resources/activator.js";
-import { desiredStatus, type CredentialsOutcome, type Observed, type PoolOutcome } from "../resources/status.js";
+import { desiredStatus, poolOutcome, type CredentialsOutcome, type Observed } from "../resources/status.js";
 import { issueCa, issueLeaf, needsIssuing, notAfter, type KeyPairPem } from "../resources/certificates.js";
 import {
   desiredCaSecret,
@@ -31,7 +31,7 @@ import {
 import { CERTIFICATE_KIND, desiredCertificate } from "../resources/certificate-request.js";
 import { SERVICE_MONITOR_KIND } from "../resources/service-monitor.js";
 import { earliest, timestamp } from "./timing.js";
-import { desiredInferencePool, INFERENCE_POOL_KIND, poolServiceName, poolTarget } from "../resources/inference-pool.js";
+import { desiredInferencePool, INFERENCE_POOL_KIND } from "../resources/inference-pool.js";
 import type { ModelFilesChecking } from "../probes/model-files.js";
 import { modelFilesRecheck, observeModelFiles } from "./model-files.js";
 
@@ -400,29 +400,5 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       };
     }
     return { ready: true, secret: desired.spec.secretName, notAfter: notAfter(certificate) };
-  }
-}
-
-/** InferencePoolReady's input from what became of the model's pool; undefined when it asks for none. */
-function poolOutcome(
-  model: DynamoKserveModel,
-  outcome: PlannedOutcome | undefined,
-  appProtocolSupported: boolean,
-): PoolOutcome | undefined {
-  const { name } = model.metadata;
-  switch (outcome?.state) {
-    case "CRDNotInstalled":
-      return { state: "CRDNotInstalled" };
-    case "NameTaken":
-      return { state: "NameTaken", name };
-    case "Applied": {
-      const service = poolServiceName(name);
-      const { appProtocol } = poolTarget(model);
-      return appProtocolSupported
-        ? { state: "Created", name, appProtocol, service }
-        : { state: "CreatedWithoutAppProtocol", name, appProtocol, service };
-    }
-    default:
-      return undefined;
   }
 }

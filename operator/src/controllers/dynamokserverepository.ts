@@ -8,7 +8,9 @@ import {
   type DynamoKserveRepositoryStatus,
 } from "../api/v1alpha1.js";
 import type { WatchedObjects } from "../kube/informer.js";
-import { objectOf, type OwnedKind } from "../kube/owned.js";
+import { objectOf, type OwnedKind, type PlanGroup } from "../kube/owned.js";
+import { desiredInferencePool, INFERENCE_POOL_KIND } from "../resources/inference-pool.js";
+import { poolOutcome } from "../resources/status.js";
 import type { RepositoryIndexReader } from "../probes/repository-index.js";
 import { REPOSITORY_LABEL } from "../resources/names.js";
 import { DEPLOYMENT_KIND, portsOf, type BuildSettings } from "../resources/dataplane-pods.js";
@@ -39,7 +41,7 @@ export interface RepositoryCaches {
 }
 
 /** What a DynamoKserveRepository makes objects of. */
-export const REPOSITORY_OWNS: readonly OwnedKind[] = DATAPLANE_OWNS;
+export const REPOSITORY_OWNS: readonly OwnedKind[] = [...DATAPLANE_OWNS, INFERENCE_POOL_KIND];
 
 /** How the controller learns which models a repository's data plane serves. */
 export interface RepositoryProbing {
@@ -80,12 +82,20 @@ export class DynamoKserveRepositoryController implements Controller<
         )
         .map((repository) => keyOf(repository.metadata.namespace, repository.metadata.name)),
     ),
+    // Somebody else's InferencePool taking (or freeing) a repository's pool name.
+    mapped(["InferencePool"], (pool) => {
+      if (pool.metadata?.labels?.[REPOSITORY_LABEL] !== undefined) return [];
+      const repository = this.caches.repositories.get(pool.metadata?.namespace ?? "", pool.metadata?.name ?? "");
+      return repository?.spec.inferencePool !== undefined
+        ? [keyOf(repository.metadata.namespace, repository.metadata.name)]
+        : [];
+    }),
   ];
 
   constructor(
     private readonly caches: RepositoryCaches,
     /** Which optional kinds are installed, and the owned objects as cached. */
-    private readonly owned: Pick<OwnedCaches, "installed" | "get">,
+    private readonly owned: Pick<OwnedCaches, "installed" | "specHasField" | "get">,
     private readonly settings: BuildSettings,
     private readonly probing: RepositoryProbing,
     /** spec.storageUri's Secret is read when needed, never watched; the checker lists the location. */
@@ -119,6 +129,11 @@ export class DynamoKserveRepositoryController implements Controller<
       { configMaps: [], deployment: desiredRepositoryDeployment(repository, this.settings) },
     );
     const { dataplane, monitoring } = planned;
+    const appProtocolSupported = this.owned.specHasField(INFERENCE_POOL_KIND, "appProtocol");
+    const pool: PlanGroup =
+      repository.spec.inferencePool !== undefined
+        ? [{ apply: desiredInferencePool(repository, { appProtocolSupported }) }]
+        : [];
     const { storageUri } = repository.spec;
     const modelFiles =
       storageUri === undefined
@@ -128,7 +143,7 @@ export class DynamoKserveRepositoryController implements Controller<
             configMaps: this.caches.configMaps,
           });
     return {
-      plan: [dataplane, monitoring, planned.autoscaling, planned.activation],
+      plan: [dataplane, pool, monitoring, planned.autoscaling, planned.activation],
       settle: async (outcomes) => {
         const nameTaken = outcomes.nameTaken(dataplane);
         const index = nameTaken === undefined ? await this.readIndex(repository) : ({ state: "NoReadyPod" } as const);
@@ -138,6 +153,11 @@ export class DynamoKserveRepositoryController implements Controller<
         const missingConfigMap =
           ref !== undefined && this.caches.configMaps.get(namespace, ref.name) === undefined ? ref.name : undefined;
         const monitored = monitoringOutcome(outcomes.of(SERVICE_MONITOR_KIND, objectName));
+        const inferencePool = poolOutcome(
+          repository,
+          outcomes.of(INFERENCE_POOL_KIND, repository.metadata.name),
+          appProtocolSupported,
+        );
         const autoscaling = autoscalingObserved(repository, objectName, planned, outcomes);
         const { status, transitions } = desiredRepositoryStatus(
           repository,
@@ -151,6 +171,7 @@ export class DynamoKserveRepositoryController implements Controller<
             ...(missingConfigMap !== undefined ? { missingConfigMap } : {}),
             ...(nameTaken !== undefined ? { nameTaken } : {}),
             ...(monitored !== undefined ? { monitoring: monitored } : {}),
+            ...(inferencePool !== undefined ? { inferencePool } : {}),
             ...(modelFiles !== undefined ? { modelFiles } : {}),
             ...(autoscaling !== undefined ? { autoscaling } : {}),
           },

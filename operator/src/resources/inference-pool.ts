@@ -1,7 +1,8 @@
 import { OPERATOR_NAME } from "../api/objects.js";
 import { createHash } from "node:crypto";
 import type { KubernetesObject, V1ObjectMeta, V1Service } from "@kubernetes/client-node";
-import { SPEC_DEFAULTS, type DynamoKserveModel } from "../api/v1alpha1.js";
+import type { Owner } from "../api/objects.js";
+import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
 import { MANAGED_BY_LABEL, ownedMetadata, selectorFor } from "./names.js";
 import { portsOf, SERVICE_KIND } from "./dataplane-pods.js";
 import type { OwnedKind } from "../kube/owned.js";
@@ -49,30 +50,35 @@ export interface InferencePool extends KubernetesObject {
 
 export const HTTP = "http";
 
+/** A DynamoKserveModel or a DynamoKserveRepository, as its pool needs it (the CRDs share spec.inferencePool). */
+export type PoolOwner = Owner & {
+  readonly spec: Pick<DynamoKserveModelSpec, "inferencePool" | "grpcPort" | "httpPort" | "metricsPort">;
+};
+
 /**
- * What a model's pool serves (spec.inferencePool.protocol): the gRPC port with appProtocol
+ * What an owner's pool serves (spec.inferencePool.protocol): the gRPC port with appProtocol
  * kubernetes.io/h2c, or the HTTP front door with http. One pool has one appProtocol (GAIE).
  */
-export function poolTarget(model: DynamoKserveModel): { appProtocol: string; port: number } {
-  const protocol = model.spec.inferencePool?.protocol ?? SPEC_DEFAULTS.inferencePool.protocol;
-  const ports = portsOf(model);
+export function poolTarget(owner: PoolOwner): { appProtocol: string; port: number } {
+  const protocol = owner.spec.inferencePool?.protocol ?? SPEC_DEFAULTS.inferencePool.protocol;
+  const ports = portsOf(owner);
   return protocol === "HTTP" ? { appProtocol: HTTP, port: ports.http } : { appProtocol: H2C, port: ports.grpc };
 }
 
-/** The InferencePool of a model: its pods on the port it serves, with the appProtocol where the CRD knows the field. */
-export function desiredInferencePool(
-  model: DynamoKserveModel,
-  options: { appProtocolSupported: boolean },
-): InferencePool {
-  const ref = model.spec.inferencePool!.endpointPickerRef;
+/**
+ * The InferencePool of a model or a repository: its pods on the port it serves, with the
+ * appProtocol where the CRD knows the field.
+ */
+export function desiredInferencePool(owner: PoolOwner, options: { appProtocolSupported: boolean }): InferencePool {
+  const ref = owner.spec.inferencePool!.endpointPickerRef;
   const defaults = SPEC_DEFAULTS.inferencePool.endpointPickerRef;
-  const { appProtocol, port } = poolTarget(model);
+  const { appProtocol, port } = poolTarget(owner);
   return {
     apiVersion: INFERENCE_POOL_KIND.apiVersion,
     kind: INFERENCE_POOL_KIND.kind,
-    metadata: { ...ownedMetadata(model, model.metadata.name), annotations: { [APP_PROTOCOL_ANNOTATION]: appProtocol } },
+    metadata: { ...ownedMetadata(owner, owner.metadata.name), annotations: { [APP_PROTOCOL_ANNOTATION]: appProtocol } },
     spec: {
-      selector: { matchLabels: selectorFor(model) },
+      selector: { matchLabels: selectorFor(owner) },
       targetPorts: [{ number: port }],
       ...(options.appProtocolSupported ? { appProtocol } : {}),
       endpointPickerRef: {

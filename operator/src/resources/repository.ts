@@ -17,8 +17,11 @@ import {
   firstModelFilesEvent,
   monitoringCondition,
   notAvailable,
+  poolCondition,
+  poolStatus,
   type ConditionValue,
   type MonitoringOutcome,
+  type PoolOutcome,
 } from "./status.js";
 
 /**
@@ -110,6 +113,8 @@ export interface RepositoryObserved {
   /** Set when an object the repository needs belongs to somebody else. */
   readonly nameTaken?: string;
   readonly monitoring?: MonitoringOutcome;
+  /** What became of spec.inferencePool (undefined when the repository asks for none). */
+  readonly inferencePool?: PoolOutcome;
   /** The operator's look at spec.storageUri (undefined without one). */
   readonly modelFiles?: ModelFilesOutcome;
   /** What became of spec.autoscaling's objects (undefined when the repository asks for none). */
@@ -155,6 +160,9 @@ export function desiredRepositoryStatus(
     Available: available,
     ModelsReady: modelsReady,
     ...(modelFiles !== undefined ? { ModelFilesReady: modelFiles } : {}),
+    ...(observed.inferencePool !== undefined
+      ? { InferencePoolReady: poolCondition(observed.inferencePool, "repository") }
+      : {}),
     ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
     ...(autoscaling.autoscalerReady !== undefined ? { AutoscalerReady: autoscaling.autoscalerReady } : {}),
     ...(autoscaling.scaledToZero !== undefined ? { ScaledToZero: autoscaling.scaledToZero } : {}),
@@ -176,6 +184,7 @@ export function desiredRepositoryStatus(
       selector: selectorTextFor(repository),
       readyReplicas: deploymentStatus?.readyReplicas ?? 0,
       ...(autoscaling.summary !== undefined ? { autoscaler: autoscaling.summary } : {}),
+      ...poolStatus(observed.inferencePool),
       ...(models !== undefined ? { modelsReady: `${models.filter(isReady).length}/${models.length}`, models } : {}),
       conditions,
     },

@@ -1,5 +1,7 @@
 import type { V1Deployment } from "@kubernetes/client-node";
 import type { Transition } from "../api/objects.js";
+import type { PlannedOutcome } from "../kube/owned.js";
+import { poolServiceName, poolTarget, type PoolOwner } from "./inference-pool.js";
 import type {
   Condition,
   ConditionType,
@@ -126,7 +128,9 @@ export function desiredStatus(
     ConfigValid: configValid,
     Available: available,
     Degraded: degraded,
-    ...(observed.inferencePool !== undefined ? { InferencePoolReady: poolCondition(observed.inferencePool) } : {}),
+    ...(observed.inferencePool !== undefined
+      ? { InferencePoolReady: poolCondition(observed.inferencePool, "model") }
+      : {}),
     ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
     ...(credentials !== undefined ? { CredentialsReady: credentials } : {}),
     ...(modelFiles !== undefined ? { ModelFilesReady: modelFiles } : {}),
@@ -187,13 +191,41 @@ export function notAvailable(available: ConditionValue, modelFiles: ConditionVal
 export const firstModelFilesEvent = (modelFiles: ConditionValue | undefined): "ModelFilesReady"[] =>
   modelFiles !== undefined && modelFiles.status !== "Unknown" ? ["ModelFilesReady"] : [];
 
-function poolCondition(outcome: PoolOutcome): ConditionValue {
+/**
+ * What became of spec.inferencePool, from the plan's outcome for the pool named like the owner
+ * (undefined while nothing was applied).
+ */
+export function poolOutcome(
+  owner: PoolOwner,
+  outcome: PlannedOutcome | undefined,
+  appProtocolSupported: boolean,
+): PoolOutcome | undefined {
+  const { name } = owner.metadata;
+  switch (outcome?.state) {
+    case "CRDNotInstalled":
+      return { state: "CRDNotInstalled" };
+    case "NameTaken":
+      return { state: "NameTaken", name };
+    case "Applied": {
+      const service = poolServiceName(name);
+      const { appProtocol } = poolTarget(owner);
+      return appProtocolSupported
+        ? { state: "Created", name, appProtocol, service }
+        : { state: "CreatedWithoutAppProtocol", name, appProtocol, service };
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** InferencePoolReady, for a model or a repository (`noun`). */
+export function poolCondition(outcome: PoolOutcome, noun: "model" | "repository"): ConditionValue {
   switch (outcome.state) {
     case "Created":
       return {
         status: "True",
         reason: "Created",
-        message: `InferencePool ${outcome.name} selects this model's pods with appProtocol ${outcome.appProtocol}; Service ${outcome.service} fronts it`,
+        message: `InferencePool ${outcome.name} selects this ${noun}'s pods with appProtocol ${outcome.appProtocol}; Service ${outcome.service} fronts it`,
       };
     case "CreatedWithoutAppProtocol":
       return {
@@ -212,7 +244,7 @@ function poolCondition(outcome: PoolOutcome): ConditionValue {
       return {
         status: "False",
         reason: "NameTaken",
-        message: `an InferencePool named ${outcome.name} exists and is not this model's; rename one of them`,
+        message: `an InferencePool named ${outcome.name} exists and is not this ${noun}'s; rename one of them`,
       };
   }
 }
@@ -243,7 +275,8 @@ export function monitoringCondition(outcome: MonitoringOutcome): ConditionValue 
   }
 }
 
-function poolStatus(outcome: PoolOutcome | undefined): Pick<DynamoKserveModelStatus, "inferencePool"> {
+/** status.inferencePool: the pool and its Service as last made (the same for both kinds). */
+export function poolStatus(outcome: PoolOutcome | undefined): Pick<DynamoKserveModelStatus, "inferencePool"> {
   if (outcome?.state === "Created") {
     return { inferencePool: { name: outcome.name, appProtocol: outcome.appProtocol, service: outcome.service } };
   }

@@ -2,9 +2,9 @@ import assert from "node:assert/strict";
 import type { KubernetesObject, V1Service } from "@kubernetes/client-node";
 import { upstreamCrdFile, type TestCluster } from "../../../e2e/cluster/cluster.js";
 import { eventually } from "../../../e2e/support/eventually.js";
-import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
+import type { DynamoKserveModel, DynamoKserveRepository } from "../../src/api/v1alpha1.js";
 import type { InferencePool } from "../../src/resources/inference-pool.js";
-import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
+import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject, repositoryObject } from "../fixtures/kube.js";
 import { useOperator, type OperatorProcess } from "../fixtures/operator.js";
 
 const POOL_API = "inference.networking.k8s.io/v1";
@@ -106,6 +106,67 @@ describe("InferencePool (upstream Gateway API Inference Extension CRD, real API 
       assert.equal(front.metadata?.ownerReferences?.[0]?.kind, "InferencePool");
       assert.equal(front.metadata?.ownerReferences?.[0]?.uid, created.metadata.uid);
     });
+  });
+
+  it("gives a DynamoKserveRepository its own pool and Service; a model of the same name finds the pool's name taken", async () => {
+    await kube.create(
+      repositoryObject(namespace, "zoo", {
+        configMapRef: { name: "zoo-configs" },
+        inferencePool: { protocol: "HTTP", endpointPickerRef: { name: "zoo-epp", port: { number: 9002 } } },
+      }),
+    );
+    const repository = () =>
+      kube.read<DynamoKserveRepository>("dynamokserve.dev/v1alpha1", "DynamoKserveRepository", namespace, "zoo");
+    await eventually(async () => {
+      const current = await repository();
+      assert.equal(conditionOf(current, "InferencePoolReady")?.status, "True");
+      assert.deepEqual(current.status?.inferencePool, { name: "zoo", appProtocol: "http", service: "zoo-pool" });
+    }, 30_000);
+    const created = await pool("zoo");
+    assert.deepEqual(created.spec, {
+      selector: { matchLabels: { "dynamokserve.dev/repository": "zoo" } },
+      targetPorts: [{ number: 8000 }],
+      appProtocol: "http",
+      endpointPickerRef: {
+        group: "",
+        kind: "Service",
+        name: "zoo-epp",
+        port: { number: 9002 },
+        failureMode: "FailClose",
+      },
+    });
+    await eventually(async () =>
+      assert.deepEqual(
+        (await service("zoo-pool")).spec?.ports?.map((port) => [port.name, port.port, port.appProtocol]),
+        [["http", 8000, "http"]],
+      ),
+    );
+    // The pool's name is the repository's: a model called the same cannot take it.
+    await kube.create(
+      modelObject(namespace, "zoo", {
+        replicas: 1,
+        modelConfig: { inline: IDENTITY_CONFIG },
+        inferencePool: { endpointPickerRef: { name: "zoo-epp", port: { number: 9002 } } },
+      }),
+    );
+    const model = () =>
+      kube.read<DynamoKserveModel>("dynamokserve.dev/v1alpha1", "DynamoKserveModel", namespace, "zoo");
+    await eventually(async () => {
+      const pooled = conditionOf(await model(), "InferencePoolReady");
+      assert.deepEqual([pooled?.status, pooled?.reason], ["False", "NameTaken"]);
+    }, 30_000);
+    assert.deepEqual((await pool("zoo")).spec.selector, { matchLabels: { "dynamokserve.dev/repository": "zoo" } });
+    // Dropping spec.inferencePool removes the repository's pool (the prune), and the model takes the name.
+    await kube.mergePatch(
+      repositoryObject(namespace, "zoo", { inferencePool: null } as unknown as DynamoKserveRepository["spec"]),
+    );
+    await eventually(async () => {
+      assert.equal(conditionOf(await model(), "InferencePoolReady")?.status, "True");
+      assert.deepEqual((await pool("zoo")).spec.selector, { matchLabels: { "dynamokserve.dev/model": "zoo" } });
+      assert.equal(conditionOf(await repository(), "InferencePoolReady"), undefined);
+    }, 30_000);
+    await kube.delete(await model());
+    await kube.delete(await repository());
   });
 
   it("fronts a user's pools too: http unless the pool says h2c", async () => {

@@ -124,6 +124,41 @@ describe("DynamoKserveRepository builders", () => {
       assert.equal(condition(status, "Ready")?.message, "2 models ready, served at triton.ml.svc:8001");
     });
 
+    it("reports its InferencePool as a model does: the condition names the repository, the status the pool", () => {
+      const pooled = repository({ ...spec, inferencePool: { endpointPickerRef: { name: "triton-epp" } } });
+      const listed = { state: "Listed", pod: "triton-0", models: [] } as const;
+      const created = desiredRepositoryStatus(
+        pooled,
+        observe({
+          index: listed,
+          inferencePool: { state: "Created", name: "triton", appProtocol: "kubernetes.io/h2c", service: "triton-pool" },
+        }),
+        now,
+      ).status;
+      assert.deepEqual(created.inferencePool, {
+        name: "triton",
+        appProtocol: "kubernetes.io/h2c",
+        service: "triton-pool",
+      });
+      assert.equal(
+        condition(created, "InferencePoolReady")?.message,
+        "InferencePool triton selects this repository's pods with appProtocol kubernetes.io/h2c; Service triton-pool fronts it",
+      );
+      const taken = desiredRepositoryStatus(
+        pooled,
+        observe({ index: listed, inferencePool: { state: "NameTaken", name: "triton" } }),
+        now,
+      ).status;
+      assert.deepEqual([condition(taken, "InferencePoolReady")?.reason, taken.inferencePool], ["NameTaken", undefined]);
+      assert.equal(
+        condition(
+          desiredRepositoryStatus(repository(spec), observe({ index: listed }), now).status,
+          "InferencePoolReady",
+        ),
+        undefined,
+      );
+    });
+
     it("names the models that are not ready with their reasons, five at most", () => {
       const models = Array.from({ length: 8 }, (_, i) => ({
         name: `m${i}`,
