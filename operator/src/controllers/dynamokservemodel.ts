@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import { errorMessage } from "../../../lib/errors.js";
 import { parseTokenFile } from "../../../lib/contract/layout.js";
 import { KIND, PLURAL, type DynamoKserveModel, type DynamoKserveModelStatus } from "../api/v1alpha1.js";
+import { namesakePoolWatch } from "./inferencepool.js";
 import { keyOf, mapped, type Controller, type Planned, type Watch } from "../kube/controller.js";
 import type { SecretReader } from "../kube/secrets.js";
 import { NameTakenError } from "../kube/apply.js";
@@ -100,12 +101,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         )
         .map((model) => keyOf(model.metadata.namespace, model.metadata.name)),
     ),
-    // A user's InferencePool taking (or freeing) a model's pool name.
-    mapped(["InferencePool"], (pool) => {
-      if (pool.metadata?.labels?.[MODEL_LABEL] !== undefined) return [];
-      const model = this.caches.models.get(pool.metadata?.namespace ?? "", pool.metadata?.name ?? "");
-      return model?.spec.inferencePool !== undefined ? [keyOf(model.metadata.namespace, model.metadata.name)] : [];
-    }),
+    namesakePoolWatch(MODEL_LABEL, (namespace, name) => this.caches.models.get(namespace, name)),
   ];
 
   constructor(

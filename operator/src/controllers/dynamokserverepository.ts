@@ -22,6 +22,7 @@ import {
   type IndexOutcome,
 } from "../resources/repository.js";
 import { SERVICE_MONITOR_KIND } from "../resources/service-monitor.js";
+import { namesakePoolWatch } from "./inferencepool.js";
 import { keyOf, labelledKey, mapped, type Controller, type Planned, type Watch } from "../kube/controller.js";
 import { earliest, timestamp } from "./timing.js";
 import type { SecretReader } from "../kube/secrets.js";
@@ -82,14 +83,7 @@ export class DynamoKserveRepositoryController implements Controller<
         )
         .map((repository) => keyOf(repository.metadata.namespace, repository.metadata.name)),
     ),
-    // Somebody else's InferencePool taking (or freeing) a repository's pool name.
-    mapped(["InferencePool"], (pool) => {
-      if (pool.metadata?.labels?.[REPOSITORY_LABEL] !== undefined) return [];
-      const repository = this.caches.repositories.get(pool.metadata?.namespace ?? "", pool.metadata?.name ?? "");
-      return repository?.spec.inferencePool !== undefined
-        ? [keyOf(repository.metadata.namespace, repository.metadata.name)]
-        : [];
-    }),
+    namesakePoolWatch(REPOSITORY_LABEL, (namespace, name) => this.caches.repositories.get(namespace, name)),
   ];
 
   constructor(

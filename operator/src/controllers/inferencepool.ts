@@ -1,4 +1,4 @@
-import type { Controller, ObjectSource, Planned, Watch } from "../kube/controller.js";
+import { keyOf, mapped, type Controller, type ObjectSource, type Planned, type Watch } from "../kube/controller.js";
 import type { OwnedKind, PlanGroup } from "../kube/owned.js";
 import type { OptionalKind } from "../kube/optional-kind.js";
 import { SERVICE_KIND } from "../resources/dataplane-pods.js";
@@ -8,7 +8,26 @@ import {
   poolServiceName,
   POOL_LABEL,
   type InferencePool,
+  type PoolOwner,
 } from "../resources/inference-pool.js";
+
+/**
+ * The watch an owner kind that asks for pools (DynamoKserveModel, DynamoKserveRepository)
+ * keeps on the InferencePools that are not its own: one taking or freeing the name its pool
+ * would have (the owner's name) requeues that owner, when it asks for a pool. Its own pools'
+ * events reach it by its owner label. `find` looks an owner up (a function: the watch is made
+ * before the controller's caches are assigned).
+ */
+export function namesakePoolWatch(
+  ownerLabel: string,
+  find: (namespace: string, name: string) => PoolOwner | undefined,
+): Watch {
+  return mapped([INFERENCE_POOL_KIND.kind], (pool) => {
+    if (pool.metadata?.labels?.[ownerLabel] !== undefined) return [];
+    const owner = find(pool.metadata?.namespace ?? "", pool.metadata?.name ?? "");
+    return owner?.spec.inferencePool !== undefined ? [keyOf(owner.metadata.namespace, owner.metadata.name)] : [];
+  });
+}
 
 /** What an InferencePool (ours or a user's) gets from the operator: the Service in front of it. */
 export const POOL_OWNS: readonly OwnedKind[] = [SERVICE_KIND];
