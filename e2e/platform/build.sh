@@ -66,8 +66,10 @@ build() {
   started=$SECONDS
   (
     cd "$out/src"
-    local upstream
-    upstream="$(go mod download -json "$module@$version" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
+    # Upstream's module, downloaded once: its go.mod (for its directives) and its folder (for prepare_NAME).
+    local download upstream
+    download="$(go mod download -json "$module@$version")"
+    upstream="$(sed -n 's/.*"GoMod": "\(.*\)",/\1/p' <<<"$download")"
     printf 'module dynamo-kserve.dev/platform/%s\n\ngo %s\n\nrequire %s %s\n' \
       "$name" "$(go env GOVERSION | sed 's/^go//; s/^\([0-9]*\.[0-9]*\).*/\1/')" "$module" "$version" > go.mod
     # Upstream's replace and exclude directives, as go mod edit flags.
@@ -85,7 +87,7 @@ build() {
       printf ')\n'
     } > tools.go
     if declare -F "prepare_$name" >/dev/null; then
-      "prepare_$name" "$(go mod download -json "$module@$version" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')"
+      "prepare_$name" "$(sed -n 's/.*"Dir": "\(.*\)",/\1/p' <<<"$download")"
     fi
     go mod tidy >/dev/null 2>&1 || go mod download
     for package in "$@"; do
