@@ -72,6 +72,14 @@ describe("Prometheus metrics after known traffic (dynamo_frontend_*, nv_inferenc
     assert.equal(valueOf(samples, "dynamo_frontend_request_duration_seconds_count", { model: "identity_fp32" }), 4);
   });
 
+  it("publishes the pod's totals, 0 waiting and running, and no KV-cache total when no model keeps a KV cache", () => {
+    const pod = (name: string) => samples.filter((sample) => sample.name === name);
+    for (const name of ["dynamo_kserve_server_requests_waiting", "dynamo_kserve_server_requests_running"]) {
+      assert.deepEqual(pod(name), [{ name, labels: {}, value: 0 }], name);
+    }
+    assert.deepEqual(pod("dynamo_kserve_server_kv_cache_usage_ratio"), []);
+  });
+
   it("publishes in-flight requests for every served model, 0 before its first request (autoscalers read a value per pod)", () => {
     const idle = seriesValue(samples, "dynamo_frontend_inflight_requests", { model: "identity_bytes" });
     assert.equal(idle, 0, "identity_bytes was never called, and still has a series");
@@ -128,9 +136,11 @@ describe("Prometheus metrics after known traffic (dynamo_frontend_*, nv_inferenc
 
 describe("load signals for endpoint pickers (the model-server protocol's waiting, running, KV cache)", function () {
   this.timeout(20_000);
-  // Two sequences at once, a 100-token KV cache, each answer after 60 s unless cancelled.
+  // Two sequences at once, a 100-token KV cache, each answer after 60 s unless cancelled;
+  // a second model of one sequence and a 20-token KV cache, for the pod's totals.
   const serving = useServer({
     busy_llm: mockerConfig("busy_llm", { ttftMs: 60_000, maxTokens: 1, maxNumSeqs: 2, kvCacheTokens: 100 }),
+    narrow_llm: mockerConfig("narrow_llm", { ttftMs: 60_000, maxTokens: 1, maxNumSeqs: 1, kvCacheTokens: 20 }),
   });
   let server: ServerProcess;
   before(() => ({ server } = serving));
@@ -146,14 +156,40 @@ describe("load signals for endpoint pickers (the model-server protocol's waiting
     };
   };
 
+  /** The pod's totals as scraped: one series each, no labels; undefined for one that is not there. */
+  const podSignals = async () => {
+    const samples = await scrape(`http://127.0.0.1:${server.metricsPort}/metrics`);
+    const of = (name: string) => {
+      const found = samples.filter((sample) => sample.name === name);
+      assert.ok(found.length <= 1, `${name}: ${found.length} series, not one per pod`);
+      assert.deepEqual(found[0]?.labels ?? {}, {}, `${name} has no labels`);
+      return found[0]?.value;
+    };
+    return {
+      waiting: of("dynamo_kserve_server_requests_waiting"),
+      running: of("dynamo_kserve_server_requests_running"),
+      kvCache: of("dynamo_kserve_server_kv_cache_usage_ratio"),
+    };
+  };
+
+  /** Requests held until a test, or at the latest the test's end, aborts them. */
+  const held: AbortController[] = [];
+  afterEach(() => {
+    for (const controller of held.splice(0)) controller.abort();
+  });
+
+  /** Holds a request on `model` until the returned controller aborts it. */
+  const hold = (model: string, text: string): AbortController => {
+    const controller = new AbortController();
+    const call = server.client.modelInfer(promptRequest({ model, text }), () => undefined);
+    controller.signal.addEventListener("abort", () => call.cancel());
+    held.push(controller);
+    return controller;
+  };
+
   it("counts a model's waiting and running requests and its KV-cache share, and returns to 0 when they end", async () => {
     assert.deepEqual(await signals("busy_llm"), { waiting: 0, running: 0, kvCache: 0 });
-    const calls = ["one two three", "four five", "six"].map((text) => {
-      const controller = new AbortController();
-      const call = server.client.modelInfer(promptRequest({ model: "busy_llm", text }), () => undefined);
-      controller.signal.addEventListener("abort", () => call.cancel());
-      return controller;
-    });
+    const calls = ["one two three", "four five", "six"].map((text) => hold("busy_llm", text));
     // Two run (5 prompt words held of 100), the third waits for a sequence slot.
     await eventually(async () =>
       assert.deepEqual(await signals("busy_llm"), { waiting: 1, running: 2, kvCache: 0.05 }),
@@ -165,6 +201,29 @@ describe("load signals for endpoint pickers (the model-server protocol's waiting
     );
     for (const call of calls) call.abort();
     await eventually(async () => assert.deepEqual(await signals("busy_llm"), { waiting: 0, running: 0, kvCache: 0 }));
+  });
+
+  it("totals waiting and running over every model of the pod and reports its fullest KV cache", async () => {
+    // Idle: both LLMs report an empty KV cache, every other model nothing waiting or running.
+    assert.deepEqual(await podSignals(), { waiting: 0, running: 0, kvCache: 0 });
+    // busy_llm: two run (5 prompt words of 100: 0.05), the third waits.
+    const calls = ["one two three", "four five", "six"].map((text) => hold("busy_llm", text));
+    // narrow_llm: one runs (4 prompt words of 20: 0.2), then a second waits.
+    calls.push(hold("narrow_llm", "seven eight nine ten"));
+    await eventually(async () => assert.equal((await signals("narrow_llm")).running, 1));
+    calls.push(hold("narrow_llm", "eleven"));
+    await eventually(async () => {
+      assert.deepEqual(await signals("busy_llm"), { waiting: 1, running: 2, kvCache: 0.05 });
+      assert.deepEqual(await signals("narrow_llm"), { waiting: 1, running: 1, kvCache: 0.2 });
+    });
+    // Sums of waiting (1 + 1) and running (2 + 1); the larger ratio, not their sum (0.25).
+    assert.deepEqual(await podSignals(), { waiting: 2, running: 3, kvCache: 0.2 });
+    calls[3]!.abort();
+    calls[4]!.abort();
+    // narrow_llm holds nothing: busy_llm's cache is now the fullest.
+    await eventually(async () => assert.deepEqual(await podSignals(), { waiting: 1, running: 2, kvCache: 0.05 }));
+    for (const call of calls) call.abort();
+    await eventually(async () => assert.deepEqual(await podSignals(), { waiting: 0, running: 0, kvCache: 0 }));
   });
 
   it("publishes tensor models' signals too, without a KV cache", async () => {
