@@ -14,6 +14,8 @@ import {
   withOptions,
 } from "../lib/contract/options.js";
 import { stopOnSignals } from "./options.js";
+// Pure builders and constants: no Kubernetes client loaded with them.
+import { ENDPOINT_PICKER_IMAGE } from "../operator/src/resources/endpoint-picker.js";
 
 /** `dynamo-kserve operator`'s options, declared once each (lib/contract/options.ts). */
 const OPERATOR_OPTIONS = {
@@ -37,6 +39,14 @@ const OPERATOR_OPTIONS = {
     "--dataplane-image <image>",
     { env: "DYNAMO_DATAPLANE_IMAGE", help: "data-plane image for models that do not set spec.image" },
     "dynamo-kserve:latest",
+  ),
+  endpointPickerImage: text(
+    "--endpoint-picker-image <image>",
+    {
+      env: "DYNAMO_ENDPOINT_PICKER_IMAGE",
+      help: "the endpoint picker's image for pools with spec.inferencePool.endpointPicker that do not set its image (GAIE's epp)",
+    },
+    ENDPOINT_PICKER_IMAGE,
   ),
   kedaPrometheusAddress: text("--keda-prometheus-address <url>", {
     env: "DYNAMO_KEDA_PROMETHEUS_ADDRESS",
@@ -151,6 +161,7 @@ export function operatorCommand(): Command {
       clusterWaitSeconds: flags.clusterWaitSecs,
       namespaces: flags.namespace ?? [],
       dataplaneImage: flags.dataplaneImage,
+      endpointPickerImage: flags.endpointPickerImage,
       ...(flags.kedaPrometheusAddress !== undefined ? { kedaPrometheusAddress: flags.kedaPrometheusAddress } : {}),
       workers: flags.workers,
       httpHost: flags.host,

@@ -45,6 +45,27 @@ export function realNodeUnavailable(): string | undefined {
   return undefined;
 }
 
+/**
+ * An image of one static binary (`/<name>`, its entrypoint) imported into the Docker Engine,
+ * tagged by the binary's content so a rebuilt binary gets a new image: what a distroless image
+ * of it would run, where no registry is reachable to pull one. `scratch` is a folder to make
+ * the root filesystem in.
+ */
+export function binaryImage(binary: string, name: string, scratch: string): string {
+  const tag = `dynamo-kserve.dev/${name}:${createHash("sha256").update(readFileSync(binary)).digest("hex").slice(0, 12)}`;
+  if (spawnSync("docker", ["image", "inspect", tag]).status !== 0) {
+    const rootfs = join(scratch, `${name}-rootfs`);
+    mkdirSync(rootfs, { recursive: true });
+    execFileSync("install", ["-m", "0755", binary, join(rootfs, name)]);
+    const tarball = execFileSync("tar", ["-C", rootfs, "-c", "."], { maxBuffer: 512 * 1024 * 1024 });
+    execFileSync("docker", ["import", "--change", `ENTRYPOINT ["/${name}"]`, "-", tag], {
+      input: tarball,
+      maxBuffer: 64 * 1024 * 1024,
+    });
+  }
+  return tag;
+}
+
 export class RealNode {
   private readonly dir: string;
   private readonly socket: string;
@@ -129,22 +150,13 @@ export class RealNode {
     });
   }
 
-  /** The sandbox image, from the pause binary build.sh made, imported into Docker (cached by content). */
+  /** The sandbox image, from the pause binary build.sh made. */
   private pauseImage(): string {
-    const binary = join(this.cluster.bin, "pause");
-    const tag = `dynamo-kserve.dev/pause:${createHash("sha256").update(readFileSync(binary)).digest("hex").slice(0, 12)}`;
-    if (spawnSync("docker", ["image", "inspect", tag]).status !== 0) {
-      const rootfs = join(this.dir, "pause-rootfs");
-      mkdirSync(rootfs, { recursive: true });
-      execFileSync("install", ["-m", "0755", binary, join(rootfs, "pause")]);
-      const tarball = execFileSync("tar", ["-C", rootfs, "-c", "."], { maxBuffer: 64 * 1024 * 1024 });
-      execFileSync("docker", ["import", "--change", 'ENTRYPOINT ["/pause"]', "-", tag], { input: tarball });
-    }
-    return tag;
+    return binaryImage(join(this.cluster.bin, "pause"), "pause", this.dir);
   }
 
   /** Copies an image from the Docker Engine into the node's containerd (what `kind load` does). */
-  private loadImage(image: string): void {
+  loadImage(image: string): void {
     const loaded = spawnSync(
       "bash",
       [

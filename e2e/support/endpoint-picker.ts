@@ -4,7 +4,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { TestCluster } from "../cluster/cluster.js";
 import { Daemons, waitFor } from "../cluster/daemons.js";
-import { codeBlocks } from "./docs.js";
+import { binaryImage } from "../cluster/node.js";
 import { EPP, LWEPP } from "./platform.js";
 import { accepts, freePorts } from "./ports.js";
 
@@ -101,8 +101,17 @@ function setHeaders(response: Uint8Array): Record<string, string> | undefined {
 export class ExtProcGateway {
   private readonly client: Client;
 
-  constructor(address: string) {
-    this.client = new Client(address, credentials.createInsecure());
+  /**
+   * `tls`: the picker serves ext_proc over TLS with a certificate it makes itself (GAIE's
+   * default, --secure-serving), which a gateway takes without checking it; otherwise h2c.
+   */
+  constructor(address: string, options: { tls?: boolean } = {}) {
+    this.client = new Client(
+      address,
+      options.tls === true
+        ? credentials.createSsl(null, null, null, { rejectUnauthorized: false })
+        : credentials.createInsecure(),
+    );
   }
 
   /** The headers the picker sets for this request (its headers, then its body, as a gateway sends them). */
@@ -132,37 +141,21 @@ export class ExtProcGateway {
   }
 }
 
-/** The page whose EndpointPickerConfig a user copies, and the section that shows it. */
-const PICKER_CONFIG_PAGE = "docs/guides/gateways.md";
-const PICKER_CONFIG_SECTION = "Load signals";
-
 /**
- * GAIE v1.4.0's endpoint picker pointed at the data plane's load signals for one model: the
- * gateways guide's EndpointPickerConfig, the very text a user copies, for `model`.
- * Its data layer scrapes each pod's metrics port and reads the model's waiting, running and
- * KV-cache series; the queue and KV-cache scorers rank the pods on them. (v1.4 refuses the
- * old metric flags.)
+ * The image of GAIE's endpoint picker (epp) that a pool's `endpointPicker.image` names in the
+ * tests: the binary e2e/platform/build.sh made from the pinned module, alone in an image, as
+ * upstream's distroless one holds it (no registry is reachable to pull that one). Loaded into
+ * the real node, the operator's picker Deployment runs it as real pods.
  */
-export const loadSignalPickerArgs = (model: string): string[] => {
-  const config = codeBlocks(PICKER_CONFIG_PAGE, { heading: PICKER_CONFIG_SECTION, language: "yaml" })
-    .find((block) => /^kind: EndpointPickerConfig$/m.test(block.text))
-    ?.text.replaceAll('model="my-model"', `model="${model}"`);
-  if (config === undefined) throw new Error(`${PICKER_CONFIG_PAGE} shows no EndpointPickerConfig`);
-  return [
-    // The pool's target port is the HTTP one; the signals are on the metrics port.
-    "--model-server-metrics-port=8002",
-    `--config-text=${config}`,
-    "--tracing=false",
-    "--metrics-endpoint-auth=false",
-  ];
-};
+export const endpointPickerImage = (cluster: Pick<TestCluster, "dir">): string =>
+  binaryImage(EPP(), "epp", cluster.dir);
 
 /**
  * An endpoint picker of the Gateway API Inference Extension, built by e2e/platform/build.sh,
  * run on this machine against the test cluster for one InferencePool: it watches the pool
- * and its pods through the API server and picks among the Ready ones. GAIE v1.6.0's
- * lightweight picker (lwepp) goes round robin; v1.4.0's full picker (epp) scores pods by the
- * load signals it scrapes from them.
+ * and its pods through the API server and picks among the Ready ones: GAIE v1.6.0's
+ * lightweight picker (lwepp), which goes round robin. (v1.4.0's full picker, epp, runs as the
+ * operator's pods: endpointPickerImage.)
  */
 export class EndpointPicker {
   private constructor(
@@ -171,29 +164,16 @@ export class EndpointPicker {
     readonly address: string,
   ) {}
 
-  static lwepp(cluster: TestCluster, pool: PoolName): Promise<EndpointPicker> {
-    return EndpointPicker.start(cluster, "lwepp", LWEPP(), pool, []);
-  }
-
-  static epp(cluster: TestCluster, pool: PoolName, args: readonly string[]): Promise<EndpointPicker> {
-    return EndpointPicker.start(cluster, "epp", EPP(), pool, args);
-  }
-
-  private static async start(
-    cluster: Pick<TestCluster, "dir" | "adminKubeconfig">,
-    name: string,
-    binary: string,
-    pool: PoolName,
-    args: readonly string[],
-  ): Promise<EndpointPicker> {
+  static async lwepp(cluster: Pick<TestCluster, "dir" | "adminKubeconfig">, pool: PoolName): Promise<EndpointPicker> {
+    const name = "lwepp";
     const dir = join(cluster.dir, `${name}-${pool.name}`);
     mkdirSync(dir, { recursive: true });
     const [grpcPort, healthPort, metricsPort] = (await freePorts(3)) as [number, number, number];
     const daemons = new Daemons(dir);
-    // Both read the cluster through controller-runtime, from the kubeconfig KUBECONFIG names.
+    // It reads the cluster through controller-runtime, from the kubeconfig KUBECONFIG names.
     daemons.start(
       name,
-      binary,
+      LWEPP(),
       [
         `--pool-name=${pool.name}`,
         `--pool-namespace=${pool.namespace}`,
@@ -201,7 +181,6 @@ export class EndpointPicker {
         `--grpc-health-port=${healthPort}`,
         `--metrics-port=${metricsPort}`,
         "--secure-serving=false",
-        ...args,
       ],
       { KUBECONFIG: cluster.adminKubeconfig },
     );

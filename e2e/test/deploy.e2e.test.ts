@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { promisify } from "node:util";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { parse as parseYaml } from "yaml";
 import { credentials, status, type ServiceError } from "@grpc/grpc-js";
 import type { V1Pod, V1Service } from "@kubernetes/client-node";
 import { REPO_ROOT, TestCluster } from "../cluster/cluster.js";
@@ -28,12 +29,7 @@ import { requirePlatform } from "../support/platform.js";
 import { ClosedLoopLoad, type LoadOutcome } from "../support/load.js";
 import { scrape, valueOf } from "../support/prometheus.js";
 import { gatewayApiCrdFiles, Traefik, TRAEFIK_CONTROLLER } from "../support/gateway.js";
-import {
-  DESTINATION_HEADER,
-  EndpointPicker,
-  ExtProcGateway,
-  loadSignalPickerArgs,
-} from "../support/endpoint-picker.js";
+import { DESTINATION_HEADER, EndpointPicker, endpointPickerImage, ExtProcGateway } from "../support/endpoint-picker.js";
 import { ModelInferRequest, type ModelInferResponse } from "../../proto/gen/ts/grpc_service.js";
 import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
 import { tritonRepositoryCorpus } from "../../operator/test/fixtures/triton-repository.js";
@@ -920,28 +916,37 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     }
   });
 
-  it("an endpoint picker that reads load (GAIE v1.4.0's epp) sends OpenAI requests of an HTTP pool to the pod that is not kept busy, read from the pods' load signals", async function () {
+  it("one kubectl apply of the gateways guide's model runs GAIE v1.4.0's endpoint picker (epp) as the operator's pods, with the config it generates: OpenAI requests of the HTTP pool go to the pod that is not kept busy", async function () {
     await requirePlatform(this, "epp");
-    // An LLM server generating one sequence at a time, a token a second, with a KV cache.
-    await pooledModel(
-      "llm-picked",
-      2,
-      [
-        'backend: "mocker"',
-        'parameters { key: "itl_ms" value { string_value: "1000" } }',
-        'parameters { key: "max_num_seqs" value { string_value: "1" } }',
-        'parameters { key: "kv_cache_tokens" value { string_value: "1000" } }',
-        'input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]',
-        'output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]',
-      ].join("\n"),
-      "HTTP",
-    );
-    const [first, second] = podsOf("llm-picked").map((pod) => pod.status!.podIP!) as [string, string];
+    const pickerImage = endpointPickerImage(cluster!);
+    node!.loadImage(pickerImage);
+    // The guide's example as a user applies it, the picker image made the one built here.
+    const [example] = codeBlocks("docs/guides/gateways.md", {
+      heading: "An endpoint picker the operator runs",
+      language: "yaml",
+    });
+    const model = parseYaml(example!.text) as {
+      metadata: { name: string };
+      spec: { inferencePool: { endpointPicker: { image: string } } };
+    };
+    const name = model.metadata.name;
+    model.spec.inferencePool.endpointPicker.image = pickerImage;
+    cluster!.apply(model);
+    await run(`kubectl wait dkm/${name} --for=condition=Ready --timeout=180s`);
+    await run(`kubectl wait dkm/${name} --for=condition=InferencePoolReady --timeout=180s`);
+    const [picker] = cluster!.kubectlGet<{ items: V1Pod[] }>(
+      "pods",
+      "-l",
+      `dynamokserve.dev/endpoint-picker=${name}`,
+    ).items;
+    assert.equal(picker?.spec?.containers[0]?.image, pickerImage);
+    assert.equal(picker?.status?.phase, "Running");
+    const [first, second] = podsOf(name).map((pod) => pod.status!.podIP!) as [string, string];
     const completion = (address: string, prompt: string, maxTokens: number, signal?: AbortSignal) =>
       fetch(`http://${address}:8000/v1/completions`, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify({ model: "llm-picked", prompt, max_tokens: maxTokens }),
+        body: JSON.stringify({ model: name, prompt, max_tokens: maxTokens }),
         signal,
       });
     const loads: { stop(): Promise<void> }[] = [];
@@ -961,23 +966,20 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       const samples = await eventually(
         async () => {
           const scraped = await scrape(`http://${address}:8002/metrics`);
-          assert.equal(valueOf(scraped, "dynamo_kserve_requests_waiting", { model: "llm-picked" }), 2);
+          assert.equal(valueOf(scraped, "dynamo_kserve_requests_waiting", { model: name }), 2);
           return scraped;
         },
         30_000,
         500,
       );
-      assert.equal(valueOf(samples, "dynamo_kserve_requests_running", { model: "llm-picked" }), 1);
-      assert.ok(valueOf(samples, "dynamo_kserve_kv_cache_usage_ratio", { model: "llm-picked" }) > 0);
+      assert.equal(valueOf(samples, "dynamo_kserve_requests_running", { model: name }), 1);
+      assert.ok(valueOf(samples, "dynamo_kserve_kv_cache_usage_ratio", { model: name }) > 0);
       return load;
     };
-    const picker = await EndpointPicker.epp(
-      cluster!,
-      { name: "llm-picked", namespace: "default" },
-      loadSignalPickerArgs("llm-picked"),
-    );
-    const gateway = new ExtProcGateway(picker.address);
-    const body = Buffer.from(JSON.stringify({ model: "llm-picked", prompt: "which pod?", max_tokens: 1 }));
+    // The gateway's side of ext_proc, through the picker's Service (TLS: the picker's own certificate).
+    const pickerService = cluster!.kubectlGet<V1Service>("service", `${name}-epp`);
+    const gateway = new ExtProcGateway(`${pickerService.spec!.clusterIP}:9002`, { tls: true });
+    const body = Buffer.from(JSON.stringify({ model: name, prompt: "which pod?", max_tokens: 1 }));
     const headers = { ":method": "POST", ":path": "/v1/completions", "content-type": "application/json" };
     /** Waits until six picks in a row all choose `address`'s pod. */
     const allPicked = (address: string) =>
@@ -1004,8 +1006,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     } finally {
       await Promise.all(loads.map((load) => load.stop()));
       gateway.close();
-      await picker.stop();
-      cluster!.kubectl("delete", "dkm", "llm-picked", "--wait=false");
+      cluster!.kubectl("delete", "dkm", name, "--wait=false");
     }
   });
 

@@ -23,10 +23,13 @@ import { GrpcRepositoryIndex } from "./probes/repository-index.js";
 import { ModelFilesChecker } from "./probes/model-files.js";
 import { INFERENCE_POOL_KIND, type InferencePool } from "./resources/inference-pool.js";
 import { REPOSITORY_LABEL } from "./resources/names.js";
+import { GATEWAY_KIND } from "./resources/routes.js";
 import type { OwnedKind } from "./kube/owned.js";
 
 export interface OperatorOptions extends Omit<ManagerOptions, "logger"> {
   readonly dataplaneImage: string;
+  /** The image of the endpoint pickers the operator runs (spec.inferencePool.endpointPicker) when theirs is unset. */
+  readonly endpointPickerImage?: string;
   /** The Prometheus KEDA's triggers query by default (spec.autoscaling.keda.prometheusAddress wins). */
   readonly kedaPrometheusAddress?: string;
   /** Validity and renewal of tls.mode SelfSigned serving certificates. */
@@ -81,15 +84,24 @@ export async function startOperator(options: OperatorOptions): Promise<RunningOp
     // Every InferencePool, ours or a user's, while its CRD is there: each gets a Service.
     pools: manager.optional<InferencePool>(INFERENCE_POOL_KIND),
   };
+  // Gateways are read, never written: a model's routes say when theirs does not exist.
+  const gateways = manager.optional<KubernetesObject>(GATEWAY_KIND);
+  const gatewayExists = (namespace: string, name: string): boolean | undefined => {
+    const watched = gateways.objects();
+    if (watched === undefined) return undefined;
+    if (options.namespaces.length > 0 && !options.namespaces.includes(namespace)) return undefined;
+    return watched.get(namespace, name) !== undefined;
+  };
   const settings = {
     dataplaneImage: options.dataplaneImage,
+    ...(options.endpointPickerImage !== undefined ? { endpointPickerImage: options.endpointPickerImage } : {}),
     ...(options.kedaPrometheusAddress !== undefined ? { kedaPrometheusAddress: options.kedaPrometheusAddress } : {}),
   };
   const secrets = new SecretReader(manager.config);
   const modelFilesChecker = new ModelFilesChecker(options.storageCheckSeconds * 1000);
   manager.register(
     new DynamoKserveModelController(
-      caches,
+      { ...caches, gatewayExists },
       manager.owned,
       secrets,
       manager.writer,

@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveRepository";
 export const PLURAL = "dynamokserverepositories";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"storage":{"caBundle":{"key":"ca.crt"},"cacheSize":"10Gi"},"upstream":{"port":8001},"autoscaling":{"class":"HPA","minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests","keda":{"pollingIntervalSeconds":15,"cooldownSeconds":300},"activation":{"holdTimeoutSeconds":120,"maxHeldRequests":1000}},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
+export const SPEC_DEFAULTS = {"storage":{"caBundle":{"key":"ca.crt"},"cacheSize":"10Gi"},"upstream":{"port":8001},"autoscaling":{"class":"HPA","minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests","keda":{"pollingIntervalSeconds":15,"cooldownSeconds":300},"activation":{"holdTimeoutSeconds":120,"maxHeldRequests":1000}},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPicker":{"failureMode":"FailClose"},"endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
 
 /**
  * Where the repository is and how to run its data plane.
@@ -353,9 +353,33 @@ export interface DynamoKserveRepositorySpec {
      */
     protocol?: "gRPC" | "HTTP";
     /**
-     * The Endpoint Picker extension the gateway asks which pod serves a request.
+     * The operator runs the Gateway API Inference Extension's endpoint picker (epp) for this pool: a Deployment <name>-epp (one pod, replaced by Recreate as GAIE's chart does), its Service (ext_proc on 9002 over h2c, metrics on 9090), a ServiceAccount and a Role that reads only pods, InferencePools and InferenceObjectives of this namespace, and a ConfigMap with its EndpointPickerConfig, generated to score pods on the data plane's load signals (the model's series; a repository's pod totals). The pool's endpointPickerRef names that Service.
      */
-    endpointPickerRef: {
+    endpointPicker?: {
+      /**
+       * The endpoint picker's image; default: the operator's --endpoint-picker-image (registry.k8s.io/gateway-api-inference-extension/epp:v1.4.0 unless the chart says otherwise).
+       */
+      image?: string;
+      /**
+       * What the gateway does when the endpoint picker does not answer.
+       */
+      failureMode?: "FailOpen" | "FailClose";
+      /**
+       * CPU and memory requests and limits of the picker's container (default: requests of 100m CPU and 128Mi; GAIE's chart asks for 4 CPUs and 8Gi for production traffic).
+       */
+      resources?: {
+        requests?: {
+          [k: string]: number | string | undefined;
+        };
+        limits?: {
+          [k: string]: number | string | undefined;
+        };
+      };
+    };
+    /**
+     * The Endpoint Picker extension the gateway asks which pod serves a request (one you run).
+     */
+    endpointPickerRef?: {
       /**
        * API group of the referent; "" is the core group.
        */
@@ -458,9 +482,13 @@ export interface DynamoKserveRepositoryStatus {
      * The Service fronting the pool's pods, with the matching appProtocol.
      */
     service?: string;
+    /**
+     * The Service of the endpoint picker the operator runs for the pool (spec.inferencePool.endpointPicker).
+     */
+    endpointPicker?: string;
   };
   /**
-   * Ready (the Deployment is available and every model is ready), Available (enough pods are ready), ModelsReady (every model of the repository is ready), with spec.storageUri, ModelFilesReady (the operator listed the location with storage.secretName's credentials and found models there; Unknown with reason CheckedByPods without a Secret), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists), with spec.inferencePool, InferencePoolReady (the pool and its Service exist). With spec.autoscaling, AutoscalerReady (the autoscaler's objects exist and it reads its metrics; reason KEDANotInstalled, TriggerFailing, ...), and with minReplicas 0, ScaledToZero (no pod runs; the activator holds requests).
+   * Ready (the Deployment is available and every model is ready), Available (enough pods are ready), ModelsReady (every model of the repository is ready), with spec.storageUri, ModelFilesReady (the operator listed the location with storage.secretName's credentials and found models there; Unknown with reason CheckedByPods without a Secret), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists), with spec.inferencePool, InferencePoolReady (the pool and its Service exist, and the endpoint picker the operator runs is available). With spec.autoscaling, AutoscalerReady (the autoscaler's objects exist and it reads its metrics; reason KEDANotInstalled, TriggerFailing, ...), and with minReplicas 0, ScaledToZero (no pod runs; the activator holds requests).
    */
   conditions?: {
     /**

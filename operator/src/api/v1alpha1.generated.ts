@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveModel";
 export const PLURAL = "dynamokservemodels";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"storage":{"caBundle":{"key":"ca.crt"},"cacheSize":"10Gi"},"autoscaling":{"class":"HPA","minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests","keda":{"pollingIntervalSeconds":15,"cooldownSeconds":300},"activation":{"holdTimeoutSeconds":120,"maxHeldRequests":1000}},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}}} as const;
+export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"storage":{"caBundle":{"key":"ca.crt"},"cacheSize":"10Gi"},"autoscaling":{"class":"HPA","minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests","keda":{"pollingIntervalSeconds":15,"cooldownSeconds":300},"activation":{"holdTimeoutSeconds":120,"maxHeldRequests":1000}},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPicker":{"failureMode":"FailClose"},"endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}},"routes":{"backend":"Service","http":{"pathPrefix":"/"}}} as const;
 
 /**
  * What to serve and how to run it.
@@ -457,9 +457,33 @@ export interface DynamoKserveModelSpec {
      */
     protocol?: "gRPC" | "HTTP";
     /**
-     * The Endpoint Picker extension the gateway asks which pod serves a request.
+     * The operator runs the Gateway API Inference Extension's endpoint picker (epp) for this pool: a Deployment <name>-epp (one pod, replaced by Recreate as GAIE's chart does), its Service (ext_proc on 9002 over h2c, metrics on 9090), a ServiceAccount and a Role that reads only pods, InferencePools and InferenceObjectives of this namespace, and a ConfigMap with its EndpointPickerConfig, generated to score pods on the data plane's load signals (the model's series; a repository's pod totals). The pool's endpointPickerRef names that Service.
      */
-    endpointPickerRef: {
+    endpointPicker?: {
+      /**
+       * The endpoint picker's image; default: the operator's --endpoint-picker-image (registry.k8s.io/gateway-api-inference-extension/epp:v1.4.0 unless the chart says otherwise).
+       */
+      image?: string;
+      /**
+       * What the gateway does when the endpoint picker does not answer.
+       */
+      failureMode?: "FailOpen" | "FailClose";
+      /**
+       * CPU and memory requests and limits of the picker's container (default: requests of 100m CPU and 128Mi; GAIE's chart asks for 4 CPUs and 8Gi for production traffic).
+       */
+      resources?: {
+        requests?: {
+          [k: string]: number | string | undefined;
+        };
+        limits?: {
+          [k: string]: number | string | undefined;
+        };
+      };
+    };
+    /**
+     * The Endpoint Picker extension the gateway asks which pod serves a request (one you run).
+     */
+    endpointPickerRef?: {
       /**
        * API group of the referent; "" is the core group.
        */
@@ -485,6 +509,181 @@ export interface DynamoKserveModelSpec {
        * What the gateway does when the Endpoint Picker does not answer.
        */
       failureMode?: "FailOpen" | "FailClose";
+    };
+  };
+  /**
+   * Gateway API routes (gateway.networking.k8s.io/v1) from a Gateway to this model: a GRPCRoute to its gRPC port (appProtocol kubernetes.io/h2c, so the gateway speaks HTTP/2 cleartext to the pods) and/or an HTTPRoute to its HTTP port, each named like this object. gRPC requests name their model in the body, so a Gateway shared by several models tells them apart by hostname (or listener).
+   */
+  routes?: {
+    /**
+     * The Gateway the routes attach to (their parentRef).
+     */
+    gateway: {
+      name: string;
+      /**
+       * The Gateway's namespace (default: the model's); its listeners must allow routes from here.
+       */
+      namespace?: string;
+      /**
+       * One listener of the Gateway, by name (default: every listener that allows the route).
+       */
+      sectionName?: string;
+    };
+    /**
+     * What the routes send to: the model's Service (any Gateway API implementation), or its InferencePool (a gateway of the Gateway API Inference Extension, which asks the pool's endpoint picker for the pod).
+     */
+    backend?: "Service" | "InferencePool";
+    /**
+     * A GRPCRoute to the model's gRPC port.
+     */
+    grpc?: {
+      /**
+       * @maxItems 16
+       */
+      hostnames?:
+        | []
+        | [string]
+        | [string, string]
+        | [string, string, string]
+        | [string, string, string, string]
+        | [string, string, string, string, string]
+        | [string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string, string, string, string, string, string, string]
+        | [
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string
+          ]
+        | [
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string
+          ]
+        | [
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string
+          ];
+    };
+    /**
+     * An HTTPRoute to the model's HTTP port (KServe v2 REST, OpenAI).
+     */
+    http?: {
+      /**
+       * @maxItems 16
+       */
+      hostnames?:
+        | []
+        | [string]
+        | [string, string]
+        | [string, string, string]
+        | [string, string, string, string]
+        | [string, string, string, string, string]
+        | [string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string, string, string, string, string, string]
+        | [string, string, string, string, string, string, string, string, string, string, string, string, string]
+        | [
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string
+          ]
+        | [
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string
+          ]
+        | [
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string,
+            string
+          ];
+      /**
+       * The requests' path prefix the route matches.
+       */
+      pathPrefix?: string;
     };
   };
 }
@@ -558,9 +757,30 @@ export interface DynamoKserveModelStatus {
      * The Service fronting the pool's pods, with the matching appProtocol.
      */
     service?: string;
+    /**
+     * The Service of the endpoint picker the operator runs for the pool (spec.inferencePool.endpointPicker).
+     */
+    endpointPicker?: string;
   };
   /**
-   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists), with TLS or auth, CredentialsReady (the certificate and token Secrets are there and usable), and with modelFiles.storageUri, ModelFilesReady (the operator listed the location with storage.secretName's credentials and found version folders there; Unknown with reason CheckedByPods without a Secret). With spec.autoscaling, AutoscalerReady (the autoscaler's objects exist and it reads its metrics; reason KEDANotInstalled, TriggerFailing, ...), and with minReplicas 0, ScaledToZero (no pod runs; the activator holds requests).
+   * The routes written for spec.routes and the Gateway they attach to.
+   */
+  routes?: {
+    /**
+     * <namespace>/<name> of the Gateway.
+     */
+    gateway?: string;
+    /**
+     * Name of the GRPCRoute.
+     */
+    grpcRoute?: string;
+    /**
+     * Name of the HTTPRoute.
+     */
+    httpRoute?: string;
+  };
+  /**
+   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist, and the endpoint picker the operator runs is available), with spec.routes, RoutesReady (the Gateway accepted the routes), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists), with TLS or auth, CredentialsReady (the certificate and token Secrets are there and usable), and with modelFiles.storageUri, ModelFilesReady (the operator listed the location with storage.secretName's credentials and found version folders there; Unknown with reason CheckedByPods without a Secret). With spec.autoscaling, AutoscalerReady (the autoscaler's objects exist and it reads its metrics; reason KEDANotInstalled, TriggerFailing, ...), and with minReplicas 0, ScaledToZero (no pod runs; the activator holds requests).
    */
   conditions?: {
     /**

@@ -50,6 +50,7 @@ export const CONDITION_TYPES = [
   "Available",
   "Degraded",
   "InferencePoolReady",
+  "RoutesReady",
   "MonitoringReady",
   "CredentialsReady",
   "ModelFilesReady",

@@ -9,7 +9,7 @@ import type { SecretReader } from "../kube/secrets.js";
 import { NameTakenError } from "../kube/apply.js";
 import type { WatchedObjects } from "../kube/informer.js";
 import type { KubeWriter } from "../kube/writer.js";
-import { objectOf, type OwnedKind, type PlanGroup, type PlanOutcomes } from "../kube/owned.js";
+import { objectOf, uniqueKinds, type OwnedKind, type PlanGroup, type PlanOutcomes } from "../kube/owned.js";
 import type { OwnedCaches } from "../kube/owned-caches.js";
 import { checkModelConfig, type ConfigCheck } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames, servedModelName } from "../resources/names.js";
@@ -18,7 +18,7 @@ import { CONFIG_MAP_KIND, desiredConfigMap, desiredDeployment } from "../resourc
 import { DATAPLANE_OWNS, dataplanePlan, monitoringOutcome, type DataplanePlan } from "../resources/dataplane.js";
 import { autoscalingInputs, autoscalingObserved } from "./autoscaling.js";
 import { activatorName } from "../resources/activator.js";
-import { desiredStatus, poolOutcome, type CredentialsOutcome, type Observed } from "../resources/status.js";
+import { desiredStatus, type CredentialsOutcome, type Observed } from "../resources/status.js";
 import { issueCa, issueLeaf, needsIssuing, notAfter, type KeyPairPem } from "../resources/certificates.js";
 import {
   desiredCaSecret,
@@ -32,7 +32,10 @@ import {
 import { CERTIFICATE_KIND, desiredCertificate } from "../resources/certificate-request.js";
 import { SERVICE_MONITOR_KIND } from "../resources/service-monitor.js";
 import { earliest, timestamp } from "./timing.js";
-import { desiredInferencePool, INFERENCE_POOL_KIND } from "../resources/inference-pool.js";
+import { INFERENCE_POOL_KIND } from "../resources/inference-pool.js";
+import { POOL_PLAN_OWNS, poolOutcome, poolPlan } from "../resources/pool-plan.js";
+import { endpointPickerName } from "../resources/endpoint-picker.js";
+import { GATEWAY_KIND, gatewayOf, ROUTES_OWNS, routesOutcome, routesPlan } from "../resources/routes.js";
 import type { ModelFilesChecking } from "../probes/model-files.js";
 import { modelFilesRecheck, observeModelFiles } from "./model-files.js";
 
@@ -41,21 +44,28 @@ export interface ModelCaches {
   readonly models: WatchedObjects<DynamoKserveModel & KubernetesObject>;
   /** Every ConfigMap: a model may name any of its namespace (configMapRef, storage.caBundle). */
   readonly configMaps: WatchedObjects<V1ConfigMap & KubernetesObject>;
+  /**
+   * Whether the Gateway `namespace/name` exists (spec.routes' parent); undefined when the
+   * operator cannot tell (the Gateway CRD is not installed, or it does not watch that namespace).
+   */
+  readonly gatewayExists: (namespace: string, name: string) => boolean | undefined;
 }
 
 /** What a DynamoKserveModel makes objects of. */
-export const MODEL_OWNS: readonly OwnedKind[] = [
+export const MODEL_OWNS: readonly OwnedKind[] = uniqueKinds([
   ...DATAPLANE_OWNS,
   CONFIG_MAP_KIND,
-  INFERENCE_POOL_KIND,
+  ...POOL_PLAN_OWNS,
+  ...ROUTES_OWNS,
   CERTIFICATE_KIND,
-];
+]);
 
-/** A model's plan, group by group (applied in this order: certificate, data plane, pool, monitoring). */
+/** A model's plan, group by group (applied in this order: certificate, data plane, pool, routes, monitoring). */
 interface ModelPlan {
   readonly certificate: PlanGroup;
   readonly dataplane: PlanGroup;
   readonly pool: PlanGroup;
+  readonly routes: PlanGroup;
   readonly monitoring: PlanGroup;
   /** The data plane's plan, for its autoscaling groups and what they planned. */
   readonly dataplanePlan: DataplanePlan;
@@ -102,6 +112,17 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         .map((model) => keyOf(model.metadata.namespace, model.metadata.name)),
     ),
     namesakePoolWatch(MODEL_LABEL, (namespace, name) => this.caches.models.get(namespace, name)),
+    // A Gateway coming or going: every model whose routes attach to it (RoutesReady says GatewayNotFound).
+    mapped([GATEWAY_KIND.kind], (gateway) =>
+      this.caches.models
+        .list()
+        .filter((model) => {
+          if (model.spec.routes === undefined) return false;
+          const { namespace, name } = gatewayOf(model);
+          return namespace === gateway.metadata?.namespace && name === gateway.metadata?.name;
+        })
+        .map((model) => keyOf(model.metadata.namespace, model.metadata.name)),
+    ),
   ];
 
   constructor(
@@ -127,7 +148,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
   }
 
   ownedNames(name: string): readonly string[] {
-    return [...Object.values(ownedNames(name)), activatorName(ownedNames(name).deployment)];
+    return [...Object.values(ownedNames(name)), activatorName(ownedNames(name).deployment), endpointPickerName(name)];
   }
 
   async reconcile(model: DynamoKserveModel): Promise<Planned<DynamoKserveModelStatus>> {
@@ -161,6 +182,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         groups.certificate,
         groups.dataplane,
         groups.pool,
+        groups.routes,
         groups.monitoring,
         groups.dataplanePlan.autoscaling,
         groups.dataplanePlan.activation,
@@ -215,10 +237,12 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       certificate: tlsMode(model) === "CertManager" ? [{ apply: desiredCertificate(model) }] : [],
       dataplane: planned.dataplane,
       dataplanePlan: planned,
-      pool:
-        model.spec.inferencePool !== undefined
-          ? [{ apply: desiredInferencePool(model, { appProtocolSupported }) }]
-          : [],
+      pool: poolPlan(model, {
+        installed: this.owned.installed(INFERENCE_POOL_KIND),
+        appProtocolSupported,
+        settings: this.settings,
+      }),
+      routes: routesPlan(model),
       monitoring: planned.monitoring,
       appProtocolSupported,
     };
@@ -243,11 +267,8 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
           nameTaken === undefined
             ? objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, names.deployment))
             : undefined,
-        inferencePool: poolOutcome(
-          model,
-          outcomes.of(INFERENCE_POOL_KIND, model.metadata.name),
-          groups.appProtocolSupported,
-        ),
+        inferencePool: poolOutcome(model, groups.pool, outcomes, groups.appProtocolSupported),
+        routes: routesOutcome(model, groups.routes, outcomes, this.gatewayFound(model)),
         monitoring: monitoringOutcome(outcomes.of(SERVICE_MONITOR_KIND, names.service)),
         credentials: observed.credentials,
         ...(nameTaken !== undefined ? { nameTaken } : {}),
@@ -256,6 +277,13 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       },
       timestamp(),
     );
+  }
+
+  /** Whether the Gateway of spec.routes exists (undefined: the model has no routes, or the operator cannot tell). */
+  private gatewayFound(model: DynamoKserveModel): boolean | undefined {
+    if (model.spec.routes === undefined) return undefined;
+    const { namespace, name } = gatewayOf(model);
+    return this.caches.gatewayExists(namespace, name);
   }
 
   /**

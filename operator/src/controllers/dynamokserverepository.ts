@@ -8,9 +8,10 @@ import {
   type DynamoKserveRepositoryStatus,
 } from "../api/v1alpha1.js";
 import type { WatchedObjects } from "../kube/informer.js";
-import { objectOf, type OwnedKind, type PlanGroup } from "../kube/owned.js";
-import { desiredInferencePool, INFERENCE_POOL_KIND } from "../resources/inference-pool.js";
-import { poolOutcome } from "../resources/status.js";
+import { objectOf, uniqueKinds, type OwnedKind } from "../kube/owned.js";
+import { INFERENCE_POOL_KIND } from "../resources/inference-pool.js";
+import { POOL_PLAN_OWNS, poolOutcome, poolPlan } from "../resources/pool-plan.js";
+import { endpointPickerName } from "../resources/endpoint-picker.js";
 import type { RepositoryIndexReader } from "../probes/repository-index.js";
 import { REPOSITORY_LABEL } from "../resources/names.js";
 import { DEPLOYMENT_KIND, portsOf, type BuildSettings } from "../resources/dataplane-pods.js";
@@ -42,7 +43,7 @@ export interface RepositoryCaches {
 }
 
 /** What a DynamoKserveRepository makes objects of. */
-export const REPOSITORY_OWNS: readonly OwnedKind[] = [...DATAPLANE_OWNS, INFERENCE_POOL_KIND];
+export const REPOSITORY_OWNS: readonly OwnedKind[] = uniqueKinds([...DATAPLANE_OWNS, ...POOL_PLAN_OWNS]);
 
 /** How the controller learns which models a repository's data plane serves. */
 export interface RepositoryProbing {
@@ -102,7 +103,7 @@ export class DynamoKserveRepositoryController implements Controller<
   }
 
   ownedNames(name: string): readonly string[] {
-    return [name, activatorName(name)];
+    return [name, activatorName(name), endpointPickerName(name)];
   }
 
   async reconcile(repository: DynamoKserveRepository): Promise<Planned<DynamoKserveRepositoryStatus>> {
@@ -124,10 +125,11 @@ export class DynamoKserveRepositoryController implements Controller<
     );
     const { dataplane, monitoring } = planned;
     const appProtocolSupported = this.owned.specHasField(INFERENCE_POOL_KIND, "appProtocol");
-    const pool: PlanGroup =
-      repository.spec.inferencePool !== undefined
-        ? [{ apply: desiredInferencePool(repository, { appProtocolSupported }) }]
-        : [];
+    const pool = poolPlan(repository, {
+      installed: this.owned.installed(INFERENCE_POOL_KIND),
+      appProtocolSupported,
+      settings: this.settings,
+    });
     const { storageUri } = repository.spec;
     const modelFiles =
       storageUri === undefined
@@ -147,11 +149,7 @@ export class DynamoKserveRepositoryController implements Controller<
         const missingConfigMap =
           ref !== undefined && this.caches.configMaps.get(namespace, ref.name) === undefined ? ref.name : undefined;
         const monitored = monitoringOutcome(outcomes.of(SERVICE_MONITOR_KIND, objectName));
-        const inferencePool = poolOutcome(
-          repository,
-          outcomes.of(INFERENCE_POOL_KIND, repository.metadata.name),
-          appProtocolSupported,
-        );
+        const inferencePool = poolOutcome(repository, pool, outcomes, appProtocolSupported);
         const autoscaling = autoscalingObserved(repository, objectName, planned, outcomes);
         const { status, transitions } = desiredRepositoryStatus(
           repository,

@@ -88,10 +88,11 @@ export class NameTakenError extends Error {
     readonly objectName: string,
     owner: V1OwnerReference | undefined,
   ) {
+    const article = /^[AEIOU]/.test(kind) ? "an" : "a";
     super(
       owner === undefined
-        ? `a ${kind} named ${objectName} exists and is not managed by ${OPERATOR_NAME}; rename one of them`
-        : `a ${kind} named ${objectName} exists and belongs to ${owner.kind} ${owner.name}; rename one of them`,
+        ? `${article} ${kind} named ${objectName} exists and is not managed by ${OPERATOR_NAME}; rename one of them`
+        : `${article} ${kind} named ${objectName} exists and belongs to ${owner.kind} ${owner.name}; rename one of them`,
     );
   }
 }

@@ -17,6 +17,11 @@ export interface OwnedKind extends WatchedKind {
   readonly optional?: boolean;
 }
 
+/** `kinds` with each kind once (owners declare the kinds of several plans, which share some). */
+export function uniqueKinds(kinds: readonly OwnedKind[]): readonly OwnedKind[] {
+  return [...new Map(kinds.map((kind) => [kindKey(kind), kind])).values()];
+}
+
 /** The selector of every owned kind's cache: only what the operator made. */
 export const OWNED_SELECTOR = `${MANAGED_BY_LABEL}=${OPERATOR_NAME}`;
 

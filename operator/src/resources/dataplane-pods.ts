@@ -50,6 +50,8 @@ export interface BuildSettings {
   readonly dataplaneImage: string;
   /** The Prometheus KEDA's triggers query unless spec.autoscaling.keda.prometheusAddress says otherwise. */
   readonly kedaPrometheusAddress?: string;
+  /** The endpoint picker's image when spec.inferencePool.endpointPicker.image is unset (default: ENDPOINT_PICKER_IMAGE). */
+  readonly endpointPickerImage?: string;
 }
 
 const UNPRIVILEGED_USER = 65532;
@@ -122,7 +124,7 @@ export interface DataplanePods {
 }
 
 /** Resource quantities as strings, the form Kubernetes returns them in (2 -> "2"). */
-function quantities(resources: NonNullable<DataplaneSpec["resources"]>): V1ResourceRequirements {
+export function quantities(resources: NonNullable<DataplaneSpec["resources"]>): V1ResourceRequirements {
   const asStrings = (values: Record<string, string | number | undefined> | undefined) =>
     values === undefined
       ? undefined

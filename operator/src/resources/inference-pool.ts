@@ -1,9 +1,8 @@
 import { OPERATOR_NAME } from "../api/objects.js";
-import { createHash } from "node:crypto";
 import type { KubernetesObject, V1ObjectMeta, V1Service } from "@kubernetes/client-node";
 import type { Owner } from "../api/objects.js";
 import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
-import { MANAGED_BY_LABEL, ownedMetadata, selectorFor } from "./names.js";
+import { MANAGED_BY_LABEL, ownedMetadata, selectorFor, suffixedName } from "./names.js";
 import { portsOf, SERVICE_KIND } from "./dataplane-pods.js";
 import type { OwnedKind } from "../kube/owned.js";
 
@@ -52,8 +51,25 @@ export const HTTP = "http";
 
 /** A DynamoKserveModel or a DynamoKserveRepository, as its pool needs it (the CRDs share spec.inferencePool). */
 export type PoolOwner = Owner & {
-  readonly spec: Pick<DynamoKserveModelSpec, "inferencePool" | "grpcPort" | "httpPort" | "metricsPort">;
+  readonly spec: Pick<DynamoKserveModelSpec, "inferencePool" | "grpcPort" | "httpPort" | "metricsPort"> &
+    Partial<Pick<DynamoKserveModelSpec, "modelName">>;
 };
+
+/** An InferencePool's reference to its endpoint picker (spec.endpointPickerRef, defaults filled in). */
+export type EndpointPickerRef = InferencePool["spec"]["endpointPickerRef"];
+
+/** spec.inferencePool.endpointPickerRef with its defaults: a picker the user runs. */
+export function userPickerRef(owner: PoolOwner): EndpointPickerRef {
+  const ref = owner.spec.inferencePool!.endpointPickerRef!;
+  const defaults = SPEC_DEFAULTS.inferencePool.endpointPickerRef;
+  return {
+    group: ref.group ?? defaults.group,
+    kind: ref.kind ?? defaults.kind,
+    name: ref.name,
+    ...(ref.port !== undefined ? { port: { number: ref.port.number } } : {}),
+    failureMode: ref.failureMode ?? defaults.failureMode,
+  };
+}
 
 /**
  * What an owner's pool serves (spec.inferencePool.protocol): the gRPC port with appProtocol
@@ -67,11 +83,12 @@ export function poolTarget(owner: PoolOwner): { appProtocol: string; port: numbe
 
 /**
  * The InferencePool of a model or a repository: its pods on the port it serves, with the
- * appProtocol where the CRD knows the field.
+ * appProtocol where the CRD knows the field, and the endpoint picker `endpointPickerRef` names.
  */
-export function desiredInferencePool(owner: PoolOwner, options: { appProtocolSupported: boolean }): InferencePool {
-  const ref = owner.spec.inferencePool!.endpointPickerRef;
-  const defaults = SPEC_DEFAULTS.inferencePool.endpointPickerRef;
+export function desiredInferencePool(
+  owner: PoolOwner,
+  options: { appProtocolSupported: boolean; endpointPickerRef: EndpointPickerRef },
+): InferencePool {
   const { appProtocol, port } = poolTarget(owner);
   return {
     apiVersion: INFERENCE_POOL_KIND.apiVersion,
@@ -81,24 +98,13 @@ export function desiredInferencePool(owner: PoolOwner, options: { appProtocolSup
       selector: { matchLabels: selectorFor(owner) },
       targetPorts: [{ number: port }],
       ...(options.appProtocolSupported ? { appProtocol } : {}),
-      endpointPickerRef: {
-        group: ref.group ?? defaults.group,
-        kind: ref.kind ?? defaults.kind,
-        name: ref.name,
-        ...(ref.port !== undefined ? { port: { number: ref.port.number } } : {}),
-        failureMode: ref.failureMode ?? defaults.failureMode,
-      },
+      endpointPickerRef: options.endpointPickerRef,
     },
   };
 }
 
 /** `<pool>-pool`, shortened with a hash when a Service name (63 characters) would be too long. */
-export function poolServiceName(pool: string): string {
-  const name = `${pool}-pool`;
-  if (name.length <= 63) return name;
-  const hash = createHash("sha256").update(pool).digest("hex").slice(0, 8);
-  return `${pool.slice(0, 63 - 6 - hash.length).replace(/-+$/, "")}-${hash}-pool`;
-}
+export const poolServiceName = (pool: string): string => suffixedName(pool, "pool");
 
 /** kubernetes.io/h2c for a gRPC pool (its appProtocol, else our annotation), http otherwise. */
 export function poolAppProtocol(pool: InferencePool): string {

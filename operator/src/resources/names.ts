@@ -1,4 +1,5 @@
 import type { V1OwnerReference } from "@kubernetes/client-node";
+import { createHash } from "node:crypto";
 import { MANAGED_BY_LABEL, OPERATOR_NAME, type Owner } from "../api/objects.js";
 import { REPOSITORY_KIND, type DynamoKserveModel } from "../api/v1alpha1.js";
 
@@ -80,7 +81,10 @@ export function ownerReference(owner: Owner): V1OwnerReference {
 }
 
 /** The model name clients use: spec.modelName, else the object's name. */
-export function servedModelName(model: DynamoKserveModel): string {
+export function servedModelName(model: {
+  readonly metadata: { readonly name: string };
+  readonly spec: { readonly modelName?: string };
+}): string {
   return model.spec.modelName ?? model.metadata.name;
 }
 
@@ -92,4 +96,15 @@ export function ownedMetadata(owner: Owner, name: string) {
     labels: labelsFor(owner),
     ownerReferences: [ownerReference(owner)],
   };
+}
+
+/**
+ * `<base>-<suffix>`, shortened with a hash of `base` when it would be longer than a Service
+ * name may be (63 characters): two long bases that share a prefix still get two names.
+ */
+export function suffixedName(base: string, suffix: string): string {
+  const name = `${base}-${suffix}`;
+  if (name.length <= 63) return name;
+  const hash = createHash("sha256").update(base).digest("hex").slice(0, 8);
+  return `${base.slice(0, 63 - suffix.length - 2 - hash.length).replace(/-+$/, "")}-${hash}-${suffix}`;
 }

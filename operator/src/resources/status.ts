@@ -1,7 +1,5 @@
 import type { V1Deployment } from "@kubernetes/client-node";
 import type { Transition } from "../api/objects.js";
-import type { PlannedOutcome } from "../kube/owned.js";
-import { poolServiceName, poolTarget, type PoolOwner } from "./inference-pool.js";
 import type {
   Condition,
   ConditionType,
@@ -12,6 +10,7 @@ import type {
 import type { ConfigCheck } from "./model-config.js";
 import { objectNames, selectorTextFor, servedModelName } from "./names.js";
 import { endpointsOf } from "./dataplane-pods.js";
+import { routesCondition, routesStatus, type RoutesOutcome } from "./routes.js";
 import { tlsSecretName } from "./credentials.js";
 import { modelFilesCondition, type ModelFilesOutcome } from "./storage.js";
 import { autoscalingStatus, availabilityAtZero, type AutoscalingObserved } from "./autoscaling-status.js";
@@ -23,6 +22,8 @@ export interface Observed {
   readonly deployment: V1Deployment | undefined;
   /** What became of spec.inferencePool (undefined when the model asks for none). */
   readonly inferencePool?: PoolOutcome;
+  /** What became of spec.routes (undefined when the model asks for none). */
+  readonly routes?: RoutesOutcome;
   /** What became of spec.monitoring (undefined when the model asks for none). */
   readonly monitoring?: MonitoringOutcome;
   /** The TLS and token Secrets (undefined when the model uses neither). */
@@ -44,18 +45,35 @@ export type MonitoringOutcome =
   | { readonly state: "CRDNotInstalled" }
   | { readonly state: "NameTaken"; readonly message: string };
 
+/** The endpoint picker the operator runs for a pool (spec.inferencePool.endpointPicker). */
+export interface PickerOutcome {
+  /** Its Deployment's and Service's name. */
+  readonly name: string;
+  readonly image: string;
+  /** Whether a pod of it is available. */
+  readonly available: boolean;
+}
+
 /** The InferencePool step of a reconcile. */
 export type PoolOutcome =
-  | { readonly state: "Created"; readonly name: string; readonly appProtocol: string; readonly service: string }
+  | {
+      readonly state: "Created";
+      readonly name: string;
+      readonly appProtocol: string;
+      readonly service: string;
+      readonly endpointPicker?: PickerOutcome;
+    }
   | {
       readonly state: "CreatedWithoutAppProtocol";
       readonly name: string;
       /** What the Service fronting it says instead. */
       readonly appProtocol: string;
       readonly service: string;
+      readonly endpointPicker?: PickerOutcome;
     }
   | { readonly state: "CRDNotInstalled" }
-  | { readonly state: "NameTaken"; readonly name: string };
+  /** The pool's name, or one of its picker's objects' (`message` says which), is somebody else's. */
+  | { readonly state: "NameTaken"; readonly name: string; readonly message: string };
 
 export type { ConditionValue };
 
@@ -131,6 +149,7 @@ export function desiredStatus(
     ...(observed.inferencePool !== undefined
       ? { InferencePoolReady: poolCondition(observed.inferencePool, "model") }
       : {}),
+    ...(observed.routes !== undefined ? { RoutesReady: routesCondition(observed.routes, model) } : {}),
     ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
     ...(credentials !== undefined ? { CredentialsReady: credentials } : {}),
     ...(modelFiles !== undefined ? { ModelFilesReady: modelFiles } : {}),
@@ -163,6 +182,7 @@ export function desiredStatus(
       selector: selectorTextFor(model),
       ...(autoscaling.summary !== undefined ? { autoscaler: autoscaling.summary } : {}),
       ...poolStatus(observed.inferencePool),
+      ...routesStatus(observed.routes),
       ...(observed.credentials?.ready === true && observed.credentials.tlsSecret !== undefined
         ? {
             tls: {
@@ -191,48 +211,21 @@ export function notAvailable(available: ConditionValue, modelFiles: ConditionVal
 export const firstModelFilesEvent = (modelFiles: ConditionValue | undefined): "ModelFilesReady"[] =>
   modelFiles !== undefined && modelFiles.status !== "Unknown" ? ["ModelFilesReady"] : [];
 
-/**
- * What became of spec.inferencePool, from the plan's outcome for the pool named like the owner
- * (undefined while nothing was applied).
- */
-export function poolOutcome(
-  owner: PoolOwner,
-  outcome: PlannedOutcome | undefined,
-  appProtocolSupported: boolean,
-): PoolOutcome | undefined {
-  const { name } = owner.metadata;
-  switch (outcome?.state) {
-    case "CRDNotInstalled":
-      return { state: "CRDNotInstalled" };
-    case "NameTaken":
-      return { state: "NameTaken", name };
-    case "Applied": {
-      const service = poolServiceName(name);
-      const { appProtocol } = poolTarget(owner);
-      return appProtocolSupported
-        ? { state: "Created", name, appProtocol, service }
-        : { state: "CreatedWithoutAppProtocol", name, appProtocol, service };
-    }
-    default:
-      return undefined;
-  }
-}
-
 /** InferencePoolReady, for a model or a repository (`noun`). */
 export function poolCondition(outcome: PoolOutcome, noun: "model" | "repository"): ConditionValue {
   switch (outcome.state) {
     case "Created":
-      return {
+      return withPicker(outcome.endpointPicker, {
         status: "True",
         reason: "Created",
         message: `InferencePool ${outcome.name} selects this ${noun}'s pods with appProtocol ${outcome.appProtocol}; Service ${outcome.service} fronts it`,
-      };
+      });
     case "CreatedWithoutAppProtocol":
-      return {
+      return withPicker(outcome.endpointPicker, {
         status: "True",
         reason: "AppProtocolUnsupported",
         message: `InferencePool ${outcome.name} was created without appProtocol: the installed InferencePool CRD has no such field (Gateway API Inference Extension before v1.4); Service ${outcome.service} fronts it with appProtocol ${outcome.appProtocol}`,
-      };
+      });
     case "CRDNotInstalled":
       return {
         status: "False",
@@ -241,12 +234,27 @@ export function poolCondition(outcome: PoolOutcome, noun: "model" | "repository"
           "the InferencePool CRD (inferencepools.inference.networking.k8s.io, v1) is not installed; install the Gateway API Inference Extension and the pool is created without a restart",
       };
     case "NameTaken":
-      return {
-        status: "False",
-        reason: "NameTaken",
-        message: `an InferencePool named ${outcome.name} exists and is not this ${noun}'s; rename one of them`,
-      };
+      return { status: "False", reason: "NameTaken", message: outcome.message };
   }
+}
+
+/**
+ * A pool whose picker the operator runs is ready once a pod of the picker is available: until
+ * then a gateway asking it (FailClose, the default) refuses the pool's requests.
+ */
+function withPicker(picker: PickerOutcome | undefined, created: ConditionValue): ConditionValue {
+  if (picker === undefined) return created;
+  if (!picker.available) {
+    return {
+      status: "False",
+      reason: "EndpointPickerUnavailable",
+      message: `${created.message}; its endpoint picker (Deployment ${picker.name}, image ${picker.image}) has no available pod yet`,
+    };
+  }
+  return {
+    ...created,
+    message: `${created.message}; endpoint picker ${picker.name} (image ${picker.image}) picks its pods`,
+  };
 }
 
 function credentialsCondition(outcome: CredentialsOutcome): ConditionValue {
@@ -277,13 +285,15 @@ export function monitoringCondition(outcome: MonitoringOutcome): ConditionValue 
 
 /** status.inferencePool: the pool and its Service as last made (the same for both kinds). */
 export function poolStatus(outcome: PoolOutcome | undefined): Pick<DynamoKserveModelStatus, "inferencePool"> {
-  if (outcome?.state === "Created") {
-    return { inferencePool: { name: outcome.name, appProtocol: outcome.appProtocol, service: outcome.service } };
-  }
-  if (outcome?.state === "CreatedWithoutAppProtocol") {
-    return { inferencePool: { name: outcome.name, appProtocol: "", service: outcome.service } };
-  }
-  return {};
+  if (outcome?.state !== "Created" && outcome?.state !== "CreatedWithoutAppProtocol") return {};
+  return {
+    inferencePool: {
+      name: outcome.name,
+      appProtocol: outcome.state === "Created" ? outcome.appProtocol : "",
+      service: outcome.service,
+      ...(outcome.endpointPicker !== undefined ? { endpointPicker: outcome.endpointPicker.name } : {}),
+    },
+  };
 }
 
 function configCondition(config: ConfigCheck): ConditionValue {

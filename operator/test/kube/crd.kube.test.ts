@@ -37,6 +37,19 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
     /spec\.inferencePool\.protocol: Unsupported value: "h2": supported values: "gRPC", "HTTP"/,
   ],
   [
+    "an InferencePool with both a picker of the user's and one the operator runs",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      inferencePool: { endpointPickerRef: { name: "epp", port: { number: 9002 } }, endpointPicker: {} },
+    },
+    /spec\.inferencePool: Invalid value: "object": set exactly one of endpointPickerRef/,
+  ],
+  [
+    "an InferencePool with no endpoint picker",
+    { modelConfig: { inline: IDENTITY_CONFIG }, inferencePool: { protocol: "HTTP" } },
+    /spec\.inferencePool: Invalid value: "object": set exactly one of endpointPickerRef/,
+  ],
+  [
     "a port out of range",
     { modelConfig: { inline: IDENTITY_CONFIG }, grpcPort: 70000 },
     /spec\.grpcPort: Invalid value: 70000: spec\.grpcPort in body should be less than or equal to 65535/,

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { KubernetesObject, V1Service } from "@kubernetes/client-node";
+import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Service } from "@kubernetes/client-node";
 import { upstreamCrdFile, type TestCluster } from "../../../e2e/cluster/cluster.js";
 import { eventually } from "../../../e2e/support/eventually.js";
 import type { DynamoKserveModel, DynamoKserveRepository } from "../../src/api/v1alpha1.js";
@@ -199,6 +199,92 @@ describe("InferencePool (upstream Gateway API Inference Extension CRD, real API 
         ["kubernetes.io/h2c", "kubernetes.io/h2c"],
       );
     }, 30_000);
+  });
+
+  it("runs the endpoint picker for a pool that asks (endpointPicker), the pool naming its Service; somebody else's picker Deployment is NameTaken; a picker of the user's instead removes it all", async () => {
+    const pickerObjects = [
+      ["v1", "ServiceAccount"],
+      ["rbac.authorization.k8s.io/v1", "Role"],
+      ["rbac.authorization.k8s.io/v1", "RoleBinding"],
+      ["v1", "ConfigMap"],
+      ["v1", "Service"],
+      ["apps/v1", "Deployment"],
+    ] as const;
+    const picked = (inferencePool: NonNullable<DynamoKserveModel["spec"]["inferencePool"]>) =>
+      modelObject(namespace, "picked", { replicas: 1, modelConfig: { inline: IDENTITY_CONFIG }, inferencePool });
+    const live = () =>
+      kube.read<DynamoKserveModel>("dynamokserve.dev/v1alpha1", "DynamoKserveModel", namespace, "picked");
+    await kube.create(picked({ protocol: "HTTP", endpointPicker: { image: "registry.example/epp:test" } }));
+    await eventually(async () => {
+      const condition = conditionOf(await live(), "InferencePoolReady");
+      // The kube tier's nodes run no pods: the picker never becomes available here.
+      assert.deepEqual([condition?.status, condition?.reason], ["False", "EndpointPickerUnavailable"]);
+      assert.equal((await live()).status?.inferencePool?.endpointPicker, "picked-epp");
+    }, 30_000);
+    const model = await live();
+    for (const [apiVersion, kind] of pickerObjects) {
+      const object = await kube.read<KubernetesObject>(apiVersion, kind, namespace, "picked-epp");
+      assert.equal(object.metadata?.ownerReferences?.[0]?.uid, model.metadata.uid, kind);
+    }
+    assert.deepEqual((await pool("picked")).spec.endpointPickerRef, {
+      group: "",
+      kind: "Service",
+      name: "picked-epp",
+      port: { number: 9002 },
+      failureMode: "FailClose",
+    });
+    const deployment = await kube.read<V1Deployment>("apps/v1", "Deployment", namespace, "picked-epp");
+    assert.equal(deployment.spec?.template.spec?.containers[0]?.image, "registry.example/epp:test");
+    assert.ok(deployment.spec?.template.spec?.containers[0]?.args?.includes("--pool-name=picked"));
+    const config = await kube.read<V1ConfigMap>("v1", "ConfigMap", namespace, "picked-epp");
+    assert.match(config.data?.["endpoint-picker.yaml"] ?? "", /dynamo_kserve_requests_waiting\{model="picked"\}/);
+
+    // A picker of the user's instead: every object of the operator's picker goes, the pool names theirs.
+    await kube.mergePatch(
+      picked({
+        protocol: "HTTP",
+        endpointPicker: null,
+        endpointPickerRef: { name: "theirs", port: { number: 9002 } },
+      } as unknown as NonNullable<DynamoKserveModel["spec"]["inferencePool"]>),
+    );
+    await eventually(async () => {
+      assert.equal((await pool("picked")).spec.endpointPickerRef.name, "theirs");
+      for (const [apiVersion, kind] of pickerObjects) {
+        assert.equal(await kube.exists(apiVersion, kind, namespace, "picked-epp"), false, kind);
+      }
+      assert.equal(conditionOf(await live(), "InferencePoolReady")?.reason, "Created");
+    }, 30_000);
+    await kube.delete(await live());
+
+    // Somebody else's Deployment holds the picker's name: NameTaken, and the pool is never pointed at it.
+    await kube.create<V1Deployment>({
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: "taken-epp", namespace },
+      spec: {
+        selector: { matchLabels: { app: "theirs" } },
+        template: {
+          metadata: { labels: { app: "theirs" } },
+          spec: { containers: [{ name: "epp", image: "theirs/epp" }] },
+        },
+      },
+    });
+    await kube.create(
+      modelObject(namespace, "taken", {
+        replicas: 1,
+        modelConfig: { inline: IDENTITY_CONFIG },
+        inferencePool: { endpointPicker: {} },
+      }),
+    );
+    const taken = () =>
+      kube.read<DynamoKserveModel>("dynamokserve.dev/v1alpha1", "DynamoKserveModel", namespace, "taken");
+    await eventually(async () => {
+      const condition = conditionOf(await taken(), "InferencePoolReady");
+      assert.deepEqual([condition?.status, condition?.reason], ["False", "NameTaken"]);
+      assert.match(condition?.message ?? "", /a Deployment named taken-epp exists and is not managed by dynamo-kserve/);
+    }, 30_000);
+    assert.equal(await kube.exists(POOL_API, "InferencePool", namespace, "taken"), false);
+    await kube.delete(await taken());
   });
 
   it("says CRDNotInstalled when the CRD goes, and uses an older CRD (no appProtocol) when it comes back, without a restart", async () => {

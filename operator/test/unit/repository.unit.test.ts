@@ -146,7 +146,14 @@ describe("DynamoKserveRepository builders", () => {
       );
       const taken = desiredRepositoryStatus(
         pooled,
-        observe({ index: listed, inferencePool: { state: "NameTaken", name: "triton" } }),
+        observe({
+          index: listed,
+          inferencePool: {
+            state: "NameTaken",
+            name: "triton",
+            message: "an InferencePool named triton exists and is not managed by dynamo-kserve; rename one of them",
+          },
+        }),
         now,
       ).status;
       assert.deepEqual([condition(taken, "InferencePoolReady")?.reason, taken.inferencePool], ["NameTaken", undefined]);

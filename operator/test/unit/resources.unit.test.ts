@@ -1,11 +1,7 @@
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import type { V1ConfigMap, V1Deployment, V1Service } from "@kubernetes/client-node";
-import { stringify } from "yaml";
 import { ModelConfig } from "../../../proto/gen/ts/model_config.js";
 import { parseText } from "../../../lib/model-repository/config.js";
-import { REPO_ROOT } from "../../../dataplane/test/fixtures/paths.js";
 import type { DynamoKserveModel, DynamoKserveModelSpec } from "../../src/api/v1alpha1.js";
 import { checkModelConfig, type ValidConfig } from "../../src/resources/model-config.js";
 import {
@@ -16,7 +12,12 @@ import {
   desiredService,
 } from "../../src/resources/model.js";
 import { desiredStatus } from "../../src/resources/status.js";
-import { desiredInferencePool, desiredPoolService, poolServiceName } from "../../src/resources/inference-pool.js";
+import {
+  desiredInferencePool,
+  desiredPoolService,
+  poolServiceName,
+  userPickerRef,
+} from "../../src/resources/inference-pool.js";
 import { dataplaneScaledObject, durationSeconds, type ScaledObject } from "../../src/resources/scaled-object.js";
 import {
   activatorDeployment,
@@ -33,24 +34,7 @@ import { dataplaneService } from "../../src/resources/dataplane-pods.js";
 import { autoscalingInputs } from "../../src/controllers/autoscaling.js";
 import type { PlannedObject } from "../../src/kube/owned.js";
 import { IDENTITY_CONFIG } from "../fixtures/kube.js";
-
-const GOLDEN_DIR = join(REPO_ROOT, "operator", "test", "unit", "golden");
-
-/** Compares with a golden YAML file; `npm run golden:update` rewrites the files instead. */
-function assertGolden(name: string, value: unknown): void {
-  const file = join(GOLDEN_DIR, `${name}.yaml`);
-  const text = stringify(value);
-  if (process.env["UPDATE_GOLDEN"] === "1") {
-    writeFileSync(file, text);
-    return;
-  }
-  assert.ok(existsSync(file), `golden file ${file} is missing; run npm run golden:update`);
-  assert.equal(
-    text,
-    readFileSync(file, "utf8"),
-    `${name} differs from its golden file; run npm run golden:update if intended`,
-  );
-}
+import { assertGolden } from "../fixtures/golden.js";
 
 function model(spec: Partial<DynamoKserveModelSpec> = {}, status?: DynamoKserveModel["status"]): DynamoKserveModel {
   return {
@@ -173,9 +157,16 @@ describe("desired-state builders (golden objects)", () => {
     const withPool = model({
       inferencePool: { endpointPickerRef: { name: "epp", port: { number: 9002 }, failureMode: "FailOpen" } },
     });
-    const pool = desiredInferencePool(withPool, { appProtocolSupported: true });
+    const pool = desiredInferencePool(withPool, {
+      appProtocolSupported: true,
+      endpointPickerRef: userPickerRef(withPool),
+    });
     assertGolden("inferencepool", pool);
-    assert.equal(desiredInferencePool(withPool, { appProtocolSupported: false }).spec.appProtocol, undefined);
+    assert.equal(
+      desiredInferencePool(withPool, { appProtocolSupported: false, endpointPickerRef: userPickerRef(withPool) }).spec
+        .appProtocol,
+      undefined,
+    );
     assertGolden(
       "inferencepool-service",
       desiredPoolService({ ...pool, metadata: { ...pool.metadata, uid: "pool-uid" } }),
@@ -184,13 +175,14 @@ describe("desired-state builders (golden objects)", () => {
   });
 
   it("builds an HTTP pool on the HTTP port (one pool, one appProtocol), with its Service saying http", () => {
-    const httpPool = desiredInferencePool(
-      model({
-        httpPort: 8080,
-        inferencePool: { protocol: "HTTP", endpointPickerRef: { name: "epp", port: { number: 9002 } } },
-      }),
-      { appProtocolSupported: true },
-    );
+    const httpModel = model({
+      httpPort: 8080,
+      inferencePool: { protocol: "HTTP", endpointPickerRef: { name: "epp", port: { number: 9002 } } },
+    });
+    const httpPool = desiredInferencePool(httpModel, {
+      appProtocolSupported: true,
+      endpointPickerRef: userPickerRef(httpModel),
+    });
     assert.deepEqual(httpPool.spec.targetPorts, [{ number: 8080 }]);
     assert.equal(httpPool.spec.appProtocol, "http");
     const service = desiredPoolService({ ...httpPool, metadata: { ...httpPool.metadata, uid: "pool-uid" } });
@@ -199,10 +191,13 @@ describe("desired-state builders (golden objects)", () => {
       [{ name: "http", port: 8080, appProtocol: "http" }],
     );
     // A CRD without appProtocol: the annotation says it for the pool's Service.
-    const old = desiredInferencePool(
-      model({ inferencePool: { protocol: "HTTP", endpointPickerRef: { name: "epp", port: { number: 9002 } } } }),
-      { appProtocolSupported: false },
-    );
+    const oldModel = model({
+      inferencePool: { protocol: "HTTP", endpointPickerRef: { name: "epp", port: { number: 9002 } } },
+    });
+    const old = desiredInferencePool(oldModel, {
+      appProtocolSupported: false,
+      endpointPickerRef: userPickerRef(oldModel),
+    });
     assert.equal(old.spec.appProtocol, undefined);
     assert.equal(desiredPoolService(old).spec?.ports?.[0]?.appProtocol, "http");
     assert.match(poolServiceName("p".repeat(70)), /^p+-[0-9a-f]{8}-pool$/);

@@ -1,0 +1,89 @@
+import type { KubernetesObject, V1Deployment } from "@kubernetes/client-node";
+import { objectOf, type OwnedKind, type PlanGroup, type PlanOutcomes } from "../kube/owned.js";
+import { DEPLOYMENT_KIND, type BuildSettings } from "./dataplane-pods.js";
+import {
+  ENDPOINT_PICKER_OWNS,
+  endpointPickerName,
+  endpointPickerObjects,
+  managedPicker,
+  managedPickerRef,
+} from "./endpoint-picker.js";
+import {
+  desiredInferencePool,
+  INFERENCE_POOL_KIND,
+  poolServiceName,
+  poolTarget,
+  userPickerRef,
+  type PoolOwner,
+} from "./inference-pool.js";
+import type { PickerOutcome, PoolOutcome } from "./status.js";
+
+/**
+ * The pool's group of an owner's plan (spec.inferencePool, either kind): the endpoint picker
+ * the operator runs for it, if asked, then the InferencePool pointing at it. One group, so a
+ * picker object whose name somebody else holds stops the pool: it is never pointed at a
+ * picker that is not ours. Without the InferencePool CRD nothing is written. Pure.
+ */
+
+/** The kinds the pool's group writes. */
+export const POOL_PLAN_OWNS: readonly OwnedKind[] = [...ENDPOINT_PICKER_OWNS, INFERENCE_POOL_KIND];
+
+export interface PoolPlanInputs {
+  /** Whether the InferencePool CRD is installed. */
+  readonly installed: boolean;
+  /** Whether it knows spec.appProtocol. */
+  readonly appProtocolSupported: boolean;
+  readonly settings: BuildSettings;
+}
+
+export function poolPlan(owner: PoolOwner, inputs: PoolPlanInputs): PlanGroup {
+  if (owner.spec.inferencePool === undefined) return [];
+  const managed = managedPicker(owner) !== undefined;
+  const pool = desiredInferencePool(owner, {
+    appProtocolSupported: inputs.appProtocolSupported,
+    endpointPickerRef: managed ? managedPickerRef(owner) : userPickerRef(owner),
+  });
+  // Without the pool's CRD its picker would pick for nothing: the pool's entry alone says CRDNotInstalled.
+  const picker = managed && inputs.installed ? endpointPickerObjects(owner, inputs.settings) : [];
+  return [...picker.map((object) => ({ apply: object })), { apply: pool }];
+}
+
+/** What became of the pool's group (undefined while the owner asks for no pool, or nothing was applied). */
+export function poolOutcome(
+  owner: PoolOwner,
+  group: PlanGroup,
+  outcomes: PlanOutcomes,
+  appProtocolSupported: boolean,
+): PoolOutcome | undefined {
+  const { name } = owner.metadata;
+  const taken = outcomes.nameTaken(group);
+  if (taken !== undefined) return { state: "NameTaken", name, message: taken };
+  const outcome = outcomes.of(INFERENCE_POOL_KIND, name);
+  switch (outcome?.state) {
+    case "CRDNotInstalled":
+      return { state: "CRDNotInstalled" };
+    case "Applied": {
+      const service = poolServiceName(name);
+      const { appProtocol } = poolTarget(owner);
+      const endpointPicker = pickerOutcome(owner, outcomes);
+      const picker = endpointPicker !== undefined ? { endpointPicker } : {};
+      return appProtocolSupported
+        ? { state: "Created", name, appProtocol, service, ...picker }
+        : { state: "CreatedWithoutAppProtocol", name, appProtocol, service, ...picker };
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** The managed picker as applied: its Deployment's image and whether a pod of it is available. */
+function pickerOutcome(owner: PoolOwner, outcomes: PlanOutcomes): PickerOutcome | undefined {
+  if (managedPicker(owner) === undefined) return undefined;
+  const name = endpointPickerName(owner.metadata.name);
+  const deployment = objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, name));
+  return {
+    name,
+    image: deployment?.spec?.template.spec?.containers[0]?.image ?? "",
+    available: (deployment?.status?.availableReplicas ?? 0) > 0,
+  };
+}

@@ -1,0 +1,259 @@
+import type { KubernetesObject, V1ObjectMeta } from "@kubernetes/client-node";
+import {
+  SPEC_DEFAULTS,
+  type ConditionValue,
+  type DynamoKserveModel,
+  type DynamoKserveModelStatus,
+} from "../api/v1alpha1.js";
+import { objectOf, type OwnedKind, type PlanGroup, type PlanOutcomes, type PlannedOutcome } from "../kube/owned.js";
+import { portsOf } from "./dataplane-pods.js";
+import { INFERENCE_POOL_KIND } from "./inference-pool.js";
+import { objectNames, ownedMetadata } from "./names.js";
+
+/**
+ * The Gateway API routes of a model (spec.routes): a GRPCRoute to its gRPC port and an
+ * HTTPRoute to its HTTP port, from one Gateway, to the model's Service (whose ports say
+ * appProtocol kubernetes.io/h2c and http, which is how a gateway knows to speak HTTP/2
+ * cleartext to gRPC pods) or to its InferencePool. RoutesReady follows what the gateway's
+ * controller wrote in each route's status. Pure builders.
+ */
+
+const GATEWAY_GROUP = "gateway.networking.k8s.io";
+
+export const GRPC_ROUTE_KIND = {
+  apiVersion: `${GATEWAY_GROUP}/v1`,
+  kind: "GRPCRoute",
+  plural: "grpcroutes",
+  optional: true,
+} as const satisfies OwnedKind;
+
+export const HTTP_ROUTE_KIND = {
+  apiVersion: `${GATEWAY_GROUP}/v1`,
+  kind: "HTTPRoute",
+  plural: "httproutes",
+  optional: true,
+} as const satisfies OwnedKind;
+
+/** The Gateway, read (never written) to say when a route's parent does not exist. */
+export const GATEWAY_KIND = { apiVersion: `${GATEWAY_GROUP}/v1`, kind: "Gateway", plural: "gateways" } as const;
+
+export const ROUTES_OWNS: readonly OwnedKind[] = [GRPC_ROUTE_KIND, HTTP_ROUTE_KIND];
+
+type RoutesSpec = NonNullable<DynamoKserveModel["spec"]["routes"]>;
+
+interface ParentRef {
+  group: string;
+  kind: string;
+  name: string;
+  namespace?: string;
+  sectionName?: string;
+}
+
+interface BackendRef {
+  group?: string;
+  kind?: string;
+  name: string;
+  port?: number;
+  weight?: number;
+}
+
+/** A route's parent as its status reports it, with the conditions the gateway's controller set. */
+interface RouteParentStatus {
+  parentRef: Partial<ParentRef>;
+  controllerName?: string;
+  conditions?: { type: string; status: string; reason?: string; message?: string }[];
+}
+
+export interface Route extends KubernetesObject {
+  metadata: V1ObjectMeta & { name: string; namespace: string };
+  spec: {
+    parentRefs: ParentRef[];
+    hostnames?: string[];
+    rules: { matches?: unknown[]; backendRefs: BackendRef[] }[];
+  };
+  status?: { parents?: RouteParentStatus[] };
+}
+
+/** The Gateway the routes attach to, as `namespace/name`. */
+export function gatewayOf(model: DynamoKserveModel): { namespace: string; name: string } {
+  const { gateway } = model.spec.routes!;
+  return { namespace: gateway.namespace ?? model.metadata.namespace, name: gateway.name };
+}
+
+function parentRef(model: DynamoKserveModel): ParentRef {
+  const { gateway } = model.spec.routes!;
+  return {
+    group: GATEWAY_GROUP,
+    kind: "Gateway",
+    name: gateway.name,
+    ...(gateway.namespace !== undefined ? { namespace: gateway.namespace } : {}),
+    ...(gateway.sectionName !== undefined ? { sectionName: gateway.sectionName } : {}),
+  };
+}
+
+/** Where a route sends requests: the model's Service on the protocol's port, or its InferencePool. */
+function backendRefs(model: DynamoKserveModel, protocol: "grpc" | "http"): BackendRef[] {
+  const backend = model.spec.routes!.backend ?? SPEC_DEFAULTS.routes.backend;
+  if (backend === "InferencePool") {
+    return [
+      {
+        group: INFERENCE_POOL_KIND.apiVersion.split("/")[0],
+        kind: INFERENCE_POOL_KIND.kind,
+        name: model.metadata.name,
+      },
+    ];
+  }
+  return [{ name: objectNames(model).service, port: portsOf(model)[protocol] }];
+}
+
+function route(
+  model: DynamoKserveModel,
+  kind: typeof GRPC_ROUTE_KIND | typeof HTTP_ROUTE_KIND,
+  hostnames: readonly string[] | undefined,
+  rule: Route["spec"]["rules"][number],
+): Route {
+  return {
+    apiVersion: kind.apiVersion,
+    kind: kind.kind,
+    metadata: ownedMetadata(model, model.metadata.name),
+    spec: {
+      parentRefs: [parentRef(model)],
+      ...(hostnames !== undefined && hostnames.length > 0 ? { hostnames: [...hostnames] } : {}),
+      rules: [rule],
+    },
+  };
+}
+
+/** The GRPCRoute: every gRPC call the listener takes (for these hostnames) to the model. */
+export function desiredGrpcRoute(model: DynamoKserveModel): Route {
+  const grpc = model.spec.routes!.grpc!;
+  return route(model, GRPC_ROUTE_KIND, grpc.hostnames, { backendRefs: backendRefs(model, "grpc") });
+}
+
+/** The HTTPRoute: requests under the path prefix (for these hostnames) to the model. */
+export function desiredHttpRoute(model: DynamoKserveModel): Route {
+  const http = model.spec.routes!.http!;
+  const pathPrefix = http.pathPrefix ?? SPEC_DEFAULTS.routes.http.pathPrefix;
+  return route(model, HTTP_ROUTE_KIND, http.hostnames, {
+    matches: [{ path: { type: "PathPrefix", value: pathPrefix } }],
+    backendRefs: backendRefs(model, "http"),
+  });
+}
+
+/** The routes' group of the model's plan (a group of its own: a route's name taken stops no pod). */
+export function routesPlan(model: DynamoKserveModel): PlanGroup {
+  const routes: RoutesSpec | undefined = model.spec.routes;
+  if (routes === undefined) return [];
+  return [
+    ...(routes.grpc !== undefined ? [{ apply: desiredGrpcRoute(model) }] : []),
+    ...(routes.http !== undefined ? [{ apply: desiredHttpRoute(model) }] : []),
+  ];
+}
+
+/** What became of spec.routes. */
+export type RoutesOutcome =
+  | { readonly state: "CRDNotInstalled"; readonly kinds: readonly string[] }
+  | { readonly state: "NameTaken"; readonly message: string }
+  | {
+      readonly state: "Written";
+      readonly gateway: string;
+      /** Whether the Gateway exists; undefined when the operator cannot see its namespace. */
+      readonly gatewayFound: boolean | undefined;
+      readonly routes: readonly Route[];
+    };
+
+/**
+ * The routes' outcome from the plan's: `gatewayFound` looks the Gateway up (undefined when
+ * its namespace is not watched, or the Gateway CRD is not installed).
+ */
+export function routesOutcome(
+  model: DynamoKserveModel,
+  group: PlanGroup,
+  outcomes: PlanOutcomes,
+  gatewayFound: boolean | undefined,
+): RoutesOutcome | undefined {
+  if (group.length === 0) return undefined;
+  const taken = outcomes.nameTaken(group);
+  if (taken !== undefined) return { state: "NameTaken", message: taken };
+  const kinds = [GRPC_ROUTE_KIND, HTTP_ROUTE_KIND];
+  const planned = kinds
+    .map((kind) => ({ kind, outcome: outcomes.of(kind, model.metadata.name) }))
+    .filter((entry): entry is { kind: (typeof kinds)[number]; outcome: PlannedOutcome } => entry.outcome !== undefined);
+  const missing = planned.filter(({ outcome }) => outcome.state === "CRDNotInstalled").map(({ kind }) => kind.kind);
+  if (missing.length > 0) return { state: "CRDNotInstalled", kinds: missing };
+  const { namespace, name } = gatewayOf(model);
+  return {
+    state: "Written",
+    gateway: `${namespace}/${name}`,
+    gatewayFound,
+    routes: planned.flatMap(({ outcome }) => objectOf<Route>(outcome) ?? []),
+  };
+}
+
+/** The status of the model's parent (its Gateway) in a route's status, as its controller wrote it. */
+function parentStatus(route: Route, model: DynamoKserveModel): RouteParentStatus | undefined {
+  const { namespace, name } = gatewayOf(model);
+  return route.status?.parents?.find(
+    (parent) =>
+      parent.parentRef.name === name &&
+      (parent.parentRef.namespace ?? route.metadata.namespace) === namespace &&
+      (parent.parentRef.kind ?? "Gateway") === "Gateway",
+  );
+}
+
+/** RoutesReady. */
+export function routesCondition(outcome: RoutesOutcome, model: DynamoKserveModel): ConditionValue {
+  switch (outcome.state) {
+    case "CRDNotInstalled":
+      return {
+        status: "False",
+        reason: "CRDNotInstalled",
+        message: `the Gateway API's ${outcome.kinds.join(" and ")} CRD (gateway.networking.k8s.io, v1) is not installed; nothing of spec.routes is written until it is (no restart needed)`,
+      };
+    case "NameTaken":
+      return { status: "False", reason: "NameTaken", message: outcome.message };
+    case "Written": {
+      const names = outcome.routes.map((route) => `${route.kind} ${route.metadata.name}`).join(" and ");
+      if (outcome.gatewayFound === false) {
+        return {
+          status: "False",
+          reason: "GatewayNotFound",
+          message: `Gateway ${outcome.gateway} does not exist: ${names} are written and attach when it does`,
+        };
+      }
+      for (const route of outcome.routes) {
+        const accepted = parentStatus(route, model)?.conditions?.find((condition) => condition.type === "Accepted");
+        if (accepted === undefined) {
+          return {
+            status: "False",
+            reason: "Pending",
+            message: `waiting for Gateway ${outcome.gateway}'s controller to accept ${route.kind} ${route.metadata.name}`,
+          };
+        }
+        if (accepted.status !== "True") {
+          return {
+            status: "False",
+            reason: "NotAccepted",
+            message: `Gateway ${outcome.gateway} does not accept ${route.kind} ${route.metadata.name}: ${accepted.reason ?? ""}${accepted.message ? `: ${accepted.message}` : ""}`,
+          };
+        }
+      }
+      return { status: "True", reason: "Accepted", message: `Gateway ${outcome.gateway} accepted ${names}` };
+    }
+  }
+}
+
+/** status.routes. */
+export function routesStatus(outcome: RoutesOutcome | undefined): Pick<DynamoKserveModelStatus, "routes"> {
+  if (outcome?.state !== "Written") return {};
+  const named = (kind: string) => outcome.routes.find((route) => route.kind === kind)?.metadata.name;
+  const grpcRoute = named(GRPC_ROUTE_KIND.kind);
+  const httpRoute = named(HTTP_ROUTE_KIND.kind);
+  return {
+    routes: {
+      gateway: outcome.gateway,
+      ...(grpcRoute !== undefined ? { grpcRoute } : {}),
+      ...(httpRoute !== undefined ? { httpRoute } : {}),
+    },
+  };
+}
