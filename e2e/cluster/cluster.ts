@@ -474,14 +474,26 @@ export function hostAddress(): string {
 
 /**
  * An upstream CRD file from its pinned Go module: the InferencePool (Gateway API Inference
- * Extension; `old` is a release before appProtocol), the ServiceMonitor (Prometheus Operator) or
+ * Extension; `old` is a release before appProtocol) and its InferenceObjective, the ServiceMonitor (Prometheus Operator) or
  * cert-manager's Certificate.
  */
-export function upstreamCrdFile(kind: "inferencepools" | "servicemonitors" | "certificates", old = false): string {
+export function upstreamCrdFile(
+  kind: "inferencepools" | "inferenceobjectives" | "servicemonitors" | "certificates",
+  old = false,
+): string {
   if (kind === "certificates") {
     return join(
       goModuleDir("github.com/cert-manager/cert-manager", pinnedVersion("CERT_MANAGER_VERSION")),
       "deploy/crds/crd-certificates.yaml",
+    );
+  }
+  if (kind === "inferenceobjectives") {
+    return join(
+      goModuleDir(
+        "sigs.k8s.io/gateway-api-inference-extension",
+        pinnedVersion("GATEWAY_API_INFERENCE_EXTENSION_VERSION"),
+      ),
+      "config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml",
     );
   }
   if (kind === "inferencepools") {

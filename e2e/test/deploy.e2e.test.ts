@@ -12,6 +12,7 @@ import { promisify } from "node:util";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { parse as parseYaml } from "yaml";
+import { request as httpRequest } from "undici";
 import { credentials, status, type ServiceError } from "@grpc/grpc-js";
 import type { V1Pod, V1Service } from "@kubernetes/client-node";
 import { REPO_ROOT, TestCluster } from "../cluster/cluster.js";
@@ -1010,7 +1011,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     }
   });
 
-  it("a real gateway (Traefik v3.6.12, Gateway API HTTPRoutes) carries gRPC ModelInfer over h2c to the operator's <pool>-pool Service and to the model's Service; a Service without appProtocol does not", async function () {
+  it("a real gateway (Traefik v3.6.12, Gateway API HTTPRoutes) carries gRPC ModelInfer over h2c to the operator's <pool>-pool Service and to the model's Service, a Service without appProtocol does not; the routes the operator writes for spec.routes (a GRPCRoute, an HTTPRoute) are accepted and carry gRPC and HTTP", async function () {
     await requirePlatform(this, "traefik");
     for (const file of gatewayApiCrdFiles()) await cluster!.installCrdFile(file);
     await pooledModel("routed", 1, IDENTITY_CONFIG);
@@ -1084,6 +1085,39 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       );
       // Traefik's own error status for the HTTP/1.1 exchange the gRPC server refuses.
       assert.match(error.details, /HTTP status code 50[0-4]/);
+
+      // The routes written by the operator (spec.routes) instead of by hand: Traefik accepts
+      // them (RoutesReady), and carries gRPC over h2c and HTTP to the model's Service.
+      cluster!.kubectl(
+        "patch",
+        "dkm",
+        "routed",
+        "--type=merge",
+        "-p",
+        JSON.stringify({
+          spec: {
+            routes: {
+              gateway: { name: "inference" },
+              grpc: { hostnames: ["operator.routed.test"] },
+              http: { hostnames: ["operator.routed.test"], pathPrefix: "/v2" },
+            },
+          },
+        }),
+      );
+      await run("kubectl wait dkm/routed --for=condition=RoutesReady --timeout=120s");
+      const reply = await eventually(() => through("operator.routed.test"), 60_000, 1_000);
+      assert.ok(Buffer.from(reply.rawOutputContents[0]!).equals(Buffer.from(request.rawInputContents[0]!)));
+      // undici's request, not fetch: fetch sends its own Host header whatever it is given.
+      const viaGateway = async (path: string) => {
+        const response = await httpRequest(`http://127.0.0.1:${port}${path}`, {
+          headers: { host: "operator.routed.test" },
+        });
+        await response.body.dump();
+        return response.statusCode;
+      };
+      assert.equal(await viaGateway("/v2/models/routed/ready"), 200);
+      // Outside the HTTPRoute's path prefix: not routed.
+      assert.equal(await viaGateway("/v1/models"), 404);
     } finally {
       await traefik.stop();
       cluster!.kubectl("delete", "dkm", "routed", "--wait=false");

@@ -95,10 +95,13 @@ one by one, never listed.
 - apiGroups: [cert-manager.io]
   resources: [certificates]
   verbs: [get, list, watch, create, patch, delete]
-# spec.inferencePool.endpointPicker: the picker's Role grants reads of these (and of pods and
-# InferencePools, above); RBAC lets the operator grant only what it holds itself.
+# spec.inferencePool.objective; and the endpoint picker's Role grants reads of these (and of
+# pods and InferencePools, above): RBAC lets the operator grant only what it holds itself.
 - apiGroups: [inference.networking.x-k8s.io]
-  resources: [inferenceobjectives, inferencemodelrewrites]
+  resources: [inferenceobjectives]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [inference.networking.x-k8s.io]
+  resources: [inferencemodelrewrites]
   verbs: [get, list, watch]
 # spec.routes: the routes it writes, and the Gateways they attach to (read, to say one is missing).
 - apiGroups: [gateway.networking.k8s.io]

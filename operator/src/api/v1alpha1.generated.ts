@@ -457,6 +457,15 @@ export interface DynamoKserveModelSpec {
      */
     protocol?: "gRPC" | "HTTP";
     /**
+     * An InferenceObjective (inference.networking.x-k8s.io/v1alpha2, GAIE v1.4) named like this object, for its pool: requests that name it (header x-gateway-inference-objective: <name>) get its priority in the endpoint picker's flow control. Written while its CRD is installed.
+     */
+    objective?: {
+      /**
+       * Higher is served first when requests queue; negative values are allowed; 0 when unset.
+       */
+      priority?: number;
+    };
+    /**
      * The operator runs the Gateway API Inference Extension's endpoint picker (epp) for this pool: a Deployment <name>-epp (one pod, replaced by Recreate as GAIE's chart does), its Service (ext_proc on 9002 over h2c, metrics on 9090), a ServiceAccount and a Role that reads only pods, InferencePools and InferenceObjectives of this namespace, and a ConfigMap with its EndpointPickerConfig, generated to score pods on the data plane's load signals (the model's series; a repository's pod totals). The pool's endpointPickerRef names that Service.
      */
     endpointPicker?: {
@@ -761,6 +770,10 @@ export interface DynamoKserveModelStatus {
      * The Service of the endpoint picker the operator runs for the pool (spec.inferencePool.endpointPicker).
      */
     endpointPicker?: string;
+    /**
+     * The InferenceObjective written for the pool (spec.inferencePool.objective).
+     */
+    objective?: string;
   };
   /**
    * The routes written for spec.routes and the Gateway they attach to.

@@ -20,6 +20,14 @@ export const INFERENCE_POOL_KIND = {
   optional: true,
 } as const satisfies OwnedKind;
 
+/** GAIE's InferenceObjective: a priority for the requests of a pool that name it (GAIE v1.4's version). */
+export const INFERENCE_OBJECTIVE_KIND = {
+  apiVersion: "inference.networking.x-k8s.io/v1alpha2",
+  kind: "InferenceObjective",
+  plural: "inferenceobjectives",
+  optional: true,
+} as const satisfies OwnedKind;
+
 export const H2C = "kubernetes.io/h2c";
 
 /** Labels the Service fronting a pool with the pool's name (how its events find the pool). */
@@ -143,6 +151,27 @@ export function desiredPoolService(pool: InferencePool): V1Service {
         protocol: "TCP",
         appProtocol,
       })),
+    },
+  };
+}
+
+/**
+ * The owner's InferenceObjective (spec.inferencePool.objective), named like it: requests
+ * carrying `x-gateway-inference-objective: <name>` get its priority in the picker's flow control.
+ */
+export function desiredInferenceObjective(owner: PoolOwner): KubernetesObject & { spec: object } {
+  const objective = owner.spec.inferencePool!.objective!;
+  return {
+    apiVersion: INFERENCE_OBJECTIVE_KIND.apiVersion,
+    kind: INFERENCE_OBJECTIVE_KIND.kind,
+    metadata: ownedMetadata(owner, owner.metadata.name),
+    spec: {
+      poolRef: {
+        group: INFERENCE_POOL_KIND.apiVersion.split("/")[0],
+        kind: INFERENCE_POOL_KIND.kind,
+        name: owner.metadata.name,
+      },
+      ...(objective.priority !== undefined ? { priority: objective.priority } : {}),
     },
   };
 }

@@ -9,14 +9,16 @@ import {
   managedPickerRef,
 } from "./endpoint-picker.js";
 import {
+  desiredInferenceObjective,
   desiredInferencePool,
+  INFERENCE_OBJECTIVE_KIND,
   INFERENCE_POOL_KIND,
   poolServiceName,
   poolTarget,
   userPickerRef,
   type PoolOwner,
 } from "./inference-pool.js";
-import type { PickerOutcome, PoolOutcome } from "./status.js";
+import type { ObjectiveOutcome, PickerOutcome, PoolOutcome } from "./status.js";
 
 /**
  * The pool's group of an owner's plan (spec.inferencePool, either kind): the endpoint picker
@@ -26,7 +28,11 @@ import type { PickerOutcome, PoolOutcome } from "./status.js";
  */
 
 /** The kinds the pool's group writes. */
-export const POOL_PLAN_OWNS: readonly OwnedKind[] = [...ENDPOINT_PICKER_OWNS, INFERENCE_POOL_KIND];
+export const POOL_PLAN_OWNS: readonly OwnedKind[] = [
+  ...ENDPOINT_PICKER_OWNS,
+  INFERENCE_POOL_KIND,
+  INFERENCE_OBJECTIVE_KIND,
+];
 
 export interface PoolPlanInputs {
   /** Whether the InferencePool CRD is installed. */
@@ -45,7 +51,9 @@ export function poolPlan(owner: PoolOwner, inputs: PoolPlanInputs): PlanGroup {
   });
   // Without the pool's CRD its picker would pick for nothing: the pool's entry alone says CRDNotInstalled.
   const picker = managed && inputs.installed ? endpointPickerObjects(owner, inputs.settings) : [];
-  return [...picker.map((object) => ({ apply: object })), { apply: pool }];
+  const objective =
+    owner.spec.inferencePool.objective !== undefined ? [{ apply: desiredInferenceObjective(owner) }] : [];
+  return [...picker.map((object) => ({ apply: object })), { apply: pool }, ...objective];
 }
 
 /** What became of the pool's group (undefined while the owner asks for no pool, or nothing was applied). */
@@ -66,14 +74,27 @@ export function poolOutcome(
       const service = poolServiceName(name);
       const { appProtocol } = poolTarget(owner);
       const endpointPicker = pickerOutcome(owner, outcomes);
-      const picker = endpointPicker !== undefined ? { endpointPicker } : {};
+      const objective = objectiveOutcome(owner, outcomes);
+      const extras = {
+        ...(endpointPicker !== undefined ? { endpointPicker } : {}),
+        ...(objective !== undefined ? { objective } : {}),
+      };
       return appProtocolSupported
-        ? { state: "Created", name, appProtocol, service, ...picker }
-        : { state: "CreatedWithoutAppProtocol", name, appProtocol, service, ...picker };
+        ? { state: "Created", name, appProtocol, service, ...extras }
+        : { state: "CreatedWithoutAppProtocol", name, appProtocol, service, ...extras };
     }
     default:
       return undefined;
   }
+}
+
+/** The InferenceObjective as applied (undefined when none is asked for). */
+function objectiveOutcome(owner: PoolOwner, outcomes: PlanOutcomes): ObjectiveOutcome | undefined {
+  const objective = owner.spec.inferencePool?.objective;
+  if (objective === undefined) return undefined;
+  const outcome = outcomes.of(INFERENCE_OBJECTIVE_KIND, owner.metadata.name);
+  if (outcome?.state === "CRDNotInstalled") return { state: "CRDNotInstalled" };
+  return { state: "Written", name: owner.metadata.name, priority: objective.priority ?? 0 };
 }
 
 /** The managed picker as applied: its Deployment's image and whether a pod of it is available. */

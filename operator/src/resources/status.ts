@@ -54,6 +54,11 @@ export interface PickerOutcome {
   readonly available: boolean;
 }
 
+/** The InferenceObjective of a pool (spec.inferencePool.objective). */
+export type ObjectiveOutcome =
+  | { readonly state: "Written"; readonly name: string; readonly priority: number }
+  | { readonly state: "CRDNotInstalled" };
+
 /** The InferencePool step of a reconcile. */
 export type PoolOutcome =
   | {
@@ -62,6 +67,7 @@ export type PoolOutcome =
       readonly appProtocol: string;
       readonly service: string;
       readonly endpointPicker?: PickerOutcome;
+      readonly objective?: ObjectiveOutcome;
     }
   | {
       readonly state: "CreatedWithoutAppProtocol";
@@ -70,6 +76,7 @@ export type PoolOutcome =
       readonly appProtocol: string;
       readonly service: string;
       readonly endpointPicker?: PickerOutcome;
+      readonly objective?: ObjectiveOutcome;
     }
   | { readonly state: "CRDNotInstalled" }
   /** The pool's name, or one of its picker's objects' (`message` says which), is somebody else's. */
@@ -215,13 +222,13 @@ export const firstModelFilesEvent = (modelFiles: ConditionValue | undefined): "M
 export function poolCondition(outcome: PoolOutcome, noun: "model" | "repository"): ConditionValue {
   switch (outcome.state) {
     case "Created":
-      return withPicker(outcome.endpointPicker, {
+      return withPicker(outcome.endpointPicker, outcome.objective, {
         status: "True",
         reason: "Created",
         message: `InferencePool ${outcome.name} selects this ${noun}'s pods with appProtocol ${outcome.appProtocol}; Service ${outcome.service} fronts it`,
       });
     case "CreatedWithoutAppProtocol":
-      return withPicker(outcome.endpointPicker, {
+      return withPicker(outcome.endpointPicker, outcome.objective, {
         status: "True",
         reason: "AppProtocolUnsupported",
         message: `InferencePool ${outcome.name} was created without appProtocol: the installed InferencePool CRD has no such field (Gateway API Inference Extension before v1.4); Service ${outcome.service} fronts it with appProtocol ${outcome.appProtocol}`,
@@ -242,7 +249,12 @@ export function poolCondition(outcome: PoolOutcome, noun: "model" | "repository"
  * A pool whose picker the operator runs is ready once a pod of the picker is available: until
  * then a gateway asking it (FailClose, the default) refuses the pool's requests.
  */
-function withPicker(picker: PickerOutcome | undefined, created: ConditionValue): ConditionValue {
+function withPicker(
+  picker: PickerOutcome | undefined,
+  objective: ObjectiveOutcome | undefined,
+  pool: ConditionValue,
+): ConditionValue {
+  const created = objective === undefined ? pool : { ...pool, message: `${pool.message}; ${objectiveText(objective)}` };
   if (picker === undefined) return created;
   if (!picker.available) {
     return {
@@ -255,6 +267,12 @@ function withPicker(picker: PickerOutcome | undefined, created: ConditionValue):
     ...created,
     message: `${created.message}; endpoint picker ${picker.name} (image ${picker.image}) picks its pods`,
   };
+}
+
+function objectiveText(objective: ObjectiveOutcome): string {
+  return objective.state === "Written"
+    ? `InferenceObjective ${objective.name} gives requests that name it priority ${objective.priority}`
+    : "no InferenceObjective: its CRD (inferenceobjectives.inference.networking.x-k8s.io, v1alpha2) is not installed; it is written without a restart once it is";
 }
 
 function credentialsCondition(outcome: CredentialsOutcome): ConditionValue {
@@ -292,6 +310,7 @@ export function poolStatus(outcome: PoolOutcome | undefined): Pick<DynamoKserveM
       appProtocol: outcome.state === "Created" ? outcome.appProtocol : "",
       service: outcome.service,
       ...(outcome.endpointPicker !== undefined ? { endpointPicker: outcome.endpointPicker.name } : {}),
+      ...(outcome.objective?.state === "Written" ? { objective: outcome.objective.name } : {}),
     },
   };
 }

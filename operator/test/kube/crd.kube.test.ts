@@ -45,6 +45,28 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
     /spec\.inferencePool: Invalid value: "object": set exactly one of endpointPickerRef/,
   ],
   [
+    "routes with neither grpc nor http",
+    { modelConfig: { inline: IDENTITY_CONFIG }, routes: { gateway: { name: "gw" } } },
+    /spec\.routes: Invalid value: "object": routes needs grpc, http or both/,
+  ],
+  [
+    "routes to an InferencePool the model does not ask for",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      routes: { gateway: { name: "gw" }, backend: "InferencePool", grpc: {} },
+    },
+    /spec\.routes\.backend: Invalid value: "object": routes\.backend InferencePool routes to the model's InferencePool; set inferencePool/,
+  ],
+  [
+    "a GRPCRoute to an HTTP InferencePool",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      inferencePool: { protocol: "HTTP", endpointPicker: {} },
+      routes: { gateway: { name: "gw" }, backend: "InferencePool", grpc: {} },
+    },
+    /spec\.routes: Invalid value: "object": routes\.backend InferencePool carries only the pool's protocol/,
+  ],
+  [
     "an InferencePool with no endpoint picker",
     { modelConfig: { inline: IDENTITY_CONFIG }, inferencePool: { protocol: "HTTP" } },
     /spec\.inferencePool: Invalid value: "object": set exactly one of endpointPickerRef/,

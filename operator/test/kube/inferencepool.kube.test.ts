@@ -214,7 +214,10 @@ describe("InferencePool (upstream Gateway API Inference Extension CRD, real API 
       modelObject(namespace, "picked", { replicas: 1, modelConfig: { inline: IDENTITY_CONFIG }, inferencePool });
     const live = () =>
       kube.read<DynamoKserveModel>("dynamokserve.dev/v1alpha1", "DynamoKserveModel", namespace, "picked");
-    await kube.create(picked({ protocol: "HTTP", endpointPicker: { image: "registry.example/epp:test" } }));
+    await cluster.installCrdFile(upstreamCrdFile("inferenceobjectives"));
+    await kube.create(
+      picked({ protocol: "HTTP", endpointPicker: { image: "registry.example/epp:test" }, objective: { priority: 10 } }),
+    );
     await eventually(async () => {
       const condition = conditionOf(await live(), "InferencePoolReady");
       // The kube tier's nodes run no pods: the picker never becomes available here.
@@ -236,6 +239,17 @@ describe("InferencePool (upstream Gateway API Inference Extension CRD, real API 
     const deployment = await kube.read<V1Deployment>("apps/v1", "Deployment", namespace, "picked-epp");
     assert.equal(deployment.spec?.template.spec?.containers[0]?.image, "registry.example/epp:test");
     assert.ok(deployment.spec?.template.spec?.containers[0]?.args?.includes("--pool-name=picked"));
+    const objective = await kube.read<KubernetesObject & { spec: unknown }>(
+      "inference.networking.x-k8s.io/v1alpha2",
+      "InferenceObjective",
+      namespace,
+      "picked",
+    );
+    assert.deepEqual(objective.spec, {
+      poolRef: { group: "inference.networking.k8s.io", kind: "InferencePool", name: "picked" },
+      priority: 10,
+    });
+    assert.equal((await live()).status?.inferencePool?.objective, "picked");
     const config = await kube.read<V1ConfigMap>("v1", "ConfigMap", namespace, "picked-epp");
     assert.match(config.data?.["endpoint-picker.yaml"] ?? "", /dynamo_kserve_requests_waiting\{model="picked"\}/);
 
@@ -244,6 +258,7 @@ describe("InferencePool (upstream Gateway API Inference Extension CRD, real API 
       picked({
         protocol: "HTTP",
         endpointPicker: null,
+        objective: null,
         endpointPickerRef: { name: "theirs", port: { number: 9002 } },
       } as unknown as NonNullable<DynamoKserveModel["spec"]["inferencePool"]>),
     );
@@ -252,6 +267,10 @@ describe("InferencePool (upstream Gateway API Inference Extension CRD, real API 
       for (const [apiVersion, kind] of pickerObjects) {
         assert.equal(await kube.exists(apiVersion, kind, namespace, "picked-epp"), false, kind);
       }
+      assert.equal(
+        await kube.exists("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective", namespace, "picked"),
+        false,
+      );
       assert.equal(conditionOf(await live(), "InferencePoolReady")?.reason, "Created");
     }, 30_000);
     await kube.delete(await live());

@@ -14,7 +14,7 @@ import {
 import type { InferencePool } from "../../src/resources/inference-pool.js";
 import { selectorFor } from "../../src/resources/names.js";
 import { poolOutcome, poolPlan } from "../../src/resources/pool-plan.js";
-import { desiredStatus } from "../../src/resources/status.js";
+import { desiredStatus, poolCondition, poolStatus } from "../../src/resources/status.js";
 import { IDENTITY_CONFIG } from "../fixtures/kube.js";
 import { assertGolden } from "../fixtures/golden.js";
 
@@ -188,6 +188,33 @@ describe("the endpoint picker the operator runs for a pool (spec.inferencePool.e
       service: "chat-pool",
       endpointPicker: "chat-epp",
     });
+  });
+
+  it("writes the pool's InferenceObjective after the pool, and says its priority (or that its CRD is missing)", () => {
+    const owner = model({
+      inferencePool: { endpointPickerRef: { name: "theirs", port: { number: 9002 } }, objective: { priority: -5 } },
+    });
+    const group = poolPlan(owner, INPUTS);
+    assert.deepEqual(kindsAndNames(group), ["InferencePool/chat", "InferenceObjective/chat"]);
+    assert.deepEqual((applied(group)[1] as KubernetesObject & { spec: unknown }).spec, {
+      poolRef: { group: "inference.networking.k8s.io", kind: "InferencePool", name: "chat" },
+      priority: -5,
+    });
+    const outcome = poolOutcome(owner, group, appliedOutcomes(group), true);
+    assert.match(
+      poolCondition(outcome!, "model").message ?? "",
+      /; InferenceObjective chat gives requests that name it priority -5$/,
+    );
+    assert.equal(poolStatus(outcome).inferencePool?.objective, "chat");
+    const noCrd: PlanOutcomes = {
+      of: (kind, name) =>
+        kind.kind === "InferenceObjective" ? { state: "CRDNotInstalled" } : appliedOutcomes(group).of(kind, name),
+      nameTaken: () => undefined,
+    };
+    const missing = poolOutcome(owner, group, noCrd, true)!;
+    assert.equal(poolCondition(missing, "model").status, "True");
+    assert.match(poolCondition(missing, "model").message ?? "", /no InferenceObjective: its CRD \(inferenceobjectives/);
+    assert.equal(poolStatus(missing).inferencePool?.objective, undefined);
   });
 
   it("reports a picker object whose name is somebody else's as NameTaken, naming it (the pool was not reached)", () => {
