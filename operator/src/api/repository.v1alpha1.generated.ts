@@ -377,9 +377,15 @@ export interface DynamoKserveRepositorySpec {
        * CPU and memory requests and limits of the picker's container (default: requests of 100m CPU and 128Mi; GAIE's chart asks for 4 CPUs and 8Gi for production traffic).
        */
       resources?: {
+        /**
+         * Minimum resources, e.g. cpu: 100m, memory: 128Mi.
+         */
         requests?: {
           [k: string]: number | string | undefined;
         };
+        /**
+         * Maximum resources, e.g. memory: 1Gi.
+         */
         limits?: {
           [k: string]: number | string | undefined;
         };

@@ -481,9 +481,15 @@ export interface DynamoKserveModelSpec {
        * CPU and memory requests and limits of the picker's container (default: requests of 100m CPU and 128Mi; GAIE's chart asks for 4 CPUs and 8Gi for production traffic).
        */
       resources?: {
+        /**
+         * Minimum resources, e.g. cpu: 100m, memory: 128Mi.
+         */
         requests?: {
           [k: string]: number | string | undefined;
         };
+        /**
+         * Maximum resources, e.g. memory: 1Gi.
+         */
         limits?: {
           [k: string]: number | string | undefined;
         };
@@ -528,6 +534,9 @@ export interface DynamoKserveModelSpec {
      * The Gateway the routes attach to (their parentRef).
      */
     gateway: {
+      /**
+       * The Gateway's name.
+       */
       name: string;
       /**
        * The Gateway's namespace (default: the model's); its listeners must allow routes from here.
@@ -547,6 +556,8 @@ export interface DynamoKserveModelSpec {
      */
     grpc?: {
       /**
+       * The hostnames the route matches (the request's Host or :authority); default every one the listener takes.
+       *
        * @maxItems 16
        */
       hostnames?:
@@ -621,6 +632,8 @@ export interface DynamoKserveModelSpec {
      */
     http?: {
       /**
+       * The hostnames the route matches (the request's Host or :authority); default every one the listener takes.
+       *
        * @maxItems 16
        */
       hostnames?:

@@ -220,8 +220,9 @@ describe("InferencePool (upstream Gateway API Inference Extension CRD, real API 
     );
     await eventually(async () => {
       const condition = conditionOf(await live(), "InferencePoolReady");
-      // The kube tier's nodes run no pods: the picker never becomes available here.
-      assert.deepEqual([condition?.status, condition?.reason], ["False", "EndpointPickerUnavailable"]);
+      // The kube tier's nodes (kwok) report pods running: the picker's Deployment becomes available.
+      assert.deepEqual([condition?.status, condition?.reason], ["True", "Created"]);
+      assert.match(condition?.message ?? "", /endpoint picker picked-epp \(image registry\.example\/epp:test\) picks its pods/);
       assert.equal((await live()).status?.inferencePool?.endpointPicker, "picked-epp");
     }, 30_000);
     const model = await live();

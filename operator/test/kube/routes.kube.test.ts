@@ -46,7 +46,10 @@ describe("routes (spec.routes: the Gateway API's upstream CRDs, real API server)
       conditionOf(await live(), "RoutesReady")?.message ?? "",
       /the Gateway API's GRPCRoute and HTTPRoute CRD/,
     );
-    assert.equal(conditionOf(await live(), "Ready")?.status, "True", "the model itself serves");
+    await eventually(
+      async () => assert.equal(conditionOf(await live(), "Ready")?.status, "True", "the model itself serves"),
+      30_000,
+    );
 
     for (const file of gatewayApiCrdFiles()) await cluster.installCrdFile(file);
     await eventually(async () => assert.deepEqual(await routesReady(), ["False", "GatewayNotFound"]), 60_000);
