@@ -362,7 +362,7 @@ export interface DynamoKserveRepositorySpec {
       priority?: number;
     };
     /**
-     * The operator runs the Gateway API Inference Extension's endpoint picker (epp) for this pool: a Deployment <name>-epp (one pod, replaced by Recreate as GAIE's chart does), its Service (ext_proc on 9002 over h2c, metrics on 9090), a ServiceAccount and a Role that reads only pods, InferencePools and InferenceObjectives of this namespace, and a ConfigMap with its EndpointPickerConfig, generated to score pods on the data plane's load signals (the model's series; a repository's pod totals). The pool's endpointPickerRef names that Service.
+     * The operator runs the Gateway API Inference Extension's endpoint picker (epp) for this pool: a Deployment <name>-epp (one pod, replaced by Recreate as GAIE's chart does), its Service (ext_proc on 9002 over the picker's own TLS, metrics on 9090), a ServiceAccount and a Role that reads only pods, InferencePools, InferenceObjectives and InferenceModelRewrites of this namespace, and a ConfigMap with its EndpointPickerConfig, generated to score pods on the data plane's load signals (the model's series; a repository's pod totals). The pool's endpointPickerRef names that Service. GAIE's epp (v1.4) reads OpenAI bodies only: it needs protocol HTTP and picks for /v1 requests.
      */
     endpointPicker?: {
       /**

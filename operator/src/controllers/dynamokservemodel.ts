@@ -112,23 +112,35 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         .map((model) => keyOf(model.metadata.namespace, model.metadata.name)),
     ),
     namesakePoolWatch(MODEL_LABEL, (namespace, name) => this.caches.models.get(namespace, name)),
-    // A Gateway coming or going: every model whose routes attach to it (RoutesReady says GatewayNotFound).
-    mapped([GATEWAY_KIND.kind], (gateway) =>
-      this.caches.models
+    // A Gateway coming or going: every model whose routes attach to it (RoutesReady says
+    // GatewayNotFound). Only then: each route attaching updates the Gateway's status, and
+    // N models reconciled on each of N updates would be N² reconciles.
+    mapped([GATEWAY_KIND.kind], (gateway) => {
+      const namespace = gateway.metadata?.namespace ?? "";
+      const name = gateway.metadata?.name ?? "";
+      const key = keyOf(namespace, name);
+      // The cache holds the event's outcome already (a deleted Gateway is gone from it).
+      const exists = this.caches.gatewayExists(namespace, name) === true;
+      if (exists === this.knownGateways.has(key)) return [];
+      if (exists) this.knownGateways.add(key);
+      else this.knownGateways.delete(key);
+      return this.caches.models
         .list()
         .filter((model) => {
           if (model.spec.routes === undefined) return false;
-          const { namespace, name } = gatewayOf(model);
-          return namespace === gateway.metadata?.namespace && name === gateway.metadata?.name;
+          const parent = gatewayOf(model);
+          return parent.namespace === namespace && parent.name === name;
         })
-        .map((model) => keyOf(model.metadata.namespace, model.metadata.name)),
-    ),
+        .map((model) => keyOf(model.metadata.namespace, model.metadata.name));
+    }),
   ];
+  /** The Gateways the watch above has seen exist (`namespace/name`). */
+  private readonly knownGateways = new Set<string>();
 
   constructor(
     private readonly caches: ModelCaches,
     /** Which optional kinds are installed, and what their CRDs know. */
-    private readonly owned: Pick<OwnedCaches, "installed" | "specHasField" | "get">,
+    private readonly owned: Pick<OwnedCaches, "installed" | "specHasField" | "get" | "takenByAnother">,
     /**
      * Secrets are read when needed, never watched: the operator has no list/watch on
      * Secrets, so they are no owned kind; the credentials step applies the CA and TLS
@@ -239,6 +251,12 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       dataplanePlan: planned,
       pool: poolPlan(model, {
         installed: this.owned.installed(INFERENCE_POOL_KIND),
+        poolTakenByAnother: this.owned.takenByAnother(
+          INFERENCE_POOL_KIND,
+          model.metadata.namespace,
+          model.metadata.name,
+          model.metadata.uid,
+        ),
         appProtocolSupported,
         settings: this.settings,
       }),

@@ -90,7 +90,7 @@ export class DynamoKserveRepositoryController implements Controller<
   constructor(
     private readonly caches: RepositoryCaches,
     /** Which optional kinds are installed, and the owned objects as cached. */
-    private readonly owned: Pick<OwnedCaches, "installed" | "specHasField" | "get">,
+    private readonly owned: Pick<OwnedCaches, "installed" | "specHasField" | "get" | "takenByAnother">,
     private readonly settings: BuildSettings,
     private readonly probing: RepositoryProbing,
     /** spec.storageUri's Secret is read when needed, never watched; the checker lists the location. */
@@ -127,6 +127,12 @@ export class DynamoKserveRepositoryController implements Controller<
     const appProtocolSupported = this.owned.specHasField(INFERENCE_POOL_KIND, "appProtocol");
     const pool = poolPlan(repository, {
       installed: this.owned.installed(INFERENCE_POOL_KIND),
+      poolTakenByAnother: this.owned.takenByAnother(
+        INFERENCE_POOL_KIND,
+        repository.metadata.namespace,
+        repository.metadata.name,
+        repository.metadata.uid,
+      ),
       appProtocolSupported,
       settings: this.settings,
     });

@@ -125,6 +125,16 @@ export class OwnedCaches {
     return this.cacheOf(kind).objects()?.get(namespace, name) as T | undefined;
   }
 
+  /**
+   * Whether the object of `kind` named `name` exists and is not controlled by `ownerUid`
+   * (somebody else's, or another owner's): what a plan can check before writing what would
+   * serve that object (a pool's endpoint picker), so the NameTaken of the one stops the other.
+   */
+  takenByAnother(kind: OwnedKind, namespace: string, name: string, ownerUid: string): boolean {
+    const holder = this.cacheOf(kind).holders()?.get(namespace, name);
+    return holder !== undefined && controllerOf(holder)?.uid !== ownerUid;
+  }
+
   /** Whether an optional kind's installed CRD has `spec.<field>` (fields added in later releases). */
   specHasField(kind: OwnedKind, field: string): boolean {
     return this.cacheOf(kind).optional?.specHasField(field) ?? true;

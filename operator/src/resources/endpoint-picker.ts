@@ -7,6 +7,7 @@ import type {
   V1Service,
   V1ServiceAccount,
 } from "@kubernetes/client-node";
+import { createHash } from "node:crypto";
 import { stringify } from "yaml";
 import { MODEL_LOAD_SIGNALS, POD_LOAD_SIGNALS } from "../../../lib/contract/load-signals.js";
 import { OPERATOR_NAME, type Owner } from "../api/objects.js";
@@ -22,7 +23,7 @@ import {
   SERVICE_KIND,
   type BuildSettings,
 } from "./dataplane-pods.js";
-import { H2C, type EndpointPickerRef, type PoolOwner } from "./inference-pool.js";
+import type { EndpointPickerRef, PoolOwner } from "./inference-pool.js";
 import { CONFIG_MAP_KIND } from "./model.js";
 import { MANAGED_BY_LABEL, ownedMetadata, servedModelName, suffixedName } from "./names.js";
 
@@ -58,6 +59,8 @@ export const ENDPOINT_PICKER_OWNS: readonly OwnedKind[] = [
 export const ENDPOINT_PICKER_LABEL = "dynamokserve.dev/endpoint-picker";
 
 const CONFIG_FILE = "endpoint-picker.yaml";
+/** On the picker's pods: a hash of its config, so a new config rolls them. */
+const CONFIG_HASH_ANNOTATION = "dynamokserve.dev/config-hash";
 const CONFIG_MOUNT = "/config";
 
 /** Name of every object of the picker of pool `pool` (the pool is named like its owner). */
@@ -197,13 +200,10 @@ export function endpointPickerService(owner: PoolOwner): V1Service {
       type: "ClusterIP",
       selector: pickerPodLabels(owner),
       ports: [
-        {
-          name: "grpc-ext-proc",
-          port: ENDPOINT_PICKER_PORTS.extProc,
-          targetPort: "grpc",
-          protocol: "TCP",
-          appProtocol: H2C,
-        },
+        // No appProtocol: the picker serves ext_proc over TLS with a certificate of its own
+        // (GAIE's --secure-serving), which a gateway takes unchecked; kubernetes.io/h2c would
+        // tell it to speak cleartext (GAIE's chart leaves it unset too).
+        { name: "grpc-ext-proc", port: ENDPOINT_PICKER_PORTS.extProc, targetPort: "grpc", protocol: "TCP" },
         {
           name: "http-metrics",
           port: ENDPOINT_PICKER_PORTS.metrics,
@@ -220,6 +220,10 @@ export function endpointPickerService(owner: PoolOwner): V1Service {
 export function endpointPickerDeployment(owner: PoolOwner, settings: BuildSettings): V1Deployment {
   const picker = managedPicker(owner)!;
   const name = endpointPickerName(owner.metadata.name);
+  // The picker reads its config once, at start: a changed config (the model renamed) rolls it.
+  const configHash = createHash("sha256")
+    .update(endpointPickerConfig(loadSignalQueries(owner)))
+    .digest("hex");
   const grpcProbe = () => ({ grpc: { port: ENDPOINT_PICKER_PORTS.health, service: HEALTH_SERVICE } });
   return {
     apiVersion: DEPLOYMENT_KIND.apiVersion,
@@ -231,7 +235,10 @@ export function endpointPickerDeployment(owner: PoolOwner, settings: BuildSettin
       strategy: { type: "Recreate" },
       selector: { matchLabels: pickerPodLabels(owner) },
       template: {
-        metadata: { labels: pickerPodLabels(owner) },
+        metadata: {
+          labels: pickerPodLabels(owner),
+          annotations: { [CONFIG_HASH_ANNOTATION]: configHash.slice(0, 16) },
+        },
         spec: {
           serviceAccountName: name,
           // It watches pods and its pool through the API server.
@@ -254,6 +261,8 @@ export function endpointPickerDeployment(owner: PoolOwner, settings: BuildSettin
                 "--zap-encoder=json",
                 "--tracing=false",
                 "--metrics-endpoint-auth=false",
+                // Its profiles would be served beside the metrics, to anyone in the cluster.
+                "--enable-pprof=false",
               ],
               env: [
                 { name: "NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },

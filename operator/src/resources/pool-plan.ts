@@ -37,6 +37,11 @@ export const POOL_PLAN_OWNS: readonly OwnedKind[] = [
 export interface PoolPlanInputs {
   /** Whether the InferencePool CRD is installed. */
   readonly installed: boolean;
+  /**
+   * Whether an InferencePool of the owner's name is somebody else's: then its picker is not
+   * written either (it would pick for a pool that is not ours), and the pool's entry says NameTaken.
+   */
+  readonly poolTakenByAnother: boolean;
   /** Whether it knows spec.appProtocol. */
   readonly appProtocolSupported: boolean;
   readonly settings: BuildSettings;
@@ -50,7 +55,8 @@ export function poolPlan(owner: PoolOwner, inputs: PoolPlanInputs): PlanGroup {
     endpointPickerRef: managed ? managedPickerRef(owner) : userPickerRef(owner),
   });
   // Without the pool's CRD its picker would pick for nothing: the pool's entry alone says CRDNotInstalled.
-  const picker = managed && inputs.installed ? endpointPickerObjects(owner, inputs.settings) : [];
+  const picker =
+    managed && inputs.installed && !inputs.poolTakenByAnother ? endpointPickerObjects(owner, inputs.settings) : [];
   const objective =
     owner.spec.inferencePool.objective !== undefined ? [{ apply: desiredInferenceObjective(owner) }] : [];
   return [...picker.map((object) => ({ apply: object })), { apply: pool }, ...objective];

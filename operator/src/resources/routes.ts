@@ -61,7 +61,7 @@ interface BackendRef {
 interface RouteParentStatus {
   parentRef: Partial<ParentRef>;
   controllerName?: string;
-  conditions?: { type: string; status: string; reason?: string; message?: string }[];
+  conditions?: { type: string; status: string; reason?: string; message?: string; observedGeneration?: number }[];
 }
 
 export interface Route extends KubernetesObject {
@@ -208,7 +208,7 @@ export function routesCondition(outcome: RoutesOutcome, model: DynamoKserveModel
       return {
         status: "False",
         reason: "CRDNotInstalled",
-        message: `the Gateway API's ${outcome.kinds.join(" and ")} CRD (gateway.networking.k8s.io, v1) is not installed; nothing of spec.routes is written until it is (no restart needed)`,
+        message: `the Gateway API's ${outcome.kinds.join(" and ")} CRD (gateway.networking.k8s.io, v1) is not installed: no ${outcome.kinds.join(" or ")} is written until it is (no restart needed)`,
       };
     case "NameTaken":
       return { status: "False", reason: "NameTaken", message: outcome.message };
@@ -222,25 +222,53 @@ export function routesCondition(outcome: RoutesOutcome, model: DynamoKserveModel
         };
       }
       for (const route of outcome.routes) {
-        const accepted = parentStatus(route, model)?.conditions?.find((condition) => condition.type === "Accepted");
-        if (accepted === undefined) {
-          return {
-            status: "False",
-            reason: "Pending",
-            message: `waiting for Gateway ${outcome.gateway}'s controller to accept ${route.kind} ${route.metadata.name}`,
-          };
-        }
-        if (accepted.status !== "True") {
-          return {
-            status: "False",
-            reason: "NotAccepted",
-            message: `Gateway ${outcome.gateway} does not accept ${route.kind} ${route.metadata.name}: ${accepted.reason ?? ""}${accepted.message ? `: ${accepted.message}` : ""}`,
-          };
-        }
+        const refused = routeRefused(route, model, outcome.gateway);
+        if (refused !== undefined) return refused;
       }
       return { status: "True", reason: "Accepted", message: `Gateway ${outcome.gateway} accepted ${names}` };
     }
   }
+}
+
+/**
+ * What keeps a route from carrying traffic, from its parent's conditions for the route's
+ * current generation (an older one's Accepted says nothing of the spec just written):
+ * Accepted (the Gateway took it) and ResolvedRefs (its backends are there and of a kind and
+ * protocol the gateway can reach; a gateway without GAIE support refuses an InferencePool
+ * there, while still accepting the route). Undefined when both are True.
+ */
+function routeRefused(route: Route, model: DynamoKserveModel, gateway: string): ConditionValue | undefined {
+  const current = (parentStatus(route, model)?.conditions ?? []).filter(
+    (condition) =>
+      condition.observedGeneration === undefined || condition.observedGeneration >= (route.metadata.generation ?? 0),
+  );
+  const named = `${route.kind} ${route.metadata.name}`;
+  const why = (condition: { reason?: string; message?: string }) =>
+    `${condition.reason ?? ""}${condition.message ? `: ${condition.message}` : ""}`;
+  const accepted = current.find((condition) => condition.type === "Accepted");
+  const resolved = current.find((condition) => condition.type === "ResolvedRefs");
+  if (accepted === undefined || resolved === undefined) {
+    return {
+      status: "False",
+      reason: "Pending",
+      message: `waiting for Gateway ${gateway}'s controller to accept ${named} and resolve its backends`,
+    };
+  }
+  if (accepted.status !== "True") {
+    return {
+      status: "False",
+      reason: "NotAccepted",
+      message: `Gateway ${gateway} does not accept ${named}: ${why(accepted)}`,
+    };
+  }
+  if (resolved.status !== "True") {
+    return {
+      status: "False",
+      reason: "BackendNotResolved",
+      message: `Gateway ${gateway} accepts ${named} but cannot send to its backend: ${why(resolved)}`,
+    };
+  }
+  return undefined;
 }
 
 /** status.routes. */

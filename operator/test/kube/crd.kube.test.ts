@@ -45,6 +45,33 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
     /spec\.inferencePool: Invalid value: "object": set exactly one of endpointPickerRef/,
   ],
   [
+    "an endpoint picker the operator runs for a gRPC pool (GAIE's epp reads OpenAI bodies)",
+    { modelConfig: { inline: IDENTITY_CONFIG }, inferencePool: { endpointPicker: {} } },
+    /spec\.inferencePool\.protocol: Invalid value: "object": endpointPicker runs GAIE's epp, which reads OpenAI JSON/,
+  ],
+  [
+    "routes to a model whose ports speak TLS",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      tls: { mode: "SelfSigned" },
+      routes: { gateway: { name: "gw" }, grpc: {} },
+    },
+    /spec\.routes: Invalid value: "object": routes carry cleartext to the model's pods/,
+  ],
+  [
+    "a route path prefix the Gateway API refuses",
+    { modelConfig: { inline: IDENTITY_CONFIG }, routes: { gateway: { name: "gw" }, http: { pathPrefix: "/v1//x" } } },
+    /spec\.routes\.http\.pathPrefix: Invalid value: "string": pathPrefix must be a normalized path/,
+  ],
+  [
+    "a listener name the Gateway API refuses",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      routes: { gateway: { name: "gw", sectionName: "GRPC_listener" }, grpc: {} },
+    },
+    /spec\.routes\.gateway\.sectionName: Invalid value: "GRPC_listener": spec\.routes\.gateway\.sectionName in body should match/,
+  ],
+  [
     "routes with neither grpc nor http",
     { modelConfig: { inline: IDENTITY_CONFIG }, routes: { gateway: { name: "gw" } } },
     /spec\.routes: Invalid value: "object": routes needs grpc, http or both/,

@@ -222,7 +222,10 @@ describe("InferencePool (upstream Gateway API Inference Extension CRD, real API 
       const condition = conditionOf(await live(), "InferencePoolReady");
       // The kube tier's nodes (kwok) report pods running: the picker's Deployment becomes available.
       assert.deepEqual([condition?.status, condition?.reason], ["True", "Created"]);
-      assert.match(condition?.message ?? "", /endpoint picker picked-epp \(image registry\.example\/epp:test\) picks its pods/);
+      assert.match(
+        condition?.message ?? "",
+        /endpoint picker picked-epp \(image registry\.example\/epp:test\) picks its pods/,
+      );
       assert.equal((await live()).status?.inferencePool?.endpointPicker, "picked-epp");
     }, 30_000);
     const model = await live();
@@ -293,7 +296,7 @@ describe("InferencePool (upstream Gateway API Inference Extension CRD, real API 
       modelObject(namespace, "taken", {
         replicas: 1,
         modelConfig: { inline: IDENTITY_CONFIG },
-        inferencePool: { endpointPicker: {} },
+        inferencePool: { protocol: "HTTP", endpointPicker: {} },
       }),
     );
     const taken = () =>

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { KubernetesObject, V1Deployment, V1Role } from "@kubernetes/client-node";
+import type { KubernetesObject, V1Deployment, V1Role, V1Service } from "@kubernetes/client-node";
 import { parse } from "yaml";
 import { codeBlocks } from "../../../e2e/support/docs.js";
 import type { DynamoKserveModel, DynamoKserveModelSpec, DynamoKserveRepository } from "../../src/api/v1alpha1.js";
@@ -34,7 +34,7 @@ const managed = (picker: NonNullable<DynamoKserveModelSpec["inferencePool"]>["en
 
 const applied = (group: PlanGroup) => group.map((entry) => ("apply" in entry ? entry.apply : undefined));
 const kindsAndNames = (group: PlanGroup) => group.map((entry) => `${entryOf(entry).kind.kind}/${entryOf(entry).name}`);
-const INPUTS = { installed: true, appProtocolSupported: true, settings: SETTINGS };
+const INPUTS = { installed: true, poolTakenByAnother: false, appProtocolSupported: true, settings: SETTINGS };
 
 /** Outcomes as the owned caches would report them: every entry applied, with `live` for the objects named. */
 function appliedOutcomes(group: PlanGroup, live: Record<string, KubernetesObject> = {}): PlanOutcomes {
@@ -98,6 +98,26 @@ describe("the endpoint picker the operator runs for a pool (spec.inferencePool.e
     );
   });
 
+  it("rolls the picker when its config changes (it reads it once, at start): a renamed model's pods get a new config hash", () => {
+    const hashOf = (owner: DynamoKserveModel) =>
+      (endpointPickerObjects(owner, SETTINGS).find((object) => object.kind === "Deployment") as V1Deployment).spec!
+        .template.metadata!.annotations!["dynamokserve.dev/config-hash"];
+    assert.match(hashOf(managed()) ?? "", /^[0-9a-f]{16}$/);
+    assert.equal(hashOf(managed()), hashOf(managed({ image: "other/epp:1" })));
+    const renamed: DynamoKserveModel = { ...managed(), spec: { ...managed().spec, modelName: "llama-2" } };
+    assert.notEqual(hashOf(renamed), hashOf(managed()));
+  });
+
+  it("serves ext_proc without a cleartext hint (the picker speaks its own TLS) and no profiles beside its metrics", () => {
+    const objects = endpointPickerObjects(managed(), SETTINGS);
+    const service = objects.find((object) => object.kind === "Service") as V1Service;
+    assert.equal(service.spec!.ports!.find((port) => port.port === 9002)!.appProtocol, undefined);
+    const args = (objects.find((object) => object.kind === "Deployment") as V1Deployment).spec!.template.spec!
+      .containers[0]!.args!;
+    assert.ok(args.includes("--enable-pprof=false"));
+    assert.ok(args.includes("--metrics-endpoint-auth=false"));
+  });
+
   it("runs the CR's image, else the operator's --endpoint-picker-image, else GAIE's epp v1.4.0", () => {
     const imageOf = (owner: DynamoKserveModel, settings: typeof SETTINGS & { endpointPickerImage?: string }) =>
       (endpointPickerObjects(owner, settings).find((object) => object.kind === "Deployment") as V1Deployment).spec!
@@ -140,8 +160,11 @@ describe("the endpoint picker the operator runs for a pool (spec.inferencePool.e
     );
   });
 
-  it("writes nothing of the picker without the InferencePool CRD: the pool's entry alone says CRDNotInstalled", () => {
+  it("writes nothing of the picker without the InferencePool CRD, or when the pool's name is somebody else's: the pool's entry alone says CRDNotInstalled or NameTaken", () => {
     assert.deepEqual(kindsAndNames(poolPlan(managed(), { ...INPUTS, installed: false })), ["InferencePool/chat"]);
+    assert.deepEqual(kindsAndNames(poolPlan(managed(), { ...INPUTS, poolTakenByAnother: true })), [
+      "InferencePool/chat",
+    ]);
     // A picker the user runs: the pool alone, as before.
     const user = model({ inferencePool: { endpointPickerRef: { name: "theirs", port: { number: 9002 } } } });
     assert.deepEqual(kindsAndNames(poolPlan(user, INPUTS)), ["InferencePool/chat"]);

@@ -54,7 +54,10 @@ const accepted = (route: Route, status: "True" | "False", reason = "Accepted", m
       {
         parentRef: { group: "gateway.networking.k8s.io", kind: "Gateway", name: "inference", namespace: "gateways" },
         controllerName: "traefik.io/gateway-controller",
-        conditions: [{ type: "Accepted", status, reason, message }],
+        conditions: [
+          { type: "Accepted", status, reason, message },
+          { type: "ResolvedRefs", status: "True", reason: "ResolvedRefs", message: "" },
+        ],
       },
     ],
   },
@@ -73,7 +76,7 @@ describe("the routes of a model (spec.routes: Gateway API GRPCRoute and HTTPRout
     const [route] = applied(
       routesPlan(
         model({
-          inferencePool: { endpointPicker: {} },
+          inferencePool: { endpointPickerRef: { name: "theirs", port: { number: 9002 } } },
           routes: { gateway: { name: "gw" }, backend: "InferencePool", grpc: {} },
         }),
       ),
@@ -108,7 +111,7 @@ describe("the routes of a model (spec.routes: Gateway API GRPCRoute and HTTPRout
     assert.deepEqual(condition(routesOutcome(routed, group, appliedOutcomes(group), true)), [
       "False",
       "Pending",
-      "waiting for Gateway gateways/inference's controller to accept GRPCRoute resnet",
+      "waiting for Gateway gateways/inference's controller to accept GRPCRoute resnet and resolve its backends",
     ]);
     const refused = appliedOutcomes(group, {
       GRPCRoute: accepted(grpc!, "True"),
@@ -119,6 +122,43 @@ describe("the routes of a model (spec.routes: Gateway API GRPCRoute and HTTPRout
       "NotAccepted",
       "Gateway gateways/inference does not accept HTTPRoute resnet: NotAllowedByListeners: no listener allows HTTPRoute",
     ]);
+    // Accepted, but its backend is of a kind the gateway cannot reach (an InferencePool at a gateway without GAIE).
+    const unresolved = accepted(grpc!, "True");
+    unresolved.status!.parents![0]!.conditions![1] = {
+      type: "ResolvedRefs",
+      status: "False",
+      reason: "InvalidKind",
+      message: "unsupported backend kind InferencePool",
+    };
+    assert.deepEqual(
+      condition(
+        routesOutcome(
+          routed,
+          group,
+          appliedOutcomes(group, { GRPCRoute: unresolved, HTTPRoute: accepted(http!, "True") }),
+          true,
+        ),
+      ),
+      [
+        "False",
+        "BackendNotResolved",
+        "Gateway gateways/inference accepts GRPCRoute resnet but cannot send to its backend: InvalidKind: unsupported backend kind InferencePool",
+      ],
+    );
+    // What the controller said of an older generation says nothing of the spec just written.
+    const stale = accepted({ ...grpc!, metadata: { ...grpc!.metadata, generation: 2 } }, "True");
+    for (const parentCondition of stale.status!.parents![0]!.conditions!) parentCondition.observedGeneration = 1;
+    assert.equal(
+      condition(
+        routesOutcome(
+          routed,
+          group,
+          appliedOutcomes(group, { GRPCRoute: stale, HTTPRoute: accepted(http!, "True") }),
+          true,
+        ),
+      )[1],
+      "Pending",
+    );
     const both = appliedOutcomes(group, { GRPCRoute: accepted(grpc!, "True"), HTTPRoute: accepted(http!, "True") });
     // A namespace the operator does not watch: the routes' own status still says it.
     const outcome = routesOutcome(routed, group, both, undefined);
