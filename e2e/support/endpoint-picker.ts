@@ -111,6 +111,8 @@ export class ExtProcGateway {
       options.tls === true
         ? credentials.createSsl(null, null, null, { rejectUnauthorized: false })
         : credentials.createInsecure(),
+      // A name to send as SNI (an address is not one: RFC 6066); the certificate goes unchecked.
+      options.tls === true ? { "grpc.ssl_target_name_override": "endpoint-picker" } : {},
     );
   }
 

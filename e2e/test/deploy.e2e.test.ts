@@ -1099,7 +1099,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
             routes: {
               gateway: { name: "inference" },
               grpc: { hostnames: ["operator.routed.test"] },
-              http: { hostnames: ["operator.routed.test"], pathPrefix: "/v2" },
+              http: { hostnames: ["http.operator.routed.test"], pathPrefix: "/v2" },
             },
           },
         }),
@@ -1110,7 +1110,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       // undici's request, not fetch: fetch sends its own Host header whatever it is given.
       const viaGateway = async (path: string) => {
         const response = await httpRequest(`http://127.0.0.1:${port}${path}`, {
-          headers: { host: "operator.routed.test" },
+          headers: { host: "http.operator.routed.test" },
         });
         await response.body.dump();
         return response.statusCode;

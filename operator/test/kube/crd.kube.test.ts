@@ -72,6 +72,19 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
     /spec\.routes\.gateway\.sectionName: Invalid value: "GRPC_listener": spec\.routes\.gateway\.sectionName in body should match/,
   ],
   [
+    "grpc and http routes whose hostnames meet (the Gateway API accepts only one of them)",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      routes: { gateway: { name: "gw" }, grpc: { hostnames: ["a.test"] }, http: { hostnames: ["b.test", "a.test"] } },
+    },
+    /spec\.routes: Invalid value: "object": grpc and http routes on one Gateway listener need hostnames of their own/,
+  ],
+  [
+    "grpc and http routes without hostnames",
+    { modelConfig: { inline: IDENTITY_CONFIG }, routes: { gateway: { name: "gw" }, grpc: {}, http: {} } },
+    /grpc and http routes on one Gateway listener need hostnames of their own/,
+  ],
+  [
     "routes with neither grpc nor http",
     { modelConfig: { inline: IDENTITY_CONFIG }, routes: { gateway: { name: "gw" } } },
     /spec\.routes: Invalid value: "object": routes needs grpc, http or both/,

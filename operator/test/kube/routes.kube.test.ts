@@ -39,7 +39,11 @@ describe("routes (spec.routes: the Gateway API's upstream CRDs, real API server)
 
   it("says CRDNotInstalled and writes nothing without the Gateway API, then writes both routes when it is installed: GatewayNotFound until the Gateway exists, then Pending for its controller", async () => {
     await kube.create(
-      routed({ gateway: { name: "inference" }, grpc: { hostnames: ["routed.example.com"] }, http: {} }),
+      routed({
+        gateway: { name: "inference" },
+        grpc: { hostnames: ["routed.example.com"] },
+        http: { hostnames: ["http.routed.example.com"] },
+      }),
     );
     await eventually(async () => assert.deepEqual(await routesReady(), ["False", "CRDNotInstalled"]), 30_000);
     assert.match(
@@ -85,7 +89,7 @@ describe("routes (spec.routes: the Gateway API's upstream CRDs, real API server)
   });
 
   it("deletes a route the model stops asking for, and both with spec.routes", async () => {
-    await kube.mergePatch(routed({ gateway: { name: "inference" }, grpc: null, http: {} } as never));
+    await kube.mergePatch(routed({ gateway: { name: "inference" }, grpc: null } as never));
     await eventually(async () => {
       assert.equal(await kube.exists(GATEWAY_API, "GRPCRoute", namespace, "routed"), false);
       assert.equal(await kube.exists(GATEWAY_API, "HTTPRoute", namespace, "routed"), true);

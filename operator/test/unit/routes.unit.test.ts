@@ -26,7 +26,7 @@ const routed = model({
   routes: {
     gateway: { name: "inference", namespace: "gateways", sectionName: "web" },
     grpc: { hostnames: ["resnet.example.com"] },
-    http: { hostnames: ["resnet.example.com"], pathPrefix: "/v2/models/resnet" },
+    http: { hostnames: ["rest.resnet.example.com"], pathPrefix: "/v2/models/resnet" },
   },
 });
 
