@@ -79,6 +79,8 @@ export interface DataPlaneOptions {
   readonly autoCompleteConfig: boolean;
   /** What ServerMetadata and GET /v2 report as the server's name (--server-name). */
   readonly serverName: string;
+  /** --variant: named in every reply's initial metadata and HTTP headers (a canary's clients tell). */
+  readonly variant?: string;
   readonly host: string;
   readonly grpcPort: number;
   /** The HTTP front door's port (KServe v2 REST, generate, OpenAI). */
@@ -215,7 +217,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
       port: options.grpcPort,
       maxMessageSize: options.maxMessageSize,
       credentials: security.credentials,
-      interceptors: [callInterceptor(metrics.grpc, security.access)],
+      interceptors: [callInterceptor(metrics.grpc, security.access, options.variant)],
       tuning: options.tuning,
       requestDecoders: passThroughDecoders(registry),
     }),
@@ -232,6 +234,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
         access: security.access,
         metrics: metrics.http,
         logger,
+        ...(options.variant !== undefined ? { variant: options.variant } : {}),
       },
     ),
   );

@@ -46,6 +46,7 @@ export function dataPlaneOptions(args: DataPlaneArguments, logger: Logger): Data
     modelLoadTimeoutSeconds: args.modelLoadTimeoutSecs,
     autoCompleteConfig: args.disableAutoCompleteConfig !== true,
     serverName: args.serverName,
+    ...(args.variant !== undefined ? { variant: args.variant } : {}),
     host: args.host,
     grpcPort: args.grpcPort,
     httpPort: args.httpPort,

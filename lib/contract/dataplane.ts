@@ -126,6 +126,12 @@ export const MODEL_STORAGE_OPTIONS = {
 
 export type ModelStorageArguments = ValuesOf<typeof MODEL_STORAGE_OPTIONS>;
 
+/**
+ * The header (gRPC initial metadata, HTTP response header) naming the variant that answered,
+ * when the data plane runs with --variant: a client of a canary rollout sees which one it got.
+ */
+export const VARIANT_HEADER = "dynamo-kserve-variant";
+
 export const DATAPLANE_OPTIONS = {
   modelRepository: repeatable("--model-repository <location>", {
     env: "DYNAMO_MODEL_REPOSITORY",
@@ -356,6 +362,10 @@ export const DATAPLANE_OPTIONS = {
     },
     "dynamo-kserve",
   ),
+  variant: text("--variant <name>", {
+    env: "DYNAMO_KSERVE_VARIANT",
+    help: `which variant of its model this pod serves (the operator's stable and canary): every gRPC reply's initial metadata and every HTTP reply carry ${VARIANT_HEADER}: <name>`,
+  }),
   useTls: flag("--use-tls", {
     env: "DYNAMO_USE_TLS",
     help: "insist on TLS for gRPC and the HTTP port: refuse to start without --cert-file and --key-file (which turn TLS on by themselves)",

@@ -55,6 +55,7 @@ const EVERY_OPTION: Required<DataPlaneArguments> = {
   upstreamFlowControlWindow: 2_097_152,
   kserveMode: true,
   serverName: "triton",
+  variant: "canary",
   useTls: true,
   certFile: "/tls/tls.crt",
   keyFile: "/tls/tls.key",

@@ -1,4 +1,5 @@
 import type { IncomingMessage, Server } from "node:http";
+import { VARIANT_HEADER } from "../../../lib/contract/dataplane.js";
 import type { AddressInfo } from "node:net";
 import compress from "@fastify/compress";
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
@@ -24,6 +25,8 @@ export interface FrontDoorOptions {
   readonly access: AccessTokens;
   readonly metrics: HttpServerMetrics;
   readonly logger: Logger;
+  /** --variant: every reply says it (VARIANT_HEADER). */
+  readonly variant?: string;
 }
 
 export interface RunningFrontDoor {
@@ -119,6 +122,13 @@ export async function startFrontDoor(door: FrontDoor, options: FrontDoorOptions)
       options.metrics.observe(request.method, routeOf(request), status, reply.elapsedTime / 1000);
     });
   });
+  // On the raw response, so replies written past fastify (SSE streams) carry it too.
+  const { variant } = options;
+  if (variant !== undefined) {
+    app.addHook("onRequest", async (_request, reply) => {
+      reply.raw.setHeader(VARIANT_HEADER, variant);
+    });
+  }
   // Draining: the pod's endpoint is going away. Each reply closes its connection, so a
   // keep-alive client reconnects (to a pod that stays) instead of racing the port's close.
   app.addHook("onRequest", async (_request, reply) => {

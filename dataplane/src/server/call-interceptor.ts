@@ -1,4 +1,11 @@
-import { ServerInterceptingCall, status, type ServerInterceptor, type ServerListener } from "@grpc/grpc-js";
+import {
+  ServerInterceptingCall,
+  status,
+  type Metadata,
+  type ServerInterceptor,
+  type ServerListener,
+} from "@grpc/grpc-js";
+import { VARIANT_HEADER } from "../../../lib/contract/dataplane.js";
 import { isModelControlRpc } from "../../../lib/contract/model-control.js";
 import { boundedDetail } from "../limits.js";
 import type { GrpcServerMetrics } from "../metrics/grpc.js";
@@ -21,7 +28,12 @@ import { isHealthCheck, requiredTokens, type AccessTokens } from "./auth.js";
 /** A status as a server call sends it (grpc-js names the type but does not export it). */
 type SentStatus = Parameters<ServerInterceptingCall["sendStatus"]>[0];
 
-export function callInterceptor(metrics: GrpcServerMetrics, access: AccessTokens): ServerInterceptor {
+export function callInterceptor(
+  metrics: GrpcServerMetrics,
+  access: AccessTokens,
+  /** --variant: every reply's initial metadata says it (VARIANT_HEADER). */
+  variant?: string,
+): ServerInterceptor {
   const tokensNeeded = access.inference !== undefined || access.modelControl !== undefined;
   return (method, call) => {
     const series = metrics.method(method);
@@ -64,6 +76,14 @@ export function callInterceptor(metrics: GrpcServerMetrics, access: AccessTokens
         series.sent.add(1);
         next(message);
       },
+      ...(variant !== undefined
+        ? {
+            sendMetadata: (metadata: Metadata, next: (metadata: Metadata) => void) => {
+              metadata.set(VARIANT_HEADER, variant);
+              next(metadata);
+            },
+          }
+        : {}),
       sendStatus: send,
     });
   };

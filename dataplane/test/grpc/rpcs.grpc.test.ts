@@ -1,4 +1,5 @@
-import { status } from "@grpc/grpc-js";
+import { status, type Metadata } from "@grpc/grpc-js";
+import { VARIANT_HEADER } from "../../../lib/contract/dataplane.js";
 import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
 import type { InferTensorContents, ModelInferRequest_InferInputTensor } from "../../../proto/gen/ts/grpc_service.js";
@@ -118,6 +119,28 @@ describe("data plane RPCs (real server over loopback)", function () {
         assert.equal(rest.name, "triton");
       } finally {
         await named.stop();
+      }
+    });
+
+    it("names its variant (--variant) in every gRPC reply's initial metadata and every HTTP reply, errors too; none without it", async () => {
+      const variant = await startServer(["--variant", "canary"]);
+      const headerOf = async (port: number, path: string) =>
+        (await fetch(`http://127.0.0.1:${port}${path}`)).headers.get(VARIANT_HEADER);
+      /** The initial metadata of a reply (ServerMetadata: the same interceptor as every call). */
+      const replyMetadata = (target: ServerProcess) =>
+        new Promise<Metadata>((resolve, reject) => {
+          let received: Metadata | undefined;
+          const pending = target.client.serverMetadata({}, (error) => (error ? reject(error) : resolve(received!)));
+          pending.on("metadata", (metadata: Metadata) => (received = metadata));
+        });
+      try {
+        assert.deepEqual((await replyMetadata(variant)).get(VARIANT_HEADER), ["canary"]);
+        assert.equal(await headerOf(variant.httpPort, "/v2/health/ready"), "canary");
+        assert.equal(await headerOf(variant.httpPort, "/v2/models/no_such_model"), "canary");
+        assert.deepEqual((await replyMetadata(server)).get(VARIANT_HEADER), []);
+        assert.equal(await headerOf(server.httpPort, "/v2/health/ready"), null);
+      } finally {
+        await variant.stop();
       }
     });
 
