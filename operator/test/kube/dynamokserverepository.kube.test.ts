@@ -163,7 +163,7 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     // kwok makes the pod Ready with an IP; the pod's data plane runs here, on that IP, with
     // the Deployment's arguments and the volumes laid out as the kubelet would mount them.
     const podIp = await readyPodIp("triton-models");
-    execFileSync("ip", ["addr", "add", `${podIp}/32`, "dev", "lo"]);
+    aliasOnLoopback(podIp);
     aliasedIps.push(podIp);
     const configs = mkdtempSync(join(tmpdir(), "dynamo-kserve-configmap-"));
     writeFileSync(join(configs, "identity_fp32.pbtxt"), IDENTITY_CONFIG);
@@ -341,7 +341,7 @@ describe("DynamoKserveRepository: a Triton repository served by one data plane (
     const grpcPort = await freePort();
     await kube.create(repositoryObject(namespace, "held-repo", { configMapRef: { name: "held-configs" }, grpcPort }));
     const podIp = await readyPodIp("held-repo");
-    execFileSync("ip", ["addr", "add", `${podIp}/32`, "dev", "lo"]);
+    aliasOnLoopback(podIp);
     aliasedIps.push(podIp);
     // A pod that holds RepositoryIndex until told: the first ask is answered when the test
     // says, every later one never (so no later reconcile overwrites the status in the window).
@@ -400,4 +400,12 @@ async function heldIndexServer(address: string): Promise<{
     ),
   );
   return { server, firstAsk, answerFirst: (models) => answer?.(models) };
+}
+
+/**
+ * Gives this machine the pod's IP on loopback, so the pod's data plane runs here on it. `replace`,
+ * not `add`: a run killed before its clean-up leaves the address, and the next run must not fail on it.
+ */
+function aliasOnLoopback(ip: string): void {
+  execFileSync("ip", ["addr", "replace", `${ip}/32`, "dev", "lo"]);
 }
