@@ -12,8 +12,8 @@ import {
   type DataplaneSpec,
   type MountedVolume,
 } from "./dataplane-pods.js";
-import type { OwnedKind } from "../kube/owned.js";
 import { MANAGED_BY_LABEL, ownedMetadata, ownerLabel } from "./names.js";
+import { identityRole, identityRoleBinding, identityServiceAccount } from "./pod-identity.js";
 
 /**
  * The activator of a data plane that scales to zero (spec.autoscaling.minReplicas 0): one
@@ -25,14 +25,6 @@ import { MANAGED_BY_LABEL, ownedMetadata, ownerLabel } from "./names.js";
  * until a pod is Ready, and its first held request wakes the model through KEDA's
  * external-push (its own Service, which answers even while it is not Ready). Pure builders.
  */
-
-export const SERVICE_ACCOUNT_KIND: OwnedKind = { apiVersion: "v1", kind: "ServiceAccount", plural: "serviceaccounts" };
-export const ROLE_KIND: OwnedKind = { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", plural: "roles" };
-export const ROLE_BINDING_KIND: OwnedKind = {
-  apiVersion: "rbac.authorization.k8s.io/v1",
-  kind: "RoleBinding",
-  plural: "rolebindings",
-};
 
 /** The port of KEDA's external scaler service on the activator. */
 export const ACTIVATOR_SCALER_PORT = ACTIVATOR_OPTIONS.scalerPort.default!;
@@ -88,33 +80,16 @@ type ActivatorSpec = Pick<DataplaneSpec, "autoscaling" | "grpcPort" | "httpPort"
 
 /** The ServiceAccount the activator runs as. */
 export function activatorServiceAccount(owner: Owner, name: string): V1ServiceAccount {
-  return {
-    apiVersion: "v1",
-    kind: "ServiceAccount",
-    metadata: ownedMetadata(owner, activatorName(name)),
-    automountServiceAccountToken: false,
-  };
+  return identityServiceAccount(owner, activatorName(name));
 }
 
 /** Its Role: read the pods of its namespace (RBAC cannot narrow a watch to a label; the activator's selector does). */
 export function activatorRole(owner: Owner, name: string): V1Role {
-  return {
-    apiVersion: "rbac.authorization.k8s.io/v1",
-    kind: "Role",
-    metadata: ownedMetadata(owner, activatorName(name)),
-    rules: [{ apiGroups: [""], resources: ["pods"], verbs: POD_WATCH_VERBS }],
-  };
+  return identityRole(owner, activatorName(name), [{ apiGroups: [""], resources: ["pods"], verbs: POD_WATCH_VERBS }]);
 }
 
 export function activatorRoleBinding(owner: Owner, name: string): V1RoleBinding {
-  const activator = activatorName(name);
-  return {
-    apiVersion: "rbac.authorization.k8s.io/v1",
-    kind: "RoleBinding",
-    metadata: ownedMetadata(owner, activator),
-    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: activator },
-    subjects: [{ kind: "ServiceAccount", name: activator, namespace: owner.metadata.namespace }],
-  };
+  return identityRoleBinding(owner, activatorName(name));
 }
 
 /**

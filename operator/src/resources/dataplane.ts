@@ -10,11 +10,9 @@ import {
   ACTIVATOR_SCALER_PORT,
   activatorService,
   activatorServiceAccount,
-  ROLE_BINDING_KIND,
-  ROLE_KIND,
-  SERVICE_ACCOUNT_KIND,
   type ActivatorInputs,
 } from "./activator.js";
+import { ROLE_BINDING_KIND, ROLE_KIND, SERVICE_ACCOUNT_KIND } from "./pod-identity.js";
 import {
   AUTOSCALER_KIND,
   DEPLOYMENT_KIND,

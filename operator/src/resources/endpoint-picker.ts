@@ -1,19 +1,18 @@
-import type {
-  KubernetesObject,
-  V1ConfigMap,
-  V1Deployment,
-  V1Role,
-  V1RoleBinding,
-  V1Service,
-  V1ServiceAccount,
-} from "@kubernetes/client-node";
+import type { KubernetesObject, V1ConfigMap, V1Deployment, V1PolicyRule, V1Service } from "@kubernetes/client-node";
 import { createHash } from "node:crypto";
 import { stringify } from "yaml";
 import { MODEL_LOAD_SIGNALS, POD_LOAD_SIGNALS } from "../../../lib/contract/load-signals.js";
 import { OPERATOR_NAME, type Owner } from "../api/objects.js";
 import { REPOSITORY_KIND, SPEC_DEFAULTS } from "../api/v1alpha1.js";
 import type { OwnedKind } from "../kube/owned.js";
-import { ROLE_BINDING_KIND, ROLE_KIND, SERVICE_ACCOUNT_KIND } from "./activator.js";
+import {
+  identityRole,
+  identityRoleBinding,
+  identityServiceAccount,
+  ROLE_BINDING_KIND,
+  ROLE_KIND,
+  SERVICE_ACCOUNT_KIND,
+} from "./pod-identity.js";
 import {
   DEPLOYMENT_KIND,
   HARDENED_CONTAINER,
@@ -23,7 +22,7 @@ import {
   SERVICE_KIND,
   type BuildSettings,
 } from "./dataplane-pods.js";
-import type { EndpointPickerRef, PoolOwner } from "./inference-pool.js";
+import { INFERENCE_POOL_GROUP, type EndpointPickerRef, type PoolOwner } from "./inference-pool.js";
 import { CONFIG_MAP_KIND } from "./model.js";
 import { MANAGED_BY_LABEL, ownedMetadata, servedModelName, suffixedName } from "./names.js";
 
@@ -134,64 +133,37 @@ export function endpointPickerConfig(queries: ReturnType<typeof loadSignalQuerie
   return stringify(config, { lineWidth: 0 });
 }
 
-/** The ServiceAccount the picker runs as. */
-export function endpointPickerServiceAccount(owner: PoolOwner): V1ServiceAccount {
-  return {
-    apiVersion: SERVICE_ACCOUNT_KIND.apiVersion,
-    kind: SERVICE_ACCOUNT_KIND.kind,
-    metadata: ownedMetadata(owner, endpointPickerName(owner.metadata.name)),
-    automountServiceAccountToken: false,
-  };
-}
-
 /** A fresh list each time (a shared one would print as a YAML anchor in golden files). */
 const read = (): string[] => ["get", "list", "watch"];
 
 /**
- * What the picker reads, in its pool's namespace only: pods (the pool's endpoints), its
+ * What the picker's Role lets it read, in its pool's namespace only: pods (the pool's endpoints), its
  * InferencePool, and the InferenceObjectives and InferenceModelRewrites it applies (GAIE's
  * chart grants the same). No TokenReview: the picker serves its metrics without
  * authentication (--metrics-endpoint-auth=false), on a port only the cluster reaches.
  */
-export function endpointPickerRole(owner: PoolOwner): V1Role {
-  return {
-    apiVersion: ROLE_KIND.apiVersion,
-    kind: ROLE_KIND.kind,
-    metadata: ownedMetadata(owner, endpointPickerName(owner.metadata.name)),
-    rules: [
-      { apiGroups: [""], resources: ["pods"], verbs: read() },
-      { apiGroups: ["inference.networking.k8s.io"], resources: ["inferencepools"], verbs: read() },
-      {
-        apiGroups: ["inference.networking.x-k8s.io"],
-        resources: ["inferenceobjectives", "inferencemodelrewrites"],
-        verbs: read(),
-      },
-    ],
-  };
-}
+const PICKER_RULES = (): V1PolicyRule[] => [
+  { apiGroups: [""], resources: ["pods"], verbs: read() },
+  { apiGroups: [INFERENCE_POOL_GROUP], resources: ["inferencepools"], verbs: read() },
+  {
+    apiGroups: ["inference.networking.x-k8s.io"],
+    resources: ["inferenceobjectives", "inferencemodelrewrites"],
+    verbs: read(),
+  },
+];
 
-export function endpointPickerRoleBinding(owner: PoolOwner): V1RoleBinding {
-  const name = endpointPickerName(owner.metadata.name);
-  return {
-    apiVersion: ROLE_BINDING_KIND.apiVersion,
-    kind: ROLE_BINDING_KIND.kind,
-    metadata: ownedMetadata(owner, name),
-    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name },
-    subjects: [{ kind: "ServiceAccount", name, namespace: owner.metadata.namespace }],
-  };
-}
-
-export function endpointPickerConfigMap(owner: PoolOwner): V1ConfigMap {
+/** The ConfigMap holding `config`, the picker's EndpointPickerConfig. */
+function endpointPickerConfigMap(owner: PoolOwner, config: string): V1ConfigMap {
   return {
     apiVersion: CONFIG_MAP_KIND.apiVersion,
     kind: CONFIG_MAP_KIND.kind,
     metadata: ownedMetadata(owner, endpointPickerName(owner.metadata.name)),
-    data: { [CONFIG_FILE]: endpointPickerConfig(loadSignalQueries(owner)) },
+    data: { [CONFIG_FILE]: config },
   };
 }
 
-/** The picker's Service: what the pool's endpointPickerRef names (ext_proc over h2c), and its metrics. */
-export function endpointPickerService(owner: PoolOwner): V1Service {
+/** The picker's Service: what the pool's endpointPickerRef names (ext_proc, over the picker's TLS), and its metrics. */
+function endpointPickerService(owner: PoolOwner): V1Service {
   return {
     apiVersion: SERVICE_KIND.apiVersion,
     kind: SERVICE_KIND.kind,
@@ -216,14 +188,12 @@ export function endpointPickerService(owner: PoolOwner): V1Service {
   };
 }
 
-/** The picker's Deployment (its config in the ConfigMap above, mounted read-only). */
-export function endpointPickerDeployment(owner: PoolOwner, settings: BuildSettings): V1Deployment {
+/** The picker's Deployment (`config`, in the ConfigMap above, mounted read-only). */
+function endpointPickerDeployment(owner: PoolOwner, settings: BuildSettings, config: string): V1Deployment {
   const picker = managedPicker(owner)!;
   const name = endpointPickerName(owner.metadata.name);
   // The picker reads its config once, at start: a changed config (the model renamed) rolls it.
-  const configHash = createHash("sha256")
-    .update(endpointPickerConfig(loadSignalQueries(owner)))
-    .digest("hex");
+  const configHash = createHash("sha256").update(config).digest("hex");
   const grpcProbe = () => ({ grpc: { port: ENDPOINT_PICKER_PORTS.health, service: HEALTH_SERVICE } });
   return {
     apiVersion: DEPLOYMENT_KIND.apiVersion,
@@ -292,13 +262,15 @@ export function endpointPickerDeployment(owner: PoolOwner, settings: BuildSettin
 
 /** The picker's objects, its identity, rights and config before the pod that uses them. */
 export function endpointPickerObjects(owner: PoolOwner, settings: BuildSettings): KubernetesObject[] {
+  const name = endpointPickerName(owner.metadata.name);
+  const config = endpointPickerConfig(loadSignalQueries(owner));
   return [
-    endpointPickerServiceAccount(owner),
-    endpointPickerRole(owner),
-    endpointPickerRoleBinding(owner),
-    endpointPickerConfigMap(owner),
+    identityServiceAccount(owner, name),
+    identityRole(owner, name, PICKER_RULES()),
+    identityRoleBinding(owner, name),
+    endpointPickerConfigMap(owner, config),
     endpointPickerService(owner),
-    endpointPickerDeployment(owner, settings),
+    endpointPickerDeployment(owner, settings, config),
   ];
 }
 

@@ -28,6 +28,9 @@ export const INFERENCE_OBJECTIVE_KIND = {
   optional: true,
 } as const satisfies OwnedKind;
 
+/** The InferencePool's API group (a route's or an InferenceObjective's reference names it). */
+export const INFERENCE_POOL_GROUP = INFERENCE_POOL_KIND.apiVersion.split("/")[0]!;
+
 export const H2C = "kubernetes.io/h2c";
 
 /** Labels the Service fronting a pool with the pool's name (how its events find the pool). */
@@ -167,7 +170,7 @@ export function desiredInferenceObjective(owner: PoolOwner): KubernetesObject & 
     metadata: ownedMetadata(owner, owner.metadata.name),
     spec: {
       poolRef: {
-        group: INFERENCE_POOL_KIND.apiVersion.split("/")[0],
+        group: INFERENCE_POOL_GROUP,
         kind: INFERENCE_POOL_KIND.kind,
         name: owner.metadata.name,
       },

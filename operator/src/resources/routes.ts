@@ -7,7 +7,7 @@ import {
 } from "../api/v1alpha1.js";
 import { objectOf, type OwnedKind, type PlanGroup, type PlanOutcomes, type PlannedOutcome } from "../kube/owned.js";
 import { portsOf } from "./dataplane-pods.js";
-import { INFERENCE_POOL_KIND } from "./inference-pool.js";
+import { INFERENCE_POOL_GROUP, INFERENCE_POOL_KIND } from "./inference-pool.js";
 import { objectNames, ownedMetadata } from "./names.js";
 
 /**
@@ -97,7 +97,7 @@ function backendRefs(model: DynamoKserveModel, protocol: "grpc" | "http"): Backe
   if (backend === "InferencePool") {
     return [
       {
-        group: INFERENCE_POOL_KIND.apiVersion.split("/")[0],
+        group: INFERENCE_POOL_GROUP,
         kind: INFERENCE_POOL_KIND.kind,
         name: model.metadata.name,
       },
