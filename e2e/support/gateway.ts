@@ -1,5 +1,5 @@
 import { mkdirSync, readdirSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { goModuleDir, pinnedVersion, type TestCluster } from "../cluster/cluster.js";
 import { Daemons, waitFor } from "../cluster/daemons.js";
 import { accepts } from "./ports.js";
@@ -27,6 +27,39 @@ export function gatewayApiCrdFiles(): string[] {
     .filter((name) => name.endsWith(".yaml"))
     .sort()
     .map((name) => join(folder, name));
+}
+
+/**
+ * Installs the Gateway API's CRDs that the cluster does not have yet (a suite before may have
+ * installed some or all of them; creating one that exists is refused).
+ */
+export async function installGatewayApi(cluster: Pick<TestCluster, "hasCrd" | "installCrdFile">): Promise<void> {
+  for (const file of gatewayApiCrdFiles()) {
+    // <group>_<plural>.yaml holds the CRD <plural>.<group>.
+    const [group, plural] = basename(file, ".yaml").split("_");
+    if (!(await cluster.hasCrd(`${plural}.${group}`))) await cluster.installCrdFile(file);
+  }
+}
+
+/**
+ * Traefik's GatewayClass and a Gateway of it in `default` with one HTTP listener, `web`, on
+ * `port` (the entry point Traefik.start opens).
+ */
+export function traefikGateway(name: string, port: number): object[] {
+  return [
+    {
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: "GatewayClass",
+      metadata: { name: "traefik" },
+      spec: { controllerName: TRAEFIK_CONTROLLER },
+    },
+    {
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: "Gateway",
+      metadata: { name, namespace: "default" },
+      spec: { gatewayClassName: "traefik", listeners: [{ name: "web", protocol: "HTTP", port }] },
+    },
+  ];
 }
 
 export class Traefik {

@@ -29,7 +29,7 @@ import { PrometheusAdapter } from "../support/prometheus-adapter.js";
 import { requirePlatform } from "../support/platform.js";
 import { ClosedLoopLoad, type LoadOutcome } from "../support/load.js";
 import { scrape, valueOf } from "../support/prometheus.js";
-import { gatewayApiCrdFiles, Traefik, TRAEFIK_CONTROLLER } from "../support/gateway.js";
+import { installGatewayApi, Traefik, traefikGateway } from "../support/gateway.js";
 import { DESTINATION_HEADER, EndpointPicker, endpointPickerImage, ExtProcGateway } from "../support/endpoint-picker.js";
 import { ModelInferRequest, type ModelInferResponse } from "../../proto/gen/ts/grpc_service.js";
 import { GRPCInferenceServiceClient } from "../../proto/gen/ts/grpc_service.js";
@@ -45,6 +45,7 @@ import { kubernetesName } from "../../operator/src/migrate/manifests.js";
 import { call as callRpc, infer, startServer, streamAll } from "../../dataplane/test/fixtures/server.js";
 import { addSubRequest, identityRequest, promptRequest } from "../../dataplane/test/fixtures/requests.js";
 import { CLI, EXAMPLES } from "../../dataplane/test/fixtures/paths.js";
+import { VARIANT_HEADER } from "../../lib/contract/dataplane.js";
 import { requireObjectStore, startSeaweedFs } from "../../lib/test/object-stores.js";
 
 /** The commands of the Kubernetes getting-started page (DEPLOY_PAGE), in order; the test runs exactly these. */
@@ -1013,7 +1014,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
 
   it("a real gateway (Traefik v3.6.12, Gateway API HTTPRoutes) carries gRPC ModelInfer over h2c to the operator's <pool>-pool Service and to the model's Service, a Service without appProtocol does not; the routes the operator writes for spec.routes (a GRPCRoute, an HTTPRoute) are accepted and carry gRPC and HTTP", async function () {
     await requirePlatform(this, "traefik");
-    for (const file of gatewayApiCrdFiles()) await cluster!.installCrdFile(file);
+    await installGatewayApi(cluster!);
     await pooledModel("routed", 1, IDENTITY_CONFIG);
     const poolService = cluster!.kubectlGet<V1Service>("service", "routed-pool");
     assert.equal(poolService.spec?.ports?.[0]?.appProtocol, "kubernetes.io/h2c");
@@ -1029,18 +1030,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       },
     });
     cluster!.apply(
-      {
-        apiVersion: "gateway.networking.k8s.io/v1",
-        kind: "GatewayClass",
-        metadata: { name: "traefik" },
-        spec: { controllerName: TRAEFIK_CONTROLLER },
-      },
-      {
-        apiVersion: "gateway.networking.k8s.io/v1",
-        kind: "Gateway",
-        metadata: { name: "inference", namespace: "default" },
-        spec: { gatewayClassName: "traefik", listeners: [{ name: "web", protocol: "HTTP", port }] },
-      },
+      ...traefikGateway("inference", port),
       // The control: the same pods and port, with no appProtocol.
       {
         apiVersion: "v1",
@@ -1122,6 +1112,173 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       await traefik.stop();
       cluster!.kubectl("delete", "dkm", "routed", "--wait=false");
       cluster!.kubectl("delete", "service", "routed-plain", "--wait=false");
+    }
+  });
+
+  it("a canary through Traefik's routes, as the gateways guide applies it: 10 % of 2,000 ModelInfer calls answered by the canary; promotion and rollback under 4 gRPC and 8 HTTP clients fail no request and leave no canary object", async function () {
+    await requirePlatform(this, "traefik");
+    const [example] = codeBlocks("docs/guides/gateways.md", { heading: "Canaries", language: "yaml" });
+    const model = parseYaml(example!.text) as {
+      metadata: { name: string };
+      spec: {
+        modelConfig: { inline: string };
+        routes: { gateway: { name: string }; grpc: { hostnames: string[] }; http: { hostnames: string[] } };
+        canary: { trafficPercent: number; modelConfig: { inline: string } };
+      };
+    };
+    const name = model.metadata.name;
+    const port = await freePort();
+    cluster!.apply(...traefikGateway(model.spec.routes.gateway.name, port));
+    const traefik = await Traefik.start(cluster!, port);
+    const grpcHost = model.spec.routes.grpc.hostnames[0]!;
+    const httpHost = model.spec.routes.http.hostnames[0]!;
+    const clients = Array.from(
+      { length: 8 },
+      () =>
+        new GRPCInferenceServiceClient(`127.0.0.1:${port}`, credentials.createInsecure(), {
+          "grpc.default_authority": grpcHost,
+        }),
+    );
+    const request = identityRequest({ model: name, width: 4 });
+    /** A ModelInfer through the GRPCRoute, resolving to the variant its initial metadata names. */
+    const inferVariant = (client: GRPCInferenceServiceClient): Promise<string> =>
+      new Promise((resolve, reject) => {
+        let variant = "(none)";
+        const call = client.modelInfer(request, (error, reply) => {
+          if (error !== null) reject(error);
+          else if (reply.outputs[0]?.name !== "OUTPUT0") reject(new Error("no OUTPUT0"));
+          else resolve(variant);
+        });
+        call.on("metadata", (metadata) => {
+          variant = String(metadata.get(VARIANT_HEADER)[0] ?? "(none)");
+        });
+      });
+    /** 4 gRPC clients through the GRPCRoute and 8 HTTP clients through the HTTPRoute, until stopped. */
+    const gatewayLoad = () => {
+      const grpcLoad = new ClosedLoopLoad(4, async (client) => {
+        await inferVariant(clients[client]!);
+      });
+      const httpLoad = new ClosedLoopLoad(8, async () => {
+        const response = await httpRequest(`http://127.0.0.1:${port}/v2/models/${name}/infer`, {
+          method: "POST",
+          headers: { host: httpHost, "content-type": "application/json" },
+          body: JSON.stringify({ inputs: [{ name: "INPUT0", shape: [1, 4], datatype: "FP32", data: [1, 2, 3, 4] }] }),
+        });
+        await response.body.dump();
+        if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}`);
+      });
+      return () => Promise.all([grpcLoad.stop(), httpLoad.stop()]);
+    };
+    const canaryObjects = () =>
+      cluster!
+        .kubectl("get", "deployments,services,configmaps,poddisruptionbudgets", "-o", "name")
+        .split("\n")
+        .filter((line) => line.includes(`/${name}-canary`));
+    /** Retires the canary (spec as given) under load: no request fails, nothing of the canary is left. */
+    const retireUnderLoad = async (what: string, spec: object): Promise<void> => {
+      const stop = gatewayLoad();
+      let outcomes: LoadOutcome[] = [];
+      const started = Date.now();
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 2_000));
+        cluster!.kubectl("patch", "dkm", name, "--type=merge", "-p", JSON.stringify({ spec }));
+        await eventually(() => assert.deepEqual(canaryObjects(), []), 180_000, 500);
+        // The load goes on a moment on what is left.
+        await new Promise((resolve) => setTimeout(resolve, 3_000));
+      } finally {
+        outcomes = await stop();
+      }
+      const [grpcOutcome, httpOutcome] = outcomes;
+      console.log(
+        `      ${what} under load: gRPC ${grpcOutcome!.sent} sent / ${grpcOutcome!.failed} failed, HTTP ${httpOutcome!.sent} / ${httpOutcome!.failed}; the canary's objects gone after ${((Date.now() - started) / 1000).toFixed(1)} s`,
+      );
+      for (const outcome of outcomes) {
+        assert.ok(outcome.sent > 0);
+        assert.equal(outcome.failed, 0, `${what}: ${outcome.failed} of ${outcome.sent} failed: ${outcome.errors}`);
+      }
+    };
+    try {
+      cluster!.apply(model);
+      await run(`kubectl wait dkm/${name} --for=condition=Ready --timeout=180s`);
+      await run(`kubectl wait dkm/${name} --for=condition=CanaryReady --timeout=180s`);
+      await run(`kubectl wait dkm/${name} --for=condition=RoutesReady --timeout=120s`);
+      const row = cluster!.kubectl("get", "dkm", name, "-o", "wide").trim().split("\n");
+      assert.match(row[0]!, /CANARY/);
+      assert.match(row[1]!, /10% 1\/1 ready/);
+      // Traefik has loaded the weights once a call answers through the route.
+      await eventually(() => inferVariant(clients[0]!), 60_000, 1_000);
+
+      const counts = new Map<string, number>();
+      const calls = 2_000;
+      let next = 0;
+      await Promise.all(
+        clients.map(async (client) => {
+          while (next < calls) {
+            next++;
+            const variant = await inferVariant(client);
+            counts.set(variant, (counts.get(variant) ?? 0) + 1);
+          }
+        }),
+      );
+      const canary = counts.get("canary") ?? 0;
+      console.log(
+        `      ${calls} ModelInfer through the GRPCRoute at 10 %: ${[...counts].map(([variant, count]) => `${variant} ${count}`).join(", ")}`,
+      );
+      assert.deepEqual([...counts.keys()].sort(), ["canary", "stable"]);
+      assert.equal(canary + counts.get("stable")!, calls);
+      assert.ok(
+        Math.abs(canary / calls - 0.1) <= 0.03,
+        `${((100 * canary) / calls).toFixed(1)} % answered by the canary`,
+      );
+
+      // Promotion: the canary's config becomes the model's, and the canary goes.
+      await retireUnderLoad("promotion", {
+        modelConfig: { inline: model.spec.canary.modelConfig.inline },
+        canary: null,
+      });
+      const config = await eventually(
+        async () => {
+          const response = await httpRequest(`http://127.0.0.1:${port}/v2/models/${name}/config`, {
+            headers: { host: httpHost },
+          });
+          const body = (await response.body.json()) as { max_batch_size?: number };
+          assert.equal(body.max_batch_size, 16, "the promoted config is served");
+          return body;
+        },
+        60_000,
+        1_000,
+      );
+      assert.equal(config.max_batch_size, 16);
+      assert.equal(await inferVariant(clients[0]!), "stable");
+
+      // Rollback: a canary again (half the traffic), removed.
+      cluster!.kubectl(
+        "patch",
+        "dkm",
+        name,
+        "--type=merge",
+        "-p",
+        JSON.stringify({
+          spec: { canary: { trafficPercent: 50, modelConfig: { inline: model.spec.modelConfig.inline } } },
+        }),
+      );
+      await run(`kubectl wait dkm/${name} --for=condition=CanaryReady --timeout=180s`);
+      await eventually(
+        async () => {
+          const variants = new Set(await Promise.all(clients.map((client) => inferVariant(client))));
+          assert.ok(variants.has("canary"), [...variants].join(","));
+        },
+        60_000,
+        1_000,
+      );
+      await retireUnderLoad("rollback", { canary: null });
+      const live = cluster!.kubectlGet<{ status: { canary?: unknown; conditions: { type: string }[] } }>("dkm", name);
+      assert.equal(live.status.canary, undefined);
+      assert.ok(!live.status.conditions.some((condition) => condition.type === "CanaryReady"));
+    } finally {
+      for (const client of clients) client.close();
+      await traefik.stop();
+      cluster!.kubectl("delete", "dkm", name, "--wait=false");
     }
   });
 

@@ -6,7 +6,7 @@ export const KIND = "DynamoKserveModel";
 export const PLURAL = "dynamokservemodels";
 
 /** Defaults the API server applies (from the schema's `default` values). */
-export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"storage":{"caBundle":{"key":"ca.crt"},"cacheSize":"10Gi"},"autoscaling":{"class":"HPA","minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests","keda":{"pollingIntervalSeconds":15,"cooldownSeconds":300},"activation":{"holdTimeoutSeconds":120,"maxHeldRequests":1000}},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPicker":{"failureMode":"FailClose"},"endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}},"routes":{"backend":"Service","http":{"pathPrefix":"/"}}} as const;
+export const SPEC_DEFAULTS = {"modelConfig":{"configMapRef":{"key":"config.pbtxt"}},"storage":{"caBundle":{"key":"ca.crt"},"cacheSize":"10Gi"},"autoscaling":{"class":"HPA","minReplicas":1,"inflightMetric":"dynamo_frontend_inflight_requests","keda":{"pollingIntervalSeconds":15,"cooldownSeconds":300},"activation":{"holdTimeoutSeconds":120,"maxHeldRequests":1000}},"shutdown":{"drainDelaySeconds":5,"gracePeriodSeconds":30},"grpcPort":8001,"httpPort":8000,"metricsPort":8002,"logLevel":"info","tls":{"mode":"Disabled","issuerRef":{"kind":"Issuer","group":"cert-manager.io"}},"auth":{"tokenSecretRef":{"key":"tokens"}},"monitoring":{"interval":"30s"},"inferencePool":{"protocol":"gRPC","endpointPicker":{"failureMode":"FailClose"},"endpointPickerRef":{"group":"","kind":"Service","failureMode":"FailClose"}},"routes":{"backend":"Service","http":{"pathPrefix":"/"}},"canary":{"replicas":1,"modelConfig":{"configMapRef":{"key":"config.pbtxt"}}}} as const;
 
 /**
  * What to serve and how to run it.
@@ -708,6 +708,62 @@ export interface DynamoKserveModelSpec {
       pathPrefix?: string;
     };
   };
+  /**
+   * A second variant of the model beside the stable one (this spec), with its own pods and Service (<name>-canary), serving the same model name: the routes send trafficPercent of requests to it once a pod of it is ready. What it changes: the image, the model's config, the resources; everything else is the stable spec's. Its pods answer with the header dynamo-kserve-variant: canary (the stable's: stable). Promote by writing the canary's fields into the spec and removing canary; roll back by removing canary. Either way the routes first send it nothing, and its objects go once the gateway has taken that and the requests it was serving have drained. Not autoscaled: it runs replicas pods.
+   */
+  canary?: {
+    /**
+     * The share of the routes' requests the canary gets, 0 to 100 (the routes' weights are 100 - trafficPercent and trafficPercent). 0 keeps it running with no traffic.
+     */
+    trafficPercent: number;
+    /**
+     * Number of the canary's pods.
+     */
+    replicas?: number;
+    /**
+     * The canary's data-plane image (default: the stable's).
+     */
+    image?: string;
+    /**
+     * The canary's Triton configuration (default: the stable's), as spec.modelConfig: a key of a ConfigMap, or inline text. Exactly one. It must name the same model.
+     */
+    modelConfig?: {
+      /**
+       * A key of a ConfigMap in this namespace (data as config.pbtxt text, binaryData as a serialized ModelConfig).
+       */
+      configMapRef?: {
+        /**
+         * Name of the ConfigMap.
+         */
+        name: string;
+        /**
+         * Key within the ConfigMap.
+         */
+        key?: string;
+      };
+      /**
+       * The config.pbtxt text itself.
+       */
+      inline?: string;
+    };
+    /**
+     * The canary's CPU and memory requests and limits (default: the stable's).
+     */
+    resources?: {
+      /**
+       * Minimum resources, e.g. cpu: 500m, memory: 256Mi.
+       */
+      requests?: {
+        [k: string]: number | string | undefined;
+      };
+      /**
+       * Maximum resources, e.g. cpu: 2, memory: 1Gi.
+       */
+      limits?: {
+        [k: string]: number | string | undefined;
+      };
+    };
+  };
 }
 
 /**
@@ -806,7 +862,36 @@ export interface DynamoKserveModelStatus {
     httpRoute?: string;
   };
   /**
-   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist, and the endpoint picker the operator runs is available), with spec.routes, RoutesReady (the Gateway accepted the routes), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists), with TLS or auth, CredentialsReady (the certificate and token Secrets are there and usable), and with modelFiles.storageUri, ModelFilesReady (the operator listed the location with storage.secretName's credentials and found version folders there; Unknown with reason CheckedByPods without a Secret). With spec.autoscaling, AutoscalerReady (the autoscaler's objects exist and it reads its metrics; reason KEDANotInstalled, TriggerFailing, ...), and with minReplicas 0, ScaledToZero (no pod runs; the activator holds requests).
+   * The canary variant (spec.canary), while it runs or is being retired.
+   */
+  canary?: {
+    /**
+     * The canary's Service (the routes' second backend).
+     */
+    service?: string;
+    /**
+     * The share of the routes' requests it gets now (0 until a pod of it is ready, and while it is retired).
+     */
+    trafficPercent?: number;
+    /**
+     * The canary's pods that exist.
+     */
+    replicas?: number;
+    /**
+     * The canary's pods that are ready to serve.
+     */
+    readyReplicas?: number;
+    /**
+     * When spec.canary was removed and the routes stopped sending to it; its objects go after the drain.
+     */
+    retiringSince?: string;
+    /**
+     * What kubectl get shows: "10% 1/1 ready", "0% starting", "retiring".
+     */
+    summary?: string;
+  };
+  /**
+   * Ready (the model can be called), ConfigValid (its config.pbtxt parses and checks), Available (enough pods are ready), Degraded (something needs attention), and with spec.inferencePool, InferencePoolReady (the pool and its Service exist, and the endpoint picker the operator runs is available), with spec.routes, RoutesReady (the Gateway accepted the routes), with spec.canary, CanaryReady (its pods are ready and the routes give it its share; reason Starting, Retiring, ConfigInvalid, ...), and with spec.monitoring, MonitoringReady (the ServiceMonitor exists), with TLS or auth, CredentialsReady (the certificate and token Secrets are there and usable), and with modelFiles.storageUri, ModelFilesReady (the operator listed the location with storage.secretName's credentials and found version folders there; Unknown with reason CheckedByPods without a Secret). With spec.autoscaling, AutoscalerReady (the autoscaler's objects exist and it reads its metrics; reason KEDANotInstalled, TriggerFailing, ...), and with minReplicas 0, ScaledToZero (no pod runs; the activator holds requests).
    */
   conditions?: {
     /**

@@ -51,6 +51,7 @@ export const CONDITION_TYPES = [
   "Degraded",
   "InferencePoolReady",
   "RoutesReady",
+  "CanaryReady",
   "MonitoringReady",
   "CredentialsReady",
   "ModelFilesReady",

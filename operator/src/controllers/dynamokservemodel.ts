@@ -35,7 +35,25 @@ import { earliest, timestamp } from "./timing.js";
 import { INFERENCE_POOL_KIND } from "../resources/inference-pool.js";
 import { POOL_PLAN_OWNS, poolOutcome, poolPlan } from "../resources/pool-plan.js";
 import { endpointPickerName } from "../resources/endpoint-picker.js";
-import { GATEWAY_KIND, gatewayOf, ROUTES_OWNS, routesOutcome, routesPlan } from "../resources/routes.js";
+import {
+  GATEWAY_KIND,
+  GRPC_ROUTE_KIND,
+  HTTP_ROUTE_KIND,
+  gatewayOf,
+  ROUTES_OWNS,
+  routesOutcome,
+  routesPlan,
+  routesSendCanaryNothing,
+  type Route,
+} from "../resources/routes.js";
+import {
+  CANARY_DRAIN_MS,
+  canaryPlan,
+  canaryView,
+  canaryWeight,
+  type CanaryOutcome,
+  type CanaryState,
+} from "../resources/canary.js";
 import type { ModelFilesChecking } from "../probes/model-files.js";
 import { modelFilesRecheck, observeModelFiles } from "./model-files.js";
 
@@ -60,10 +78,15 @@ export const MODEL_OWNS: readonly OwnedKind[] = uniqueKinds([
   CERTIFICATE_KIND,
 ]);
 
-/** A model's plan, group by group (applied in this order: certificate, data plane, pool, routes, monitoring). */
+/** A model's plan, group by group (applied in this order: certificate, data plane, canary, pool, routes, monitoring). */
 interface ModelPlan {
   readonly certificate: PlanGroup;
   readonly dataplane: PlanGroup;
+  /** spec.canary's objects (a group of its own: the canary's trouble stops nothing of the stable's). */
+  readonly canary: PlanGroup;
+  readonly canaryState: CanaryState;
+  /** The canary's share of the routes' requests now (undefined without a canary). */
+  readonly canaryWeight: number | undefined;
   readonly pool: PlanGroup;
   readonly routes: PlanGroup;
   readonly monitoring: PlanGroup;
@@ -89,6 +112,12 @@ function nameTaken(error: unknown): { ready: false; reason: string; message: str
 const MISSING_SECRET_RETRY_MS = 10_000;
 
 /**
+ * A retiring canary goes after this long even if the gateway never confirms routes that send
+ * it nothing (a Gateway that does not exist, a controller that writes no status).
+ */
+const CANARY_RETIRE_LIMIT_MS = 120_000;
+
+/**
  * Reconciles one DynamoKserveModel: observe (caches) -> desired (pure builders) -> apply
  * (server-side, skipped when nothing would change) -> the status and its condition
  * changes, which the runtime writes and records as Events.
@@ -107,6 +136,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         .filter(
           (model) =>
             model.spec.modelConfig.configMapRef?.name === configMap.metadata?.name ||
+            model.spec.canary?.modelConfig?.configMapRef?.name === configMap.metadata?.name ||
             model.spec.storage?.caBundle?.configMapName === configMap.metadata?.name,
         )
         .map((model) => keyOf(model.metadata.namespace, model.metadata.name)),
@@ -160,7 +190,14 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
   }
 
   ownedNames(name: string): readonly string[] {
-    return [...Object.values(ownedNames(name)), activatorName(ownedNames(name).deployment), endpointPickerName(name)];
+    return [
+      ...new Set([
+        ...Object.values(ownedNames(name)),
+        ...Object.values(ownedNames(name, "canary")),
+        activatorName(ownedNames(name).deployment),
+        endpointPickerName(name),
+      ]),
+    ];
   }
 
   async reconcile(model: DynamoKserveModel): Promise<Planned<DynamoKserveModelStatus>> {
@@ -193,6 +230,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       plan: [
         groups.certificate,
         groups.dataplane,
+        groups.canary,
         groups.pool,
         groups.routes,
         groups.monitoring,
@@ -206,8 +244,10 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
           certificateTaken !== undefined
             ? { ready: false, reason: "NameTaken", message: certificateTaken }
             : credentials;
-        const retry =
-          certificateTaken !== undefined ? earliest(requeueAfterMs, MISSING_SECRET_RETRY_MS) : requeueAfterMs;
+        const retry = earliest(
+          certificateTaken !== undefined ? earliest(requeueAfterMs, MISSING_SECRET_RETRY_MS) : requeueAfterMs,
+          canaryRecheck(groups.canaryState),
+        );
         const observed = { config, credentials: credentialsNow, modelFiles };
         const { status, transitions } = this.statusOf(model, observed, groups, outcomes);
         return { status, transitions, ...(retry !== undefined ? { requeueAfterMs: retry } : {}) };
@@ -245,9 +285,14 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         : { keep: { configMaps: [names.configMap] } },
     );
     const appProtocolSupported = this.owned.specHasField(INFERENCE_POOL_KIND, "appProtocol");
+    const canaryState = this.canaryState(model);
+    const weight = canaryWeight(model, canaryState);
     return {
       certificate: tlsMode(model) === "CertManager" ? [{ apply: desiredCertificate(model) }] : [],
       dataplane: planned.dataplane,
+      canary: canaryPlan(model, canaryState, this.settings),
+      canaryState,
+      canaryWeight: weight,
       dataplanePlan: planned,
       pool: poolPlan(model, {
         installed: this.owned.installed(INFERENCE_POOL_KIND),
@@ -260,10 +305,35 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         appProtocolSupported,
         settings: this.settings,
       }),
-      routes: routesPlan(model),
+      routes: routesPlan(model, weight),
       monitoring: planned.monitoring,
       appProtocolSupported,
     };
+  }
+
+  /**
+   * The canary's phase: Running while spec.canary is set; once it is removed, Retiring while
+   * the canary's Deployment (this model's) is there, until the routes that send it nothing
+   * are accepted and the drain is over (or the limit passes); then None, and the prune.
+   */
+  private canaryState(model: DynamoKserveModel): CanaryState {
+    const { namespace, name, uid } = model.metadata;
+    const names = objectNames(model, "canary");
+    const live = this.owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, namespace, names.deployment);
+    const deployment = live?.metadata?.ownerReferences?.some((ref) => ref.uid === uid) === true ? live : undefined;
+    if (model.spec.canary !== undefined) {
+      const view = canaryView(model);
+      const ref = view.spec.modelConfig.configMapRef;
+      const configMap = ref === undefined ? undefined : this.caches.configMaps.get(namespace, ref.name);
+      return { phase: "Running", config: checkModelConfig(view, configMap), deployment };
+    }
+    if (deployment === undefined) return { phase: "None" };
+    const since = model.status?.canary?.retiringSince ?? timestamp();
+    const elapsed = Date.now() - Date.parse(since);
+    const routes = [GRPC_ROUTE_KIND, HTTP_ROUTE_KIND].map((kind) => this.owned.get<Route>(kind, namespace, name));
+    const retired =
+      elapsed >= CANARY_RETIRE_LIMIT_MS || (elapsed >= CANARY_DRAIN_MS && routesSendCanaryNothing(model, routes));
+    return retired ? { phase: "None" } : { phase: "Retiring", since, deployment };
   }
 
   /** The status from what was observed and what became of the plan. */
@@ -287,6 +357,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
             : undefined,
         inferencePool: poolOutcome(model, groups.pool, outcomes, groups.appProtocolSupported),
         routes: routesOutcome(model, groups.routes, outcomes, this.gatewayFound(model)),
+        ...(groups.canaryState.phase !== "None" ? { canary: canaryOutcome(model, groups, outcomes) } : {}),
         monitoring: monitoringOutcome(outcomes.of(SERVICE_MONITOR_KIND, names.service)),
         credentials: observed.credentials,
         ...(nameTaken !== undefined ? { nameTaken } : {}),
@@ -443,4 +514,26 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     }
     return { ready: true, secret: desired.spec.secretName, notAfter: notAfter(certificate) };
   }
+}
+
+/** What became of the canary's objects. */
+function canaryOutcome(model: DynamoKserveModel, groups: ModelPlan, outcomes: PlanOutcomes): CanaryOutcome {
+  const nameTaken = outcomes.nameTaken(groups.canary);
+  return {
+    state: groups.canaryState,
+    weight: groups.canaryWeight ?? 0,
+    deployment:
+      nameTaken === undefined
+        ? objectOf<V1Deployment & KubernetesObject>(
+            outcomes.of(DEPLOYMENT_KIND, objectNames(model, "canary").deployment),
+          )
+        : undefined,
+    ...(nameTaken !== undefined ? { nameTaken } : {}),
+  };
+}
+
+/** A retiring canary is looked at again when its drain is over (a route's status change may come first). */
+function canaryRecheck(state: CanaryState): number | undefined {
+  if (state.phase !== "Retiring") return undefined;
+  return Math.max(1000, Date.parse(state.since) + CANARY_DRAIN_MS - Date.now());
 }

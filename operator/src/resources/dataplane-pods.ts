@@ -23,7 +23,7 @@ import { READINESS_SERVICE } from "../../../lib/contract/layout.js";
 import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
 import type { OwnedKind } from "../kube/owned.js";
 import { TLS_MOUNT } from "./credentials.js";
-import { labelsFor, ownedMetadata, selectorFor, serviceLabel } from "./names.js";
+import { ownedMetadata, podLabelsFor, selectorFor, serviceLabel, type Variant } from "./names.js";
 
 /**
  * What every data plane the operator runs has, whatever kind asked for it (a
@@ -121,6 +121,8 @@ export interface DataplanePods {
   readonly tlsSecret?: string;
   /** Further volumes (TLS, tokens, model files). */
   readonly extraVolumes: readonly MountedVolume[];
+  /** A model's variant (stable or canary): its pods' labels and selector, and --variant. */
+  readonly variant?: Variant;
 }
 
 /** Resource quantities as strings, the form Kubernetes returns them in (2 -> "2"). */
@@ -205,6 +207,7 @@ export function dataplaneService(
   tls: boolean,
   /** Select by the Service label (data-plane pods and the activator) instead of the pod selector. */
   withActivator = false,
+  variant: Variant = "stable",
 ): V1Service {
   const ports = portsOf({ spec });
   return {
@@ -213,7 +216,7 @@ export function dataplaneService(
     metadata: ownedMetadata(owner, name),
     spec: {
       type: "ClusterIP",
-      selector: withActivator ? sharedServiceLabel(owner) : selectorFor(owner),
+      selector: withActivator ? sharedServiceLabel(owner) : selectorFor(owner, variant),
       ports: [
         {
           name: "grpc",
@@ -238,13 +241,14 @@ export function dataplaneDisruptionBudget(
   owner: Owner,
   spec: Pick<DataplaneSpec, "replicas">,
   name: string,
+  variant: Variant = "stable",
 ): V1PodDisruptionBudget | undefined {
   if (spec.replicas !== undefined && spec.replicas <= 1) return undefined;
   return {
     apiVersion: DISRUPTION_BUDGET_KIND.apiVersion,
     kind: DISRUPTION_BUDGET_KIND.kind,
     metadata: ownedMetadata(owner, name),
-    spec: { maxUnavailable: 1, selector: { matchLabels: selectorFor(owner) } },
+    spec: { maxUnavailable: 1, selector: { matchLabels: selectorFor(owner, variant) } },
   };
 }
 
@@ -336,7 +340,7 @@ export function dataplaneDeployment(
   settings: BuildSettings,
 ): V1Deployment {
   const ports = portsOf({ spec });
-  const { tlsSecret } = pods;
+  const { tlsSecret, variant } = pods;
   const shutdown = shutdownOf(spec);
   const args = [
     "dataplane",
@@ -349,6 +353,7 @@ export function dataplaneDeployment(
       drainDelaySecs: shutdown.drainDelaySeconds,
       shutdownGraceSecs: shutdown.gracePeriodSeconds,
       ...(spec.maxMessageSize !== undefined ? { maxMessageSize: spec.maxMessageSize } : {}),
+      ...(variant !== undefined ? { variant } : {}),
       ...(tlsSecret !== undefined
         ? { useTls: true, certFile: `${TLS_MOUNT}/tls.crt`, keyFile: `${TLS_MOUNT}/tls.key` }
         : {}),
@@ -379,14 +384,14 @@ export function dataplaneDeployment(
       // Unset replicas (always with spec.autoscaling) leave the count to whoever owns it (an
       // HPA); the field is not applied.
       ...(spec.replicas !== undefined && spec.autoscaling === undefined ? { replicas: spec.replicas } : {}),
-      selector: { matchLabels: selectorFor(owner) },
+      selector: { matchLabels: selectorFor(owner, variant) },
       strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
       template: {
         metadata: {
           // The operator's labels win: they are the Service's and the Deployment's selector.
           labels: {
             ...(spec.pod?.labels as Record<string, string> | undefined),
-            ...labelsFor(owner),
+            ...podLabelsFor(owner, variant),
             // The label the Service selects once it may also reach the activator (scale to zero).
             ...(scalesToZero(spec) ? sharedServiceLabel(owner) : {}),
           },

@@ -20,7 +20,14 @@ import {
 } from "./dataplane-pods.js";
 import type { OwnedKind } from "../kube/owned.js";
 import type { ValidConfig } from "./model-config.js";
-import { MODEL_FILES_ROOT, MODEL_REPOSITORY_PATH, objectNames, ownedMetadata, servedModelName } from "./names.js";
+import {
+  MODEL_FILES_ROOT,
+  MODEL_REPOSITORY_PATH,
+  objectNames,
+  ownedMetadata,
+  servedModelName,
+  type Variant,
+} from "./names.js";
 import { objectStoragePods } from "./storage.js";
 
 /**
@@ -32,11 +39,15 @@ import { objectStoragePods } from "./storage.js";
 export const CONFIG_MAP_KIND: OwnedKind = { apiVersion: "v1", kind: "ConfigMap", plural: "configmaps" };
 
 /** The ConfigMap mounted as the data plane's model repository: one file, the model's config. */
-export function desiredConfigMap(model: DynamoKserveModel, config: ValidConfig): V1ConfigMap {
+export function desiredConfigMap(
+  model: DynamoKserveModel,
+  config: ValidConfig,
+  variant: Variant = "stable",
+): V1ConfigMap {
   return {
     apiVersion: CONFIG_MAP_KIND.apiVersion,
     kind: CONFIG_MAP_KIND.kind,
-    metadata: ownedMetadata(model, objectNames(model).configMap),
+    metadata: ownedMetadata(model, objectNames(model, variant).configMap),
     ...(config.text !== undefined ? { data: { [config.fileName]: config.text } } : {}),
     ...(config.binaryBase64 !== undefined ? { binaryData: { [config.fileName]: config.binaryBase64 } } : {}),
   };
@@ -57,10 +68,17 @@ export function desiredAutoscaler(model: DynamoKserveModel): V2HorizontalPodAuto
   return dataplaneAutoscaler(model, model.spec, objectNames(model).deployment);
 }
 
-/** The model's data-plane Deployment: its ConfigMap as the repository, its Secrets and files. */
-
-export function desiredDeployment(model: DynamoKserveModel, settings: BuildSettings): V1Deployment {
+/**
+ * A variant of the model's data-plane Deployment (the stable one, or spec.canary's, built from
+ * canaryView): its ConfigMap as the repository, the model's Secrets and files.
+ */
+export function desiredDeployment(
+  model: DynamoKserveModel,
+  settings: BuildSettings,
+  variant: Variant = "stable",
+): V1Deployment {
   const { spec } = model;
+  const names = objectNames(model, variant);
   const tlsSecret = tlsSecretName(model);
   const secretVolumes: MountedVolume[] = [
     ...(tlsSecret !== undefined ? [secretVolume("tls", tlsSecret, TLS_MOUNT)] : []),
@@ -73,8 +91,9 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
   return dataplaneDeployment(
     model,
     spec,
-    objectNames(model).deployment,
+    names.deployment,
     {
+      variant,
       arguments: {
         modelRepository: [MODEL_REPOSITORY_PATH],
         ...(spec.auth !== undefined ? { authTokenFile: `${AUTH_MOUNT}/${tokenKey(model)}` } : {}),
@@ -86,7 +105,7 @@ export function desiredDeployment(model: DynamoKserveModel, settings: BuildSetti
       },
       sourceVolumes: [
         {
-          volume: { name: "model-config", configMap: { name: objectNames(model).configMap } },
+          volume: { name: "model-config", configMap: { name: names.configMap } },
           mount: { name: "model-config", mountPath: MODEL_REPOSITORY_PATH, readOnly: true },
         },
       ],

@@ -5,6 +5,17 @@ import { REPOSITORY_KIND, type DynamoKserveModel } from "../api/v1alpha1.js";
 
 export const MODEL_LABEL = "dynamokserve.dev/model";
 export const REPOSITORY_LABEL = "dynamokserve.dev/repository";
+/** On a model's pods: which variant they are (`stable`, `canary`); Prometheus keeps it as a target label. */
+export const VARIANT_LABEL = "dynamokserve.dev/variant";
+/**
+ * On a canary's pods, naming its model: their selector. They never carry the model's own label
+ * (MODEL_LABEL), which the stable Deployment (immutably), its disruption budget, its autoscaler
+ * and the InferencePool select by.
+ */
+export const CANARY_OF_LABEL = "dynamokserve.dev/canary-of";
+
+/** A model's two variants (spec.canary): the spec itself, and the canary beside it. */
+export type Variant = "stable" | "canary";
 export { MANAGED_BY_LABEL };
 
 /** Where the model's configuration is mounted in data-plane pods (the model repository). */
@@ -33,18 +44,23 @@ export interface OwnedNames {
   readonly tlsSecret: string;
 }
 
-/** Names of the objects the DynamoKserveModel called `name` owns. */
-export function ownedNames(name: string): OwnedNames {
+/**
+ * Names of the objects the DynamoKserveModel called `name` owns, for one variant: the canary's
+ * Deployment, Service and ConfigMap are `<name>-canary…`; the Secrets are the model's, shared.
+ */
+export function ownedNames(name: string, variant: Variant = "stable"): OwnedNames {
+  const base = variant === "canary" ? suffixedName(name, "canary") : name;
   return {
-    deployment: name,
-    service: name,
-    configMap: `${name}-model-config`,
+    deployment: base,
+    service: base,
+    configMap: `${base}-model-config`,
     caSecret: `${name}-ca`,
     tlsSecret: `${name}-tls`,
   };
 }
 
-export const objectNames = (model: DynamoKserveModel): OwnedNames => ownedNames(model.metadata.name);
+export const objectNames = (model: DynamoKserveModel, variant: Variant = "stable"): OwnedNames =>
+  ownedNames(model.metadata.name, variant);
 
 /** Labels on every owned object and on the data-plane pods. */
 export function labelsFor(owner: Owner): Record<string, string> {
@@ -56,9 +72,28 @@ export function labelsFor(owner: Owner): Record<string, string> {
   };
 }
 
-/** The pod selector: one label, so it never needs to change (Deployment selectors are immutable). */
-export function selectorFor(owner: Owner): Record<string, string> {
-  return { [ownerLabel(owner)]: owner.metadata.name };
+/**
+ * The pod selector: one label, so it never needs to change (Deployment selectors are
+ * immutable); a canary's pods are selected by the label naming the model they are a canary of.
+ */
+export function selectorFor(owner: Owner, variant: Variant = "stable"): Record<string, string> {
+  return variant === "canary"
+    ? { [CANARY_OF_LABEL]: owner.metadata.name }
+    : { [ownerLabel(owner)]: owner.metadata.name };
+}
+
+/**
+ * The labels of an owner's data-plane pods: the owned objects' labels, and with a variant (a
+ * model's pods) the variant's; a canary's pods trade the owner's label for their selector.
+ */
+export function podLabelsFor(owner: Owner, variant: Variant | undefined): Record<string, string> {
+  if (variant === undefined) return labelsFor(owner);
+  const { [ownerLabel(owner)]: _owner, ...shared } = labelsFor(owner);
+  return {
+    ...(variant === "canary" ? shared : labelsFor(owner)),
+    ...selectorFor(owner, variant),
+    [VARIANT_LABEL]: variant,
+  };
 }
 
 /** The pod selector as a label-selector string: the scale subresource's status.selector (HPA, KEDA). */

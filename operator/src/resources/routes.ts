@@ -91,8 +91,11 @@ function parentRef(model: DynamoKserveModel): ParentRef {
   };
 }
 
-/** Where a route sends requests: the model's Service on the protocol's port, or its InferencePool. */
-function backendRefs(model: DynamoKserveModel, protocol: "grpc" | "http"): BackendRef[] {
+/**
+ * Where a route sends requests: the model's Service on the protocol's port, or its InferencePool;
+ * with a canary (its share, 0–100), the model's and the canary's Services by weight.
+ */
+function backendRefs(model: DynamoKserveModel, protocol: "grpc" | "http", canary: number | undefined): BackendRef[] {
   const backend = model.spec.routes!.backend ?? SPEC_DEFAULTS.routes.backend;
   if (backend === "InferencePool") {
     return [
@@ -103,7 +106,12 @@ function backendRefs(model: DynamoKserveModel, protocol: "grpc" | "http"): Backe
       },
     ];
   }
-  return [{ name: objectNames(model).service, port: portsOf(model)[protocol] }];
+  const port = portsOf(model)[protocol];
+  if (canary === undefined) return [{ name: objectNames(model).service, port }];
+  return [
+    { name: objectNames(model).service, port, weight: 100 - canary },
+    { name: objectNames(model, "canary").service, port, weight: canary },
+  ];
 }
 
 function route(
@@ -124,30 +132,49 @@ function route(
   };
 }
 
-/** The GRPCRoute: every gRPC call the listener takes (for these hostnames) to the model. */
-export function desiredGrpcRoute(model: DynamoKserveModel): Route {
+/** The GRPCRoute: every gRPC call the listener takes (for these hostnames) to the model (and its canary). */
+export function desiredGrpcRoute(model: DynamoKserveModel, canary?: number): Route {
   const grpc = model.spec.routes!.grpc!;
-  return route(model, GRPC_ROUTE_KIND, grpc.hostnames, { backendRefs: backendRefs(model, "grpc") });
+  return route(model, GRPC_ROUTE_KIND, grpc.hostnames, { backendRefs: backendRefs(model, "grpc", canary) });
 }
 
-/** The HTTPRoute: requests under the path prefix (for these hostnames) to the model. */
-export function desiredHttpRoute(model: DynamoKserveModel): Route {
+/** The HTTPRoute: requests under the path prefix (for these hostnames) to the model (and its canary). */
+export function desiredHttpRoute(model: DynamoKserveModel, canary?: number): Route {
   const http = model.spec.routes!.http!;
   const pathPrefix = http.pathPrefix ?? SPEC_DEFAULTS.routes.http.pathPrefix;
   return route(model, HTTP_ROUTE_KIND, http.hostnames, {
     matches: [{ path: { type: "PathPrefix", value: pathPrefix } }],
-    backendRefs: backendRefs(model, "http"),
+    backendRefs: backendRefs(model, "http", canary),
   });
 }
 
-/** The routes' group of the model's plan (a group of its own: a route's name taken stops no pod). */
-export function routesPlan(model: DynamoKserveModel): PlanGroup {
+/**
+ * The routes' group of the model's plan (a group of its own: a route's name taken stops no
+ * pod); `canary` is the canary's share now (undefined without one).
+ */
+export function routesPlan(model: DynamoKserveModel, canary?: number): PlanGroup {
   const routes: RoutesSpec | undefined = model.spec.routes;
   if (routes === undefined) return [];
   return [
-    ...(routes.grpc !== undefined ? [{ apply: desiredGrpcRoute(model) }] : []),
-    ...(routes.http !== undefined ? [{ apply: desiredHttpRoute(model) }] : []),
+    ...(routes.grpc !== undefined ? [{ apply: desiredGrpcRoute(model, canary) }] : []),
+    ...(routes.http !== undefined ? [{ apply: desiredHttpRoute(model, canary) }] : []),
   ];
+}
+
+/**
+ * Whether the gateway has taken routes that send the canary nothing: each live route (none
+ * left counts) has a weight of 0 (or no backend) for the canary's Service, and its parent
+ * accepted that generation. A retiring canary's objects go only then.
+ */
+export function routesSendCanaryNothing(model: DynamoKserveModel, live: readonly (Route | undefined)[]): boolean {
+  const canaryService = objectNames(model, "canary").service;
+  return live.every((route) => {
+    if (route === undefined) return true;
+    const toCanary = route.spec.rules.flatMap((rule) => rule.backendRefs).filter((ref) => ref.name === canaryService);
+    if (toCanary.some((ref) => (ref.weight ?? 1) > 0)) return false;
+    if (model.spec.routes === undefined) return true;
+    return routeRefused(route, model, "") === undefined;
+  });
 }
 
 /** What became of spec.routes. */

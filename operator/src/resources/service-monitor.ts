@@ -2,7 +2,7 @@ import type { Owner } from "../api/objects.js";
 import type { KubernetesObject, V1ObjectMeta } from "@kubernetes/client-node";
 import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
 import type { OwnedKind } from "../kube/owned.js";
-import { labelsFor, ownedMetadata, selectorFor } from "./names.js";
+import { labelsFor, ownedMetadata, selectorFor, VARIANT_LABEL } from "./names.js";
 
 /** The Prometheus Operator's ServiceMonitor for a data plane (a model's or a repository's). Pure builder. */
 
@@ -17,13 +17,15 @@ export interface ServiceMonitor extends KubernetesObject {
   metadata: V1ObjectMeta & { name: string; namespace: string };
   spec: {
     selector: { matchLabels: Record<string, string> };
+    podTargetLabels: string[];
     endpoints: { port: string; path: string; interval: string; scheme: string }[];
   };
 }
 
 /**
- * Scrapes the owner's data-plane Service `service` (only it: a model's pool Service carries
- * other labels) on its `metrics` port.
+ * Scrapes the owner's data-plane Services (only they: a model's pool Service carries other
+ * labels; its canary's Service carries the model's) on their `metrics` port, and keeps the
+ * pods' variant label on their series (a model's stable and canary pods say which they are).
  */
 export function desiredServiceMonitor(
   owner: Owner & { readonly spec: Pick<DynamoKserveModelSpec, "monitoring"> },
@@ -42,6 +44,7 @@ export function desiredServiceMonitor(
       selector: {
         matchLabels: { ...selectorFor(owner), "app.kubernetes.io/name": labelsFor(owner)["app.kubernetes.io/name"]! },
       },
+      podTargetLabels: [VARIANT_LABEL],
       endpoints: [
         {
           port: "metrics",

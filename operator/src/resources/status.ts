@@ -11,6 +11,7 @@ import type { ConfigCheck } from "./model-config.js";
 import { objectNames, selectorTextFor, servedModelName } from "./names.js";
 import { endpointsOf } from "./dataplane-pods.js";
 import { routesCondition, routesStatus, type RoutesOutcome } from "./routes.js";
+import { canaryCondition, canaryStatus, type CanaryOutcome } from "./canary.js";
 import { tlsSecretName } from "./credentials.js";
 import { modelFilesCondition, type ModelFilesOutcome } from "./storage.js";
 import { autoscalingStatus, availabilityAtZero, type AutoscalingObserved } from "./autoscaling-status.js";
@@ -24,6 +25,8 @@ export interface Observed {
   readonly inferencePool?: PoolOutcome;
   /** What became of spec.routes (undefined when the model asks for none). */
   readonly routes?: RoutesOutcome;
+  /** What became of spec.canary (undefined when there is none, running or retiring). */
+  readonly canary?: CanaryOutcome;
   /** What became of spec.monitoring (undefined when the model asks for none). */
   readonly monitoring?: MonitoringOutcome;
   /** The TLS and token Secrets (undefined when the model uses neither). */
@@ -157,6 +160,7 @@ export function desiredStatus(
       ? { InferencePoolReady: poolCondition(observed.inferencePool, "model") }
       : {}),
     ...(observed.routes !== undefined ? { RoutesReady: routesCondition(observed.routes, model) } : {}),
+    ...(observed.canary !== undefined ? { CanaryReady: canaryCondition(model, observed.canary) } : {}),
     ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
     ...(credentials !== undefined ? { CredentialsReady: credentials } : {}),
     ...(modelFiles !== undefined ? { ModelFilesReady: modelFiles } : {}),
@@ -190,6 +194,7 @@ export function desiredStatus(
       ...(autoscaling.summary !== undefined ? { autoscaler: autoscaling.summary } : {}),
       ...poolStatus(observed.inferencePool),
       ...routesStatus(observed.routes),
+      ...canaryStatus(model, observed.canary),
       ...(observed.credentials?.ready === true && observed.credentials.tlsSecret !== undefined
         ? {
             tls: {

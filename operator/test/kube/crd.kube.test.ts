@@ -72,6 +72,50 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
     /spec\.routes\.gateway\.sectionName: Invalid value: "GRPC_listener": spec\.routes\.gateway\.sectionName in body should match/,
   ],
   [
+    "a canary without routes (its share is the routes' weight)",
+    { modelConfig: { inline: IDENTITY_CONFIG }, canary: { trafficPercent: 10 } },
+    /spec\.canary: Invalid value: "object": canary splits the routes' traffic by weight/,
+  ],
+  [
+    "a canary whose routes go to the InferencePool (which selects the stable pods only)",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      inferencePool: { protocol: "HTTP" },
+      routes: { gateway: { name: "gw" }, backend: "InferencePool", http: {} },
+      canary: { trafficPercent: 10 },
+    },
+    /spec\.canary: Invalid value: "object": canary splits the routes' traffic by weight .* with backend Service/,
+  ],
+  [
+    "a canary on a model that scales to zero",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      monitoring: {},
+      autoscaling: { class: "KEDA", minReplicas: 0, maxReplicas: 2, targetWaitingRequests: 2 },
+      routes: { gateway: { name: "gw" }, grpc: {} },
+      canary: { trafficPercent: 10 },
+    },
+    /spec\.canary: Invalid value: "object": canary cannot be used with autoscaling\.minReplicas 0/,
+  ],
+  [
+    "a canary share over 100 percent",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      routes: { gateway: { name: "gw" }, grpc: {} },
+      canary: { trafficPercent: 101 },
+    },
+    /spec\.canary\.trafficPercent: Invalid value: 101: spec\.canary\.trafficPercent in body should be less than or equal to 100/,
+  ],
+  [
+    "a canary config that is neither or both of a ConfigMap key and inline text",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      routes: { gateway: { name: "gw" }, grpc: {} },
+      canary: { trafficPercent: 10, modelConfig: {} },
+    },
+    /spec\.canary\.modelConfig: Invalid value: "object": set exactly one of canary\.modelConfig\.configMapRef and canary\.modelConfig\.inline/,
+  ],
+  [
     "grpc and http routes whose hostnames meet (the Gateway API accepts only one of them)",
     {
       modelConfig: { inline: IDENTITY_CONFIG },

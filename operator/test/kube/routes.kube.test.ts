@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { KubernetesObject } from "@kubernetes/client-node";
 import type { TestCluster } from "../../../e2e/cluster/cluster.js";
 import { eventually } from "../../../e2e/support/eventually.js";
-import { gatewayApiCrdFiles } from "../../../e2e/support/gateway.js";
+import { installGatewayApi } from "../../../e2e/support/gateway.js";
 import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
 import type { Route } from "../../src/resources/routes.js";
 import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
@@ -55,7 +55,7 @@ describe("routes (spec.routes: the Gateway API's upstream CRDs, real API server)
       30_000,
     );
 
-    for (const file of gatewayApiCrdFiles()) await cluster.installCrdFile(file);
+    await installGatewayApi(cluster);
     await eventually(async () => assert.deepEqual(await routesReady(), ["False", "GatewayNotFound"]), 60_000);
     const grpc = await route("GRPCRoute");
     assert.deepEqual(grpc.spec.parentRefs, [
