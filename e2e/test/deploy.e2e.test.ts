@@ -1117,6 +1117,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
 
   it("a canary through Traefik's routes, as the gateways guide applies it: 10 % of 2,000 ModelInfer calls answered by the canary; promotion and rollback under 4 gRPC and 8 HTTP clients fail no request and leave no canary object", async function () {
     await requirePlatform(this, "traefik");
+    await installGatewayApi(cluster!);
     const [example] = codeBlocks("docs/guides/gateways.md", { heading: "Canaries", language: "yaml" });
     const model = parseYaml(example!.text) as {
       metadata: { name: string };
