@@ -275,7 +275,7 @@ export interface DynamoKserveModelSpec {
    */
   pod?: {
     /**
-     * Extra pod labels (the operator's own selector label cannot be changed).
+     * Extra pod labels. Keys under dynamokserve.dev/ are the operator's (they select the pods: the Service, the disruption budget, the autoscaler, a pool, a canary) and are refused.
      */
     labels?: {
       [k: string]: string | undefined;

@@ -80,7 +80,7 @@ export function autoscalingObserved(
   outcomes: PlanOutcomes,
 ): AutoscalingObserved | undefined {
   if (plan.autoscalingPlanned === "None") return undefined;
-  const nameTaken = outcomes.nameTaken(plan.autoscaling) ?? outcomes.nameTaken(plan.activation);
+  const stopped = outcomes.stopped(plan.autoscaling) ?? outcomes.stopped(plan.activation);
   const scaledObject = objectOf<ScaledObject>(outcomes.of(SCALED_OBJECT_KIND, name));
   const activator = objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, activatorName(name)));
   return {
@@ -89,7 +89,7 @@ export function autoscalingObserved(
     name,
     ...(scaledObject !== undefined ? { scaledObject } : {}),
     ...(activator !== undefined ? { activator } : {}),
-    ...(nameTaken !== undefined ? { nameTaken } : {}),
+    ...(stopped !== undefined ? { stopped } : {}),
   };
 }
 

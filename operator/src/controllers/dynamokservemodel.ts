@@ -9,11 +9,18 @@ import type { SecretReader } from "../kube/secrets.js";
 import { NameTakenError } from "../kube/apply.js";
 import type { WatchedObjects } from "../kube/informer.js";
 import type { KubeWriter } from "../kube/writer.js";
-import { objectOf, uniqueKinds, type OwnedKind, type PlanGroup, type PlanOutcomes } from "../kube/owned.js";
+import {
+  objectOf,
+  uniqueKinds,
+  type OwnedKind,
+  type PlanGroup,
+  type PlanOutcomes,
+  type Stopped,
+} from "../kube/owned.js";
 import type { OwnedCaches } from "../kube/owned-caches.js";
 import { checkModelConfig, type ConfigCheck } from "../resources/model-config.js";
 import { MODEL_LABEL, objectNames, ownedNames, servedModelName } from "../resources/names.js";
-import { DEPLOYMENT_KIND, scalesToZero, type BuildSettings } from "../resources/dataplane-pods.js";
+import { DEPLOYMENT_KIND, SERVICE_KIND, scalesToZero, type BuildSettings } from "../resources/dataplane-pods.js";
 import { CONFIG_MAP_KIND, desiredConfigMap, desiredDeployment } from "../resources/model.js";
 import { DATAPLANE_OWNS, dataplanePlan, monitoringOutcome, type DataplanePlan } from "../resources/dataplane.js";
 import { autoscalingInputs, autoscalingObserved } from "./autoscaling.js";
@@ -43,12 +50,12 @@ import {
   ROUTES_OWNS,
   routesOutcome,
   routesPlan,
-  routesSendCanaryNothing,
   type Route,
 } from "../resources/routes.js";
 import {
-  CANARY_DRAIN_MS,
   canaryPlan,
+  canaryRecheckMs,
+  canaryStateOf,
   canaryView,
   canaryWeight,
   type CanaryOutcome,
@@ -89,6 +96,11 @@ interface ModelPlan {
   readonly canaryWeight: number | undefined;
   readonly pool: PlanGroup;
   readonly routes: PlanGroup;
+  /**
+   * Set when the model's Service is somebody else's (another model's canary may hold the name):
+   * no route is written, or the routes would send this model's clients to it.
+   */
+  readonly routesBlocked?: Stopped;
   readonly monitoring: PlanGroup;
   /** The data plane's plan, for its autoscaling groups and what they planned. */
   readonly dataplanePlan: DataplanePlan;
@@ -110,12 +122,6 @@ function nameTaken(error: unknown): { ready: false; reason: string; message: str
 
 /** While a Secret the model needs is missing, look again this often. */
 const MISSING_SECRET_RETRY_MS = 10_000;
-
-/**
- * A retiring canary goes after this long even if the gateway never confirms routes that send
- * it nothing (a Gateway that does not exist, a controller that writes no status).
- */
-const CANARY_RETIRE_LIMIT_MS = 120_000;
 
 /**
  * Reconciles one DynamoKserveModel: observe (caches) -> desired (pure builders) -> apply
@@ -238,15 +244,13 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         groups.dataplanePlan.activation,
       ],
       settle: (outcomes) => {
-        const certificateTaken = outcomes.nameTaken(groups.certificate);
+        const certificateStopped = outcomes.stopped(groups.certificate);
         // A Certificate of that name that is somebody else's: the Secret it fills is not ours to trust.
         const credentialsNow: CredentialsOutcome | undefined =
-          certificateTaken !== undefined
-            ? { ready: false, reason: "NameTaken", message: certificateTaken }
-            : credentials;
+          certificateStopped !== undefined ? { ready: false, ...certificateStopped } : credentials;
         const retry = earliest(
-          certificateTaken !== undefined ? earliest(requeueAfterMs, MISSING_SECRET_RETRY_MS) : requeueAfterMs,
-          canaryRecheck(groups.canaryState),
+          certificateStopped !== undefined ? earliest(requeueAfterMs, MISSING_SECRET_RETRY_MS) : requeueAfterMs,
+          canaryRecheckMs(groups.canaryState, Date.now()),
         );
         const observed = { config, credentials: credentialsNow, modelFiles };
         const { status, transitions } = this.statusOf(model, observed, groups, outcomes);
@@ -305,35 +309,47 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
         appProtocolSupported,
         settings: this.settings,
       }),
-      routes: routesPlan(model, weight),
+      ...this.routesOf(model, weight),
       monitoring: planned.monitoring,
       appProtocolSupported,
     };
   }
 
-  /**
-   * The canary's phase: Running while spec.canary is set; once it is removed, Retiring while
-   * the canary's Deployment (this model's) is there, until the routes that send it nothing
-   * are accepted and the drain is over (or the limit passes); then None, and the prune.
-   */
-  private canaryState(model: DynamoKserveModel): CanaryState {
-    const { namespace, name, uid } = model.metadata;
-    const names = objectNames(model, "canary");
-    const live = this.owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, namespace, names.deployment);
-    const deployment = live?.metadata?.ownerReferences?.some((ref) => ref.uid === uid) === true ? live : undefined;
-    if (model.spec.canary !== undefined) {
-      const view = canaryView(model);
-      const ref = view.spec.modelConfig.configMapRef;
-      const configMap = ref === undefined ? undefined : this.caches.configMaps.get(namespace, ref.name);
-      return { phase: "Running", config: checkModelConfig(view, configMap), deployment };
+  /** The routes' group, empty while the model's Service (their backend) is somebody else's. */
+  private routesOf(model: DynamoKserveModel, canary: number | undefined): Pick<ModelPlan, "routes" | "routesBlocked"> {
+    const { namespace, uid } = model.metadata;
+    const service = objectNames(model).service;
+    if (model.spec.routes === undefined || !this.owned.takenByAnother(SERVICE_KIND, namespace, service, uid)) {
+      return { routes: routesPlan(model, canary) };
     }
-    if (deployment === undefined) return { phase: "None" };
-    const since = model.status?.canary?.retiringSince ?? timestamp();
-    const elapsed = Date.now() - Date.parse(since);
-    const routes = [GRPC_ROUTE_KIND, HTTP_ROUTE_KIND].map((kind) => this.owned.get<Route>(kind, namespace, name));
-    const retired =
-      elapsed >= CANARY_RETIRE_LIMIT_MS || (elapsed >= CANARY_DRAIN_MS && routesSendCanaryNothing(model, routes));
-    return retired ? { phase: "None" } : { phase: "Retiring", since, deployment };
+    return {
+      routes: [],
+      routesBlocked: {
+        reason: "NameTaken",
+        message: `the model's Service ${service} belongs to somebody else: no route is written to it`,
+      },
+    };
+  }
+
+  /** The canary's phase, from the canary's Deployment, config and the model's routes as cached. */
+  private canaryState(model: DynamoKserveModel): CanaryState {
+    const { namespace, name } = model.metadata;
+    const now = Date.now();
+    return canaryStateOf(model, {
+      deployment: this.owned.get<V1Deployment & KubernetesObject>(
+        DEPLOYMENT_KIND,
+        namespace,
+        objectNames(model, "canary").deployment,
+      ),
+      config: () => {
+        const view = canaryView(model);
+        const ref = view.spec.modelConfig.configMapRef;
+        return checkModelConfig(view, ref === undefined ? undefined : this.caches.configMaps.get(namespace, ref.name));
+      },
+      routes: [GRPC_ROUTE_KIND, HTTP_ROUTE_KIND].map((kind) => this.owned.get<Route>(kind, namespace, name)),
+      now,
+      nowText: timestamp(),
+    });
   }
 
   /** The status from what was observed and what became of the plan. */
@@ -344,23 +360,32 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     outcomes: PlanOutcomes,
   ): ReturnType<typeof desiredStatus> {
     const names = objectNames(model);
-    const nameTaken = outcomes.nameTaken(groups.dataplane);
+    const stopped = outcomes.stopped(groups.dataplane);
     const autoscaling = autoscalingObserved(model, names.deployment, groups.dataplanePlan, outcomes);
     return desiredStatus(
       model,
       {
         config: observed.config,
-        // Somebody else's Deployment of that name is not this model's.
+        // Somebody else's Deployment of that name is not this model's; after a refusal, the
+        // one running is (it was left as it was).
         deployment:
-          nameTaken === undefined
-            ? objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, names.deployment))
-            : undefined,
+          stopped?.reason === "NameTaken"
+            ? undefined
+            : (objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, names.deployment)) ??
+              this.owned.get<V1Deployment & KubernetesObject>(
+                DEPLOYMENT_KIND,
+                model.metadata.namespace,
+                names.deployment,
+              )),
         inferencePool: poolOutcome(model, groups.pool, outcomes, groups.appProtocolSupported),
-        routes: routesOutcome(model, groups.routes, outcomes, this.gatewayFound(model)),
+        routes:
+          groups.routesBlocked !== undefined && model.spec.routes !== undefined
+            ? { state: groups.routesBlocked.reason, message: groups.routesBlocked.message }
+            : routesOutcome(model, groups.routes, outcomes, this.gatewayFound(model)),
         ...(groups.canaryState.phase !== "None" ? { canary: canaryOutcome(model, groups, outcomes) } : {}),
         monitoring: monitoringOutcome(outcomes.of(SERVICE_MONITOR_KIND, names.service)),
         credentials: observed.credentials,
-        ...(nameTaken !== undefined ? { nameTaken } : {}),
+        ...(stopped !== undefined ? { stopped } : {}),
         ...(observed.modelFiles !== undefined ? { modelFiles: observed.modelFiles } : {}),
         ...(autoscaling !== undefined ? { autoscaling } : {}),
       },
@@ -518,22 +543,16 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
 
 /** What became of the canary's objects. */
 function canaryOutcome(model: DynamoKserveModel, groups: ModelPlan, outcomes: PlanOutcomes): CanaryOutcome {
-  const nameTaken = outcomes.nameTaken(groups.canary);
+  const stopped = outcomes.stopped(groups.canary);
   return {
     state: groups.canaryState,
     weight: groups.canaryWeight ?? 0,
     deployment:
-      nameTaken === undefined
-        ? objectOf<V1Deployment & KubernetesObject>(
+      stopped?.reason === "NameTaken"
+        ? undefined
+        : (objectOf<V1Deployment & KubernetesObject>(
             outcomes.of(DEPLOYMENT_KIND, objectNames(model, "canary").deployment),
-          )
-        : undefined,
-    ...(nameTaken !== undefined ? { nameTaken } : {}),
+          ) ?? (groups.canaryState.phase === "None" ? undefined : groups.canaryState.deployment)),
+    ...(stopped !== undefined ? { stopped } : {}),
   };
-}
-
-/** A retiring canary is looked at again when its drain is over (a route's status change may come first). */
-function canaryRecheck(state: CanaryState): number | undefined {
-  if (state.phase !== "Retiring") return undefined;
-  return Math.max(1000, Date.parse(state.since) + CANARY_DRAIN_MS - Date.now());
 }

@@ -147,8 +147,9 @@ export class DynamoKserveRepositoryController implements Controller<
     return {
       plan: [dataplane, pool, monitoring, planned.autoscaling, planned.activation],
       settle: async (outcomes) => {
-        const nameTaken = outcomes.nameTaken(dataplane);
-        const index = nameTaken === undefined ? await this.readIndex(repository) : ({ state: "NoReadyPod" } as const);
+        const stopped = outcomes.stopped(dataplane);
+        const index =
+          stopped?.reason !== "NameTaken" ? await this.readIndex(repository) : ({ state: "NoReadyPod" } as const);
         // Read after the pod answered (which can take seconds): a ConfigMap made meanwhile must
         // not be reported missing beside a model list that already reflects it.
         const ref = repository.spec.configMapRef;
@@ -160,14 +161,16 @@ export class DynamoKserveRepositoryController implements Controller<
         const { status, transitions } = desiredRepositoryStatus(
           repository,
           {
-            // Somebody else's Deployment of that name is not this repository's.
+            // Somebody else's Deployment of that name is not this repository's; after a refusal,
+            // the one running is (it was left as it was).
             deployment:
-              nameTaken === undefined
-                ? objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, objectName))
-                : undefined,
+              stopped?.reason === "NameTaken"
+                ? undefined
+                : (objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, objectName)) ??
+                  this.owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, namespace, objectName)),
             index,
             ...(missingConfigMap !== undefined ? { missingConfigMap } : {}),
-            ...(nameTaken !== undefined ? { nameTaken } : {}),
+            ...(stopped !== undefined ? { stopped } : {}),
             ...(monitored !== undefined ? { monitoring: monitored } : {}),
             ...(inferencePool !== undefined ? { inferencePool } : {}),
             ...(modelFiles !== undefined ? { modelFiles } : {}),

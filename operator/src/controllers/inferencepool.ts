@@ -61,8 +61,8 @@ export class InferencePoolController implements Controller<InferencePool> {
       settle: (outcomes) => {
         // A pool has no status to say it in: the reconcile fails, so it is logged, counted
         // and retried with backoff (a user's Service of that name goes without an event here).
-        const taken = outcomes.nameTaken(service);
-        if (taken !== undefined) throw new Error(taken);
+        const stopped = outcomes.stopped(service);
+        if (stopped !== undefined) throw new Error(stopped.message);
         return {};
       },
     });

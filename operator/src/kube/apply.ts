@@ -53,11 +53,27 @@ export async function applyIfChanged(
     const object = await api.patch(body, undefined, undefined, OPERATOR_NAME, force, PatchStrategy.ServerSideApply);
     return { changed: true, object };
   } catch (error) {
-    if (!force && (error as { code?: number }).code === 409) {
+    const code = (error as { code?: number }).code;
+    if (!force && code === 409) {
       throw new NameTakenError(desired.kind ?? "object", desired.metadata?.name ?? "", undefined);
+    }
+    if (code === 400 || code === 422) {
+      throw new RefusedError(desired.kind ?? "object", desired.metadata?.name ?? "", apiMessage(error));
     }
     throw error;
   }
+}
+
+/** The message of an API server's Status in a client error's body, else the error's own. */
+function apiMessage(error: unknown): string {
+  const body = (error as { body?: unknown }).body;
+  try {
+    const status = (typeof body === "string" ? JSON.parse(body) : body) as { message?: unknown } | undefined;
+    if (typeof status?.message === "string") return status.message;
+  } catch {
+    // Not a Status: the error's own message says what there is.
+  }
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** The owner reference marked `controller` (at most one per object). */
@@ -94,6 +110,17 @@ export class NameTakenError extends Error {
         ? `${article} ${kind} named ${objectName} exists and is not managed by ${OPERATOR_NAME}; rename one of them`
         : `${article} ${kind} named ${objectName} exists and belongs to ${owner.kind} ${owner.name}; rename one of them`,
     );
+  }
+}
+
+/**
+ * The API server refused the object as written (400 Bad Request, 422 Invalid): a value its
+ * own validation rejects (a resource request above its limit, an image name with a space)
+ * that the CRD's schema let through. Retrying the same object cannot succeed.
+ */
+export class RefusedError extends Error {
+  constructor(kind: string, objectName: string, reason: string) {
+    super(`the API server refused ${kind} ${objectName}: ${reason}`);
   }
 }
 

@@ -1,6 +1,6 @@
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { MANAGED_BY_LABEL, OPERATOR_NAME } from "../api/objects.js";
-import { controllerOf, NameTakenError } from "./apply.js";
+import { controllerOf, NameTakenError, RefusedError } from "./apply.js";
 import type { ObjectSource, ReconciledObject } from "./controller.js";
 import type { WatchEvent, WatchedKind } from "./informer.js";
 import {
@@ -141,8 +141,8 @@ export class OwnedCaches {
   }
 
   /**
-   * Applies `plan` for `owner`: group by group, entry by entry; a NameTaken stops the rest
-   * of its group. Then deletes every cached object of the owner's declared kinds that
+   * Applies `plan` for `owner`: group by group, entry by entry; a NameTaken or a Refused
+   * stops the rest of its group (other groups go on, and the status says why). Then deletes every cached object of the owner's declared kinds that
    * carries its label and its uid as controller, and that the plan neither applies nor
    * keeps (entries not reached count as planned: what runs stays until the name is free).
    */
@@ -153,18 +153,20 @@ export class OwnedCaches {
       for (const entry of group) {
         const { kind, name } = entryOf(entry);
         const outcome: PlannedOutcome = stopped ? { state: "NotReached" } : await this.applyEntry(owner, entry);
-        if (outcome.state === "NameTaken") stopped = true;
+        if (outcome.state === "NameTaken" || outcome.state === "Refused") stopped = true;
         outcomes.set(entryKey(kind, name), outcome);
       }
     }
     await this.prune(owner, new Set(outcomes.keys()));
     return {
       of: (kind, name) => outcomes.get(entryKey(kind, name)),
-      nameTaken: (group: PlanGroup) => {
+      stopped: (group: PlanGroup) => {
         for (const entry of group) {
           const { kind, name } = entryOf(entry);
           const outcome = outcomes.get(entryKey(kind, name));
-          if (outcome?.state === "NameTaken") return outcome.message;
+          if (outcome?.state === "NameTaken" || outcome?.state === "Refused") {
+            return { reason: outcome.state, message: outcome.message };
+          }
         }
         return undefined;
       },
@@ -182,6 +184,7 @@ export class OwnedCaches {
       return { state: "Applied", object: applied.object };
     } catch (error) {
       if (error instanceof NameTakenError) return { state: "NameTaken", message: error.message };
+      if (error instanceof RefusedError) return { state: "Refused", message: error.message };
       throw error;
     }
   }

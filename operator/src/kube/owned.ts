@@ -29,8 +29,8 @@ export const OWNED_SELECTOR = `${MANAGED_BY_LABEL}=${OPERATOR_NAME}`;
 export type PlannedObject = { readonly apply: KubernetesObject } | { readonly keep: OwnedKind; readonly name: string };
 
 /**
- * Entries applied in order, where a NameTaken (the name belongs to somebody else) stops
- * the entries after it: what must not run without what comes before (a Deployment
+ * Entries applied in order, where a NameTaken (the name belongs to somebody else) or a
+ * Refused (the API server refused the object as written) stops the entries after it: what must not run without what comes before (a Deployment
  * without its Service and ConfigMap). Separate groups go on regardless.
  */
 export type PlanGroup = readonly PlannedObject[];
@@ -46,17 +46,28 @@ export type PlannedOutcome =
   | { readonly state: "Kept"; readonly object: KubernetesObject | undefined }
   /** Its name belongs to somebody else; the rest of its group was not reached. */
   | { readonly state: "NameTaken"; readonly message: string }
+  /**
+   * The API server refused it as written (400, 422: a value its validation rejects, which the
+   * CRD's schema let through); the rest of its group was not reached.
+   */
+  | { readonly state: "Refused"; readonly message: string }
   /** An optional kind whose CRD is not installed: nothing written. */
   | { readonly state: "CRDNotInstalled" }
-  /** An earlier entry of its group was NameTaken. */
+  /** An earlier entry of its group was NameTaken or Refused. */
   | { readonly state: "NotReached" };
 
 /** The outcomes of an applied plan, looked up by what was planned. */
 export interface PlanOutcomes {
   /** The outcome of the entry for `kind`'s object `name`; undefined when the plan had none. */
   of(kind: OwnedKind, name: string): PlannedOutcome | undefined;
-  /** The first NameTaken message of `group` (a group of the plan), if any. */
-  nameTaken(group: PlanGroup): string | undefined;
+  /** Why `group` (a group of the plan) stopped short, if it did: its first NameTaken or Refused entry. */
+  stopped(group: PlanGroup): Stopped | undefined;
+}
+
+/** Why a plan's group stopped short: a condition's reason (NameTaken, Refused) and what to do. */
+export interface Stopped {
+  readonly reason: "NameTaken" | "Refused";
+  readonly message: string;
 }
 
 /** The object an outcome leaves in place (applied or kept), as its kind's type. */

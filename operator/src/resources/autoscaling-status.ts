@@ -1,6 +1,7 @@
 import type { V1Deployment } from "@kubernetes/client-node";
 import type { ScaledObject, ScaledObjectCondition } from "./scaled-object.js";
 import type { ConditionValue } from "../api/v1alpha1.js";
+import type { Stopped } from "../kube/owned.js";
 
 /**
  * What spec.autoscaling's objects say, for both kinds' status: the AutoscalerReady
@@ -25,8 +26,8 @@ export interface AutoscalingObserved {
   readonly scaledObject?: ScaledObject;
   /** The activator's Deployment as applied (minReplicas 0). */
   readonly activator?: V1Deployment;
-  /** A name of the autoscaling or activator objects that belongs to somebody else. */
-  readonly nameTaken?: string;
+  /** Why the autoscaling or activator objects stopped short (a name somebody else holds, one refused). */
+  readonly stopped?: Stopped;
 }
 
 export interface AutoscalingStatus {
@@ -50,8 +51,8 @@ export function autoscalingStatus(
     case "HPA":
       return {
         autoscalerReady:
-          observed.nameTaken !== undefined
-            ? { status: "False", reason: "NameTaken", message: observed.nameTaken }
+          observed.stopped !== undefined
+            ? { status: "False", reason: observed.stopped.reason, message: observed.stopped.message }
             : {
                 status: "True",
                 reason: "HorizontalPodAutoscaler",
@@ -95,11 +96,11 @@ function kedaStatus(observed: AutoscalingObserved, deployment: V1Deployment | un
           message: `no pod runs; the activator (${observed.name}-activator) holds requests and wakes the model`,
         }
       : { status: "False", reason: "Serving", message: `${deployment?.spec?.replicas ?? 0} pod(s) wanted by KEDA` };
-  if (observed.nameTaken !== undefined) {
+  if (observed.stopped !== undefined) {
     return {
-      autoscalerReady: { status: "False", reason: "NameTaken", message: observed.nameTaken },
+      autoscalerReady: { status: "False", reason: observed.stopped.reason, message: observed.stopped.message },
       ...(scaledToZero !== undefined ? { scaledToZero } : {}),
-      summary: "KEDA NameTaken",
+      summary: `KEDA ${observed.stopped.reason}`,
     };
   }
   const ready = conditionOf(observed.scaledObject, "Ready");

@@ -1,6 +1,6 @@
 import type { V1Deployment } from "@kubernetes/client-node";
 import type { ConditionValue, DynamoKserveModel, DynamoKserveModelStatus } from "../api/v1alpha1.js";
-import type { PlanGroup } from "../kube/owned.js";
+import type { PlanGroup, Stopped } from "../kube/owned.js";
 import {
   DEPLOYMENT_KIND,
   DISRUPTION_BUDGET_KIND,
@@ -12,6 +12,7 @@ import {
 import type { ConfigCheck } from "./model-config.js";
 import { CONFIG_MAP_KIND, desiredConfigMap, desiredDeployment } from "./model.js";
 import { objectNames } from "./names.js";
+import { routesSendCanaryNothing, type Route } from "./routes.js";
 
 /**
  * A model's canary (spec.canary): a second variant with its own pods, Service and ConfigMap
@@ -24,6 +25,12 @@ import { objectNames } from "./names.js";
 
 /** After the routes stop sending to a retired canary, how long its pods keep answering what they took. */
 export const CANARY_DRAIN_MS = 10_000;
+
+/**
+ * A retiring canary goes after this long even if the gateway never confirms routes that send
+ * it nothing (a Gateway that does not exist, a controller that writes no status).
+ */
+export const CANARY_RETIRE_LIMIT_MS = 120_000;
 
 /** What the controller observed of the canary, which decides its phase. */
 export type CanaryState =
@@ -41,6 +48,52 @@ export type CanaryState =
       readonly since: string;
       readonly deployment: V1Deployment;
     };
+
+/** What the controller read for the canary's phase. */
+export interface CanaryObserved {
+  /** The live Deployment of the canary's name, whoever's it is. */
+  readonly deployment: V1Deployment | undefined;
+  /** The canary's config, checked (only read while spec.canary is set). */
+  readonly config: () => ConfigCheck;
+  /** The model's live routes (GRPCRoute, HTTPRoute), each undefined when there is none. */
+  readonly routes: readonly (Route | undefined)[];
+  /** Now, in ms since the epoch, and as Kubernetes writes it. */
+  readonly now: number;
+  readonly nowText: string;
+}
+
+/**
+ * The canary's phase: Running while spec.canary is set; once it is removed, Retiring while the
+ * canary's Deployment (this model's, not already going) is there, until the routes that send
+ * it nothing are accepted and the drain is over (or the limit passes); then None, and the prune.
+ */
+export function canaryStateOf(model: DynamoKserveModel, observed: CanaryObserved): CanaryState {
+  const live = observed.deployment;
+  const ours =
+    live?.metadata?.ownerReferences?.some((ref) => ref.uid === model.metadata.uid) === true &&
+    live.metadata.deletionTimestamp === undefined
+      ? live
+      : undefined;
+  if (model.spec.canary !== undefined) return { phase: "Running", config: observed.config(), deployment: ours };
+  if (ours === undefined) return { phase: "None" };
+  const since = model.status?.canary?.retiringSince ?? observed.nowText;
+  const elapsed = observed.now - Date.parse(since);
+  const retired =
+    elapsed >= CANARY_RETIRE_LIMIT_MS ||
+    (elapsed >= CANARY_DRAIN_MS && routesSendCanaryNothing(model, observed.routes));
+  return retired ? { phase: "None" } : { phase: "Retiring", since, deployment: ours };
+}
+
+/**
+ * When a retiring canary is looked at again: when its drain is over, then at the limit (a
+ * route's status change, which also triggers a reconcile, usually comes first).
+ */
+export function canaryRecheckMs(state: CanaryState, now: number): number | undefined {
+  if (state.phase !== "Retiring") return undefined;
+  const since = Date.parse(state.since);
+  const due = now < since + CANARY_DRAIN_MS ? since + CANARY_DRAIN_MS : since + CANARY_RETIRE_LIMIT_MS;
+  return Math.max(1000, due - now);
+}
 
 /**
  * The model as its canary runs it: the spec with the canary's image, config and resources,
@@ -122,15 +175,24 @@ export interface CanaryOutcome {
   readonly weight: number;
   /** Its Deployment as applied or kept. */
   readonly deployment: V1Deployment | undefined;
-  /** Set when one of its objects' names belongs to somebody else. */
-  readonly nameTaken?: string;
+  /** Set when one of its objects' names belongs to somebody else, or the API server refused one. */
+  readonly stopped?: Stopped;
 }
 
-/** CanaryReady: whether the canary serves its share, or why not. */
-export function canaryCondition(model: DynamoKserveModel, outcome: CanaryOutcome): ConditionValue {
+/**
+ * CanaryReady: whether the canary serves its share, or why not; `routes` is RoutesReady (the
+ * share is the routes': while they carry nothing, neither does the canary).
+ */
+export function canaryCondition(
+  model: DynamoKserveModel,
+  outcome: CanaryOutcome,
+  routes: ConditionValue | undefined,
+): ConditionValue {
   const { state } = outcome;
   const names = objectNames(model, "canary");
-  if (outcome.nameTaken !== undefined) return { status: "False", reason: "NameTaken", message: outcome.nameTaken };
+  if (outcome.stopped !== undefined) {
+    return { status: "False", reason: outcome.stopped.reason, message: outcome.stopped.message };
+  }
   if (state.phase === "Retiring") {
     return {
       status: "False",
@@ -142,10 +204,14 @@ export function canaryCondition(model: DynamoKserveModel, outcome: CanaryOutcome
   const replicas = model.spec.canary!.replicas ?? 1;
   const ready = outcome.deployment?.status?.readyReplicas ?? 0;
   if (!state.config.valid) {
+    const source =
+      model.spec.canary!.modelConfig !== undefined
+        ? "canary.modelConfig"
+        : "spec.modelConfig (the canary has none of its own)";
     return {
       status: "False",
       reason: "ConfigInvalid",
-      message: `canary.modelConfig is refused (${state.config.reason}: ${state.config.message})${outcome.deployment !== undefined ? "; its pods keep serving the last valid one" : ""}`,
+      message: `the canary's config, ${source}, is refused (${state.config.reason}: ${state.config.message})${outcome.deployment !== undefined ? "; its pods keep serving the last valid one" : ""}`,
     };
   }
   if (!available(outcome.deployment)) {
@@ -153,6 +219,13 @@ export function canaryCondition(model: DynamoKserveModel, outcome: CanaryOutcome
       status: "False",
       reason: "Starting",
       message: `0/${replicas} canary pods ready (Deployment ${names.deployment}); the routes send it nothing until one is`,
+    };
+  }
+  if (routes?.status !== "True") {
+    return {
+      status: "False",
+      reason: "RoutesNotReady",
+      message: `${ready}/${replicas} canary pods ready, but no request reaches them while the routes carry none (RoutesReady: ${routes?.reason ?? "none"})`,
     };
   }
   return {

@@ -23,7 +23,14 @@ import { READINESS_SERVICE } from "../../../lib/contract/layout.js";
 import { SPEC_DEFAULTS, type DynamoKserveModelSpec } from "../api/v1alpha1.js";
 import type { OwnedKind } from "../kube/owned.js";
 import { TLS_MOUNT } from "./credentials.js";
-import { ownedMetadata, podLabelsFor, selectorFor, serviceLabel, type Variant } from "./names.js";
+import {
+  OPERATOR_LABEL_PREFIX,
+  ownedMetadata,
+  podLabelsFor,
+  selectorFor,
+  serviceLabel,
+  type Variant,
+} from "./names.js";
 
 /**
  * What every data plane the operator runs has, whatever kind asked for it (a
@@ -327,6 +334,15 @@ function placement(pod: DataplaneSpec["pod"]): Partial<V1PodSpec> {
 }
 
 /**
+ * spec.pod.labels without the operator's (dynamokserve.dev/...): those select pods, and a user's
+ * copy would put a canary's pods behind the model's Service or the other way round. The CRD
+ * refuses them; objects written before that rule still hold them.
+ */
+function usersPodLabels(labels: Record<string, string> | undefined): Record<string, string> {
+  return Object.fromEntries(Object.entries(labels ?? {}).filter(([key]) => !key.startsWith(OPERATOR_LABEL_PREFIX)));
+}
+
+/**
  * A data-plane Deployment. Config changes reach pods through mounted volumes (the data
  * plane reloads them), so the pod template carries no config hash: only changes to the
  * template itself roll pods — one new pod at a time, none taken away before its
@@ -390,7 +406,7 @@ export function dataplaneDeployment(
         metadata: {
           // The operator's labels win: they are the Service's and the Deployment's selector.
           labels: {
-            ...(spec.pod?.labels as Record<string, string> | undefined),
+            ...usersPodLabels(spec.pod?.labels as Record<string, string> | undefined),
             ...podLabelsFor(owner, variant),
             // The label the Service selects once it may also reach the activator (scale to zero).
             ...(scalesToZero(spec) ? sharedServiceLabel(owner) : {}),

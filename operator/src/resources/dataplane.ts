@@ -226,7 +226,8 @@ export function monitoringOutcome(outcome: PlannedOutcome | undefined): Monitori
     case "CRDNotInstalled":
       return { state: "CRDNotInstalled" };
     case "NameTaken":
-      return { state: "NameTaken", message: outcome.message };
+    case "Refused":
+      return { state: outcome.state, message: outcome.message };
     default:
       return undefined;
   }

@@ -3,6 +3,8 @@ import { createHash } from "node:crypto";
 import { MANAGED_BY_LABEL, OPERATOR_NAME, type Owner } from "../api/objects.js";
 import { REPOSITORY_KIND, type DynamoKserveModel } from "../api/v1alpha1.js";
 
+/** The operator's label keys (a user's pod labels may not use it: they select the pods). */
+export const OPERATOR_LABEL_PREFIX = "dynamokserve.dev/";
 export const MODEL_LABEL = "dynamokserve.dev/model";
 export const REPOSITORY_LABEL = "dynamokserve.dev/repository";
 /** On a model's pods: which variant they are (`stable`, `canary`); Prometheus keeps it as a target label. */

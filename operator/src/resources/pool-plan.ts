@@ -70,8 +70,8 @@ export function poolOutcome(
   appProtocolSupported: boolean,
 ): PoolOutcome | undefined {
   const { name } = owner.metadata;
-  const taken = outcomes.nameTaken(group);
-  if (taken !== undefined) return { state: "NameTaken", name, message: taken };
+  const stopped = outcomes.stopped(group);
+  if (stopped !== undefined) return { state: stopped.reason, name, message: stopped.message };
   const outcome = outcomes.of(INFERENCE_POOL_KIND, name);
   switch (outcome?.state) {
     case "CRDNotInstalled":

@@ -1,5 +1,6 @@
 import type { Transition } from "../api/objects.js";
 import type { V1Deployment } from "@kubernetes/client-node";
+import type { Stopped } from "../kube/owned.js";
 import {
   REPOSITORY_SPEC_DEFAULTS,
   type DynamoKserveRepository,
@@ -110,8 +111,8 @@ export interface RepositoryObserved {
   readonly index: IndexOutcome;
   /** Set when the referenced ConfigMap does not exist (pods cannot start without it). */
   readonly missingConfigMap?: string;
-  /** Set when an object the repository needs belongs to somebody else. */
-  readonly nameTaken?: string;
+  /** Set when an object the repository needs belongs to somebody else, or the API server refused one. */
+  readonly stopped?: Stopped;
   readonly monitoring?: MonitoringOutcome;
   /** What became of spec.inferencePool (undefined when the repository asks for none). */
   readonly inferencePool?: PoolOutcome;
@@ -140,8 +141,8 @@ export function desiredRepositoryStatus(
   const modelsReady = modelsCondition(observed, repositoryObjectName(repository));
   const modelFiles = observed.modelFiles === undefined ? undefined : modelFilesCondition(observed.modelFiles);
   const ready: ConditionValue =
-    observed.nameTaken !== undefined
-      ? { status: "False", reason: "NameTaken", message: observed.nameTaken }
+    observed.stopped !== undefined
+      ? { status: "False", reason: observed.stopped.reason, message: observed.stopped.message }
       : observed.missingConfigMap !== undefined
         ? {
             status: "False",

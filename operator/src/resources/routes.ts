@@ -180,7 +180,7 @@ export function routesSendCanaryNothing(model: DynamoKserveModel, live: readonly
 /** What became of spec.routes. */
 export type RoutesOutcome =
   | { readonly state: "CRDNotInstalled"; readonly kinds: readonly string[] }
-  | { readonly state: "NameTaken"; readonly message: string }
+  | { readonly state: "NameTaken" | "Refused"; readonly message: string }
   | {
       readonly state: "Written";
       readonly gateway: string;
@@ -200,8 +200,8 @@ export function routesOutcome(
   gatewayFound: boolean | undefined,
 ): RoutesOutcome | undefined {
   if (group.length === 0) return undefined;
-  const taken = outcomes.nameTaken(group);
-  if (taken !== undefined) return { state: "NameTaken", message: taken };
+  const stopped = outcomes.stopped(group);
+  if (stopped !== undefined) return { state: stopped.reason, message: stopped.message };
   const kinds = [GRPC_ROUTE_KIND, HTTP_ROUTE_KIND];
   const planned = kinds
     .map((kind) => ({ kind, outcome: outcomes.of(kind, model.metadata.name) }))
@@ -238,7 +238,8 @@ export function routesCondition(outcome: RoutesOutcome, model: DynamoKserveModel
         message: `the Gateway API's ${outcome.kinds.join(" and ")} CRD (gateway.networking.k8s.io, v1) is not installed: no ${outcome.kinds.join(" or ")} is written until it is (no restart needed)`,
       };
     case "NameTaken":
-      return { status: "False", reason: "NameTaken", message: outcome.message };
+    case "Refused":
+      return { status: "False", reason: outcome.state, message: outcome.message };
     case "Written": {
       const names = outcome.routes.map((route) => `${route.kind} ${route.metadata.name}`).join(" and ");
       if (outcome.gatewayFound === false) {

@@ -1,4 +1,5 @@
 import type { V1Deployment } from "@kubernetes/client-node";
+import type { Stopped } from "../kube/owned.js";
 import type { Transition } from "../api/objects.js";
 import type {
   Condition,
@@ -31,8 +32,11 @@ export interface Observed {
   readonly monitoring?: MonitoringOutcome;
   /** The TLS and token Secrets (undefined when the model uses neither). */
   readonly credentials?: CredentialsOutcome;
-  /** Set when an object the model needs (its Service, ConfigMap or Deployment) belongs to somebody else. */
-  readonly nameTaken?: string;
+  /**
+   * Set when an object the model needs (its Service, ConfigMap or Deployment) belongs to
+   * somebody else, or the API server refused one as written.
+   */
+  readonly stopped?: Stopped;
   /** The operator's look at modelFiles.storageUri (undefined without one). */
   readonly modelFiles?: ModelFilesOutcome;
   /** What became of spec.autoscaling's objects (undefined when the model asks for none). */
@@ -46,7 +50,7 @@ export type CredentialsOutcome =
 export type MonitoringOutcome =
   | { readonly state: "Created"; readonly name: string }
   | { readonly state: "CRDNotInstalled" }
-  | { readonly state: "NameTaken"; readonly message: string };
+  | { readonly state: "NameTaken" | "Refused"; readonly message: string };
 
 /** The endpoint picker the operator runs for a pool (spec.inferencePool.endpointPicker). */
 export interface PickerOutcome {
@@ -83,7 +87,7 @@ export type PoolOutcome =
     }
   | { readonly state: "CRDNotInstalled" }
   /** The pool's name, or one of its picker's objects' (`message` says which), is somebody else's. */
-  | { readonly state: "NameTaken"; readonly name: string; readonly message: string };
+  | { readonly state: "NameTaken" | "Refused"; readonly name: string; readonly message: string };
 
 export type { ConditionValue };
 
@@ -131,11 +135,12 @@ export function desiredStatus(
   const autoscaling =
     observed.autoscaling === undefined ? {} : autoscalingStatus(observed.autoscaling, observed.deployment);
   const degraded = degradedCondition(observed);
+  const routes = observed.routes !== undefined ? routesCondition(observed.routes, model) : undefined;
   const credentials = observed.credentials === undefined ? undefined : credentialsCondition(observed.credentials);
   const modelFiles = observed.modelFiles === undefined ? undefined : modelFilesCondition(observed.modelFiles);
   const ready: ConditionValue =
-    observed.nameTaken !== undefined
-      ? { status: "False", reason: "NameTaken", message: observed.nameTaken }
+    observed.stopped !== undefined
+      ? { status: "False", reason: observed.stopped.reason, message: observed.stopped.message }
       : configValid.status !== "True"
         ? { status: "False", reason: "ConfigInvalid", message: `ConfigValid is False: ${configValid.message}` }
         : credentials !== undefined && credentials.status !== "True"
@@ -159,8 +164,8 @@ export function desiredStatus(
     ...(observed.inferencePool !== undefined
       ? { InferencePoolReady: poolCondition(observed.inferencePool, "model") }
       : {}),
-    ...(observed.routes !== undefined ? { RoutesReady: routesCondition(observed.routes, model) } : {}),
-    ...(observed.canary !== undefined ? { CanaryReady: canaryCondition(model, observed.canary) } : {}),
+    ...(routes !== undefined ? { RoutesReady: routes } : {}),
+    ...(observed.canary !== undefined ? { CanaryReady: canaryCondition(model, observed.canary, routes) } : {}),
     ...(observed.monitoring !== undefined ? { MonitoringReady: monitoringCondition(observed.monitoring) } : {}),
     ...(credentials !== undefined ? { CredentialsReady: credentials } : {}),
     ...(modelFiles !== undefined ? { ModelFilesReady: modelFiles } : {}),
@@ -246,7 +251,8 @@ export function poolCondition(outcome: PoolOutcome, noun: "model" | "repository"
           "the InferencePool CRD (inferencepools.inference.networking.k8s.io, v1) is not installed; install the Gateway API Inference Extension and the pool is created without a restart",
       };
     case "NameTaken":
-      return { status: "False", reason: "NameTaken", message: outcome.message };
+    case "Refused":
+      return { status: "False", reason: outcome.state, message: outcome.message };
   }
 }
 
@@ -302,7 +308,8 @@ export function monitoringCondition(outcome: MonitoringOutcome): ConditionValue 
           "the ServiceMonitor CRD (servicemonitors.monitoring.coreos.com, v1) is not installed; install the Prometheus Operator and the ServiceMonitor is created without a restart",
       };
     case "NameTaken":
-      return { status: "False", reason: "NameTaken", message: outcome.message };
+    case "Refused":
+      return { status: "False", reason: outcome.state, message: outcome.message };
   }
 }
 

@@ -5,7 +5,7 @@ import { eventually } from "../../../e2e/support/eventually.js";
 import { installGatewayApi } from "../../../e2e/support/gateway.js";
 import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
 import type { Route } from "../../src/resources/routes.js";
-import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
+import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject, unclaimedGateway } from "../fixtures/kube.js";
 import { useOperator } from "../fixtures/operator.js";
 
 const GATEWAY_API = "gateway.networking.k8s.io/v1";
@@ -24,6 +24,8 @@ describe("a canary (spec.canary: a second variant, its share of the routes by we
   before(async () => {
     ({ cluster, kube, namespace } = suite);
     await installGatewayApi(cluster);
+    // A Gateway no controller takes (the test writes the route's status in its stead).
+    await kube.create(unclaimedGateway(namespace));
   });
 
   const canaryConfig = IDENTITY_CONFIG.replace("max_batch_size: 8", "max_batch_size: 4");
@@ -41,6 +43,35 @@ describe("a canary (spec.canary: a second variant, its share of the routes by we
     (await read<Route>("GRPCRoute", "split", GATEWAY_API)).spec.rules[0]!.backendRefs.map(
       ({ name, weight }) => `${name}=${weight ?? "-"}`,
     );
+  /** Writes the GRPCRoute's status as its gateway's controller would: accepted, at its current generation. */
+  const acceptRoute = async (): Promise<void> => {
+    const route = await read<Route>("GRPCRoute", "split", GATEWAY_API);
+    const accepted = {
+      ...route,
+      status: {
+        parents: [
+          {
+            parentRef: { group: "gateway.networking.k8s.io", kind: "Gateway", name: "inference" },
+            controllerName: "example.com/test-gateway",
+            conditions: ["Accepted", "ResolvedRefs"].map((type) => ({
+              type,
+              status: "True",
+              reason: type,
+              message: "",
+              observedGeneration: route.metadata.generation,
+              lastTransitionTime: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
+            })),
+          },
+        ],
+      },
+    };
+    const written = await cluster.request(
+      "PUT",
+      `/apis/gateway.networking.k8s.io/v1/namespaces/${namespace}/grpcroutes/split/status`,
+      accepted,
+    );
+    assert.equal(written.status, 200, written.body);
+  };
   const canaryObjects = [
     ["apps/v1", "Deployment", "split-canary"],
     ["v1", "Service", "split-canary"],
@@ -58,14 +89,16 @@ describe("a canary (spec.canary: a second variant, its share of the routes by we
     );
     await eventually(async () => {
       const model = await live();
-      assert.equal(
-        conditionOf(model, "CanaryReady")?.status,
-        "True",
-        JSON.stringify(conditionOf(model, "CanaryReady")),
-      );
       assert.equal(model.status?.canary?.summary, "20% 2/2 ready");
+      assert.deepEqual(await weights(), ["split=80", "split-canary=20"]);
     }, 60_000);
-    assert.deepEqual(await weights(), ["split=80", "split-canary=20"]);
+    // Ready pods, but no gateway has accepted the route: no request reaches the canary yet.
+    assert.equal(conditionOf(await live(), "CanaryReady")?.reason, "RoutesNotReady");
+    await acceptRoute();
+    await eventually(async () => {
+      const condition = conditionOf(await live(), "CanaryReady");
+      assert.equal(condition?.status, "True", JSON.stringify(condition));
+    }, 30_000);
     const stable = await read<V1Deployment>("Deployment", "split");
     const canary = await read<V1Deployment>("Deployment", "split-canary");
     assert.deepEqual(stable.spec!.selector.matchLabels, { "dynamokserve.dev/model": "split" });
@@ -101,11 +134,40 @@ describe("a canary (spec.canary: a second variant, its share of the routes by we
     await eventually(async () => {
       const condition = conditionOf(await live(), "CanaryReady");
       assert.equal(condition?.reason, "ConfigInvalid", JSON.stringify(condition));
-      assert.match(condition!.message, /canary\.modelConfig is refused .*keep serving the last valid one/);
+      assert.match(
+        condition!.message,
+        /the canary's config, canary\.modelConfig, is refused .*keep serving the last valid one/,
+      );
     }, 30_000);
     assert.deepEqual((await read<V1ConfigMap>("ConfigMap", "split-canary-model-config")).data, before);
     assert.deepEqual(await weights(), ["split=80", "split-canary=20"]);
     assert.equal(conditionOf(await live(), "Ready")?.status, "True", "the stable variant is not touched");
+  });
+
+  it("says Refused with the API server's message when it refuses the canary's Deployment, and nothing else stops", async () => {
+    await kube.mergePatch(
+      modelObject(
+        namespace,
+        "split",
+        spec({
+          trafficPercent: 20,
+          modelConfig: { inline: canaryConfig },
+          resources: { requests: { cpu: "2" }, limits: { cpu: "1" } },
+        } as never),
+      ),
+    );
+    await eventually(async () => {
+      const condition = conditionOf(await live(), "CanaryReady");
+      assert.equal(condition?.reason, "Refused", JSON.stringify(condition));
+      assert.match(
+        condition!.message,
+        /the API server refused Deployment split-canary: .*must be less than or equal to cpu limit/,
+      );
+    }, 30_000);
+    const model = await live();
+    assert.equal(conditionOf(model, "Ready")?.status, "True");
+    assert.equal(model.status?.observedGeneration, model.metadata.generation, "the status is written");
+    assert.deepEqual(await weights(), ["split=80", "split-canary=20"], "the running canary keeps its share");
   });
 
   it("retires a removed canary: the route sends it nothing, its objects stay until the gateway took that and the drain passed, then go", async () => {
@@ -122,32 +184,7 @@ describe("a canary (spec.canary: a second variant, its share of the routes by we
       assert.equal(await kube.exists(apiVersion, kind, namespace, name), true, `${kind} ${name}`);
     }
     // The route's controller accepts the generation that sends the canary nothing.
-    const route = await read<Route>("GRPCRoute", "split", GATEWAY_API);
-    const accepted = {
-      ...route,
-      status: {
-        parents: [
-          {
-            parentRef: { group: "gateway.networking.k8s.io", kind: "Gateway", name: "inference" },
-            controllerName: "example.com/test-gateway",
-            conditions: ["Accepted", "ResolvedRefs"].map((type) => ({
-              type,
-              status: "True",
-              reason: type,
-              message: "",
-              observedGeneration: route.metadata.generation,
-              lastTransitionTime: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
-            })),
-          },
-        ],
-      },
-    };
-    const written = await cluster.request(
-      "PUT",
-      `/apis/gateway.networking.k8s.io/v1/namespaces/${namespace}/grpcroutes/split/status`,
-      accepted,
-    );
-    assert.equal(written.status, 200, written.body);
+    await acceptRoute();
     await eventually(
       async () => {
         for (const [apiVersion, kind, name] of canaryObjects) {

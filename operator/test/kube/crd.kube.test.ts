@@ -98,6 +98,21 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
     /spec\.canary: Invalid value: "object": canary cannot be used with autoscaling\.minReplicas 0/,
   ],
   [
+    "a canary beside replicas 0 (the stable share would go to no pod)",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      replicas: 0,
+      routes: { gateway: { name: "gw" }, grpc: {} },
+      canary: { trafficPercent: 10 },
+    },
+    /spec\.canary: Invalid value: "object": canary cannot be used with replicas 0/,
+  ],
+  [
+    "pod labels of the operator's (they select the pods)",
+    { modelConfig: { inline: IDENTITY_CONFIG }, pod: { labels: { team: "a", "dynamokserve.dev/canary-of": "other" } } },
+    /spec\.pod\.labels: Invalid value: "object": pod\.labels cannot set the operator's labels/,
+  ],
+  [
     "a canary share over 100 percent",
     {
       modelConfig: { inline: IDENTITY_CONFIG },

@@ -72,6 +72,8 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
       "30",
       "--drain-delay-secs",
       "5",
+      "--variant",
+      "stable",
       "--log-level",
       "info",
     ]);
@@ -123,7 +125,7 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
     );
     const parsed = JSON.parse(table.body) as { columnDefinitions: { name: string }[]; rows: { cells: unknown[] }[] };
     const columns = parsed.columnDefinitions.map((column) => column.name);
-    // HTTP is a wide column (kubectl get dkm -o wide).
+    // HTTP, Replicas and Canary are wide columns (kubectl get dkm -o wide).
     assert.deepEqual(columns, [
       "Name",
       "Ready",
@@ -133,6 +135,7 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
       "HTTP",
       "Replicas",
       "Autoscaler",
+      "Canary",
       "Age",
     ]);
     assert.deepEqual(parsed.rows[0]?.cells.slice(0, 5), [
@@ -339,7 +342,8 @@ describe("DynamoKserveModel operator (real API server, controller-manager, sched
         replicas: 1,
         modelConfig: { inline: IDENTITY_CONFIG },
         pod: {
-          labels: { team: "search", "dynamokserve.dev/model": "not-this" },
+          // The operator's own label keys are refused here (the CRD suite shows it).
+          labels: { team: "search" },
           annotations: { "example.com/owner": "search" },
           nodeSelector: { "kubernetes.io/os": "linux" },
           tolerations: [{ key: "gpu", operator: "Exists", effect: "NoSchedule" }],

@@ -1,11 +1,10 @@
 import assert from "node:assert/strict";
-import type { KubernetesObject } from "@kubernetes/client-node";
 import type { TestCluster } from "../../../e2e/cluster/cluster.js";
 import { eventually } from "../../../e2e/support/eventually.js";
 import { installGatewayApi } from "../../../e2e/support/gateway.js";
 import type { DynamoKserveModel } from "../../src/api/v1alpha1.js";
 import type { Route } from "../../src/resources/routes.js";
-import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject } from "../fixtures/kube.js";
+import { conditionOf, IDENTITY_CONFIG, KubeTestClient, modelObject, unclaimedGateway } from "../fixtures/kube.js";
 import { useOperator } from "../fixtures/operator.js";
 
 const GATEWAY_API = "gateway.networking.k8s.io/v1";
@@ -79,12 +78,7 @@ describe("routes (spec.routes: the Gateway API's upstream CRDs, real API server)
     });
 
     // The Gateway appears (no controller takes its class here): the routes wait to be accepted.
-    await kube.create<KubernetesObject>({
-      apiVersion: GATEWAY_API,
-      kind: "Gateway",
-      metadata: { name: "inference", namespace },
-      spec: { gatewayClassName: "nobody", listeners: [{ name: "web", protocol: "HTTP", port: 80 }] },
-    } as KubernetesObject);
+    await kube.create(unclaimedGateway(namespace));
     await eventually(async () => assert.deepEqual(await routesReady(), ["False", "Pending"]), 30_000);
   });
 

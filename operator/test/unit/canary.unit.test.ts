@@ -1,10 +1,14 @@
 import assert from "node:assert/strict";
-import type { V1ConfigMap, V1Deployment, V1Service } from "@kubernetes/client-node";
+import type { V1ConfigMap, V1Deployment, V1PodDisruptionBudget, V1Service } from "@kubernetes/client-node";
 import type { DynamoKserveModel, DynamoKserveModelSpec } from "../../src/api/v1alpha1.js";
 import type { PlanGroup } from "../../src/kube/owned.js";
 import {
+  CANARY_DRAIN_MS,
+  CANARY_RETIRE_LIMIT_MS,
   canaryCondition,
   canaryPlan,
+  canaryRecheckMs,
+  canaryStateOf,
   canaryStatus,
   canaryView,
   canaryWeight,
@@ -60,6 +64,40 @@ const applied = <T>(group: PlanGroup, kind: string): T =>
 const matches = (selector: Record<string, string>, labels: Record<string, string> | undefined): boolean =>
   Object.entries(selector).every(([key, value]) => labels?.[key] === value);
 
+/** The model's GRPCRoute as the API server has it (generation 4), accepted at `acceptedGeneration` if given. */
+const liveRoute = (weight: number, acceptedGeneration?: number): Route => ({
+  apiVersion: "gateway.networking.k8s.io/v1",
+  kind: "GRPCRoute",
+  metadata: { name: "resnet", namespace: "models", generation: 4 },
+  spec: {
+    parentRefs: [{ group: "gateway.networking.k8s.io", kind: "Gateway", name: "inference" }],
+    rules: [
+      {
+        backendRefs: [
+          { name: "resnet", port: 8001, weight: 100 - weight },
+          { name: "resnet-canary", port: 8001, weight },
+        ],
+      },
+    ],
+  },
+  ...(acceptedGeneration !== undefined
+    ? {
+        status: {
+          parents: [
+            {
+              parentRef: { name: "inference", namespace: "models", kind: "Gateway" },
+              conditions: ["Accepted", "ResolvedRefs"].map((type) => ({
+                type,
+                status: "True",
+                observedGeneration: acceptedGeneration,
+              })),
+            },
+          ],
+        },
+      }
+    : {}),
+});
+
 describe("a model's canary (spec.canary: a second variant, its share of the routes by weight)", () => {
   it("runs the canary's image, config and resources in <name>-canary objects, its pods apart from the stable's (golden objects)", () => {
     const group = canaryPlan(withCanary, running(2), settings);
@@ -85,6 +123,22 @@ describe("a model's canary (spec.canary: a second variant, its share of the rout
     assert.ok(!matches(selectorFor(withCanary), canaryPods));
     assert.ok(!matches(deployment.spec!.selector.matchLabels!, stablePods));
     assert.ok(matches(service.spec!.selector!, canaryPods));
+    const budget = applied<V1PodDisruptionBudget>(group, "PodDisruptionBudget");
+    assert.ok(matches(budget.spec!.selector!.matchLabels!, canaryPods));
+    assert.ok(!matches(budget.spec!.selector!.matchLabels!, stablePods));
+    // A user's pod labels never carry the operator's (objects written before the CRD refused them).
+    const labelled = model({ pod: { labels: { team: "a", [MODEL_LABEL]: "resnet", [CANARY_OF_LABEL]: "resnet" } } });
+    const labelledCanary = applied<V1Deployment>(canaryPlan(labelled, running(2, labelled), settings), "Deployment");
+    const labelledStable = desiredDeployment(labelled, settings);
+    assert.ok(!matches(selectorFor(labelled), labelledCanary.spec!.template.metadata!.labels));
+    assert.ok(!matches(labelledCanary.spec!.selector.matchLabels!, labelledStable.spec!.template.metadata!.labels));
+    assert.equal(labelledCanary.spec!.template.metadata!.labels!["team"], "a");
+    // Not autoscaled: the model's autoscaler scales the stable Deployment only.
+    assert.equal(
+      canaryView(model({ replicas: undefined, autoscaling: { maxReplicas: 4, targetInflightRequests: 2 } })).spec
+        .autoscaling,
+      undefined,
+    );
     assert.deepEqual([canaryPods[VARIANT_LABEL], stablePods[VARIANT_LABEL]], ["canary", "stable"]);
     assert.equal(canaryPods[CANARY_OF_LABEL], "resnet");
     // Owned by the model and labelled as its objects: its events reach the model, the prune finds them.
@@ -138,47 +192,16 @@ describe("a model's canary (spec.canary: a second variant, its share of the rout
   });
 
   it("retires only once every live route sends the canary nothing and its gateway accepted that generation", () => {
-    const route = (weight: number, acceptedGeneration?: number): Route => ({
-      apiVersion: "gateway.networking.k8s.io/v1",
-      kind: "GRPCRoute",
-      metadata: { name: "resnet", namespace: "models", generation: 4 },
-      spec: {
-        parentRefs: [{ group: "gateway.networking.k8s.io", kind: "Gateway", name: "inference" }],
-        rules: [
-          {
-            backendRefs: [
-              { name: "resnet", port: 8001, weight: 100 - weight },
-              { name: "resnet-canary", port: 8001, weight },
-            ],
-          },
-        ],
-      },
-      ...(acceptedGeneration !== undefined
-        ? {
-            status: {
-              parents: [
-                {
-                  parentRef: { name: "inference", namespace: "models", kind: "Gateway" },
-                  conditions: ["Accepted", "ResolvedRefs"].map((type) => ({
-                    type,
-                    status: "True",
-                    observedGeneration: acceptedGeneration,
-                  })),
-                },
-              ],
-            },
-          }
-        : {}),
-    });
     const promoted = model({ canary: undefined });
-    assert.equal(routesSendCanaryNothing(promoted, [route(10, 4)]), false);
-    assert.equal(routesSendCanaryNothing(promoted, [route(0)]), false);
-    assert.equal(routesSendCanaryNothing(promoted, [route(0, 3)]), false);
-    assert.equal(routesSendCanaryNothing(promoted, [route(0, 4), undefined]), true);
+    assert.equal(routesSendCanaryNothing(promoted, [liveRoute(10, 4)]), false);
+    assert.equal(routesSendCanaryNothing(promoted, [liveRoute(0)]), false);
+    assert.equal(routesSendCanaryNothing(promoted, [liveRoute(0, 3)]), false);
+    assert.equal(routesSendCanaryNothing(promoted, [liveRoute(0, 4), undefined]), true);
     assert.equal(routesSendCanaryNothing(promoted, [undefined, undefined]), true);
   });
 
-  it("says CanaryReady and status.canary: Starting, Serving, ConfigInvalid, Retiring, NameTaken", () => {
+  it("says CanaryReady and status.canary: Starting, Serving, RoutesNotReady, ConfigInvalid, Retiring, NameTaken, Refused", () => {
+    const routesReady = { status: "True", reason: "Accepted", message: "" } as const;
     const outcome = (state: CanaryState, available: number, extra: Partial<CanaryOutcome> = {}): CanaryOutcome => ({
       state,
       weight: canaryWeight(withCanary, state) ?? 0,
@@ -187,24 +210,34 @@ describe("a model's canary (spec.canary: a second variant, its share of the rout
     });
     const starting = outcome(running(0), 0);
     assert.deepEqual(
-      [canaryCondition(withCanary, starting).reason, canaryStatus(withCanary, starting).canary?.summary],
+      [canaryCondition(withCanary, starting, routesReady).reason, canaryStatus(withCanary, starting).canary?.summary],
       ["Starting", "0% starting"],
     );
     const serving = outcome(running(2), 2);
-    assert.equal(canaryCondition(withCanary, serving).status, "True");
-    assert.match(canaryCondition(withCanary, serving).message, /resnet-canary gets 10% .* 2\/2 pods ready/);
+    assert.equal(canaryCondition(withCanary, serving, routesReady).status, "True");
+    assert.match(
+      canaryCondition(withCanary, serving, routesReady).message,
+      /resnet-canary gets 10% .* 2\/2 pods ready/,
+    );
+    // Ready pods, routes the gateway has not accepted: no request reaches the canary.
+    const pending = { status: "False", reason: "Pending", message: "" } as const;
+    assert.deepEqual(
+      [canaryCondition(withCanary, serving, pending).status, canaryCondition(withCanary, serving, pending).reason],
+      ["False", "RoutesNotReady"],
+    );
+    assert.equal(canaryCondition(withCanary, serving, undefined).reason, "RoutesNotReady");
     assert.deepEqual(canaryStatus(withCanary, serving), {
       canary: { service: "resnet-canary", trafficPercent: 10, replicas: 2, readyReplicas: 2, summary: "10% 2/2 ready" },
     });
     const refused = model({ canary: { trafficPercent: 10, modelConfig: { inline: 'backend: "nonesuch"' } } });
     const invalid = { ...outcome(running(1, refused), 1) };
-    assert.equal(canaryCondition(refused, invalid).reason, "ConfigInvalid");
+    assert.equal(canaryCondition(refused, invalid, routesReady).reason, "ConfigInvalid");
     assert.match(
-      canaryCondition(refused, invalid).message,
-      /canary.modelConfig is refused .*keep serving the last valid one/,
+      canaryCondition(refused, invalid, routesReady).message,
+      /the canary's config, canary\.modelConfig, is refused .*keep serving the last valid one/,
     );
     const retiring = outcome({ phase: "Retiring", since: "2026-11-26T20:00:00Z", deployment: deploymentWith(2) }, 2);
-    assert.equal(canaryCondition(withCanary, retiring).reason, "Retiring");
+    assert.equal(canaryCondition(withCanary, retiring, routesReady).reason, "Retiring");
     assert.deepEqual(canaryStatus(withCanary, retiring).canary, {
       service: "resnet-canary",
       trafficPercent: 0,
@@ -213,8 +246,70 @@ describe("a model's canary (spec.canary: a second variant, its share of the rout
       retiringSince: "2026-11-26T20:00:00Z",
       summary: "retiring",
     });
-    const taken = outcome(running(0), 0, { nameTaken: "Service resnet-canary belongs to somebody else" });
-    assert.equal(canaryCondition(withCanary, taken).reason, "NameTaken");
+    for (const reason of ["NameTaken", "Refused"] as const) {
+      const stopped = outcome(running(0), 0, { stopped: { reason, message: "the Deployment resnet-canary ..." } });
+      assert.equal(canaryCondition(withCanary, stopped, routesReady).reason, reason);
+    }
     assert.deepEqual(canaryStatus(withCanary, undefined), {});
+  });
+
+  it("decides the canary's phase: Running with spec.canary; Retiring while its own Deployment is there; gone once the routes send it nothing and the drain passed, or at the limit", () => {
+    const promoted = model({ canary: undefined });
+    const since = "2026-11-26T20:00:00Z";
+    const at = (ms: number) => Date.parse(since) + ms;
+    const ours = (extra: Partial<V1Deployment["metadata"]> = {}): V1Deployment => ({
+      ...deploymentWith(2),
+      metadata: {
+        name: "resnet-canary",
+        ownerReferences: [
+          {
+            apiVersion: "dynamokserve.dev/v1alpha1",
+            kind: "DynamoKserveModel",
+            name: "resnet",
+            uid: withCanary.metadata.uid!,
+          },
+        ],
+        ...extra,
+      },
+    });
+    const sending = (weight: number) => liveRoute(weight, 4);
+    const observed = (deployment: V1Deployment | undefined, now: number, routes: (Route | undefined)[] = []) => ({
+      deployment,
+      config: () => checkModelConfig(canaryView(withCanary), undefined),
+      routes,
+      now,
+      nowText: new Date(now).toISOString().replace(/\.\d{3}Z$/, "Z"),
+    });
+    const retiringModel = { ...promoted, status: { canary: { retiringSince: since } } };
+    assert.equal(canaryStateOf(withCanary, observed(undefined, at(0))).phase, "Running");
+    // Removed: Retiring from now on, with the time recorded.
+    const first = canaryStateOf(promoted, observed(ours(), at(0)));
+    assert.deepEqual(first.phase === "Retiring" && first.since, since);
+    // Within the drain, or while a live route still sends it requests: still retiring.
+    assert.equal(
+      canaryStateOf(retiringModel, observed(ours(), at(CANARY_DRAIN_MS - 1000), [sending(0)])).phase,
+      "Retiring",
+    );
+    assert.equal(canaryStateOf(retiringModel, observed(ours(), at(CANARY_DRAIN_MS), [sending(10)])).phase, "Retiring");
+    assert.equal(canaryStateOf(retiringModel, observed(ours(), at(CANARY_DRAIN_MS), [sending(0)])).phase, "None");
+    assert.equal(
+      canaryStateOf(retiringModel, observed(ours(), at(CANARY_RETIRE_LIMIT_MS), [sending(10)])).phase,
+      "None",
+    );
+    // Somebody else's Deployment of that name, or ours already going: nothing to retire.
+    const theirs: V1Deployment = {
+      ...ours(),
+      metadata: { name: "resnet-canary", ownerReferences: [{ apiVersion: "v1", kind: "X", name: "x", uid: "other" }] },
+    };
+    assert.equal(canaryStateOf(promoted, observed(theirs, at(0))).phase, "None");
+    assert.equal(canaryStateOf(promoted, observed(ours({ deletionTimestamp: new Date(at(0)) }), at(0))).phase, "None");
+    // Looked at again when the drain is over, then at the limit (never in a tight loop).
+    const retiring: CanaryState = { phase: "Retiring", since, deployment: ours() };
+    assert.equal(canaryRecheckMs(retiring, at(2_000)), CANARY_DRAIN_MS - 2_000);
+    assert.equal(
+      canaryRecheckMs(retiring, at(CANARY_DRAIN_MS + 5_000)),
+      CANARY_RETIRE_LIMIT_MS - CANARY_DRAIN_MS - 5_000,
+    );
+    assert.equal(canaryRecheckMs({ phase: "None" }, at(0)), undefined);
   });
 });

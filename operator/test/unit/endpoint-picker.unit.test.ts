@@ -46,7 +46,7 @@ function appliedOutcomes(group: PlanGroup, live: Record<string, KubernetesObject
       if (entry === undefined || !("apply" in entry)) return undefined;
       return { state: "Applied", object: live[`${kind.kind}/${name}`] ?? entry.apply };
     },
-    nameTaken: () => undefined,
+    stopped: () => undefined,
   };
 }
 
@@ -232,7 +232,7 @@ describe("the endpoint picker the operator runs for a pool (spec.inferencePool.e
     const noCrd: PlanOutcomes = {
       of: (kind, name) =>
         kind.kind === "InferenceObjective" ? { state: "CRDNotInstalled" } : appliedOutcomes(group).of(kind, name),
-      nameTaken: () => undefined,
+      stopped: () => undefined,
     };
     const missing = poolOutcome(owner, group, noCrd, true)!;
     assert.equal(poolCondition(missing, "model").status, "True");
@@ -247,7 +247,7 @@ describe("the endpoint picker the operator runs for a pool (spec.inferencePool.e
     const outcomes: PlanOutcomes = {
       of: (kind): PlannedOutcome =>
         kind.kind === "Deployment" ? { state: "NameTaken", message } : { state: "NotReached" },
-      nameTaken: (planned) => (planned === group ? message : undefined),
+      stopped: (planned) => (planned === group ? { reason: "NameTaken", message } : undefined),
     };
     assert.deepEqual(poolOutcome(owner, group, outcomes, true), { state: "NameTaken", name: "chat", message });
   });

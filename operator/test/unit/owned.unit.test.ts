@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { KubernetesObject } from "@kubernetes/client-node";
 import type { Owner } from "../../src/api/objects.js";
-import { NameTakenError } from "../../src/kube/apply.js";
+import { NameTakenError, RefusedError } from "../../src/kube/apply.js";
 import type { ObjectSource } from "../../src/kube/controller.js";
 import { OwnedCaches, type PlanOwner } from "../../src/kube/owned-caches.js";
 import { kindKey, type OwnedKind, type Plan, type PlanOutcomes } from "../../src/kube/owned.js";
@@ -30,6 +30,7 @@ function harness(options: { certificatesInstalled: boolean }) {
   const stores = new Map<string, Map<string, KubernetesObject>>();
   const writes: string[] = [];
   const taken = new Set<string>();
+  const refused = new Set<string>();
   const storeOf = (kind: { apiVersion?: string; kind?: string }) => {
     const key = kindKey(kind);
     if (!stores.has(key)) stores.set(key, new Map());
@@ -44,6 +45,9 @@ function harness(options: { certificatesInstalled: boolean }) {
       const name = `${desired.kind}/${desired.metadata?.name}`;
       writes.push(`apply ${name}`);
       if (taken.has(name)) return Promise.reject(new NameTakenError(desired.kind!, desired.metadata!.name!, undefined));
+      if (refused.has(name)) {
+        return Promise.reject(new RefusedError(desired.kind!, desired.metadata!.name!, "spec.template: Invalid value"));
+      }
       const kind = [SERVICE_KIND, DEPLOYMENT_KIND, CERTIFICATE_KIND].find((k) => k.kind === desired.kind)!;
       put(kind, desired);
       return Promise.resolve({ changed: true, object: desired });
@@ -76,7 +80,7 @@ function harness(options: { certificatesInstalled: boolean }) {
     ownerLabel: MODEL_LABEL,
     owns: [SERVICE_KIND, DEPLOYMENT_KIND, CERTIFICATE_KIND],
   });
-  return { caches, writes, taken, put, storeOf, ownerFor };
+  return { caches, writes, taken, refused, put, storeOf, ownerFor };
 }
 
 describe("owned kinds: a plan applied in order, then the prune", () => {
@@ -93,7 +97,28 @@ describe("owned kinds: a plan applied in order, then the prune", () => {
     assert.equal(outcomes.of(SERVICE_KIND, "m")?.state, "NameTaken");
     assert.equal(outcomes.of(DEPLOYMENT_KIND, "m")?.state, "NotReached");
     assert.equal(outcomes.of(CERTIFICATE_KIND, "m-tls")?.state, "Applied");
-    assert.match(outcomes.nameTaken(dataplane) ?? "", /a Service named m exists/);
+    assert.equal(outcomes.stopped(dataplane)?.reason, "NameTaken");
+    assert.match(outcomes.stopped(dataplane)?.message ?? "", /a Service named m exists/);
+  });
+
+  it("an object the API server refuses stops the rest of its group like a NameTaken, says why, and is not pruned", async () => {
+    const { caches, writes, refused, put, ownerFor } = harness({ certificatesInstalled: true });
+    put(DEPLOYMENT_KIND, objectOf(DEPLOYMENT_KIND, model, "m"));
+    refused.add("Service/m");
+    const dataplane = [{ apply: objectOf(SERVICE_KIND, model, "m") }, { apply: objectOf(DEPLOYMENT_KIND, model, "m") }];
+    const outcomes = await caches.apply(ownerFor(model), [
+      dataplane,
+      [{ apply: objectOf(CERTIFICATE_KIND, model, "m-tls") }],
+    ]);
+    assert.deepEqual(writes, ["apply Service/m", "apply Certificate/m-tls"]);
+    assert.deepEqual(
+      [outcomes.of(SERVICE_KIND, "m")?.state, outcomes.of(DEPLOYMENT_KIND, "m")?.state],
+      ["Refused", "NotReached"],
+    );
+    assert.deepEqual(outcomes.stopped(dataplane), {
+      reason: "Refused",
+      message: "the API server refused Service m: spec.template: Invalid value",
+    });
   });
 
   it("prunes the owner's objects the plan neither applies nor keeps, and nobody else's", async () => {
@@ -177,7 +202,7 @@ describe("the InferencePool controller's plan", () => {
     const message = "a Service named p-pool exists and is not managed by dynamo-kserve; rename one of them";
     const outcomes: PlanOutcomes = {
       of: () => ({ state: "NameTaken", message }),
-      nameTaken: (group) => (group.length > 0 ? message : undefined),
+      stopped: (group) => (group.length > 0 ? { reason: "NameTaken", message } : undefined),
     };
     await assert.rejects(async () => planned.settle(outcomes), /a Service named p-pool exists/);
   });

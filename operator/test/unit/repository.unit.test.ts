@@ -258,7 +258,10 @@ describe("DynamoKserveRepository builders", () => {
       assert.equal(condition(missing.status, "Ready")?.reason, "ConfigMapNotFound");
       const taken = desiredRepositoryStatus(
         repository(spec),
-        observe({ missingConfigMap: "configs", nameTaken: "a Service named triton exists" }),
+        observe({
+          missingConfigMap: "configs",
+          stopped: { reason: "NameTaken", message: "a Service named triton exists" },
+        }),
         now,
       );
       assert.equal(condition(taken.status, "Ready")?.reason, "NameTaken");

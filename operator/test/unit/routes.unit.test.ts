@@ -43,7 +43,7 @@ function appliedOutcomes(group: PlanGroup, live: Partial<Record<string, Route>> 
         object: live[kind.kind] ?? { ...entry.apply, metadata: { ...entry.apply.metadata, name } },
       };
     },
-    nameTaken: () => undefined,
+    stopped: () => undefined,
   };
 }
 
@@ -177,14 +177,17 @@ describe("the routes of a model (spec.routes: Gateway API GRPCRoute and HTTPRout
     const missing: PlanOutcomes = {
       of: (kind) =>
         kind.kind === "GRPCRoute" ? { state: "CRDNotInstalled" } : { state: "Applied", object: applied(group)[1]! },
-      nameTaken: () => undefined,
+      stopped: () => undefined,
     };
     const outcome = routesOutcome(routed, group, missing, true)!;
     assert.equal(outcome.state, "CRDNotInstalled");
     assert.match(routesCondition(outcome, routed).message ?? "", /^the Gateway API's GRPCRoute CRD/);
     assert.deepEqual(routesStatus(outcome), {});
     const message = "an HTTPRoute named resnet exists and is not managed by dynamo-kserve; rename one of them";
-    const taken: PlanOutcomes = { of: () => ({ state: "NotReached" }), nameTaken: () => message };
+    const taken: PlanOutcomes = {
+      of: () => ({ state: "NotReached" }),
+      stopped: () => ({ reason: "NameTaken", message }),
+    };
     assert.deepEqual(routesCondition(routesOutcome(routed, group, taken, true)!, routed), {
       status: "False",
       reason: "NameTaken",
