@@ -709,7 +709,7 @@ export interface DynamoKserveModelSpec {
     };
   };
   /**
-   * A second variant of the model beside the stable one (this spec), with its own pods and Service (<name>-canary), serving the same model name: the routes send trafficPercent of requests to it once a pod of it is ready. What it changes: the image, the model's config, the resources; everything else is the stable spec's. Its pods answer with the header dynamo-kserve-variant: canary (the stable's: stable). Promote by writing the canary's fields into the spec and removing canary; roll back by removing canary. Either way the routes first send it nothing, and its objects go once the gateway has taken that and the requests it was serving have drained. Not autoscaled: it runs replicas pods.
+   * A second variant of the model beside the stable one (this spec), with its own pods and Service (<name>-canary), serving the same model name: the routes send trafficPercent of requests to it once a pod of it is ready. What it changes: the image, the model's config, its files, the resources; everything else is the stable spec's. Its pods answer with the header dynamo-kserve-variant: canary (the stable's: stable). Promote by writing the canary's fields into the spec and removing canary; roll back by removing canary. Either way the routes first send it nothing, and its objects go once the gateway has taken that and the requests it was serving have drained. Not autoscaled: it runs replicas pods.
    */
   canary?: {
     /**
@@ -745,6 +745,79 @@ export interface DynamoKserveModelSpec {
        * The config.pbtxt text itself.
        */
       inline?: string;
+    };
+    /**
+     * The canary's model files (default: the stable's), as spec.modelFiles: a volume, or a folder in object storage reached as spec.storage says (the operator checks only the stable's location; the canary's pods say whether they found theirs). Exactly one source.
+     */
+    modelFiles?: {
+      /**
+       * A PersistentVolumeClaim in this namespace holding the files, e.g. a Triton model repository.
+       */
+      persistentVolumeClaim?: {
+        /**
+         * Name of the PersistentVolumeClaim.
+         */
+        claimName: string;
+      };
+      /**
+       * An OCI image or artifact holding the files, mounted as an image volume (Kubernetes 1.33+ with the ImageVolume feature).
+       */
+      image?: {
+        /**
+         * The image reference, e.g. registry.example.com/models/densenet:1.
+         */
+        reference: string;
+        /**
+         * Pull policy of the image.
+         */
+        pullPolicy?: "Always" | "IfNotPresent" | "Never";
+      };
+      /**
+       * A ConfigMap in this namespace whose binaryData keys are the files (small models: a ConfigMap holds at most 1 MiB); items place each key at its path, e.g. 1/model.onnx.
+       */
+      configMap?: {
+        /**
+         * Name of the ConfigMap.
+         */
+        name: string;
+        /**
+         * Which key becomes which file under the model's folder.
+         *
+         * @minItems 1
+         *
+         * Items: One file.
+         */
+        items: [
+          {
+            /**
+             * The ConfigMap key.
+             */
+            key: string;
+            /**
+             * Its path in the model's folder, e.g. 1/model.onnx.
+             */
+            path: string;
+          },
+          ...{
+            /**
+             * The ConfigMap key.
+             */
+            key: string;
+            /**
+             * Its path in the model's folder, e.g. 1/model.onnx.
+             */
+            path: string;
+          }[]
+        ];
+      };
+      /**
+       * The model's folder in object storage, the one holding the version folders (`<version>/model.onnx`, ...), e.g. s3://bucket/triton/densenet_onnx: s3://bucket/prefix (AWS), s3://host:port/bucket/prefix (an S3-compatible store over http; s3://https://host:port/... over https), gs://bucket/prefix or as://account/container/prefix. The data plane syncs it into a local cache (--model-files); spec.storage says how to reach it.
+       */
+      storageUri?: string;
+      /**
+       * The model's folder inside the volume (the one holding the version folders), e.g. its folder in a Triton model repository. Default: the volume's root.
+       */
+      subPath?: string;
     };
     /**
      * The canary's CPU and memory requests and limits (default: the stable's).

@@ -96,7 +96,7 @@ export function canaryRecheckMs(state: CanaryState, now: number): number | undef
 }
 
 /**
- * The model as its canary runs it: the spec with the canary's image, config and resources,
+ * The model as its canary runs it: the spec with the canary's image, config, model files and resources,
  * a fixed number of pods and no autoscaler (which scales the stable Deployment only).
  */
 export function canaryView(model: DynamoKserveModel): DynamoKserveModel {
@@ -110,6 +110,7 @@ export function canaryView(model: DynamoKserveModel): DynamoKserveModel {
       ...(canary.image !== undefined ? { image: canary.image } : {}),
       ...(canary.modelConfig !== undefined ? { modelConfig: canary.modelConfig } : {}),
       ...(canary.resources !== undefined ? { resources: canary.resources } : {}),
+      ...(canary.modelFiles !== undefined ? { modelFiles: canary.modelFiles } : {}),
     },
   };
 }

@@ -113,6 +113,18 @@ const INVALID_SPECS: [string, Record<string, unknown>, RegExp][] = [
     /spec\.pod\.labels: Invalid value: "object": pod\.labels cannot set the operator's labels/,
   ],
   [
+    "canary model files from two sources",
+    {
+      modelConfig: { inline: IDENTITY_CONFIG },
+      routes: { gateway: { name: "gw" }, grpc: {} },
+      canary: {
+        trafficPercent: 10,
+        modelFiles: { storageUri: "s3://models/v2", persistentVolumeClaim: { claimName: "v2" } },
+      },
+    },
+    /spec\.canary\.modelFiles: Invalid value: "object": set exactly one of canary\.modelFiles\.persistentVolumeClaim/,
+  ],
+  [
     "a canary share over 100 percent",
     {
       modelConfig: { inline: IDENTITY_CONFIG },

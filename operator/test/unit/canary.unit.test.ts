@@ -133,6 +133,26 @@ describe("a model's canary (spec.canary: a second variant, its share of the rout
     assert.ok(!matches(selectorFor(labelled), labelledCanary.spec!.template.metadata!.labels));
     assert.ok(!matches(labelledCanary.spec!.selector.matchLabels!, labelledStable.spec!.template.metadata!.labels));
     assert.equal(labelledCanary.spec!.template.metadata!.labels!["team"], "a");
+    // Its own model files: another volume, or another folder of the model's store.
+    const filesModel = model({
+      modelFiles: { persistentVolumeClaim: { claimName: "resnet-v1" } },
+      canary: { trafficPercent: 10, modelFiles: { persistentVolumeClaim: { claimName: "resnet-v2" } } },
+    });
+    const claims = (built: V1Deployment) =>
+      built.spec!.template.spec!.volumes!.flatMap((volume) => volume.persistentVolumeClaim?.claimName ?? []);
+    assert.deepEqual(
+      claims(applied<V1Deployment>(canaryPlan(filesModel, running(1, filesModel), settings), "Deployment")),
+      ["resnet-v2"],
+    );
+    assert.deepEqual(claims(desiredDeployment(filesModel, settings)), ["resnet-v1"]);
+    const storedModel = model({
+      modelFiles: { storageUri: "s3://models/resnet/v1" },
+      storage: { secretName: "s3" },
+      canary: { trafficPercent: 10, modelFiles: { storageUri: "s3://models/resnet/v2" } },
+    });
+    const storedArgs = applied<V1Deployment>(canaryPlan(storedModel, running(1, storedModel), settings), "Deployment")
+      .spec!.template.spec!.containers[0]!.args!;
+    assert.equal(storedArgs[storedArgs.indexOf("--model-files") + 1], "resnet=s3://models/resnet/v2");
     // Not autoscaled: the model's autoscaler scales the stable Deployment only.
     assert.equal(
       canaryView(model({ replicas: undefined, autoscaling: { maxReplicas: 4, targetInflightRequests: 2 } })).spec
