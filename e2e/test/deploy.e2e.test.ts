@@ -377,7 +377,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     assert.match(throughService, /^identity-fp32 OUTPUT0 = /m);
   });
 
-  it("the real Prometheus Operator selects the model's ServiceMonitor by kube-prometheus-stack's release label; Prometheus finds both pods through the API server and counts those requests", async () => {
+  it("the real Prometheus Operator selects the model's ServiceMonitor by kube-prometheus-stack's release label; Prometheus finds both pods through the API server, labels their series with the pods' variant, and counts those requests", async () => {
     const job = "serviceMonitor/default/identity-fp32/0";
     // A monitor without the release label, selecting the same Service: a Prometheus of
     // kube-prometheus-stack must ignore it (the example's label is what gets it scraped).
@@ -410,6 +410,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
           assert.equal(target.labels["namespace"], "default");
           assert.equal(target.labels["service"], "identity-fp32");
           assert.equal(target.labels["endpoint"], "metrics");
+          // The ServiceMonitor's podTargetLabels: every series says which variant answered.
+          assert.equal(target.labels["dynamokserve_dev_variant"], "stable");
         }
         assert.deepEqual(
           targets.map((target) => target.labels["pod"]).sort(),
