@@ -39,6 +39,8 @@ describe("ServiceMonitor (upstream Prometheus Operator CRD, real API server)", f
       selector: {
         matchLabels: { "dynamokserve.dev/model": "scraped", "app.kubernetes.io/name": "dynamo-kserve-dataplane" },
       },
+      // The pods' variant (stable, canary) kept on their series.
+      podTargetLabels: ["dynamokserve.dev/variant"],
       endpoints: [{ port: "metrics", path: "/metrics", interval: "15s", scheme: "http" }],
     });
     assert.equal(created.metadata.labels?.["release"], "prometheus");
