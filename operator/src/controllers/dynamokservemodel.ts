@@ -10,7 +10,7 @@ import { NameTakenError } from "../kube/apply.js";
 import type { WatchedObjects } from "../kube/informer.js";
 import type { KubeWriter } from "../kube/writer.js";
 import {
-  objectOf,
+  objectLeftRunning,
   uniqueKinds,
   type OwnedKind,
   type PlanGroup,
@@ -92,8 +92,6 @@ interface ModelPlan {
   /** spec.canary's objects (a group of its own: the canary's trouble stops nothing of the stable's). */
   readonly canary: PlanGroup;
   readonly canaryState: CanaryState;
-  /** The canary's share of the routes' requests now (undefined without a canary). */
-  readonly canaryWeight: number | undefined;
   readonly pool: PlanGroup;
   readonly routes: PlanGroup;
   /**
@@ -296,7 +294,6 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       dataplane: planned.dataplane,
       canary: canaryPlan(model, canaryState, this.settings),
       canaryState,
-      canaryWeight: weight,
       dataplanePlan: planned,
       pool: poolPlan(model, {
         installed: this.owned.installed(INFERENCE_POOL_KIND),
@@ -366,20 +363,20 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       model,
       {
         config: observed.config,
-        // Somebody else's Deployment of that name is not this model's; after a refusal, the
-        // one running is (it was left as it was).
-        deployment:
-          stopped?.reason === "NameTaken"
-            ? undefined
-            : (objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, names.deployment)) ??
-              this.owned.get<V1Deployment & KubernetesObject>(
-                DEPLOYMENT_KIND,
-                model.metadata.namespace,
-                names.deployment,
-              )),
+        deployment: objectLeftRunning(
+          outcomes,
+          groups.dataplane,
+          { kind: DEPLOYMENT_KIND, name: names.deployment },
+          () =>
+            this.owned.get<V1Deployment & KubernetesObject>(
+              DEPLOYMENT_KIND,
+              model.metadata.namespace,
+              names.deployment,
+            ),
+        ),
         inferencePool: poolOutcome(model, groups.pool, outcomes, groups.appProtocolSupported),
         routes:
-          groups.routesBlocked !== undefined && model.spec.routes !== undefined
+          groups.routesBlocked !== undefined
             ? { state: groups.routesBlocked.reason, message: groups.routesBlocked.message }
             : routesOutcome(model, groups.routes, outcomes, this.gatewayFound(model)),
         ...(groups.canaryState.phase !== "None" ? { canary: canaryOutcome(model, groups, outcomes) } : {}),
@@ -543,16 +540,17 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
 
 /** What became of the canary's objects. */
 function canaryOutcome(model: DynamoKserveModel, groups: ModelPlan, outcomes: PlanOutcomes): CanaryOutcome {
+  const { canaryState: state } = groups;
   const stopped = outcomes.stopped(groups.canary);
   return {
-    state: groups.canaryState,
-    weight: groups.canaryWeight ?? 0,
-    deployment:
-      stopped?.reason === "NameTaken"
-        ? undefined
-        : (objectOf<V1Deployment & KubernetesObject>(
-            outcomes.of(DEPLOYMENT_KIND, objectNames(model, "canary").deployment),
-          ) ?? (groups.canaryState.phase === "None" ? undefined : groups.canaryState.deployment)),
+    state,
+    weight: canaryWeight(model, state) ?? 0,
+    deployment: objectLeftRunning(
+      outcomes,
+      groups.canary,
+      { kind: DEPLOYMENT_KIND, name: objectNames(model, "canary").deployment },
+      () => (state.phase === "None" ? undefined : state.deployment),
+    ),
     ...(stopped !== undefined ? { stopped } : {}),
   };
 }

@@ -8,7 +8,7 @@ import {
   type DynamoKserveRepositoryStatus,
 } from "../api/v1alpha1.js";
 import type { WatchedObjects } from "../kube/informer.js";
-import { objectOf, uniqueKinds, type OwnedKind } from "../kube/owned.js";
+import { objectLeftRunning, uniqueKinds, type OwnedKind } from "../kube/owned.js";
 import { INFERENCE_POOL_KIND } from "../resources/inference-pool.js";
 import { POOL_PLAN_OWNS, poolOutcome, poolPlan } from "../resources/pool-plan.js";
 import { endpointPickerName } from "../resources/endpoint-picker.js";
@@ -161,13 +161,9 @@ export class DynamoKserveRepositoryController implements Controller<
         const { status, transitions } = desiredRepositoryStatus(
           repository,
           {
-            // Somebody else's Deployment of that name is not this repository's; after a refusal,
-            // the one running is (it was left as it was).
-            deployment:
-              stopped?.reason === "NameTaken"
-                ? undefined
-                : (objectOf<V1Deployment & KubernetesObject>(outcomes.of(DEPLOYMENT_KIND, objectName)) ??
-                  this.owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, namespace, objectName)),
+            deployment: objectLeftRunning(outcomes, dataplane, { kind: DEPLOYMENT_KIND, name: objectName }, () =>
+              this.owned.get<V1Deployment & KubernetesObject>(DEPLOYMENT_KIND, namespace, objectName),
+            ),
             index,
             ...(missingConfigMap !== undefined ? { missingConfigMap } : {}),
             ...(stopped !== undefined ? { stopped } : {}),

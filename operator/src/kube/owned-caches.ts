@@ -8,6 +8,7 @@ import {
   entryOf,
   kindKey,
   OWNED_SELECTOR,
+  stopsGroup,
   type OwnedKind,
   type Plan,
   type PlanGroup,
@@ -142,9 +143,10 @@ export class OwnedCaches {
 
   /**
    * Applies `plan` for `owner`: group by group, entry by entry; a NameTaken or a Refused
-   * stops the rest of its group (other groups go on, and the status says why). Then deletes every cached object of the owner's declared kinds that
-   * carries its label and its uid as controller, and that the plan neither applies nor
-   * keeps (entries not reached count as planned: what runs stays until the name is free).
+   * stops the rest of its group (other groups go on, and the status says why). Then deletes
+   * every cached object of the owner's declared kinds that carries its label and its uid as
+   * controller, and that the plan neither applies nor keeps (entries not reached count as
+   * planned: what runs stays until the name is free).
    */
   async apply(owner: PlanOwner, plan: Plan): Promise<PlanOutcomes> {
     const outcomes = new Map<string, PlannedOutcome>();
@@ -153,7 +155,7 @@ export class OwnedCaches {
       for (const entry of group) {
         const { kind, name } = entryOf(entry);
         const outcome: PlannedOutcome = stopped ? { state: "NotReached" } : await this.applyEntry(owner, entry);
-        if (outcome.state === "NameTaken" || outcome.state === "Refused") stopped = true;
+        if (stopsGroup(outcome)) stopped = true;
         outcomes.set(entryKey(kind, name), outcome);
       }
     }
@@ -164,9 +166,7 @@ export class OwnedCaches {
         for (const entry of group) {
           const { kind, name } = entryOf(entry);
           const outcome = outcomes.get(entryKey(kind, name));
-          if (outcome?.state === "NameTaken" || outcome?.state === "Refused") {
-            return { reason: outcome.state, message: outcome.message };
-          }
+          if (stopsGroup(outcome)) return { reason: outcome.state, message: outcome.message };
         }
         return undefined;
       },

@@ -30,8 +30,9 @@ export type PlannedObject = { readonly apply: KubernetesObject } | { readonly ke
 
 /**
  * Entries applied in order, where a NameTaken (the name belongs to somebody else) or a
- * Refused (the API server refused the object as written) stops the entries after it: what must not run without what comes before (a Deployment
- * without its Service and ConfigMap). Separate groups go on regardless.
+ * Refused (the API server refused the object as written) stops the entries after it: what
+ * must not run without what comes before (a Deployment without its Service and ConfigMap).
+ * Separate groups go on regardless.
  */
 export type PlanGroup = readonly PlannedObject[];
 
@@ -68,6 +69,27 @@ export interface PlanOutcomes {
 export interface Stopped {
   readonly reason: "NameTaken" | "Refused";
   readonly message: string;
+}
+
+/** Whether an outcome stops the rest of its group (and says why). */
+export const stopsGroup = (
+  outcome: PlannedOutcome | undefined,
+): outcome is Extract<PlannedOutcome, { state: Stopped["reason"] }> =>
+  outcome?.state === "NameTaken" || outcome?.state === "Refused";
+
+/**
+ * The object of `group` that runs after the plan: as applied or kept; after a Refused (the
+ * plan's object was not written), `cached()`, the one left as it was; none when the group
+ * stopped at a name that is somebody else's (what holds it is not the owner's).
+ */
+export function objectLeftRunning<T extends KubernetesObject>(
+  outcomes: PlanOutcomes,
+  group: PlanGroup,
+  entry: { readonly kind: OwnedKind; readonly name: string },
+  cached: () => T | undefined,
+): T | undefined {
+  if (outcomes.stopped(group)?.reason === "NameTaken") return undefined;
+  return objectOf<T>(outcomes.of(entry.kind, entry.name)) ?? cached();
 }
 
 /** The object an outcome leaves in place (applied or kept), as its kind's type. */

@@ -137,28 +137,22 @@ export function canaryWeight(model: DynamoKserveModel, state: CanaryState): numb
  */
 export function canaryPlan(model: DynamoKserveModel, state: CanaryState, settings: BuildSettings): PlanGroup {
   const names = objectNames(model, "canary");
+  // What runs, left exactly as it is (a refused config; a canary being retired).
+  const runningPods: PlanGroup = [
+    { keep: CONFIG_MAP_KIND, name: names.configMap },
+    { keep: DEPLOYMENT_KIND, name: names.deployment },
+    { keep: DISRUPTION_BUDGET_KIND, name: names.deployment },
+  ];
   switch (state.phase) {
     case "None":
       return [];
     case "Retiring":
-      return [
-        { keep: SERVICE_KIND, name: names.service },
-        { keep: CONFIG_MAP_KIND, name: names.configMap },
-        { keep: DEPLOYMENT_KIND, name: names.deployment },
-        { keep: DISRUPTION_BUDGET_KIND, name: names.deployment },
-      ];
+      return [{ keep: SERVICE_KIND, name: names.service }, ...runningPods];
     case "Running": {
       const canary = canaryView(model);
-      const budget = dataplaneDisruptionBudget(canary, canary.spec, names.deployment, "canary");
       const service = dataplaneService(canary, canary.spec, names.service, false, false, "canary");
-      if (!state.config.valid) {
-        return [
-          { apply: service },
-          { keep: CONFIG_MAP_KIND, name: names.configMap },
-          { keep: DEPLOYMENT_KIND, name: names.deployment },
-          { keep: DISRUPTION_BUDGET_KIND, name: names.deployment },
-        ];
-      }
+      if (!state.config.valid) return [{ apply: service }, ...runningPods];
+      const budget = dataplaneDisruptionBudget(canary, canary.spec, names.deployment, "canary");
       return [
         { apply: service },
         { apply: desiredConfigMap(canary, state.config, "canary") },

@@ -91,11 +91,7 @@ export function selectorFor(owner: Owner, variant: Variant = "stable"): Record<s
 export function podLabelsFor(owner: Owner, variant: Variant | undefined): Record<string, string> {
   if (variant === undefined) return labelsFor(owner);
   const { [ownerLabel(owner)]: _owner, ...shared } = labelsFor(owner);
-  return {
-    ...(variant === "canary" ? shared : labelsFor(owner)),
-    ...selectorFor(owner, variant),
-    [VARIANT_LABEL]: variant,
-  };
+  return { ...shared, ...selectorFor(owner, variant), [VARIANT_LABEL]: variant };
 }
 
 /** The pod selector as a label-selector string: the scale subresource's status.selector (HPA, KEDA). */
