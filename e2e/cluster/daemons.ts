@@ -1,10 +1,15 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream } from "node:fs";
+import { closeSync, openSync } from "node:fs";
 import { join } from "node:path";
 
 /**
  * The long-running processes of the test cluster and its node, each logging to
  * `<logDir>/<name>.log`; stopped with SIGTERM, SIGKILL after 10 s.
+ *
+ * A daemon writes its log file itself. Through a pipe this process drains, a daemon stalls on
+ * its next write once 64 KiB are unread, and the tests block this process's event loop for
+ * minutes (a synchronous `kubectl wait`): Traefik, logging at debug, froze mid-test that way
+ * and never took the route change the test was waiting for.
  */
 export class Daemons {
   private readonly running = new Map<string, ChildProcess>();
@@ -13,12 +18,15 @@ export class Daemons {
 
   /** Starts `program`; `env` is added to this process's environment. */
   start(name: string, program: string, args: readonly string[], env: Record<string, string> = {}): ChildProcess {
-    const log = createWriteStream(join(this.logDir, `${name}.log`), { flags: "a" });
-    const child = spawn(program, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
-    child.stdout!.pipe(log);
-    child.stderr!.pipe(log);
-    this.running.set(name, child);
-    return child;
+    const log = openSync(join(this.logDir, `${name}.log`), "a");
+    try {
+      const child = spawn(program, args, { stdio: ["ignore", log, log], env: { ...process.env, ...env } });
+      this.running.set(name, child);
+      return child;
+    } finally {
+      // The child holds its own copy of the descriptor.
+      closeSync(log);
+    }
   }
 
   has(name: string): boolean {

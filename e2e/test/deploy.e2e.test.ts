@@ -155,17 +155,32 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     });
   };
 
+  /** Where identityLoad sends its requests: a Service's ClusterIP, or a gateway and its routes' hostnames. */
+  interface LoadTarget {
+    readonly grpc: string;
+    readonly http: string;
+    /** The gRPC :authority and the HTTP Host header (a gateway's routes match on them). */
+    readonly grpcAuthority?: string;
+    readonly httpHost?: string;
+  }
+  const serviceTarget = (model: string): LoadTarget => {
+    const address = cluster!.kubectlGet<V1Service>("service", model).spec?.clusterIP;
+    return { grpc: `${address}:8001`, http: `http://${address}:8000` };
+  };
+
   /**
-   * Closed-loop load on an identity model (identity-fp32's config) through its Service's
-   * ClusterIP: 4 gRPC clients (one HTTP/2 connection each) and 8 keep-alive HTTP clients.
-   * stop() gives [gRPC, HTTP] outcomes.
+   * Closed-loop load on an identity model (identity-fp32's config), by default through its
+   * Service's ClusterIP: 4 gRPC clients (one HTTP/2 connection each) and 8 keep-alive HTTP
+   * clients. stop() gives [gRPC, HTTP] outcomes.
    */
-  const identityLoad = (model = "identity-fp32"): { stop(): Promise<LoadOutcome[]> } => {
-    const service = cluster!.kubectlGet<V1Service>("service", model);
-    const address = service.spec?.clusterIP;
+  const identityLoad = (
+    model = "identity-fp32",
+    target: LoadTarget = serviceTarget(model),
+  ): { stop(): Promise<LoadOutcome[]> } => {
+    const authority = target.grpcAuthority !== undefined ? { "grpc.default_authority": target.grpcAuthority } : {};
     const grpc = Array.from(
       { length: 4 },
-      () => new GRPCInferenceServiceClient(`${address}:8001`, credentials.createInsecure()),
+      () => new GRPCInferenceServiceClient(target.grpc, credentials.createInsecure(), authority),
     );
     const request = identityRequest({ model, width: 4 });
     const grpcLoad = new ClosedLoopLoad(4, async (client) => {
@@ -173,12 +188,16 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       if (reply.outputs[0]?.name !== "OUTPUT0") throw new Error("no OUTPUT0");
     });
     const httpLoad = new ClosedLoopLoad(8, async () => {
-      const response = await fetch(`http://${address}:8000/v2/models/${model}/infer`, {
+      const response = await httpRequest(`${target.http}/v2/models/${model}/infer`, {
         method: "POST",
+        headers: {
+          "content-type": "application/json",
+          ...(target.httpHost !== undefined ? { host: target.httpHost } : {}),
+        },
         body: JSON.stringify({ inputs: [{ name: "INPUT0", shape: [1, 4], datatype: "FP32", data: [1, 2, 3, 4] }] }),
       });
-      await response.arrayBuffer();
-      if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
+      await response.body.dump();
+      if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}`);
     });
     return {
       async stop() {
@@ -1114,6 +1133,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       await traefik.stop();
       cluster!.kubectl("delete", "dkm", "routed", "--wait=false");
       cluster!.kubectl("delete", "service", "routed-plain", "--wait=false");
+      // The next gateway's Traefik would load these routes to Services that are gone.
+      cluster!.kubectl("delete", "httproute", "routed-pool", "routed-model", "routed-plain", "--wait=false");
     }
   });
 
@@ -1156,21 +1177,12 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
           variant = String(metadata.get(VARIANT_HEADER)[0] ?? "(none)");
         });
       });
-    /** 4 gRPC clients through the GRPCRoute and 8 HTTP clients through the HTTPRoute, until stopped. */
-    const gatewayLoad = () => {
-      const grpcLoad = new ClosedLoopLoad(4, async (client) => {
-        await inferVariant(clients[client]!);
-      });
-      const httpLoad = new ClosedLoopLoad(8, async () => {
-        const response = await httpRequest(`http://127.0.0.1:${port}/v2/models/${name}/infer`, {
-          method: "POST",
-          headers: { host: httpHost, "content-type": "application/json" },
-          body: JSON.stringify({ inputs: [{ name: "INPUT0", shape: [1, 4], datatype: "FP32", data: [1, 2, 3, 4] }] }),
-        });
-        await response.body.dump();
-        if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}`);
-      });
-      return () => Promise.all([grpcLoad.stop(), httpLoad.stop()]);
+    /** The same load through the GRPCRoute and the HTTPRoute. */
+    const throughRoutes: LoadTarget = {
+      grpc: `127.0.0.1:${port}`,
+      http: `http://127.0.0.1:${port}`,
+      grpcAuthority: grpcHost,
+      httpHost,
     };
     const canaryObjects = () =>
       cluster!
@@ -1179,7 +1191,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
         .filter((line) => line.includes(`/${name}-canary`));
     /** Retires the canary (spec as given) under load: no request fails, nothing of the canary is left. */
     const retireUnderLoad = async (what: string, spec: object): Promise<void> => {
-      const stop = gatewayLoad();
+      const load = identityLoad(name, throughRoutes);
       let outcomes: LoadOutcome[] = [];
       const started = Date.now();
       try {
@@ -1189,7 +1201,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
         // The load goes on a moment on what is left.
         await new Promise((resolve) => setTimeout(resolve, 3_000));
       } finally {
-        outcomes = await stop();
+        outcomes = await load.stop();
       }
       const [grpcOutcome, httpOutcome] = outcomes;
       console.log(
