@@ -1,4 +1,4 @@
-import type { KubernetesObject, V1ConfigMap, V1Deployment } from "@kubernetes/client-node";
+import type { KubernetesObject, V1ConfigMap, V1Deployment, V1Secret } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { errorMessage } from "../../../lib/errors.js";
 import { parseTokenFile } from "../../../lib/contract/layout.js";
@@ -413,23 +413,17 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       requeueAfterMs: MISSING_SECRET_RETRY_MS,
     });
     let tlsSecret: string | undefined;
+    /** The serving Secret as read, when somebody else wrote it (the user, cert-manager). */
+    let servingSecret: V1Secret | undefined;
     let notAfterTime: string | undefined;
     let requeueAfterMs: number | undefined;
     if (mode === "Secret") {
       tlsSecret = model.spec.tls!.secretName!;
-      const secret = await this.secrets.get(namespace, tlsSecret);
-      const certificate = secretText(secret, "tls.crt");
-      if (secret === undefined) return missing("SecretNotFound", `TLS Secret ${tlsSecret} does not exist`);
-      if (certificate === undefined || secretText(secret, "tls.key") === undefined) {
+      servingSecret = await this.secrets.get(namespace, tlsSecret);
+      const certificate = secretText(servingSecret, "tls.crt");
+      if (servingSecret === undefined) return missing("SecretNotFound", `TLS Secret ${tlsSecret} does not exist`);
+      if (certificate === undefined || secretText(servingSecret, "tls.key") === undefined) {
         return missing("SecretInvalid", `TLS Secret ${tlsSecret} needs the keys tls.crt and tls.key`);
-      }
-      // The activator reaches the pods over TLS and checks their certificate against ca.crt:
-      // without it, it cannot start, and a model at zero has nothing to answer its Service.
-      if (scalesToZero(model.spec) && secretText(secret, "ca.crt") === undefined) {
-        return missing(
-          "SecretInvalid",
-          `TLS Secret ${tlsSecret} needs the key ca.crt (the CA that issued tls.crt) with autoscaling.minReplicas 0: the activator checks the pods' certificate against it`,
-        );
       }
       try {
         notAfterTime = notAfter(certificate);
@@ -443,6 +437,7 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       const issued = await this.certificateIssued(model);
       if (!issued.ready) return missing(issued.reason, issued.message);
       tlsSecret = issued.secret;
+      servingSecret = issued.object;
       notAfterTime = issued.notAfter;
     } else if (mode === "SelfSigned") {
       const issued = await this.issueSelfSigned(model).catch(nameTaken);
@@ -450,6 +445,15 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
       tlsSecret = issued.secret;
       notAfterTime = issued.notAfter;
       requeueAfterMs = issued.renewInMs;
+    }
+    // The activator reaches the pods over TLS and checks their certificate against ca.crt:
+    // without it, it cannot start, and a model at zero has nothing to answer its Service. A
+    // user's Secret may lack it, and so may cert-manager's (ACME issuers put none there).
+    if (servingSecret !== undefined && scalesToZero(model.spec) && secretText(servingSecret, "ca.crt") === undefined) {
+      return missing(
+        "SecretInvalid",
+        `TLS Secret ${tlsSecret} needs the key ca.crt (the CA that issued tls.crt) with autoscaling.minReplicas 0: the activator checks the pods' certificate against it${mode === "CertManager" ? "; the Certificate's issuer put none there (use an issuer that does, such as a CA issuer)" : ""}`,
+      );
     }
     if (model.spec.auth !== undefined) {
       const { name } = model.spec.auth.tokenSecretRef;
@@ -514,7 +518,10 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
   /** Whether cert-manager has filled the Secret of the model's Certificate (which the plan applies). */
   private async certificateIssued(
     model: DynamoKserveModel,
-  ): Promise<{ ready: true; secret: string; notAfter: string } | { ready: false; reason: string; message: string }> {
+  ): Promise<
+    | { ready: true; secret: string; object: V1Secret; notAfter: string }
+    | { ready: false; reason: string; message: string }
+  > {
     const { namespace } = model.metadata;
     if (!this.owned.installed(CERTIFICATE_KIND)) {
       return {
@@ -527,14 +534,14 @@ export class DynamoKserveModelController implements Controller<DynamoKserveModel
     const desired = desiredCertificate(model);
     const secret = await this.secrets.get(namespace, desired.spec.secretName);
     const certificate = secretText(secret, "tls.crt");
-    if (certificate === undefined || secretText(secret, "tls.key") === undefined) {
+    if (secret === undefined || certificate === undefined || secretText(secret, "tls.key") === undefined) {
       return {
         ready: false,
         reason: "CertificatePending",
         message: `waiting for cert-manager to issue Certificate ${desired.metadata.name} into Secret ${desired.spec.secretName}`,
       };
     }
-    return { ready: true, secret: desired.spec.secretName, notAfter: notAfter(certificate) };
+    return { ready: true, secret: desired.spec.secretName, object: secret, notAfter: notAfter(certificate) };
   }
 }
 

@@ -193,7 +193,7 @@ describe("TLS and token Secrets (real API server, and a data plane serving the i
     }, 30_000);
   });
 
-  it("tls.mode CertManager: waits for cert-manager, requests a Certificate for the Service names, uses the Secret it fills; removes the Certificate when the mode changes", async () => {
+  it("tls.mode CertManager: waits for cert-manager, requests a Certificate for the Service names, uses the Secret it fills, and says it needs ca.crt when the model scales to zero; removes the Certificate when the mode changes", async () => {
     await kube.create(
       modelObject(namespace, "cm", {
         replicas: 1,
@@ -221,7 +221,8 @@ describe("TLS and token Secrets (real API server, and a data plane serving the i
         assert.equal(conditionOf(await model("cm"), "CredentialsReady")?.reason, "CertificatePending");
       }, 30_000);
       // What cert-manager's controller would do (it does not run here): fill the Secret.
-      const pem = await (await createTestCa()).issue("cm", { dns: certificate.spec.dnsNames });
+      const issuer = await createTestCa();
+      const pem = await issuer.issue("cm", { dns: certificate.spec.dnsNames });
       await kube.create(
         secretOf(namespace, "cm-tls", "kubernetes.io/tls", { "tls.crt": pem.certificate, "tls.key": pem.privateKey }),
       );
@@ -229,6 +230,34 @@ describe("TLS and token Secrets (real API server, and a data plane serving the i
         const live = await model("cm");
         assert.equal(conditionOf(live, "CredentialsReady")?.status, "True");
         assert.equal(live.status?.tls?.secretName, "cm-tls");
+      }, 30_000);
+      // At zero the activator checks the pods' certificate against ca.crt, which some issuers
+      // (ACME) leave out of the Secret: the model says so rather than run an activator that cannot start.
+      const atZero = {
+        ...modelObject(namespace, "cm", {} as DynamoKserveModel["spec"]),
+        spec: {
+          replicas: null,
+          monitoring: {},
+          autoscaling: { class: "KEDA", minReplicas: 0, maxReplicas: 2, targetWaitingRequests: 2 },
+        },
+      };
+      await kube.mergePatch(atZero);
+      await eventually(async () => {
+        const condition = conditionOf(await model("cm"), "CredentialsReady");
+        assert.equal(condition?.reason, "SecretInvalid", JSON.stringify(condition));
+        assert.match(condition?.message ?? "", /cm-tls needs the key ca\.crt/);
+        assert.match(condition?.message ?? "", /issuer/);
+      }, 30_000);
+      await kube.mergePatch({
+        ...secretOf(namespace, "cm-tls", "kubernetes.io/tls", {
+          "tls.crt": pem.certificate,
+          "tls.key": pem.privateKey,
+          "ca.crt": issuer.certificate,
+        }),
+        metadata: { name: "cm-tls", namespace },
+      });
+      await eventually(async () => {
+        assert.equal(conditionOf(await model("cm"), "CredentialsReady")?.status, "True");
       }, 30_000);
       // Moving away from CertManager: the Certificate the model no longer wants is pruned
       // (cert-manager would otherwise keep renewing it into the Secret).
