@@ -1,15 +1,11 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { closeSync, openSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
 import { join } from "node:path";
+import { spawnLoggingTo } from "../support/process.js";
 
 /**
- * The long-running processes of the test cluster and its node, each logging to
- * `<logDir>/<name>.log`; stopped with SIGTERM, SIGKILL after 10 s.
- *
- * A daemon writes its log file itself. Through a pipe this process drains, a daemon stalls on
- * its next write once 64 KiB are unread, and the tests block this process's event loop for
- * minutes (a synchronous `kubectl wait`): Traefik, logging at debug, froze mid-test that way
- * and never took the route change the test was waiting for.
+ * The long-running processes of the test cluster and its node, each writing its own log,
+ * `<logDir>/<name>.log` (spawnLoggingTo says why not a pipe); stopped with SIGTERM, SIGKILL
+ * after 10 s.
  */
 export class Daemons {
   private readonly running = new Map<string, ChildProcess>();
@@ -18,15 +14,9 @@ export class Daemons {
 
   /** Starts `program`; `env` is added to this process's environment. */
   start(name: string, program: string, args: readonly string[], env: Record<string, string> = {}): ChildProcess {
-    const log = openSync(join(this.logDir, `${name}.log`), "a");
-    try {
-      const child = spawn(program, args, { stdio: ["ignore", log, log], env: { ...process.env, ...env } });
-      this.running.set(name, child);
-      return child;
-    } finally {
-      // The child holds its own copy of the descriptor.
-      closeSync(log);
-    }
+    const child = spawnLoggingTo(join(this.logDir, `${name}.log`), program, args, env);
+    this.running.set(name, child);
+    return child;
   }
 
   has(name: string): boolean {

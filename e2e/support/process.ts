@@ -1,6 +1,28 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
 import { promisify } from "node:util";
 import { createInterface } from "node:readline";
+
+/**
+ * Starts a long-running `program` that appends its stdout and stderr to `logFile` itself. Not
+ * through a pipe this process drains: a test that blocks its event loop (a synchronous
+ * `kubectl wait`, for minutes) leaves the pipe unread, and the child stalls on its next write
+ * once 64 KiB are waiting — Traefik, logging at debug, froze mid-test that way.
+ */
+export function spawnLoggingTo(
+  logFile: string,
+  program: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+): ChildProcess {
+  const log = openSync(logFile, "a");
+  try {
+    return spawn(program, args, { stdio: ["ignore", log, log], env: { ...process.env, ...env } });
+  } finally {
+    // The child holds its own copy of the descriptor.
+    closeSync(log);
+  }
+}
 
 /** A `dynamo-kserve` process started by a test, with its JSON log lines. */
 export interface CliProcess {

@@ -1,6 +1,6 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { chmod, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative, sep } from "node:path";
@@ -17,6 +17,7 @@ import { BlobServiceClient } from "@azure/storage-blob";
 import { Storage } from "@google-cloud/storage";
 import { CACHE_DIR, requireProgram } from "../../e2e/support/prerequisites.js";
 import { freePort, freePorts } from "../../e2e/support/ports.js";
+import { spawnLoggingTo } from "../../e2e/support/process.js";
 import { dataPlaneArguments as argumentsFor } from "../contract/dataplane.js";
 import { formatStorageLocation, type StorageLocation } from "../storage/locations.js";
 import type { ObjectStoreOptions } from "../storage/store.js";
@@ -619,13 +620,7 @@ class ServerProcess {
   ): Promise<ServerProcess> {
     if (!existsSync(program))
       throw new Error(`the ${folder.kind} object store is not installed (${program}): ${SETUP}`);
-    const log = openSync(folder.log, "a");
-    let child: ChildProcess;
-    try {
-      child = spawn(program, args, { stdio: ["ignore", log, log], env: { ...process.env, ...env } });
-    } finally {
-      closeSync(log);
-    }
+    const child = spawnLoggingTo(folder.log, program, args, env);
     running.add(child);
     const exit = new Promise<string>((resolve) => {
       child.once("error", (error) => resolve(`failed to start: ${error.message}`));
