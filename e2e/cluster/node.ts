@@ -142,6 +142,8 @@ export class RealNode {
     );
     this.daemons.start("kube-proxy", join(this.cluster.bin, "kube-proxy"), [
       `--config=${join(this.dir, "kube-proxy.json")}`,
+      // Each rule sync and how long it took: what a test waiting on a ClusterIP needs to read.
+      "--v=2",
     ]);
     const core = this.cluster.adminConfig().makeApiClient(CoreV1Api);
     await waitFor("the real node Ready", async () => {
@@ -153,6 +155,34 @@ export class RealNode {
   /** The sandbox image, from the pause binary build.sh made. */
   private pauseImage(): string {
     return binaryImage(join(this.cluster.bin, "pause"), "pause", this.dir);
+  }
+
+  /**
+   * Whether kube-proxy has programmed `clusterIP:port` to the Service's endpoints (its nat rule
+   * jumping to the Service's chain). Until then a connection to the address leaves the machine,
+   * and this machine's network answers an address nothing routes with an HTTP 404 of its own,
+   * which a test would take for the data plane's.
+   */
+  serviceRouted(clusterIP: string, port: number): boolean {
+    const rules = execFileSync("iptables-save", ["-t", "nat"], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
+    return rules
+      .split("\n")
+      .some(
+        (rule) =>
+          rule.startsWith("-A KUBE-SERVICES ") &&
+          rule.includes(` -d ${clusterIP}/32 `) &&
+          rule.includes(` --dport ${port} `) &&
+          rule.includes(" -j KUBE-SVC-"),
+      );
+  }
+
+  /** kube-proxy's last log lines (at -v=2 each rule sync and its duration; a failed sync says why). */
+  kubeProxyLogTail(lines = 10): string {
+    return readFileSync(join(this.cluster.dir, "kube-proxy.log"), "utf8")
+      .trimEnd()
+      .split("\n")
+      .slice(-lines)
+      .join("\n");
   }
 
   /** Copies an image from the Docker Engine into the node's containerd (what `kind load` does). */

@@ -251,14 +251,32 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       1_000,
     );
 
+  /**
+   * A Service's ClusterIP once the node's kube-proxy routes its `port` to endpoints (90 s at
+   * most; a sync takes well under a second, a failed one is retried after 30 s). Before that a
+   * request leaves the machine, and what answers it is not the model: the failure names the
+   * Service and ends with what kube-proxy logged last.
+   */
+  const routedClusterIp = async (service: string, port: number, namespace = "default"): Promise<string> => {
+    const clusterIP = cluster!.kubectlGet<V1Service>("service", service, "-n", namespace).spec?.clusterIP ?? "";
+    try {
+      await eventually(() => assert.ok(node!.serviceRouted(clusterIP, port)), 90_000, 500);
+    } catch {
+      throw new Error(
+        `kube-proxy routed no ${clusterIP}:${port} (${namespace}/${service}) in 90 s; its log ends:\n${node!.kubeProxyLogTail()}`,
+      );
+    }
+    return clusterIP;
+  };
+
   /** One KServe v2 generate call on a simulated LLM through its Service's ClusterIP; throws unless 200. */
   const generateCall = (clusterIP: string | undefined, model: string) => async (): Promise<void> => {
     const response = await fetch(`http://${clusterIP}:8000/v2/models/${model}/generate`, {
       method: "POST",
       body: JSON.stringify({ text_input: "load" }),
     });
-    await response.text();
-    if (response.status !== 200) throw new Error(`generate: HTTP ${response.status}`);
+    const body = await response.text();
+    if (response.status !== 200) throw new Error(`generate: HTTP ${response.status} ${body.slice(0, 300)}`);
   };
 
   /** Waits until the HPA has taken the idle model back to 1 pod (the examples' 30 s stabilization window). */
@@ -380,9 +398,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     const service = cluster!.kubectlGet<V1Service>("service", "identity-fp32");
     const grpcPort = service.spec?.ports?.find((port) => port.name === "grpc");
     assert.equal(grpcPort?.appProtocol, "kubernetes.io/h2c");
-    const clusterAddress = `${service.spec?.clusterIP}:${grpcPort?.port}`;
-    // kube-proxy programs the ClusterIP within its sync period of the endpoints changing; a
-    // refused connection never reaches a data plane, so retrying keeps the request count exact.
+    const clusterAddress = `${await routedClusterIp("identity-fp32", grpcPort!.port)}:${grpcPort?.port}`;
+    // A refused connection never reaches a data plane, so retrying keeps the request count exact.
     const throughService = await eventually(
       () =>
         execFileSync(PYTHON, ["examples/tools/infer_identity.py", clusterAddress, "identity-fp32"], {
@@ -476,8 +493,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       2_000,
     );
 
-    const call = generateCall(cluster!.kubectlGet<V1Service>("service", model).spec?.clusterIP, model);
-    // kube-proxy programs the new ClusterIP within its sync period.
+    const call = generateCall(await routedClusterIp(model, 8000), model);
     await eventually(call, 30_000, 1_000);
     // 12 clients, each keeping one ~1 s request in flight: 12 in flight, 4 per pod is 3 pods.
     const load = new ClosedLoopLoad(12, call);
@@ -503,8 +519,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     // The monitoring guide's look at it: kubectl top reads the same API.
     const top = await run(`kubectl top pod -l dynamokserve.dev/model=${model}`);
     assert.match(top, new RegExp(`^${model}-\\S+\\s+\\d+m\\s+\\d+Mi\\s*$`, "m"));
-    // kube-proxy programs the new ClusterIP within its sync period.
-    const { clusterIP } = cluster!.kubectlGet<V1Service>("service", model).spec ?? {};
+    const clusterIP = await routedClusterIp(model, 8000);
     await eventually(
       async () => {
         const response = await fetch(`http://${clusterIP}:8000/v2/models/${model}/ready`, {
@@ -574,9 +589,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       cluster!.kubectlGet<{ spec?: { replicas?: number } }>("deployment", model).spec?.replicas;
     // One request while the pod runs (a model just made is not taken to zero before its
     // cooldown); then, with none for the cooldown, KEDA takes the last pod away.
-    const { clusterIP } = cluster!.kubectlGet<V1Service>("service", model).spec ?? {};
+    const clusterIP = await routedClusterIp(model, 8000);
     const call = generateCall(clusterIP, model);
-    // kube-proxy programs the new ClusterIP within its sync period.
     await eventually(call, 30_000, 1_000);
     assert.equal(replicasWanted(), 1, "a model just made is not taken to zero before its cooldown");
     // Requests while Prometheus scrapes the pod, until KEDA has seen the model in use.
@@ -805,6 +819,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       );
       await run(`kubectl apply -f ${join(out, "add-sub-versions.yaml")}`);
       await run("kubectl wait dkm/add-sub-versions --for=condition=Ready --timeout=180s");
+      await routedClusterIp("add-sub-versions", 8001);
       const service = cluster!.kubectlGet<V1Service>("service", "add-sub-versions");
       const parsed = await eventually(() => inferAddSub(service), 30_000, 1_000);
       assert.equal(parsed.model_version, "2", "version_policy specific: [2]");
@@ -839,6 +854,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
         ]);
         return (JSON.parse(reply) as { outputs: { name: string; values: unknown[] }[] }).outputs;
       };
+      for (const model of models) await routedClusterIp(kubernetesName(model), 8001, namespace);
       assert.deepEqual(await eventually(() => answer("identity_fp32", "INPUT0:FP32:1x4=0.5,1,2,3"), 30_000, 1_000), [
         { name: "OUTPUT0", datatype: "FP32", shape: [1, 4], values: [0.5, 1, 2, 3] },
       ]);
@@ -1347,8 +1363,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
         "triton-models.default.svc:8001",
       ]);
 
+      await routedClusterIp("triton-models", 8001);
       const service = cluster!.kubectlGet<V1Service>("service", "triton-models");
-      // As above: kube-proxy programs the new ClusterIP within its sync period.
       const reply = await eventually(() => inferAddSub(service), 30_000, 1_000);
       assert.deepEqual(reply.outputs.find((output) => output.name === "OUTPUT0")?.values, [1, 2, 3, 4]);
     } finally {
