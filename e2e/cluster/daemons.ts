@@ -14,9 +14,14 @@ export class Daemons {
 
   /** Starts `program`; `env` is added to this process's environment. */
   start(name: string, program: string, args: readonly string[], env: Record<string, string> = {}): ChildProcess {
-    const child = spawnLoggingTo(join(this.logDir, `${name}.log`), program, args, env);
+    const child = spawnLoggingTo(this.logFile(name), program, args, env);
     this.running.set(name, child);
     return child;
+  }
+
+  /** Where the daemon `name` writes its log. */
+  logFile(name: string): string {
+    return join(this.logDir, `${name}.log`);
   }
 
   has(name: string): boolean {

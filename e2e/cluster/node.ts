@@ -178,11 +178,7 @@ export class RealNode {
 
   /** kube-proxy's last log lines (at -v=2 each rule sync and its duration; a failed sync says why). */
   kubeProxyLogTail(lines = 10): string {
-    return readFileSync(join(this.cluster.dir, "kube-proxy.log"), "utf8")
-      .trimEnd()
-      .split("\n")
-      .slice(-lines)
-      .join("\n");
+    return readFileSync(this.daemons.logFile("kube-proxy"), "utf8").trimEnd().split("\n").slice(-lines).join("\n");
   }
 
   /** Copies an image from the Docker Engine into the node's containerd (what `kind load` does). */

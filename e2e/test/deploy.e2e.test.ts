@@ -65,14 +65,14 @@ const PYTHON = join(process.env["DYNAMO_KSERVE_VENV"] ?? join(CACHE_DIR, "venv")
 
 /** `dynamo-kserve infer` of add_sub_versions through a Service's ClusterIP: [0,1,2,3] + [1,1,1,1]. */
 async function inferAddSub(
-  service: V1Service,
+  clusterIP: string,
 ): Promise<{ model_version: string; outputs: { name: string; values: number[] }[] }> {
   const { stdout } = await promisify(execFile)(process.execPath, [
     CLI,
     "infer",
     "add_sub_versions",
     "--url",
-    `${service.spec?.clusterIP}:8001`,
+    `${clusterIP}:8001`,
     "--input",
     "INPUT0:FP32:1x4=0,1,2,3",
     "--input",
@@ -398,7 +398,7 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
     const service = cluster!.kubectlGet<V1Service>("service", "identity-fp32");
     const grpcPort = service.spec?.ports?.find((port) => port.name === "grpc");
     assert.equal(grpcPort?.appProtocol, "kubernetes.io/h2c");
-    const clusterAddress = `${await routedClusterIp("identity-fp32", grpcPort!.port)}:${grpcPort?.port}`;
+    const clusterAddress = `${await routedClusterIp("identity-fp32", grpcPort!.port)}:${grpcPort!.port}`;
     // A refused connection never reaches a data plane, so retrying keeps the request count exact.
     const throughService = await eventually(
       () =>
@@ -819,9 +819,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       );
       await run(`kubectl apply -f ${join(out, "add-sub-versions.yaml")}`);
       await run("kubectl wait dkm/add-sub-versions --for=condition=Ready --timeout=180s");
-      await routedClusterIp("add-sub-versions", 8001);
-      const service = cluster!.kubectlGet<V1Service>("service", "add-sub-versions");
-      const parsed = await eventually(() => inferAddSub(service), 30_000, 1_000);
+      const clusterIP = await routedClusterIp("add-sub-versions", 8001);
+      const parsed = await eventually(() => inferAddSub(clusterIP), 30_000, 1_000);
       assert.equal(parsed.model_version, "2", "version_policy specific: [2]");
       assert.deepEqual(parsed.outputs.find((output) => output.name === "OUTPUT0")?.values, [1, 2, 3, 4]);
     } finally {
@@ -847,14 +846,14 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
       for (const model of models) {
         await run(`kubectl wait -n ${namespace} dkm/${kubernetesName(model)} --for=condition=Ready --timeout=180s`);
       }
+      const clusterIPs = new Map<string, string>();
+      for (const model of models) clusterIPs.set(model, await routedClusterIp(kubernetesName(model), 8001, namespace));
       const answer = async (model: string, input: string): Promise<unknown> => {
-        const service = cluster!.kubectlGet<V1Service>("service", kubernetesName(model), "-n", namespace);
         const { stdout: reply } = await promisify(execFile)(process.execPath, [
-          ...[CLI, "infer", model, "--url", `${service.spec?.clusterIP}:8001`, "--input", input],
+          ...[CLI, "infer", model, "--url", `${clusterIPs.get(model)}:8001`, "--input", input],
         ]);
         return (JSON.parse(reply) as { outputs: { name: string; values: unknown[] }[] }).outputs;
       };
-      for (const model of models) await routedClusterIp(kubernetesName(model), 8001, namespace);
       assert.deepEqual(await eventually(() => answer("identity_fp32", "INPUT0:FP32:1x4=0.5,1,2,3"), 30_000, 1_000), [
         { name: "OUTPUT0", datatype: "FP32", shape: [1, 4], values: [0.5, 1, 2, 3] },
       ]);
@@ -1363,9 +1362,8 @@ describe("deploy on Kubernetes: the getting-started page's commands on a real no
         "triton-models.default.svc:8001",
       ]);
 
-      await routedClusterIp("triton-models", 8001);
-      const service = cluster!.kubectlGet<V1Service>("service", "triton-models");
-      const reply = await eventually(() => inferAddSub(service), 30_000, 1_000);
+      const clusterIP = await routedClusterIp("triton-models", 8001);
+      const reply = await eventually(() => inferAddSub(clusterIP), 30_000, 1_000);
       assert.deepEqual(reply.outputs.find((output) => output.name === "OUTPUT0")?.values, [1, 2, 3, 4]);
     } finally {
       await upstream.stop();

@@ -12,7 +12,15 @@ import type { InferParameter, ModelInferResponse } from "../../../proto/gen/ts/g
 import { joinBytesElements, splitBytesElements } from "../../src/tensors/bytes.js";
 import { CLI } from "../fixtures/paths.js";
 import { TestRepository } from "../fixtures/repository.js";
-import { callError, infer, inferRequest, startServer, streamAll, type ServerProcess } from "../fixtures/server.js";
+import {
+  callError,
+  eventually,
+  infer,
+  inferRequest,
+  startServer,
+  streamAll,
+  type ServerProcess,
+} from "../fixtures/server.js";
 import { requireOpenAiPeer, startOpenAiPeer, type Peer } from "../fixtures/peers.js";
 
 const MOCK_TEXT = "The quick brown fox jumps over the lazy dog";
@@ -222,17 +230,8 @@ describe("openai engine against a real OpenAI-compatible server (LiteLLM proxy)"
     const before = slow.closedAt.length;
     const cancelledAt = Date.now();
     stream.cancel();
-    await new Promise<void>((resolve, reject) => {
-      // The upstream streams until its request is closed: a close it sees came from the cancel.
-      const deadline = setTimeout(() => reject(new Error("upstream request still open after 10 s")), 10_000);
-      const poll = setInterval(() => {
-        if (slow.closedAt.length > before) {
-          clearInterval(poll);
-          clearTimeout(deadline);
-          resolve();
-        }
-      }, 5);
-    });
+    // The upstream streams until its request is closed: a close it sees came from the cancel.
+    await eventually(() => assert.ok(slow.closedAt.length > before, "the upstream request is still open"), 10_000, 5);
     console.log(`      client cancel -> upstream connection closed: ${slow.closedAt[before]! - cancelledAt} ms`);
   });
 });
