@@ -253,7 +253,7 @@ export async function startDataPlane(options: DataPlaneOptions): Promise<Running
   startUp.opened(() => registry.close());
   // The ports open before the start-up loads: a model whose initialize takes minutes (or hangs
   // until --model-load-timeout-secs) leaves the process live for Kubernetes' liveness probe,
-  // and not ready until a model is. "listening" is logged once the loads are done, as before.
+  // and not ready until the loads are done (ModelRegistry.serving). "listening" is logged then.
   await startUp.step(registry.start());
   const poller = schedulePolling(registry, options, logger);
   logger.info(

@@ -163,6 +163,8 @@ export class ModelRegistry implements ModelDependencies {
   /** Stops the engine starts and warmups in progress (close()). */
   private readonly loadsInProgress = new Set<(why: string) => void>();
   private isClosed = false;
+  /** Set once start() has loaded, or failed to load, every model asked for at start. */
+  private startedUp = false;
   private readonly listeners: (() => void)[] = [];
   /** Engines replaced or unloaded whose running requests are finishing before they are closed. */
   private readonly retiring = new Set<Promise<void>>();
@@ -199,8 +201,14 @@ export class ModelRegistry implements ModelDependencies {
     return this.options.controlMode;
   }
 
-  /** Loads the models the control mode asks for at start. */
+  /** Loads the models the control mode asks for at start; serving() is false until it is done. */
   async start(): Promise<void> {
+    await this.loadAtStart();
+    this.startedUp = true;
+    this.listeners.forEach((listener) => listener());
+  }
+
+  private async loadAtStart(): Promise<void> {
     const { controlMode, startupModels } = this.options;
     if (controlMode !== "explicit" || startupModels.includes("*")) {
       await this.sync();
@@ -213,6 +221,16 @@ export class ModelRegistry implements ModelDependencies {
         ),
       ),
     );
+  }
+
+  /**
+   * Whether the data plane is ready (ServerReady, the readiness probes): its start-up loads are
+   * done, each model READY or UNAVAILABLE, as Triton's strict readiness has it, and one model at
+   * least is ready. A pod ready with a model still loading would be sent that model's requests,
+   * which it could only refuse; a load that hangs is ended by the load timeout.
+   */
+  serving(): boolean {
+    return this.startedUp && this.readyCount() > 0;
   }
 
   /** Brings every model in line with the repository, and resolves once each change is done. */

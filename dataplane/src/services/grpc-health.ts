@@ -7,8 +7,9 @@ const REFRESH_MS = 1000;
 
 /**
  * grpc.health.v1 for Kubernetes' native gRPC probes and grpc_health_probe: "" is the
- * process (liveness); the inference service is SERVING while at least one model is
- * ready (readiness); each model's name is a service of its own, SERVING while it is.
+ * process (liveness); the inference service is SERVING once the start-up loads are done
+ * and while at least one model is ready (readiness, ModelRegistry.serving); each model's
+ * name is a service of its own, SERVING while it is.
  * Watch streams every change. `stopping` turns everything NOT_SERVING except "".
  */
 export class GrpcHealth {
@@ -32,7 +33,7 @@ export class GrpcHealth {
 
   /** True while the data plane takes inference requests. */
   ready(): boolean {
-    return !this.stopping() && this.registry.readyCount() > 0;
+    return !this.stopping() && this.registry.serving();
   }
 
   update(): void {

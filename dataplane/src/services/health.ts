@@ -4,11 +4,11 @@ import type { Operations } from "./unary.js";
 
 type HealthOperations = Operations<Pick<GRPCInferenceServiceServer, "serverLive" | "serverReady" | "modelReady">>;
 
-/** ServerLive, ServerReady (at least one model ready) and ModelReady. */
+/** ServerLive, ServerReady (start-up loads done, a model ready: ModelRegistry.serving) and ModelReady. */
 export function healthOperations(registry: ModelRegistry, isShuttingDown: () => boolean): HealthOperations {
   return {
     serverLive: () => ({ live: true }),
-    serverReady: () => ({ ready: !isShuttingDown() && registry.readyCount() > 0 }),
+    serverReady: () => ({ ready: !isShuttingDown() && registry.serving() }),
     modelReady: async (request) => {
       if (!registry.isReady(request.name, request.version)) return { ready: false };
       // A model served by an upstream is ready when the upstream says its model is.

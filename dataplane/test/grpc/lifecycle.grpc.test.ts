@@ -127,6 +127,7 @@ describe("connection tuning and graceful shutdown (real sockets)", function () {
         repository.path("initializes_slowly", "1", "model.py"),
         "import time\n\nclass TritonPythonModel:\n    def initialize(self, args):\n        time.sleep(3600)\n",
       );
+      repository.writeModel("loads_at_once", mockerConfig("loads_at_once", {}));
     });
     after(() => repository.remove());
 
@@ -155,6 +156,48 @@ describe("connection tuning and graceful shutdown (real sockets)", function () {
         assert.equal(await exited, true);
       } finally {
         health.close();
+        dataPlane.kill("SIGKILL");
+      }
+    });
+
+    it("is not ready while a start-up load runs, though another model is ready: a pod takes no request for a model it has not loaded", async () => {
+      const [grpcPort, httpPort, metricsPort] = await freePorts(3);
+      const dataPlane = spawn(
+        process.execPath,
+        [
+          ...[CLI, "dataplane", "--host", "127.0.0.1", "--model-repository", repository.dir, "--python", MODELS_PYTHON],
+          ...[
+            "--model-control-mode",
+            "explicit",
+            "--load-model",
+            "initializes_slowly",
+            "--load-model",
+            "loads_at_once",
+          ],
+          ...["--model-load-timeout-secs", "5"],
+          ...["--grpc-port", String(grpcPort), "--http-port", String(httpPort), "--metrics-port", String(metricsPort)],
+        ],
+        { stdio: "ignore" },
+      );
+      const health = new HealthTestClient(`127.0.0.1:${grpcPort}`);
+      const client = new GRPCInferenceServiceClient(`127.0.0.1:${grpcPort}`, credentials.createInsecure());
+      const httpReady = async (): Promise<number> =>
+        (await fetch(`http://127.0.0.1:${metricsPort}/v2/health/ready`)).status;
+      try {
+        await eventually(async () => assert.equal(await health.check("loads_at_once"), "SERVING"), 20_000);
+        const loading = await call(client, "modelReady", { name: "initializes_slowly", version: "" });
+        assert.equal(loading.ready, false, "the slow model's initialize still runs");
+        assert.equal(await health.check(READINESS_SERVICE), "NOT_SERVING");
+        assert.equal((await call(client, "serverReady", {})).ready, false);
+        assert.equal(await httpReady(), 503);
+        // The load timeout (5 s) ends the slow load: the start-up is done, one model serves.
+        await eventually(async () => assert.equal(await health.check(READINESS_SERVICE), "SERVING"), 20_000);
+        assert.equal((await call(client, "serverReady", {})).ready, true);
+        assert.equal(await httpReady(), 200);
+        assert.equal((await call(client, "modelReady", { name: "initializes_slowly", version: "" })).ready, false);
+      } finally {
+        health.close();
+        client.close();
         dataPlane.kill("SIGKILL");
       }
     });
