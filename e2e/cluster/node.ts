@@ -164,16 +164,31 @@ export class RealNode {
    * which a test would take for the data plane's.
    */
   serviceRouted(clusterIP: string, port: number): boolean {
-    const rules = execFileSync("iptables-save", ["-t", "nat"], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
-    return rules
-      .split("\n")
-      .some(
-        (rule) =>
-          rule.startsWith("-A KUBE-SERVICES ") &&
-          rule.includes(` -d ${clusterIP}/32 `) &&
-          rule.includes(` --dport ${port} `) &&
-          rule.includes(" -j KUBE-SVC-"),
-      );
+    return this.natRules().some(
+      (rule) =>
+        rule.startsWith("-A KUBE-SERVICES ") &&
+        rule.includes(` -d ${clusterIP}/32 `) &&
+        rule.includes(` --dport ${port} `) &&
+        rule.includes(" -j KUBE-SVC-"),
+    );
+  }
+
+  /**
+   * Whether kube-proxy sends a Service's connections to `podIP:port` (an endpoint's DNAT rule):
+   * a pod that just became Ready is in the EndpointSlice before it is in the rules, and a
+   * Service with no endpoint in its rules refuses connections.
+   */
+  endpointRouted(podIP: string, port: number): boolean {
+    return this.natRules().some(
+      (rule) =>
+        rule.startsWith("-A KUBE-SEP-") &&
+        rule.includes(" -j DNAT ") &&
+        rule.endsWith(` --to-destination ${podIP}:${port}`),
+    );
+  }
+
+  private natRules(): string[] {
+    return execFileSync("iptables-save", ["-t", "nat"], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }).split("\n");
   }
 
   /** kube-proxy's last log lines (at -v=2 each rule sync and its duration; a failed sync says why). */

@@ -139,7 +139,8 @@ describe("KEDA built from its Go module: scale to and from zero, external metric
       30_000,
     );
     await eventually(() => assert.equal(replicas(name).spec, 2), 120_000, 250);
-    assert.equal((await condition(name, "HPAActive")).status, "True");
+    // KEDA copies its HPA's ScalingActive into HPAActive on its own next reconcile.
+    await eventually(async () => assert.equal((await condition(name, "HPAActive")).status, "True"), 30_000, 250);
   });
 
   it("names its HPA keda-hpa-<name>, controlled by the ScaledObject, and copies the ScaledObject's labels onto it (managed-by too) unless its hpa-excluded-labels annotation lists them", async () => {

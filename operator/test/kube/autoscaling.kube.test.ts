@@ -144,7 +144,8 @@ describe("autoscaling.class KEDA and scale to zero (real API server, real KEDA, 
         scaled.spec.triggers.find((trigger) => trigger.type === "external-push"),
         undefined,
       );
+      // Written after the objects, in the same reconcile.
+      assert.equal(conditionOf(await model(), "ScaledToZero"), undefined);
     }, 90_000);
-    assert.equal(conditionOf(await model(), "ScaledToZero"), undefined);
   });
 });

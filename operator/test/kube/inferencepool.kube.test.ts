@@ -227,6 +227,8 @@ describe("InferencePool (upstream Gateway API Inference Extension CRD, real API 
         /endpoint picker picked-epp \(image registry\.example\/epp:test\) picks its pods/,
       );
       assert.equal((await live()).status?.inferencePool?.endpointPicker, "picked-epp");
+      // The objective's CRD was installed just before the model: the first reconcile may not see it.
+      assert.equal((await live()).status?.inferencePool?.objective, "picked");
     }, 30_000);
     const model = await live();
     for (const [apiVersion, kind] of pickerObjects) {

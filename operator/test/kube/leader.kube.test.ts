@@ -93,7 +93,9 @@ describe("leader election: two operator processes, one Lease (real API server)",
     const tookOverAt = follower.logs.find((entry) => entry["msg"] === "became leader")!["time"] as number;
     const failover = tookOverAt - killedAt;
     console.log(`      leader killed -> follower leads: ${failover} ms (lease ${LEASE_SECONDS} s)`);
-    assert.ok(failover <= LEASE_SECONDS * 1000 + 1500, `${failover} ms`);
+    // Within the lease and what its last renewal's retry tick, a GET and a PUT of the Lease take
+    // on a busy API server: a follower that never took over, or waited a lease more, fails.
+    assert.ok(failover <= LEASE_SECONDS * 1000 + 5_000, `${failover} ms`);
     const taken = await lease();
     assert.equal(taken.spec?.holderIdentity, identityOf(follower));
     assert.equal(taken.spec?.leaseTransitions, 1);
