@@ -173,7 +173,7 @@ export const DATAPLANE_OPTIONS = {
     "--model-load-timeout-secs <seconds>",
     {
       env: "DYNAMO_MODEL_LOAD_TIMEOUT_SECS",
-      help: "a model whose load takes longer (a Python model's initialize) is stopped, its processes killed, and it is UNAVAILABLE with the reason; other models load meanwhile; 0: no bound",
+      help: "a model whose load takes longer (a Python model's initialize) is stopped, its processes killed, and it is UNAVAILABLE with the reason; other models load meanwhile, and the data plane is ready once its start-up loads are done; 0: no bound (a start-up load that hangs keeps it not ready)",
     },
     600,
   ),

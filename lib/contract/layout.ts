@@ -6,7 +6,7 @@ import { join } from "node:path";
  * --model-files-root, or where --model-files names), and the format of a bearer-token file.
  */
 
-/** The grpc.health.v1 service whose status is the data plane's readiness (SERVING while a model is ready). */
+/** The grpc.health.v1 service whose status is the data plane's readiness (SERVING once the start-up loads are done, while a model is ready). */
 export const READINESS_SERVICE = "inference.GRPCInferenceService";
 
 /**

@@ -225,9 +225,10 @@ export class ModelRegistry implements ModelDependencies {
 
   /**
    * Whether the data plane is ready (ServerReady, the readiness probes): its start-up loads are
-   * done, each model READY or UNAVAILABLE, as Triton's strict readiness has it, and one model at
-   * least is ready. A pod ready with a model still loading would be sent that model's requests,
-   * which it could only refuse; a load that hangs is ended by the load timeout.
+   * done, each model READY or UNAVAILABLE (Triton too serves nothing before they are), and one
+   * model at least is ready. A pod ready with a model still loading would be sent that model's
+   * requests, which it could only refuse; a load that hangs is ended by the load timeout. Not
+   * Triton's strict readiness, which a model UNAVAILABLE after a failed load would end.
    */
   serving(): boolean {
     return this.startedUp && this.readyCount() > 0;

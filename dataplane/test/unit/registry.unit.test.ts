@@ -160,6 +160,20 @@ describe("model registry: a model whose load never finishes", () => {
     rmSync(repository, { recursive: true, force: true });
   });
 
+  it("keeps the registry not ready (serving) while it loads at start, though another model is ready; ready once the timeout ends it, and while a model is", async () => {
+    const starting = start("poll", ["*"], 300);
+    for (let waited = 0; !registry.isReady("m", ""); waited += 10) {
+      assert.ok(waited < 5_000, "model m never loaded");
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    assert.equal(registry.serving(), false, "model hung is still loading");
+    await starting;
+    assert.equal(registry.serving(), true);
+    rmSync(join(repository, "m"), { recursive: true });
+    await registry.sync();
+    assert.equal(registry.serving(), false, "no model is ready");
+  });
+
   it("at start, is stopped at the load timeout: its engine closed, the model UNAVAILABLE with the reason, the others loaded", async () => {
     await start("poll", ["*"], 100);
     assert.equal(engines.get("hung")![0]!.closed, true);
