@@ -192,9 +192,13 @@ export class ModelRegistry implements ModelDependencies {
     return this.passingThrough[requestType];
   }
 
-  /** Calls `listener` whenever a model becomes ready or stops being ready. */
+  /** Calls `listener` whenever a model becomes ready or stops being ready, and when start() is done. */
   onChange(listener: () => void): void {
     this.listeners.push(listener);
+  }
+
+  private notifyChange(): void {
+    this.listeners.forEach((listener) => listener());
   }
 
   get controlMode(): ModelControlMode {
@@ -205,7 +209,7 @@ export class ModelRegistry implements ModelDependencies {
   async start(): Promise<void> {
     await this.loadAtStart();
     this.startedUp = true;
-    this.listeners.forEach((listener) => listener());
+    this.notifyChange();
   }
 
   private async loadAtStart(): Promise<void> {
@@ -573,8 +577,7 @@ export class ModelRegistry implements ModelDependencies {
   /** Runs `task` once the model's earlier changes are done; refused once the registry is closed. */
   private serialize<T>(name: string, task: () => Promise<T>): Promise<T> {
     if (this.isClosed) return Promise.reject(new LoadStopped(`model '${name}': the server is shutting down`));
-    const notify = (): void => this.listeners.forEach((listener) => listener());
-    const run = (this.queues.get(name) ?? Promise.resolve()).then(task, task).finally(notify);
+    const run = (this.queues.get(name) ?? Promise.resolve()).then(task, task).finally(() => this.notifyChange());
     const settled = run.catch(() => undefined);
     this.queues.set(name, settled);
     void settled.then(() => {
